@@ -1,0 +1,126 @@
+#include "framework/context.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "framework/error.h"
+#include "framework/memory.h"
+
+#ifdef GT_WITH_CUDA
+#include "framework/cuda_check.h"
+#endif
+
+namespace gt {
+
+bool built_with_cuda() {
+#ifdef GT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef GT_WITH_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+std::string device_name(Device d) {
+  if (d.is_cpu()) return "cpu";
+#ifdef GT_WITH_CUDA
+  cudaDeviceProp prop{};
+  GT_CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
+  return prop.name;
+#else
+  throw_built_without_cuda("device_name");
+#endif
+}
+
+Device Context::parse_device(const std::string& spec) {
+  if (spec == "cpu") return Device::cpu();
+  if (spec == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  if (spec.rfind("cuda", 0) == 0) {
+    int index = 0;
+    if (spec.size() > 4) {
+      if (spec[4] != ':' || spec.size() == 5)
+        GT_THROW("device", "use cpu, cuda, cuda:N or auto", "bad device '", spec, "'");
+      index = std::atoi(spec.c_str() + 5);
+    }
+    if (!built_with_cuda()) throw_built_without_cuda("device: cuda");
+    int n = cuda_device_count();
+    if (index < 0 || index >= n)
+      GT_THROW("device", "use device: cpu or auto on a machine without a GPU", "CUDA device ", index,
+               " requested but ", n, " usable CUDA device(s) found");
+    return Device::cuda(index);
+  }
+  GT_THROW("device", "use cpu, cuda, cuda:N or auto", "bad device '", spec, "'");
+}
+
+Context::Context(Device device) : device_(device) {
+  if (!device.is_cuda()) return;
+#ifdef GT_WITH_CUDA
+  GT_CUDA_CHECK(cudaSetDevice(device.index));
+  cudaStream_t s, c;
+  GT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GT_CUDA_CHECK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+  stream_ = s;
+  copy_stream_ = c;
+  cublasHandle_t h;
+  GT_CUBLAS_CHECK(cublasCreate(&h));
+  GT_CUBLAS_CHECK(cublasSetStream(h, s));
+  GT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+  cublas_ = h;
+#else
+  throw_built_without_cuda("Context");
+#endif
+}
+
+void Context::set_tf32(bool on) {
+  tf32_ = on;
+#ifdef GT_WITH_CUDA
+  if (cublas_)
+    GT_CUBLAS_CHECK(cublasSetMathMode(static_cast<cublasHandle_t>(cublas_),
+                                      on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+#endif
+}
+
+Context::~Context() {
+#ifdef GT_WITH_CUDA
+  // Destructors must not throw: errors here are ignored (the device may already be lost).
+  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (stream_) cudaStreamDestroy(stream_);
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
+#endif
+}
+
+void Context::synchronize() const { stream_synchronize(stream_); }
+
+#ifndef GT_WITH_CUDA
+// CPU-only build: host memory stands in for pinned memory and device entry points throw.
+void* device_alloc(std::size_t, int) { throw_built_without_cuda("device_alloc"); }
+void device_free(void*, int) {}
+void* pinned_alloc(std::size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (!p) GT_THROW("pinned_alloc", "", "cannot allocate ", bytes, " bytes of host memory");
+  return p;
+}
+void pinned_free(void* p) { std::free(p); }
+void release_cached_memory() {}
+MemoryStats memory_stats() { return {}; }
+void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t n, Stream) {
+  if (dd.is_cuda() || sd.is_cuda()) throw_built_without_cuda("copy_bytes");
+  std::memcpy(dst, src, n);
+}
+void device_memset(void*, int, std::size_t, Stream) { throw_built_without_cuda("device_memset"); }
+void stream_synchronize(Stream) {}
+#endif
+
+}  // namespace gt

@@ -1,0 +1,44 @@
+// Context: where a model runs. Holds the device, a compute stream and a copy stream, and the
+// cuBLAS handle bound to the compute stream. A CPU context has null streams and no handle.
+//
+// Contexts are not thread-safe: one thread drives one context (the trainer, or one inference
+// worker). Several contexts may share a GPU.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "framework/device.h"
+
+namespace gt {
+
+class Context {
+ public:
+  explicit Context(Device device = Device::cpu());
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Device device() const { return device_; }
+  bool is_cuda() const { return device_.is_cuda(); }
+  Stream stream() const { return stream_; }
+  Stream copy_stream() const { return copy_stream_; }
+  // cublasHandle_t of the compute stream, as void* so this header needs no CUDA headers.
+  void* cublas() const { return cublas_; }
+  // Dense math precision on the GPU: TF32 tensor cores or strict float32.
+  void set_tf32(bool on);
+  bool tf32() const { return tf32_; }
+  void synchronize() const;
+
+  // Parses "cpu", "cuda", "cuda:1" or "auto" (CUDA device 0 when one is usable, else CPU).
+  static Device parse_device(const std::string& spec);
+
+ private:
+  Device device_;
+  Stream stream_ = nullptr;
+  Stream copy_stream_ = nullptr;
+  void* cublas_ = nullptr;
+  bool tf32_ = false;
+};
+
+}  // namespace gt

@@ -1,0 +1,205 @@
+// Caching device allocator and pinned host pool (contract in memory.h).
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "framework/cuda_check.h"
+#include "framework/memory.h"
+
+namespace gt {
+namespace {
+
+constexpr std::size_t kSmallRound = 512;
+constexpr std::size_t kLargeThreshold = 1 << 20;
+constexpr std::size_t kLargeRound = 2 << 20;
+
+std::size_t round_size(std::size_t n) {
+  if (n < kLargeThreshold) return (n + kSmallRound - 1) / kSmallRound * kSmallRound;
+  return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+// One pool per kind of memory: free lists keyed by rounded size; live blocks remember their size.
+struct Pool {
+  std::mutex mu;
+  std::multimap<std::size_t, void*> free_blocks;  // size -> ptr
+  std::unordered_map<void*, std::size_t> live;
+  std::size_t in_use = 0, cached = 0, peak = 0, mallocs = 0;
+};
+
+Pool& device_pool(int device) {
+  static std::mutex mu;
+  static std::map<int, Pool*> pools;  // leaked on purpose: frees may run during static destruction
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = pools[device];
+  if (!p) p = new Pool;
+  return *p;
+}
+
+Pool& pinned_pool() {
+  static Pool* p = new Pool;
+  return *p;
+}
+
+void empty_device_cache(Pool& pool) {
+  for (auto& [size, ptr] : pool.free_blocks) cudaFree(ptr);
+  pool.free_blocks.clear();
+  pool.cached = 0;
+}
+
+}  // namespace
+
+void* device_alloc(std::size_t bytes, int device) {
+  Pool& pool = device_pool(device);
+  std::size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(pool.mu);
+  void* ptr = nullptr;
+  auto it = pool.free_blocks.find(size);
+  if (it != pool.free_blocks.end()) {
+    ptr = it->second;
+    pool.free_blocks.erase(it);
+    pool.cached -= size;
+  } else {
+    int prev = 0;
+    GT_CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != device) GT_CUDA_CHECK(cudaSetDevice(device));
+    cudaError_t err = cudaMalloc(&ptr, size);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      empty_device_cache(pool);
+      err = cudaMalloc(&ptr, size);
+    }
+    if (prev != device) cudaSetDevice(prev);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      std::size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      GT_THROW("device_alloc", "lower the batch size or the fanouts, or use a GPU with more memory",
+               "GPU out of memory: asked for ", bytes, " bytes on cuda:", device, " (", free_b >> 20,
+               " MiB free of ", total_b >> 20, " MiB; ", pool.in_use >> 20, " MiB held by GraphTensor)");
+    }
+    ++pool.mallocs;
+  }
+  pool.live[ptr] = size;
+  pool.in_use += size;
+  pool.peak = std::max(pool.peak, pool.in_use);
+  return ptr;
+}
+
+void device_free(void* ptr, int device) {
+  if (!ptr) return;
+  Pool& pool = device_pool(device);
+  std::lock_guard<std::mutex> lock(pool.mu);
+  auto it = pool.live.find(ptr);
+  if (it == pool.live.end()) return;
+  pool.in_use -= it->second;
+  pool.cached += it->second;
+  pool.free_blocks.emplace(it->second, ptr);
+  pool.live.erase(it);
+}
+
+void* pinned_alloc(std::size_t bytes) {
+  Pool& pool = pinned_pool();
+  std::size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(pool.mu);
+  void* ptr = nullptr;
+  auto it = pool.free_blocks.find(size);
+  if (it != pool.free_blocks.end()) {
+    ptr = it->second;
+    pool.free_blocks.erase(it);
+    pool.cached -= size;
+  } else {
+    cudaError_t err = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      // No driver (a CPU-only machine running a CUDA build): fall back to pageable memory.
+      cudaGetLastError();
+      ptr = std::malloc(size);
+      if (!ptr) GT_THROW("pinned_alloc", "", "cannot allocate ", bytes, " bytes of host memory");
+      pool.live[ptr] = size | 1;  // odd size marks a malloc'ed block (sizes are multiples of 512)
+      pool.in_use += size;
+      return ptr;
+    }
+  }
+  pool.live[ptr] = size;
+  pool.in_use += size;
+  return ptr;
+}
+
+void pinned_free(void* ptr) {
+  if (!ptr) return;
+  Pool& pool = pinned_pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  auto it = pool.live.find(ptr);
+  if (it == pool.live.end()) return;
+  std::size_t size = it->second & ~std::size_t{1};
+  pool.in_use -= size;
+  if (it->second & 1) {
+    std::free(ptr);
+  } else {
+    pool.cached += size;
+    pool.free_blocks.emplace(size, ptr);
+  }
+  pool.live.erase(it);
+}
+
+void release_cached_memory() {
+  for (int d = 0; d < cuda_device_count(); ++d) {
+    Pool& pool = device_pool(d);
+    std::lock_guard<std::mutex> lock(pool.mu);
+    empty_device_cache(pool);
+  }
+  Pool& pp = pinned_pool();
+  std::lock_guard<std::mutex> lock(pp.mu);
+  for (auto& [size, ptr] : pp.free_blocks) cudaFreeHost(ptr);
+  pp.free_blocks.clear();
+  pp.cached = 0;
+}
+
+MemoryStats memory_stats() {
+  MemoryStats s;
+  if (cuda_device_count() > 0) {
+    Pool& pool = device_pool(0);
+    std::lock_guard<std::mutex> lock(pool.mu);
+    s.device_in_use = pool.in_use;
+    s.device_cached = pool.cached;
+    s.device_peak = pool.peak;
+    s.device_mallocs = pool.mallocs;
+  }
+  Pool& pp = pinned_pool();
+  std::lock_guard<std::mutex> lock(pp.mu);
+  s.pinned_in_use = pp.in_use;
+  s.pinned_cached = pp.cached;
+  return s;
+}
+
+void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t n, Stream s) {
+  if (n == 0) return;
+  if (dd.is_cpu() && sd.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  cudaMemcpyKind kind = dd.is_cuda() ? (sd.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                     : cudaMemcpyDeviceToHost;
+  if (s) {
+    GT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, s));
+  } else {
+    // Synchronous copy: our streams are non-blocking, so wait for all work on the device first.
+    GT_CUDA_CHECK(cudaDeviceSynchronize());
+    GT_CUDA_CHECK(cudaMemcpy(dst, src, n, kind));
+  }
+}
+
+void device_memset(void* ptr, int byte, std::size_t n, Stream s) {
+  if (s) GT_CUDA_CHECK(cudaMemsetAsync(ptr, byte, n, s));
+  else {
+    GT_CUDA_CHECK(cudaDeviceSynchronize());
+    GT_CUDA_CHECK(cudaMemset(ptr, byte, n));
+  }
+}
+
+void stream_synchronize(Stream s) {
+  if (s) GT_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+}  // namespace gt

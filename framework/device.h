@@ -1,0 +1,35 @@
+// Devices and streams. A Stream is a CUDA stream handle (cudaStream_t) or nullptr for the CPU and
+// for the default stream; it is declared here without pulling in the CUDA headers so that CPU-only
+// code and CPU-only builds can pass streams around.
+#pragma once
+
+#include <string>
+
+struct CUstream_st;
+
+namespace gt {
+
+using Stream = CUstream_st*;
+
+enum class DeviceType { kCPU, kCUDA };
+
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int index = 0;
+
+  static Device cpu() { return {DeviceType::kCPU, 0}; }
+  static Device cuda(int i = 0) { return {DeviceType::kCUDA, i}; }
+  bool is_cuda() const { return type == DeviceType::kCUDA; }
+  bool is_cpu() const { return type == DeviceType::kCPU; }
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  std::string str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+};
+
+// True when the build has the CUDA backend (GT_WITH_CUDA).
+bool built_with_cuda();
+// Number of usable CUDA devices at run time (0 without a driver or a GPU; never throws).
+int cuda_device_count();
+// Name of CUDA device i ("cpu" for a CPU-only build).
+std::string device_name(Device d);
+
+}  // namespace gt

@@ -1,0 +1,37 @@
+// Raw memory: a caching device allocator, a pinned host allocator and byte copies between
+// devices. Tensors use these; kernels take scratch space from here, not from cudaMalloc.
+//
+// The device allocator keeps freed blocks in per-size free lists (sizes rounded up to 512 bytes,
+// or to 2 MiB above 1 MiB) and hands them out again without a cudaMalloc/cudaFree; blocks are
+// only returned to the driver by release_cached_memory() or when an allocation fails (then the
+// cache is emptied and the allocation retried once). Frees are stream-ordered only in the sense
+// that a block is reused by later work on the same (single) compute stream; callers that use a
+// block on another stream must synchronise first.
+#pragma once
+
+#include <cstddef>
+
+#include "framework/device.h"
+
+namespace gt {
+
+void* device_alloc(std::size_t bytes, int device);
+void device_free(void* ptr, int device);
+void* pinned_alloc(std::size_t bytes);  // page-locked host memory (plain host memory without CUDA)
+void pinned_free(void* ptr);
+void release_cached_memory();
+
+struct MemoryStats {
+  std::size_t device_in_use = 0, device_cached = 0, device_peak = 0;
+  std::size_t pinned_in_use = 0, pinned_cached = 0;
+  std::size_t device_mallocs = 0;  // real cudaMalloc calls (cache misses)
+};
+MemoryStats memory_stats();
+
+// Copies n bytes. With a stream the copy is asynchronous when either side is a device (pinned host
+// memory then overlaps); a nullptr stream means the legacy default stream and a synchronous copy.
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t n, Stream s);
+void device_memset(void* ptr, int byte, std::size_t n, Stream s);
+void stream_synchronize(Stream s);
+
+}  // namespace gt

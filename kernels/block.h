@@ -1,0 +1,39 @@
+// Block: one layer of a sampled mini-batch, a bipartite graph from num_src source nodes to
+// num_dst destination nodes. The destination nodes are the first num_dst source nodes, so a
+// layer's output rows are the next layer's input rows without a copy.
+//
+// Both directions are stored so no format translation happens on the GPU:
+//   indptr   int64 [num_dst + 1]  CSR over destinations: in-edges of v are
+//   indices  int32 [nnz]            indices[indptr[v] .. indptr[v+1]) (source local ids)
+//   t_indptr int64 [num_src + 1]  the transpose (CSC): out-edges of u are
+//   t_indices int32 [nnz]           t_indices[t_indptr[u] .. t_indptr[u+1]) (destination local ids)
+// Within each row, ids are in the order the sampler produced them; the transpose lists each
+// source's destinations in increasing order. All four tensors live on the same device.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/tensor.h"
+
+namespace gt {
+
+struct Block {
+  int64_t num_src = 0;
+  int64_t num_dst = 0;
+  Tensor indptr, indices, t_indptr, t_indices;
+
+  int64_t nnz() const { return indices.defined() ? indices.numel() : 0; }
+  Device device() const { return indptr.device(); }
+  // Copies all four arrays (asynchronously when a stream is given).
+  Block to(Device d, Stream s = nullptr) const;
+  // Builds t_indptr/t_indices from indptr/indices (CPU tensors).
+  void build_transpose();
+  // Checks sizes and id ranges (CPU tensors); throws gt::Error naming the first bad entry.
+  void validate() const;
+};
+
+// Builds a block from CPU arrays (convenience for tests and importers); computes the transpose.
+Block make_block(int64_t num_src, int64_t num_dst, const std::vector<int64_t>& indptr,
+                 const std::vector<int32_t>& indices);
+
+}  // namespace gt

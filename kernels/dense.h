@@ -1,0 +1,23 @@
+// Dense layer math (NAPA's Apply): y = x W + b, row-major.
+//
+// Shapes: x float32 [n, in], w float32 [in, out], b float32 [out] (optional), y [n, out].
+// linear_backward writes dw = x^T dy, db = column sums of dy, and dx = dy w^T when dx is given
+// (all overwritten). GPU: cuBLAS SGEMM on the context's stream (TF32 when ctx.tf32()), bias and
+// its gradient in small kernels; CPU: OpenBLAS SGEMM and oneTBB.
+#pragma once
+
+#include "framework/context.h"
+#include "framework/tensor.h"
+
+namespace gt {
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Context& ctx);
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw,
+                     Tensor* db, const Context& ctx);
+// y += x W (accumulating variant, used for GraphSAGE's root weight).
+void linear_forward_accumulate(const Tensor& x, const Tensor& w, Tensor& y, const Context& ctx);
+// dx += dy w^T (accumulating), dw = x^T dy.
+void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                                Tensor& dw, const Context& ctx);
+
+}  // namespace gt

@@ -1,0 +1,39 @@
+// Element-wise ops on float32 tensors of any shape (treated as flat arrays), on the tensor's
+// device (CUDA on `s`, CPU with oneTBB). Outputs may alias inputs where noted.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/tensor.h"
+
+namespace gt {
+
+// y = max(x, 0). y may alias x.
+void relu_forward(const Tensor& x, Tensor& y, Stream s = nullptr);
+// dx = dy * (y > 0), y = the forward output. dx may alias dy.
+void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s = nullptr);
+
+// Inverted dropout: keep element i with probability 1 - p, scaling it by 1 / (1 - p).
+// The mask is a pure function of (seed, step, i) (counter-based Philox), so the CPU and the GPU
+// drop the same elements. y may alias x. p = 0 copies.
+void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr);
+// dx = dy * mask / (1 - p) with the same (seed, step). dx may alias dy.
+void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s = nullptr);
+
+// y += alpha * x.
+void axpy(float alpha, const Tensor& x, Tensor& y, Stream s = nullptr);
+
+// Adam (Kingma & Ba) with L2 weight decay added to the gradient (as torch.optim.Adam does):
+//   g = grad + wd * param; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+struct AdamParams {
+  float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  int64_t step = 1;  // t, 1-based
+};
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s = nullptr);
+// SGD with momentum and L2 weight decay (torch.optim.SGD semantics):
+//   g = grad + wd * param; buf = momentum * buf + g (buf = g at step 1); param -= lr * buf
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float momentum,
+                float weight_decay, int64_t step, Stream s = nullptr);
+
+}  // namespace gt
