@@ -1,0 +1,77 @@
+// Graph datasets stored in HDF5 (layout: docs/dataset-format.md).
+//
+// A Dataset holds the in-neighbour CSR (row v lists the sources u of edges u -> v), float32
+// features [N, F], int32 labels (-1 = unlabelled) and named splits (lists of node ids).
+// Writes are atomic: data goes to "<path>.tmp" and is renamed over <path> only when complete,
+// so a failed or interrupted write never leaves a partial file at <path>.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace gt {
+
+constexpr int kDatasetFormatVersion = 1;
+
+struct DatasetInfo {
+  int64_t num_nodes = 0;
+  int64_t num_edges = 0;  // directed edges stored in the CSR
+  int64_t feature_dim = 0;
+  int64_t num_classes = 0;  // 1 + max label
+  bool directed = false;    // false: the CSR already holds both directions of every edge
+  std::string source;       // provenance, free text
+  std::map<std::string, int64_t> split_sizes;
+};
+
+struct Dataset {
+  DatasetInfo info;
+  std::vector<int64_t> indptr;   // [N + 1]
+  std::vector<int32_t> indices;  // [E]
+  Tensor features;               // float32 [N, F], CPU
+  std::vector<int32_t> labels;   // [N]
+  std::map<std::string, std::vector<int64_t>> splits;
+
+  // Checks sizes and ranges (indptr monotone, ids < N, labels < num_classes, split ids < N);
+  // throws gt::Error naming `where` and the first bad entry.
+  void validate(const std::string& where) const;
+  const std::vector<int64_t>& split(const std::string& name) const;  // throws naming the split
+};
+
+// Reads a whole dataset. Throws gt::Error naming the file (and the dataset inside it) when the
+// file is missing, not HDF5, of another format version, or inconsistent.
+Dataset load_dataset(const std::string& path);
+// Reads only the attributes and split sizes.
+DatasetInfo read_dataset_info(const std::string& path);
+// Reads feature rows [begin, end) into a float32 [end - begin, F] CPU tensor.
+Tensor read_feature_rows(const std::string& path, int64_t begin, int64_t end);
+// Writes atomically (validates first).
+void save_dataset(const Dataset& ds, const std::string& path);
+
+// Streaming writer for datasets too large to hold twice in memory. Call the write_* methods in
+// any order, each at most once except write_feature_rows (row ranges in any order, covering all
+// rows), then commit(). Destroying an uncommitted writer removes the temporary file.
+class DatasetWriter {
+ public:
+  DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim);
+  ~DatasetWriter();
+  DatasetWriter(const DatasetWriter&) = delete;
+  DatasetWriter& operator=(const DatasetWriter&) = delete;
+
+  void write_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, bool directed);
+  void write_feature_rows(int64_t begin, const Tensor& rows);  // float32 [n, F], CPU
+  void write_labels(const std::vector<int32_t>& labels, int64_t num_classes);
+  void write_split(const std::string& name, const std::vector<int64_t>& ids);
+  void set_source(const std::string& source);
+  void commit();  // closes, fsyncs and renames into place
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gt

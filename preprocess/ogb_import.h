@@ -1,0 +1,23 @@
+// Import of the Open Graph Benchmark node-property raw layout:
+//   DIR/raw/edge.csv.gz           "u,v" per line, 0-based
+//   DIR/raw/node-feat.csv.gz      comma-separated float features, one line per node
+//   DIR/raw/node-label.csv.gz     one integer per node (-1 or empty/nan = unlabelled)
+//   DIR/raw/num-node-list.csv.gz  the number of nodes
+//   DIR/split/<name>/{train,valid,test}.csv.gz   node ids, one per line
+// Undirected graphs (the default) get both directions of every edge; duplicate edges and
+// self-loops are dropped. Every parse error throws gt::Error naming the file and line.
+#pragma once
+
+#include <string>
+
+namespace gt {
+
+struct OgbImportOptions {
+  std::string split;      // split scheme under DIR/split; empty = the only one there
+  bool directed = false;  // true: keep edges as given (u -> v only)
+};
+
+// Reads DIR and writes an HDF5 dataset to out_path atomically. Returns nothing; throws on error.
+void import_ogb(const std::string& dir, const std::string& out_path, const OgbImportOptions& opts = {});
+
+}  // namespace gt
