@@ -1,1 +1,295 @@
-// (being written)
+#include "framework/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "framework/error.h"
+
+namespace gt {
+namespace {
+
+// A declared field: how to read it from YAML and how to print it.
+struct Field {
+  std::string key;   // "section.name"
+  std::string type;  // for docs and messages
+  std::string desc;
+  std::function<void(Config&, const YAML::Node&, const std::string& where)> set;
+  std::function<std::string(const Config&)> show;
+};
+
+std::string where_of(const std::string& source, const YAML::Node& n) {
+  if (n.Mark().is_null()) return source;
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+[[noreturn]] void type_error(const std::string& key, const std::string& expected, const YAML::Node& n,
+                             const std::string& where) {
+  std::string found = n.IsScalar() ? "'" + n.Scalar() + "'" : n.IsSequence() ? "a list" : n.IsMap() ? "a map" : "nothing";
+  GT_THROW(where, "", "config key '", key, "' expects ", expected, ", got ", found);
+}
+
+template <typename T>
+T scalar_as(const std::string& key, const std::string& expected, const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) type_error(key, expected, n, where);
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    type_error(key, expected, n, where);
+  }
+}
+
+template <typename Get>
+Field int_field(std::string key, Get get, int64_t lo, int64_t hi, std::string desc) {
+  Field f{key, "int", std::move(desc), {}, {}};
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<int64_t>(key, "an integer", n, where);
+    if (v < lo || v > hi)
+      GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+    get(c) = v;
+  };
+  f.show = [=](const Config& c) { return std::to_string(get(const_cast<Config&>(c))); };
+  return f;
+}
+
+template <typename Get>
+Field real_field(std::string key, Get get, double lo, double hi, std::string desc) {
+  Field f{key, "float", std::move(desc), {}, {}};
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<double>(key, "a number", n, where);
+    if (!(v >= lo && v <= hi))
+      GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+    get(c) = v;
+  };
+  f.show = [=](const Config& c) {
+    std::ostringstream os;
+    os << get(const_cast<Config&>(c));
+    return os.str();
+  };
+  return f;
+}
+
+template <typename Get>
+Field bool_field(std::string key, Get get, std::string desc) {
+  Field f{key, "bool", std::move(desc), {}, {}};
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    get(c) = scalar_as<bool>(key, "true or false", n, where);
+  };
+  f.show = [=](const Config& c) { return std::string(get(const_cast<Config&>(c)) ? "true" : "false"); };
+  return f;
+}
+
+// choices empty = any string.
+template <typename Get>
+Field string_field(std::string key, Get get, std::vector<std::string> choices, std::string desc) {
+  std::string type = "string";
+  if (!choices.empty()) {
+    type.clear();
+    for (auto& ch : choices) type += (type.empty() ? "" : " \\| ") + ch;
+  }
+  Field f{key, type, std::move(desc), {}, {}};
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<std::string>(key, "a string", n, where);
+    if (!choices.empty()) {
+      bool ok = false;
+      std::string list;
+      for (auto& ch : choices) {
+        ok |= (v == ch);
+        list += (list.empty() ? "" : ", ") + ch;
+      }
+      if (!ok) GT_THROW(where, "", "config key '", key, "' must be one of ", list, ", got '", v, "'");
+    }
+    get(c) = v;
+  };
+  f.show = [=](const Config& c) { return "\"" + get(const_cast<Config&>(c)) + "\""; };
+  return f;
+}
+
+template <typename Get>
+Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
+  Field f{key, "list of int", std::move(desc), {}, {}};
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    if (!n.IsSequence()) type_error(key, "a list of integers", n, where);
+    std::vector<int64_t> out;
+    for (const auto& item : n) {
+      auto v = scalar_as<int64_t>(key, "a list of integers", item, where);
+      if (v < lo) GT_THROW(where, "", "config key '", key, "' entries must be >= ", lo, ", got ", v);
+      out.push_back(v);
+    }
+    get(c) = out;
+  };
+  f.show = [=](const Config& c) {
+    std::string s = "[";
+    for (auto v : get(const_cast<Config&>(c))) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
+    return s + "]";
+  };
+  return f;
+}
+
+constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+
+#define GT_GET(section, name) [](Config& c) -> auto& { return c.section.name; }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> all = {
+      string_field("model.type", GT_GET(model, type), {"gcn", "sage"},
+                   "GCN (mean aggregation, then one linear layer) or GraphSAGE (mean aggregation with a separate root weight)"),
+      int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16, "width of the hidden layers"),
+      int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
+      real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
+      bool_field("model.self_loops", GT_GET(model, self_loops),
+                 "GCN: average over N(v) and v itself (GraphSAGE uses its root weight instead)"),
+      string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
+      string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
+                   "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
+      string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),
+      string_field("dataset.valid_split", GT_GET(dataset, valid_split), {}, "split for model selection"),
+      string_field("dataset.test_split", GT_GET(dataset, test_split), {}, "split reported at the best validation epoch"),
+      int_list_field("sampling.fanouts", GT_GET(sampling, fanouts), -1,
+                     "neighbours sampled per layer, input side first; -1 = all"),
+      int_field("sampling.batch_size", GT_GET(sampling, batch_size), 1, kBig, "training seeds per mini-batch"),
+      int_list_field("sampling.eval_fanouts", GT_GET(sampling, eval_fanouts), -1,
+                     "fanouts for evaluation; [] = all neighbours at every layer"),
+      int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig, "seeds per evaluation batch"),
+      string_field("optimizer.type", GT_GET(optimizer, type), {"adam", "sgd"}, "optimizer"),
+      real_field("optimizer.lr", GT_GET(optimizer, lr), 0.0, 100.0, "learning rate"),
+      real_field("optimizer.weight_decay", GT_GET(optimizer, weight_decay), 0.0, 1.0, "L2 penalty added to the gradient"),
+      real_field("optimizer.momentum", GT_GET(optimizer, momentum), 0.0, 0.999, "SGD momentum"),
+      real_field("optimizer.beta1", GT_GET(optimizer, beta1), 0.0, 0.9999, "Adam beta1"),
+      real_field("optimizer.beta2", GT_GET(optimizer, beta2), 0.0, 0.999999, "Adam beta2"),
+      real_field("optimizer.eps", GT_GET(optimizer, eps), 0.0, 1.0, "Adam epsilon"),
+      int_field("train.epochs", GT_GET(train, epochs), 1, 1000000, "passes over the training split"),
+      string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
+      int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
+                "seed of initialisation, sampling, shuffling and dropout"),
+      int_field("train.threads", GT_GET(train, threads), 0, 4096, "CPU threads for preprocessing and CPU kernels; 0 = all"),
+      int_field("train.eval_every", GT_GET(train, eval_every), 1, 1000000, "evaluate every N epochs (and after the last)"),
+      string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
+                   "dense math on the GPU: strict float32 or TF32 tensor cores"),
+      string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
+      string_field("train.save_best", GT_GET(train, save_best), {}, "HDF5 file for the weights of the best validation epoch; \"\" = none"),
+      bool_field("train.progress", GT_GET(train, progress), "progress bar on stderr when it is a terminal"),
+  };
+  return all;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const auto& f : fields()) {
+    if (!section.empty() && f.key.rfind(section + ".", 0) != 0) continue;
+    out += (out.empty() ? "" : ", ") + (section.empty() ? f.key : f.key.substr(section.size() + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "", "YAML syntax error: ", e.msg);
+  }
+  Config cfg;
+  cfg.source = source;
+  if (root.IsNull()) return cfg;
+  if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train)");
+  static const char* kSections[] = {"model", "dataset", "sampling", "optimizer", "train"};
+  for (const auto& sec : root) {
+    std::string name = sec.first.as<std::string>();
+    bool known = false;
+    for (auto* s : kSections) known |= (name == s);
+    if (!known)
+      GT_THROW(where_of(source, sec.first), "sections are model, dataset, sampling, optimizer, train",
+               "unknown config section '", name, "'");
+    if (sec.second.IsNull()) continue;
+    if (!sec.second.IsMap()) GT_THROW(where_of(source, sec.second), "", "config section '", name, "' must be a map");
+    for (const auto& kv : sec.second) {
+      std::string key = name + "." + kv.first.as<std::string>();
+      const Field* f = find_field(key);
+      if (!f)
+        GT_THROW(where_of(source, kv.first), "known keys of '" + name + "': " + known_keys(name),
+                 "unknown config key '", key, "'");
+      f->set(cfg, kv.second, where_of(source, kv.second));
+    }
+  }
+  return cfg;
+}
+
+Config load_config(const std::string& path) {
+  YAML::Node probe;
+  std::string text;
+  {
+    FILE* fp = std::fopen(path.c_str(), "rb");
+    if (!fp) GT_THROW(path, "check the path", "cannot open config file '", path, "'");
+    char buf[65536];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) text.append(buf, n);
+    std::fclose(fp);
+  }
+  return parse_config(text, path);
+}
+
+void apply_override(Config& cfg, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    GT_THROW("--set " + assignment, "write --set section.key=value", "malformed override");
+  std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  const Field* f = find_field(key);
+  if (!f) GT_THROW("--set " + assignment, "known keys: " + known_keys(""), "unknown config key '", key, "'");
+  YAML::Node n;
+  try {
+    n = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    GT_THROW("--set " + assignment, "", "config key '", key, "': cannot parse value '", value, "'");
+  }
+  if (n.IsNull()) n = YAML::Node(value);  // "--set train.metrics=" means the empty string
+  f->set(cfg, n, "--set " + key);
+}
+
+void validate_config(const Config& cfg) {
+  const std::string& src = cfg.source;
+  if (static_cast<int64_t>(cfg.sampling.fanouts.size()) != cfg.model.layers)
+    GT_THROW(src, "give one fanout per layer, input side first",
+             "sampling.fanouts has ", cfg.sampling.fanouts.size(), " entries but model.layers is ", cfg.model.layers);
+  if (!cfg.sampling.eval_fanouts.empty() &&
+      static_cast<int64_t>(cfg.sampling.eval_fanouts.size()) != cfg.model.layers)
+    GT_THROW(src, "give one fanout per layer, or [] for all neighbours",
+             "sampling.eval_fanouts has ", cfg.sampling.eval_fanouts.size(), " entries but model.layers is ",
+             cfg.model.layers);
+  for (auto f : cfg.sampling.fanouts)
+    if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.fanouts entries must be >= 1 or -1");
+  if (cfg.dataset.path.empty()) GT_THROW(src, "", "dataset.path is empty");
+}
+
+std::string to_yaml(const Config& cfg) {
+  std::string out, section;
+  for (const auto& f : fields()) {
+    std::string sec = f.key.substr(0, f.key.find('.'));
+    if (sec != section) {
+      out += sec + ":\n";
+      section = sec;
+    }
+    out += "  " + f.key.substr(sec.size() + 1) + ": " + f.show(cfg) + "\n";
+  }
+  return out;
+}
+
+std::string config_keys_markdown() {
+  Config defaults;
+  std::string out = "| key | type | default | description |\n|---|---|---|---|\n";
+  for (const auto& f : fields()) out += "| `" + f.key + "` | " + f.type + " | `" + f.show(defaults) + "` | " + f.desc + " |\n";
+  return out;
+}
+
+}  // namespace gt

@@ -37,7 +37,7 @@ std::string concat(Args&&... args) {
 }  // namespace gt
 
 // GT_THROW(where, hint, message parts...): message parts are streamed together.
-#define GT_THROW(where, hint, ...) throw ::gt::Error(::gt::detail::concat(__VA_ARGS__), (where), (hint))
+#define GT_THROW(where, hint, ...) throw ::gt::Error(::gt::detail::concat(__VA_ARGS__), where, hint)
 
 // Argument checks at API boundaries (user-reachable): throws gt::Error naming the function.
 #define GT_CHECK_ARG(cond, ...)                                                                  \

@@ -1,1 +1,65 @@
-// (being written)
+#include "models/model.h"
+
+#include <functional>
+#include <map>
+
+#include "framework/error.h"
+
+namespace gt {
+
+Model::Model(std::string type, std::vector<std::unique_ptr<Layer>> layers)
+    : type_(std::move(type)), layers_(std::move(layers)) {}
+
+Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
+                      uint64_t step) {
+  GT_CHECK_ARG(blocks.size() == layers_.size(), "model has ", layers_.size(), " layers but the batch has ",
+               blocks.size(), " blocks");
+  Tensor h = features;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    GT_CHECK_ARG(h.size(0) == blocks[l].num_src, "layer ", l, " input has ", h.size(0), " rows, block has ",
+                 blocks[l].num_src, " sources");
+    h = layers_[l]->forward(ctx, blocks[l], h, training, step);
+  }
+  return h;
+}
+
+void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits) {
+  Tensor g = dlogits;
+  for (std::size_t l = layers_.size(); l-- > 0;) g = layers_[l]->backward(ctx, blocks[l], g, /*need_input_grad=*/l > 0);
+}
+
+std::vector<Param*> Model::params() {
+  std::vector<Param*> out;
+  for (auto& l : layers_)
+    for (Param* p : l->params()) out.push_back(p);
+  return out;
+}
+
+int64_t Model::num_parameters() {
+  int64_t n = 0;
+  for (Param* p : params()) n += p->value.numel();
+  return n;
+}
+
+std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
+                                   uint64_t seed) {
+  using Factory = std::function<std::unique_ptr<Layer>(const LayerOptions&, Device)>;
+  static const std::map<std::string, Factory> registry = {{"gcn", make_gcn_layer}, {"sage", make_sage_layer}};
+  auto it = registry.find(cfg.type);
+  if (it == registry.end()) GT_THROW("model.type", "choose gcn or sage", "unknown model type '", cfg.type, "'");
+  GT_CHECK_ARG(in_dim > 0 && num_classes > 0, "model needs in_dim > 0 and num_classes > 0");
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    LayerOptions o;
+    o.in = l == 0 ? in_dim : cfg.hidden;
+    o.out = l == cfg.layers - 1 ? num_classes : cfg.hidden;
+    o.activation = l < cfg.layers - 1;
+    o.dropout = static_cast<float>(cfg.dropout);
+    o.index = l;
+    o.seed = seed;
+    layers.push_back(it->second(o, device));
+  }
+  return std::make_unique<Model>(cfg.type, std::move(layers));
+}
+
+}  // namespace gt

@@ -1,1 +1,128 @@
-// (being written)
+#include "preprocess/sampler.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "framework/error.h"
+#include "framework/rng.h"
+
+namespace gt {
+namespace {
+
+// Floyd's algorithm: k distinct positions out of [0, deg), each draw keyed by (v, layer, j).
+// Positions are returned sorted so a row lists neighbours in CSR order.
+void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int64_t k, std::vector<int64_t>& out) {
+  out.clear();
+  if (k >= deg) {
+    out.resize(static_cast<std::size_t>(deg));
+    std::iota(out.begin(), out.end(), 0);
+    return;
+  }
+  // Small k (the usual fanouts): a linear membership test beats a hash set.
+  constexpr int64_t kLinearLimit = 64;
+  std::unordered_set<int64_t> seen;
+  for (int64_t j = deg - k; j < deg; ++j) {
+    uint64_t r = random64(key, (v << 8) | layer, static_cast<uint64_t>(j));
+    int64_t t = static_cast<int64_t>(r % static_cast<uint64_t>(j + 1));
+    bool dup;
+    if (k <= kLinearLimit) dup = std::find(out.begin(), out.end(), t) != out.end();
+    else dup = !seen.insert(t).second;
+    if (dup) {
+      out.push_back(j);
+      if (k > kLinearLimit) seen.insert(j);
+    } else {
+      out.push_back(t);
+    }
+  }
+  std::sort(out.begin(), out.end());
+}
+
+}  // namespace
+
+NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
+    : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(rng_key(seed, RngStream::kSample)) {
+  GT_CHECK_ARG(!fanouts_.empty(), "at least one layer of fanouts is needed");
+  for (auto f : fanouts_) GT_CHECK_ARG(f == -1 || f >= 1, "fanout must be >= 1 or -1, got ", f);
+}
+
+SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key) const {
+  for (int64_t s : seeds)
+    if (s < 0 || s >= g_.num_nodes)
+      GT_THROW("NeighborSampler::sample", "", "seed node id ", s, " out of range [0, ", g_.num_nodes, ")");
+  const int64_t L = num_layers();
+  SampledBatch out;
+  out.seeds = seeds;
+  out.blocks.resize(static_cast<std::size_t>(L));
+  uint64_t key = random64(key_, batch_key, 0);
+
+  std::vector<int64_t> frontier = seeds;  // global ids of the current destinations
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const int64_t n_dst = static_cast<int64_t>(frontier.size());
+    const int64_t fanout = fanouts_[static_cast<std::size_t>(l)];
+    const int64_t self = self_loops_ ? 1 : 0;
+    // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop).
+    std::vector<int64_t> indptr(static_cast<std::size_t>(n_dst) + 1, 0);
+    for (int64_t i = 0; i < n_dst; ++i) {
+      int64_t v = frontier[static_cast<std::size_t>(i)];
+      int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
+      indptr[static_cast<std::size_t>(i) + 1] = indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
+    }
+    const int64_t nnz = indptr.back();
+    std::vector<int64_t> picked(static_cast<std::size_t>(nnz));  // global source ids
+    // The algorithm part: fully parallel over destinations, each writing its own slice.
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
+      std::vector<int64_t> pos;
+      for (int64_t i = r.begin(); i < r.end(); ++i) {
+        int64_t v = frontier[static_cast<std::size_t>(i)];
+        int64_t begin = g_.indptr[v], deg = g_.indptr[v + 1] - begin;
+        int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
+        int64_t* dst = picked.data() + indptr[static_cast<std::size_t>(i)];
+        if (self_loops_) *dst++ = v;
+        choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), deg, k, pos);
+        for (int64_t p : pos) *dst++ = g_.indices[begin + p];
+      }
+    });
+    // Reindexing (serial here, in edge order, so ids are deterministic).
+    std::unordered_map<int64_t, int32_t> local;
+    local.reserve(static_cast<std::size_t>(n_dst + nnz));
+    std::vector<int64_t> sources = frontier;
+    for (int64_t i = 0; i < n_dst; ++i) local.emplace(frontier[static_cast<std::size_t>(i)], static_cast<int32_t>(i));
+    std::vector<int32_t> indices(static_cast<std::size_t>(nnz));
+    for (int64_t e = 0; e < nnz; ++e) {
+      int64_t u = picked[static_cast<std::size_t>(e)];
+      auto [it, inserted] = local.emplace(u, static_cast<int32_t>(sources.size()));
+      if (inserted) sources.push_back(u);
+      indices[static_cast<std::size_t>(e)] = it->second;
+    }
+    out.blocks[static_cast<std::size_t>(l)] = make_block(static_cast<int64_t>(sources.size()), n_dst, indptr, indices);
+    out.sampled_edges += nnz;
+    frontier = std::move(sources);
+  }
+  out.input_nodes = std::move(frontier);
+  return out;
+}
+
+std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& ids, int64_t batch_size, bool shuffle,
+                                               uint64_t seed, uint64_t epoch) {
+  GT_CHECK_ARG(batch_size >= 1, "batch size must be >= 1, got ", batch_size);
+  std::vector<int64_t> order = ids;
+  if (shuffle) {
+    uint64_t key = rng_key(seed, RngStream::kShuffle);
+    for (std::size_t i = order.size(); i > 1; --i) {
+      std::size_t j = static_cast<std::size_t>(random64(key, epoch, i) % i);
+      std::swap(order[i - 1], order[j]);
+    }
+  }
+  std::vector<std::vector<int64_t>> batches;
+  for (std::size_t b = 0; b < order.size(); b += static_cast<std::size_t>(batch_size)) {
+    std::size_t e = std::min(order.size(), b + static_cast<std::size_t>(batch_size));
+    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(b), order.begin() + static_cast<std::ptrdiff_t>(e));
+  }
+  return batches;
+}
+
+}  // namespace gt

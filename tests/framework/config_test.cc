@@ -1,1 +1,91 @@
-// (being written)
+// Config parsing: defaults, every type, unknown keys and wrong types named with file:line.
+#include <gtest/gtest.h>
+
+#include "framework/config.h"
+#include "framework/error.h"
+
+namespace gt {
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "test.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, ParsesAllSections) {
+  Config c = parse_config(R"(
+model: {type: sage, hidden: 32, layers: 3, dropout: 0.25}
+dataset: {path: x.h5, normalize: row}
+sampling: {fanouts: [15, 10, -1], batch_size: 256}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+train: {epochs: 7, device: cpu, seed: 42, progress: false}
+)",
+                          "t.yaml");
+  EXPECT_EQ(c.model.type, "sage");
+  EXPECT_EQ(c.model.hidden, 32);
+  EXPECT_EQ(c.sampling.fanouts, (std::vector<int64_t>{15, 10, -1}));
+  EXPECT_EQ(c.optimizer.momentum, 0.9);
+  EXPECT_EQ(c.train.seed, 42);
+  EXPECT_FALSE(c.train.progress);
+  EXPECT_NO_THROW(validate_config(c));
+}
+
+TEST(Config, EmptyFileGivesDefaults) {
+  Config c = parse_config("", "empty.yaml");
+  EXPECT_EQ(c.model.type, "gcn");
+  EXPECT_NO_THROW(validate_config(c));
+}
+
+TEST(Config, UnknownKeyIsNamedWithLine) {
+  std::string e = error_of("model:\n  type: gcn\n  hiden: 3\n");
+  EXPECT_NE(e.find("model.hiden"), std::string::npos) << e;
+  EXPECT_NE(e.find("test.yaml:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("hidden"), std::string::npos) << e;  // the hint lists the known keys
+  EXPECT_NE(error_of("modle: {}\n").find("modle"), std::string::npos);
+}
+
+TEST(Config, WrongTypesAndRanges) {
+  EXPECT_NE(error_of("model: {hidden: abc}").find("model.hidden' expects an integer, got 'abc'"), std::string::npos);
+  EXPECT_NE(error_of("model: {hidden: 1.5}").find("model.hidden"), std::string::npos);
+  EXPECT_NE(error_of("model: {dropout: 2}").find("model.dropout' must be in"), std::string::npos);
+  EXPECT_NE(error_of("model: {type: gat}").find("must be one of gcn, sage"), std::string::npos);
+  EXPECT_NE(error_of("sampling: {fanouts: 5}").find("a list of integers"), std::string::npos);
+  EXPECT_NE(error_of("train: {progress: maybe}").find("true or false"), std::string::npos);
+  EXPECT_NE(error_of("model: [1, 2]").find("must be a map"), std::string::npos);
+  EXPECT_NE(error_of("model: {type: gcn").find("YAML syntax error"), std::string::npos);
+}
+
+TEST(Config, OverridesAndCrossChecks) {
+  Config c;
+  apply_override(c, "model.layers=3");
+  apply_override(c, "sampling.fanouts=[5, 5, 5]");
+  apply_override(c, "train.metrics=");
+  EXPECT_EQ(c.model.layers, 3);
+  EXPECT_EQ(c.train.metrics, "");
+  EXPECT_NO_THROW(validate_config(c));
+  apply_override(c, "model.layers=2");
+  EXPECT_THROW(validate_config(c), Error);
+  EXPECT_THROW(apply_override(c, "model.nope=1"), Error);
+  EXPECT_THROW(apply_override(c, "model.hidden"), Error);
+  EXPECT_THROW(apply_override(c, "model.hidden=x"), Error);
+}
+
+TEST(Config, YamlRoundTripAndDocs) {
+  Config c;
+  c.model.type = "sage";
+  c.sampling.fanouts = {3, 4};
+  c.optimizer.lr = 0.125;
+  Config back = parse_config(to_yaml(c), "roundtrip");
+  EXPECT_EQ(back.model.type, "sage");
+  EXPECT_EQ(back.sampling.fanouts, c.sampling.fanouts);
+  EXPECT_EQ(back.optimizer.lr, 0.125);
+  std::string md = config_keys_markdown();
+  EXPECT_NE(md.find("`sampling.fanouts`"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gt

@@ -1,1 +1,97 @@
-// (being written)
+// Tensors and memory: shapes, views, copies between devices, the allocators.
+#include <gtest/gtest.h>
+
+#include "framework/context.h"
+#include "framework/memory.h"
+#include "framework/tensor.h"
+
+namespace gt {
+namespace {
+
+bool have_gpu() { return built_with_cuda() && cuda_device_count() > 0; }
+
+TEST(Tensor, ShapeAndDtype) {
+  Tensor t = Tensor::zeros({3, 4}, DType::kFloat32);
+  EXPECT_EQ(t.dim(), 2);
+  EXPECT_EQ(t.numel(), 12);
+  EXPECT_EQ(t.nbytes(), 48u);
+  EXPECT_EQ(t.str(), "float32[3, 4] on cpu");
+  for (float v : t.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  EXPECT_THROW(t.data<int32_t>(), Error);
+  EXPECT_THROW(Tensor::empty({-1}, DType::kInt32), Error);
+}
+
+TEST(Tensor, RowViewsShareStorage) {
+  Tensor t = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5}, {3, 2});
+  Tensor mid = t.rows(1, 3);
+  EXPECT_EQ(mid.shape(), (Shape{2, 2}));
+  EXPECT_EQ(mid.to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 4, 5}));
+  mid.data<int64_t>()[0] = 42;
+  EXPECT_EQ(t.data<int64_t>()[2], 42);
+  EXPECT_THROW(t.rows(2, 4), Error);
+  EXPECT_THROW(t.reshape({5}), Error);
+  EXPECT_EQ(t.reshape({6}).numel(), 6);
+}
+
+TEST(Tensor, CloneIsDeep) {
+  Tensor t = Tensor::from_vector<float>({1, 2, 3});
+  Tensor c = t.clone();
+  c.data<float>()[0] = 9;
+  EXPECT_EQ(t.data<float>()[0], 1.0f);
+  EXPECT_THROW(c.copy_from(Tensor::zeros({4}, DType::kFloat32)), Error);
+}
+
+TEST(Tensor, PinnedHostMemory) {
+  Tensor p = Tensor::empty({1000}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
+  EXPECT_TRUE(p.pinned());
+  p.fill_bytes(0);
+  EXPECT_EQ(p.to_vector<float>()[999], 0.0f);
+  EXPECT_THROW(Tensor::empty({4}, DType::kFloat32, Device::cuda(0), true), Error);
+}
+
+TEST(Context, ParsesDevices) {
+  EXPECT_TRUE(Context::parse_device("cpu").is_cpu());
+  EXPECT_EQ(Context::parse_device("auto").is_cuda(), have_gpu());
+  EXPECT_THROW(Context::parse_device("tpu"), Error);
+  EXPECT_THROW(Context::parse_device("cuda:x"), Error);
+  if (!have_gpu()) EXPECT_THROW(Context::parse_device("cuda"), Error);
+}
+
+TEST(TensorCuda, RoundTripAndViews) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Context ctx(Device::cuda(0));
+  std::vector<float> v(1 << 20);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  Tensor h = Tensor::from_vector(v, {1024, 1024});
+  Tensor d = h.to(ctx.device(), ctx.stream());
+  EXPECT_TRUE(d.is_cuda());
+  EXPECT_EQ(d.to_vector<float>(), v);
+  Tensor part = d.rows(10, 12).to(Device::cpu());
+  EXPECT_EQ(part.to_vector<float>()[0], v[10 * 1024]);
+  d.fill_bytes(0, ctx.stream());
+  ctx.synchronize();
+  EXPECT_EQ(d.to_vector<float>()[12345], 0.0f);
+}
+
+TEST(TensorCuda, CachingAllocatorReusesBlocks) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  { Tensor a = Tensor::empty({1 << 20}, DType::kFloat32, Device::cuda(0)); }
+  std::size_t mallocs = memory_stats().device_mallocs;
+  for (int i = 0; i < 10; ++i) Tensor b = Tensor::empty({1 << 20}, DType::kFloat32, Device::cuda(0));
+  EXPECT_EQ(memory_stats().device_mallocs, mallocs);
+}
+
+TEST(TensorCuda, OutOfMemoryIsAnError) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  try {
+    Tensor huge = Tensor::empty({int64_t{1} << 50}, DType::kFloat32, Device::cuda(0));
+    FAIL() << "allocation of 4 PiB succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  Tensor ok = Tensor::zeros({16}, DType::kFloat32, Device::cuda(0));  // the process goes on
+  EXPECT_EQ(ok.to_vector<float>()[0], 0.0f);
+}
+
+}  // namespace
+}  // namespace gt

@@ -1,0 +1,77 @@
+// Training configuration: one C++ struct per YAML section, each field declared once (key, type,
+// default, bounds, description) in config.cc. yaml-cpp only fills the structs; unknown keys and
+// wrong types are errors naming the file, line and key. `gt-train --print-config-keys` prints the
+// table in docs/configs.md from the same declarations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gt {
+
+struct ModelConfig {
+  std::string type = "gcn";      // gcn | sage
+  int64_t hidden = 64;
+  int64_t layers = 2;
+  double dropout = 0.5;
+  bool self_loops = true;        // GCN: include v itself in its own mean
+};
+
+struct DatasetConfig {
+  std::string path = "data/synth-default.h5";
+  std::string normalize = "none";  // none | row
+  std::string train_split = "train";
+  std::string valid_split = "valid";
+  std::string test_split = "test";
+};
+
+struct SamplingConfig {
+  std::vector<int64_t> fanouts = {10, 10};  // input side first; -1 = all neighbours
+  int64_t batch_size = 1024;
+  std::vector<int64_t> eval_fanouts = {};   // empty = all neighbours at every layer
+  int64_t eval_batch_size = 4096;
+};
+
+struct OptimizerConfig {
+  std::string type = "adam";  // adam | sgd
+  double lr = 0.01;
+  double weight_decay = 0.0;
+  double momentum = 0.0;      // sgd only
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+struct TrainConfig {
+  int64_t epochs = 10;
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto
+  int64_t seed = 0;
+  int64_t threads = 0;          // 0 = all cores
+  int64_t eval_every = 1;       // evaluate valid and test every N epochs (and at the end)
+  std::string precision = "float32";  // float32 | tf32 (GPU dense math)
+  std::string metrics = "out/metrics.jsonl";  // JSON lines, one per epoch; "" = off
+  std::string save_best = "out/best-model.h5";  // weights of the best-validation epoch; "" = off
+  bool progress = true;
+};
+
+struct Config {
+  ModelConfig model;
+  DatasetConfig dataset;
+  SamplingConfig sampling;
+  OptimizerConfig optimizer;
+  TrainConfig train;
+  std::string source;  // file the config came from, for messages
+};
+
+// Loads a YAML file; throws gt::Error naming file:line and key on any problem.
+Config load_config(const std::string& path);
+Config parse_config(const std::string& yaml_text, const std::string& source_name);
+// Applies "section.key=value" (value in YAML syntax, e.g. fanouts=[5,5]).
+void apply_override(Config& cfg, const std::string& assignment);
+// Cross-field checks (fanouts length = layers, ...); throws naming the keys.
+void validate_config(const Config& cfg);
+// The config as YAML text (round-trips through parse_config).
+std::string to_yaml(const Config& cfg);
+// Markdown table of every key: key | type | default | description.
+std::string config_keys_markdown();
+
+}  // namespace gt

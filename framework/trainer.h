@@ -1,0 +1,63 @@
+// The mini-batch trainer: loads the dataset, builds the model and optimizer from a Config, and
+// runs epochs of sample -> gather -> transfer -> forward -> loss -> backward -> update, then
+// evaluates the valid and test splits (full neighbourhoods unless sampling.eval_fanouts is set).
+// Model selection: the test accuracy reported is the one at the best validation epoch, whose
+// weights are saved to train.save_best.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/context.h"
+#include "models/model.h"
+#include "preprocess/dataset.h"
+
+namespace gt {
+
+struct EpochStats {
+  int64_t epoch = 0;
+  double loss = 0, train_acc = 0;
+  double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
+  double seconds = 0;                    // training time of the epoch (evaluation excluded)
+  double sample_ms = 0, gather_ms = 0, transfer_ms = 0, compute_ms = 0;
+  int64_t batches = 0, seeds = 0, sampled_edges = 0;
+};
+
+struct TrainResult {
+  std::vector<EpochStats> epochs;
+  int64_t best_epoch = 0;
+  double best_valid_acc = -1, test_acc_at_best = -1;
+  std::string device;  // "cpu" or the GPU's name
+};
+
+class Trainer {
+ public:
+  // Validates the config, loads the dataset and builds everything; throws gt::Error on bad input.
+  explicit Trainer(Config cfg);
+  ~Trainer();
+  // Runs all epochs. Per-epoch lines go to `log` (nullptr = silent).
+  TrainResult fit(std::ostream* log);
+  // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts.
+  double evaluate(const std::vector<int64_t>& ids);
+
+  Model& model() { return *model_; }
+  const Dataset& dataset() const { return data_; }
+  const Context& context() const { return *ctx_; }
+
+ private:
+  Config cfg_;
+  Dataset data_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Model> model_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Divides every feature row by its sum (rows summing to 0 are left alone).
+void normalize_rows(Tensor& features);
+
+}  // namespace gt

@@ -1,0 +1,37 @@
+// Models: a stack of GNN layers built from the `model` section of a config (the registry).
+//
+// forward() runs the layers over the batch's blocks (input side first) and returns logits
+// [num_seeds, num_classes]; backward() takes dlogits and fills every Param::grad.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/context.h"
+#include "models/layers.h"
+
+namespace gt {
+
+class Model {
+ public:
+  Model(std::string type, std::vector<std::unique_ptr<Layer>> layers);
+  Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
+                 uint64_t step);
+  void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits);
+  std::vector<Param*> params();
+  const std::string& type() const { return type_; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  int64_t num_parameters();
+
+ private:
+  std::string type_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+// Builds the model named by cfg.type ("gcn", "sage"); throws gt::Error naming model.type otherwise.
+std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
+                                   uint64_t seed);
+
+}  // namespace gt

@@ -1,0 +1,45 @@
+// Batch loading: sample a batch, gather its input features into pinned host memory, and copy
+// blocks, features and labels to the training device on the context's stream.
+//
+// This is the simple serial orchestration: one batch at a time, on the caller's thread (the
+// sampling and the gather themselves are parallel with oneTBB). The flow-graph scheduler of
+// the architecture replaces it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/context.h"
+#include "preprocess/dataset.h"
+#include "preprocess/sampler.h"
+
+namespace gt {
+
+struct DeviceBatch {
+  std::vector<Block> blocks;  // on the device, input side first
+  Tensor features;            // float32 [blocks[0].num_src, F] on the device
+  Tensor labels;              // int32 [num_seeds] on the device
+  Tensor host_features;       // the pinned staging buffer; kept alive until the batch is done
+  int64_t num_seeds = 0;
+  int64_t sampled_edges = 0;
+  double sample_ms = 0, gather_ms = 0, transfer_ms = 0;  // host time of each stage
+};
+
+class BatchLoader {
+ public:
+  // features: float32 [N, F] CPU tensor; labels: [N]. Both are referenced, not copied.
+  BatchLoader(const Tensor& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
+              const Context& ctx);
+  DeviceBatch load(const std::vector<int64_t>& seeds, uint64_t batch_key) const;
+
+ private:
+  Tensor features_;
+  const std::vector<int32_t>& labels_;
+  const NeighborSampler& sampler_;
+  const Context& ctx_;
+};
+
+// Rows of `table` listed in ids, gathered in parallel into `out` ([ids.size(), F], any host memory).
+void gather_rows(const Tensor& table, const std::vector<int64_t>& ids, Tensor& out);
+
+}  // namespace gt
