@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages GraphTensor builds with (the CUDA Toolkit, if wanted, comes
+# from NVIDIA and is found at /usr/local/cuda). Uses sudo when not run as root.
+set -euo pipefail
+pkgs=(cmake g++ make pkg-config libtbb-dev libhdf5-dev libyaml-cpp-dev libgtest-dev libopenblas-dev zlib1g-dev)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "${missing[@]}"
