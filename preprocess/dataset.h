@@ -36,8 +36,10 @@ struct Dataset {
   std::vector<int32_t> labels;   // [N]
   std::map<std::string, std::vector<int64_t>> splits;
 
-  // Checks sizes and ranges (indptr monotone, ids < N, labels < num_classes, split ids < N);
-  // throws gt::Error naming `where` and the first bad entry.
+  // Checks sizes and ranges (info matches the arrays, indptr starts at 0, is monotone and ends
+  // at E, ids < N, -1 <= labels < num_classes, split ids < N and unique within a split, features
+  // float32 [N, F] on the CPU when defined); throws gt::Error naming `where` and the first bad
+  // entry. An undefined `features` is accepted (see load_dataset_without_features).
   void validate(const std::string& where) const;
   const std::vector<int64_t>& split(const std::string& name) const;  // throws naming the split
 };
@@ -45,10 +47,35 @@ struct Dataset {
 // Reads a whole dataset. Throws gt::Error naming the file (and the dataset inside it) when the
 // file is missing, not HDF5, of another format version, or inconsistent.
 Dataset load_dataset(const std::string& path);
+// Reads the graph, labels and splits but not the feature table (features stays undefined): for
+// tools and for loaders that read feature rows on demand.
+Dataset load_dataset_without_features(const std::string& path);
 // Reads only the attributes and split sizes.
 DatasetInfo read_dataset_info(const std::string& path);
 // Reads feature rows [begin, end) into a float32 [end - begin, F] CPU tensor.
 Tensor read_feature_rows(const std::string& path, int64_t begin, int64_t end);
+
+// Keeps a dataset file open for repeated feature-row reads (read_feature_rows opens the file on
+// every call). The HDF5 library used is not thread-safe: all HDF5 calls of this module are
+// serialised by one lock, so concurrent readers are safe but do not read in parallel.
+class FeatureReader {
+ public:
+  explicit FeatureReader(const std::string& path);
+  ~FeatureReader();
+  FeatureReader(const FeatureReader&) = delete;
+  FeatureReader& operator=(const FeatureReader&) = delete;
+  int64_t num_nodes() const;
+  int64_t feature_dim() const;
+  Tensor read_rows(int64_t begin, int64_t end);  // float32 [end - begin, F], CPU
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Rows per HDF5 chunk of the feature table (about 1 MiB per chunk). Writers that stream
+// features do best with row blocks that are multiples of this.
+int64_t feature_chunk_rows(int64_t feature_dim);
 // Writes atomically (validates first).
 void save_dataset(const Dataset& ds, const std::string& path);
 

@@ -1,1 +1,301 @@
-// (being written)
+#include "preprocess/ogb_import.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "framework/error.h"
+#include "preprocess/dataset.h"
+#include "preprocess/gz_reader.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Feature rows are parsed into a block of about this size, then written to HDF5.
+constexpr int64_t kFeatureBlockBytes = int64_t{64} << 20;
+
+// Shortens a line for an error message.
+std::string excerpt(std::string_view line) {
+  constexpr std::size_t kMax = 60;
+  std::string s(1, '\'');
+  s.append(line.substr(0, kMax));
+  s.append(line.size() > kMax ? "...'" : "'");
+  return s;
+}
+
+bool is_blank(std::string_view line) { return trim(line).empty(); }
+
+// The first value of a one-number file (num-node-list, num-edge-list).
+int64_t read_count(const std::string& path, const char* what) {
+  GzLineReader r(path);
+  std::string_view line;
+  int64_t value = -1;
+  while (r.next(line)) {
+    if (is_blank(line)) continue;
+    if (value >= 0)
+      r.fail(std::string("a second ") + what + " line; only single-graph (node property) datasets are supported");
+    if (!parse_int64(line, value) || value < 0) r.fail(std::string("bad ") + what + " " + excerpt(line));
+  }
+  if (value < 0) r.fail(std::string("the file is empty; expected the ") + what);
+  return value;
+}
+
+struct EdgeList {
+  std::vector<int32_t> src, dst;
+};
+
+EdgeList read_edges(const std::string& path, int64_t n, int64_t expected) {
+  EdgeList edges;
+  if (expected > 0) {
+    edges.src.reserve(static_cast<std::size_t>(expected));
+    edges.dst.reserve(static_cast<std::size_t>(expected));
+  }
+  GzLineReader r(path);
+  std::string_view line;
+  while (r.next(line)) {
+    if (is_blank(line)) continue;
+    std::size_t comma = line.find(',');
+    int64_t u = 0, v = 0;
+    if (comma == std::string_view::npos || !parse_int64(line.substr(0, comma), u) ||
+        !parse_int64(line.substr(comma + 1), v))
+      r.fail("malformed edge line " + excerpt(line) + ": expected two node ids 'u,v'");
+    if (u < 0 || u >= n || v < 0 || v >= n)
+      r.fail("edge " + excerpt(line) + " names node " + std::to_string(u < 0 || u >= n ? u : v) +
+                 ", but the graph has " + std::to_string(n) + " nodes (ids 0.." + std::to_string(n - 1) + ")",
+             "num-node-list.csv.gz and edge.csv.gz disagree");
+    edges.src.push_back(static_cast<int32_t>(u));
+    edges.dst.push_back(static_cast<int32_t>(v));
+  }
+  return edges;
+}
+
+// In-neighbour CSR: row v lists the sources u of edges u -> v (and, undirected, of v -> u),
+// each row sorted, without duplicates and self-loops.
+void build_csr(const EdgeList& edges, int64_t n, bool directed, std::vector<int64_t>& indptr,
+               std::vector<int32_t>& indices) {
+  indptr.assign(static_cast<std::size_t>(n + 1), 0);
+  for (std::size_t e = 0; e < edges.dst.size(); ++e) {
+    ++indptr[static_cast<std::size_t>(edges.dst[e]) + 1];
+    if (!directed) ++indptr[static_cast<std::size_t>(edges.src[e]) + 1];
+  }
+  for (int64_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v];
+  indices.resize(static_cast<std::size_t>(indptr[n]));
+  std::vector<int64_t> fill(indptr.begin(), indptr.end() - 1);
+  for (std::size_t e = 0; e < edges.dst.size(); ++e) {
+    indices[fill[edges.dst[e]]++] = edges.src[e];
+    if (!directed) indices[fill[edges.src[e]]++] = edges.dst[e];
+  }
+  // Sort and dedupe each row in parallel; the row's new length goes to fill[v].
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1024), [&](const tbb::blocked_range<int64_t>& range) {
+    for (int64_t v = range.begin(); v < range.end(); ++v) {
+      int32_t* b = indices.data() + indptr[v];
+      int32_t* e = indices.data() + indptr[v + 1];
+      std::sort(b, e);
+      e = std::unique(b, e);
+      e = std::remove(b, e, static_cast<int32_t>(v));
+      fill[v] = e - b;
+    }
+  });
+  // Compact the rows forward (a row only ever moves to a lower offset).
+  int64_t out = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t begin = indptr[v];
+    if (out != begin) std::memmove(indices.data() + out, indices.data() + begin, fill[v] * sizeof(int32_t));
+    indptr[v] = out;
+    out += fill[v];
+  }
+  indptr[n] = out;
+  indices.resize(static_cast<std::size_t>(out));
+  indices.shrink_to_fit();
+}
+
+// Labels: one integer per line; -1, an empty line or "nan" mean unlabelled. Returns 1 + max.
+int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& labels) {
+  labels.clear();
+  labels.reserve(static_cast<std::size_t>(n));
+  GzLineReader r(path);
+  std::string_view line;
+  int64_t max_label = -1;
+  while (r.next(line)) {
+    std::string_view field = trim(line);
+    int64_t label = -1;
+    if (field.find(',') != std::string_view::npos)
+      r.fail("the label line " + excerpt(line) + " has several columns",
+             "only single-label node classification is supported");
+    float f = 0.0f;
+    if (field.empty() || field == "nan" || field == "NaN" || field == "NAN") {
+      label = -1;
+    } else if (!parse_int64(field, label)) {
+      // Some exports write labels as floats ("3.0").
+      if (!parse_float(field, f) || std::isnan(f) || f != std::floor(f) || std::fabs(f) > 1e9f)
+        r.fail("label " + excerpt(line) + " is not an integer");
+      label = std::isnan(f) ? -1 : static_cast<int64_t>(f);
+    }
+    if (label < -1 || label > INT32_MAX - 1) r.fail("label " + excerpt(line) + " is out of range (-1 = unlabelled)");
+    labels.push_back(static_cast<int32_t>(label));
+    max_label = std::max(max_label, label);
+  }
+  if (static_cast<int64_t>(labels.size()) != n)
+    GT_THROW(path, "num-node-list.csv.gz and node-label.csv.gz disagree", "'", path, "' has ", labels.size(),
+             " label rows, but the graph has ", n, " nodes");
+  return max_label + 1;
+}
+
+std::vector<int64_t> read_split(const std::string& path, int64_t n) {
+  std::vector<int64_t> ids;
+  std::vector<bool> seen(static_cast<std::size_t>(n), false);
+  GzLineReader r(path);
+  std::string_view line;
+  while (r.next(line)) {
+    if (is_blank(line)) continue;
+    int64_t id = 0;
+    if (!parse_int64(line, id)) r.fail("split entry " + excerpt(line) + " is not a node id");
+    if (id < 0 || id >= n) r.fail("split entry " + std::to_string(id) + " is not a node id in [0, " + std::to_string(n) + ")");
+    if (seen[static_cast<std::size_t>(id)]) r.fail("node " + std::to_string(id) + " is listed twice");
+    seen[static_cast<std::size_t>(id)] = true;
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// Picks the split scheme folder DIR/split/<name>.
+std::string choose_split(const std::string& dir, const std::string& wanted) {
+  const fs::path root = fs::path(dir) / "split";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    GT_THROW({}, "OGB datasets keep their splits in DIR/split/<scheme>/train.csv.gz", "no split folder '",
+             root.string(), "'");
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(root, ec))
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::string choices;
+  for (const std::string& s : names) choices += (choices.empty() ? "" : ", ") + s;
+  if (!wanted.empty()) {
+    if (std::find(names.begin(), names.end(), wanted) == names.end())
+      GT_THROW({}, choices.empty() ? "the folder is empty" : "available: " + choices, "no split scheme '", wanted,
+               "' in '", root.string(), "'");
+    return wanted;
+  }
+  if (names.size() == 1) return names[0];
+  if (names.empty()) GT_THROW({}, {}, "no split scheme folder in '", root.string(), "'");
+  GT_THROW({}, "choose one with --split NAME", "several split schemes in '", root.string(), "': ", choices);
+}
+
+// The "name" string of DIR/info.json, if there is one (a tiny scan, not a JSON parser: the
+// value is provenance text only).
+std::string info_name(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "info.json");
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  std::size_t key = text.find("\"name\"");
+  if (key == std::string::npos) return {};
+  std::size_t colon = text.find_first_not_of(" \t\r\n", key + 6);
+  if (colon == std::string::npos || text[colon] != ':') return {};
+  std::size_t quote = text.find_first_not_of(" \t\r\n", colon + 1);
+  if (quote == std::string::npos || text[quote] != '"') return {};
+  std::string name;
+  for (std::size_t i = quote + 1; i < text.size() && text[i] != '"'; ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) ++i;
+    name += text[i];
+  }
+  return name;
+}
+
+// Streams node-feat into the writer, which is created once the first row gives the width.
+std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std::string& out_path, int64_t n) {
+  GzLineReader r(path);
+  std::string_view line;
+  std::vector<float> row;
+  std::size_t bad = 0;
+  std::unique_ptr<DatasetWriter> writer;
+  Tensor block;
+  int64_t f = 0, rows = 0, block_begin = 0, block_rows = 0;
+  while (r.next(line)) {
+    if (!parse_float_row(line, row, bad))
+      r.fail("feature value " + std::to_string(bad) + " of the row is not a number (line " + excerpt(line) + ")");
+    if (!writer) {
+      f = static_cast<int64_t>(row.size());
+      writer = std::make_unique<DatasetWriter>(out_path, n, f);
+      const int64_t chunk = feature_chunk_rows(f);
+      block_rows = std::max<int64_t>(1, kFeatureBlockBytes / (4 * f * chunk)) * chunk;
+      block = Tensor::empty({std::min(block_rows, n), f}, DType::kFloat32);
+    }
+    if (static_cast<int64_t>(row.size()) != f)
+      r.fail("the row has " + std::to_string(row.size()) + " values, but the first row has " + std::to_string(f));
+    if (rows >= n)
+      r.fail("more feature rows than the " + std::to_string(n) + " nodes", "num-node-list.csv.gz and node-feat.csv.gz disagree");
+    std::memcpy(block.data<float>() + (rows - block_begin) * f, row.data(), row.size() * sizeof(float));
+    if (++rows - block_begin == block.size(0)) {
+      writer->write_feature_rows(block_begin, block);
+      block_begin = rows;
+    }
+  }
+  if (rows != n)
+    GT_THROW(path, "num-node-list.csv.gz and node-feat.csv.gz disagree", "'", path, "' has ", rows,
+             " feature rows, but the graph has ", n, " nodes");
+  if (rows > block_begin) writer->write_feature_rows(block_begin, block.rows(0, rows - block_begin));
+  return writer;
+}
+
+}  // namespace
+
+void import_ogb(const std::string& dir, const std::string& out_path, const OgbImportOptions& opts) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    GT_THROW({}, "pass the dataset folder that holds raw/ and split/", "OGB dataset folder '", dir,
+             "' does not exist");
+  const std::string raw = (fs::path(dir) / "raw").string() + "/";
+  const int64_t n = read_count(raw + "num-node-list.csv.gz", "number of nodes");
+  if (n < 1 || n > INT32_MAX)
+    GT_THROW(raw + "num-node-list.csv.gz", {}, "the number of nodes ", n, " is outside [1, 2^31)");
+
+  // Small inputs first, so that a bad label or split file fails before the big parses.
+  const std::string scheme = choose_split(dir, opts.split);
+  const fs::path split_dir = fs::path(dir) / "split" / scheme;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> splits;
+  for (const char* name : {"train", "valid", "test"}) {
+    const fs::path file = split_dir / (std::string(name) + ".csv.gz");
+    if (std::string(name) != "train" && !fs::exists(file, ec)) continue;  // valid/test are optional
+    splits.emplace_back(name, read_split(file.string(), n));
+  }
+  std::vector<int32_t> labels;
+  const int64_t num_classes = read_labels(raw + "node-label.csv.gz", n, labels);
+
+  int64_t expected_edges = -1;
+  if (fs::exists(raw + "num-edge-list.csv.gz", ec)) expected_edges = read_count(raw + "num-edge-list.csv.gz", "number of edges");
+  std::vector<int64_t> indptr;
+  std::vector<int32_t> indices;
+  {
+    EdgeList edges = read_edges(raw + "edge.csv.gz", n, expected_edges);
+    if (expected_edges >= 0 && static_cast<int64_t>(edges.src.size()) != expected_edges)
+      GT_THROW(raw + "edge.csv.gz", "the edge file may be incomplete", "'", raw, "edge.csv.gz' has ",
+               edges.src.size(), " edges, but num-edge-list.csv.gz says ", expected_edges);
+    build_csr(edges, n, opts.directed, indptr, indices);
+  }
+
+  std::unique_ptr<DatasetWriter> writer = write_features(raw + "node-feat.csv.gz", out_path, n);
+  writer->write_graph(indptr, indices, opts.directed);
+  writer->write_labels(labels, num_classes);
+  for (const auto& [name, ids] : splits) writer->write_split(name, ids);
+  const std::string name = info_name(dir);
+  std::string source = "OGB raw layout '" + dir + "', split '" + scheme + "'";
+  if (!name.empty()) source = name + " (" + source + ")";
+  writer->set_source(source);
+  writer->commit();
+}
+
+}  // namespace gt

@@ -1,1 +1,336 @@
-// (being written)
+#include "preprocess/synth.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
+#include <tbb/parallel_sort.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/rng.h"
+#include "preprocess/dataset.h"
+
+namespace gt {
+namespace {
+
+// Every draw is philox(key, c0, c1) with c0 = the node (or class) and c1 = purpose << 40 |
+// index, so each value depends only on the seed and what it is for, never on the thread that
+// computes it.
+enum Purpose : uint64_t { kClass = 1, kDegree = 2, kRank = 3, kEdge = 4, kFeature = 5, kCentroid = 6, kSplit = 7 };
+constexpr uint64_t counter(Purpose p, uint64_t index) { return (static_cast<uint64_t>(p) << 40) | index; }
+
+// A draw that was a duplicate or a self-loop is redrawn in up to this many extra rounds.
+constexpr int kEdgeRounds = 4;
+constexpr int64_t kFeatureBlockRows = 64 * 1024;  // rounded up to whole HDF5 chunks
+
+// Uniform integer in [0, n) from 64 random bits (multiply-shift, bias < n / 2^64).
+inline uint64_t below(uint64_t bits, uint64_t n) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+}
+inline double u01_53(uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
+
+// Four standard normals from one Philox block (two Box-Muller pairs).
+inline void normals4(const Philox4& r, float out[4]) {
+  constexpr float kTwoPi = 6.28318530717958647692f;
+  for (int k = 0; k < 2; ++k) {
+    float u1 = (static_cast<float>(r.v[2 * k] >> 8) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
+    float u2 = u01(r.v[2 * k + 1]);
+    float rad = std::sqrt(-2.0f * std::log(u1));
+    out[2 * k] = rad * std::cos(kTwoPi * u2);
+    out[2 * k + 1] = rad * std::sin(kTwoPi * u2);
+  }
+}
+
+void check_options(const SynthOptions& o) {
+  auto bad = [](const char* key, auto value, const char* rule) {
+    GT_THROW(detail::concat("synth option ", key), {}, key, " = ", value, " ", rule);
+  };
+  if (o.num_nodes < 2 || o.num_nodes > INT32_MAX) bad("num_nodes", o.num_nodes, "must be in [2, 2^31)");
+  if (!(o.avg_degree > 0) || o.avg_degree > static_cast<double>(o.num_nodes - 1))
+    bad("avg_degree", o.avg_degree, "must be in (0, num_nodes - 1]");
+  if (o.max_degree < 0 || o.max_degree > o.num_nodes - 1) bad("max_degree", o.max_degree, "must be in [0, num_nodes - 1]");
+  if (o.max_degree > 0 && static_cast<double>(o.max_degree) < o.avg_degree)
+    bad("max_degree", o.max_degree, "must be at least avg_degree");
+  if (!(o.power_law_exponent > 1.0) || !std::isfinite(o.power_law_exponent))
+    bad("power_law_exponent", o.power_law_exponent, "must be > 1");
+  if (o.feature_dim < 1 || o.feature_dim > (int64_t{1} << 24)) bad("feature_dim", o.feature_dim, "must be in [1, 2^24]");
+  if (o.num_classes < 1 || o.num_classes > o.num_nodes) bad("num_classes", o.num_classes, "must be in [1, num_nodes]");
+  if (!(o.homophily >= 0.0 && o.homophily <= 1.0)) bad("homophily", o.homophily, "must be in [0, 1]");
+  if (!(o.signal >= 0.0) || !std::isfinite(o.signal)) bad("signal", o.signal, "must be >= 0");
+  if (!(o.train_fraction >= 0.0 && o.valid_fraction >= 0.0 && o.train_fraction + o.valid_fraction <= 1.0))
+    bad("train_fraction + valid_fraction", o.train_fraction + o.valid_fraction, "must be in [0, 1]");
+  if (o.threads < 0) bad("threads", o.threads, "must be >= 0");
+}
+
+class Generator {
+ public:
+  Generator(const SynthOptions& o, const std::string& out)
+      : o_(o), out_(out), key_(rng_key(o.seed, RngStream::kSynth)), n_(o.num_nodes), c_(o.num_classes) {
+    max_degree_ = o.max_degree > 0 ? o.max_degree
+                                   : std::min<int64_t>(n_ - 1, std::max<int64_t>(n_ / 10, static_cast<int64_t>(
+                                                                                             std::ceil(4 * o.avg_degree))));
+  }
+
+  void run() {
+    auto t0 = Clock::now();
+    assign_classes();
+    draw_degrees();
+    report("classes and degrees", t0);
+    t0 = Clock::now();
+    draw_edges();
+    report_edges(t0);
+    DatasetWriter writer(out_, n_, o_.feature_dim);
+    writer.write_graph(indptr_, indices_, /*directed=*/true);
+    std::vector<int32_t>().swap(indices_);  // the features need the memory more
+    t0 = Clock::now();
+    write_features(writer);
+    report(detail::concat("features ", n_, " x ", o_.feature_dim), t0);
+    writer.write_labels(cls_, c_);
+    write_splits(writer);
+    writer.set_source(describe());
+    t0 = Clock::now();
+    writer.commit();
+    report(detail::concat("commit ", out_), t0);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void report(const std::string& what, Clock::time_point t0) const {
+    if (!o_.progress) return;
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(2);
+    os << what << " (" << std::chrono::duration<double>(Clock::now() - t0).count() << " s)";
+    o_.progress(os.str());
+  }
+
+  template <typename F>
+  void for_nodes(F&& body, int64_t grain = 1024) const {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_, grain), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t v = r.begin(); v < r.end(); ++v) body(v);
+    });
+  }
+
+  // Classes uniformly at random; per-class member lists in a random order, so that the nodes
+  // the skewed source draw favours are spread over the id range.
+  void assign_classes() {
+    cls_.resize(static_cast<std::size_t>(n_));
+    for_nodes([&](int64_t v) {
+      cls_[v] = static_cast<int32_t>(below(random64(key_, v, counter(kClass, 0)), static_cast<uint64_t>(c_)));
+    });
+    std::vector<std::pair<uint64_t, int32_t>> order(static_cast<std::size_t>(n_));
+    for_nodes([&](int64_t v) {
+      // High bits: the class; low bits: a random rank. Ties are broken by the id.
+      uint64_t rank = random64(key_, v, counter(kRank, 0)) >> 16;
+      order[v] = {(static_cast<uint64_t>(cls_[v]) << 48) | rank, static_cast<int32_t>(v)};
+    });
+    tbb::parallel_sort(order.begin(), order.end());
+    members_.resize(static_cast<std::size_t>(n_));
+    class_begin_.assign(static_cast<std::size_t>(c_ + 1), 0);
+    for (int64_t i = 0; i < n_; ++i) {
+      members_[i] = order[i].second;
+      ++class_begin_[cls_[order[i].second] + 1];
+    }
+    for (int64_t c = 0; c < c_; ++c) class_begin_[c + 1] += class_begin_[c];
+  }
+
+  // Degree of v = clamp(round(w_v * s), 1, max_degree) with w_v Pareto(exponent) and s found by
+  // bisection so that the mean is avg_degree. The sums are integers, so they do not depend on
+  // how the reduction is split over threads.
+  void draw_degrees() {
+    std::vector<double> w(static_cast<std::size_t>(n_));
+    std::vector<double> jitter(static_cast<std::size_t>(n_));  // stochastic rounding
+    const double inv = -1.0 / (o_.power_law_exponent - 1.0);
+    for_nodes([&](int64_t v) {
+      Philox4 r = philox(key_, v, counter(kDegree, 0));
+      w[v] = std::pow(1.0 - u01_53((uint64_t{r.v[0]} << 32) | r.v[1]), inv);
+      jitter[v] = u01_53((uint64_t{r.v[2]} << 32) | r.v[3]);
+    });
+    auto degree = [&](int64_t v, double s) {
+      double d = std::floor(w[v] * s + jitter[v]);
+      return static_cast<int64_t>(std::clamp(d, 1.0, static_cast<double>(max_degree_)));
+    };
+    auto total = [&](double s) {
+      return tbb::parallel_reduce(
+          tbb::blocked_range<int64_t>(0, n_, 4096), int64_t{0},
+          [&](const tbb::blocked_range<int64_t>& r, int64_t acc) {
+            for (int64_t v = r.begin(); v < r.end(); ++v) acc += degree(v, s);
+            return acc;
+          },
+          std::plus<int64_t>());
+    };
+    const int64_t target = std::llround(o_.avg_degree * static_cast<double>(n_));
+    double lo = 0.0, hi = 1.0;
+    while (total(hi) < target && hi < 1e18) hi *= 2.0;
+    for (int it = 0; it < 60; ++it) {
+      double mid = 0.5 * (lo + hi);
+      (total(mid) < target ? lo : hi) = mid;
+    }
+    const double s = std::abs(total(lo) - target) < std::abs(total(hi) - target) ? lo : hi;
+    deg_.resize(static_cast<std::size_t>(n_));
+    for_nodes([&](int64_t v) { deg_[v] = degree(v, s); });
+  }
+
+  // Row v: deg_[v] in-neighbours drawn with replacement, then sorted, deduplicated and without
+  // v itself; what those steps removed is drawn again (kEdgeRounds times at most), so a row
+  // only ends up shorter than its degree when its candidates are nearly exhausted.
+  void draw_edges() {
+    std::vector<int64_t> cap(static_cast<std::size_t>(n_ + 1), 0);
+    for (int64_t v = 0; v < n_; ++v) cap[v + 1] = cap[v] + deg_[v];
+    requested_edges_ = cap[n_];
+    indices_.resize(static_cast<std::size_t>(cap[n_]));
+    // Per thread: the row so far (sorted, unique), this round's draws, and a merge buffer.
+    struct Scratch {
+      std::vector<int32_t> row, fresh, merged;
+    };
+    tbb::enumerable_thread_specific<Scratch> scratch;
+    const uint32_t h_threshold = static_cast<uint32_t>(std::min(o_.homophily * 4294967296.0, 4294967295.0));
+    const bool always_same = o_.homophily >= 1.0;
+    for_nodes(
+        [&](int64_t v) {
+          Scratch& sc = scratch.local();
+          std::vector<int32_t>& row = sc.row;
+          row.clear();
+          const int64_t d = deg_[v];
+          const int32_t* list = members_.data() + class_begin_[cls_[v]];
+          const uint64_t n_c = static_cast<uint64_t>(class_begin_[cls_[v] + 1] - class_begin_[cls_[v]]);
+          for (int round = 0; round <= kEdgeRounds && static_cast<int64_t>(row.size()) < d; ++round) {
+            const int64_t need = d - static_cast<int64_t>(row.size());
+            sc.fresh.clear();
+            for (int64_t j = 0; j < need; ++j) {
+              Philox4 r = philox(key_, v, counter(kEdge, (static_cast<uint64_t>(round) << 32) | j));
+              int32_t u;
+              if (always_same || r.v[0] < h_threshold) {
+                // Same class, skewed to the front of the class list: P(index <= k) = sqrt(k / n_c),
+                // so a few members get many out-edges (heavy-tailed out-degree).
+                double x = (static_cast<double>(r.v[1]) + 0.5) * (1.0 / 4294967296.0);
+                u = list[std::min<uint64_t>(n_c - 1, static_cast<uint64_t>(static_cast<double>(n_c) * x * x))];
+              } else {
+                u = static_cast<int32_t>(below((uint64_t{r.v[2]} << 32) | r.v[3], static_cast<uint64_t>(n_)));
+              }
+              if (u != v) sc.fresh.push_back(u);
+            }
+            // Sorting only the new draws and merging keeps later rounds cheap on long rows.
+            std::sort(sc.fresh.begin(), sc.fresh.end());
+            sc.fresh.erase(std::unique(sc.fresh.begin(), sc.fresh.end()), sc.fresh.end());
+            sc.merged.clear();
+            std::set_union(row.begin(), row.end(), sc.fresh.begin(), sc.fresh.end(), std::back_inserter(sc.merged));
+            row.swap(sc.merged);
+          }
+          std::copy(row.begin(), row.end(), indices_.begin() + cap[v]);
+          deg_[v] = static_cast<int64_t>(row.size());
+        },
+        256);
+    // Compact the rows forward in place.
+    indptr_.resize(static_cast<std::size_t>(n_ + 1));
+    int64_t out = 0;
+    for (int64_t v = 0; v < n_; ++v) {
+      if (out != cap[v]) std::memmove(indices_.data() + out, indices_.data() + cap[v], deg_[v] * sizeof(int32_t));
+      indptr_[v] = out;
+      out += deg_[v];
+    }
+    indptr_[n_] = out;
+    indices_.resize(static_cast<std::size_t>(out));
+  }
+
+  void report_edges(Clock::time_point t0) {
+    int64_t min_d = INT64_MAX, max_d = 0;
+    for (int64_t v = 0; v < n_; ++v) {
+      min_d = std::min(min_d, deg_[v]);
+      max_d = std::max(max_d, deg_[v]);
+    }
+    std::ostringstream os;
+    os << "edges: " << indptr_[n_] << " of " << requested_edges_ << " drawn (in-degree min " << min_d << ", mean "
+       << static_cast<double>(indptr_[n_]) / static_cast<double>(n_) << ", max " << max_d << ")";
+    report(os.str(), t0);
+  }
+
+  // Row v = signal * centroid[class] + N(0, I); centroid entries are standard normal, so
+  // `signal` is the per-dimension ratio of class signal to noise.
+  void write_features(DatasetWriter& writer) {
+    const int64_t f = o_.feature_dim, draws = (f + 3) / 4;
+    std::vector<float> centroid(static_cast<std::size_t>(c_ * draws * 4));
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t k = 0; k < draws; ++k)
+        normals4(philox(key_, c, counter(kCentroid, k)), centroid.data() + (c * draws + k) * 4);
+    const float signal = static_cast<float>(o_.signal);
+    const int64_t chunk = feature_chunk_rows(f);
+    const int64_t block_rows = std::min(n_, (kFeatureBlockRows + chunk - 1) / chunk * chunk);
+    Tensor block = Tensor::empty({block_rows, f}, DType::kFloat32);
+    float* out = block.data<float>();
+    for (int64_t begin = 0; begin < n_; begin += block_rows) {
+      const int64_t rows = std::min(block_rows, n_ - begin);
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 256), [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t i = r.begin(); i < r.end(); ++i) {
+          const int64_t v = begin + i;
+          const float* mu = centroid.data() + cls_[v] * draws * 4;
+          float* x = out + i * f;
+          float z[4];
+          for (int64_t k = 0; k < draws; ++k) {
+            normals4(philox(key_, v, counter(kFeature, k)), z);
+            for (int64_t j = 4 * k; j < std::min(f, 4 * k + 4); ++j) x[j] = signal * mu[j] + z[j - 4 * k];
+          }
+        }
+      });
+      writer.write_feature_rows(begin, block.rows(0, rows));
+    }
+  }
+
+  // A seeded permutation cut by the fractions; each split is stored sorted.
+  void write_splits(DatasetWriter& writer) {
+    std::vector<std::pair<uint64_t, int32_t>> perm(static_cast<std::size_t>(n_));
+    for_nodes([&](int64_t v) { perm[v] = {random64(key_, v, counter(kSplit, 0)), static_cast<int32_t>(v)}; });
+    tbb::parallel_sort(perm.begin(), perm.end());
+    const int64_t n_train = static_cast<int64_t>(std::floor(o_.train_fraction * static_cast<double>(n_)));
+    const int64_t n_valid = std::min(n_ - n_train, static_cast<int64_t>(std::floor(o_.valid_fraction * static_cast<double>(n_))));
+    const int64_t cuts[4] = {0, n_train, n_train + n_valid, n_};
+    const char* names[3] = {"train", "valid", "test"};
+    for (int s = 0; s < 3; ++s) {
+      std::vector<int64_t> ids;
+      ids.reserve(static_cast<std::size_t>(cuts[s + 1] - cuts[s]));
+      for (int64_t i = cuts[s]; i < cuts[s + 1]; ++i) ids.push_back(perm[i].second);
+      std::sort(ids.begin(), ids.end());
+      writer.write_split(names[s], ids);
+    }
+  }
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << "synthetic (gt-data synth): nodes " << n_ << ", avg_degree " << o_.avg_degree << ", max_degree "
+       << max_degree_ << ", power_law_exponent " << o_.power_law_exponent << ", features " << o_.feature_dim
+       << ", classes " << c_ << ", homophily " << o_.homophily << ", signal " << o_.signal << ", train/valid "
+       << o_.train_fraction << "/" << o_.valid_fraction << ", seed " << o_.seed;
+    return os.str();
+  }
+
+  const SynthOptions& o_;
+  const std::string& out_;
+  const uint64_t key_;
+  const int64_t n_, c_;
+  int64_t max_degree_ = 0, requested_edges_ = 0;
+  std::vector<int32_t> cls_, members_;
+  std::vector<int64_t> class_begin_, deg_, indptr_;
+  std::vector<int32_t> indices_;
+};
+
+}  // namespace
+
+void generate_synthetic(const SynthOptions& opts, const std::string& out_path) {
+  check_options(opts);
+  tbb::task_arena arena(opts.threads > 0 ? opts.threads : tbb::task_arena::automatic);
+  arena.execute([&] { Generator(opts, out_path).run(); });
+}
+
+}  // namespace gt

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace gt {
@@ -19,15 +20,21 @@ namespace gt {
 struct SynthOptions {
   int64_t num_nodes = 20000;
   double avg_degree = 15.0;     // mean in-degree (directed edges per node)
-  int64_t max_degree = 0;       // 0 = num_nodes / 10
+  int64_t max_degree = 0;       // 0 = max(num_nodes / 10, 4 * avg_degree), at most num_nodes - 1
   double power_law_exponent = 2.1;
   int64_t feature_dim = 64;
   int64_t num_classes = 8;
   double homophily = 0.8;
-  double signal = 0.35;         // centroid scale against unit noise
+  // Per-dimension class signal against unit noise (centroid entries are standard normal). At
+  // 0.18 with the other defaults, a nearest-class-mean classifier reaches about 50% on a node's
+  // own features, about 87% on the mean over the node and its in-neighbours, and about 95% on
+  // that mean taken twice (two hops).
+  double signal = 0.18;
   double train_fraction = 0.6, valid_fraction = 0.2;  // test = the rest
   uint64_t seed = 0;
   int threads = 0;              // 0 = all cores
+  // Called after each stage with a one-line summary ("edges: ... (1.2 s)"); may be empty.
+  std::function<void(const std::string&)> progress;
 };
 
 void generate_synthetic(const SynthOptions& opts, const std::string& out_path);

@@ -1,1 +1,139 @@
-exit 0
+#!/usr/bin/env bash
+# Bad-input behaviour of the command-line programs, run by ctest as
+#   bash tests/cli/bad_input.sh GT_DATA GT_TRAIN SOURCE_DIR
+# Every bad input must give a nonzero exit status, exactly one line on stderr that names the
+# offending file, and no output file. Exits nonzero with a message on the first failed check.
+set -u
+
+if [ $# -ne 3 ]; then
+  echo "usage: bash $0 GT_DATA GT_TRAIN SOURCE_DIR" >&2
+  exit 2
+fi
+GT_DATA=$1
+GT_TRAIN=$2
+SOURCE_DIR=$3
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_bad_input.XXXXXX") || exit 1
+FAILED=0
+
+# The summary runs at exit, so that cases appended at the end of this file are counted too.
+finish() {
+  rm -rf "$WORK"
+  if [ $FAILED -ne 0 ]; then
+    echo "bad_input.sh: some checks failed" >&2
+    exit 1
+  fi
+  echo "bad_input.sh: all checks passed"
+  exit 0
+}
+trap finish EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  FAILED=1
+}
+
+# expect_error NAME STATUS SUBSTRING OUTFILE -- COMMAND...
+# Runs COMMAND; checks its exit status (STATUS, or any nonzero status for "nonzero"), that stderr
+# is one line containing SUBSTRING, and that OUTFILE (if not "-") does not exist afterwards.
+expect_error() {
+  local name=$1 want=$2 substring=$3 out=$4 failed_before=$FAILED
+  FAILED=0
+  shift 5
+  local err="$WORK/stderr.txt"
+  "$@" >"$WORK/stdout.txt" 2>"$err"
+  local rc=$?
+  if [ "$want" = nonzero ]; then
+    [ $rc -ne 0 ] || fail "$name: exit status 0, expected an error"
+  else
+    [ $rc -eq "$want" ] || fail "$name: exit status $rc, expected $want"
+  fi
+  local lines
+  lines=$(wc -l <"$err")
+  [ "$lines" -eq 1 ] || fail "$name: stderr has $lines lines, expected 1: $(cat "$err")"
+  grep -qF -- "$substring" "$err" || fail "$name: stderr does not contain '$substring': $(cat "$err")"
+  if [ "$out" != - ]; then
+    [ ! -e "$out" ] || fail "$name: output file $out exists after the error"
+    [ ! -e "$out.tmp" ] || fail "$name: temporary file $out.tmp exists after the error"
+  fi
+  [ $FAILED -ne 0 ] || echo "ok: $name"
+  [ $failed_before -eq 0 ] || FAILED=1
+}
+
+# A small valid OGB folder: 5 nodes, a 5-cycle, 3 features, 2 classes.
+make_ogb() {
+  local dir=$1
+  mkdir -p "$dir/raw" "$dir/split/random"
+  printf '5\n' | gzip >"$dir/raw/num-node-list.csv.gz"
+  printf '5\n' | gzip >"$dir/raw/num-edge-list.csv.gz"
+  printf '0,1\n1,2\n2,3\n3,4\n4,0\n' | gzip >"$dir/raw/edge.csv.gz"
+  printf '1,0,0\n0,1,0\n0,0,1\n1,1,0\n0,1,1\n' | gzip >"$dir/raw/node-feat.csv.gz"
+  printf '0\n1\n0\n1\n-1\n' | gzip >"$dir/raw/node-label.csv.gz"
+  printf '0\n1\n' | gzip >"$dir/split/random/train.csv.gz"
+  printf '2\n' | gzip >"$dir/split/random/valid.csv.gz"
+  printf '3\n' | gzip >"$dir/split/random/test.csv.gz"
+}
+
+# --- gt-data cases ---
+make_ogb "$WORK/good"
+if "$GT_DATA" import-ogb "$WORK/good" "$WORK/good.h5" >"$WORK/stdout.txt" 2>"$WORK/stderr.txt"; then
+  [ -s "$WORK/good.h5" ] || fail "good import: no output file"
+  [ ! -s "$WORK/stderr.txt" ] || fail "good import: unexpected stderr: $(cat "$WORK/stderr.txt")"
+  "$GT_DATA" info "$WORK/good.h5" >"$WORK/info.txt" 2>&1 || fail "info of a good file failed: $(cat "$WORK/info.txt")"
+  grep -q "edges: *10" "$WORK/info.txt" || fail "info: expected 10 directed edges: $(cat "$WORK/info.txt")"
+  echo "ok: good import and info"
+else
+  fail "good import failed: $(cat "$WORK/stderr.txt")"
+fi
+
+# A truncated edge file: a large enough stream, cut in the middle.
+make_ogb "$WORK/truncated"
+seq 0 199999 | awk '{ print ($1 % 5) "," (($1 * 3 + 1) % 5) }' | gzip >"$WORK/edges.gz"
+head -c $(($(stat -c %s "$WORK/edges.gz") / 2)) "$WORK/edges.gz" >"$WORK/truncated/raw/edge.csv.gz"
+rm "$WORK/truncated/raw/num-edge-list.csv.gz"
+expect_error "truncated edge.csv.gz" 1 "truncated/raw/edge.csv.gz:" "$WORK/out1.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/truncated" "$WORK/out1.h5"
+
+# A label file with the wrong number of rows.
+make_ogb "$WORK/labels"
+printf '0\n1\n0\n' | gzip >"$WORK/labels/raw/node-label.csv.gz"
+expect_error "label rows != nodes" 1 "labels/raw/node-label.csv.gz" "$WORK/out2.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/labels" "$WORK/out2.h5"
+
+# An edge naming node 5 in a 5-node graph (line 3).
+make_ogb "$WORK/edgeid"
+printf '0,1\n1,2\n2,5\n3,4\n4,0\n' | gzip >"$WORK/edgeid/raw/edge.csv.gz"
+expect_error "edge id >= num_nodes" 1 "edgeid/raw/edge.csv.gz:3" "$WORK/out3.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/edgeid" "$WORK/out3.h5"
+
+# A folder that does not exist.
+expect_error "missing folder" 1 "$WORK/does-not-exist" "$WORK/out4.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/does-not-exist" "$WORK/out4.h5"
+
+# A missing feature file.
+make_ogb "$WORK/nofeat"
+rm "$WORK/nofeat/raw/node-feat.csv.gz"
+expect_error "missing node-feat.csv.gz" 1 "nofeat/raw/node-feat.csv.gz" "$WORK/out5.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/nofeat" "$WORK/out5.h5"
+
+# A failed import leaves an existing output file as it was.
+cp "$WORK/good.h5" "$WORK/keep.h5"
+"$GT_DATA" import-ogb "$WORK/edgeid" "$WORK/keep.h5" >/dev/null 2>&1 && fail "import over keep.h5 succeeded"
+cmp -s "$WORK/good.h5" "$WORK/keep.h5" || fail "a failed import changed the existing output file"
+[ ! -e "$WORK/keep.h5.tmp" ] || fail "a failed import left keep.h5.tmp"
+echo "ok: existing output kept"
+
+# Files that are not datasets.
+echo "not hdf5" >"$WORK/garbage.h5"
+expect_error "info of a non-HDF5 file" 1 "$WORK/garbage.h5" - -- "$GT_DATA" info "$WORK/garbage.h5"
+expect_error "info of a missing file" 1 "$WORK/missing.h5" - -- "$GT_DATA" info "$WORK/missing.h5"
+
+# Command-line mistakes are usage errors (status 2).
+expect_error "unknown option" 2 "--frobnicate" - -- "$GT_DATA" synth "$WORK/s.h5" --frobnicate 3
+expect_error "bad number" 2 "--nodes" - -- "$GT_DATA" synth "$WORK/s.h5" --nodes many
+expect_error "missing argument" 2 "import-ogb" - -- "$GT_DATA" import-ogb "$WORK/good"
+expect_error "unknown command" 2 "frob" - -- "$GT_DATA" frob
+expect_error "bad synth option" 1 "homophily" "$WORK/s.h5" -- "$GT_DATA" synth "$WORK/s.h5" --homophily 2
+
+# --- gt-train cases ---
+# (appended by the gt-train side; use expect_error and fail above, and files under $WORK)

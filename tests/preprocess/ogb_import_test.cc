@@ -1,1 +1,332 @@
-// (being written)
+// OGB import (handmade folders, bad inputs, the shared Cora copy) and the synthetic generator.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+
+#include "framework/error.h"
+#include "preprocess/dataset.h"
+#include "preprocess/gz_reader.h"
+#include "preprocess/ogb_import.h"
+#include "preprocess/synth.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::path(GT_BINARY_DIR) / "ogb_test_XXXXXX").string();
+    if (!mkdtemp(pattern.data())) {
+      pattern = (fs::temp_directory_path() / "ogb_test_XXXXXX").string();
+      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void put(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  write_gzip_file(path, text);
+}
+
+// 6 nodes: edges 0-1, 1-2, 2-0, 1-0 (the reverse of 0-1), a self-loop 3-3 and 4-5 twice.
+// Node 3 has no neighbours after the self-loop is dropped.
+struct TinyOgb {
+  TempDir tmp;
+  std::string dir = tmp.file("tiny");
+  std::string out = tmp.file("tiny.h5");
+  TinyOgb() {
+    put(dir + "/raw/num-node-list.csv.gz", "6\n");
+    put(dir + "/raw/num-edge-list.csv.gz", "7\n");
+    put(dir + "/raw/edge.csv.gz", "0,1\n1,2\n2,0\n1,0\n3,3\n4,5\n4,5\n");
+    put(dir + "/raw/node-feat.csv.gz", "1,2\n-0.057943,-0.052530\n1e-3,+4\n0,0\n7.5,-1\n2,2\n");
+    put(dir + "/raw/node-label.csv.gz", "0\n1\n-1\n\nnan\n2\n");
+    put(dir + "/split/scheme/train.csv.gz", "1\n0\n");
+    put(dir + "/split/scheme/valid.csv.gz", "5\n");
+    std::ofstream(dir + "/info.json") << "{\n \"name\": \"tiny\",\n \"nodes\": 6\n}\n";
+  }
+  std::string rows(const Dataset& ds) const {  // "0:1,2 1:0,2 ..."
+    std::string s;
+    for (int64_t v = 0; v < ds.info.num_nodes; ++v) {
+      s += (v ? " " : "") + std::to_string(v) + ":";
+      for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e)
+        s += (e > ds.indptr[v] ? "," : "") + std::to_string(ds.indices[e]);
+    }
+    return s;
+  }
+};
+
+TEST(OgbImportTest, TinyFolderUndirected) {
+  TinyOgb t;
+  import_ogb(t.dir, t.out);
+  Dataset ds = load_dataset(t.out);
+  EXPECT_EQ(ds.info.num_nodes, 6);
+  EXPECT_FALSE(ds.info.directed);
+  EXPECT_EQ(t.rows(ds), "0:1,2 1:0,2 2:0,1 3: 4:5 5:4");  // reverse edges, no duplicates/self-loops
+  EXPECT_EQ(ds.info.num_edges, 8);
+  EXPECT_EQ(ds.info.feature_dim, 2);
+  const std::vector<float> x = ds.features.to_vector<float>();
+  EXPECT_FLOAT_EQ(x[2], -0.057943f);
+  EXPECT_FLOAT_EQ(x[3], -0.052530f);
+  EXPECT_FLOAT_EQ(x[4], 1e-3f);
+  EXPECT_FLOAT_EQ(x[5], 4.0f);
+  EXPECT_EQ(ds.labels, (std::vector<int32_t>{0, 1, -1, -1, -1, 2}));
+  EXPECT_EQ(ds.info.num_classes, 3);
+  EXPECT_EQ(ds.split("train"), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(ds.split("valid"), (std::vector<int64_t>{5}));
+  EXPECT_EQ(ds.splits.count("test"), 0u);  // optional
+  EXPECT_NE(ds.info.source.find("tiny"), std::string::npos);
+}
+
+TEST(OgbImportTest, TinyFolderDirected) {
+  TinyOgb t;
+  OgbImportOptions opts;
+  opts.directed = true;
+  import_ogb(t.dir, t.out, opts);
+  Dataset ds = load_dataset(t.out);
+  EXPECT_TRUE(ds.info.directed);
+  EXPECT_EQ(t.rows(ds), "0:1,2 1:0 2:1 3: 4: 5:4");  // row v lists the sources of u -> v
+}
+
+TEST(OgbImportTest, SplitSchemeChoice) {
+  TinyOgb t;
+  put(t.dir + "/split/other/train.csv.gz", "2\n3\n4\n");
+  std::string msg = error_of([&] { import_ogb(t.dir, t.out); });
+  EXPECT_NE(msg.find("several split schemes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("other, scheme"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(t.out));
+
+  OgbImportOptions opts;
+  opts.split = "nope";
+  msg = error_of([&] { import_ogb(t.dir, t.out, opts); });
+  EXPECT_NE(msg.find("no split scheme 'nope'"), std::string::npos) << msg;
+
+  opts.split = "other";
+  import_ogb(t.dir, t.out, opts);
+  EXPECT_EQ(load_dataset(t.out).split("train"), (std::vector<int64_t>{2, 3, 4}));
+}
+
+// Each bad input gives one gt::Error naming the file, and no output file.
+void expect_import_error(TinyOgb& t, const std::string& file_part, const std::string& text_part) {
+  std::string msg = error_of([&] { import_ogb(t.dir, t.out); });
+  EXPECT_NE(msg.find(file_part), std::string::npos) << msg;
+  EXPECT_NE(msg.find(text_part), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(t.out));
+  EXPECT_FALSE(fs::exists(t.out + ".tmp"));
+}
+
+TEST(OgbImportTest, TruncatedGzip) {
+  TinyOgb t;
+  std::string edges;
+  for (int i = 0; i < 20000; ++i) edges += std::to_string(i % 6) + "," + std::to_string((i * 7 + 1) % 6) + "\n";
+  const std::string path = t.dir + "/raw/edge.csv.gz";
+  put(path, edges);
+  put(t.dir + "/raw/num-edge-list.csv.gz", "20000\n");
+  const std::string bytes = read_bytes(path);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  expect_import_error(t, "edge.csv.gz:", "truncated gzip file");
+}
+
+TEST(OgbImportTest, CorruptGzip) {
+  TinyOgb t;
+  const std::string path = t.dir + "/raw/node-label.csv.gz";
+  std::string bytes = read_bytes(path);
+  bytes[bytes.size() - 6] ^= 0x5a;  // inside the CRC-32 of the trailer
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  expect_import_error(t, "node-label.csv.gz", "corrupt gzip data");
+}
+
+TEST(OgbImportTest, LabelRowCountMismatch) {
+  TinyOgb t;
+  put(t.dir + "/raw/node-label.csv.gz", "0\n1\n2\n");
+  expect_import_error(t, "node-label.csv.gz", "has 3 label rows, but the graph has 6 nodes");
+}
+
+TEST(OgbImportTest, EdgeIdOutOfRange) {
+  TinyOgb t;
+  put(t.dir + "/raw/edge.csv.gz", "0,1\n1,2\n2,6\n");
+  expect_import_error(t, "edge.csv.gz:3", "names node 6");
+  put(t.dir + "/raw/edge.csv.gz", "0,1\n-1,2\n");
+  expect_import_error(t, "edge.csv.gz:2", "names node -1");
+  put(t.dir + "/raw/edge.csv.gz", "0,1\n1;2\n");
+  expect_import_error(t, "edge.csv.gz:2", "malformed edge line '1;2'");
+}
+
+TEST(OgbImportTest, BadFeaturesLabelsAndSplits) {
+  TinyOgb t;
+  put(t.dir + "/raw/node-feat.csv.gz", "1,2\n3\n");
+  expect_import_error(t, "node-feat.csv.gz:2", "the row has 1 values, but the first row has 2");
+  put(t.dir + "/raw/node-feat.csv.gz", "1,2\n3,x\n");
+  expect_import_error(t, "node-feat.csv.gz:2", "not a number");
+  put(t.dir + "/raw/node-feat.csv.gz", "1,2\n3,4\n");
+  expect_import_error(t, "node-feat.csv.gz", "has 2 feature rows, but the graph has 6 nodes");
+  TinyOgb u;
+  put(u.dir + "/raw/node-label.csv.gz", "0\n1\n-1\nx\n0\n0\n");
+  expect_import_error(u, "node-label.csv.gz:4", "is not an integer");
+  TinyOgb v;
+  put(v.dir + "/split/scheme/valid.csv.gz", "1\n6\n");
+  expect_import_error(v, "valid.csv.gz:2", "not a node id");
+}
+
+TEST(OgbImportTest, MissingInputs) {
+  TinyOgb t;
+  fs::remove(t.dir + "/raw/node-feat.csv.gz");
+  expect_import_error(t, "node-feat.csv.gz", "no such file");
+  fs::remove(t.dir + "/split/scheme/train.csv.gz");
+  expect_import_error(t, "train.csv.gz", "no such file");
+  std::string msg = error_of([&] { import_ogb(t.tmp.file("nothing"), t.out); });
+  EXPECT_NE(msg.find("nothing"), std::string::npos) << msg;
+}
+
+TEST(OgbImportTest, FailedImportKeepsExistingOutput) {
+  TinyOgb t;
+  import_ogb(t.dir, t.out);
+  const std::string before = read_bytes(t.out);
+  put(t.dir + "/raw/edge.csv.gz", "0,1\n1,9\n");
+  EXPECT_NE(error_of([&] { import_ogb(t.dir, t.out); }).find("edge.csv.gz:2"), std::string::npos);
+  EXPECT_EQ(read_bytes(t.out), before);
+}
+
+TEST(OgbImportTest, SharedCora) {
+  const std::string dir = std::string(GT_SOURCE_DIR) + "/../shared/data/cora";
+  if (!fs::exists(dir + "/raw/edge.csv.gz")) GTEST_SKIP() << "no " << dir;
+  TempDir tmp;
+  import_ogb(dir, tmp.file("cora.h5"));
+  Dataset ds = load_dataset(tmp.file("cora.h5"));
+  EXPECT_EQ(ds.info.num_nodes, 2708);
+  EXPECT_EQ(ds.info.num_edges, 10556);  // 5278 undirected edges, no duplicates or self-loops
+  EXPECT_EQ(ds.info.feature_dim, 1433);
+  EXPECT_EQ(ds.info.num_classes, 7);
+  EXPECT_EQ(ds.split("train").size(), 140u);
+  EXPECT_EQ(ds.split("valid").size(), 500u);
+  EXPECT_EQ(ds.split("test").size(), 1000u);
+  // Symmetric: u in row v <=> v in row u.
+  for (int64_t v = 0; v < ds.info.num_nodes; ++v)
+    for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e) {
+      const int32_t u = ds.indices[e];
+      ASSERT_TRUE(std::binary_search(ds.indices.begin() + ds.indptr[u], ds.indices.begin() + ds.indptr[u + 1], v));
+    }
+  // Binary bag-of-words features.
+  for (float x : ds.features.to_vector<float>()) ASSERT_TRUE(x == 0.0f || x == 1.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+SynthOptions small_synth(int threads) {
+  SynthOptions o;
+  o.num_nodes = 3000;
+  o.feature_dim = 12;
+  o.seed = 42;
+  o.threads = threads;
+  return o;
+}
+
+TEST(SynthTest, DeterministicWhateverTheThreadCount) {
+  TempDir tmp;
+  generate_synthetic(small_synth(1), tmp.file("a.h5"));
+  generate_synthetic(small_synth(2), tmp.file("b.h5"));
+  generate_synthetic(small_synth(0), tmp.file("c.h5"));
+  const std::string a = read_bytes(tmp.file("a.h5"));
+  EXPECT_EQ(a, read_bytes(tmp.file("b.h5")));
+  EXPECT_EQ(a, read_bytes(tmp.file("c.h5")));
+  Dataset da = load_dataset(tmp.file("a.h5")), dc = load_dataset(tmp.file("c.h5"));
+  EXPECT_EQ(da.indices, dc.indices);
+  EXPECT_EQ(da.features.to_vector<float>(), dc.features.to_vector<float>());
+
+  SynthOptions other = small_synth(2);
+  other.seed = 43;
+  generate_synthetic(other, tmp.file("d.h5"));
+  Dataset dd = load_dataset(tmp.file("d.h5"));
+  EXPECT_NE(da.indices, dd.indices);
+  EXPECT_NE(da.labels, dd.labels);
+}
+
+TEST(SynthTest, DefaultGraphStatistics) {
+  TempDir tmp;
+  SynthOptions o;  // the project's default dataset
+  generate_synthetic(o, tmp.file("s.h5"));
+  Dataset ds = load_dataset(tmp.file("s.h5"));
+  const int64_t n = o.num_nodes;
+  EXPECT_EQ(ds.info.num_nodes, n);
+  EXPECT_EQ(ds.info.feature_dim, o.feature_dim);
+  EXPECT_EQ(ds.info.num_classes, o.num_classes);
+  EXPECT_TRUE(ds.info.directed);
+  const double mean = static_cast<double>(ds.info.num_edges) / static_cast<double>(n);
+  EXPECT_NEAR(mean, o.avg_degree, 0.05 * o.avg_degree);
+  int64_t min_d = n, max_d = 0, same_class = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t d = ds.indptr[v + 1] - ds.indptr[v];
+    min_d = std::min(min_d, d);
+    max_d = std::max(max_d, d);
+    for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e) {
+      ASSERT_NE(ds.indices[e], v);                                        // no self-loops
+      if (e > ds.indptr[v]) ASSERT_LT(ds.indices[e - 1], ds.indices[e]);  // sorted, unique
+      same_class += ds.labels[ds.indices[e]] == ds.labels[v];
+    }
+  }
+  EXPECT_GE(min_d, 1);
+  EXPECT_GT(static_cast<double>(max_d), 20 * mean);  // power law: hubs far above the mean
+  // Edges join nodes of one class with probability homophily + (1 - homophily) / classes,
+  // a little less after duplicate removal (duplicates are mostly same-class draws).
+  const double h = static_cast<double>(same_class) / static_cast<double>(ds.info.num_edges);
+  EXPECT_NEAR(h, o.homophily + (1 - o.homophily) / static_cast<double>(o.num_classes), 0.04);
+  // Out-degrees are heavy-tailed too.
+  std::vector<int64_t> out_deg(n, 0);
+  for (int32_t u : ds.indices) ++out_deg[u];
+  EXPECT_GT(static_cast<double>(*std::max_element(out_deg.begin(), out_deg.end())), 10 * mean);
+
+  // Splits: 60/20/20, disjoint, covering every node.
+  EXPECT_EQ(ds.split("train").size(), 12000u);
+  EXPECT_EQ(ds.split("valid").size(), 4000u);
+  EXPECT_EQ(ds.split("test").size(), 4000u);
+  std::set<int64_t> all;
+  for (const auto& [name, ids] : ds.splits) all.insert(ids.begin(), ids.end());
+  EXPECT_EQ(static_cast<int64_t>(all.size()), n);
+  for (int32_t l : ds.labels) ASSERT_TRUE(l >= 0 && l < o.num_classes);
+}
+
+TEST(SynthTest, BadOptionsNameTheOption) {
+  TempDir tmp;
+  SynthOptions o = small_synth(1);
+  o.homophily = 1.5;
+  std::string msg = error_of([&] { generate_synthetic(o, tmp.file("x.h5")); });
+  EXPECT_NE(msg.find("homophily"), std::string::npos) << msg;
+  o = small_synth(1);
+  o.avg_degree = 5000;
+  EXPECT_NE(error_of([&] { generate_synthetic(o, tmp.file("x.h5")); }).find("avg_degree"), std::string::npos);
+  EXPECT_FALSE(fs::exists(tmp.file("x.h5")));
+}
+
+}  // namespace
+}  // namespace gt

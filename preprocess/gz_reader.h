@@ -1,0 +1,69 @@
+// Line reader over gzip-compressed text files (.csv.gz), and the field parsers the importers use.
+//
+// GzLineReader decompresses in large blocks and hands out lines as string_views into its
+// buffer, so reading and splitting a file costs little more than inflating it. A plain
+// (uncompressed) file is read as is. Errors are gt::Error with where = "<file>:<line>":
+//   - a missing or unreadable file (line 0),
+//   - a corrupt gzip stream (bad header, bad data, CRC mismatch),
+//   - a truncated gzip stream: the complete lines before the cut are returned first, then
+//     next() throws naming the line where the data ends.
+// Not thread-safe; use one reader per thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gt {
+
+class GzLineReader {
+ public:
+  explicit GzLineReader(const std::string& path);
+  ~GzLineReader();
+  GzLineReader(const GzLineReader&) = delete;
+  GzLineReader& operator=(const GzLineReader&) = delete;
+
+  // Sets `line` to the next line without its "\n" / "\r\n" and returns true, or returns false
+  // at the end of the file. The view is valid until the next call.
+  bool next(std::string_view& line);
+
+  const std::string& path() const { return path_; }
+  int64_t line_number() const { return line_; }  // 1-based number of the last line returned
+  std::string where() const;                      // "<path>:<line>"
+
+  // Throws gt::Error at the current line: "<what>" [at <path>:<line>].
+  [[noreturn]] void fail(const std::string& what, const std::string& hint = {}) const;
+
+ private:
+  bool refill();  // reads more data behind the unread part; false at the end of the stream
+  [[noreturn]] void fail_stream(int errnum, const char* msg) const;
+
+  std::string path_;
+  void* gz_ = nullptr;  // gzFile; kept opaque so this header does not pull in zlib.h
+  std::vector<char> buf_;
+  std::size_t begin_ = 0, end_ = 0;  // unread bytes are buf_[begin_, end_)
+  bool eof_ = false;
+  int pending_errnum_ = 0;  // a stream error seen while the buffer still held complete lines
+  std::string pending_msg_;
+  int64_t line_ = 0;
+};
+
+// Writes `text` gzip-compressed to `path` (replacing it). Throws gt::Error naming the file.
+// For small exports and for tests that build OGB folders; zlib stays private to the library.
+void write_gzip_file(const std::string& path, std::string_view text);
+
+// Field parsers. Leading/trailing spaces and tabs are ignored; the whole field must parse.
+bool parse_int64(std::string_view field, int64_t& out);
+// Accepts decimal and exponent forms and "nan"/"inf" (any case).
+bool parse_float(std::string_view field, float& out);
+std::string_view trim(std::string_view s);
+
+// Splits `line` at commas into `fields` (views into `line`).
+void split_fields(std::string_view line, std::vector<std::string_view>& fields);
+
+// Parses a comma-separated row of floats into `out` (cleared first). Returns false naming the
+// bad field's 0-based column in `bad_column` when a field is not a number.
+bool parse_float_row(std::string_view line, std::vector<float>& out, std::size_t& bad_column);
+
+}  // namespace gt
