@@ -1,1 +1,124 @@
-// (being written)
+// Block: copies, transpose construction and validation (contract in block.h).
+#include "kernels/block.h"
+
+#include <string>
+#include <vector>
+
+namespace gt {
+namespace {
+
+Tensor copy_if_defined(const Tensor& t, Device d, Stream s) { return t.defined() ? t.to(d, s) : Tensor(); }
+
+void check_array(const Tensor& t, const char* name, DType dtype, int64_t numel) {
+  GT_CHECK_ARG(t.defined(), "block.", name, " is not set");
+  GT_CHECK_ARG(t.device().is_cpu(), "block.", name, " must be a CPU tensor here, got ", t.str(),
+               " (validate/build_transpose run on the host: call them before Block::to)");
+  GT_CHECK_ARG(t.dtype() == dtype && t.dim() == 1, "block.", name, " must be a 1-D ", dtype_name(dtype),
+               " tensor, got ", t.str());
+  GT_CHECK_ARG(t.numel() == numel, "block.", name, " has ", t.numel(), " entries, expected ", numel);
+}
+
+// Checks one CSR direction: ptr has rows + 1 entries from 0 to nnz, non-decreasing, and every id
+// is in [0, cols). Returns nothing; throws naming the first bad entry.
+void check_csr(const Tensor& ptr_t, const Tensor& ids_t, const char* ptr_name, const char* ids_name,
+               int64_t rows, int64_t cols) {
+  check_array(ptr_t, ptr_name, DType::kInt64, rows + 1);
+  GT_CHECK_ARG(ids_t.defined(), "block.", ids_name, " is not set");
+  const int64_t nnz = ids_t.numel();
+  check_array(ids_t, ids_name, DType::kInt32, nnz);
+  const int64_t* ptr = ptr_t.data<int64_t>();
+  const int32_t* ids = ids_t.data<int32_t>();
+  GT_CHECK_ARG(ptr[0] == 0, "block.", ptr_name, "[0] = ", ptr[0], ", expected 0");
+  for (int64_t r = 0; r < rows; ++r)
+    GT_CHECK_ARG(ptr[r + 1] >= ptr[r], "block.", ptr_name, " decreases at row ", r, ": ", ptr[r], " then ",
+                 ptr[r + 1]);
+  GT_CHECK_ARG(ptr[rows] == nnz, "block.", ptr_name, "[", rows, "] = ", ptr[rows], " but block.", ids_name,
+               " has ", nnz, " entries");
+  for (int64_t e = 0; e < nnz; ++e)
+    GT_CHECK_ARG(ids[e] >= 0 && ids[e] < cols, "block.", ids_name, "[", e, "] = ", ids[e], " is outside [0, ",
+                 cols, ")");
+}
+
+void check_counts(const Block& b) {
+  GT_CHECK_ARG(b.num_src >= 0 && b.num_dst >= 0, "block sizes must be non-negative, got num_src = ", b.num_src,
+               ", num_dst = ", b.num_dst);
+  GT_CHECK_ARG(b.num_dst <= b.num_src, "block has num_dst = ", b.num_dst, " > num_src = ", b.num_src,
+               " (destinations are the first num_dst sources)");
+  GT_CHECK_ARG(b.num_src <= INT32_MAX, "block has ", b.num_src, " sources; local ids are int32");
+}
+
+// Counting sort of the edges by source. Destinations are visited in increasing order, so each
+// source's destination list comes out sorted (duplicates stay adjacent).
+void transpose_into(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids) {
+  const int64_t* ptr = b.indptr.data<int64_t>();
+  const int32_t* ids = b.indices.data<int32_t>();
+  const int64_t nnz = b.nnz();
+  t_ptr.assign(static_cast<std::size_t>(b.num_src + 1), 0);
+  t_ids.resize(static_cast<std::size_t>(nnz));
+  for (int64_t e = 0; e < nnz; ++e) ++t_ptr[static_cast<std::size_t>(ids[e]) + 1];
+  for (int64_t u = 0; u < b.num_src; ++u) t_ptr[u + 1] += t_ptr[u];
+  std::vector<int64_t> cursor(t_ptr.begin(), t_ptr.end() - 1);
+  for (int64_t v = 0; v < b.num_dst; ++v)
+    for (int64_t e = ptr[v]; e < ptr[v + 1]; ++e)
+      t_ids[static_cast<std::size_t>(cursor[static_cast<std::size_t>(ids[e])]++)] = static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+Block Block::to(Device d, Stream s) const {
+  Block out;
+  out.num_src = num_src;
+  out.num_dst = num_dst;
+  out.indptr = copy_if_defined(indptr, d, s);
+  out.indices = copy_if_defined(indices, d, s);
+  out.t_indptr = copy_if_defined(t_indptr, d, s);
+  out.t_indices = copy_if_defined(t_indices, d, s);
+  return out;
+}
+
+void Block::build_transpose() {
+  check_counts(*this);
+  check_csr(indptr, indices, "indptr", "indices", num_dst, num_src);
+  std::vector<int64_t> t_ptr;
+  std::vector<int32_t> t_ids;
+  transpose_into(*this, t_ptr, t_ids);
+  t_indptr = Tensor::from_vector(t_ptr);
+  t_indices = Tensor::from_vector(t_ids);
+}
+
+void Block::validate() const {
+  check_counts(*this);
+  check_csr(indptr, indices, "indptr", "indices", num_dst, num_src);
+  if (!t_indptr.defined() && !t_indices.defined()) return;  // no transpose yet: nothing more to check
+  check_csr(t_indptr, t_indices, "t_indptr", "t_indices", num_src, num_dst);
+  GT_CHECK_ARG(t_indices.numel() == nnz(), "block.t_indices has ", t_indices.numel(), " entries but the block has ",
+               nnz(), " edges");
+  // The transpose is canonical (sources' destinations in increasing order), so it must equal the
+  // one rebuilt from the forward arrays entry by entry.
+  std::vector<int64_t> want_ptr;
+  std::vector<int32_t> want_ids;
+  transpose_into(*this, want_ptr, want_ids);
+  const int64_t* tp = t_indptr.data<int64_t>();
+  const int32_t* ti = t_indices.data<int32_t>();
+  for (int64_t u = 0; u <= num_src; ++u)
+    GT_CHECK_ARG(tp[u] == want_ptr[static_cast<std::size_t>(u)], "block.t_indptr[", u, "] = ", tp[u],
+                 " does not match the forward arrays (expected ", want_ptr[static_cast<std::size_t>(u)],
+                 "; rebuild it with build_transpose())");
+  for (int64_t e = 0; e < nnz(); ++e)
+    GT_CHECK_ARG(ti[e] == want_ids[static_cast<std::size_t>(e)], "block.t_indices[", e, "] = ", ti[e],
+                 " does not match the forward arrays (expected ", want_ids[static_cast<std::size_t>(e)],
+                 "; rebuild it with build_transpose())");
+}
+
+Block make_block(int64_t num_src, int64_t num_dst, const std::vector<int64_t>& indptr,
+                 const std::vector<int32_t>& indices) {
+  Block b;
+  b.num_src = num_src;
+  b.num_dst = num_dst;
+  b.indptr = Tensor::from_vector(indptr);
+  b.indices = Tensor::from_vector(indices);
+  b.build_transpose();  // validates the forward arrays first
+  return b;
+}
+
+}  // namespace gt

@@ -1,1 +1,195 @@
-// (being written)
+// Dense layer math (Apply): argument checks, CPU implementation (OpenBLAS SGEMM + oneTBB) and
+// dispatch to the cuBLAS implementation in dense.cu (contract in dense.h).
+#include "kernels/dense.h"
+
+#include <cblas.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+namespace gt {
+
+#ifdef GT_WITH_CUDA
+namespace cuda_impl {
+// Row-major C[M, N] = alpha * op(A) op(B) + beta * C with the cblas row-major conventions
+// (lda/ldb/ldc = row lengths as stored); K == 0 is handled by the caller.
+void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y);
+void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device);
+}  // namespace cuda_impl
+#endif
+
+namespace {
+
+constexpr int64_t kRowGrain = 256;  // rows per oneTBB task for the bias add
+constexpr int64_t kColBlock = 64;   // columns per oneTBB task for the bias gradient
+
+void check_mat(const Tensor& t, const char* name, const char* op) {
+  GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");
+  GT_CHECK_ARG(t.dtype() == DType::kFloat32, op, ": ", name, " must be float32, got ", t.str());
+  GT_CHECK_ARG(t.dim() == 2, op, ": ", name, " must be a matrix, got ", t.str());
+  GT_CHECK_ARG(t.size(0) <= INT_MAX && t.size(1) <= INT_MAX, op, ": ", name, " is too large for BLAS (", t.str(), ")");
+}
+
+void check_shape(const Tensor& t, const char* name, int64_t rows, int64_t cols, const char* op) {
+  check_mat(t, name, op);
+  GT_CHECK_ARG(t.size(0) == rows && t.size(1) == cols, op, ": ", name, " must be [", rows, ", ", cols, "], got ",
+               t.str());
+}
+
+void check_device(const Tensor& t, const char* name, const Context& ctx, const char* op) {
+  GT_CHECK_ARG(t.device() == ctx.device(), op, ": ", name, " is on ", t.device().str(), " but the context is on ",
+               ctx.device().str());
+}
+
+void check_bias(const Tensor& b, const char* name, int64_t out, const Context& ctx, const char* op) {
+  GT_CHECK_ARG(b.defined(), op, ": ", name, " is not set");
+  GT_CHECK_ARG(b.dtype() == DType::kFloat32 && b.dim() == 1 && b.size(0) == out, op, ": ", name,
+               " must be float32 [", out, "], got ", b.str());
+  check_device(b, name, ctx, op);
+}
+
+// Checks x [n, in], w [in, out]; returns nothing. Used by every entry point.
+void check_xw(const Tensor& x, const Tensor& w, const Context& ctx, const char* op) {
+  check_mat(x, "x", op);
+  check_mat(w, "w", op);
+  GT_CHECK_ARG(w.size(0) == x.size(1), op, ": x is ", x.str(), " but w is ", w.str(), " (w must be [", x.size(1),
+               ", out])");
+  check_device(x, "x", ctx, op);
+  check_device(w, "w", ctx, op);
+}
+
+// Row-major C[M, N] = op(A) op(B) + beta * C, on the tensors' device. With K == 0 the product is
+// empty: C becomes beta * C (0 or unchanged), without calling BLAS (which rejects ld = 0).
+void gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, Tensor& C_t) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (beta == 0.0f) C_t.fill_bytes(0, ctx.stream());
+    return;
+  }
+  float* C = C_t.data<float>();
+  if (ctx.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::gemm_row_major(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, N);
+    return;
+#else
+    throw_built_without_cuda("gemm");
+#endif
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B,
+              static_cast<int>(ldb), beta, C, static_cast<int>(N));
+}
+
+void add_bias(const Context& ctx, const Tensor& b, Tensor& y) {
+  const int64_t n = y.size(0), out = y.size(1);
+  if (n == 0 || out == 0) return;
+  if (ctx.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::add_bias(ctx, b.data<float>(), n, out, y.data<float>());
+    return;
+#else
+    throw_built_without_cuda("linear_forward");
+#endif
+  }
+  const float* bp = b.data<float>();
+  float* yp = y.data<float>();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i)
+      for (int64_t j = 0; j < out; ++j) yp[i * out + j] += bp[j];
+  });
+}
+
+// db[j] = sum_i dy[i, j]. Tasks own column blocks and walk the rows in order (row-major friendly,
+// deterministic); sums are kept in double so tall batches lose no precision.
+void column_sums(const Context& ctx, const Tensor& dy, Tensor& db) {
+  const int64_t n = dy.size(0), out = dy.size(1);
+  if (out == 0) return;
+  if (ctx.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::column_sums(ctx, dy.data<float>(), n, out, db.data<float>(), ctx.device().index);
+    return;
+#else
+    throw_built_without_cuda("linear_backward");
+#endif
+  }
+  const float* d = dy.data<float>();
+  float* o = db.data<float>();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, out, kColBlock), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<double> acc(static_cast<std::size_t>(r.size()), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = d + i * out + r.begin();
+      for (std::size_t k = 0; k < acc.size(); ++k) acc[k] += row[k];
+    }
+    for (std::size_t k = 0; k < acc.size(); ++k) o[r.begin() + static_cast<int64_t>(k)] = static_cast<float>(acc[k]);
+  });
+}
+
+// Shared by linear_backward and linear_backward_accumulate.
+void check_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor* dx, const Tensor& dw,
+                    const Context& ctx, const char* op) {
+  check_xw(x, w, ctx, op);
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
+  check_shape(dy, "dy", n, out, op);
+  check_device(dy, "dy", ctx, op);
+  check_shape(dw, "dw", in, out, op);
+  check_device(dw, "dw", ctx, op);
+  if (dx) {
+    check_shape(*dx, "dx", n, in, op);
+    check_device(*dx, "dx", ctx, op);
+  }
+}
+
+// dw = x^T dy (overwritten), dx = dy w^T + dx_beta * dx.
+void backward_gemms(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, float dx_beta,
+                    const Context& ctx) {
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
+  // dw[in, out] = x^T[in, n] dy[n, out]
+  gemm(ctx, /*trans_a=*/true, /*trans_b=*/false, in, out, n, x.data<float>(), in, dy.data<float>(), out, 0.0f, dw);
+  // dx[n, in] = dy[n, out] w^T[out, in]
+  if (dx) gemm(ctx, false, true, n, in, out, dy.data<float>(), out, w.data<float>(), out, dx_beta, *dx);
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Context& ctx) {
+  const char* op = "linear_forward";
+  check_xw(x, w, ctx, op);
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
+  check_shape(y, "y", n, out, op);
+  check_device(y, "y", ctx, op);
+  if (b) check_bias(*b, "b", out, ctx, op);
+  gemm(ctx, false, false, n, out, in, x.data<float>(), in, w.data<float>(), out, 0.0f, y);
+  if (b) add_bias(ctx, *b, y);
+}
+
+void linear_forward_accumulate(const Tensor& x, const Tensor& w, Tensor& y, const Context& ctx) {
+  const char* op = "linear_forward_accumulate";
+  check_xw(x, w, ctx, op);
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
+  check_shape(y, "y", n, out, op);
+  check_device(y, "y", ctx, op);
+  gemm(ctx, false, false, n, out, in, x.data<float>(), in, w.data<float>(), out, 1.0f, y);
+}
+
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db,
+                     const Context& ctx) {
+  const char* op = "linear_backward";
+  check_backward(x, w, dy, dx, dw, ctx, op);
+  if (db) check_bias(*db, "db", w.size(1), ctx, op);
+  backward_gemms(x, w, dy, dx, dw, 0.0f, ctx);
+  if (db) column_sums(ctx, dy, *db);
+}
+
+void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw,
+                                const Context& ctx) {
+  check_backward(x, w, dy, dx, dw, ctx, "linear_backward_accumulate");
+  backward_gemms(x, w, dy, dx, dw, 1.0f, ctx);
+}
+
+}  // namespace gt

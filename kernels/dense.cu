@@ -1,1 +1,138 @@
-// (being written)
+// Dense layer math on the GPU: cuBLAS SGEMM plus the bias kernels. Contract in dense.h;
+// argument checks and dispatch in dense.cc. Everything runs on ctx.stream() (the cuBLAS handle
+// is bound to it by Context, which also sets its math mode: pedantic float32 or TF32).
+#include <cstdint>
+
+#include "framework/context.h"
+#include "framework/cuda_check.h"
+#include "framework/memory.h"
+
+namespace gt {
+namespace cuda_impl {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerSm = 4;
+// Column sums: a block covers kColTile columns with kRowLanes threads per column.
+constexpr int kColTile = 32;
+constexpr int kRowLanes = 8;
+// Rows are cut into at most kMaxChunks chunks of at least kMinChunkRows rows. The cut depends on
+// n only (not on the GPU), so the summation order, and the result, are the same on every device.
+constexpr int64_t kMaxChunks = 512;
+constexpr int64_t kMinChunkRows = 256;
+
+int sm_count(int device) {
+  int sms = 0;
+  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms > 0 ? sms : 1;
+}
+
+int grid_for(int64_t n, int device) {
+  const int64_t needed = (n + kThreads - 1) / kThreads;
+  const int64_t resident = static_cast<int64_t>(sm_count(device)) * kBlocksPerSm;
+  return static_cast<int>(needed < resident ? needed : resident);
+}
+
+// Scratch from the caching allocator, returned on scope exit (also when a check throws). Reuse
+// by later work on the same stream is ordered after the kernels that use it.
+struct Scratch {
+  Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
+  ~Scratch() { device_free(ptr, dev); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* ptr;
+  int dev;
+};
+
+// y[i, j] += b[j]; grid-stride over the n * out elements (int64 indices: n * out may exceed 2^31).
+__global__ void add_bias_kernel(const float* __restrict__ b, int64_t total, int64_t out, float* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    y[i] += b[i % out];
+}
+
+// First pass of the column sums: block (x, y) sums rows [y * chunk_rows, (y+1) * chunk_rows) of
+// columns [x * kColTile, (x+1) * kColTile). Thread (tx, ty) adds rows ty, ty + kRowLanes, ... of
+// column tx (consecutive tx read consecutive addresses: coalesced); the kRowLanes partials are
+// then added in a fixed order through shared memory. No atomics: every output element has one
+// writer and the order of additions is fixed, so the result is bitwise reproducible.
+__global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, int64_t out, int64_t chunk_rows,
+                                      float* __restrict__ partial) {
+  __shared__ float sums[kRowLanes][kColTile + 1];  // +1: no bank conflicts on the column read
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + tx;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
+  float acc = 0.0f;
+  if (col < out)
+    for (int64_t r = r0 + ty; r < r1; r += kRowLanes) acc += dy[r * out + col];
+  sums[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && col < out) {
+    float total = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kRowLanes; ++k) total += sums[k][tx];
+    partial[static_cast<int64_t>(blockIdx.y) * out + col] = total;
+  }
+}
+
+// Second pass: db[j] = sum over chunks (in order) of partial[chunk, j].
+__global__ void column_finish_kernel(const float* __restrict__ partial, int64_t chunks, int64_t out,
+                                     float* __restrict__ db) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < out; j += stride) {
+    float total = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) total += partial[c * out + j];
+    db[j] = total;
+  }
+}
+
+}  // namespace
+
+// Row-major C[M, N] = op(A) op(B) + beta C. cuBLAS is column-major, and a row-major matrix read
+// as column-major is its transpose, so we ask cuBLAS for C^T = op(B)^T op(A)^T: the operands swap
+// places and keep their transpose flags, and every leading dimension is the stored row length.
+void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  GT_CHECK_ARG(ctx.cublas() != nullptr, "gemm: the context on ", ctx.device().str(), " has no cuBLAS handle");
+  auto handle = static_cast<cublasHandle_t>(ctx.cublas());
+  const float alpha = 1.0f;
+  GT_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
+                              static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
+}
+
+void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y) {
+  const int64_t total = n * out;
+  if (total == 0) return;
+  add_bias_kernel<<<grid_for(total, ctx.device().index), kThreads, 0, ctx.stream()>>>(b, total, out, y);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device) {
+  if (out == 0) return;
+  cudaStream_t s = ctx.stream();
+  if (n == 0) {
+    GT_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<std::size_t>(out) * sizeof(float), s));
+    return;
+  }
+  int64_t chunk_rows = (n + kMaxChunks - 1) / kMaxChunks;
+  if (chunk_rows < kMinChunkRows) chunk_rows = kMinChunkRows;
+  const int64_t chunks = (n + chunk_rows - 1) / chunk_rows;  // 1 .. kMaxChunks
+  const dim3 block(kColTile, kRowLanes);
+  const dim3 grid(static_cast<unsigned>((out + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
+  if (chunks == 1) {  // one chunk: the partial sums are the result
+    column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, db);
+    GT_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  Scratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), device);
+  float* d_partial = static_cast<float*>(partial.ptr);
+  column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial);
+  GT_CUDA_LAUNCH_CHECK();
+  column_finish_kernel<<<grid_for(out, device), kThreads, 0, s>>>(d_partial, chunks, out, db);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace cuda_impl
+}  // namespace gt

@@ -1,1 +1,232 @@
-// (being written)
+// Element-wise ops: argument checks, CPU implementation with oneTBB, and dispatch to
+// elementwise.cu (contract in elementwise.h).
+//
+// The per-element formulas live in small inline functions shared in spirit with the CUDA kernels
+// (same operations in the same order), so CPU and GPU agree to the last bit except where the GPU
+// compiler fuses a multiply-add.
+#include "kernels/elementwise.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+
+#include "framework/rng.h"
+
+namespace gt {
+
+#ifdef GT_WITH_CUDA
+namespace cuda_impl {
+void relu_forward(const float* x, float* y, int64_t n, int device, Stream s);
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s);
+void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s);
+void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
+void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
+          float bc1, float bc2, int64_t n, int device, Stream s);
+void sgd(float* param, const float* grad, float* buf, float lr, float momentum, float wd, bool first, int64_t n,
+         int device, Stream s);
+}  // namespace cuda_impl
+#endif
+
+namespace {
+
+constexpr int64_t kGrain = 16384;  // elements per oneTBB task
+
+template <typename Fn>
+void for_each_index(int64_t n, Fn fn) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kGrain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i) fn(i);
+  });
+}
+
+// All operands float32, same element count, same device as `ref`.
+void check_same(const Tensor& ref, const char* ref_name, const Tensor& t, const char* name, const char* op) {
+  GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");
+  GT_CHECK_ARG(t.dtype() == DType::kFloat32, op, ": ", name, " must be float32, got ", t.str());
+  GT_CHECK_ARG(t.shape() == ref.shape(), op, ": ", name, " is ", t.str(), " but ", ref_name, " is ", ref.str());
+  GT_CHECK_ARG(t.device() == ref.device(), op, ": ", name, " is on ", t.device().str(), " but ", ref_name, " is on ",
+               ref.device().str());
+}
+
+void check_float(const Tensor& t, const char* name, const char* op) {
+  GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");
+  GT_CHECK_ARG(t.dtype() == DType::kFloat32, op, ": ", name, " must be float32, got ", t.str());
+}
+
+void check_p(float p, const char* op) {
+  GT_CHECK_ARG(p >= 0.0f && p < 1.0f, op, ": dropout probability must be in [0, 1), got ", p);
+}
+
+[[maybe_unused]] int dev_of(const Tensor& t) { return t.device().index; }
+
+// The mask and scaling shared with the CUDA kernel: element i is kept when its uniform draw is
+// >= p; kept elements are multiplied by 1 / (1 - p).
+void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n) {
+  const float scale = 1.0f / (1.0f - p);
+  for_each_index(n, [&](int64_t i) {
+    const bool keep = u01(philox(key, step, static_cast<uint64_t>(i)).v[0]) >= p;
+    y[i] = keep ? x[i] * scale : 0.0f;
+  });
+}
+
+}  // namespace
+
+void relu_forward(const Tensor& x, Tensor& y, Stream s) {
+  check_float(x, "x", "relu_forward");
+  check_same(x, "x", y, "y", "relu_forward");
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (x.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::relu_forward(x.data<float>(), y.data<float>(), n, dev_of(x), s);
+#else
+    (void)s;
+    throw_built_without_cuda("relu_forward");
+#endif
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_each_index(n, [&](int64_t i) { yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f; });
+}
+
+void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s) {
+  check_float(y, "y", "relu_backward");
+  check_same(y, "y", dy, "dy", "relu_backward");
+  check_same(y, "y", dx, "dx", "relu_backward");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  if (y.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::relu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), n, dev_of(y), s);
+#else
+    (void)s;
+    throw_built_without_cuda("relu_backward");
+#endif
+  }
+  const float* yp = y.data<float>();
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  for_each_index(n, [&](int64_t i) { dxp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f; });
+}
+
+void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
+  check_float(x, "x", "dropout_forward");
+  check_same(x, "x", y, "y", "dropout_forward");
+  check_p(p, "dropout_forward");
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const uint64_t key = rng_key(seed, RngStream::kDropout);
+  if (x.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::dropout(x.data<float>(), p, key, step, y.data<float>(), n, dev_of(x), s);
+#else
+    (void)s;
+    throw_built_without_cuda("dropout_forward");
+#endif
+  }
+  dropout_cpu(x.data<float>(), p, key, step, y.data<float>(), n);
+}
+
+// The backward of inverted dropout is the same masked scaling applied to the gradient.
+void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s) {
+  check_float(dy, "dy", "dropout_backward");
+  check_same(dy, "dy", dx, "dx", "dropout_backward");
+  check_p(p, "dropout_backward");
+  const int64_t n = dy.numel();
+  if (n == 0) return;
+  const uint64_t key = rng_key(seed, RngStream::kDropout);
+  if (dy.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::dropout(dy.data<float>(), p, key, step, dx.data<float>(), n, dev_of(dy), s);
+#else
+    (void)s;
+    throw_built_without_cuda("dropout_backward");
+#endif
+  }
+  dropout_cpu(dy.data<float>(), p, key, step, dx.data<float>(), n);
+}
+
+void axpy(float alpha, const Tensor& x, Tensor& y, Stream s) {
+  check_float(x, "x", "axpy");
+  check_same(x, "x", y, "y", "axpy");
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (x.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::axpy(alpha, x.data<float>(), y.data<float>(), n, dev_of(x), s);
+#else
+    (void)s;
+    throw_built_without_cuda("axpy");
+#endif
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_each_index(n, [&](int64_t i) { yp[i] += alpha * xp[i]; });
+}
+
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s) {
+  const char* op = "adam_update";
+  check_float(param, "param", op);
+  check_same(param, "param", grad, "grad", op);
+  check_same(param, "param", m, "m", op);
+  check_same(param, "param", v, "v", op);
+  GT_CHECK_ARG(p.step >= 1, op, ": step is 1-based, got ", p.step);
+  GT_CHECK_ARG(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
+               ": betas must be in [0, 1), got ", p.beta1, ", ", p.beta2);
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  // Bias corrections once per call, in double (beta^t for large t underflows gracefully to 0).
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
+  if (param.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::adam(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), p.lr, p.beta1,
+                           p.beta2, p.eps, p.weight_decay, bc1, bc2, n, dev_of(param), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  float* w = param.data<float>();
+  const float* g = grad.data<float>();
+  float* mp = m.data<float>();
+  float* vp = v.data<float>();
+  const float b1 = p.beta1, b2 = p.beta2, lr = p.lr, eps = p.eps, wd = p.weight_decay;
+  for_each_index(n, [&](int64_t i) {
+    const float gi = g[i] + wd * w[i];
+    mp[i] = b1 * mp[i] + (1.0f - b1) * gi;
+    vp[i] = b2 * vp[i] + (1.0f - b2) * gi * gi;
+    w[i] -= lr * (mp[i] / bc1) / (std::sqrt(vp[i] / bc2) + eps);
+  });
+}
+
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float momentum, float weight_decay,
+                int64_t step, Stream s) {
+  const char* op = "sgd_update";
+  check_float(param, "param", op);
+  check_same(param, "param", grad, "grad", op);
+  check_same(param, "param", buf, "buf", op);
+  GT_CHECK_ARG(step >= 1, op, ": step is 1-based, got ", step);
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const bool first = step == 1;  // the momentum buffer starts as the first gradient
+  if (param.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::sgd(param.data<float>(), grad.data<float>(), buf.data<float>(), lr, momentum, weight_decay,
+                          first, n, dev_of(param), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  float* w = param.data<float>();
+  const float* g = grad.data<float>();
+  float* b = buf.data<float>();
+  for_each_index(n, [&](int64_t i) {
+    const float gi = g[i] + weight_decay * w[i];
+    b[i] = first ? gi : momentum * b[i] + gi;
+    w[i] -= lr * b[i];
+  });
+}
+
+}  // namespace gt

@@ -1,1 +1,120 @@
-// (being written)
+// Element-wise ops on the GPU. Contract in elementwise.h; argument checks and dispatch in
+// elementwise.cc, which also computes the per-call scalars (Adam's bias corrections, the dropout
+// key) so both devices use the same values.
+//
+// All kernels are grid-stride loops with int64 indices (tensors may exceed 2^31 elements), one
+// thread per element per iteration; the grid is sized from the device's SM count. Inputs and
+// outputs may alias (relu, dropout, axpy), so the pointers are not marked __restrict__.
+#include <cstdint>
+
+#include "framework/cuda_check.h"
+#include "framework/device.h"
+#include "framework/rng.h"
+
+namespace gt {
+namespace cuda_impl {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerSm = 8;
+
+int grid_for(int64_t n, int device) {
+  int sms = 0;
+  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t needed = (n + kThreads - 1) / kThreads;
+  const int64_t resident = static_cast<int64_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
+  return static_cast<int>(needed < resident ? needed : resident);
+}
+
+__device__ __forceinline__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// Same mask as the CPU: element i is kept when u01(philox(key, step, i).v[0]) >= p. The draw is a
+// pure function of the element index, so the thread/grid layout does not matter.
+__global__ void dropout_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
+                               int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const bool keep = u01(philox(key, step, static_cast<uint64_t>(i)).v[0]) >= p;
+    y[i] = keep ? x[i] * scale : 0.0f;
+  }
+}
+
+__global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+}
+
+__global__ void adam_kernel(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2,
+                            float eps, float wd, float bc1, float bc2, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float w = param[i];
+    const float g = grad[i] + wd * w;
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+  }
+}
+
+__global__ void sgd_kernel(float* param, const float* grad, float* buf, float lr, float momentum, float wd,
+                           bool first, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float w = param[i];
+    const float g = grad[i] + wd * w;
+    const float b = first ? g : momentum * buf[i] + g;
+    buf[i] = b;
+    param[i] = w - lr * b;
+  }
+}
+
+}  // namespace
+
+// Callers (elementwise.cc) return early for n == 0, so every grid below has at least one block.
+void relu_forward(const float* x, float* y, int64_t n, int device, Stream s) {
+  relu_forward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void relu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s) {
+  relu_backward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(y, dy, dx, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s) {
+  const float scale = 1.0f / (1.0f - p);  // computed on the host, as on the CPU path
+  dropout_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, p, scale, key, step, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s) {
+  axpy_kernel<<<grid_for(n, device), kThreads, 0, s>>>(alpha, x, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
+          float bc1, float bc2, int64_t n, int device, Stream s) {
+  adam_kernel<<<grid_for(n, device), kThreads, 0, s>>>(param, grad, m, v, lr, b1, b2, eps, wd, bc1, bc2, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void sgd(float* param, const float* grad, float* buf, float lr, float momentum, float wd, bool first, int64_t n,
+         int device, Stream s) {
+  sgd_kernel<<<grid_for(n, device), kThreads, 0, s>>>(param, grad, buf, lr, momentum, wd, first, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace cuda_impl
+}  // namespace gt

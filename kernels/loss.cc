@@ -1,1 +1,150 @@
-// (being written)
+// Softmax cross-entropy and accuracy: argument checks, CPU implementation with oneTBB, and
+// dispatch to loss.cu (contract in loss.h).
+#include "kernels/loss.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace gt {
+
+#ifdef GT_WITH_CUDA
+namespace cuda_impl {
+// Both synchronise `s` and report the number of labels outside [-1, C) in *bad (the caller throws).
+// softmax_cross_entropy: *loss_sum = sum of the labelled rows' losses, *labelled = their count.
+void softmax_cross_entropy(const float* logits, const int32_t* labels, int64_t n, int64_t C, float* dlogits,
+                           int device, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad);
+void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
+                   int64_t* correct, int64_t* bad);
+}  // namespace cuda_impl
+#endif
+
+namespace {
+
+constexpr int64_t kRowGrain = 64;  // rows per oneTBB task
+
+void check_inputs(const Tensor& logits, const Tensor& labels, const char* op) {
+  GT_CHECK_ARG(logits.defined() && labels.defined(), op, ": logits and labels must be set");
+  GT_CHECK_ARG(logits.dtype() == DType::kFloat32 && logits.dim() == 2, op, ": logits must be float32 [n, C], got ",
+               logits.str());
+  GT_CHECK_ARG(labels.dtype() == DType::kInt32 && labels.dim() == 1, op, ": labels must be int32 [n], got ",
+               labels.str());
+  GT_CHECK_ARG(labels.size(0) == logits.size(0), op, ": ", labels.size(0), " labels for ", logits.size(0),
+               " rows of logits");
+  GT_CHECK_ARG(labels.device() == logits.device(), op, ": logits on ", logits.device().str(), ", labels on ",
+               labels.device().str());
+  GT_CHECK_ARG(logits.size(1) > 0 || logits.size(0) == 0, op, ": logits have no classes (", logits.str(), ")");
+}
+
+[[noreturn, maybe_unused]] void throw_bad_labels(int64_t bad, int64_t C, const char* op) {
+  GT_THROW(op, "labels must be class ids in [0, C) or -1 for rows without a label", bad, " label(s) outside [0, ",
+           C, ") (and not -1)");
+}
+
+// Counts labelled rows; throws naming the first label outside [-1, C).
+int64_t count_labelled(const int32_t* labels, int64_t n, int64_t C, const char* op) {
+  int64_t labelled = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t l = labels[i];
+    if (l == -1) continue;
+    GT_CHECK_ARG(l >= 0 && l < C, op, ": label ", l, " at row ", i, " is outside [0, ", C,
+                 ") (use -1 for rows without a label)");
+    ++labelled;
+  }
+  return labelled;
+}
+
+}  // namespace
+
+float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s) {
+  const char* op = "softmax_cross_entropy";
+  check_inputs(logits, labels, op);
+  GT_CHECK_ARG(dlogits.defined() && dlogits.dtype() == DType::kFloat32 && dlogits.shape() == logits.shape(), op,
+               ": dlogits must be float32 shaped like the logits ", shape_str(logits.shape()), ", got ",
+               dlogits.defined() ? dlogits.str() : std::string("nothing"));
+  GT_CHECK_ARG(dlogits.device() == logits.device(), op, ": dlogits on ", dlogits.device().str(), ", logits on ",
+               logits.device().str());
+  const int64_t n = logits.size(0), C = logits.size(1);
+  if (n == 0) return 0.0f;
+  if (logits.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    double loss_sum = 0.0;
+    int64_t labelled = 0, bad = 0;
+    cuda_impl::softmax_cross_entropy(logits.data<float>(), labels.data<int32_t>(), n, C, dlogits.data<float>(),
+                                     logits.device().index, s, &loss_sum, &labelled, &bad);
+    if (bad > 0) throw_bad_labels(bad, C, op);
+    return labelled > 0 ? static_cast<float>(loss_sum / static_cast<double>(labelled)) : 0.0f;
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* z = logits.data<float>();
+  const int32_t* lab = labels.data<int32_t>();
+  float* d = dlogits.data<float>();
+  const int64_t labelled = count_labelled(lab, n, C, op);
+  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+  std::vector<float> row_loss(static_cast<std::size_t>(n), 0.0f);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      const float* zi = z + i * C;
+      float* di = d + i * C;
+      const int32_t label = lab[i];
+      if (label < 0) {
+        std::fill(di, di + C, 0.0f);
+        continue;
+      }
+      // Stable softmax: shift by the row maximum so exp never overflows.
+      float mx = zi[0];
+      for (int64_t j = 1; j < C; ++j) mx = std::max(mx, zi[j]);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < C; ++j) sum += std::exp(zi[j] - mx);
+      for (int64_t j = 0; j < C; ++j) di[j] = (std::exp(zi[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
+      row_loss[static_cast<std::size_t>(i)] = std::log(sum) - (zi[label] - mx);
+    }
+  });
+  double total = 0.0;  // summed in row order: deterministic
+  for (float l : row_loss) total += l;
+  return labelled > 0 ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s) {
+  const char* op = "count_correct";
+  check_inputs(logits, labels, op);
+  const int64_t n = logits.size(0), C = logits.size(1);
+  if (n == 0) return 0;
+  if (logits.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    int64_t correct = 0, bad = 0;
+    cuda_impl::count_correct(logits.data<float>(), labels.data<int32_t>(), n, C, logits.device().index, s, &correct,
+                             &bad);
+    if (bad > 0) throw_bad_labels(bad, C, op);
+    return correct;
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* z = logits.data<float>();
+  const int32_t* lab = labels.data<int32_t>();
+  count_labelled(lab, n, C, op);
+  std::vector<unsigned char> hit(static_cast<std::size_t>(n), 0);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      if (lab[i] < 0) continue;
+      const float* zi = z + i * C;
+      int64_t best = 0;  // first maximum on ties: only a strictly larger value moves it
+      for (int64_t j = 1; j < C; ++j)
+        if (zi[j] > zi[best]) best = j;
+      hit[static_cast<std::size_t>(i)] = best == lab[i];
+    }
+  });
+  int64_t correct = 0;
+  for (unsigned char h : hit) correct += h;
+  return correct;
+}
+
+}  // namespace gt

@@ -1,1 +1,231 @@
-// (being written)
+// Softmax cross-entropy and accuracy on the GPU. Contract in loss.h; argument checks, the
+// final division and the error for invalid labels are in loss.cc.
+//
+// softmax_cross_entropy runs three kernels on `s`:
+//   1. one block counts labelled rows and invalid labels (dlogits are scaled by 1 / labelled, so
+//      the count must exist before any row is written);
+//   2. one warp per row: stable softmax (row max and sum of exponentials by warp shuffles), the
+//      row's dlogits and its loss into a per-row scratch array;
+//   3. one block sums the per-row losses in a fixed order (in double).
+// No float atomics anywhere, so the loss and the gradients are bitwise reproducible. The summary
+// is copied back with a checked async copy and the stream is synchronised.
+#include <cmath>
+#include <cstdint>
+
+#include "framework/cuda_check.h"
+#include "framework/device.h"
+#include "framework/memory.h"
+
+namespace gt {
+namespace cuda_impl {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpsPerBlock = 8;
+constexpr int kThreads = kWarp * kWarpsPerBlock;
+constexpr int kBlocksPerSm = 8;
+constexpr int kReduceThreads = 1024;  // the single-block reductions; a power of two
+constexpr std::size_t kRowLossOffset = 256;  // bytes: the summary, then the per-row losses
+
+struct Summary {
+  double loss_sum;
+  unsigned long long labelled;
+  unsigned long long bad;
+  unsigned long long correct;
+};
+static_assert(sizeof(Summary) <= kRowLossOffset, "summary must fit before the per-row losses");
+
+struct Scratch {
+  Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
+  ~Scratch() { device_free(ptr, dev); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* ptr;
+  int dev;
+};
+
+int grid_for_rows(int64_t rows, int device) {
+  int sms = 0;
+  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t needed = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t resident = static_cast<int64_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
+  return static_cast<int>(needed < resident ? needed : resident);
+}
+
+// Butterfly reductions: every lane ends with the same value (a + b == b + a bitwise).
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+// Tree reduction of one value per thread over a kReduceThreads block; the pairing is fixed, so
+// the result does not depend on timing. Returns the total in thread 0.
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
+  const int t = static_cast<int>(threadIdx.x);
+  shared[t] = v;
+  __syncthreads();
+  for (int w = kReduceThreads / 2; w > 0; w >>= 1) {
+    if (t < w) shared[t] += shared[t + w];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
+  __shared__ unsigned long long shared[kReduceThreads];
+  unsigned long long labelled = 0, bad = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
+    const int32_t l = labels[i];
+    if (l == -1) continue;
+    if (l >= 0 && l < C) ++labelled;
+    else ++bad;
+  }
+  labelled = block_sum(labelled, shared);
+  __syncthreads();  // shared[] is reused below
+  bad = block_sum(bad, shared);
+  if (threadIdx.x == 0) {
+    out->labelled = labelled;
+    out->bad = bad;
+  }
+}
+
+// One warp per row, lanes strided over the C columns (coalesced). Rows without a valid label get
+// zero gradients and zero loss (invalid labels are reported by count_labels_kernel).
+__global__ void __launch_bounds__(kThreads)
+    softmax_ce_rows_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
+                           int64_t C, const Summary* __restrict__ summary, float* __restrict__ dlogits,
+                           float* __restrict__ row_loss) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const unsigned long long labelled = summary->labelled;
+  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+  for (int64_t row = first_row; row < n; row += row_stride) {  // warp-uniform: shuffles are safe
+    const float* z = logits + row * C;
+    float* d = dlogits + row * C;
+    const int32_t label = labels[row];
+    if (label < 0 || label >= C) {
+      for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
+      if (lane == 0) row_loss[row] = 0.0f;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
+    sum = warp_sum(sum);
+    for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
+    if (lane == 0) row_loss[row] = logf(sum) - (z[label] - mx);
+  }
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out) {
+  __shared__ double shared[kReduceThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) out->loss_sum = acc;
+}
+
+// One warp per row: each lane finds the first maximum of its columns, then the warp combines
+// (value, index) pairs preferring the larger value and, on ties, the smaller index, which gives
+// the first maximum of the row. Counts are integers, so the shared/global atomics give the same
+// total whatever the order.
+__global__ void __launch_bounds__(kThreads)
+    count_correct_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n, int64_t C,
+                         Summary* __restrict__ out) {
+  __shared__ unsigned long long block_correct, block_bad;
+  if (threadIdx.x == 0) block_correct = block_bad = 0;
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  unsigned long long correct = 0, bad = 0;  // lane 0's counts
+  for (int64_t row = first_row; row < n; row += row_stride) {
+    const int32_t label = labels[row];
+    if (label == -1) continue;
+    if (label < 0 || label >= C) {
+      if (lane == 0) ++bad;
+      continue;
+    }
+    const float* z = logits + row * C;
+    float best = -INFINITY;
+    int64_t best_j = C;  // "none yet": loses every tie against a real column
+    for (int64_t j = lane; j < C; j += kWarp)
+      if (best_j == C || z[j] > best) {
+        best = z[j];
+        best_j = j;
+      }
+    for (int o = kWarp / 2; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(kFullMask, best, o);
+      const int64_t other_j = __shfl_xor_sync(kFullMask, best_j, o);
+      if (other > best || (other == best && other_j < best_j)) {
+        best = other;
+        best_j = other_j;
+      }
+    }
+    if (lane == 0 && best_j == label) ++correct;
+  }
+  if (lane == 0 && (correct | bad)) {
+    atomicAdd(&block_correct, correct);
+    atomicAdd(&block_bad, bad);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && (block_correct | block_bad)) {
+    atomicAdd(&out->correct, block_correct);
+    atomicAdd(&out->bad, block_bad);
+  }
+}
+
+Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
+  Summary h_summary{};
+  GT_CUDA_CHECK(cudaMemcpyAsync(&h_summary, d_summary, sizeof(Summary), cudaMemcpyDeviceToHost, s));
+  GT_CUDA_CHECK(cudaStreamSynchronize(s));
+  return h_summary;
+}
+
+}  // namespace
+
+// Callers (loss.cc) return early for n == 0, so every grid below has at least one block.
+void softmax_cross_entropy(const float* logits, const int32_t* labels, int64_t n, int64_t C, float* dlogits,
+                           int device, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad) {
+  Scratch scratch(kRowLossOffset + static_cast<std::size_t>(n) * sizeof(float), device);
+  auto* d_summary = static_cast<Summary*>(scratch.ptr);
+  auto* d_row_loss = reinterpret_cast<float*>(static_cast<char*>(scratch.ptr) + kRowLossOffset);
+  GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
+  count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, d_summary);
+  GT_CUDA_LAUNCH_CHECK();
+  softmax_ce_rows_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits,
+                                                                        d_row_loss);
+  GT_CUDA_LAUNCH_CHECK();
+  sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, d_summary);
+  GT_CUDA_LAUNCH_CHECK();
+  const Summary h = fetch_summary(d_summary, s);
+  *loss_sum = h.loss_sum;
+  *labelled = static_cast<int64_t>(h.labelled);
+  *bad = static_cast<int64_t>(h.bad);
+}
+
+void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
+                   int64_t* correct, int64_t* bad) {
+  Scratch scratch(sizeof(Summary), device);
+  auto* d_summary = static_cast<Summary*>(scratch.ptr);
+  GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
+  count_correct_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, d_summary);
+  GT_CUDA_LAUNCH_CHECK();
+  const Summary h = fetch_summary(d_summary, s);
+  *correct = static_cast<int64_t>(h.correct);
+  *bad = static_cast<int64_t>(h.bad);
+}
+
+}  // namespace cuda_impl
+}  // namespace gt

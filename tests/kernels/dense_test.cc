@@ -1,1 +1,428 @@
-// (being written)
+// Dense layer (linear forward/backward and the accumulating variants) and the element-wise ops
+// (ReLU, dropout, axpy, Adam, SGD) against float64 references and central finite differences; on
+// CUDA also against the CPU results.
+#include "kernels/dense.h"
+
+#include "framework/context.h"
+#include "framework/rng.h"
+#include "kernels/elementwise.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace gt {
+namespace {
+
+using test::expect_close;
+using test::poisoned;
+using test::random_floats;
+using test::tensor_on;
+using test::to_double;
+
+// |kernel - float64| <= tol * sum_k |a_ik b_kj| (the scale of float32 rounding in a dot product).
+constexpr double kDenseTol = 1e-5;
+// TF32 tensor cores round the inputs to 10 mantissa bits (relative error ~2^-11 per input).
+constexpr double kTf32Tol = 3e-3;
+constexpr double kFdTol = 1e-5;
+constexpr double kFdStep = 1e-3;
+
+struct Ref {
+  std::vector<double> val, mag;
+};
+
+// Row-major C[M, N] = op(A) op(B) in float64 with the magnitude sum_k |a b|.
+Ref ref_gemm(const std::vector<double>& A, bool ta, const std::vector<double>& B, bool tb, int64_t M, int64_t N,
+             int64_t K) {
+  const auto size = static_cast<std::size_t>(M * N);
+  Ref r{std::vector<double>(size, 0.0), std::vector<double>(size, 0.0)};
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = ta ? A[static_cast<std::size_t>(k * M + i)] : A[static_cast<std::size_t>(i * K + k)];
+      for (int64_t j = 0; j < N; ++j) {
+        const double b = tb ? B[static_cast<std::size_t>(j * K + k)] : B[static_cast<std::size_t>(k * N + j)];
+        r.val[static_cast<std::size_t>(i * N + j)] += a * b;
+        r.mag[static_cast<std::size_t>(i * N + j)] += std::fabs(a * b);
+      }
+    }
+  return r;
+}
+
+// y = x w + b (b may be empty).
+std::vector<double> ref_linear(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                               int64_t n, int64_t in, int64_t out) {
+  std::vector<double> y = ref_gemm(x, false, w, false, n, out, in).val;
+  if (!b.empty())
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < out; ++j) y[static_cast<std::size_t>(i * out + j)] += b[static_cast<std::size_t>(j)];
+  return y;
+}
+
+std::vector<double> add(std::vector<double> a, const std::vector<float>& b) {
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+// L = sum(r * (x w + b)); the backward with dy = r must match dL/dx, dL/dw, dL/db.
+GT_DEVICE_TEST(LinearGrad, BackwardMatchesFiniteDifferences) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t n = 5, in = 4, out = 3;
+  const auto xf = random_floats(n * in, 1), wf = random_floats(in * out, 2), bf = random_floats(out, 3);
+  const auto rf = random_floats(n * out, 4);
+  const Tensor x = tensor_on(xf, {n, in}, dev, st), w = tensor_on(wf, {in, out}, dev, st);
+  const Tensor b = tensor_on(bf, {out}, dev, st);
+  const Tensor r = tensor_on(rf, {n, out}, dev, st);
+  auto xd = to_double(xf), wd = to_double(wf), bd = to_double(bf);
+  const auto rd = to_double(rf);
+  auto loss = [&](const std::vector<double>&) { return test::dot(rd, ref_linear(xd, wd, bd, n, in, out)); };
+  std::vector<double> gx(xd.size()), gw(wd.size()), gb(bd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i) gx[i] = test::central_difference(xd, i, kFdStep, loss);
+  for (std::size_t i = 0; i < wd.size(); ++i) gw[i] = test::central_difference(wd, i, kFdStep, loss);
+  for (std::size_t i = 0; i < bd.size(); ++i) gb[i] = test::central_difference(bd, i, kFdStep, loss);
+
+  Tensor y = poisoned({n, out}, dev, st);
+  linear_forward(x, w, &b, y, ctx);
+  expect_close(y.to_vector<float>(), ref_linear(xd, wd, bd, n, in, out), kDenseTol, "linear_forward");
+
+  Tensor dx = poisoned({n, in}, dev, st), dw = poisoned({in, out}, dev, st), db = poisoned({out}, dev, st);
+  linear_backward(x, w, r, &dx, dw, &db, ctx);
+  expect_close(dx.to_vector<float>(), gx, kFdTol, "dx vs finite differences");
+  expect_close(dw.to_vector<float>(), gw, kFdTol, "dw vs finite differences");
+  expect_close(db.to_vector<float>(), gb, kFdTol, "db vs finite differences");
+
+  // Optional outputs left out: dw alone.
+  Tensor dw_only = poisoned({in, out}, dev, st);
+  linear_backward(x, w, r, nullptr, dw_only, nullptr, ctx);
+  expect_close(dw_only.to_vector<float>(), gw, kFdTol, "dw without dx/db");
+
+  // Accumulating variants: dx += dy w^T with dw overwritten; y += x w.
+  const auto dx0 = random_floats(n * in, 5), y0 = random_floats(n * out, 6);
+  Tensor dx_acc = tensor_on(dx0, {n, in}, dev, st), dw_acc = poisoned({in, out}, dev, st);
+  linear_backward_accumulate(x, w, r, &dx_acc, dw_acc, ctx);
+  expect_close(dx_acc.to_vector<float>(), add(gx, dx0), kFdTol, "accumulated dx");
+  expect_close(dw_acc.to_vector<float>(), gw, kFdTol, "dw of the accumulating backward");
+  Tensor y_acc = tensor_on(y0, {n, out}, dev, st);
+  linear_forward_accumulate(x, w, y_acc, ctx);
+  expect_close(y_acc.to_vector<float>(), add(ref_linear(xd, wd, {}, n, in, out), y0), kDenseTol,
+               "linear_forward_accumulate");
+}
+
+struct Shape3 {
+  int64_t n, in, out;
+};
+
+// Random shapes, poisoned outputs, every result against float64 (scaled by sum |a b|) and, on
+// CUDA, against the CPU kernel.
+void check_linear_shapes(Device dev, bool tf32, double tol) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  ctx.set_tf32(tf32);
+  // (70000, 2, 3) takes the multi-chunk path of the GPU bias gradient; 4353 is wide and odd.
+  for (const Shape3 s : {Shape3{1, 1, 1}, Shape3{37, 7, 5}, Shape3{256, 64, 47}, Shape3{513, 4353, 16},
+                         Shape3{300, 16, 4353}, Shape3{70000, 2, 3}}) {
+    const std::string what = "[" + std::to_string(s.n) + "x" + std::to_string(s.in) + "] x [" +
+                             std::to_string(s.in) + "x" + std::to_string(s.out) + "] on " + dev.str();
+    const auto xf = random_floats(s.n * s.in, 10 + s.n), wf = random_floats(s.in * s.out, 20 + s.in);
+    const auto bf = random_floats(s.out, 30), gf = random_floats(s.n * s.out, 40 + s.out);
+    const Tensor x = tensor_on(xf, {s.n, s.in}, dev, st), w = tensor_on(wf, {s.in, s.out}, dev, st);
+    const Tensor b = tensor_on(bf, {s.out}, dev, st), dy = tensor_on(gf, {s.n, s.out}, dev, st);
+    Tensor y = poisoned({s.n, s.out}, dev, st), dx = poisoned({s.n, s.in}, dev, st);
+    Tensor dw = poisoned({s.in, s.out}, dev, st), db = poisoned({s.out}, dev, st);
+    linear_forward(x, w, &b, y, ctx);
+    linear_backward(x, w, dy, &dx, dw, &db, ctx);
+    ctx.synchronize();
+    const auto xd = to_double(xf), wd = to_double(wf), gd = to_double(gf);
+    Ref yr = ref_gemm(xd, false, wd, false, s.n, s.out, s.in);
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t j = 0; j < s.out; ++j) {
+        yr.val[static_cast<std::size_t>(i * s.out + j)] += bf[static_cast<std::size_t>(j)];
+        yr.mag[static_cast<std::size_t>(i * s.out + j)] += std::fabs(bf[static_cast<std::size_t>(j)]);
+      }
+    const Ref dxr = ref_gemm(gd, false, wd, true, s.n, s.in, s.out);
+    const Ref dwr = ref_gemm(xd, true, gd, false, s.in, s.out, s.n);
+    const auto out_size = static_cast<std::size_t>(s.out);
+    Ref dbr{std::vector<double>(out_size, 0.0), std::vector<double>(out_size, 0.0)};
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t j = 0; j < s.out; ++j) {
+        dbr.val[static_cast<std::size_t>(j)] += gd[static_cast<std::size_t>(i * s.out + j)];
+        dbr.mag[static_cast<std::size_t>(j)] += std::fabs(gd[static_cast<std::size_t>(i * s.out + j)]);
+      }
+    const auto yv = y.to_vector<float>(), dxv = dx.to_vector<float>(), dwv = dw.to_vector<float>();
+    const auto dbv = db.to_vector<float>();
+    expect_close(yv, yr.val, tol, "y " + what, yr.mag);
+    expect_close(dxv, dxr.val, tol, "dx " + what, dxr.mag);
+    expect_close(dwv, dwr.val, tol, "dw " + what, dwr.mag);
+    expect_close(dbv, dbr.val, kDenseTol, "db " + what, dbr.mag);  // plain float sums, never TF32
+    if (dev.is_cuda()) {
+      Context cpu;
+      Tensor yc = poisoned({s.n, s.out}, Device::cpu()), dxc = poisoned({s.n, s.in}, Device::cpu());
+      Tensor dwc = poisoned({s.in, s.out}, Device::cpu()), dbc = poisoned({s.out}, Device::cpu());
+      const Tensor xc = Tensor::from_vector(xf, {s.n, s.in}), wc = Tensor::from_vector(wf, {s.in, s.out});
+      const Tensor bc = Tensor::from_vector(bf, {s.out}), gc = Tensor::from_vector(gf, {s.n, s.out});
+      linear_forward(xc, wc, &bc, yc, cpu);
+      linear_backward(xc, wc, gc, &dxc, dwc, &dbc, cpu);
+      expect_close(yv, to_double(yc.to_vector<float>()), 2 * tol, "GPU vs CPU y " + what, yr.mag);
+      expect_close(dxv, to_double(dxc.to_vector<float>()), 2 * tol, "GPU vs CPU dx " + what, dxr.mag);
+      expect_close(dwv, to_double(dwc.to_vector<float>()), 2 * tol, "GPU vs CPU dw " + what, dwr.mag);
+      expect_close(dbv, to_double(dbc.to_vector<float>()), 2 * kDenseTol, "GPU vs CPU db " + what, dbr.mag);
+    }
+  }
+}
+
+GT_DEVICE_TEST(Linear, MatchesReferenceForManyShapes) { check_linear_shapes(dev, /*tf32=*/false, kDenseTol); }
+GT_DEVICE_TEST(Linear, Tf32StaysWithinTf32Tolerance) { check_linear_shapes(dev, /*tf32=*/true, kTf32Tol); }
+
+// Empty inner dimension: the product is zero (overwriting variants) or nothing (accumulating).
+GT_DEVICE_TEST(Linear, EmptyInnerDimension) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const Tensor x = Tensor::empty({3, 0}, DType::kFloat32, dev), w = Tensor::empty({0, 2}, DType::kFloat32, dev);
+  const auto bf = random_floats(2, 1);
+  const Tensor b = tensor_on(bf, {2}, dev, st);
+  Tensor y = poisoned({3, 2}, dev, st);
+  linear_forward(x, w, &b, y, ctx);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{bf[0], bf[1], bf[0], bf[1], bf[0], bf[1]}));
+  const auto y0 = random_floats(6, 2);
+  Tensor y_acc = tensor_on(y0, {3, 2}, dev, st);
+  linear_forward_accumulate(x, w, y_acc, ctx);
+  EXPECT_EQ(y_acc.to_vector<float>(), y0);
+  // n = 0: dw and db are sums over no rows.
+  Tensor dw = poisoned({4, 2}, dev, st), db = poisoned({2}, dev, st);
+  linear_backward(Tensor::empty({0, 4}, DType::kFloat32, dev), tensor_on(random_floats(8, 3), {4, 2}, dev, st),
+                  Tensor::empty({0, 2}, DType::kFloat32, dev), nullptr, dw, &db, ctx);
+  EXPECT_EQ(dw.to_vector<float>(), std::vector<float>(8, 0.0f));
+  EXPECT_EQ(db.to_vector<float>(), std::vector<float>(2, 0.0f));
+}
+
+GT_DEVICE_TEST(Linear, RejectsBadArguments) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const Tensor x = tensor_on(random_floats(12, 1), {4, 3}, dev, st);
+  const Tensor w = tensor_on(random_floats(6, 2), {3, 2}, dev, st);
+  const Tensor b = tensor_on(random_floats(2, 3), {2}, dev, st), dy = tensor_on(random_floats(8, 4), {4, 2}, dev, st);
+  Tensor y = poisoned({4, 2}, dev, st), dx = poisoned({4, 3}, dev, st);
+  Tensor dw = poisoned({3, 2}, dev, st), db = poisoned({2}, dev, st);
+  EXPECT_NO_THROW(linear_forward(x, w, &b, y, ctx));
+  EXPECT_NO_THROW(linear_backward(x, w, dy, &dx, dw, &db, ctx));
+  const Tensor w_bad = tensor_on(random_floats(8, 5), {4, 2}, dev, st);  // in mismatch
+  EXPECT_THROW(linear_forward(x, w_bad, &b, y, ctx), Error);
+  Tensor b_bad = tensor_on(random_floats(3, 6), {3}, dev, st);
+  EXPECT_THROW(linear_forward(x, w, &b_bad, y, ctx), Error);
+  Tensor y_bad = poisoned({4, 3}, dev, st);
+  EXPECT_THROW(linear_forward(x, w, &b, y_bad, ctx), Error);
+  EXPECT_THROW(linear_forward_accumulate(x, w, y_bad, ctx), Error);
+  EXPECT_THROW(linear_forward(Tensor::zeros({4, 3}, DType::kFloat64, dev, st), w, &b, y, ctx), Error);
+  EXPECT_THROW(linear_backward(x, w, dy, &dx, dw, &b_bad, ctx), Error);  // db size
+  Tensor dw_bad = poisoned({2, 3}, dev, st);
+  EXPECT_THROW(linear_backward(x, w, dy, &dx, dw_bad, &db, ctx), Error);
+  Tensor dx_bad = poisoned({4, 2}, dev, st);
+  EXPECT_THROW(linear_backward_accumulate(x, w, dy, &dx_bad, dw, ctx), Error);
+  EXPECT_THROW(linear_backward(x, w, y_bad, &dx, dw, &db, ctx), Error);  // dy shape
+  EXPECT_THROW(linear_forward(x.reshape({12}), w, &b, y, ctx), Error);  // not a matrix
+  if (dev.is_cuda()) {  // tensors on the GPU, context on the CPU
+    Context cpu;
+    EXPECT_THROW(linear_forward(x, w, &b, y, cpu), Error);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element-wise ops
+
+constexpr double kElemTol = 1e-6;
+constexpr double kOptimTol = 1e-5;
+
+// Values with |v| in [0.05, 1], so a finite-difference step never crosses the ReLU kink.
+std::vector<float> away_from_zero(std::size_t n, uint64_t seed) {
+  auto v = random_floats(n, seed, 0.05f, 1.0f);
+  const auto sign = random_floats(n, seed + 1);
+  for (std::size_t i = 0; i < n; ++i)
+    if (sign[i] < 0.0f) v[i] = -v[i];
+  return v;
+}
+
+// The dropout mask written from the contract in elementwise.h.
+bool kept(uint64_t seed, uint64_t step, uint64_t i, float p) {
+  return u01(philox(rng_key(seed, RngStream::kDropout), step, i).v[0]) >= p;
+}
+
+GT_DEVICE_TEST(ReluGrad, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 40;
+  const auto xf = away_from_zero(n, 1), rf = random_floats(n, 3);
+  Tensor y = poisoned({n}, dev), dx = poisoned({n}, dev);
+  relu_forward(tensor_on(xf, {n}, dev), y);
+  relu_backward(y, tensor_on(rf, {n}, dev), dx);
+  auto xd = to_double(xf);
+  const auto rd = to_double(rf);
+  std::vector<double> fd(xd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i)
+    fd[i] = test::central_difference(xd, i, kFdStep, [&](const std::vector<double>& v) {
+      double l = 0.0;
+      for (std::size_t k = 0; k < v.size(); ++k) l += rd[k] * std::max(v[k], 0.0);
+      return l;
+    });
+  expect_close(dx.to_vector<float>(), fd, kFdTol, "relu dx vs finite differences");
+}
+
+GT_DEVICE_TEST(Relu, ExactAndInPlace) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t n = 100003;  // not a multiple of any block size
+  const auto xf = random_floats(n, 5), gf = random_floats(n, 6);
+  std::vector<float> want_y(n), want_dx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    want_y[i] = xf[i] > 0.0f ? xf[i] : 0.0f;
+    want_dx[i] = xf[i] > 0.0f ? gf[i] : 0.0f;
+  }
+  Tensor t = tensor_on(xf, {n}, dev, st);
+  relu_forward(t, t, st);  // y aliases x
+  Tensor g = tensor_on(gf, {n}, dev, st);
+  relu_backward(t, g, g, st);  // dx aliases dy
+  ctx.synchronize();
+  EXPECT_EQ(t.to_vector<float>(), want_y);
+  EXPECT_EQ(g.to_vector<float>(), want_dx);
+}
+
+GT_DEVICE_TEST(DropoutGrad, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 64;
+  const float p = 0.4f;
+  const uint64_t seed = 5, step = 3;
+  const auto xf = random_floats(n, 7), rf = random_floats(n, 8);
+  Tensor y = poisoned({n}, dev), dx = poisoned({n}, dev);
+  dropout_forward(tensor_on(xf, {n}, dev), p, seed, step, y);
+  dropout_backward(tensor_on(rf, {n}, dev), p, seed, step, dx);
+  auto xd = to_double(xf);
+  const auto rd = to_double(rf);
+  auto forward = [&](const std::vector<double>& v) {
+    std::vector<double> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = kept(seed, step, i, p) ? v[i] / (1.0 - p) : 0.0;
+    return out;
+  };
+  expect_close(y.to_vector<float>(), forward(xd), kElemTol, "dropout forward");
+  std::vector<double> fd(xd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i)
+    fd[i] = test::central_difference(xd, i, kFdStep,
+                                     [&](const std::vector<double>& v) { return test::dot(rd, forward(v)); });
+  expect_close(dx.to_vector<float>(), fd, kFdTol, "dropout dx vs finite differences");
+}
+
+GT_DEVICE_TEST(Dropout, SameMaskOnEveryDeviceAndKeepRate) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t n = (1 << 20) + 5;
+  const float p = 0.3f, scale = 1.0f / (1.0f - p);
+  const uint64_t seed = 42, step = 7;
+  const auto xf = random_floats(n, 9, 0.5f, 1.5f), gf = random_floats(n, 10);
+  const Tensor x = tensor_on(xf, {n}, dev, st);
+  Tensor y = poisoned({n}, dev, st), dx = poisoned({n}, dev, st), y_next = poisoned({n}, dev, st);
+  dropout_forward(x, p, seed, step, y, st);
+  dropout_backward(tensor_on(gf, {n}, dev, st), p, seed, step, dx, st);
+  dropout_forward(x, p, seed, step + 1, y_next, st);
+  ctx.synchronize();
+  const auto yv = y.to_vector<float>(), dxv = dx.to_vector<float>(), ynv = y_next.to_vector<float>();
+  int64_t wrong_y = 0, wrong_dx = 0, kept_count = 0, changed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool k = kept(seed, step, static_cast<uint64_t>(i), p);
+    kept_count += k;
+    wrong_y += yv[i] != (k ? xf[i] * scale : 0.0f);
+    wrong_dx += dxv[i] != (k ? gf[i] * scale : 0.0f);
+    changed += (yv[i] != 0.0f) != (ynv[i] != 0.0f);
+  }
+  EXPECT_EQ(wrong_y, 0) << "forward differs from the Philox mask";
+  EXPECT_EQ(wrong_dx, 0) << "backward differs from the Philox mask";
+  EXPECT_NEAR(static_cast<double>(kept_count) / n, 1.0 - p, 0.003);  // ~6 standard deviations
+  EXPECT_GT(static_cast<double>(changed) / n, 0.35) << "the next step must draw a new mask (expect ~0.42)";
+  if (dev.is_cuda()) {  // same bits as the CPU kernel
+    Tensor yc = poisoned({n}, Device::cpu());
+    dropout_forward(Tensor::from_vector(xf), p, seed, step, yc);
+    EXPECT_EQ(yc.to_vector<float>(), yv);
+  }
+  Tensor t = x.clone(st);
+  dropout_forward(t, p, seed, step, t, st);  // in place
+  EXPECT_EQ(t.to_vector<float>(), yv);
+  Tensor copy = poisoned({n}, dev, st);
+  dropout_forward(x, 0.0f, seed, step, copy, st);  // p = 0 copies
+  EXPECT_EQ(copy.to_vector<float>(), xf);
+}
+
+GT_DEVICE_TEST(Axpy, MatchesReference) {
+  const int64_t n = 5001;
+  const auto xf = random_floats(n, 11), yf = random_floats(n, 12);
+  Tensor y = tensor_on(yf, {n}, dev);
+  axpy(-0.75f, tensor_on(xf, {n}, dev), y);
+  std::vector<double> want(n);
+  for (int64_t i = 0; i < n; ++i) want[i] = yf[i] - 0.75 * xf[i];
+  expect_close(y.to_vector<float>(), want, kElemTol, "axpy");
+}
+
+GT_DEVICE_TEST(Optimizer, AdamMatchesScalarReference) {
+  const int64_t n = 1000;
+  AdamParams ap;
+  ap.lr = 0.01f;
+  ap.weight_decay = 0.01f;
+  const auto pf = random_floats(n, 13);
+  Tensor param = tensor_on(pf, {n}, dev), m = Tensor::zeros({n}, DType::kFloat32, dev);
+  Tensor v = Tensor::zeros({n}, DType::kFloat32, dev);
+  std::vector<double> rp = to_double(pf), rm(n, 0.0), rv(n, 0.0);
+  for (int64_t t = 1; t <= 3; ++t) {
+    const auto gf = random_floats(n, 100 + t);
+    ap.step = t;
+    adam_update(param, tensor_on(gf, {n}, dev), m, v, ap);
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = gf[i] + ap.weight_decay * rp[i];
+      rm[i] = ap.beta1 * rm[i] + (1.0 - ap.beta1) * g;
+      rv[i] = ap.beta2 * rv[i] + (1.0 - ap.beta2) * g * g;
+      const double mhat = rm[i] / (1.0 - std::pow(double{ap.beta1}, t));
+      const double vhat = rv[i] / (1.0 - std::pow(double{ap.beta2}, t));
+      rp[i] -= ap.lr * mhat / (std::sqrt(vhat) + ap.eps);
+    }
+    const std::string what = "adam step " + std::to_string(t);
+    expect_close(param.to_vector<float>(), rp, kOptimTol, what + " param");
+    expect_close(m.to_vector<float>(), rm, kOptimTol, what + " m");
+    expect_close(v.to_vector<float>(), rv, kOptimTol, what + " v");
+  }
+}
+
+GT_DEVICE_TEST(Optimizer, SgdMatchesScalarReference) {
+  const int64_t n = 1000;
+  const float lr = 0.1f, momentum = 0.9f, wd = 1e-3f;
+  const auto pf = random_floats(n, 14);
+  Tensor param = tensor_on(pf, {n}, dev), buf = poisoned({n}, dev);  // step 1 must not read buf
+  std::vector<double> rp = to_double(pf), rb(n, 0.0);
+  for (int64_t t = 1; t <= 3; ++t) {
+    const auto gf = random_floats(n, 200 + t);
+    sgd_update(param, tensor_on(gf, {n}, dev), buf, lr, momentum, wd, t);
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = gf[i] + double{wd} * rp[i];
+      rb[i] = t == 1 ? g : momentum * rb[i] + g;
+      rp[i] -= lr * rb[i];
+    }
+    const std::string what = "sgd step " + std::to_string(t);
+    expect_close(param.to_vector<float>(), rp, kOptimTol, what + " param");
+    expect_close(buf.to_vector<float>(), rb, kOptimTol, what + " buf");
+  }
+}
+
+GT_DEVICE_TEST(Elementwise, RejectsBadArguments) {
+  Tensor a = tensor_on(random_floats(6, 1), {2, 3}, dev), b = poisoned({3, 2}, dev), c = poisoned({2, 3}, dev);
+  Tensor d = Tensor::zeros({2, 3}, DType::kFloat64, dev);
+  EXPECT_THROW(relu_forward(a, b), Error);  // shape
+  EXPECT_THROW(relu_forward(d, d), Error);  // dtype
+  EXPECT_THROW(relu_backward(a, b, c), Error);
+  EXPECT_THROW(dropout_forward(a, 1.0f, 1, 1, c), Error);
+  EXPECT_THROW(dropout_forward(a, -0.1f, 1, 1, c), Error);
+  EXPECT_THROW(dropout_backward(a, 0.5f, 1, 1, b), Error);
+  EXPECT_THROW(axpy(1.0f, a, b), Error);
+  AdamParams ap;
+  ap.step = 0;
+  Tensor m = Tensor::zeros({2, 3}, DType::kFloat32, dev), v = Tensor::zeros({2, 3}, DType::kFloat32, dev);
+  EXPECT_THROW(adam_update(a, c, m, v, ap), Error);  // step is 1-based
+  ap.step = 1;
+  EXPECT_THROW(adam_update(a, b, m, v, ap), Error);
+  EXPECT_THROW(sgd_update(a, c, m, 0.1f, 0.9f, 0.0f, 0), Error);
+  EXPECT_THROW(sgd_update(a, c, b, 0.1f, 0.9f, 0.0f, 1), Error);
+  if (dev.is_cuda()) {
+    Tensor host = poisoned({2, 3}, Device::cpu());
+    EXPECT_THROW(relu_forward(a, host), Error);  // devices differ
+  }
+}
+
+}  // namespace
+}  // namespace gt

@@ -1,1 +1,193 @@
-// (being written)
+// Softmax cross-entropy (loss and dlogits) and count_correct against float64 references and
+// central finite differences; on CUDA also against the CPU results.
+#include "kernels/loss.h"
+
+#include <random>
+#include <utility>
+
+#include "tests/kernels/kernel_test_util.h"
+
+namespace gt {
+namespace {
+
+using test::expect_close;
+using test::poisoned;
+using test::random_floats;
+using test::tensor_on;
+using test::to_double;
+
+constexpr double kLossTol = 1e-5;     // relative, on the mean loss
+constexpr double kSoftmaxTol = 1e-5;  // on dlogits, relative to 1 / n_labelled (their largest size)
+constexpr double kFdTol = 1e-5;
+constexpr double kFdStep = 1e-4;
+
+// Mean over labelled rows of logsumexp(z_i) - z_i[label_i], in float64 (0 without labels).
+double ref_loss(const std::vector<double>& z, const std::vector<int32_t>& labels, int64_t C) {
+  double total = 0.0;
+  int64_t labelled = 0;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0) continue;
+    const double* zi = z.data() + i * static_cast<std::size_t>(C);
+    double mx = zi[0];
+    for (int64_t j = 1; j < C; ++j) mx = std::max(mx, zi[j]);
+    double s = 0.0;
+    for (int64_t j = 0; j < C; ++j) s += std::exp(zi[j] - mx);
+    total += mx + std::log(s) - zi[labels[i]];
+    ++labelled;
+  }
+  return labelled ? total / static_cast<double>(labelled) : 0.0;
+}
+
+// (softmax - onehot) / n_labelled, rows without a label 0.
+std::vector<double> ref_dlogits(const std::vector<double>& z, const std::vector<int32_t>& labels, int64_t C) {
+  int64_t labelled = 0;
+  for (int32_t l : labels) labelled += l >= 0;
+  std::vector<double> d(z.size(), 0.0);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0) continue;
+    const std::size_t row = i * static_cast<std::size_t>(C);
+    double mx = z[row];
+    for (int64_t j = 1; j < C; ++j) mx = std::max(mx, z[row + j]);
+    double s = 0.0;
+    for (int64_t j = 0; j < C; ++j) s += std::exp(z[row + j] - mx);
+    for (int64_t j = 0; j < C; ++j)
+      d[row + j] = (std::exp(z[row + j] - mx) / s - (j == labels[i] ? 1.0 : 0.0)) / static_cast<double>(labelled);
+  }
+  return d;
+}
+
+std::vector<int32_t> random_labels(int64_t n, int64_t C, uint64_t seed, double unlabelled = 0.1) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int32_t> cls(0, static_cast<int32_t>(C - 1));
+  std::bernoulli_distribution skip(unlabelled);
+  std::vector<int32_t> l(static_cast<std::size_t>(n));
+  for (auto& v : l) v = skip(gen) ? -1 : cls(gen);
+  return l;
+}
+
+Tensor labels_on(const std::vector<int32_t>& l, Device dev) { return Tensor::from_vector(l).to(dev); }
+
+GT_DEVICE_TEST(SoftmaxCrossEntropyGrad, DlogitsMatchFiniteDifferences) {
+  const int64_t n = 6, C = 5;
+  const std::vector<int32_t> labels{2, -1, 0, 4, 4, 1};
+  const auto zf = random_floats(n * C, 1, -3.0f, 3.0f);
+  Tensor d = poisoned({n, C}, dev);
+  const float loss = softmax_cross_entropy(tensor_on(zf, {n, C}, dev), labels_on(labels, dev), d);
+  auto z = to_double(zf);
+  const double want = ref_loss(z, labels, C);
+  EXPECT_NEAR(loss, want, kLossTol * std::fabs(want));
+  std::vector<double> fd(z.size());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    fd[i] = test::central_difference(z, i, kFdStep,
+                                     [&](const std::vector<double>& v) { return ref_loss(v, labels, C); });
+  const auto dv = d.to_vector<float>();
+  expect_close(dv, fd, kFdTol, "dlogits vs finite differences");
+  for (int64_t j = 0; j < C; ++j) EXPECT_EQ(dv[static_cast<std::size_t>(C + j)], 0.0f) << "unlabelled row";
+}
+
+GT_DEVICE_TEST(SoftmaxCrossEntropy, MatchesReference) {
+  struct Case {
+    int64_t n, C;
+    float spread;
+  };
+  // C = 1: the loss is 0 and the gradient 0; 4353 classes: many lanes' worth per warp; spread 60:
+  // exp would overflow without the max shift.
+  for (const Case c : {Case{1, 1, 2.0f}, Case{1000, 7, 4.0f}, Case{517, 47, 8.0f}, Case{64, 4353, 3.0f},
+                       Case{3000, 2, 60.0f}}) {
+    const std::string what = "n=" + std::to_string(c.n) + " C=" + std::to_string(c.C) + " on " + dev.str();
+    const auto zf = random_floats(c.n * c.C, 10 + c.C, -c.spread, c.spread);
+    const auto labels = random_labels(c.n, c.C, 20 + c.C, c.n > 10 ? 0.1 : 0.0);
+    const Tensor z = tensor_on(zf, {c.n, c.C}, dev), l = labels_on(labels, dev);
+    Tensor d = poisoned({c.n, c.C}, dev);
+    const float loss = softmax_cross_entropy(z, l, d);
+    const auto zd = to_double(zf);
+    const double want = ref_loss(zd, labels, c.C);
+    EXPECT_NEAR(loss, want, kLossTol * std::max(1.0, std::fabs(want))) << what;
+    int64_t labelled = 0;
+    for (int32_t v : labels) labelled += v >= 0;
+    ASSERT_GT(labelled, 0) << what;
+    const std::vector<double> scale(zf.size(), 1.0 / static_cast<double>(labelled));
+    const auto dv = d.to_vector<float>();
+    expect_close(dv, ref_dlogits(zd, labels, c.C), kSoftmaxTol, "dlogits " + what, scale);
+    Tensor d2 = poisoned({c.n, c.C}, dev);  // deterministic: same bits again
+    EXPECT_EQ(softmax_cross_entropy(z, l, d2), loss) << what;
+    EXPECT_EQ(d2.to_vector<float>(), dv) << what;
+    if (dev.is_cuda()) {
+      Tensor dc = poisoned({c.n, c.C}, Device::cpu());
+      const float loss_cpu =
+          softmax_cross_entropy(Tensor::from_vector(zf, {c.n, c.C}), Tensor::from_vector(labels), dc);
+      EXPECT_NEAR(loss, loss_cpu, kLossTol * std::max(1.0, std::fabs(want))) << "GPU vs CPU " << what;
+      expect_close(dv, to_double(dc.to_vector<float>()), kSoftmaxTol, "GPU vs CPU dlogits " + what, scale);
+    }
+  }
+}
+
+GT_DEVICE_TEST(SoftmaxCrossEntropy, HugeLogitsStayFinite) {
+  const std::vector<float> zf{1000.0f, 999.0f, -1000.0f, -500.0f, -501.0f, -499.0f};
+  const std::vector<int32_t> labels{1, 2};
+  Tensor d = poisoned({2, 3}, dev);
+  const float loss = softmax_cross_entropy(tensor_on(zf, {2, 3}, dev), labels_on(labels, dev), d);
+  const double want = ref_loss(to_double(zf), labels, 3);
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(loss, want, kLossTol * want);
+  expect_close(d.to_vector<float>(), ref_dlogits(to_double(zf), labels, 3), kSoftmaxTol, "huge logits dlogits");
+}
+
+GT_DEVICE_TEST(SoftmaxCrossEntropy, NoLabelledRows) {
+  Tensor d = poisoned({4, 3}, dev);
+  const float loss = softmax_cross_entropy(tensor_on(random_floats(12, 3), {4, 3}, dev),
+                                           labels_on({-1, -1, -1, -1}, dev), d);
+  EXPECT_EQ(loss, 0.0f);
+  EXPECT_EQ(d.to_vector<float>(), std::vector<float>(12, 0.0f));
+  Tensor empty = Tensor::empty({0, 3}, DType::kFloat32, dev);
+  EXPECT_EQ(softmax_cross_entropy(empty, Tensor::empty({0}, DType::kInt32, dev), empty), 0.0f);
+  EXPECT_EQ(count_correct(empty, Tensor::empty({0}, DType::kInt32, dev)), 0);
+}
+
+// Integer-valued logits in [0, 3] make ties common: the first maximum must win.
+GT_DEVICE_TEST(CountCorrect, MatchesReferenceWithTies) {
+  using Size = std::pair<int64_t, int64_t>;
+  for (const auto& [n, C] : {Size{2000, 13}, Size{50, 4353}, Size{77, 1}, Size{1000, 40}}) {
+    std::mt19937_64 gen(static_cast<uint64_t>(n * 31 + C));
+    std::uniform_int_distribution<int> val(0, 3);
+    std::vector<float> zf(static_cast<std::size_t>(n * C));
+    for (float& v : zf) v = static_cast<float>(val(gen));
+    auto labels = random_labels(n, C, static_cast<uint64_t>(C) + 5, 0.2);
+    // Point about half of the labelled rows at their first maximum so "correct" is not rare.
+    int64_t want = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* zi = zf.data() + i * C;
+      int64_t best = 0;
+      for (int64_t j = 1; j < C; ++j)
+        if (zi[j] > zi[best]) best = j;
+      if (labels[i] >= 0 && i % 2 == 0) labels[i] = static_cast<int32_t>(best);
+      want += labels[i] >= 0 && labels[i] == best;
+    }
+    EXPECT_EQ(count_correct(tensor_on(zf, {n, C}, dev), labels_on(labels, dev)), want)
+        << "n=" << n << " C=" << C << " on " << dev.str();
+  }
+}
+
+GT_DEVICE_TEST(Loss, RejectsBadArguments) {
+  const Tensor z = tensor_on(random_floats(12, 1), {4, 3}, dev);
+  Tensor d = poisoned({4, 3}, dev);
+  EXPECT_NO_THROW(softmax_cross_entropy(z, labels_on({0, 1, 2, -1}, dev), d));
+  EXPECT_THROW(softmax_cross_entropy(z, labels_on({0, 3, 2, -1}, dev), d), Error);   // label == C
+  EXPECT_THROW(softmax_cross_entropy(z, labels_on({0, 1, -2, -1}, dev), d), Error);  // label < -1
+  EXPECT_THROW(count_correct(z, labels_on({0, 3, 2, -1}, dev)), Error);
+  EXPECT_THROW(count_correct(z, labels_on({-5, 1, 2, -1}, dev)), Error);
+  EXPECT_THROW(softmax_cross_entropy(z, labels_on({0, 1, 2}, dev), d), Error);  // length
+  const Tensor l64 = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 0}).to(dev);
+  EXPECT_THROW(softmax_cross_entropy(z, l64, d), Error);  // label dtype
+  EXPECT_THROW(count_correct(z, l64), Error);
+  Tensor d_bad = poisoned({4, 2}, dev);
+  EXPECT_THROW(softmax_cross_entropy(z, labels_on({0, 1, 2, -1}, dev), d_bad), Error);
+  EXPECT_THROW(softmax_cross_entropy(Tensor::zeros({4, 3}, DType::kFloat64, dev), labels_on({0, 1, 2, -1}, dev), d),
+               Error);
+  EXPECT_THROW(count_correct(z.reshape({12}), labels_on(std::vector<int32_t>(12, 0), dev)), Error);
+  EXPECT_THROW(count_correct(Tensor::empty({2, 0}, DType::kFloat32, dev), labels_on({-1, -1}, dev)), Error);
+  if (dev.is_cuda()) EXPECT_THROW(count_correct(z, Tensor::from_vector(std::vector<int32_t>{0, 1, 2, -1})), Error);
+}
+
+}  // namespace
+}  // namespace gt
