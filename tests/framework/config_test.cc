@@ -1,6 +1,9 @@
 // Config parsing: defaults, every type, unknown keys and wrong types named with file:line.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "framework/config.h"
 #include "framework/error.h"
 
@@ -85,6 +88,22 @@ TEST(Config, YamlRoundTripAndDocs) {
   EXPECT_EQ(back.optimizer.lr, 0.125);
   std::string md = config_keys_markdown();
   EXPECT_NE(md.find("`sampling.fanouts`"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gt
+
+namespace gt {
+namespace {
+
+// docs/configs.md embeds the generated table; regenerate it with `gt-train --print-config-keys`.
+TEST(Config, DocsTableIsCurrent) {
+  std::ifstream in(std::string(GT_SOURCE_DIR) + "/docs/configs.md");
+  ASSERT_TRUE(in) << "docs/configs.md is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find(config_keys_markdown()), std::string::npos)
+      << "docs/configs.md is out of date: regenerate its table with gt-train --print-config-keys";
 }
 
 }  // namespace
