@@ -22,12 +22,16 @@
 
 namespace {
 
+constexpr const char* kUsage =
+    "usage: gt-train CONFIG.yaml [--set section.key=value]... [--print-config]\n"
+    "       gt-train --print-config-keys\n";
+
+// A usage error is one line on stderr (exit 2); --help prints the usage to stdout.
 int usage(const char* msg) {
-  if (msg) std::cerr << "gt-train: " << msg << "\n";
-  std::cerr << "usage: gt-train CONFIG.yaml [--set section.key=value]... [--print-config]\n"
-               "       gt-train --print-config-keys\n";
+  std::cerr << "gt-train: " << msg << " (see gt-train --help)\n";
   return 2;
 }
+
 
 }  // namespace
 
@@ -38,7 +42,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      usage(nullptr);
+      std::cout << kUsage;
       return 0;
     } else if (a == "--print-config-keys") {
       std::cout << gt::config_keys_markdown();

@@ -185,8 +185,11 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t n,
     GT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, s));
   } else {
     // Synchronous copy: our streams are non-blocking, so wait for all work on the device first.
+    // Synchronous copy: our streams are non-blocking, so wait for all work on the device before
+    // and after (a pageable host-to-device cudaMemcpy may return before the copy has landed).
     GT_CUDA_CHECK(cudaDeviceSynchronize());
     GT_CUDA_CHECK(cudaMemcpy(dst, src, n, kind));
+    GT_CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
 
@@ -195,6 +198,7 @@ void device_memset(void* ptr, int byte, std::size_t n, Stream s) {
   else {
     GT_CUDA_CHECK(cudaDeviceSynchronize());
     GT_CUDA_CHECK(cudaMemset(ptr, byte, n));
+    GT_CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
 

@@ -137,3 +137,38 @@ expect_error "bad synth option" 1 "homophily" "$WORK/s.h5" -- "$GT_DATA" synth "
 
 # --- gt-train cases ---
 # (appended by the gt-train side; use expect_error and fail above, and files under $WORK)
+# A config that trains on the good 5-node dataset, to which each case adds one mistake.
+good_config() {
+  cat <<YAML
+model: {type: gcn, hidden: 4, layers: 2}
+dataset: {path: $WORK/good.h5, train_split: train, valid_split: valid, test_split: test}
+sampling: {fanouts: [2, 2], batch_size: 2}
+train: {epochs: 2, device: cpu, metrics: $WORK/train/metrics.jsonl, save_best: $WORK/train/best.h5}
+YAML
+}
+good_config >"$WORK/good.yaml"
+if "$GT_TRAIN" "$WORK/good.yaml" >"$WORK/stdout.txt" 2>"$WORK/stderr.txt"; then
+  [ -s "$WORK/train/metrics.jsonl" ] || fail "good training run wrote no metrics"
+  [ -s "$WORK/train/best.h5" ] || fail "good training run saved no model"
+  rm -rf "$WORK/train"
+  echo "ok: good training run"
+else
+  fail "good training run failed: $(cat "$WORK/stderr.txt")"
+fi
+
+{ good_config; echo "optimizer: {type: adam, lerning_rate: 0.1}"; } >"$WORK/unknown.yaml"
+expect_error "unknown config key" 1 "unknown.yaml:5" "$WORK/train/metrics.jsonl" -- "$GT_TRAIN" "$WORK/unknown.yaml"
+grep -qF "optimizer.lerning_rate" "$WORK/stderr.txt" || fail "unknown key not named: $(cat "$WORK/stderr.txt")"
+
+{ good_config; echo "optimizer: {lr: fast}"; } >"$WORK/wrongtype.yaml"
+expect_error "wrong type" 1 "optimizer.lr' expects a number, got 'fast'" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/wrongtype.yaml"
+
+expect_error "missing config" 1 "$WORK/nope.yaml" - -- "$GT_TRAIN" "$WORK/nope.yaml"
+expect_error "missing dataset" 1 "$WORK/absent.h5" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set dataset.path="$WORK/absent.h5"
+expect_error "bad override" 1 "model.depth" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set model.depth=3
+expect_error "fanouts vs layers" 1 "sampling.fanouts" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set model.layers=3
+expect_error "unknown option" 2 "--frob" - -- "$GT_TRAIN" "$WORK/good.yaml" --frob
