@@ -50,8 +50,9 @@ Device Context::parse_device(const std::string& spec) {
   if (spec.rfind("cuda", 0) == 0) {
     int index = 0;
     if (spec.size() > 4) {
-      if (spec[4] != ':' || spec.size() == 5)
-        GT_THROW("device", "use cpu, cuda, cuda:N or auto", "bad device '", spec, "'");
+      bool digits = spec[4] == ':' && spec.size() > 5 && spec.size() < 10;
+      for (std::size_t i = 5; digits && i < spec.size(); ++i) digits = spec[i] >= '0' && spec[i] <= '9';
+      if (!digits) GT_THROW("device", "use cpu, cuda, cuda:N or auto", "bad device '", spec, "'");
       index = std::atoi(spec.c_str() + 5);
     }
     if (!built_with_cuda()) throw_built_without_cuda("device: cuda");

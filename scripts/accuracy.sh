@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 config=$1; shift
 sum=0
 for seed in 0 1 2 3 4; do
-  acc=$(./build/gt-train "$config" --set train.seed=$seed --set train.metrics= --set train.save_best= \
+  acc=$("${GT_TRAIN:-./build/gt-train}" "$config" --set train.seed=$seed --set train.metrics= --set train.save_best= \
         --set train.progress=false "$@" | awk '/^best valid/ {print $NF}')
   echo "seed $seed: test $acc"
   sum=$(awk -v s="$sum" -v a="$acc" 'BEGIN {print s + a}')
