@@ -7,8 +7,13 @@
 //   indices  int32 [nnz]            indices[indptr[v] .. indptr[v+1]) (source local ids)
 //   t_indptr int64 [num_src + 1]  the transpose (CSC): out-edges of u are
 //   t_indices int32 [nnz]           t_indices[t_indptr[u] .. t_indptr[u+1]) (destination local ids)
+//   t_eids   int32 [nnz]          for each transposed entry k, the CSR edge id e of the same edge
+//                                 (indices[e] = u, e in v's in-edges with v = t_indices[k]), so a
+//                                 backward pass walking the transpose can read per-edge values
+//                                 (edge weights, attention, argmax) stored in CSR edge order.
 // Within each row, ids are in the order the sampler produced them; the transpose lists each
-// source's destinations in increasing order. All four tensors live on the same device.
+// source's destinations in increasing order (ties, i.e. duplicate edges, in CSR edge order), so
+// t_eids is increasing within each source. All tensors live on the same device.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +26,13 @@ struct Block {
   int64_t num_src = 0;
   int64_t num_dst = 0;
   Tensor indptr, indices, t_indptr, t_indices;
+  Tensor t_eids;  // int32 [nnz]: for each transposed entry, the CSR edge id
 
   int64_t nnz() const { return indices.defined() ? indices.numel() : 0; }
   Device device() const { return indptr.device(); }
-  // Copies all four arrays (asynchronously when a stream is given).
+  // Copies all arrays (forward, transpose and t_eids) (asynchronously when a stream is given).
   Block to(Device d, Stream s = nullptr) const;
-  // Builds t_indptr/t_indices from indptr/indices (CPU tensors).
+  // Builds t_indptr/t_indices/t_eids from indptr/indices (CPU tensors).
   void build_transpose();
   // Checks sizes and id ranges (CPU tensors); throws gt::Error naming the first bad entry.
   void validate() const;

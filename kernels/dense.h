@@ -20,4 +20,19 @@ void linear_forward_accumulate(const Tensor& x, const Tensor& w, Tensor& y, cons
 void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
                                 Tensor& dw, const Context& ctx);
 
+// Apply (NAPA): y = act(x W + b). The GEMM writes y, then ONE epilogue kernel adds the bias and
+// applies the activation in place (a single extra pass over y instead of two).
+//   kNone: identity; kRelu: max(t, 0); kLeakyRelu: t > 0 ? t : slope * t.
+enum class Activation { kNone, kRelu, kLeakyRelu };
+
+void apply_forward(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, float slope, Tensor& y,
+                   const Context& ctx);
+// y is apply_forward's output: the activation derivative is read from it (y > 0 iff the
+// pre-activation t > 0 for ReLU, and for LeakyReLU with slope >= 0). LeakyReLU with slope < 0
+// is rejected because the sign of y no longer identifies the branch. dy is not modified: the
+// activation gradient goes to internal scratch on the context's device. dx (optional), dw, db
+// (optional) are overwritten, as in linear_backward.
+void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activation act, float slope,
+                    const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db, const Context& ctx);
+
 }  // namespace gt

@@ -13,6 +13,12 @@ void relu_forward(const Tensor& x, Tensor& y, Stream s = nullptr);
 // dx = dy * (y > 0), y = the forward output. dx may alias dy.
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s = nullptr);
 
+// y = x > 0 ? x : slope * x. y may alias x.
+void leaky_relu_forward(const Tensor& x, float slope, Tensor& y, Stream s = nullptr);
+// dx = dy * (y > 0 ? 1 : slope), y = the forward output (needs slope >= 0, so that y > 0 exactly
+// when x > 0; slope < 0 throws). dx may alias dy.
+void leaky_relu_backward(const Tensor& y, float slope, const Tensor& dy, Tensor& dx, Stream s = nullptr);
+
 // Inverted dropout: keep element i with probability 1 - p, scaling it by 1 / (1 - p).
 // The mask is a pure function of (seed, step, i) (counter-based Philox), so the CPU and the GPU
 // drop the same elements. y may alias x. p = 0 copies.
