@@ -45,22 +45,29 @@ void check_counts(const Block& b) {
   GT_CHECK_ARG(b.num_dst <= b.num_src, "block has num_dst = ", b.num_dst, " > num_src = ", b.num_src,
                " (destinations are the first num_dst sources)");
   GT_CHECK_ARG(b.num_src <= INT32_MAX, "block has ", b.num_src, " sources; local ids are int32");
+  GT_CHECK_ARG(b.nnz() <= INT32_MAX, "block has ", b.nnz(), " edges; edge ids (t_eids) are int32");
 }
 
 // Counting sort of the edges by source. Destinations are visited in increasing order, so each
-// source's destination list comes out sorted (duplicates stay adjacent).
-void transpose_into(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids) {
+// source's destination list comes out sorted (duplicates stay adjacent, in CSR edge order);
+// t_eids records each entry's CSR edge id.
+void transpose_into(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids,
+                    std::vector<int32_t>& t_eids) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
   const int64_t nnz = b.nnz();
   t_ptr.assign(static_cast<std::size_t>(b.num_src + 1), 0);
   t_ids.resize(static_cast<std::size_t>(nnz));
+  t_eids.resize(static_cast<std::size_t>(nnz));
   for (int64_t e = 0; e < nnz; ++e) ++t_ptr[static_cast<std::size_t>(ids[e]) + 1];
   for (int64_t u = 0; u < b.num_src; ++u) t_ptr[u + 1] += t_ptr[u];
   std::vector<int64_t> cursor(t_ptr.begin(), t_ptr.end() - 1);
   for (int64_t v = 0; v < b.num_dst; ++v)
-    for (int64_t e = ptr[v]; e < ptr[v + 1]; ++e)
-      t_ids[static_cast<std::size_t>(cursor[static_cast<std::size_t>(ids[e])]++)] = static_cast<int32_t>(v);
+    for (int64_t e = ptr[v]; e < ptr[v + 1]; ++e) {
+      const auto k = static_cast<std::size_t>(cursor[static_cast<std::size_t>(ids[e])]++);
+      t_ids[k] = static_cast<int32_t>(v);
+      t_eids[k] = static_cast<int32_t>(e);
+    }
 }
 
 }  // namespace
@@ -73,6 +80,7 @@ Block Block::to(Device d, Stream s) const {
   out.indices = copy_if_defined(indices, d, s);
   out.t_indptr = copy_if_defined(t_indptr, d, s);
   out.t_indices = copy_if_defined(t_indices, d, s);
+  out.t_eids = copy_if_defined(t_eids, d, s);
   return out;
 }
 
@@ -80,24 +88,25 @@ void Block::build_transpose() {
   check_counts(*this);
   check_csr(indptr, indices, "indptr", "indices", num_dst, num_src);
   std::vector<int64_t> t_ptr;
-  std::vector<int32_t> t_ids;
-  transpose_into(*this, t_ptr, t_ids);
+  std::vector<int32_t> t_ids, t_e;
+  transpose_into(*this, t_ptr, t_ids, t_e);
   t_indptr = Tensor::from_vector(t_ptr);
   t_indices = Tensor::from_vector(t_ids);
+  t_eids = Tensor::from_vector(t_e);
 }
 
 void Block::validate() const {
   check_counts(*this);
   check_csr(indptr, indices, "indptr", "indices", num_dst, num_src);
-  if (!t_indptr.defined() && !t_indices.defined()) return;  // no transpose yet: nothing more to check
+  if (!t_indptr.defined() && !t_indices.defined() && !t_eids.defined()) return;  // no transpose yet
   check_csr(t_indptr, t_indices, "t_indptr", "t_indices", num_src, num_dst);
   GT_CHECK_ARG(t_indices.numel() == nnz(), "block.t_indices has ", t_indices.numel(), " entries but the block has ",
                nnz(), " edges");
   // The transpose is canonical (sources' destinations in increasing order), so it must equal the
   // one rebuilt from the forward arrays entry by entry.
   std::vector<int64_t> want_ptr;
-  std::vector<int32_t> want_ids;
-  transpose_into(*this, want_ptr, want_ids);
+  std::vector<int32_t> want_ids, want_eids;
+  transpose_into(*this, want_ptr, want_ids, want_eids);
   const int64_t* tp = t_indptr.data<int64_t>();
   const int32_t* ti = t_indices.data<int32_t>();
   for (int64_t u = 0; u <= num_src; ++u)
@@ -107,6 +116,12 @@ void Block::validate() const {
   for (int64_t e = 0; e < nnz(); ++e)
     GT_CHECK_ARG(ti[e] == want_ids[static_cast<std::size_t>(e)], "block.t_indices[", e, "] = ", ti[e],
                  " does not match the forward arrays (expected ", want_ids[static_cast<std::size_t>(e)],
+                 "; rebuild it with build_transpose())");
+  check_array(t_eids, "t_eids", DType::kInt32, nnz());
+  const int32_t* te = t_eids.data<int32_t>();
+  for (int64_t e = 0; e < nnz(); ++e)
+    GT_CHECK_ARG(te[e] == want_eids[static_cast<std::size_t>(e)], "block.t_eids[", e, "] = ", te[e],
+                 " does not match the forward arrays (expected ", want_eids[static_cast<std::size_t>(e)],
                  "; rebuild it with build_transpose())");
 }
 
