@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "framework/error.h"
@@ -49,58 +48,62 @@ NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bo
   for (auto f : fanouts_) GT_CHECK_ARG(f == -1 || f >= 1, "fanout must be >= 1 or -1, got ", f);
 }
 
-SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key) const {
+void NeighborSampler::check_seeds(const std::vector<int64_t>& seeds) const {
   for (int64_t s : seeds)
     if (s < 0 || s >= g_.num_nodes)
       GT_THROW("NeighborSampler::sample", "", "seed node id ", s, " out of range [0, ", g_.num_nodes, ")");
+}
+
+LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, int64_t l, uint64_t batch_key) const {
+  GT_CHECK_ARG(l >= 0 && l < num_layers(), "layer ", l, " out of range");
+  const uint64_t key = random64(key_, batch_key, 0);
+  const int64_t n_dst = static_cast<int64_t>(frontier.size());
+  const int64_t fanout = fanouts_[static_cast<std::size_t>(l)];
+  const int64_t self = self_loops_ ? 1 : 0;
+  LayerSample ls;
+  // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop).
+  ls.indptr.assign(static_cast<std::size_t>(n_dst) + 1, 0);
+  for (int64_t i = 0; i < n_dst; ++i) {
+    int64_t v = frontier[static_cast<std::size_t>(i)];
+    int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
+    ls.indptr[static_cast<std::size_t>(i) + 1] =
+        ls.indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
+  }
+  ls.picked.resize(static_cast<std::size_t>(ls.indptr.back()));
+  // Fully parallel over destinations, each writing its own slice.
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<int64_t> pos;
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      int64_t v = frontier[static_cast<std::size_t>(i)];
+      int64_t begin = g_.indptr[v], deg = g_.indptr[v + 1] - begin;
+      int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
+      int64_t* dst = ls.picked.data() + ls.indptr[static_cast<std::size_t>(i)];
+      if (self_loops_) *dst++ = v;
+      choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), deg, k, pos);
+      for (int64_t p : pos) *dst++ = g_.indices[begin + p];
+    }
+  });
+  return ls;
+}
+
+Block NeighborSampler::build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats) {
+  const int64_t n_dst = static_cast<int64_t>(frontier.size());
+  ReindexResult r = reindex(frontier, ls.picked, stats);
+  frontier.insert(frontier.end(), r.new_sources.begin(), r.new_sources.end());
+  return make_block(static_cast<int64_t>(frontier.size()), n_dst, ls.indptr, r.local);
+}
+
+SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats) const {
+  check_seeds(seeds);
   const int64_t L = num_layers();
   SampledBatch out;
   out.seeds = seeds;
   out.blocks.resize(static_cast<std::size_t>(L));
-  uint64_t key = random64(key_, batch_key, 0);
-
   std::vector<int64_t> frontier = seeds;  // global ids of the current destinations
   for (int64_t l = L - 1; l >= 0; --l) {
-    const int64_t n_dst = static_cast<int64_t>(frontier.size());
-    const int64_t fanout = fanouts_[static_cast<std::size_t>(l)];
-    const int64_t self = self_loops_ ? 1 : 0;
-    // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop).
-    std::vector<int64_t> indptr(static_cast<std::size_t>(n_dst) + 1, 0);
-    for (int64_t i = 0; i < n_dst; ++i) {
-      int64_t v = frontier[static_cast<std::size_t>(i)];
-      int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
-      indptr[static_cast<std::size_t>(i) + 1] = indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
-    }
-    const int64_t nnz = indptr.back();
-    std::vector<int64_t> picked(static_cast<std::size_t>(nnz));  // global source ids
-    // The algorithm part: fully parallel over destinations, each writing its own slice.
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
-      std::vector<int64_t> pos;
-      for (int64_t i = r.begin(); i < r.end(); ++i) {
-        int64_t v = frontier[static_cast<std::size_t>(i)];
-        int64_t begin = g_.indptr[v], deg = g_.indptr[v + 1] - begin;
-        int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
-        int64_t* dst = picked.data() + indptr[static_cast<std::size_t>(i)];
-        if (self_loops_) *dst++ = v;
-        choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), deg, k, pos);
-        for (int64_t p : pos) *dst++ = g_.indices[begin + p];
-      }
-    });
-    // Reindexing (serial here, in edge order, so ids are deterministic).
-    std::unordered_map<int64_t, int32_t> local;
-    local.reserve(static_cast<std::size_t>(n_dst + nnz));
-    std::vector<int64_t> sources = frontier;
-    for (int64_t i = 0; i < n_dst; ++i) local.emplace(frontier[static_cast<std::size_t>(i)], static_cast<int32_t>(i));
-    std::vector<int32_t> indices(static_cast<std::size_t>(nnz));
-    for (int64_t e = 0; e < nnz; ++e) {
-      int64_t u = picked[static_cast<std::size_t>(e)];
-      auto [it, inserted] = local.emplace(u, static_cast<int32_t>(sources.size()));
-      if (inserted) sources.push_back(u);
-      indices[static_cast<std::size_t>(e)] = it->second;
-    }
-    out.blocks[static_cast<std::size_t>(l)] = make_block(static_cast<int64_t>(sources.size()), n_dst, indptr, indices);
-    out.sampled_edges += nnz;
-    frontier = std::move(sources);
+    LayerSample ls = sample_layer(frontier, l, batch_key);
+    out.sampled_edges += static_cast<int64_t>(ls.picked.size());
+    out.blocks[static_cast<std::size_t>(l)] = build_block(frontier, ls, stats);
   }
   out.input_nodes = std::move(frontier);
   return out;

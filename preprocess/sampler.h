@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/block.h"
+#include "preprocess/reindex.h"
 
 namespace gt {
 
@@ -30,6 +31,13 @@ struct SampledBatch {
   int64_t sampled_edges = 0;         // over all blocks
 };
 
+// One layer's draw, before reindexing: row v's sources (global ids) are
+// picked[indptr[v] .. indptr[v+1]).
+struct LayerSample {
+  std::vector<int64_t> indptr;
+  std::vector<int64_t> picked;
+};
+
 class NeighborSampler {
  public:
   // fanouts: input side first, -1 = all. self_loops adds the edge v -> v to every destination
@@ -37,7 +45,16 @@ class NeighborSampler {
   NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed);
 
   // Seeds must be valid node ids (checked) and distinct (not checked: duplicates get one row each).
-  SampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key) const;
+  // The serial reference path: every layer sampled and reindexed in turn.
+  SampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats = nullptr) const;
+
+  // The stages of sample(), for the pipeline. sample_layer draws layer l's neighbours of the
+  // destinations `frontier` (the algorithm part: parallel over destinations, no shared state).
+  LayerSample sample_layer(const std::vector<int64_t>& frontier, int64_t layer, uint64_t batch_key) const;
+  // Reindexes a drawn layer into a block (transpose built); `frontier` becomes the block's source
+  // list (destinations first, then new sources in order of first appearance).
+  static Block build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats);
+  void check_seeds(const std::vector<int64_t>& seeds) const;
 
   int64_t num_layers() const { return static_cast<int64_t>(fanouts_.size()); }
 
