@@ -106,6 +106,8 @@ void Context::synchronize() const { stream_synchronize(stream_); }
 
 #ifndef GT_WITH_CUDA
 // CPU-only build: host memory stands in for pinned memory and device entry points throw.
+AllocPoolScope::AllocPoolScope(int) : prev_(0) {}
+AllocPoolScope::~AllocPoolScope() {}
 void* device_alloc(std::size_t, int) { throw_built_without_cuda("device_alloc"); }
 void device_free(void*, int) {}
 void* pinned_alloc(std::size_t bytes) {
@@ -122,6 +124,9 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t n,
 }
 void device_memset(void*, int, std::size_t, Stream) { throw_built_without_cuda("device_memset"); }
 void stream_synchronize(Stream) {}
+Event Event::record(Stream) { return {}; }
+void Event::wait(Stream) const {}
+void Event::synchronize() const {}
 #endif
 
 }  // namespace gt

@@ -28,11 +28,13 @@ struct Pool {
   std::size_t in_use = 0, cached = 0, peak = 0, mallocs = 0;
 };
 
-Pool& device_pool(int device) {
+thread_local int t_pool_tag = 0;
+
+Pool& device_pool(int device, int tag) {
   static std::mutex mu;
-  static std::map<int, Pool*> pools;  // leaked on purpose: frees may run during static destruction
+  static std::map<std::pair<int, int>, Pool*> pools;  // leaked on purpose: frees may run during static destruction
   std::lock_guard<std::mutex> lock(mu);
-  auto& p = pools[device];
+  auto& p = pools[{device, tag}];
   if (!p) p = new Pool;
   return *p;
 }
@@ -50,8 +52,11 @@ void empty_device_cache(Pool& pool) {
 
 }  // namespace
 
+AllocPoolScope::AllocPoolScope(int tag) : prev_(t_pool_tag) { t_pool_tag = tag; }
+AllocPoolScope::~AllocPoolScope() { t_pool_tag = prev_; }
+
 void* device_alloc(std::size_t bytes, int device) {
-  Pool& pool = device_pool(device);
+  Pool& pool = device_pool(device, t_pool_tag);
   std::size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(pool.mu);
   void* ptr = nullptr;
@@ -89,14 +94,18 @@ void* device_alloc(std::size_t bytes, int device) {
 
 void device_free(void* ptr, int device) {
   if (!ptr) return;
-  Pool& pool = device_pool(device);
-  std::lock_guard<std::mutex> lock(pool.mu);
-  auto it = pool.live.find(ptr);
-  if (it == pool.live.end()) return;
-  pool.in_use -= it->second;
-  pool.cached += it->second;
-  pool.free_blocks.emplace(it->second, ptr);
-  pool.live.erase(it);
+  // A block returns to the pool it came from, whichever thread frees it.
+  for (int tag = 0; tag < kAllocPools; ++tag) {
+    Pool& pool = device_pool(device, tag);
+    std::lock_guard<std::mutex> lock(pool.mu);
+    auto it = pool.live.find(ptr);
+    if (it == pool.live.end()) continue;
+    pool.in_use -= it->second;
+    pool.cached += it->second;
+    pool.free_blocks.emplace(it->second, ptr);
+    pool.live.erase(it);
+    return;
+  }
 }
 
 void* pinned_alloc(std::size_t bytes) {
@@ -144,11 +153,12 @@ void pinned_free(void* ptr) {
 }
 
 void release_cached_memory() {
-  for (int d = 0; d < cuda_device_count(); ++d) {
-    Pool& pool = device_pool(d);
-    std::lock_guard<std::mutex> lock(pool.mu);
-    empty_device_cache(pool);
-  }
+  for (int d = 0; d < cuda_device_count(); ++d)
+    for (int tag = 0; tag < kAllocPools; ++tag) {
+      Pool& pool = device_pool(d, tag);
+      std::lock_guard<std::mutex> lock(pool.mu);
+      empty_device_cache(pool);
+    }
   Pool& pp = pinned_pool();
   std::lock_guard<std::mutex> lock(pp.mu);
   for (auto& [size, ptr] : pp.free_blocks) cudaFreeHost(ptr);
@@ -158,14 +168,15 @@ void release_cached_memory() {
 
 MemoryStats memory_stats() {
   MemoryStats s;
-  if (cuda_device_count() > 0) {
-    Pool& pool = device_pool(0);
-    std::lock_guard<std::mutex> lock(pool.mu);
-    s.device_in_use = pool.in_use;
-    s.device_cached = pool.cached;
-    s.device_peak = pool.peak;
-    s.device_mallocs = pool.mallocs;
-  }
+  if (cuda_device_count() > 0)
+    for (int tag = 0; tag < kAllocPools; ++tag) {
+      Pool& pool = device_pool(0, tag);
+      std::lock_guard<std::mutex> lock(pool.mu);
+      s.device_in_use += pool.in_use;
+      s.device_cached += pool.cached;
+      s.device_peak += pool.peak;
+      s.device_mallocs += pool.mallocs;
+    }
   Pool& pp = pinned_pool();
   std::lock_guard<std::mutex> lock(pp.mu);
   s.pinned_in_use = pp.in_use;
@@ -204,6 +215,24 @@ void device_memset(void* ptr, int byte, std::size_t n, Stream s) {
 
 void stream_synchronize(Stream s) {
   if (s) GT_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+Event Event::record(Stream s) {
+  Event e;
+  if (!s) return e;
+  cudaEvent_t ev;
+  GT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  e.handle_ = std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  GT_CUDA_CHECK(cudaEventRecord(ev, s));
+  return e;
+}
+
+void Event::wait(Stream s) const {
+  if (handle_ && s) GT_CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(handle_.get()), 0));
+}
+
+void Event::synchronize() const {
+  if (handle_) GT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_.get())));
 }
 
 }  // namespace gt

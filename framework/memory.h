@@ -10,12 +10,30 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "framework/device.h"
 
 namespace gt {
 
 void* device_alloc(std::size_t bytes, int device);
+
+// Device blocks come from one of kAllocPools pools, chosen by the allocating thread: pool 0 for
+// the compute stream (the default), pool 1 for the preprocessing pipeline's copy stream. A block
+// freed while kernels that use it are still queued on its stream is only reused by later work on
+// the same stream, which keeps the reuse stream-ordered without events.
+constexpr int kAllocPools = 2;
+constexpr int kCopyPool = 1;
+class AllocPoolScope {
+ public:
+  explicit AllocPoolScope(int tag);
+  ~AllocPoolScope();
+  AllocPoolScope(const AllocPoolScope&) = delete;
+  AllocPoolScope& operator=(const AllocPoolScope&) = delete;
+
+ private:
+  int prev_;
+};
 void device_free(void* ptr, int device);
 void* pinned_alloc(std::size_t bytes);  // page-locked host memory (plain host memory without CUDA)
 void pinned_free(void* ptr);
@@ -33,5 +51,21 @@ MemoryStats memory_stats();
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t n, Stream s);
 void device_memset(void* ptr, int byte, std::size_t n, Stream s);
 void stream_synchronize(Stream s);
+
+// Events order work across streams without blocking the host: the copy stream records an event
+// when a batch's transfers are enqueued; the compute stream waits on it. An Event is a shared
+// handle (destroyed with its last copy); on the CPU, or in a CPU-only build, it is empty and the
+// calls do nothing.
+class Event {
+ public:
+  Event() = default;
+  static Event record(Stream s);    // creates and records an event on s (empty for a null stream)
+  void wait(Stream s) const;        // makes s wait for the event (host does not block)
+  void synchronize() const;         // host waits
+  bool empty() const { return !handle_; }
+
+ private:
+  std::shared_ptr<void> handle_;
+};
 
 }  // namespace gt

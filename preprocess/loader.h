@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/context.h"
+#include "framework/memory.h"
 #include "preprocess/dataset.h"
 #include "preprocess/sampler.h"
 
@@ -20,9 +21,14 @@ struct DeviceBatch {
   Tensor features;            // float32 [blocks[0].num_src, F] on the device
   Tensor labels;              // int32 [num_seeds] on the device
   Tensor host_features;       // the pinned staging buffer; kept alive until the batch is done
+  std::vector<Tensor> keep_alive;  // further staging/device buffers with copies in flight
+  Event ready;                // recorded on the copy stream after the batch's last copy
+  int64_t seq = 0;
   int64_t num_seeds = 0;
   int64_t sampled_edges = 0;
-  double sample_ms = 0, gather_ms = 0, transfer_ms = 0;  // host time of each stage
+  // Host time of each stage (transfer: enqueueing the block copies; transfer_features: the
+  // feature chunk copies).
+  double sample_ms = 0, reindex_ms = 0, gather_ms = 0, transfer_ms = 0, transfer_features_ms = 0;
 };
 
 class BatchLoader {

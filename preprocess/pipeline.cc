@@ -1,0 +1,342 @@
+#include "preprocess/pipeline.h"
+
+#include <tbb/concurrent_queue.h>
+#include <tbb/flow_graph.h>
+#include <tbb/parallel_for.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "framework/memory.h"
+
+namespace gt {
+namespace flow = tbb::flow;
+
+namespace {
+
+// One batch travelling through the graph.
+struct Work {
+  int64_t seq = 0;
+  uint64_t key = 0;
+  std::vector<int64_t> seeds;
+  std::vector<int64_t> frontier;  // sources known so far (destinations first)
+  LayerSample drawn;              // the layer S just drew, consumed by R
+  std::unique_ptr<DeviceBatch> out;
+  Tensor device_features;         // [capacity, F], filled chunk by chunk by K
+  int64_t rows_done = 0;
+};
+using Msg = std::shared_ptr<Work>;
+
+// The feature rows of sources that one R_l discovered.
+struct Chunk {
+  Msg work;
+  int64_t begin = 0;  // first local id of the chunk
+  std::vector<int64_t> ids;
+  bool last = false;  // from R_0: the batch is complete after this chunk
+};
+
+}  // namespace
+
+struct BatchPipeline::Impl {
+  Impl(const Tensor& f, const std::vector<int32_t>& l, const NeighborSampler& s, const Context& c, PipelineOptions o,
+       TraceRecorder* t)
+      : features(f), labels(l), sampler(s), ctx(c), opts(o), trace(t) {}
+
+  const Tensor features;
+  const std::vector<int32_t>& labels;
+  const NeighborSampler& sampler;
+  const Context& ctx;
+  PipelineOptions opts;
+  TraceRecorder* trace;
+
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<uint64_t> keys;
+  std::size_t next_input = 0;
+  int64_t popped = 0;
+
+  flow::graph graph;
+  std::unique_ptr<flow::input_node<Msg>> input;
+  std::unique_ptr<flow::limiter_node<Msg>> limiter;
+  std::vector<std::unique_ptr<flow::function_node<Msg, Msg>>> sample_nodes;
+  using RNode = flow::multifunction_node<Msg, std::tuple<Msg, Chunk>>;
+  std::vector<std::unique_ptr<RNode>> reindex_nodes;
+  using KNode = flow::multifunction_node<Chunk, std::tuple<Msg>>;
+  std::unique_ptr<KNode> lookup;
+  std::unique_ptr<flow::sequencer_node<Msg>> sequencer;
+  std::unique_ptr<flow::function_node<Msg>> sink;
+
+  tbb::concurrent_bounded_queue<Msg> ready;  // nullptr = stop (error or cancellation)
+  std::atomic<int64_t> capacity_hint{0};     // largest input-row count seen, to size buffers
+
+  // The driver thread owns graph.wait_for_all() and the limiter's decrements, so the graph also
+  // progresses when oneTBB has no worker threads (max_allowed_parallelism = 1).
+  std::thread driver;
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending_decrements = 0;
+  bool stopping = false;
+
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+
+  mutable std::mutex totals_mu;
+  PipelineTotals totals;
+  ReindexStats lock_stats;
+
+  void fail(std::exception_ptr e) {
+    bool expected = false;
+    if (failed.compare_exchange_strong(expected, true)) {
+      error = e;
+      graph.cancel();
+      ready.push(nullptr);
+    }
+  }
+
+  template <typename F>
+  void guarded(F&& f) {
+    if (failed.load()) return;
+    try {
+      AllocPoolScope pool(kCopyPool);
+      f();
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  void build(int64_t num_layers);
+  void do_reindex(int64_t l, const Msg& w, RNode::output_ports_type& ports);
+  void do_lookup(const Chunk& c, KNode::output_ports_type& ports);
+};
+
+void BatchPipeline::Impl::build(int64_t L) {
+  input = std::make_unique<flow::input_node<Msg>>(graph, [this](tbb::flow_control& fc) -> Msg {
+    if (next_input >= batches.size() || failed.load()) {
+      fc.stop();
+      return nullptr;
+    }
+    auto w = std::make_shared<Work>();
+    w->seq = static_cast<int64_t>(next_input);
+    w->key = keys[next_input];
+    w->seeds = std::move(batches[next_input]);
+    ++next_input;
+    return w;
+  });
+  limiter = std::make_unique<flow::limiter_node<Msg>>(graph, static_cast<std::size_t>(opts.prefetch));
+  flow::make_edge(*input, *limiter);
+
+  sample_nodes.resize(static_cast<std::size_t>(L));
+  reindex_nodes.resize(static_cast<std::size_t>(L));
+  for (int64_t l = L - 1; l >= 0; --l) {
+    // S_l: stateless, so batches are sampled concurrently.
+    sample_nodes[static_cast<std::size_t>(l)] =
+        std::make_unique<flow::function_node<Msg, Msg>>(graph, flow::unlimited, [this, l](const Msg& w) -> Msg {
+          guarded([&] {
+            if (l == sampler.num_layers() - 1) {
+              sampler.check_seeds(w->seeds);
+              w->out = std::make_unique<DeviceBatch>();
+              w->out->seq = w->seq;
+              w->out->num_seeds = static_cast<int64_t>(w->seeds.size());
+              w->out->blocks.resize(static_cast<std::size_t>(sampler.num_layers()));
+              w->frontier = w->seeds;
+            }
+            ScopedStage st(trace, "S_" + std::to_string(l + 1), "sample", w->seq,
+                           &w->out->sample_ms);
+            w->drawn = sampler.sample_layer(w->frontier, l, w->key);
+            w->out->sampled_edges += static_cast<int64_t>(w->drawn.picked.size());
+          });
+          return w;
+        });
+    reindex_nodes[static_cast<std::size_t>(l)] = std::make_unique<RNode>(
+        graph, flow::unlimited, [this, l](const Msg& w, RNode::output_ports_type& ports) { do_reindex(l, w, ports); });
+    flow::make_edge(*sample_nodes[static_cast<std::size_t>(l)], *reindex_nodes[static_cast<std::size_t>(l)]);
+    if (l == L - 1) flow::make_edge(*limiter, *sample_nodes[static_cast<std::size_t>(l)]);
+    else flow::make_edge(flow::output_port<0>(*reindex_nodes[static_cast<std::size_t>(l + 1)]),
+                         *sample_nodes[static_cast<std::size_t>(l)]);
+  }
+  // K: serial, because it owns each batch's growing feature buffer and chunks must be applied
+  // in order; the gather itself is parallel inside.
+  lookup = std::make_unique<KNode>(graph, flow::serial,
+                                   [this](const Chunk& c, KNode::output_ports_type& ports) { do_lookup(c, ports); });
+  for (auto& r : reindex_nodes) flow::make_edge(flow::output_port<1>(*r), *lookup);
+  sequencer = std::make_unique<flow::sequencer_node<Msg>>(graph, [](const Msg& w) { return static_cast<std::size_t>(w->seq); });
+  flow::make_edge(flow::output_port<0>(*lookup), *sequencer);
+  sink = std::make_unique<flow::function_node<Msg>>(graph, flow::serial, [this](const Msg& w) {
+    if (!failed.load()) ready.push(w);
+    return flow::continue_msg();
+  });
+  flow::make_edge(*sequencer, *sink);
+}
+
+void BatchPipeline::Impl::do_reindex(int64_t l, const Msg& w, RNode::output_ports_type& ports) {
+  guarded([&] {
+    DeviceBatch& out = *w->out;
+    const int64_t begin = static_cast<int64_t>(w->frontier.size());
+    Chunk c;
+    {
+      ScopedStage st(trace, "R_" + std::to_string(l + 1), "reindex", w->seq, &out.reindex_ms);
+      Block b = NeighborSampler::build_block(w->frontier, w->drawn, &lock_stats);
+      w->drawn = LayerSample();
+      out.blocks[static_cast<std::size_t>(l)] = std::move(b);
+    }
+    // The first chunk also carries the destinations of the output layer (the seeds).
+    const int64_t chunk_begin = l == sampler.num_layers() - 1 ? 0 : begin;
+    c.work = w;
+    c.begin = chunk_begin;
+    c.ids.assign(w->frontier.begin() + chunk_begin, w->frontier.end());
+    c.last = l == 0;
+    if (ctx.is_cuda()) {
+      ScopedStage st(trace, "T(R_" + std::to_string(l + 1) + ")", "transfer", w->seq, &out.transfer_ms);
+      Block& b = out.blocks[static_cast<std::size_t>(l)];
+      b = b.to(ctx.device(), ctx.copy_stream());
+    }
+    std::get<1>(ports).try_put(c);
+    if (l > 0) std::get<0>(ports).try_put(w);
+  });
+}
+
+void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& ports) {
+  guarded([&] {
+    const Msg& w = c.work;
+    DeviceBatch& out = *w->out;
+    const int64_t F = features.size(1);
+    const int64_t rows = static_cast<int64_t>(c.ids.size());
+    const int64_t need = c.begin + rows;
+    const bool cuda = ctx.is_cuda();
+    Tensor staging;
+    {
+      ScopedStage st(trace, "K", "lookup", w->seq, &out.gather_ms);
+      staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/cuda);
+      gather_rows(features, c.ids, staging);
+    }
+    // T(R) of the next layer may be timing into out.transfer_ms right now: K keeps its own field.
+    ScopedStage st(trace, "T(K)", "transfer", w->seq, &out.transfer_features_ms);
+    if (!cuda) {
+      // CPU training: the chunks are appended to one host buffer.
+      if (need > (w->device_features.defined() ? w->device_features.size(0) : 0)) {
+        int64_t cap = std::max(need, capacity_hint.load());
+        Tensor grown = Tensor::empty({cap, F}, DType::kFloat32);
+        if (w->rows_done) std::memcpy(grown.raw(), w->device_features.raw(), static_cast<std::size_t>(w->rows_done * F) * 4);
+        w->device_features = grown;
+      }
+      if (rows) std::memcpy(w->device_features.rows(c.begin, need).raw(), staging.raw(), staging.nbytes());
+    } else {
+      if (need > (w->device_features.defined() ? w->device_features.size(0) : 0)) {
+        // Size the buffer for the whole batch from the largest batch seen; grow (device-to-device,
+        // ordered on the copy stream) when a batch is larger. The old buffer stays alive until
+        // the batch is consumed, since its copy may still be in flight.
+        int64_t cap = std::max<int64_t>(need, capacity_hint.load() + capacity_hint.load() / 8);
+        Tensor grown = Tensor::empty({cap, F}, DType::kFloat32, ctx.device());
+        if (w->rows_done) {
+          grown.rows(0, w->rows_done).copy_from(w->device_features.rows(0, w->rows_done), ctx.copy_stream());
+          out.keep_alive.push_back(w->device_features);
+        }
+        w->device_features = grown;
+      }
+      if (rows) w->device_features.rows(c.begin, need).copy_from(staging, ctx.copy_stream());
+      out.keep_alive.push_back(staging);  // pinned: the copy reads it asynchronously
+    }
+    w->rows_done = need;
+    if (!c.last) return;
+
+    int64_t prev = capacity_hint.load();
+    while (need > prev && !capacity_hint.compare_exchange_weak(prev, need)) {
+    }
+    out.features = w->device_features.rows(0, need);
+    std::vector<int32_t> lab(w->seeds.size());
+    for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = labels[static_cast<std::size_t>(w->seeds[i])];
+    out.labels = Tensor::from_vector(lab);
+    if (cuda) {
+      out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
+      out.ready = Event::record(ctx.copy_stream());
+    }
+    {
+      std::lock_guard<std::mutex> lock(totals_mu);
+      totals.sample_ms += out.sample_ms;
+      totals.reindex_ms += out.reindex_ms;
+      totals.lookup_ms += out.gather_ms;
+      totals.transfer_ms += out.transfer_ms + out.transfer_features_ms;
+      totals.sampled_edges += out.sampled_edges;
+      totals.h2d_bytes += cuda ? need * F * 4 : 0;
+      ++totals.batches;
+    }
+    std::get<0>(ports).try_put(w);
+  });
+}
+
+BatchPipeline::BatchPipeline(const Tensor& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
+                             const Context& ctx, PipelineOptions opts, TraceRecorder* trace)
+    : impl_(std::make_unique<Impl>(features, labels, sampler, ctx, opts, trace)) {
+  GT_CHECK_ARG(opts.prefetch >= 1, "pipeline prefetch must be >= 1, got ", opts.prefetch);
+  impl_->build(sampler.num_layers());
+}
+
+BatchPipeline::~BatchPipeline() {
+  Impl& m = *impl_;
+  if (m.driver.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.stopping = true;
+    }
+    m.failed = true;  // stages still queued skip their work
+    m.graph.cancel();
+    m.cv.notify_all();
+    m.driver.join();
+  }
+  m.graph.wait_for_all();
+}
+
+void BatchPipeline::start(std::vector<std::vector<int64_t>> batches, std::vector<uint64_t> keys) {
+  Impl& m = *impl_;
+  GT_CHECK_ARG(!m.driver.joinable(), "BatchPipeline::start called twice");
+  GT_CHECK_ARG(batches.size() == keys.size(), "start: ", batches.size(), " batches but ", keys.size(), " keys");
+  m.batches = std::move(batches);
+  m.keys = std::move(keys);
+  m.driver = std::thread([&m] {
+    m.input->activate();
+    m.graph.wait_for_all();
+    for (;;) {
+      std::unique_lock<std::mutex> lock(m.mu);
+      m.cv.wait(lock, [&] { return m.stopping || m.pending_decrements > 0; });
+      if (m.stopping) return;
+      int n = m.pending_decrements;
+      m.pending_decrements = 0;
+      lock.unlock();
+      for (int i = 0; i < n; ++i) m.limiter->decrementer().try_put(flow::continue_msg());
+      m.graph.wait_for_all();
+    }
+  });
+}
+
+std::unique_ptr<DeviceBatch> BatchPipeline::next() {
+  Impl& m = *impl_;
+  if (m.popped >= static_cast<int64_t>(m.batches.size())) return nullptr;
+  Msg w;
+  m.ready.pop(w);
+  if (!w) {
+    m.ready.push(nullptr);  // later calls see the stop too
+    if (m.error) std::rethrow_exception(m.error);
+    GT_THROW("BatchPipeline::next", "", "the pipeline was stopped");
+  }
+  ++m.popped;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    ++m.pending_decrements;  // the batch left the pipeline: let the next one in
+  }
+  m.cv.notify_all();
+  return std::move(w->out);
+}
+
+PipelineTotals BatchPipeline::totals() const {
+  std::lock_guard<std::mutex> lock(impl_->totals_mu);
+  PipelineTotals t = impl_->totals;
+  t.lock_acquisitions = impl_->lock_stats.lock_acquisitions.load();
+  t.lock_contended = impl_->lock_stats.lock_contended.load();
+  t.lock_wait_ms = static_cast<double>(impl_->lock_stats.lock_wait_ns.load()) / 1e6;
+  return t;
+}
+
+}  // namespace gt

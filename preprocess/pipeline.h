@@ -1,0 +1,66 @@
+// The service-wide tensor scheduler (ARCHITECTURE.md; GraphTensor §V-B, Figs. 13-14): a oneTBB
+// flow graph that prepares batches while the trainer computes on earlier ones.
+//
+// Per batch and per layer l = L-1 .. 0 (output side first):
+//   S_l  sample layer l's neighbours of the current destinations (parallel over destinations)
+//   R_l  reindex them into block l (lock-split table, preprocess/reindex.h) and enqueue T(R_l),
+//        the block's copy to the device on the copy stream
+//   K    gather the feature rows of the sources R_l discovered into a pinned chunk and enqueue
+//        T(K), its copy into the batch's device feature buffer
+// R_l hands its new sources to K before S_{l-1} starts, so K (and its transfer) for the outer
+// layers run while the inner layers are still being sampled; T(R) and T(K) share the copy
+// stream. After the last chunk, K records an event; the trainer's compute stream waits on that
+// event, never the host. A limiter_node bounds the batches in flight (prefetch), so pinned and
+// device memory stay bounded, and a sequencer_node hands batches over in order.
+//
+// For the same seeds and keys the blocks and features are bitwise identical to BatchLoader's
+// serial path. An exception in any stage cancels the graph; next() rethrows it; destroying the
+// pipeline stops the graph and frees its pinned and device buffers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "framework/context.h"
+#include "framework/trace.h"
+#include "preprocess/loader.h"
+#include "preprocess/sampler.h"
+
+namespace gt {
+
+struct PipelineOptions {
+  int64_t prefetch = 4;  // batches in flight between the limiter and the trainer
+};
+
+// Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed
+// over threads; they overlap each other and the trainer).
+struct PipelineTotals {
+  double sample_ms = 0, reindex_ms = 0, lookup_ms = 0, transfer_ms = 0;
+  int64_t batches = 0, sampled_edges = 0, h2d_bytes = 0;
+  int64_t lock_acquisitions = 0, lock_contended = 0;
+  double lock_wait_ms = 0;
+};
+
+class BatchPipeline {
+ public:
+  // features: float32 [N, F] host tensor; labels [N]; both outlive the pipeline.
+  BatchPipeline(const Tensor& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
+                const Context& ctx, PipelineOptions opts, TraceRecorder* trace = nullptr);
+  ~BatchPipeline();
+  BatchPipeline(const BatchPipeline&) = delete;
+  BatchPipeline& operator=(const BatchPipeline&) = delete;
+
+  // Starts preparing these batches (batch i uses keys[i]); call once.
+  void start(std::vector<std::vector<int64_t>> batches, std::vector<uint64_t> keys);
+  // The next batch in order (its device data ready once the compute stream waits on
+  // batch->ready), or nullptr after the last one. Rethrows the first error of any stage.
+  std::unique_ptr<DeviceBatch> next();
+  PipelineTotals totals() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gt
