@@ -2,11 +2,14 @@
 // dispatch to the cuBLAS implementation in dense.cu (contract in dense.h).
 #include "kernels/dense.h"
 
+#include "kernels/elementwise.h"
+
 #include <cblas.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cmath>
 #include <climits>
 #include <vector>
 
@@ -20,6 +23,7 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y);
 void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device);
+void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y);
 }  // namespace cuda_impl
 #endif
 
@@ -190,6 +194,84 @@ void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& 
                                 const Context& ctx) {
   check_backward(x, w, dy, dx, dw, ctx, "linear_backward_accumulate");
   backward_gemms(x, w, dy, dx, dw, 1.0f, ctx);
+}
+
+namespace {
+
+// The activation shared with the CUDA epilogue (same operations in the same order).
+float activate(float t, Activation act, float slope) {
+  if (act == Activation::kRelu) return t > 0.0f ? t : 0.0f;
+  if (act == Activation::kLeakyRelu) return t > 0.0f ? t : t * slope;
+  return t;
+}
+
+// y = act(y + b) in one pass over y (b may be null).
+void bias_activation(const Context& ctx, const Tensor* b, Activation act, float slope, Tensor& y) {
+  const int64_t n = y.size(0), out = y.size(1);
+  if (n == 0 || out == 0) return;
+  if (!b && act == Activation::kNone) return;
+  const float* bp = b ? b->data<float>() : nullptr;
+  if (ctx.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::bias_activation(ctx, bp, static_cast<int>(act), slope, n, out, y.data<float>());
+    return;
+#else
+    throw_built_without_cuda("apply_forward");
+#endif
+  }
+  float* yp = y.data<float>();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i)
+      for (int64_t j = 0; j < out; ++j) {
+        const float t = bp ? yp[i * out + j] + bp[j] : yp[i * out + j];
+        yp[i * out + j] = activate(t, act, slope);
+      }
+  });
+}
+
+void check_activation(Activation act, float slope, const char* op) {
+  GT_CHECK_ARG(act == Activation::kNone || act == Activation::kRelu || act == Activation::kLeakyRelu, op,
+               ": unknown activation ", static_cast<int>(act));
+  GT_CHECK_ARG(act != Activation::kLeakyRelu || (slope >= 0.0f && std::isfinite(slope)), op,
+               ": LeakyReLU slope must be finite and >= 0 (the backward reads the branch from the sign of y), "
+               "got ",
+               slope);
+}
+
+}  // namespace
+
+void apply_forward(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, float slope, Tensor& y,
+                   const Context& ctx) {
+  const char* op = "apply_forward";
+  check_activation(act, slope, op);
+  check_xw(x, w, ctx, op);
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
+  check_shape(y, "y", n, out, op);
+  check_device(y, "y", ctx, op);
+  if (b) check_bias(*b, "b", out, ctx, op);
+  gemm(ctx, false, false, n, out, in, x.data<float>(), in, w.data<float>(), out, 0.0f, y);
+  bias_activation(ctx, b, act, slope, y);  // the fused epilogue: one pass over y
+}
+
+void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activation act, float slope, const Tensor& dy,
+                    Tensor* dx, Tensor& dw, Tensor* db, const Context& ctx) {
+  const char* op = "apply_backward";
+  check_activation(act, slope, op);
+  check_backward(x, w, dy, dx, dw, ctx, op);
+  check_shape(y, "y", x.size(0), w.size(1), op);
+  check_device(y, "y", ctx, op);
+  if (db) check_bias(*db, "db", w.size(1), ctx, op);
+  // dt = dy * act'(t), read from y; then the linear backward with dt. dy itself is left intact.
+  Tensor dt = dy;
+  if (act != Activation::kNone) {
+    dt = Tensor::empty(dy.shape(), DType::kFloat32, ctx.device());
+    if (act == Activation::kRelu)
+      relu_backward(y, dy, dt, ctx.stream());
+    else
+      leaky_relu_backward(y, slope, dy, dt, ctx.stream());
+  }
+  backward_gemms(x, w, dt, dx, dw, 0.0f, ctx);
+  if (db) column_sums(ctx, dt, *db);
 }
 
 }  // namespace gt

@@ -51,6 +51,20 @@ __global__ void add_bias_kernel(const float* __restrict__ b, int64_t total, int6
     y[i] += b[i % out];
 }
 
+// Fused GEMM epilogue: y = act(y + b) in one pass (act: 0 none, 1 ReLU, 2 LeakyReLU, the values
+// of gt::Activation; b may be null). Same operations as activate() in dense.cc.
+__global__ void bias_activation_kernel(const float* __restrict__ b, int act, float slope, int64_t total, int64_t out,
+                                       float* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    float t = y[i];
+    if (b) t = t + b[i % out];
+    if (act == 1) t = t > 0.0f ? t : 0.0f;
+    else if (act == 2) t = t > 0.0f ? t : t * slope;
+    y[i] = t;
+  }
+}
+
 // First pass of the column sums: block (x, y) sums rows [y * chunk_rows, (y+1) * chunk_rows) of
 // columns [x * kColTile, (x+1) * kColTile). Thread (tx, ty) adds rows ty, ty + kRowLanes, ... of
 // column tx (consecutive tx read consecutive addresses: coalesced); the kRowLanes partials are
@@ -106,6 +120,14 @@ void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float*
   const int64_t total = n * out;
   if (total == 0) return;
   add_bias_kernel<<<grid_for(total, ctx.device().index), kThreads, 0, ctx.stream()>>>(b, total, out, y);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y) {
+  const int64_t total = n * out;
+  if (total == 0) return;
+  bias_activation_kernel<<<grid_for(total, ctx.device().index), kThreads, 0, ctx.stream()>>>(b, act, slope, total,
+                                                                                             out, y);
   GT_CUDA_LAUNCH_CHECK();
 }
 

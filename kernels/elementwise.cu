@@ -42,6 +42,20 @@ __global__ void relu_backward_kernel(const float* y, const float* dy, float* dx,
   for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
+__global__ void leaky_relu_forward_kernel(const float* x, float slope, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? v : v * slope;
+  }
+}
+
+__global__ void leaky_relu_backward_kernel(const float* y, float slope, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float g = dy[i];
+    dx[i] = y[i] > 0.0f ? g : g * slope;
+  }
+}
+
 // Same mask as the CPU: element i is kept when u01(philox(key, step, i).v[0]) >= p. The draw is a
 // pure function of the element index, so the thread/grid layout does not matter.
 __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
@@ -90,6 +104,16 @@ void relu_forward(const float* x, float* y, int64_t n, int device, Stream s) {
 
 void relu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s) {
   relu_backward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(y, dy, dx, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void leaky_relu_forward(const float* x, float slope, float* y, int64_t n, int device, Stream s) {
+  leaky_relu_forward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, slope, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void leaky_relu_backward(const float* y, float slope, const float* dy, float* dx, int64_t n, int device, Stream s) {
+  leaky_relu_backward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(y, slope, dy, dx, n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

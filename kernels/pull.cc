@@ -1,6 +1,10 @@
-// Pull (sum / mean aggregation): argument checks, CPU implementation with oneTBB, and dispatch
-// to the CUDA implementation in pull.cu (contract in pull.h).
+// Pull: argument checks, CPU implementation with oneTBB, and dispatch to the CUDA implementation
+// (pull.cu for copy-sum/mean, the generic row kernels of napa_rows.cu for weighted and max Pull).
+// Contract in pull.h.
 #include "kernels/pull.h"
+
+#include "kernels/napa_check.h"
+#include "kernels/napa_cpu.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -18,35 +22,13 @@ void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, S
 
 namespace {
 
+using napa::check_block;
+using napa::check_device;
+using napa::check_matrix;
+
 // Rows per oneTBB task: enough work per task for narrow features, small enough to balance
 // skewed degrees.
 constexpr int64_t kCpuGrain = 64;
-
-void check_matrix(const Tensor& t, const char* name, int64_t rows, const char* rows_what, const char* op) {
-  GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");
-  GT_CHECK_ARG(t.dtype() == DType::kFloat32, op, ": ", name, " must be float32, got ", t.str());
-  GT_CHECK_ARG(t.dim() == 2, op, ": ", name, " must be a matrix [rows, F], got ", t.str());
-  GT_CHECK_ARG(t.size(0) == rows, op, ": ", name, " has ", t.size(0), " rows but the block has ", rows, " ",
-               rows_what, " (", t.str(), ")");
-}
-
-void check_block(const Block& b, bool need_transpose, Device d, const char* op) {
-  GT_CHECK_ARG(b.indptr.defined() && b.indices.defined(), op, ": the block has no indptr/indices");
-  GT_CHECK_ARG(b.indptr.dtype() == DType::kInt64 && b.indptr.numel() == b.num_dst + 1, op,
-               ": block.indptr must be int64 [num_dst + 1 = ", b.num_dst + 1, "], got ", b.indptr.str());
-  GT_CHECK_ARG(b.indices.dtype() == DType::kInt32, op, ": block.indices must be int32, got ", b.indices.str());
-  GT_CHECK_ARG(b.indptr.device() == d && b.indices.device() == d, op, ": the block is on ", b.indptr.device().str(),
-               " but the features are on ", d.str(), " (move it with Block::to)");
-  if (!need_transpose) return;
-  GT_CHECK_ARG(b.t_indptr.defined() && b.t_indices.defined(), op,
-               ": the block has no transpose (build it with Block::build_transpose before moving the block)");
-  GT_CHECK_ARG(b.t_indptr.dtype() == DType::kInt64 && b.t_indptr.numel() == b.num_src + 1, op,
-               ": block.t_indptr must be int64 [num_src + 1 = ", b.num_src + 1, "], got ", b.t_indptr.str());
-  GT_CHECK_ARG(b.t_indices.dtype() == DType::kInt32 && b.t_indices.numel() == b.indices.numel(), op,
-               ": block.t_indices must be int32 with one entry per edge, got ", b.t_indices.str());
-  GT_CHECK_ARG(b.t_indptr.device() == d && b.t_indices.device() == d, op, ": the block's transpose is on ",
-               b.t_indptr.device().str(), " but the gradients are on ", d.str());
-}
 
 void check_pull(const Block& b, const Tensor& in, const Tensor& out, bool backward) {
   const char* op = backward ? "pull_backward" : "pull_forward";
@@ -59,6 +41,11 @@ void check_pull(const Block& b, const Tensor& in, const Tensor& out, bool backwa
   GT_CHECK_ARG(in.device() == out.device(), op, ": input on ", in.device().str(), ", output on ",
                out.device().str());
   check_block(b, backward, in.device(), op);
+}
+
+void check_no_max(Reduce f, const char* op) {
+  GT_CHECK_ARG(f != Reduce::kMax, op, ": Reduce::kMax needs an argmax tensor: use pull_weighted_forward / "
+               "pull_weighted_backward");
 }
 
 // out[r, :] = sum over e in [ptr[r], ptr[r+1]) of w(e) * in[ids[e], :], then * row_scale(r).
@@ -93,6 +80,7 @@ void pull_rows_cpu(const int64_t* ptr, const int32_t* ids, const int64_t* col_pt
 }  // namespace
 
 void pull_forward(const Block& block, const Tensor& x, Reduce f, Tensor& y, Stream s) {
+  check_no_max(f, "pull_forward");
   check_pull(block, x, y, /*backward=*/false);
   if (y.numel() == 0) return;
   if (x.is_cuda()) {
@@ -109,6 +97,7 @@ void pull_forward(const Block& block, const Tensor& x, Reduce f, Tensor& y, Stre
 }
 
 void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, Stream s) {
+  check_no_max(f, "pull_backward");
   check_pull(block, dy, dx, /*backward=*/true);
   if (dx.numel() == 0) return;
   if (dy.is_cuda()) {
@@ -123,6 +112,171 @@ void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, S
   pull_rows_cpu(block.t_indptr.data<int64_t>(), block.t_indices.data<int32_t>(),
                 f == Reduce::kMean ? block.indptr.data<int64_t>() : nullptr, /*row_mean=*/false, dy.data<float>(),
                 block.num_src, dy.size(1), dx.data<float>());
+}
+
+namespace {
+
+// Scalar weights: [nnz] or [nnz, 1]; vector weights: [nnz, F]. Returns true for scalar.
+bool check_weights(const Tensor& w, const char* name, int64_t nnz, int64_t F, Device d, const char* op) {
+  const int64_t width = napa::check_edge_values(w, name, nnz, op);
+  GT_CHECK_ARG(width == 1 || width == F, op, ": ", name, " must be [nnz], [nnz, 1] or [nnz, F = ", F, "], got ",
+               w.str());
+  check_device(w, name, d, op);
+  return width == 1;
+}
+
+void check_argmax(const Tensor* argmax, const Block& b, int64_t F, Device d, const char* op) {
+  GT_CHECK_ARG(argmax != nullptr && argmax->defined(), op,
+               ": Reduce::kMax needs argmax (int32 [num_dst, F]), got none");
+  GT_CHECK_ARG(argmax->dtype() == DType::kInt32 && argmax->dim() == 2 && argmax->size(0) == b.num_dst &&
+                   argmax->size(1) == F,
+               op, ": argmax must be int32 [", b.num_dst, ", ", F, "], got ", argmax->str());
+  check_device(*argmax, "argmax", d, op);
+}
+
+}  // namespace
+
+void pull_weighted_forward(const Block& b, const Tensor& x, const Tensor* w, Reduce f, Tensor& y, Tensor* argmax,
+                           Stream s) {
+  const char* op = "pull_weighted_forward";
+  check_matrix(x, "x", b.num_src, "sources", op);
+  check_matrix(y, "y", b.num_dst, "destinations", op);
+  const int64_t F = x.size(1);
+  GT_CHECK_ARG(y.size(1) == F, op, ": feature widths differ: x ", x.str(), " vs y ", y.str());
+  const Device d = x.device();
+  check_device(y, "y", d, op);
+  check_block(b, false, d, op);
+  const bool scalar = w ? check_weights(*w, "w", b.nnz(), F, d, op) : false;
+  if (f == Reduce::kMax) check_argmax(argmax, b, F, d, op);
+  if (y.numel() == 0) return;
+  if (!w && f != Reduce::kMax) return pull_forward(b, x, f, y, s);  // the copy-h kernel
+
+  const int64_t* ptr = b.indptr.data<int64_t>();
+  const int32_t* ids = b.indices.data<int32_t>();
+  const float* wp = w ? w->data<float>() : nullptr;
+  if (f == Reduce::kMax) {
+    napa::MaxSpec m;
+    m.ptr = ptr;
+    m.ids = ids;
+    m.rows = b.num_dst;
+    m.F = F;
+    m.x = x.data<float>();
+    m.sw = scalar ? wp : nullptr;
+    m.edge = scalar ? nullptr : wp;
+    m.y = y.data<float>();
+    m.argmax = argmax->data<int32_t>();
+    if (d.is_cuda()) {
+#ifdef GT_WITH_CUDA
+      return cuda_impl::max_rows(m, d.index, s);
+#else
+      throw_built_without_cuda(op);
+#endif
+    }
+    return napa::max_rows_cpu(m);
+  }
+  napa::GatherSpec g;
+  g.ptr = ptr;
+  g.ids = ids;
+  g.rows = b.num_dst;
+  g.F = F;
+  g.gather = x.data<float>();
+  g.sw = scalar ? wp : nullptr;
+  g.edge = scalar ? nullptr : wp;
+  g.row_mean = f == Reduce::kMean;
+  g.out = y.data<float>();
+  if (d.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::gather_rows(g, d.index, s);
+#else
+    throw_built_without_cuda(op);
+#endif
+  }
+  napa::gather_rows_cpu(g);
+}
+
+void pull_weighted_backward(const Block& b, const Tensor& x, const Tensor* w, Reduce f, const Tensor& dy,
+                            const Tensor* argmax, Tensor* dx, Tensor* dw, Stream s) {
+  const char* op = "pull_weighted_backward";
+  check_matrix(dy, "dy", b.num_dst, "destinations", op);
+  const int64_t F = dy.size(1);
+  const Device d = dy.device();
+  check_block(b, dx != nullptr, d, op);
+  GT_CHECK_ARG(!dw || w, op, ": dw was requested but the forward had no weights (w is null)");
+  const bool scalar = w ? check_weights(*w, "w", b.nnz(), F, d, op) : false;
+  if (f == Reduce::kMax) check_argmax(argmax, b, F, d, op);
+  if (dx) {
+    check_matrix(*dx, "dx", b.num_src, "sources", op);
+    GT_CHECK_ARG(dx->size(1) == F, op, ": dx is ", dx->str(), " but dy is ", dy.str());
+    check_device(*dx, "dx", d, op);
+  }
+  if (dw) {
+    check_matrix(x, "x", b.num_src, "sources", op);
+    GT_CHECK_ARG(x.size(1) == F, op, ": x is ", x.str(), " but dy is ", dy.str());
+    check_device(x, "x", d, op);
+    GT_CHECK_ARG(dw->dtype() == DType::kFloat32 && dw->shape() == w->shape(), op, ": dw must have w's shape ",
+                 w->str(), ", got ", dw->str());
+    check_device(*dw, "dw", d, op);
+  }
+  const float* wp = w ? w->data<float>() : nullptr;
+  const int32_t* mask = f == Reduce::kMax ? argmax->data<int32_t>() : nullptr;
+
+  if (dx && dx->numel() > 0) {
+    if (!w && f != Reduce::kMax) {
+      pull_backward(b, dy, f, *dx, s);  // the copy-h kernel
+    } else {
+      // dx[u, :] = sum over u's out-edges (transposed block) of dy[v, :] * dh/dx, with the mean's
+      // 1/deg(v) from the forward indptr and the max's argmax mask.
+      napa::GatherSpec g;
+      g.ptr = b.t_indptr.data<int64_t>();
+      g.ids = b.t_indices.data<int32_t>();
+      g.eids = b.t_eids.data<int32_t>();
+      g.rows = b.num_src;
+      g.F = F;
+      g.gather = dy.data<float>();
+      g.sw = scalar ? wp : nullptr;
+      g.edge = scalar ? nullptr : wp;
+      g.deg_ptr = f == Reduce::kMean ? b.indptr.data<int64_t>() : nullptr;
+      g.mask = mask;
+      g.out = dx->data<float>();
+      if (d.is_cuda()) {
+#ifdef GT_WITH_CUDA
+        cuda_impl::gather_rows(g, d.index, s);
+#else
+        throw_built_without_cuda(op);
+#endif
+      } else {
+        napa::gather_rows_cpu(g);
+      }
+    }
+  }
+
+  if (dw && dw->numel() > 0) {
+    if (F == 0) {  // no features: every weight gradient is 0
+      dw->fill_bytes(0, s);
+      return;
+    }
+    // dw[e] (scalar) = c(v) <dy[v, :], x[u, :]>, dw[e, :] (vector) = c(v) dy[v, :] * x[u, :]: one
+    // warp per destination over the CSR rows, each edge written once.
+    napa::EdgeSpec e;
+    e.ptr = b.indptr.data<int64_t>();
+    e.ids = b.indices.data<int32_t>();
+    e.rows = b.num_dst;
+    e.F = F;
+    e.a_rows = x.data<float>();
+    e.b_rows = dy.data<float>();
+    e.op = scalar ? EdgeOp::kDot : EdgeOp::kMul;
+    e.row_mean = f == Reduce::kMean;
+    e.mask = mask;
+    e.out = dw->data<float>();
+    if (d.is_cuda()) {
+#ifdef GT_WITH_CUDA
+      return cuda_impl::edge_rows(e, d.index, s);
+#else
+      throw_built_without_cuda(op);
+#endif
+    }
+    napa::edge_rows_cpu(e);
+  }
 }
 
 }  // namespace gt

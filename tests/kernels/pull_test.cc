@@ -76,6 +76,8 @@ TEST(Block, TransposeOfSmallBlock) {
   Block b = make_block(5, 3, {0, 3, 3, 6}, {4, 0, 2, 1, 4, 2});
   EXPECT_EQ(b.t_indptr.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 4, 4, 6}));
   EXPECT_EQ(b.t_indices.to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 0, 2, 0, 2}));
+  // CSR edge id of each transposed entry: source 2's two edges are e2 then e5, source 4's e0, e4.
+  EXPECT_EQ(b.t_eids.to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 2, 5, 0, 4}));
   EXPECT_EQ(b.nnz(), 6);
   EXPECT_NO_THROW(b.validate());
 }
@@ -116,6 +118,12 @@ TEST(Block, ValidateRejectsBadBlocks) {
   Block moved = b;
   moved.t_indptr = Tensor::from_vector(std::vector<int64_t>{0, 1, 3, 4, 4, 6});  // counts differ
   EXPECT_THROW(moved.validate(), Error);
+  Block eids_swapped = b;
+  eids_swapped.t_eids = Tensor::from_vector(std::vector<int32_t>{1, 3, 5, 2, 0, 4});
+  EXPECT_THROW(eids_swapped.validate(), Error);
+  Block no_eids = b;
+  no_eids.t_eids = Tensor();
+  EXPECT_THROW(no_eids.validate(), Error);
   Block wrong_dtype = b;
   wrong_dtype.indptr = Tensor::from_vector(std::vector<int32_t>{0, 3, 3, 6});
   EXPECT_THROW(wrong_dtype.validate(), Error);
@@ -136,6 +144,7 @@ GT_DEVICE_TEST(Block, ToCopiesAllArrays) {
   EXPECT_EQ(back.indices.to_vector<int32_t>(), b.indices.to_vector<int32_t>());
   EXPECT_EQ(back.t_indptr.to_vector<int64_t>(), b.t_indptr.to_vector<int64_t>());
   EXPECT_EQ(back.t_indices.to_vector<int32_t>(), b.t_indices.to_vector<int32_t>());
+  EXPECT_EQ(back.t_eids.to_vector<int32_t>(), b.t_eids.to_vector<int32_t>());
   EXPECT_NO_THROW(back.validate());
 }
 

@@ -1,0 +1,159 @@
+// Fused NGCF aggregation on the GPU. Contract in fused.h; checks and the CPU twin in fused.cc.
+//
+// Forward: x_v is the same for all of v's in-edges, so f_u (x_u * x_v) = x_v * f_u x_u: the warp
+// that owns destination v gathers sum_u x_u once (the gather loop of napa_rows.cu), scales it for
+// the mean, and writes y_side and y_inter = y_side * x_v from registers. One pass over the edges,
+// no per-edge products stored.
+// Backward: the warp that owns SOURCE row u gathers its source term over the transposed block,
+// sum_v c(v) (dy_side[v] + dy_inter[v] * x_v), and, when u is also a destination, the destination
+// term c(u) dy_inter[u] * sum_w x_w over its CSR row; it writes dx[u] once. No atomics.
+#include <cstdint>
+
+#include "framework/device.h"
+#include "kernels/napa_cuda.cuh"
+
+namespace gt::cuda_impl {
+namespace {
+
+using namespace napa_dev;
+
+// Fewer neighbour rows in flight than napa_rows.cu: the backward loads three rows per edge.
+constexpr int kNgcfEdgeUnroll = 2;
+
+// acc[k] (+)= sum over entries [start, end) of `ids` of rows[c] * (deg_ptr ? 1/deg(c) : 1), or for
+// the backward source term (kSource) of (dy_side[c] + dy_inter[c] * x[c]) * 1/deg(c).
+template <typename V, bool kSource>
+__device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int64_t start, int64_t end,
+                                            const int64_t* __restrict__ deg_ptr, const V* __restrict__ x,
+                                            const V* __restrict__ dys, const V* __restrict__ dyi, int64_t fv,
+                                            int64_t c0, V (&acc)[kUnroll]) {
+  const int lane = lane_id();
+  for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+    const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+    int my_c = 0;
+    float my_w = 1.0f;
+    if (lane < n) {
+      my_c = ids[e0 + lane];
+      if (deg_ptr) my_w = 1.0f / static_cast<float>(deg_ptr[my_c + 1] - deg_ptr[my_c]);
+    }
+    for (int j = 0; j < n; j += kNgcfEdgeUnroll) {
+      V t[kNgcfEdgeUnroll][kUnroll];
+      float wq[kNgcfEdgeUnroll];
+#pragma unroll
+      for (int q = 0; q < kNgcfEdgeUnroll; ++q) {
+        const int64_t c = __shfl_sync(kFullMask, my_c, j + q);
+        wq[q] = __shfl_sync(kFullMask, my_w, j + q);
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const int64_t col = c0 + k * kWarp + lane;
+          if (j + q < n && col < fv) {
+            if (kSource)
+              t[q][k] = vadd(__ldg(dys + c * fv + col), vmul(__ldg(dyi + c * fv + col), __ldg(x + c * fv + col)));
+            else
+              t[q][k] = __ldg(x + c * fv + col);
+          }
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kNgcfEdgeUnroll; ++q)
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const int64_t col = c0 + k * kWarp + lane;
+          if (j + q < n && col < fv) vaxpy(acc[k], t[q][k], wq[q]);
+        }
+    }
+  }
+}
+
+template <typename V>
+__global__ void __launch_bounds__(kThreads)
+    ngcf_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, int64_t fv,
+                        bool mean, const V* __restrict__ x, V* __restrict__ y_side, V* __restrict__ y_inter) {
+  const int lane = lane_id();
+  for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
+    const int64_t start = ptr[row], end = ptr[row + 1];
+    const float post = (mean && end > start) ? 1.0f / static_cast<float>(end - start) : 1.0f;
+    for (int64_t c0 = 0; c0 < fv; c0 += kWarp * kUnroll) {
+      V acc[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
+      gather_tile<V, false>(ids, start, end, nullptr, x, nullptr, nullptr, fv, c0, acc);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t col = c0 + k * kWarp + lane;
+        if (col < fv) {
+          const V side = vscale(acc[k], post);
+          y_side[row * fv + col] = side;
+          y_inter[row * fv + col] = vmul(side, __ldg(x + row * fv + col));
+        }
+      }
+    }
+  }
+}
+
+template <typename V>
+__global__ void __launch_bounds__(kThreads)
+    ngcf_backward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                         const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids, int64_t num_src,
+                         int64_t num_dst, int64_t fv, bool mean, const V* __restrict__ x, const V* __restrict__ dys,
+                         const V* __restrict__ dyi, V* __restrict__ dx) {
+  const int lane = lane_id();
+  const int64_t* deg_ptr = mean ? ptr : nullptr;
+  for (int64_t row = first_warp_row(); row < num_src; row += warp_row_stride()) {
+    const bool is_dst = row < num_dst;  // uniform across the warp
+    const int64_t start = is_dst ? ptr[row] : 0, end = is_dst ? ptr[row + 1] : 0;
+    const float post = (mean && end > start) ? 1.0f / static_cast<float>(end - start) : 1.0f;
+    for (int64_t c0 = 0; c0 < fv; c0 += kWarp * kUnroll) {
+      V src[kUnroll], dst[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        src[k] = vzero<V>();
+        dst[k] = vzero<V>();
+      }
+      gather_tile<V, true>(t_ids, t_ptr[row], t_ptr[row + 1], deg_ptr, x, dys, dyi, fv, c0, src);
+      if (is_dst) gather_tile<V, false>(ids, start, end, nullptr, x, nullptr, nullptr, fv, c0, dst);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t col = c0 + k * kWarp + lane;
+        if (col < fv) {
+          V out = src[k];
+          if (is_dst) out = vadd(out, vmul(__ldg(dyi + row * fv + col), vscale(dst[k], post)));
+          dx[row * fv + col] = out;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, const float* x,
+                  float* y_side, float* y_inter, int device, Stream s) {
+  if (num_dst == 0 || F == 0) return;  // nothing to write; keeps the grid non-empty
+  const int grid = grid_for_rows(num_dst, device);
+  if (F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter))
+    ngcf_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean,
+                                                          reinterpret_cast<const float4*>(x),
+                                                          reinterpret_cast<float4*>(y_side),
+                                                          reinterpret_cast<float4*>(y_inter));
+  else
+    ngcf_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F, mean, x, y_side, y_inter);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void ngcf_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
+                   int64_t num_src, int64_t num_dst, int64_t F, bool mean, const float* x, const float* dys,
+                   const float* dyi, float* dx, int device, Stream s) {
+  if (num_src == 0 || F == 0) return;
+  const int grid = grid_for_rows(num_src, device);
+  if (F % 4 == 0 && aligned16(x) && aligned16(dys) && aligned16(dyi) && aligned16(dx))
+    ngcf_backward_kernel<float4><<<grid, kThreads, 0, s>>>(
+        ptr, ids, t_ptr, t_ids, num_src, num_dst, F / 4, mean, reinterpret_cast<const float4*>(x),
+        reinterpret_cast<const float4*>(dys), reinterpret_cast<const float4*>(dyi), reinterpret_cast<float4*>(dx));
+  else
+    ngcf_backward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, t_ptr, t_ids, num_src, num_dst, F, mean, x, dys,
+                                                          dyi, dx);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace gt::cuda_impl

@@ -1,0 +1,272 @@
+// Fused GAT aggregation on the GPU. Contract in fused.h; checks and the CPU twin in fused.cc.
+//
+// Forward (TLPGNN style): one warp per destination v does everything for v: per head, pass 1
+// takes the max of the scores e = LeakyReLU(el[u] + er[v]) over v's in-edges (lanes stride over
+// the edges, butterfly max), pass 2 their sum of exp(e - max), pass 3 recomputes each alpha in
+// the lane that loads the edge, stores it (saved for backward) and broadcasts it while the lanes
+// accumulate alpha * z[u, head slice] across the feature columns. Scores are recomputed rather
+// than stored: two gathers of el per edge are far cheaper than a round trip of an E x H array.
+//
+// Backward, two kernels and no atomics:
+//  1. CSR, warp per destination v: per head, g[e] = <dy[v, h], z[u, h]> (warp dot per edge),
+//     S = sum alpha g, then ds[e] = alpha (g - S) LeakyReLU'(el[u] + er[v]) into an E x H scratch,
+//     and der[v, h] = sum ds.
+//  2. Transposed block, warp per source u: dz[u, h] = sum over out-edges alpha[e, h] dy[v, h] and
+//     del[u, h] = sum ds[e, h], per-edge values read through t_eids.
+#include <cstdint>
+
+#include "framework/device.h"
+#include "framework/memory.h"
+#include "kernels/napa_cuda.cuh"
+
+namespace gt::cuda_impl {
+namespace {
+
+using namespace napa_dev;
+
+__device__ __forceinline__ float leaky(float s, float slope) { return s > 0.0f ? s : s * slope; }
+
+struct GatShape {
+  int64_t H, dv;  // heads; feature vectors per head (D / width of V)
+};
+
+template <typename V>
+__global__ void __launch_bounds__(kThreads)
+    gat_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, GatShape sh,
+                       float slope, const V* __restrict__ z, const float* __restrict__ el,
+                       const float* __restrict__ er, V* __restrict__ y, float* __restrict__ alpha) {
+  const int lane = lane_id();
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;  // fz: row length of z and y in vectors
+  for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
+    const int64_t start = ptr[row], end = ptr[row + 1];
+    for (int64_t h = 0; h < H; ++h) {
+      const float erv = er[row * H + h];
+      float m = -INFINITY;
+      for (int64_t k = start + lane; k < end; k += kWarp) m = fmaxf(m, leaky(el[ids[k] * H + h] + erv, slope));
+      m = warp_max(m);
+      float part = 0.0f;
+      for (int64_t k = start + lane; k < end; k += kWarp) part += expf(leaky(el[ids[k] * H + h] + erv, slope) - m);
+      const float sum = warp_sum(part);
+      // At least one pass, so alpha is written even when D == 0.
+      for (int64_t c0 = 0; c0 == 0 || c0 < dv; c0 += kWarp * kUnroll) {
+        V acc[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
+        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+          int my_c = 0;
+          float my_a = 0.0f;
+          if (lane < n) {
+            my_c = ids[e0 + lane];
+            my_a = expf(leaky(el[my_c * H + h] + erv, slope) - m) / sum;
+            if (c0 == 0) alpha[(e0 + lane) * H + h] = my_a;  // once per edge and head
+          }
+          for (int j = 0; j < n; j += kEdgeUnroll) {
+            V g[kEdgeUnroll][kUnroll];
+            float aq[kEdgeUnroll];
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q) {
+              const int64_t c = __shfl_sync(kFullMask, my_c, j + q);
+              aq[q] = __shfl_sync(kFullMask, my_a, j + q);
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) {
+                const int64_t col = c0 + k * kWarp + lane;
+                if (j + q < n && col < dv) g[q][k] = __ldg(z + c * fz + h * dv + col);
+              }
+            }
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q)
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) {
+                const int64_t col = c0 + k * kWarp + lane;
+                if (j + q < n && col < dv) vaxpy(acc[k], g[q][k], aq[q]);
+              }
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const int64_t col = c0 + k * kWarp + lane;
+          if (col < dv) y[row * fz + h * dv + col] = acc[k];
+        }
+      }
+    }
+  }
+}
+
+// Kernel 1 of the backward (see the file comment).
+template <typename V>
+__global__ void __launch_bounds__(kThreads)
+    gat_backward_dst_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
+                            GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
+                            const float* __restrict__ er, const float* __restrict__ alpha, const V* __restrict__ dy,
+                            float* ds, float* __restrict__ der) {
+  const int lane = lane_id();
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+  for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
+    const int64_t start = ptr[row], end = ptr[row + 1];
+    for (int64_t h = 0; h < H; ++h) {
+      const V* dyh = dy + row * fz + h * dv;
+      float S = 0.0f;  // identical in every lane (built from butterfly results)
+      for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+        const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+        const int my_c = lane < n ? ids[e0 + lane] : 0;
+        for (int j = 0; j < n; j += kEdgeUnroll) {
+          const V* zq[kEdgeUnroll];
+          float part[kEdgeUnroll];
+#pragma unroll
+          for (int q = 0; q < kEdgeUnroll; ++q) {
+            zq[q] = z + static_cast<int64_t>(__shfl_sync(kFullMask, my_c, j + q)) * fz + h * dv;
+            part[q] = 0.0f;
+          }
+          for (int64_t col = lane; col < dv; col += kWarp) {
+            const V d = __ldg(dyh + col);
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q)
+              if (j + q < n) part[q] += vhsum(vmul(__ldg(zq[q] + col), d));
+          }
+#pragma unroll
+          for (int q = 0; q < kEdgeUnroll; ++q) {
+            const float g = warp_sum(part[q]);
+            if (j + q < n) {
+              const int64_t e = e0 + j + q;
+              S += alpha[e * H + h] * g;
+              if (lane == q) ds[e * H + h] = g;  // g for now; turned into ds below
+            }
+          }
+        }
+      }
+      __syncwarp();  // the g values written by single lanes are read by other lanes below
+      const float erv = er[row * H + h];
+      float part = 0.0f;
+      for (int64_t k = start + lane; k < end; k += kWarp) {
+        const float s = el[ids[k] * H + h] + erv;
+        const float d = alpha[k * H + h] * (ds[k * H + h] - S) * (s > 0.0f ? 1.0f : slope);
+        ds[k * H + h] = d;
+        part += d;
+      }
+      const float total = warp_sum(part);
+      if (lane == 0) der[row * H + h] = total;
+    }
+  }
+}
+
+// Kernel 2 of the backward (see the file comment).
+template <typename V>
+__global__ void __launch_bounds__(kThreads)
+    gat_backward_src_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
+                            const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
+                            const float* __restrict__ alpha, const float* __restrict__ ds, const V* __restrict__ dy,
+                            V* __restrict__ dz, float* __restrict__ del) {
+  const int lane = lane_id();
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+  for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
+    const int64_t start = t_ptr[row], end = t_ptr[row + 1];
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t c0 = 0; c0 < dv; c0 += kWarp * kUnroll) {
+        V acc[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
+        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+          int my_v = 0;
+          float my_a = 0.0f;
+          if (lane < n) {
+            my_v = t_ids[e0 + lane];
+            my_a = alpha[static_cast<int64_t>(t_eids[e0 + lane]) * H + h];
+          }
+          for (int j = 0; j < n; j += kEdgeUnroll) {
+            V g[kEdgeUnroll][kUnroll];
+            float aq[kEdgeUnroll];
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q) {
+              const int64_t v = __shfl_sync(kFullMask, my_v, j + q);
+              aq[q] = __shfl_sync(kFullMask, my_a, j + q);
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) {
+                const int64_t col = c0 + k * kWarp + lane;
+                if (j + q < n && col < dv) g[q][k] = __ldg(dy + v * fz + h * dv + col);
+              }
+            }
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q)
+#pragma unroll
+              for (int k = 0; k < kUnroll; ++k) {
+                const int64_t col = c0 + k * kWarp + lane;
+                if (j + q < n && col < dv) vaxpy(acc[k], g[q][k], aq[q]);
+              }
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const int64_t col = c0 + k * kWarp + lane;
+          if (col < dv) dz[row * fz + h * dv + col] = acc[k];
+        }
+      }
+      float part = 0.0f;
+      for (int64_t k = start + lane; k < end; k += kWarp) part += ds[static_cast<int64_t>(t_eids[k]) * H + h];
+      const float total = warp_sum(part);
+      if (lane == 0) del[row * H + h] = total;
+    }
+  }
+}
+
+// Scratch from the caching allocator, returned on scope exit (also when a check throws). Reuse by
+// later work on the same stream is ordered after the kernels that use it (framework/memory.h).
+struct Scratch {
+  Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
+  ~Scratch() { device_free(ptr, dev); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* ptr;
+  int dev;
+};
+
+}  // namespace
+
+void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t H, int64_t D, float slope,
+                 const float* z, const float* el, const float* er, float* y, float* alpha, int device, Stream s) {
+  if (num_dst == 0 || H == 0) return;  // nothing to write; keeps the grid non-empty
+  const int grid = grid_for_rows(num_dst, device);
+  if (D % 4 == 0 && aligned16(z) && aligned16(y))
+    gat_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D / 4}, slope,
+                                                         reinterpret_cast<const float4*>(z), el, er,
+                                                         reinterpret_cast<float4*>(y), alpha);
+  else
+    gat_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er, y,
+                                                        alpha);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
+                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t H, int64_t D,
+                  float slope, const float* z, const float* el, const float* er, const float* alpha, const float* dy,
+                  float* dz, float* del, float* der, int device, Stream s) {
+  if (H == 0) return;
+  Scratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
+  float* d_ds = static_cast<float*>(ds.ptr);
+  const bool vec = D % 4 == 0 && aligned16(z) && aligned16(dy) && aligned16(dz);
+  if (num_dst > 0) {
+    const int grid = grid_for_rows(num_dst, device);
+    if (vec)
+      gat_backward_dst_kernel<float4><<<grid, kThreads, 0, s>>>(
+          ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha,
+          reinterpret_cast<const float4*>(dy), d_ds, der);
+    else
+      gat_backward_dst_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er,
+                                                               alpha, dy, d_ds, der);
+    GT_CUDA_LAUNCH_CHECK();
+  }
+  if (num_src > 0) {
+    const int grid = grid_for_rows(num_src, device);
+    if (vec)
+      gat_backward_src_kernel<float4><<<grid, kThreads, 0, s>>>(
+          t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, d_ds, reinterpret_cast<const float4*>(dy),
+          reinterpret_cast<float4*>(dz), del);
+    else
+      gat_backward_src_kernel<float><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, GatShape{H, D}, alpha,
+                                                               d_ds, dy, dz, del);
+    GT_CUDA_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace gt::cuda_impl

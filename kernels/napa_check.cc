@@ -1,0 +1,57 @@
+// Argument checks shared by the NAPA ops (contract in napa_check.h).
+#include "kernels/napa_check.h"
+
+#include <cstdint>
+
+namespace gt::napa {
+
+void check_matrix(const Tensor& t, const char* name, int64_t rows, const char* rows_what, const char* op) {
+  GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");
+  GT_CHECK_ARG(t.dtype() == DType::kFloat32, op, ": ", name, " must be float32, got ", t.str());
+  GT_CHECK_ARG(t.dim() == 2, op, ": ", name, " must be a matrix [rows, F], got ", t.str());
+  GT_CHECK_ARG(rows < 0 || t.size(0) == rows, op, ": ", name, " has ", t.size(0), " rows but the block has ", rows,
+               " ", rows_what, " (", t.str(), ")");
+}
+
+void check_shape(const Tensor& t, const char* name, int64_t rows, int64_t cols, const char* op) {
+  check_matrix(t, name, -1, "", op);
+  GT_CHECK_ARG(t.size(0) == rows && t.size(1) == cols, op, ": ", name, " must be [", rows, ", ", cols, "], got ",
+               t.str());
+}
+
+void check_device(const Tensor& t, const char* name, Device d, const char* op) {
+  GT_CHECK_ARG(t.device() == d, op, ": ", name, " is on ", t.device().str(), " but the other operands are on ",
+               d.str());
+}
+
+void check_block(const Block& b, bool need_transpose, Device d, const char* op) {
+  GT_CHECK_ARG(b.indptr.defined() && b.indices.defined(), op, ": the block has no indptr/indices");
+  GT_CHECK_ARG(b.indptr.dtype() == DType::kInt64 && b.indptr.numel() == b.num_dst + 1, op,
+               ": block.indptr must be int64 [num_dst + 1 = ", b.num_dst + 1, "], got ", b.indptr.str());
+  GT_CHECK_ARG(b.indices.dtype() == DType::kInt32, op, ": block.indices must be int32, got ", b.indices.str());
+  GT_CHECK_ARG(b.indices.numel() <= INT32_MAX, op, ": the block has ", b.indices.numel(),
+               " edges; edge ids are int32");
+  GT_CHECK_ARG(b.indptr.device() == d && b.indices.device() == d, op, ": the block is on ", b.indptr.device().str(),
+               " but the features are on ", d.str(), " (move it with Block::to)");
+  if (!need_transpose) return;
+  GT_CHECK_ARG(b.t_indptr.defined() && b.t_indices.defined() && b.t_eids.defined(), op,
+               ": the block has no transpose (build it with Block::build_transpose before moving the block)");
+  GT_CHECK_ARG(b.t_indptr.dtype() == DType::kInt64 && b.t_indptr.numel() == b.num_src + 1, op,
+               ": block.t_indptr must be int64 [num_src + 1 = ", b.num_src + 1, "], got ", b.t_indptr.str());
+  GT_CHECK_ARG(b.t_indices.dtype() == DType::kInt32 && b.t_indices.numel() == b.indices.numel(), op,
+               ": block.t_indices must be int32 with one entry per edge, got ", b.t_indices.str());
+  GT_CHECK_ARG(b.t_eids.dtype() == DType::kInt32 && b.t_eids.numel() == b.indices.numel(), op,
+               ": block.t_eids must be int32 with one entry per edge, got ", b.t_eids.str());
+  GT_CHECK_ARG(b.t_indptr.device() == d && b.t_indices.device() == d && b.t_eids.device() == d, op,
+               ": the block's transpose is on ", b.t_indptr.device().str(), " but the gradients are on ", d.str());
+}
+
+int64_t check_edge_values(const Tensor& t, const char* name, int64_t nnz, const char* op) {
+  GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");
+  GT_CHECK_ARG(t.dtype() == DType::kFloat32, op, ": ", name, " must be float32, got ", t.str());
+  GT_CHECK_ARG((t.dim() == 1 || t.dim() == 2) && t.size(0) == nnz, op, ": ", name,
+               " must have one row per edge ([", nnz, "] or [", nnz, ", k]), got ", t.str());
+  return t.dim() == 1 ? 1 : t.size(1);
+}
+
+}  // namespace gt::napa

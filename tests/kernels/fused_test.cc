@@ -1,0 +1,268 @@
+// Fused NGCF and GAT aggregation: float64 references, finite differences, equality with the
+// unfused composition of NAPA ops, and (on CUDA) the CPU.
+#include <string>
+
+#include "kernels/edge_softmax.h"
+#include "kernels/elementwise.h"
+#include "kernels/fused.h"
+#include "kernels/neighbor_apply.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/napa_ref.h"
+
+namespace gt {
+namespace {
+
+using test::Csr;
+using test::expect_close;
+using test::poisoned;
+using test::random_floats;
+using test::tensor_on;
+using test::to_double;
+using test::Vec;
+
+const char* rname(Reduce f) { return f == Reduce::kSum ? "sum" : "mean"; }
+
+// ---- NGCF --------------------------------------------------------------------------------------
+
+struct Ngcf {
+  std::vector<float> y, dx;  // y = y_side then y_inter
+};
+
+Ngcf run_ngcf(const Block& b, Device dev, const std::vector<float>& xf, Reduce f, int64_t F,
+              const std::vector<float>& dyf) {
+  Block bd = b.to(dev);
+  const int64_t nd = b.num_dst;
+  Tensor x = tensor_on(xf, {b.num_src, F}, dev), dy = tensor_on(dyf, {2 * nd, F}, dev);
+  Tensor ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev), dx = poisoned({b.num_src, F}, dev);
+  ngcf_aggregate_forward(bd, x, f, ys, yi);
+  ngcf_aggregate_backward(bd, x, f, dy.rows(0, nd), dy.rows(nd, 2 * nd), dx);
+  Ngcf o{ys.to_vector<float>(), dx.to_vector<float>()};
+  const auto inter = yi.to_vector<float>();
+  o.y.insert(o.y.end(), inter.begin(), inter.end());
+  return o;
+}
+
+// Float64 backward of the NGCF reference (scatter over the CSR).
+Vec ref_ngcf_backward(const Csr& g, const Vec& x, Reduce f, int64_t F, const Vec& dy) {
+  Vec dx(x.size(), 0.0);
+  for (int64_t v = 0; v < g.num_dst; ++v) {
+    const double c = f == Reduce::kMean && g.deg(v) > 0 ? 1.0 / static_cast<double>(g.deg(v)) : 1.0;
+    for (int64_t e = g.ptr[v]; e < g.ptr[v + 1]; ++e)
+      for (int64_t j = 0; j < F; ++j) {
+        const int64_t u = g.ids[e];
+        const double ds = dy[v * F + j], di = dy[(g.num_dst + v) * F + j];
+        dx[u * F + j] += c * (ds + di * x[v * F + j]);
+        dx[v * F + j] += c * di * x[u * F + j];
+      }
+  }
+  return dx;
+}
+
+GT_DEVICE_TEST(FusedNgcf, MatchesReferenceAndFiniteDifferences) {
+  Block b = make_block(9, 6, {0, 3, 3, 4, 8, 10, 11}, {0, 4, 8, 2, 1, 1, 7, 3, 5, 0, 8});
+  const Csr g(b);
+  const int64_t F = 3;
+  for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+    const auto xf = random_floats(9 * F, 11), dyf = random_floats(2 * 6 * F, 12);
+    const Ngcf o = run_ngcf(b, dev, xf, f, F, dyf);
+    Vec x = to_double(xf);
+    const Vec dy = to_double(dyf);
+    expect_close(o.y, test::ref_ngcf(g, x, f, F), 1e-6, std::string("forward ") + rname(f));
+    Vec fd(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      fd[i] = test::central_difference(x, i, 1e-3, [&](const Vec& v) { return test::dot(dy, test::ref_ngcf(g, v, f, F)); });
+    expect_close(o.dx, fd, 1e-5, std::string("dx vs finite differences ") + rname(f));
+  }
+}
+
+GT_DEVICE_TEST(FusedNgcf, ManyWidthsAndGpuVsCpu) {
+  for (const int64_t F : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{4353}, int64_t{4352}}) {
+    const int64_t ns = F > 1000 ? 100 : 300, nd = F > 1000 ? 70 : 200;
+    Block b = test::random_block(ns, nd, F > 1000 ? 10 : 45, static_cast<uint64_t>(F) + 51);
+    const Csr g(b);
+    const auto xf = random_floats(static_cast<std::size_t>(ns * F), 52);
+    const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 53);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      const std::string what = std::string(rname(f)) + " F=" + std::to_string(F) + " on " + dev.str();
+      const Ngcf o = run_ngcf(b, dev, xf, f, F, dyf);
+      const Vec x = to_double(xf), dy = to_double(dyf);
+      const Vec ax = test::abs_of(x);
+      expect_close(o.y, test::ref_ngcf(g, x, f, F), 1e-5, "forward " + what, test::ref_ngcf(g, ax, f, F));
+      Vec mag = ref_ngcf_backward(g, ax, f, F, test::abs_of(dy));
+      for (double& m : mag) m = std::max(m, 1e-30);
+      expect_close(o.dx, ref_ngcf_backward(g, x, f, F, dy), 1e-5, "backward " + what, mag);
+      if (dev.is_cuda()) {
+        const Ngcf cpu = run_ngcf(b, Device::cpu(), xf, f, F, dyf);
+        expect_close(o.y, to_double(cpu.y), 1e-5, "GPU vs CPU forward " + what, test::ref_ngcf(g, ax, f, F));
+        expect_close(o.dx, to_double(cpu.dx), 1e-5, "GPU vs CPU backward " + what, mag);
+      }
+    }
+  }
+}
+
+// The fused kernels equal the unfused NAPA path: w = NeighborApply(mul)(x_src, x_dst);
+// y_inter = Pull(h = multiply by w)(ones); y_side = Pull(x_src). Backward through the same ops.
+GT_DEVICE_TEST(FusedNgcf, EqualsUnfusedComposition) {
+  const int64_t ns = 200, nd = 150, F = 12;
+  Block bh = test::random_block(ns, nd, 20, 61);
+  Block b = bh.to(dev);
+  const auto xf = random_floats(static_cast<std::size_t>(ns * F), 62);
+  const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 63);
+  const Ngcf fused = run_ngcf(bh, dev, xf, Reduce::kMean, F, dyf);
+  Tensor x = tensor_on(xf, {ns, F}, dev), dy = tensor_on(dyf, {2 * nd, F}, dev);
+  Tensor ones = tensor_on(std::vector<float>(static_cast<std::size_t>(ns * F), 1.0f), {ns, F}, dev);
+  Tensor w = poisoned({b.nnz(), F}, dev), ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev);
+  neighbor_apply_forward(b, x, x.rows(0, nd), EdgeOp::kMul, w);
+  pull_weighted_forward(b, ones, &w, Reduce::kMean, yi, nullptr);
+  pull_forward(b, x, Reduce::kMean, ys);
+  std::vector<float> y = ys.to_vector<float>();
+  const auto yiv = yi.to_vector<float>();
+  y.insert(y.end(), yiv.begin(), yiv.end());
+  expect_close(fused.y, to_double(y), 1e-5, "fused vs unfused forward");
+  Tensor dw = poisoned({b.nnz(), F}, dev), dx = poisoned({ns, F}, dev), dxs = poisoned({ns, F}, dev);
+  Tensor dxd = poisoned({nd, F}, dev);
+  pull_weighted_backward(b, ones, &w, Reduce::kMean, dy.rows(nd, 2 * nd), nullptr, nullptr, &dw);
+  neighbor_apply_backward(b, x, x.rows(0, nd), EdgeOp::kMul, dw, &dxs, &dxd);
+  pull_backward(b, dy.rows(0, nd), Reduce::kMean, dx);
+  std::vector<float> total = dx.to_vector<float>();
+  const auto s = dxs.to_vector<float>(), d = dxd.to_vector<float>();
+  for (std::size_t i = 0; i < total.size(); ++i) total[i] += s[i] + (i < d.size() ? d[i] : 0.0f);
+  expect_close(fused.dx, to_double(total), 1e-5, "fused vs unfused backward");
+}
+
+GT_DEVICE_TEST(FusedNgcf, RejectsBadArguments) {
+  Block b = test::random_block(10, 6, 4, 9).to(dev);
+  Tensor x = tensor_on(random_floats(40, 1), {10, 4}, dev);
+  Tensor ys = poisoned({6, 4}, dev), yi = poisoned({6, 4}, dev), dx = poisoned({10, 4}, dev);
+  EXPECT_NO_THROW(ngcf_aggregate_forward(b, x, Reduce::kSum, ys, yi));
+  EXPECT_THROW(ngcf_aggregate_forward(b, x, Reduce::kMax, ys, yi), Error);
+  Tensor bad = poisoned({6, 5}, dev);
+  EXPECT_THROW(ngcf_aggregate_forward(b, x, Reduce::kSum, ys, bad), Error);
+  EXPECT_THROW(ngcf_aggregate_backward(b, x, Reduce::kSum, ys, yi, ys), Error);  // dx rows
+  EXPECT_THROW(ngcf_aggregate_backward(b, x, Reduce::kSum, bad, yi, dx), Error);
+}
+
+// ---- GAT ---------------------------------------------------------------------------------------
+
+constexpr float kSlope = 0.2f;
+
+struct Gat {
+  std::vector<float> y, alpha, dz, del, der;
+};
+
+Gat run_gat(const Block& b, Device dev, int64_t H, int64_t D, const std::vector<float>& zf,
+            const std::vector<float>& elf, const std::vector<float>& erf, const std::vector<float>& dyf) {
+  Block bd = b.to(dev);
+  const int64_t ns = b.num_src, nd = b.num_dst;
+  Tensor z = tensor_on(zf, {ns, H * D}, dev), el = tensor_on(elf, {ns, H}, dev), er = tensor_on(erf, {nd, H}, dev);
+  Tensor y = poisoned({nd, H * D}, dev), alpha = poisoned({b.nnz(), H}, dev);
+  Tensor dz = poisoned({ns, H * D}, dev), del = poisoned({ns, H}, dev), der = poisoned({nd, H}, dev);
+  gat_aggregate_forward(bd, z, el, er, kSlope, y, alpha);
+  gat_aggregate_backward(bd, z, el, er, kSlope, alpha, tensor_on(dyf, {nd, H * D}, dev), dz, del, der);
+  return {y.to_vector<float>(), alpha.to_vector<float>(), dz.to_vector<float>(), del.to_vector<float>(),
+          der.to_vector<float>()};
+}
+
+GT_DEVICE_TEST(FusedGat, MatchesReferenceAndFiniteDifferences) {
+  Block b = make_block(9, 6, {0, 3, 3, 4, 8, 10, 11}, {0, 4, 8, 2, 1, 1, 7, 3, 5, 0, 8});
+  const Csr g(b);
+  const int64_t H = 2, D = 3, nd = 6, ns = 9;
+  const auto zf = random_floats(ns * H * D, 71), elf = random_floats(ns * H, 72), erf = random_floats(nd * H, 73);
+  const auto dyf = random_floats(nd * H * D, 74);
+  const Gat o = run_gat(b, dev, H, D, zf, elf, erf, dyf);
+  Vec z = to_double(zf), el = to_double(elf), er = to_double(erf);
+  const Vec dy = to_double(dyf);
+  const Vec ref = test::ref_gat(g, z, el, er, kSlope, H, D);
+  expect_close(o.y, Vec(ref.begin(), ref.begin() + nd * H * D), 1e-5, "y");
+  expect_close(o.alpha, Vec(ref.begin() + nd * H * D, ref.end()), 1e-5, "alpha");
+  auto loss = [&](const Vec& zz, const Vec& ll, const Vec& rr) {
+    const Vec out = test::ref_gat(g, zz, ll, rr, kSlope, H, D);
+    return test::dot(dy, Vec(out.begin(), out.begin() + nd * H * D));
+  };
+  Vec fz(z.size()), fl(el.size()), fr(er.size());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    fz[i] = test::central_difference(z, i, 1e-4, [&](const Vec& v) { return loss(v, el, er); });
+  for (std::size_t i = 0; i < el.size(); ++i)
+    fl[i] = test::central_difference(el, i, 1e-4, [&](const Vec& v) { return loss(z, v, er); });
+  for (std::size_t i = 0; i < er.size(); ++i)
+    fr[i] = test::central_difference(er, i, 1e-4, [&](const Vec& v) { return loss(z, el, v); });
+  expect_close(o.dz, fz, 1e-4, "dz vs finite differences");
+  expect_close(o.del, fl, 1e-4, "del vs finite differences");
+  expect_close(o.der, fr, 1e-4, "der vs finite differences");
+}
+
+GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
+  struct Case {
+    int64_t H, D;
+  };
+  for (const Case c : {Case{1, 1}, Case{2, 7}, Case{4, 16}, Case{1, 4353}}) {
+    const int64_t ns = c.D > 1000 ? 90 : 300, nd = c.D > 1000 ? 60 : 200;
+    Block b = test::random_block(ns, nd, c.D > 1000 ? 8 : 40, static_cast<uint64_t>(c.H * c.D) + 81);
+    const Csr g(b);
+    const auto zf = random_floats(static_cast<std::size_t>(ns * c.H * c.D), 82);
+    const auto elf = random_floats(static_cast<std::size_t>(ns * c.H), 83, -2.0f, 2.0f);
+    const auto erf = random_floats(static_cast<std::size_t>(nd * c.H), 84, -2.0f, 2.0f);
+    const auto dyf = random_floats(static_cast<std::size_t>(nd * c.H * c.D), 85);
+    const std::string what = "H=" + std::to_string(c.H) + " D=" + std::to_string(c.D) + " on " + dev.str();
+    const Gat o = run_gat(b, dev, c.H, c.D, zf, elf, erf, dyf);
+    const Vec ref = test::ref_gat(g, to_double(zf), to_double(elf), to_double(erf), kSlope, c.H, c.D);
+    const auto ny = static_cast<std::ptrdiff_t>(nd * c.H * c.D);
+    expect_close(o.y, Vec(ref.begin(), ref.begin() + ny), 1e-5, "y " + what);
+    expect_close(o.alpha, Vec(ref.begin() + ny, ref.end()), 1e-5, "alpha " + what);
+    if (dev.is_cuda()) {
+      const Gat cpu = run_gat(b, Device::cpu(), c.H, c.D, zf, elf, erf, dyf);
+      expect_close(o.dz, to_double(cpu.dz), 1e-5, "GPU vs CPU dz " + what);
+      expect_close(o.del, to_double(cpu.del), 1e-4, "GPU vs CPU del " + what);
+      expect_close(o.der, to_double(cpu.der), 1e-4, "GPU vs CPU der " + what);
+    }
+  }
+}
+
+// Fused GAT equals NeighborApply(add)(el, er) -> LeakyReLU -> edge softmax -> Pull(scalar w),
+// forward and backward (H = 1, so alpha is the Pull's scalar weight).
+GT_DEVICE_TEST(FusedGat, EqualsUnfusedComposition) {
+  const int64_t ns = 200, nd = 150, D = 8;
+  Block bh = test::random_block(ns, nd, 25, 91);
+  Block b = bh.to(dev);
+  const auto zf = random_floats(static_cast<std::size_t>(ns * D), 92), elf = random_floats(ns, 93);
+  const auto erf = random_floats(nd, 94), dyf = random_floats(static_cast<std::size_t>(nd * D), 95);
+  const Gat fused = run_gat(bh, dev, 1, D, zf, elf, erf, dyf);
+  const int64_t nnz = b.nnz();
+  Tensor z = tensor_on(zf, {ns, D}, dev), el = tensor_on(elf, {ns, 1}, dev), er = tensor_on(erf, {nd, 1}, dev);
+  Tensor pre = poisoned({nnz, 1}, dev), sc = poisoned({nnz, 1}, dev), alpha = poisoned({nnz, 1}, dev);
+  Tensor y = poisoned({nd, D}, dev);
+  neighbor_apply_forward(b, el, er, EdgeOp::kAdd, pre);
+  leaky_relu_forward(pre, kSlope, sc);
+  edge_softmax_forward(b, sc, alpha);
+  pull_weighted_forward(b, z, &alpha, Reduce::kSum, y, nullptr);
+  expect_close(fused.y, to_double(y.to_vector<float>()), 1e-5, "fused vs unfused y");
+  expect_close(fused.alpha, to_double(alpha.to_vector<float>()), 1e-6, "fused vs unfused alpha");
+  Tensor dz = poisoned({ns, D}, dev), dalpha = poisoned({nnz, 1}, dev), dsc = poisoned({nnz, 1}, dev);
+  Tensor dpre = poisoned({nnz, 1}, dev), del = poisoned({ns, 1}, dev), der = poisoned({nd, 1}, dev);
+  pull_weighted_backward(b, z, &alpha, Reduce::kSum, tensor_on(dyf, {nd, D}, dev), nullptr, &dz, &dalpha);
+  edge_softmax_backward(b, alpha, dalpha, dsc);
+  leaky_relu_backward(sc, kSlope, dsc, dpre);
+  neighbor_apply_backward(b, el, er, EdgeOp::kAdd, dpre, &del, &der);
+  expect_close(fused.dz, to_double(dz.to_vector<float>()), 1e-5, "fused vs unfused dz");
+  expect_close(fused.del, to_double(del.to_vector<float>()), 1e-5, "fused vs unfused del");
+  expect_close(fused.der, to_double(der.to_vector<float>()), 1e-5, "fused vs unfused der");
+}
+
+GT_DEVICE_TEST(FusedGat, RejectsBadArguments) {
+  Block b = test::random_block(10, 6, 4, 9).to(dev);
+  const int64_t nnz = b.nnz();
+  Tensor z = tensor_on(random_floats(60, 1), {10, 6}, dev), el = tensor_on(random_floats(20, 2), {10, 2}, dev);
+  Tensor er = tensor_on(random_floats(12, 3), {6, 2}, dev);
+  Tensor y = poisoned({6, 6}, dev), alpha = poisoned({nnz, 2}, dev);
+  EXPECT_NO_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha));
+  Tensor z7 = tensor_on(random_floats(70, 1), {10, 7}, dev);  // 7 columns, 2 heads
+  EXPECT_THROW(gat_aggregate_forward(b, z7, el, er, kSlope, y, alpha), Error);
+  Tensor alpha1 = poisoned({nnz, 1}, dev);
+  EXPECT_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha1), Error);
+  EXPECT_THROW(gat_aggregate_forward(b, z, el, el, kSlope, y, alpha), Error);  // er rows != num_dst
+  Tensor dz = poisoned({10, 6}, dev), del = poisoned({10, 2}, dev), der = poisoned({6, 2}, dev);
+  EXPECT_THROW(gat_aggregate_backward(b, z, el, er, kSlope, alpha, y, dz, der, der), Error);
+}
+
+}  // namespace
+}  // namespace gt
