@@ -1,12 +1,16 @@
 // gt-train: the config-driven trainer.
 //
-//   gt-train CONFIG.yaml [--set section.key=value]... [--print-config] [--print-config-keys]
+//   gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--print-config]
+//   gt-train --print-config-keys
 //
 // Loads the YAML config (every key is documented in docs/configs.md; unknown keys are errors),
 // applies the --set overrides in order, trains on the configured device (cpu, cuda or auto),
 // evaluates valid and test after every epoch (train.eval_every), writes one JSON line of
 // metrics per epoch to train.metrics, saves the weights of the best validation epoch to
-// train.save_best, and prints the test accuracy at that epoch. It checks its own result: the exit
+// train.save_best, writes a checkpoint to train.checkpoint every train.checkpoint_every epochs,
+// and prints the test accuracy at that epoch. --resume CKPT restores a checkpoint (weights,
+// optimizer state, step, best-validation bookkeeping) and continues with the next epoch; the
+// losses are those of an uninterrupted run (docs/serving.md). It checks its own result: the exit
 // status is 0 only when training finished with a finite loss.
 //
 // Errors (a missing file, a bad key, a malformed dataset) are printed as one line,
@@ -23,7 +27,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: gt-train CONFIG.yaml [--set section.key=value]... [--print-config]\n"
+    "usage: gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--print-config]\n"
     "       gt-train --print-config-keys\n";
 
 // A usage error is one line on stderr (exit 2); --help prints the usage to stdout.
@@ -38,6 +42,7 @@ int usage(const char* msg) {
 int main(int argc, char** argv) {
   std::string config_path;
   std::vector<std::string> overrides;
+  std::string resume;
   bool print_config = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -52,6 +57,9 @@ int main(int argc, char** argv) {
     } else if (a == "--set") {
       if (i + 1 >= argc) return usage("--set needs section.key=value");
       overrides.push_back(argv[++i]);
+    } else if (a == "--resume") {
+      if (i + 1 >= argc) return usage("--resume needs a checkpoint file");
+      resume = argv[++i];
     } else if (a.rfind("--set=", 0) == 0) {
       overrides.push_back(a.substr(6));
     } else if (!a.empty() && a[0] == '-') {
@@ -73,6 +81,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     gt::Trainer trainer(cfg);
+    if (!resume.empty()) trainer.resume(resume);
     gt::TrainResult r = trainer.fit(&std::cout);
     if (r.epochs.empty()) return 1;
     return 0;

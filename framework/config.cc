@@ -171,6 +171,10 @@ const std::vector<Field>& fields() {
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
       string_field("train.save_best", GT_GET(train, save_best), {}, "HDF5 file for the weights of the best validation epoch; \"\" = none"),
+      string_field("train.checkpoint", GT_GET(train, checkpoint), {},
+                   "HDF5 checkpoint (weights, optimizer state, epoch, step) for gt-train --resume; \"\" = none"),
+      int_field("train.checkpoint_every", GT_GET(train, checkpoint_every), 1, 1000000,
+                "write train.checkpoint every N epochs (and after the last)"),
       bool_field("train.progress", GT_GET(train, progress), "progress bar on stderr when it is a terminal"),
   };
   return all;

@@ -50,6 +50,8 @@ struct TrainConfig {
   std::string precision = "float32";  // float32 | tf32 (GPU dense math)
   std::string metrics = "out/metrics.jsonl";  // JSON lines, one per epoch; "" = off
   std::string save_best = "out/best-model.h5";  // weights of the best-validation epoch; "" = off
+  std::string checkpoint = "";     // training checkpoint (framework/checkpoint.h); "" = off
+  int64_t checkpoint_every = 1;    // write the checkpoint every N epochs (and after the last)
   bool progress = true;
 };
 

@@ -64,10 +64,10 @@ std::string JsonRecord::str() const {
   return s + "}";
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
   make_parent_dirs(path);
-  fp_ = std::fopen(path.c_str(), "w");
+  fp_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!fp_) GT_THROW(path, "check that the directory is writable", "cannot open metrics file '", path, "'");
 }
 

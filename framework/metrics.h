@@ -23,7 +23,8 @@ class JsonRecord {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  explicit MetricsWriter(const std::string& path);  // "" = disabled; creates parent directories
+  // "" = disabled; creates parent directories; append keeps existing lines (a resumed run).
+  explicit MetricsWriter(const std::string& path, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "framework/error.h"
 #include "framework/metrics.h"
+#include "preprocess/dataset.h"
 
 namespace gt {
 namespace {
@@ -18,6 +20,9 @@ constexpr int kWeightsFormatVersion = 1;
 struct H5Handle {
   hid_t id;
   herr_t (*close)(hid_t);
+  H5Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
   ~H5Handle() {
     if (id >= 0) close(id);
   }
@@ -27,82 +32,222 @@ void check(bool ok, const std::string& path, const std::string& what) {
   if (!ok) GT_THROW(path, "", "HDF5 error while ", what, " in '", path, "'");
 }
 
-void write_attr_string(hid_t obj, const char* name, const std::string& value, const std::string& path) {
-  H5Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
-  check(type.id >= 0 && H5Tset_size(type.id, value.size() + 1) >= 0, path, "writing attribute");
-  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
-  H5Handle attr{H5Acreate2(obj, name, type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  check(attr.id >= 0 && H5Awrite(attr.id, type.id, value.c_str()) >= 0, path, std::string("writing attribute ") + name);
-}
-
-void write_attr_int(hid_t obj, const char* name, int64_t value, const std::string& path) {
-  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
-  H5Handle attr{H5Acreate2(obj, name, H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  check(attr.id >= 0 && H5Awrite(attr.id, H5T_NATIVE_INT64, &value) >= 0, path, std::string("writing attribute ") + name);
+// fsync of a file or directory; best effort for directories (some file systems refuse).
+bool fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return directory;
+  bool ok = ::fsync(fd) == 0 || directory;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace
 
+// --- Writer ----------------------------------------------------------------------------------
+
+struct TensorFileWriter::Impl {
+  std::string path, tmp;
+  hid_t file = -1;
+  bool committed = false;
+};
+
+TensorFileWriter::TensorFileWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  std::lock_guard lock(hdf5_mutex());
+  make_parent_dirs(path);
+  impl_->path = path;
+  impl_->tmp = path + ".tmp";
+  impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (impl_->file < 0) GT_THROW(path, "check that the directory is writable", "cannot create '", impl_->tmp, "'");
+}
+
+TensorFileWriter::~TensorFileWriter() {
+  if (impl_->committed) return;
+  std::lock_guard lock(hdf5_mutex());
+  if (impl_->file >= 0) H5Fclose(impl_->file);
+  std::remove(impl_->tmp.c_str());
+}
+
+void TensorFileWriter::attr(const std::string& name, int64_t value) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
+  H5Handle a{H5Acreate2(impl_->file, name.c_str(), H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  check(a.id >= 0 && H5Awrite(a.id, H5T_NATIVE_INT64, &value) >= 0, impl_->tmp, "writing attribute " + name);
+}
+
+void TensorFileWriter::attr(const std::string& name, double value) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
+  H5Handle a{H5Acreate2(impl_->file, name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  check(a.id >= 0 && H5Awrite(a.id, H5T_NATIVE_DOUBLE, &value) >= 0, impl_->tmp, "writing attribute " + name);
+}
+
+void TensorFileWriter::attr(const std::string& name, const std::string& value) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
+  check(type.id >= 0 && H5Tset_size(type.id, value.size() + 1) >= 0, impl_->tmp, "writing attribute " + name);
+  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
+  H5Handle a{H5Acreate2(impl_->file, name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  check(a.id >= 0 && H5Awrite(a.id, type.id, value.c_str()) >= 0, impl_->tmp, "writing attribute " + name);
+}
+
+void TensorFileWriter::tensor(const std::string& name, const Tensor& t) {
+  std::vector<float> host = t.to_vector<float>();  // outside the lock: may wait for the GPU
+  std::lock_guard lock(hdf5_mutex());
+  std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
+  H5Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
+  H5Handle lcpl{H5Pcreate(H5P_LINK_CREATE), H5Pclose};
+  check(lcpl.id >= 0 && H5Pset_create_intermediate_group(lcpl.id, 1) >= 0, impl_->tmp, "creating groups for " + name);
+  H5Handle ds{H5Dcreate2(impl_->file, name.c_str(), H5T_IEEE_F32LE, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT),
+              H5Dclose};
+  check(ds.id >= 0 && H5Dwrite(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, impl_->tmp,
+        "writing " + name);
+}
+
+void TensorFileWriter::commit() {
+  std::lock_guard lock(hdf5_mutex());
+  const std::string& tmp = impl_->tmp;
+  check(H5Fflush(impl_->file, H5F_SCOPE_GLOBAL) >= 0, tmp, "flushing");
+  herr_t closed = H5Fclose(impl_->file);
+  impl_->file = -1;
+  check(closed >= 0, tmp, "closing");
+  if (!fsync_path(tmp, false)) GT_THROW(tmp, "is the disk full?", "cannot fsync '", tmp, "'");
+  if (std::rename(tmp.c_str(), impl_->path.c_str()) != 0)
+    GT_THROW(impl_->path, "", "cannot rename '", tmp, "' to '", impl_->path, "'");
+  impl_->committed = true;
+  // Makes the rename itself durable.
+  auto parent = std::filesystem::path(impl_->path).parent_path();
+  fsync_path(parent.empty() ? "." : parent.string(), true);
+}
+
+// --- Reader ----------------------------------------------------------------------------------
+
+struct TensorFileReader::Impl {
+  std::string path, kind;
+  hid_t file = -1;
+
+  [[noreturn]] void missing(const std::string& what, const std::string& name) const {
+    GT_THROW(path, "is it a GraphTensor " + kind + "?", kind, " '", path, "' has no ", what, " '", name, "'");
+  }
+  hid_t open_attr(const std::string& name) const {
+    if (H5Aexists(file, name.c_str()) <= 0) missing("attribute", name);
+    hid_t a = H5Aopen(file, name.c_str(), H5P_DEFAULT);
+    check(a >= 0, path, "opening attribute " + name);
+    return a;
+  }
+  H5T_class_t attr_class(hid_t a) const {
+    H5Handle type{H5Aget_type(a), H5Tclose};
+    return type.id >= 0 ? H5Tget_class(type.id) : H5T_NO_CLASS;
+  }
+  [[noreturn]] void wrong_type(const std::string& name, const char* expected) const {
+    GT_THROW(path, "is it a GraphTensor " + kind + "?", "attribute '", name, "' of '", path, "' is not ", expected);
+  }
+};
+
+TensorFileReader::TensorFileReader(const std::string& path, std::string kind) : impl_(std::make_unique<Impl>()) {
+  std::lock_guard lock(hdf5_mutex());
+  impl_->path = path;
+  impl_->kind = std::move(kind);
+  if (::access(path.c_str(), R_OK) != 0)
+    GT_THROW(path, "check the path", "cannot open ", impl_->kind, " '", path, "'");
+  impl_->file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (impl_->file < 0)
+    GT_THROW(path, "the file is not HDF5, or is truncated or corrupt", "cannot read ", impl_->kind, " '", path, "'");
+}
+
+TensorFileReader::~TensorFileReader() {
+  std::lock_guard lock(hdf5_mutex());
+  if (impl_->file >= 0) H5Fclose(impl_->file);
+}
+
+const std::string& TensorFileReader::path() const { return impl_->path; }
+
+bool TensorFileReader::has_attr(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  return H5Aexists(impl_->file, name.c_str()) > 0;
+}
+
+bool TensorFileReader::has_tensor(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  // H5Lexists needs every intermediate group to exist: check the path component by component.
+  std::string prefix;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    std::size_t next = name.find('/', pos);
+    prefix = name.substr(0, next);
+    if (!prefix.empty() && H5Lexists(impl_->file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    pos = next == std::string::npos ? next : next + 1;
+  }
+  return true;
+}
+
+int64_t TensorFileReader::attr_int(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle a{impl_->open_attr(name), H5Aclose};
+  if (impl_->attr_class(a.id) != H5T_INTEGER) impl_->wrong_type(name, "an integer");
+  int64_t v = 0;
+  check(H5Aread(a.id, H5T_NATIVE_INT64, &v) >= 0, impl_->path, "reading attribute " + name);
+  return v;
+}
+
+double TensorFileReader::attr_real(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle a{impl_->open_attr(name), H5Aclose};
+  if (impl_->attr_class(a.id) != H5T_FLOAT) impl_->wrong_type(name, "a number");
+  double v = 0;
+  check(H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) >= 0, impl_->path, "reading attribute " + name);
+  return v;
+}
+
+std::string TensorFileReader::attr_string(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle a{impl_->open_attr(name), H5Aclose};
+  H5Handle type{H5Aget_type(a.id), H5Tclose};
+  if (type.id < 0 || H5Tget_class(type.id) != H5T_STRING || H5Tis_variable_str(type.id) > 0)
+    impl_->wrong_type(name, "a fixed-length string");
+  std::string buf(H5Tget_size(type.id), '\0');
+  check(H5Aread(a.id, type.id, buf.data()) >= 0, impl_->path, "reading attribute " + name);
+  buf.resize(buf.find('\0') == std::string::npos ? buf.size() : buf.find('\0'));
+  return buf;
+}
+
+void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::string& hint) const {
+  if (!has_tensor(name))
+    GT_THROW(impl_->path, hint, impl_->kind, " '", impl_->path, "' has no dataset '", name, "'");
+  Tensor host = Tensor::empty(t.shape(), DType::kFloat32);
+  {
+    std::lock_guard lock(hdf5_mutex());
+    H5Handle ds{H5Dopen2(impl_->file, name.c_str(), H5P_DEFAULT), H5Dclose};
+    check(ds.id >= 0, impl_->path, "opening " + name);
+    H5Handle space{H5Dget_space(ds.id), H5Sclose};
+    int nd = H5Sget_simple_extent_ndims(space.id);
+    check(nd >= 0, impl_->path, "reading the shape of " + name);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
+    H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+    Shape shape(dims.begin(), dims.end());
+    if (shape != t.shape())
+      GT_THROW(impl_->path, hint, "'", name, "' in ", impl_->kind, " '", impl_->path, "' has shape ", shape_str(shape),
+               ", expected ", shape_str(t.shape()));
+    check(H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data<float>()) >= 0, impl_->path,
+          "reading " + name);
+  }
+  t.copy_from(host);
+}
+
+// --- Best-model weights ----------------------------------------------------------------------
+
 void save_weights(const std::string& path, const std::vector<Param*>& params, const std::string& config_yaml,
                   int64_t epoch) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  make_parent_dirs(path);
-  const std::string tmp = path + ".tmp";
-  try {
-    {
-      H5Handle file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
-      check(file.id >= 0, tmp, "creating the file");
-      write_attr_int(file.id, "format_version", kWeightsFormatVersion, tmp);
-      write_attr_int(file.id, "epoch", epoch, tmp);
-      write_attr_string(file.id, "config", config_yaml, tmp);
-      H5Handle group{H5Gcreate2(file.id, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose};
-      check(group.id >= 0, tmp, "creating /params");
-      for (Param* p : params) {
-        std::vector<float> host = p->value.to_vector<float>();
-        std::vector<hsize_t> dims(p->value.shape().begin(), p->value.shape().end());
-        H5Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
-        H5Handle ds{H5Dcreate2(group.id, p->name.c_str(), H5T_IEEE_F32LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                    H5Dclose};
-        check(ds.id >= 0 && H5Dwrite(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, tmp,
-              "writing /params/" + p->name);
-      }
-      check(H5Fflush(file.id, H5F_SCOPE_GLOBAL) >= 0, tmp, "flushing");
-    }
-    int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) GT_THROW(path, "", "cannot rename '", tmp, "' to '", path, "'");
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
+  TensorFileWriter w(path);
+  w.attr("format_version", static_cast<int64_t>(kWeightsFormatVersion));
+  w.attr("epoch", epoch);
+  w.attr("config", config_yaml);
+  for (Param* p : params) w.tensor("params/" + p->name, p->value);
+  w.commit();
 }
 
 void load_weights(const std::string& path, const std::vector<Param*>& params) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  if (access(path.c_str(), R_OK) != 0) GT_THROW(path, "check the path", "cannot open weights file '", path, "'");
-  H5Handle file{H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose};
-  check(file.id >= 0, path, "opening the file (is it an HDF5 weights file?)");
-  for (Param* p : params) {
-    std::string name = "/params/" + p->name;
-    if (H5Lexists(file.id, name.c_str(), H5P_DEFAULT) <= 0)
-      GT_THROW(path, "was it saved from the same model config?", "weights file has no parameter '", p->name, "'");
-    H5Handle ds{H5Dopen2(file.id, name.c_str(), H5P_DEFAULT), H5Dclose};
-    H5Handle space{H5Dget_space(ds.id), H5Sclose};
-    int nd = H5Sget_simple_extent_ndims(space.id);
-    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(nd, 0)));
-    H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
-    Shape shape(dims.begin(), dims.end());
-    if (shape != p->value.shape())
-      GT_THROW(path, "was it saved from the same model config?", "parameter '", p->name, "' has shape ",
-               shape_str(shape), ", the model expects ", shape_str(p->value.shape()));
-    Tensor host = Tensor::empty(shape, DType::kFloat32);
-    check(H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data<float>()) >= 0, path,
-          "reading " + name);
-    p->value.copy_from(host);
-  }
+  TensorFileReader r(path, "weights file");
+  for (Param* p : params) r.read_into("params/" + p->name, p->value, "was it saved from the same model config?");
 }
 
 }  // namespace gt

@@ -1,19 +1,76 @@
-// Saving and loading model weights (HDF5): /params/<name> float32 datasets plus root attributes
-// "config" (the training config as YAML), "epoch" and "format_version". Written atomically
-// (temporary file, fsync, rename), so an interrupted save leaves the previous file intact.
+// HDF5 files of named float32 tensors plus scalar root attributes: the one set of HDF5 helpers
+// behind the best-model weights file (save_weights / load_weights) and the training checkpoints
+// (framework/checkpoint.h).
+//
+// Writes are atomic: TensorFileWriter writes "<path>.tmp", and commit() flushes, fsyncs and
+// renames it over <path>; a writer destroyed without commit() (an exception on the way) removes
+// the temporary file and leaves any previous <path> untouched.
+//
+// Every HDF5 call here holds hdf5_mutex() (preprocess/dataset.h), as the dataset store's do:
+// Debian's HDF5 is not thread-safe. Tensor names are HDF5 paths ("params/layer0.bias"); the
+// groups on the way are created on write.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "framework/tensor.h"
 #include "models/layers.h"
 
 namespace gt {
 
+class TensorFileWriter {
+ public:
+  explicit TensorFileWriter(const std::string& path);  // creates the parent dirs and "<path>.tmp"
+  ~TensorFileWriter();                                  // removes the temporary file unless committed
+  TensorFileWriter(const TensorFileWriter&) = delete;
+  TensorFileWriter& operator=(const TensorFileWriter&) = delete;
+
+  void attr(const std::string& name, int64_t value);
+  void attr(const std::string& name, double value);
+  void attr(const std::string& name, const std::string& value);
+  // Writes a float32 tensor (any device; copied to the host) as a float32 dataset.
+  void tensor(const std::string& name, const Tensor& t);
+  void commit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class TensorFileReader {
+ public:
+  // kind names the file in messages ("checkpoint", "weights file"). Throws gt::Error when the
+  // file is missing or not HDF5.
+  TensorFileReader(const std::string& path, std::string kind);
+  ~TensorFileReader();
+  TensorFileReader(const TensorFileReader&) = delete;
+  TensorFileReader& operator=(const TensorFileReader&) = delete;
+
+  const std::string& path() const;
+  bool has_attr(const std::string& name) const;
+  bool has_tensor(const std::string& name) const;
+  // Typed reads; throw naming the file and attribute when it is missing or of another type.
+  int64_t attr_int(const std::string& name) const;
+  double attr_real(const std::string& name) const;
+  std::string attr_string(const std::string& name) const;
+  // Reads a float32 dataset into an existing tensor of the same shape (any device); throws naming
+  // the file and dataset on a missing dataset or a shape mismatch (`hint` is added to the message).
+  void read_into(const std::string& name, Tensor& t, const std::string& hint = {}) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The best-model weights file: /params/<name> datasets plus root attributes "config" (the
+// training config as YAML), "epoch" and "format_version".
 void save_weights(const std::string& path, const std::vector<Param*>& params, const std::string& config_yaml,
                   int64_t epoch);
 // Loads into existing parameters (same names and shapes, any device); throws naming the file
-// and the parameter on a mismatch.
+// and the parameter on a mismatch. Works on checkpoints too (they store /params the same way).
 void load_weights(const std::string& path, const std::vector<Param*>& params);
 
 }  // namespace gt

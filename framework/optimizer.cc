@@ -14,12 +14,18 @@ class Adam final : public Optimizer {
     p_.eps = static_cast<float>(c.eps);
     p_.weight_decay = static_cast<float>(c.weight_decay);
   }
+  const char* type() const override { return "adam"; }
+  std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) override {
+    create(ctx, params);
+    std::vector<std::pair<std::string, Tensor*>> out;
+    for (std::size_t i = 0; i < params.size() && i < m_.size(); ++i) {
+      out.emplace_back("m/" + params[i]->name, &m_[i]);
+      out.emplace_back("v/" + params[i]->name, &v_[i]);
+    }
+    return out;
+  }
   void step(const Context& ctx, const std::vector<Param*>& params) override {
-    if (m_.empty())
-      for (Param* p : params) {
-        m_.push_back(Tensor::zeros(p->value.shape(), DType::kFloat32, p->value.device(), ctx.stream()));
-        v_.push_back(Tensor::zeros(p->value.shape(), DType::kFloat32, p->value.device(), ctx.stream()));
-      }
+    create(ctx, params);
     GT_CHECK_ARG(m_.size() == params.size(), "optimizer was created for ", m_.size(), " parameters, got ", params.size());
     p_.step = ++t_;
     for (std::size_t i = 0; i < params.size(); ++i)
@@ -27,6 +33,13 @@ class Adam final : public Optimizer {
   }
 
  private:
+  void create(const Context& ctx, const std::vector<Param*>& params) {
+    if (m_.empty())
+      for (Param* p : params) {
+        m_.push_back(Tensor::zeros(p->value.shape(), DType::kFloat32, p->value.device(), ctx.stream()));
+        v_.push_back(Tensor::zeros(p->value.shape(), DType::kFloat32, p->value.device(), ctx.stream()));
+      }
+  }
   AdamParams p_;
   std::vector<Tensor> m_, v_;
 };
@@ -34,10 +47,16 @@ class Adam final : public Optimizer {
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(const OptimizerConfig& c) : c_(c) {}
+  const char* type() const override { return "sgd"; }
+  std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) override {
+    create(ctx, params);
+    std::vector<std::pair<std::string, Tensor*>> out;
+    for (std::size_t i = 0; i < params.size() && i < buf_.size(); ++i)
+      out.emplace_back("momentum/" + params[i]->name, &buf_[i]);
+    return out;
+  }
   void step(const Context& ctx, const std::vector<Param*>& params) override {
-    if (buf_.empty())
-      for (Param* p : params)
-        buf_.push_back(Tensor::zeros(p->value.shape(), DType::kFloat32, p->value.device(), ctx.stream()));
+    create(ctx, params);
     GT_CHECK_ARG(buf_.size() == params.size(), "optimizer was created for ", buf_.size(), " parameters, got ", params.size());
     ++t_;
     for (std::size_t i = 0; i < params.size(); ++i)
@@ -46,6 +65,11 @@ class Sgd final : public Optimizer {
   }
 
  private:
+  void create(const Context& ctx, const std::vector<Param*>& params) {
+    if (buf_.empty())
+      for (Param* p : params)
+        buf_.push_back(Tensor::zeros(p->value.shape(), DType::kFloat32, p->value.device(), ctx.stream()));
+  }
   OptimizerConfig c_;
   std::vector<Tensor> buf_;
 };

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/config.h"
@@ -17,6 +19,13 @@ class Optimizer {
   // Applies one update from the current Param::grad values.
   virtual void step(const Context& ctx, const std::vector<Param*>& params) = 0;
   int64_t steps() const { return t_; }
+  // Checkpointing: restores the step counter (Adam's bias correction, SGD's first step).
+  void set_steps(int64_t t) { t_ = t; }
+  virtual const char* type() const = 0;  // "adam" | "sgd", as in optimizer.type
+  // The state tensors, named "<slot>/<param name>" (Adam: m/, v/; SGD: momentum/), on the
+  // parameters' device. Creates them (zeros, as before a first step) when they do not exist yet,
+  // so that a checkpoint can be loaded into them before training resumes.
+  virtual std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) = 0;
 
  protected:
   int64_t t_ = 0;

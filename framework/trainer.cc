@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "framework/checkpoint.h"
 #include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/optimizer.h"
@@ -46,6 +47,7 @@ struct Trainer::Impl {
   std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
   std::unique_ptr<Optimizer> optimizer;
   uint64_t step = 0;
+  TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
 };
 
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
@@ -86,6 +88,17 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
 
 Trainer::~Trainer() = default;
 
+void Trainer::resume(const std::string& checkpoint_path) {
+  CheckpointInfo info = read_checkpoint_info(checkpoint_path);
+  check_resumable(info, cfg_);
+  if (info.state.epoch >= cfg_.train.epochs)
+    GT_THROW(checkpoint_path, "raise train.epochs to train further", "checkpoint '", checkpoint_path,
+             "' is at epoch ", info.state.epoch, " and train.epochs is ", cfg_.train.epochs, ": nothing left to train");
+  load_checkpoint(info, *model_, impl_->optimizer.get(), *ctx_);
+  impl_->step = static_cast<uint64_t>(info.state.step);
+  impl_->resumed = info.state;
+}
+
 double Trainer::evaluate(const std::vector<int64_t>& ids) {
   if (ids.empty()) return 0.0;
   BatchLoader loader(data_.features, data_.labels, *impl_->eval_sampler, *ctx_);
@@ -103,7 +116,10 @@ double Trainer::evaluate(const std::vector<int64_t>& ids) {
 TrainResult Trainer::fit(std::ostream* log) {
   TrainResult result;
   result.device = device_name(ctx_->device());
-  MetricsWriter metrics(cfg_.train.metrics);
+  MetricsWriter metrics(cfg_.train.metrics, /*append=*/impl_->resumed.epoch > 0);
+  result.best_epoch = impl_->resumed.best_epoch;
+  result.best_valid_acc = impl_->resumed.best_valid_acc;
+  result.test_acc_at_best = impl_->resumed.test_acc_at_best;
   const auto& train_ids = data_.split(cfg_.dataset.train_split);
   const auto& valid_ids = data_.split(cfg_.dataset.valid_split);
   const auto& test_ids = data_.split(cfg_.dataset.test_split);
@@ -117,7 +133,8 @@ TrainResult Trainer::fit(std::ostream* log) {
          << data_.info.feature_dim << " features, " << data_.info.num_classes << " classes) on " << result.device
          << "\n";
 
-  for (int64_t epoch = 1; epoch <= cfg_.train.epochs; ++epoch) {
+  if (log && impl_->resumed.epoch > 0) *log << "resuming after epoch " << impl_->resumed.epoch << "\n";
+  for (int64_t epoch = impl_->resumed.epoch + 1; epoch <= cfg_.train.epochs; ++epoch) {
     EpochStats st;
     st.epoch = epoch;
     auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
@@ -178,6 +195,11 @@ TrainResult Trainer::fit(std::ostream* log) {
     rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("gather_ms", st.gather_ms);
     rec.add("transfer_ms", st.transfer_ms).add("compute_ms", st.compute_ms).add("device", result.device);
     metrics.write(rec);
+    if (!cfg_.train.checkpoint.empty() && (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
+      TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
+                       result.best_valid_acc, result.test_acc_at_best};
+      save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *model_, *impl_->optimizer, *ctx_);
+    }
 
     if (log) {
       char line[256];

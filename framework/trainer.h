@@ -39,7 +39,14 @@ class Trainer {
   // Validates the config, loads the dataset and builds everything; throws gt::Error on bad input.
   explicit Trainer(Config cfg);
   ~Trainer();
-  // Runs all epochs. Per-epoch lines go to `log` (nullptr = silent).
+  // Restores weights, optimizer state, step counter and best-validation bookkeeping from a
+  // checkpoint (train.checkpoint), so that fit() continues with the epoch after the saved one and
+  // gives the losses of an uninterrupted run. Throws gt::Error when the file is not a checkpoint,
+  // its model config, train.seed or optimizer.type differ from this config, or no epoch is left.
+  void resume(const std::string& checkpoint_path);
+  // Runs all epochs (after a resume(), the remaining ones; TrainResult::epochs lists only those).
+  // Per-epoch lines go to `log` (nullptr = silent). Writes train.checkpoint every
+  // train.checkpoint_every epochs and after the last.
   TrainResult fit(std::ostream* log);
   // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts.
   double evaluate(const std::vector<int64_t>& ids);

@@ -11,13 +11,14 @@ Model::Model(std::string type, std::vector<std::unique_ptr<Layer>> layers)
     : type_(std::move(type)), layers_(std::move(layers)) {}
 
 Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
-                      uint64_t step) {
+                      uint64_t step, Tensor* final_input) {
   GT_CHECK_ARG(blocks.size() == layers_.size(), "model has ", layers_.size(), " layers but the batch has ",
                blocks.size(), " blocks");
   Tensor h = features;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     GT_CHECK_ARG(h.size(0) == blocks[l].num_src, "layer ", l, " input has ", h.size(0), " rows, block has ",
                  blocks[l].num_src, " sources");
+    if (final_input && l + 1 == layers_.size()) *final_input = h.rows(0, blocks[l].num_dst);
     h = layers_[l]->forward(ctx, blocks[l], h, training, step);
   }
   return h;

@@ -17,8 +17,11 @@ namespace gt {
 class Model {
  public:
   Model(std::string type, std::vector<std::unique_ptr<Layer>> layers);
+  // final_input (optional) receives the seeds' rows of the last layer's input, [num_seeds, width]:
+  // the last hidden representation (the embedding), or the seed features for a 1-layer model. It
+  // is a view of a tensor the next forward() replaces, not overwrites.
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
-                 uint64_t step);
+                 uint64_t step, Tensor* final_input = nullptr);
   void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits);
   std::vector<Param*> params();
   const std::string& type() const { return type_; }

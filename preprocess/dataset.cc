@@ -338,6 +338,8 @@ void check_split(const std::string& name, const std::vector<int64_t>& ids, int64
 
 }  // namespace
 
+std::recursive_mutex& hdf5_mutex() { return h5_mutex(); }
+
 int64_t feature_chunk_rows(int64_t feature_dim) {
   constexpr int64_t kChunkBytes = int64_t{1} << 20;
   return std::max<int64_t>(1, kChunkBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(1, feature_dim)));

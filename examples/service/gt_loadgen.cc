@@ -1,0 +1,236 @@
+// gt-loadgen: a closed-loop load generator for gt-serve.
+//
+//   gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10]
+//              [--warmup 1] [--kind predict|embed] [--seed 0] [--json FILE]
+//
+// Opens --clients connections; each sends a request of --nodes uniformly random node ids (of the
+// "info" node count), waits for the answer, and sends the next, for --warmup seconds and then
+// --duration seconds. Only answers that arrive inside the --duration window are counted, so
+// throughput is steady-state completions per second. Prints one table row, latency percentiles over all
+// answered requests and throughput (requests/s and nodes/s), and writes the same numbers as one
+// JSON object to --json. Exit status 0 only when every request was answered "ok".
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/metrics.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kUsage =
+    "usage: gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10]\n"
+    "                  [--warmup 1] [--kind predict|embed] [--seed 0] [--json FILE]\n";
+
+// A blocking line-oriented client connection.
+class Client {
+ public:
+  Client(const std::string& host, const std::string& port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+      GT_THROW("--host " + host, "", "cannot resolve '", host, "': ", ::gai_strerror(rc));
+    for (addrinfo* a = res; a && fd_ < 0; a = a->ai_next) {
+      fd_ = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+      if (fd_ >= 0 && ::connect(fd_, a->ai_addr, a->ai_addrlen) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+    }
+    ::freeaddrinfo(res);
+    if (fd_ < 0) GT_THROW(host + ":" + port, "is gt-serve running?", "cannot connect to ", host, ":", port);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~Client() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends one line and returns the answer line (without its newline).
+  std::string call(const std::string& line) {
+    for (std::size_t off = 0; off < line.size();) {
+      ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) GT_THROW("gt-loadgen", "", "connection lost while sending");
+      off += static_cast<std::size_t>(n);
+    }
+    std::size_t nl;
+    char chunk[65536];
+    while ((nl = buf_.find('\n')) == std::string::npos) {
+      ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) GT_THROW("gt-loadgen", "", "connection closed by the server");
+      buf_.append(chunk, static_cast<std::size_t>(n));
+    }
+    std::string out = buf_.substr(0, nl);
+    buf_.erase(0, nl + 1);
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buf_;
+};
+
+bool parse_int(const std::string& s, int64_t& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+int usage(const std::string& msg) {
+  std::cerr << "gt-loadgen: " << msg << " (see gt-loadgen --help)\n";
+  return 2;
+}
+
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  std::size_t i = static_cast<std::size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "127.0.0.1", port, kind = "predict", json;
+  int64_t clients = 8, nodes = 1, seed = 0;
+  double duration = 10, warmup = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&](std::string& v) {
+      if (i + 1 >= argc) return false;
+      v = argv[++i];
+      return true;
+    };
+    std::string v;
+    int64_t n;
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a == "--host") {
+      if (!next(host)) return usage("--host needs an address");
+    } else if (a == "--port") {
+      if (!next(port) || !parse_int(port, n) || n < 1 || n > 65535) return usage("--port needs a number in [1, 65535]");
+    } else if (a == "--clients") {
+      if (!next(v) || !parse_int(v, clients) || clients < 1) return usage("--clients needs a number >= 1");
+    } else if (a == "--nodes") {
+      if (!next(v) || !parse_int(v, nodes) || nodes < 1) return usage("--nodes needs a number >= 1");
+    } else if (a == "--seed") {
+      if (!next(v) || !parse_int(v, seed)) return usage("--seed needs a number");
+    } else if (a == "--duration" || a == "--warmup") {
+      double& d = a == "--duration" ? duration : warmup;
+      char* end = nullptr;
+      if (!next(v) || (d = std::strtod(v.c_str(), &end), *end != '\0') || d < 0) return usage(a + " needs seconds");
+    } else if (a == "--kind") {
+      if (!next(kind) || (kind != "predict" && kind != "embed")) return usage("--kind is predict or embed");
+    } else if (a == "--json") {
+      if (!next(json)) return usage("--json needs a file");
+    } else {
+      return usage("unknown argument " + a);
+    }
+  }
+  if (port.empty()) return usage("--port is required");
+  if (duration <= 0) return usage("--duration must be > 0");
+
+  try {
+    int64_t num_nodes = 0;
+    {
+      Client probe(host, port);
+      std::string info = probe.call("info\n");
+      if (std::sscanf(info.c_str(), "ok nodes %lld", reinterpret_cast<long long*>(&num_nodes)) != 1 || num_nodes < 1)
+        GT_THROW(host + ":" + port, "is it gt-serve?", "unexpected answer to info: '", info, "'");
+    }
+    std::vector<std::vector<double>> latencies(static_cast<std::size_t>(clients));
+    std::vector<int64_t> errors(static_cast<std::size_t>(clients), 0);
+    std::vector<std::string> first_error(static_cast<std::size_t>(clients));
+    const auto t_start = Clock::now();
+    const auto t_measure = t_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
+    const auto t_end = t_measure + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
+    std::vector<std::thread> threads;
+    for (int64_t c = 0; c < clients; ++c)
+      threads.emplace_back([&, c] {
+        const auto ci = static_cast<std::size_t>(c);
+        try {
+          Client cl(host, port);
+          std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(c));
+          std::string line;
+          for (auto now = Clock::now(); now < t_end; now = Clock::now()) {
+            line = kind;
+            for (int64_t k = 0; k < nodes; ++k) line += " " + std::to_string(rng() % static_cast<uint64_t>(num_nodes));
+            line += '\n';
+            auto t0 = Clock::now();
+            std::string reply = cl.call(line);
+            auto t1 = Clock::now();
+            if (t1 < t_measure || t1 > t_end) continue;  // answers completed inside the window
+            if (reply.rfind("ok", 0) != 0) {
+              if (errors[ci]++ == 0) first_error[ci] = reply;
+              continue;
+            }
+            latencies[ci].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          }
+        } catch (const std::exception& e) {
+          if (errors[ci]++ == 0) first_error[ci] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+
+    std::vector<double> all;
+    int64_t err = 0;
+    std::string example_error;
+    for (std::size_t c = 0; c < latencies.size(); ++c) {
+      all.insert(all.end(), latencies[c].begin(), latencies[c].end());
+      err += errors[c];
+      if (example_error.empty()) example_error = first_error[c];
+    }
+    std::sort(all.begin(), all.end());
+    const double n = static_cast<double>(all.size());
+    double mean = 0;
+    for (double x : all) mean += x / std::max(n, 1.0);
+    gt::JsonRecord rec;
+    rec.add("kind", kind).add("clients", clients).add("nodes_per_request", nodes).add("duration_s", duration);
+    rec.add("requests", static_cast<int64_t>(all.size())).add("errors", err);
+    rec.add("requests_per_s", n / duration).add("nodes_per_s", n * static_cast<double>(nodes) / duration);
+    rec.add("p50_ms", percentile(all, 0.50)).add("p90_ms", percentile(all, 0.90)).add("p99_ms", percentile(all, 0.99));
+    rec.add("max_ms", all.empty() ? 0.0 : all.back()).add("mean_ms", mean);
+
+    std::printf("%-8s %8s %10s %9s %7s %10s %11s %9s %9s %9s\n", "kind", "clients", "nodes/req", "requests", "errors",
+                "req/s", "nodes/s", "p50 ms", "p99 ms", "max ms");
+    std::printf("%-8s %8lld %10lld %9lld %7lld %10.1f %11.1f %9.3f %9.3f %9.3f\n", kind.c_str(),
+                static_cast<long long>(clients), static_cast<long long>(nodes), static_cast<long long>(all.size()),
+                static_cast<long long>(err), n / duration, n * static_cast<double>(nodes) / duration,
+                percentile(all, 0.5), percentile(all, 0.99), all.empty() ? 0.0 : all.back());
+    if (!json.empty()) {
+      gt::make_parent_dirs(json);
+      std::ofstream out(json);
+      out << rec.str() << "\n";
+      if (!out) GT_THROW(json, "", "cannot write '", json, "'");
+    }
+    if (err > 0) {
+      std::cerr << "gt-loadgen: " << err << " failed requests, e.g. " << example_error << "\n";
+      return 1;
+    }
+    return all.empty() ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::cerr << "gt-loadgen: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,118 @@
+#include "framework/checkpoint.h"
+
+#include <sstream>
+
+#include "framework/error.h"
+#include "framework/model_io.h"
+
+namespace gt {
+namespace {
+
+constexpr const char* kFormatName = "graphtensor-checkpoint";
+constexpr const char* kMismatchHint = "was it saved from the same model config and dataset?";
+
+// "key: value" lines of one section of to_yaml's output, in declaration order.
+std::vector<std::pair<std::string, std::string>> section_lines(const std::string& yaml, const std::string& section) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(yaml);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != ' ') {
+      inside = line == section + ":";
+      continue;
+    }
+    auto colon = line.find(':');
+    if (!inside || colon == std::string::npos) continue;
+    std::size_t b = line.find_first_not_of(' ');
+    out.emplace_back(section + "." + line.substr(b, colon - b), line.substr(colon + 2));
+  }
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const std::string& config_yaml, const TrainingState& st, Model& model,
+                     Optimizer& optimizer, const Context& ctx) {
+  // Weights and state are updated asynchronously on ctx's stream, and the state may have just been
+  // created with an asynchronous memset: settle both before the host copies.
+  std::vector<Param*> params = model.params();
+  auto state = optimizer.state(ctx, params);
+  ctx.synchronize();
+  TensorFileWriter w(path);
+  w.attr("format", std::string(kFormatName));
+  w.attr("format_version", kCheckpointFormatVersion);
+  w.attr("config", config_yaml);
+  w.attr("epoch", st.epoch);
+  w.attr("step", st.step);
+  w.attr("seed", st.seed);
+  w.attr("best_epoch", st.best_epoch);
+  w.attr("best_valid_acc", st.best_valid_acc);
+  w.attr("test_acc_at_best", st.test_acc_at_best);
+  w.attr("optimizer_type", std::string(optimizer.type()));
+  w.attr("optimizer_step", optimizer.steps());
+  for (Param* p : params) w.tensor("params/" + p->name, p->value);
+  for (auto& [name, t] : state) w.tensor("optimizer/" + name, *t);
+  w.commit();
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  TensorFileReader r(path, "checkpoint");
+  if (!r.has_attr("format") || r.attr_string("format") != kFormatName)
+    GT_THROW(path, "a checkpoint is written by train.checkpoint (a train.save_best weights file is not one)",
+             "'", path, "' is not a GraphTensor checkpoint");
+  CheckpointInfo info;
+  info.path = path;
+  int64_t version = r.attr_int("format_version");
+  if (version != kCheckpointFormatVersion)
+    GT_THROW(path, "it was written by another GraphTensor version", "checkpoint '", path, "' has format version ",
+             version, ", this build reads version ", kCheckpointFormatVersion);
+  info.config_yaml = r.attr_string("config");
+  info.config = parse_config(info.config_yaml, path + " (stored config)");
+  info.state.epoch = r.attr_int("epoch");
+  info.state.step = r.attr_int("step");
+  info.state.seed = r.attr_int("seed");
+  info.state.best_epoch = r.attr_int("best_epoch");
+  info.state.best_valid_acc = r.attr_real("best_valid_acc");
+  info.state.test_acc_at_best = r.attr_real("test_acc_at_best");
+  info.optimizer_type = r.attr_string("optimizer_type");
+  info.optimizer_step = r.attr_int("optimizer_step");
+  if (info.state.epoch < 0 || info.state.step < 0 || info.optimizer_step < 0)
+    GT_THROW(path, "the file is corrupt", "checkpoint '", path, "' has a negative epoch or step");
+  return info;
+}
+
+void load_checkpoint(const CheckpointInfo& info, Model& model, Optimizer* optimizer, const Context& ctx) {
+  TensorFileReader r(info.path, "checkpoint");
+  std::vector<Param*> params = model.params();
+  for (Param* p : params) r.read_into("params/" + p->name, p->value, kMismatchHint);
+  if (!optimizer) return;
+  if (info.optimizer_type != optimizer->type())
+    GT_THROW(info.path, "set optimizer.type to the checkpoint's", "checkpoint '", info.path, "' holds ",
+             info.optimizer_type, " state, the optimizer is ", optimizer->type());
+  auto state = optimizer->state(ctx, params);
+  ctx.synchronize();  // a just-created state is zeroed on ctx's stream; the loads below must come after
+  for (auto& [name, t] : state) r.read_into("optimizer/" + name, *t, kMismatchHint);
+  optimizer->set_steps(info.optimizer_step);
+}
+
+void check_resumable(const CheckpointInfo& info, const Config& cfg) {
+  const std::string yaml = to_yaml(cfg);
+  auto saved = section_lines(info.config_yaml, "model");
+  auto now = section_lines(yaml, "model");
+  for (std::size_t i = 0; i < saved.size() || i < now.size(); ++i) {
+    if (i < saved.size() && i < now.size() && saved[i] == now[i]) continue;
+    const auto& key = i < saved.size() ? saved[i].first : now[i].first;
+    std::string a = i < saved.size() ? saved[i].second : "(none)", b = i < now.size() ? now[i].second : "(none)";
+    GT_THROW(info.path, "resume with the config the checkpoint was trained with",
+             "checkpoint '", info.path, "' was saved from a different model config: ", key, " is ", a,
+             " in the checkpoint, ", b, " in ", cfg.source.empty() ? "the config" : cfg.source);
+  }
+  if (info.state.seed != cfg.train.seed)
+    GT_THROW(info.path, "resume with the same train.seed", "checkpoint '", info.path, "' was trained with train.seed ",
+             info.state.seed, ", the config has ", cfg.train.seed);
+  if (info.optimizer_type != cfg.optimizer.type)
+    GT_THROW(info.path, "resume with the same optimizer.type", "checkpoint '", info.path, "' holds ",
+             info.optimizer_type, " state, the config has optimizer.type ", cfg.optimizer.type);
+}
+
+}  // namespace gt

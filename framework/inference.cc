@@ -1,0 +1,292 @@
+#include "framework/inference.h"
+
+#include <tbb/task_arena.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "framework/context.h"
+#include "framework/error.h"
+#include "framework/model_io.h"
+#include "framework/trainer.h"
+#include "models/model.h"
+#include "preprocess/dataset.h"
+#include "preprocess/loader.h"
+#include "preprocess/sampler.h"
+
+namespace gt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  InferenceOutput what = InferenceOutput::kLogits;
+  std::vector<int64_t> ids;
+  std::promise<Tensor> promise;
+  Clock::time_point arrived;
+  // Worker-only state: rows are handed to micro-batches in order, [0, next) already taken.
+  std::size_t next = 0;
+  Tensor out;
+  bool failed = false;
+};
+
+// Rows [begin, end) of one request inside a micro-batch.
+struct Slice {
+  std::shared_ptr<Request> req;
+  std::size_t begin = 0, end = 0;
+};
+
+const char* op_name(InferenceOutput what) { return what == InferenceOutput::kLogits ? "predict" : "embed"; }
+
+}  // namespace
+
+struct InferenceSession::Impl {
+  InferenceOptions opt;
+  Config cfg;
+  std::string model_path;
+  Dataset data;
+  int64_t emb_dim = 0;
+  std::string device_name;
+
+  // Owned and used by the worker thread only (a Context is driven by one thread).
+  std::unique_ptr<tbb::task_arena> arena;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<NeighborSampler> sampler;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Request>> queue;
+  int64_t queued_nodes = 0;  // rows of queued requests not yet taken by a micro-batch
+  bool stopping = false;
+  Stats stats;
+  std::thread worker;
+
+  void setup(Device device);
+  void run();
+  void run_batch(const std::vector<Slice>& slices);
+};
+
+InferenceSession::InferenceSession(const std::string& model_path, const std::string& dataset_path,
+                                   const InferenceOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = options;
+  m.model_path = model_path;
+  if (options.max_batch_nodes < 1)
+    GT_THROW("max_batch_nodes", "", "inference option max_batch_nodes must be >= 1, got ", options.max_batch_nodes);
+  if (options.max_wait_us < 0)
+    GT_THROW("max_wait_us", "", "inference option max_wait_us must be >= 0, got ", options.max_wait_us);
+  if (options.threads < 0) GT_THROW("threads", "0 = all cores", "inference option threads must be >= 0");
+  Device device;
+  try {
+    device = Context::parse_device(options.device);
+  } catch (const Error& e) {
+    GT_THROW("device", e.hint(), e.message());
+  }
+  {
+    TensorFileReader r(model_path, "model file");
+    m.cfg = parse_config(r.attr_string("config"), model_path + " (stored config)");
+  }
+  validate_config(m.cfg);
+  const int64_t layers = m.cfg.model.layers;
+  if (!options.fanouts.empty() && static_cast<int64_t>(options.fanouts.size()) != layers)
+    GT_THROW("fanouts", "give one fanout per layer, or none for full neighbourhoods", "inference fanouts have ",
+             options.fanouts.size(), " entries but the model has ", layers, " layers");
+  for (int64_t f : options.fanouts)
+    if (f == 0 || f < -1) GT_THROW("fanouts", "use -1 for all neighbours", "inference fanouts must be >= 1 or -1, got ", f);
+
+  const std::string ds = dataset_path.empty() ? m.cfg.dataset.path : dataset_path;
+  m.data = load_dataset(ds);
+  if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
+  m.emb_dim = layers == 1 ? m.data.info.feature_dim : m.cfg.model.hidden;
+  m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
+                                : std::make_unique<tbb::task_arena>();
+
+  // The device context, the model and its weights are created on the worker thread, which is the
+  // only thread that ever uses them (CUDA's current device is per thread).
+  std::promise<void> ready;
+  std::future<void> ready_f = ready.get_future();
+  m.worker = std::thread([&m, device, p = std::move(ready)]() mutable {
+    try {
+      m.setup(device);
+    } catch (...) {
+      p.set_exception(std::current_exception());
+      return;
+    }
+    p.set_value();
+    m.run();
+  });
+  try {
+    ready_f.get();
+  } catch (...) {
+    m.worker.join();
+    throw;
+  }
+}
+
+std::unique_ptr<InferenceSession> InferenceSession::open(const std::string& model_path,
+                                                         const std::string& dataset_path,
+                                                         const InferenceOptions& options) {
+  return std::make_unique<InferenceSession>(model_path, dataset_path, options);
+}
+
+InferenceSession::~InferenceSession() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+void InferenceSession::Impl::setup(Device device) {
+  ctx = std::make_unique<Context>(device);
+  device_name = gt::device_name(device);
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+  model = build_model(cfg.model, data.info.feature_dim, data.info.num_classes, device, seed);
+  load_weights(model_path, model->params());
+  std::vector<int64_t> fanouts = opt.fanouts;
+  if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
+  CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
+  const bool self_loops = cfg.model.type == "gcn" && cfg.model.self_loops;
+  sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
+}
+
+void InferenceSession::Impl::run() {
+  for (;;) {
+    std::vector<Slice> slices;
+    {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, and every queued request is done
+      // Coalesce: wait for a full micro-batch, or until the oldest request has waited max_wait_us.
+      const auto deadline = queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
+      while (!stopping && queued_nodes < opt.max_batch_nodes && Clock::now() < deadline) cv.wait_until(lk, deadline);
+      int64_t room = opt.max_batch_nodes;
+      while (room > 0 && !queue.empty()) {
+        std::shared_ptr<Request> r = queue.front();
+        std::size_t take = std::min<std::size_t>(static_cast<std::size_t>(room), r->ids.size() - r->next);
+        slices.push_back({r, r->next, r->next + take});
+        r->next += take;
+        room -= static_cast<int64_t>(take);
+        queued_nodes -= static_cast<int64_t>(take);
+        if (r->next == r->ids.size()) queue.pop_front();
+      }
+    }
+    run_batch(slices);
+  }
+}
+
+void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
+  // Distinct seeds in order of first appearance; every requested row maps to one of them.
+  std::vector<int64_t> seeds;
+  std::unordered_map<int64_t, int64_t> row_of;
+  bool want_logits = false, want_emb = false;
+  for (const Slice& s : slices) {
+    if (s.req->failed) continue;
+    (s.req->what == InferenceOutput::kLogits ? want_logits : want_emb) = true;
+    for (std::size_t i = s.begin; i < s.end; ++i)
+      if (row_of.emplace(s.req->ids[i], static_cast<int64_t>(seeds.size())).second) seeds.push_back(s.req->ids[i]);
+  }
+  if (seeds.empty()) return;
+  int64_t failed = 0;
+  try {
+    Tensor logits, emb;
+    arena->execute([&] {
+      BatchLoader loader(data.features, data.labels, *sampler, *ctx);
+      // One fixed batch key: draws then depend on (seed, layer, node) only, not on the batch.
+      DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
+      Tensor last_hidden;
+      Tensor out = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, &last_hidden);
+      ctx->synchronize();
+      if (want_logits) logits = out.to(Device::cpu());
+      if (want_emb) emb = last_hidden.to(Device::cpu());
+    });
+    for (const Slice& s : slices) {
+      Request& r = *s.req;
+      if (r.failed) continue;
+      const Tensor& src = r.what == InferenceOutput::kLogits ? logits : emb;
+      const int64_t width = src.size(1);
+      if (s.begin == 0) r.out = Tensor::empty({static_cast<int64_t>(r.ids.size()), width}, DType::kFloat32);
+      const float* from = src.data<float>();
+      float* to = r.out.data<float>();
+      for (std::size_t i = s.begin; i < s.end; ++i)
+        std::memcpy(to + static_cast<int64_t>(i) * width, from + row_of[r.ids[i]] * width,
+                    static_cast<std::size_t>(width) * sizeof(float));
+      if (s.end == r.ids.size()) {
+        r.promise.set_value(r.out);
+        r.out = Tensor();
+      }
+    }
+  } catch (...) {
+    // Fails the requests of this micro-batch (once each; their later slices are skipped).
+    for (const Slice& s : slices)
+      if (!s.req->failed) {
+        s.req->failed = true;
+        s.req->out = Tensor();
+        s.req->promise.set_exception(std::current_exception());
+        ++failed;
+      }
+  }
+  std::lock_guard lk(mu);
+  ++stats.batches;
+  stats.nodes += static_cast<int64_t>(seeds.size());
+  stats.failed_requests += failed;
+}
+
+std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<int64_t> ids) {
+  Impl& m = *impl_;
+  auto req = std::make_shared<Request>();
+  std::future<Tensor> fut = req->promise.get_future();
+  req->what = what;
+  const char* op = op_name(what);
+  const int64_t n = m.data.info.num_nodes;
+  try {
+    if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
+    for (int64_t id : ids)
+      if (id < 0 || id >= n) GT_THROW(op, "node ids are 0 .. num_nodes-1", op, ": node id ", id, " is out of range [0, ", n, ")");
+  } catch (...) {
+    req->promise.set_exception(std::current_exception());
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    ++m.stats.failed_requests;
+    return fut;
+  }
+  req->ids = std::move(ids);
+  req->arrived = Clock::now();
+  {
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    if (m.stopping) {
+      ++m.stats.failed_requests;
+      req->promise.set_exception(std::make_exception_ptr(Error(std::string(op) + ": the session is shutting down")));
+      return fut;
+    }
+    m.queued_nodes += static_cast<int64_t>(req->ids.size());
+    m.queue.push_back(std::move(req));
+  }
+  m.cv.notify_one();
+  return fut;
+}
+
+Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kLogits, ids).get(); }
+Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }
+
+int64_t InferenceSession::num_nodes() const { return impl_->data.info.num_nodes; }
+int64_t InferenceSession::num_classes() const { return impl_->data.info.num_classes; }
+int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
+const Config& InferenceSession::config() const { return impl_->cfg; }
+std::string InferenceSession::device() const { return impl_->device_name; }
+
+InferenceSession::Stats InferenceSession::stats() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace gt

@@ -1,0 +1,87 @@
+// InferenceSession: a trained model answering node-classification and embedding queries, for
+// embedding GraphTensor in a service.
+//
+//   gt::InferenceSession s("out/ckpt.h5", "data/cora.h5", {.device = "auto"});
+//   gt::Tensor logits = s.predict({0, 5, 7});   // float32 [3, num_classes] on the CPU
+//   gt::Tensor emb = s.embed({0, 5, 7});        // float32 [3, embedding_dim()] on the CPU
+//
+// The model is rebuilt from the training config stored in the file (a train.checkpoint, or a
+// train.save_best weights file: both hold the config and /params) and runs in eval mode (no
+// dropout) over the same path as training: NeighborSampler -> BatchLoader (gather, transfer) ->
+// Model::forward. Features are normalised as the stored config says (dataset.normalize).
+//
+// Threads: any number of threads may call predict/embed/submit at once. Requests go into a queue;
+// one worker thread, which owns the device context and the model, takes them in arrival order and
+// coalesces them into micro-batches of up to max_batch_nodes seed nodes, waiting at most
+// max_wait_us after the oldest queued request for more to arrive (a request larger than
+// max_batch_nodes is split over several micro-batches). Node ids repeated within a micro-batch
+// are computed once. Each request's future is fulfilled when its rows are done.
+//
+// Determinism: neighbour draws are keyed by (config seed, layer, node), not by the micro-batch,
+// so with sampled fanouts a node gets the same neighbours whichever requests it is batched with;
+// with full neighbourhoods (fanouts empty, the default) the result equals the trainer's
+// evaluation of the same node. Dense products may round differently for different batch sizes
+// on some BLAS/cuBLAS paths; tests/models/inference_test.cc checks what this build guarantees.
+//
+// Errors: a bad request (empty id list, an id outside [0, num_nodes())) fails that request only,
+// with a one-line gt::Error; a failure while running a micro-batch fails the requests in it; other
+// requests and callers are unaffected. The destructor finishes the queued requests, then joins the
+// worker.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/tensor.h"
+
+namespace gt {
+
+struct InferenceOptions {
+  std::string device = "auto";      // cpu | cuda | cuda:N | auto
+  std::vector<int64_t> fanouts;     // per layer, input side first; empty = all neighbours
+  int64_t max_batch_nodes = 1024;   // seed nodes per micro-batch
+  int64_t max_wait_us = 500;        // coalescing window after the oldest queued request
+  int64_t threads = 0;              // CPU threads of the session's task arena; 0 = all cores
+};
+
+enum class InferenceOutput { kLogits, kEmbedding };
+
+class InferenceSession {
+ public:
+  // Loads the model and the dataset (dataset_path "" = the stored config's dataset.path) and
+  // starts the worker. Throws gt::Error on a missing or corrupt file, a model/dataset mismatch
+  // (feature width, class count) or bad options.
+  InferenceSession(const std::string& model_path, const std::string& dataset_path, const InferenceOptions& options = {});
+  static std::unique_ptr<InferenceSession> open(const std::string& model_path, const std::string& dataset_path,
+                                                const InferenceOptions& options = {});
+  ~InferenceSession();
+  InferenceSession(const InferenceSession&) = delete;
+  InferenceSession& operator=(const InferenceSession&) = delete;
+
+  // Blocking calls; throw gt::Error for a bad request.
+  Tensor predict(const std::vector<int64_t>& ids);  // float32 [ids.size(), num_classes()], CPU
+  Tensor embed(const std::vector<int64_t>& ids);    // float32 [ids.size(), embedding_dim()], CPU
+  // Asynchronous form: a bad request gives a future that throws.
+  std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids);
+
+  int64_t num_nodes() const;
+  int64_t num_classes() const;
+  int64_t embedding_dim() const;  // model.hidden, or the feature width for a 1-layer model
+  const Config& config() const;   // the stored training config
+  std::string device() const;     // "cpu" or the GPU's name
+
+  struct Stats {
+    int64_t requests = 0, failed_requests = 0, batches = 0, nodes = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gt

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Packaging check, run by ctest as
+#   bash tests/cli/consumer.sh BUILD_DIR SOURCE_DIR CMAKE
+# Installs BUILD_DIR into a temporary prefix, configures and builds examples/consumer against it
+# with find_package(graphtensor), and runs it (it trains one epoch and prints OK).
+set -euo pipefail
+if [ $# -ne 3 ]; then
+  echo "usage: bash $0 BUILD_DIR SOURCE_DIR CMAKE" >&2
+  exit 2
+fi
+BUILD=$1
+SRC=$2
+CMAKE=$3
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_consumer.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+"$CMAKE" --install "$BUILD" --prefix "$WORK/prefix" >"$WORK/install.log" ||
+  { cat "$WORK/install.log" >&2; echo "FAIL: cmake --install" >&2; exit 1; }
+# The consumer uses the compiler the library was built with.
+CXX_COMPILER=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+LAUNCHER=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+args=(-S "$SRC/examples/consumer" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$WORK/prefix")
+[ -z "$CXX_COMPILER" ] || args+=(-DCMAKE_CXX_COMPILER="$CXX_COMPILER")
+[ -z "$LAUNCHER" ] || args+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$LAUNCHER")
+"$CMAKE" "${args[@]}" >"$WORK/configure.log" 2>&1 ||
+  { cat "$WORK/configure.log" >&2; echo "FAIL: configuring the consumer" >&2; exit 1; }
+"$CMAKE" --build "$WORK/build" >"$WORK/build.log" 2>&1 ||
+  { cat "$WORK/build.log" >&2; echo "FAIL: building the consumer" >&2; exit 1; }
+# It must run from the installed library, not the build tree's.
+ldd "$WORK/build/gt-consumer" | grep -q "$WORK/prefix" ||
+  { ldd "$WORK/build/gt-consumer" >&2; echo "FAIL: the consumer does not link the installed library" >&2; exit 1; }
+out=$("$WORK/build/gt-consumer")
+echo "$out"
+[ "$(echo "$out" | tail -1)" = OK ] || { echo "FAIL: the consumer did not print OK" >&2; exit 1; }
+echo "consumer.sh: installed package works"

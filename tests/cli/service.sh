@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The embedded-service example end to end, run by ctest as
+#   bash tests/cli/service.sh GT_DATA GT_TRAIN GT_SERVE GT_LOADGEN
+# Generates a small synthetic dataset, trains a 1-epoch checkpoint (and resumes it to 2 epochs),
+# starts gt-serve on a free port (--port 0), sends good and bad requests over one and several
+# connections with bash's /dev/tcp, runs gt-loadgen briefly, and stops the server with SIGTERM.
+# Exits nonzero with a message on the first failed check.
+set -u
+
+if [ $# -ne 4 ]; then
+  echo "usage: bash $0 GT_DATA GT_TRAIN GT_SERVE GT_LOADGEN" >&2
+  exit 2
+fi
+GT_DATA=$1
+GT_TRAIN=$2
+GT_SERVE=$3
+GT_LOADGEN=$4
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_service.XXXXXX") || exit 1
+SERVER_PID=
+finish() {
+  local rc=$?
+  [ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null
+  rm -rf "$WORK"
+  exit $rc
+}
+trap finish EXIT
+
+die() {
+  echo "FAIL: $*" >&2
+  [ ! -f "$WORK/serve.log" ] || { echo "--- server log:" >&2; cat "$WORK/serve.log" >&2; }
+  exit 1
+}
+
+# --- a dataset and a checkpoint ---
+"$GT_DATA" synth "$WORK/data.h5" --nodes 600 --avg-degree 6 --features 8 --classes 3 --seed 4 >/dev/null ||
+  die "gt-data synth failed"
+cat >"$WORK/train.yaml" <<YAML
+model: {type: sage, hidden: 16, layers: 2}
+dataset: {path: $WORK/data.h5}
+sampling: {fanouts: [5, 5], batch_size: 128}
+train: {epochs: 1, device: cpu, progress: false, metrics: "", save_best: "", checkpoint: $WORK/ckpt.h5}
+YAML
+"$GT_TRAIN" "$WORK/train.yaml" >"$WORK/train.log" 2>&1 || die "training failed: $(cat "$WORK/train.log")"
+[ -s "$WORK/ckpt.h5" ] || die "no checkpoint written"
+cp "$WORK/ckpt.h5" "$WORK/ckpt1.h5"
+"$GT_TRAIN" "$WORK/train.yaml" --set train.epochs=2 --resume "$WORK/ckpt1.h5" >"$WORK/resume.log" 2>&1 ||
+  die "resume failed: $(cat "$WORK/resume.log")"
+grep -q "resuming after epoch 1" "$WORK/resume.log" || die "resume did not continue after epoch 1: $(cat "$WORK/resume.log")"
+grep -q "^epoch   2" "$WORK/resume.log" || die "resume did not train epoch 2: $(cat "$WORK/resume.log")"
+grep -q "^epoch   1" "$WORK/resume.log" && die "resume trained epoch 1 again"
+"$GT_TRAIN" "$WORK/train.yaml" --set train.epochs=2 --set model.hidden=8 --resume "$WORK/ckpt1.h5" \
+  >/dev/null 2>"$WORK/err.txt" && die "resume with another model config succeeded"
+grep -q "model.hidden" "$WORK/err.txt" || die "model mismatch not named: $(cat "$WORK/err.txt")"
+echo "ok: checkpoint and resume"
+
+# --- a missing model file is a one-line error ---
+"$GT_SERVE" "$WORK/absent.h5" --port 0 >/dev/null 2>"$WORK/err.txt" && die "gt-serve started without a model"
+[ "$(wc -l <"$WORK/err.txt")" -eq 1 ] && grep -q "absent.h5" "$WORK/err.txt" ||
+  die "missing model: expected one line naming the file: $(cat "$WORK/err.txt")"
+echo "ok: missing model file"
+
+# --- start the server on a free port ---
+"$GT_SERVE" "$WORK/ckpt.h5" --port 0 --device cpu --max-wait-us 200 >"$WORK/serve.log" 2>&1 &
+SERVER_PID=$!
+PORT=
+for _ in $(seq 1 300); do
+  PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
+  [ -n "$PORT" ] && break
+  kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
+  sleep 0.1
+done
+[ -n "$PORT" ] || die "gt-serve did not report its port"
+echo "ok: listening on port $PORT"
+
+# ask FD REQUEST: sends one line on an open connection and reads the answer into REPLY.
+ask() {
+  printf '%s\n' "$2" >&"$1" || die "send failed: $2"
+  IFS= read -r -t 30 REPLY <&"$1" || die "no answer to: $2"
+}
+
+exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
+ask 3 "info"
+[[ $REPLY =~ ^ok\ nodes\ 600\ classes\ 3\ dim\ 16\ device\ cpu$ ]] || die "info: $REPLY"
+
+ask 3 "predict 1 2 3"
+[[ $REPLY =~ ^ok\ [0-2]\ [0-2]\ [0-2]$ ]] || die "predict 1 2 3: $REPLY"
+three=$REPLY
+ask 3 "predict 2"
+[ "$REPLY" = "ok ${three:5:1}" ] || die "predict 2 alone ($REPLY) differs from within 1 2 3 ($three)"
+
+ask 3 "embed 0 599"
+read -r -a words <<<"$REPLY"
+[ "${words[0]}" = ok ] && [ "${words[1]}" = 2 ] && [ "${words[2]}" = 16 ] && [ ${#words[@]} -eq 35 ] ||
+  die "embed 0 599: expected ok 2 16 and 32 values: $REPLY"
+
+expect_error() {
+  ask 3 "$1"
+  [[ $REPLY == error* ]] || die "'$1' was not an error: $REPLY"
+  [[ $REPLY == *"$2"* ]] || die "'$1': error does not mention '$2': $REPLY"
+}
+expect_error "predict 600" "out of range [0, 600)"
+expect_error "predict -1" "out of range"
+expect_error "embed 3 x 4" "'x' is not a node id"
+expect_error "predict" "empty list"
+expect_error "train 1" "unknown command"
+ask 3 "predict 1 2 3"
+[ "$REPLY" = "$three" ] || die "the connection broke after errors: $REPLY"
+echo "ok: good and bad requests on one connection"
+
+# Several connections at once get the same answers.
+for fd in 4 5 6; do eval "exec $fd<>/dev/tcp/127.0.0.1/$PORT" || die "cannot connect ($fd)"; done
+for fd in 4 5 6; do printf 'predict 1 2 3\n' >&"$fd"; done
+for fd in 4 5 6; do
+  IFS= read -r -t 30 REPLY <&"$fd" || die "no answer on connection $fd"
+  [ "$REPLY" = "$three" ] || die "connection $fd: $REPLY, expected $three"
+done
+exec 4>&- 5>&- 6>&-
+echo "ok: concurrent connections"
+
+# A short load run writes its JSON.
+"$GT_LOADGEN" --port "$PORT" --clients 4 --nodes 8 --duration 1 --warmup 0.2 --json "$WORK/load.json" \
+  >"$WORK/load.txt" 2>&1 || die "gt-loadgen failed: $(cat "$WORK/load.txt")"
+grep -q '"p99_ms"' "$WORK/load.json" && grep -q '"errors": 0,' "$WORK/load.json" ||
+  die "load JSON: $(cat "$WORK/load.json")"
+echo "ok: load generator"
+
+# Clean shutdown with a connection still open.
+kill -TERM "$SERVER_PID"
+for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$SERVER_PID" 2>/dev/null && die "gt-serve did not stop on SIGTERM"
+wait "$SERVER_PID"
+rc=$?
+SERVER_PID=
+[ $rc -eq 0 ] || die "gt-serve exited with status $rc"
+grep -q "^gt-serve: stopped after" "$WORK/serve.log" || die "no shutdown summary"
+exec 3>&-
+echo "service.sh: all checks passed"

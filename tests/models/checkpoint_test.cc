@@ -1,0 +1,223 @@
+// Checkpoints: a run interrupted after k epochs and resumed gives exactly the per-epoch losses of
+// an uninterrupted run (Adam and SGD with momentum, with dropout); bad checkpoints are one clear
+// gt::Error; writes are atomic.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "framework/checkpoint.h"
+#include "framework/model_io.h"
+#include "framework/trainer.h"
+#include "preprocess/synth.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("gt_checkpoint_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    SynthOptions o;
+    o.num_nodes = 1500;
+    o.avg_degree = 8;
+    o.feature_dim = 16;
+    o.num_classes = 4;
+    o.seed = 5;
+    generate_synthetic(o, path("synth.h5"));
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string path(const std::string& name) { return (dir_ / name).string(); }
+
+  static Config config(const std::string& model, const std::string& optimizer, int64_t epochs) {
+    Config c;
+    c.source = "checkpoint_test";
+    c.model.type = model;
+    c.model.hidden = 16;
+    c.model.dropout = 0.3;  // dropout masks depend on the step counter: it must be restored too
+    c.dataset.path = path("synth.h5");
+    c.sampling.fanouts = {5, 5};
+    c.sampling.batch_size = 128;
+    c.optimizer.type = optimizer;
+    if (optimizer == "sgd") {
+      c.optimizer.lr = 0.3;
+      c.optimizer.momentum = 0.9;
+    }
+    c.train.epochs = epochs;
+    c.train.device = "cpu";
+    c.train.progress = false;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    return c;
+  }
+
+  // Trains `total` epochs straight, and k epochs then a resume to `total`; the losses must match.
+  static void expect_resume_exact(const std::string& model, const std::string& optimizer, int64_t k, int64_t total) {
+    TrainResult straight = Trainer(config(model, optimizer, total)).fit(nullptr);
+    ASSERT_EQ(straight.epochs.size(), static_cast<std::size_t>(total));
+
+    Config first = config(model, optimizer, k);
+    first.train.checkpoint = path(model + "-" + optimizer + ".ckpt.h5");
+    Trainer(first).fit(nullptr);
+    ASSERT_TRUE(fs::exists(first.train.checkpoint));
+    EXPECT_FALSE(fs::exists(first.train.checkpoint + ".tmp"));
+
+    Config rest = config(model, optimizer, total);
+    Trainer resumed(rest);
+    resumed.resume(first.train.checkpoint);
+    TrainResult r = resumed.fit(nullptr);
+    ASSERT_EQ(r.epochs.size(), static_cast<std::size_t>(total - k));
+    for (std::size_t i = 0; i < r.epochs.size(); ++i) {
+      const EpochStats& want = straight.epochs[static_cast<std::size_t>(k) + i];
+      EXPECT_EQ(r.epochs[i].epoch, want.epoch);
+      EXPECT_EQ(r.epochs[i].loss, want.loss) << "epoch " << want.epoch;
+      EXPECT_EQ(r.epochs[i].train_acc, want.train_acc) << "epoch " << want.epoch;
+      EXPECT_EQ(r.epochs[i].valid_acc, want.valid_acc) << "epoch " << want.epoch;
+    }
+    EXPECT_EQ(r.best_epoch, straight.best_epoch);
+    EXPECT_EQ(r.best_valid_acc, straight.best_valid_acc);
+    EXPECT_EQ(r.test_acc_at_best, straight.test_acc_at_best);
+  }
+
+  // A 2-epoch checkpoint of the default test config.
+  static std::string trained_checkpoint() {
+    std::string p = path("base.ckpt.h5");
+    if (!fs::exists(p)) {
+      Config c = config("sage", "adam", 2);
+      c.train.checkpoint = p;
+      Trainer(c).fit(nullptr);
+    }
+    return p;
+  }
+
+  static fs::path dir_;
+};
+fs::path CheckpointTest::dir_;
+
+TEST_F(CheckpointTest, ResumeGivesIdenticalLossesAdam) { expect_resume_exact("sage", "adam", 2, 4); }
+
+TEST_F(CheckpointTest, ResumeGivesIdenticalLossesSgdMomentum) { expect_resume_exact("gcn", "sgd", 1, 3); }
+
+TEST_F(CheckpointTest, StoresTheTrainingState) {
+  CheckpointInfo info = read_checkpoint_info(trained_checkpoint());
+  EXPECT_EQ(info.state.epoch, 2);
+  EXPECT_GT(info.state.step, 0);
+  EXPECT_EQ(info.optimizer_step, info.state.step);
+  EXPECT_EQ(info.optimizer_type, "adam");
+  EXPECT_EQ(info.config.model.type, "sage");
+  EXPECT_EQ(info.config.model.hidden, 16);
+  EXPECT_GE(info.state.best_epoch, 1);
+}
+
+TEST_F(CheckpointTest, CheckpointEveryNEpochs) {
+  Config c = config("gcn", "adam", 3);
+  c.train.checkpoint = path("every2.h5");
+  c.train.checkpoint_every = 2;
+  Trainer(c).fit(nullptr);
+  EXPECT_EQ(read_checkpoint_info(c.train.checkpoint).state.epoch, 3);  // the last epoch is always saved
+}
+
+// Expects resume(ckpt) on the default config to throw a gt::Error whose message contains `part`.
+void expect_resume_error(const Config& c, const std::string& ckpt, const std::string& part) {
+  Trainer t(c);
+  try {
+    t.resume(ckpt);
+    ADD_FAILURE() << "resume(" << ckpt << ") did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
+}
+
+TEST_F(CheckpointTest, MissingFileIsAnError) {
+  expect_resume_error(config("sage", "adam", 4), path("absent.h5"), "absent.h5");
+}
+
+TEST_F(CheckpointTest, GarbageFileIsAnError) {
+  std::ofstream(path("garbage.h5")) << "this is not HDF5\n";
+  expect_resume_error(config("sage", "adam", 4), path("garbage.h5"), "garbage.h5");
+}
+
+TEST_F(CheckpointTest, TruncatedFileIsAnError) {
+  std::string good = trained_checkpoint();
+  std::string cut = path("truncated.h5");
+  fs::copy_file(good, cut, fs::copy_options::overwrite_existing);
+  fs::resize_file(cut, fs::file_size(good) / 2);
+  expect_resume_error(config("sage", "adam", 4), cut, "truncated.h5");
+}
+
+TEST_F(CheckpointTest, WeightsFileIsNotACheckpoint) {
+  Config c = config("sage", "adam", 1);
+  c.train.save_best = path("best.h5");
+  Trainer(c).fit(nullptr);
+  expect_resume_error(config("sage", "adam", 4), c.train.save_best, "not a GraphTensor checkpoint");
+}
+
+TEST_F(CheckpointTest, DifferentModelConfigIsAnError) {
+  Config c = config("sage", "adam", 4);
+  c.model.hidden = 32;
+  expect_resume_error(c, trained_checkpoint(), "model.hidden");
+  Config g = config("gcn", "adam", 4);
+  expect_resume_error(g, trained_checkpoint(), "model.type");
+}
+
+TEST_F(CheckpointTest, DifferentSeedOrOptimizerIsAnError) {
+  Config c = config("sage", "adam", 4);
+  c.train.seed = 7;
+  expect_resume_error(c, trained_checkpoint(), "train.seed");
+  Config s = config("sage", "sgd", 4);
+  expect_resume_error(s, trained_checkpoint(), "optimizer.type");
+}
+
+TEST_F(CheckpointTest, NothingLeftToTrainIsAnError) {
+  expect_resume_error(config("sage", "adam", 2), trained_checkpoint(), "nothing left to train");
+}
+
+TEST_F(CheckpointTest, UncommittedWriteKeepsTheOldFile) {
+  std::string p = path("atomic.h5");
+  std::ofstream(p) << "previous";
+  {
+    TensorFileWriter w(p);
+    w.attr("epoch", int64_t{3});
+    w.tensor("params/x", Tensor::from_vector<float>({1, 2, 3}));
+    EXPECT_TRUE(fs::exists(p + ".tmp"));
+  }  // destroyed without commit(), as on an exception
+  EXPECT_FALSE(fs::exists(p + ".tmp"));
+  std::ifstream in(p);
+  std::string s;
+  in >> s;
+  EXPECT_EQ(s, "previous");
+}
+
+TEST_F(CheckpointTest, TensorFileRoundTrip) {
+  std::string p = path("roundtrip.h5");
+  {
+    TensorFileWriter w(p);
+    w.attr("i", int64_t{-4});
+    w.attr("r", 0.25);
+    w.attr("s", std::string("text"));
+    w.tensor("a/b/c", Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+    w.commit();
+  }
+  TensorFileReader r(p, "test file");
+  EXPECT_EQ(r.attr_int("i"), -4);
+  EXPECT_EQ(r.attr_real("r"), 0.25);
+  EXPECT_EQ(r.attr_string("s"), "text");
+  EXPECT_TRUE(r.has_tensor("a/b/c"));
+  EXPECT_FALSE(r.has_tensor("a/x/c"));
+  Tensor t = Tensor::empty({2, 3}, DType::kFloat32);
+  r.read_into("a/b/c", t);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  Tensor wrong = Tensor::empty({3, 2}, DType::kFloat32);
+  EXPECT_THROW(r.read_into("a/b/c", wrong), Error);
+  EXPECT_THROW(r.attr_int("s"), Error);
+  EXPECT_THROW(r.attr_string("missing"), Error);
+}
+
+}  // namespace
+}  // namespace gt

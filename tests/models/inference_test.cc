@@ -1,0 +1,223 @@
+// InferenceSession: answers equal the trainer-side evaluation forward; many concurrent callers get
+// the answers of serial calls; bad requests fail alone.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "framework/inference.h"
+#include "framework/trainer.h"
+#include "preprocess/loader.h"
+#include "preprocess/synth.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class InferenceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("gt_inference_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    SynthOptions o;
+    o.num_nodes = 2000;
+    o.avg_degree = 8;
+    o.feature_dim = 16;
+    o.num_classes = 4;
+    o.seed = 11;
+    generate_synthetic(o, path("synth.h5"));
+    Config c = config();
+    trainer_ = new Trainer(c);
+    trainer_->fit(nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete trainer_;
+    trainer_ = nullptr;
+    fs::remove_all(dir_);
+  }
+  static std::string path(const std::string& name) { return (dir_ / name).string(); }
+  static Config config() {
+    Config c;
+    c.model.type = "sage";
+    c.model.hidden = 24;
+    c.dataset.path = path("synth.h5");
+    c.dataset.normalize = "row";  // the session must normalise as the stored config says
+    c.sampling.fanouts = {6, 6};
+    c.sampling.batch_size = 256;
+    c.train.epochs = 2;
+    c.train.device = "cpu";
+    c.train.progress = false;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    c.train.checkpoint = path("model.ckpt.h5");
+    return c;
+  }
+  static InferenceOptions cpu_options() {
+    InferenceOptions o;
+    o.device = "cpu";
+    o.max_batch_nodes = 256;
+    o.max_wait_us = 300;
+    return o;
+  }
+  // Trainer-side evaluation forward of `ids` (full neighbourhoods): logits and embeddings.
+  static void trainer_forward(const std::vector<int64_t>& ids, std::vector<float>* logits, std::vector<float>* emb) {
+    const Dataset& d = trainer_->dataset();
+    CsrView g{d.indptr.data(), d.indices.data(), d.info.num_nodes};
+    NeighborSampler sampler(g, {-1, -1}, /*self_loops=*/false, /*seed=*/0);
+    BatchLoader loader(d.features, d.labels, sampler, trainer_->context());
+    DeviceBatch b = loader.load(ids, 0);
+    Tensor hidden;
+    Tensor out = trainer_->model().forward(trainer_->context(), b.blocks, b.features, false, 0, &hidden);
+    *logits = out.to_vector<float>();
+    *emb = hidden.to_vector<float>();
+  }
+  static fs::path dir_;
+  static Trainer* trainer_;
+};
+fs::path InferenceTest::dir_;
+Trainer* InferenceTest::trainer_ = nullptr;
+
+TEST_F(InferenceTest, MatchesTrainerEvaluation) {
+  InferenceSession s(config().train.checkpoint, "", cpu_options());
+  EXPECT_EQ(s.num_nodes(), 2000);
+  EXPECT_EQ(s.num_classes(), 4);
+  EXPECT_EQ(s.embedding_dim(), 24);
+  std::vector<int64_t> ids = trainer_->dataset().split("test");
+  ids.resize(200);
+  std::vector<float> want_logits, want_emb;
+  trainer_forward(ids, &want_logits, &want_emb);
+  Tensor logits = s.predict(ids);
+  ASSERT_EQ(logits.shape(), (Shape{200, 4}));
+  EXPECT_EQ(logits.to_vector<float>(), want_logits);
+  Tensor emb = s.embed(ids);
+  ASSERT_EQ(emb.shape(), (Shape{200, 24}));
+  EXPECT_EQ(emb.to_vector<float>(), want_emb);
+}
+
+TEST_F(InferenceTest, AccuracyMatchesTrainer) {
+  InferenceSession s(config().train.checkpoint, path("synth.h5"), cpu_options());
+  const std::vector<int64_t>& ids = trainer_->dataset().split("valid");
+  Tensor logits = s.predict(ids);
+  const float* l = logits.data<float>();
+  int64_t correct = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < 4; ++c)
+      if (l[i * 4 + c] > l[i * 4 + best]) best = c;
+    correct += best == trainer_->dataset().labels[static_cast<std::size_t>(ids[i])];
+  }
+  EXPECT_DOUBLE_EQ(static_cast<double>(correct) / static_cast<double>(ids.size()), trainer_->evaluate(ids));
+}
+
+TEST_F(InferenceTest, DuplicateIdsAndLargeRequests) {
+  InferenceOptions o = cpu_options();
+  o.max_batch_nodes = 64;  // a 300-node request spans several micro-batches
+  InferenceSession s(config().train.checkpoint, "", o);
+  std::vector<int64_t> ids(300);
+  for (int64_t i = 0; i < 300; ++i) ids[static_cast<std::size_t>(i)] = (i * 7) % 2000;
+  ids[10] = ids[200] = 42;
+  Tensor big = s.predict(ids);
+  std::vector<float> all = big.to_vector<float>();
+  for (std::size_t i : {std::size_t{0}, std::size_t{10}, std::size_t{299}}) {
+    std::vector<float> one = s.predict({ids[i]}).to_vector<float>();
+    EXPECT_EQ(one, std::vector<float>(all.begin() + static_cast<long>(i) * 4, all.begin() + static_cast<long>(i + 1) * 4));
+  }
+  EXPECT_EQ(std::vector<float>(all.begin() + 40, all.begin() + 44), std::vector<float>(all.begin() + 800, all.begin() + 804));
+}
+
+TEST_F(InferenceTest, ConcurrentCallersGetSerialAnswers) {
+  InferenceSession s(config().train.checkpoint, "", cpu_options());
+  constexpr int kThreads = 8, kPerThread = 40;
+  std::vector<std::vector<int64_t>> requests(kThreads * kPerThread);
+  std::mt19937_64 rng(1);
+  for (auto& r : requests) {
+    r.resize(1 + rng() % 40);
+    for (auto& id : r) id = static_cast<int64_t>(rng() % 2000);
+  }
+  std::vector<std::vector<float>> serial;
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    serial.push_back((i % 3 == 0 ? s.embed(requests[i]) : s.predict(requests[i])).to_vector<float>());
+  const int64_t batches_before = s.stats().batches;
+
+  std::vector<std::vector<float>> concurrent(requests.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        std::size_t i = static_cast<std::size_t>(k * kThreads + t);
+        concurrent[i] = (i % 3 == 0 ? s.embed(requests[i]) : s.predict(requests[i])).to_vector<float>();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(concurrent[i], serial[i]) << "request " << i;
+  // Coalescing happened: fewer micro-batches than requests.
+  EXPECT_LT(s.stats().batches - batches_before, static_cast<int64_t>(requests.size()));
+}
+
+TEST_F(InferenceTest, BadRequestsFailAlone) {
+  InferenceSession s(config().train.checkpoint, "", cpu_options());
+  std::vector<float> want = s.predict({1, 2, 3}).to_vector<float>();
+  std::atomic<int> good{0}, bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 30; ++k) {
+        if ((t + k) % 3 == 0) {
+          std::vector<int64_t> ids = k % 2 ? std::vector<int64_t>{1, 2000} : std::vector<int64_t>{-1};
+          try {
+            s.predict(ids);
+          } catch (const Error& e) {
+            if (std::string(e.what()).find("out of range [0, 2000)") != std::string::npos) ++bad;
+          }
+        } else if (s.predict({1, 2, 3}).to_vector<float>() == want) {
+          ++good;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 80);
+  EXPECT_EQ(good.load(), 160);
+  EXPECT_THROW(s.embed({}), Error);
+  std::future<Tensor> f = s.submit(InferenceOutput::kLogits, {5000});
+  EXPECT_THROW(f.get(), Error);
+  EXPECT_EQ(s.stats().failed_requests, 82);
+}
+
+TEST_F(InferenceTest, OpenErrors) {
+  EXPECT_THROW(InferenceSession(path("absent.h5"), "", cpu_options()), Error);
+  InferenceOptions o = cpu_options();
+  o.fanouts = {5};
+  EXPECT_THROW(InferenceSession(config().train.checkpoint, "", o), Error);  // model has 2 layers
+  o = cpu_options();
+  o.device = "tpu";
+  EXPECT_THROW(InferenceSession(config().train.checkpoint, "", o), Error);
+  // A dataset of another feature width does not fit the weights.
+  SynthOptions so;
+  so.num_nodes = 100;
+  so.feature_dim = 8;
+  so.num_classes = 4;
+  generate_synthetic(so, path("other.h5"));
+  try {
+    InferenceSession s(config().train.checkpoint, path("other.h5"), cpu_options());
+    ADD_FAILURE() << "opened a model on a dataset of another feature width";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shape"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(InferenceTest, SampledFanoutsAreBatchIndependent) {
+  InferenceOptions o = cpu_options();
+  o.fanouts = {3, 3};
+  InferenceSession s(config().train.checkpoint, "", o);
+  std::vector<float> alone = s.predict({77}).to_vector<float>();
+  std::vector<float> together = s.predict({5, 77, 900}).to_vector<float>();
+  EXPECT_EQ(alone, std::vector<float>(together.begin() + 4, together.begin() + 8));
+}
+
+}  // namespace
+}  // namespace gt
