@@ -1,6 +1,6 @@
 // gt-train: the config-driven trainer.
 //
-//   gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--print-config]
+//   gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]
 //   gt-train --print-config-keys
 //
 // Loads the YAML config (every key is documented in docs/configs.md; unknown keys are errors),
@@ -27,7 +27,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--print-config]\n"
+    "usage: gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]\n"
     "       gt-train --print-config-keys\n";
 
 // A usage error is one line on stderr (exit 2); --help prints the usage to stdout.
@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--print-config") {
       print_config = true;
+    } else if (a == "--trace") {
+      if (i + 1 >= argc) return usage("--trace needs a file name");
+      overrides.push_back(std::string("train.trace=") + argv[++i]);
     } else if (a == "--set") {
       if (i + 1 >= argc) return usage("--set needs section.key=value");
       overrides.push_back(argv[++i]);

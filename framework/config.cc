@@ -166,7 +166,8 @@ const std::vector<Field>& fields() {
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
                 "seed of initialisation, sampling, shuffling and dropout"),
       int_field("train.threads", GT_GET(train, threads), 0, 4096, "CPU threads for preprocessing and CPU kernels; 0 = all"),
-      int_field("train.eval_every", GT_GET(train, eval_every), 1, 1000000, "evaluate every N epochs (and after the last)"),
+      int_field("train.eval_every", GT_GET(train, eval_every), 0, 1000000,
+                "evaluate every N epochs (and after the last); 0 = never (benchmarks)"),
       string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
@@ -176,6 +177,10 @@ const std::vector<Field>& fields() {
       int_field("train.checkpoint_every", GT_GET(train, checkpoint_every), 1, 1000000,
                 "write train.checkpoint every N epochs (and after the last)"),
       bool_field("train.progress", GT_GET(train, progress), "progress bar on stderr when it is a terminal"),
+      int_field("train.prefetch", GT_GET(train, prefetch), 1, 64,
+                "batches the flow-graph pipeline prepares ahead of training (bounds pinned and device memory)"),
+      string_field("train.trace", GT_GET(train, trace), {},
+                   "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto); \"\" = none"),
   };
   return all;
 }

@@ -46,13 +46,15 @@ struct TrainConfig {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto
   int64_t seed = 0;
   int64_t threads = 0;          // 0 = all cores
-  int64_t eval_every = 1;       // evaluate valid and test every N epochs (and at the end)
+  int64_t eval_every = 1;       // evaluate valid and test every N epochs (and at the end); 0 = never
   std::string precision = "float32";  // float32 | tf32 (GPU dense math)
   std::string metrics = "out/metrics.jsonl";  // JSON lines, one per epoch; "" = off
   std::string save_best = "out/best-model.h5";  // weights of the best-validation epoch; "" = off
   std::string checkpoint = "";     // training checkpoint (framework/checkpoint.h); "" = off
   int64_t checkpoint_every = 1;    // write the checkpoint every N epochs (and after the last)
   bool progress = true;
+  int64_t prefetch = 4;         // batches the preprocessing pipeline prepares ahead of training
+  std::string trace = "";       // Chrome-trace JSON of the pipeline timeline; "" = off
 };
 
 struct Config {

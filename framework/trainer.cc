@@ -13,7 +13,7 @@
 #include "framework/optimizer.h"
 #include "framework/progress.h"
 #include "kernels/loss.h"
-#include "preprocess/loader.h"
+#include "preprocess/pipeline.h"
 
 namespace gt {
 
@@ -47,6 +47,7 @@ struct Trainer::Impl {
   std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
   std::unique_ptr<Optimizer> optimizer;
   uint64_t step = 0;
+  std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
 };
 
@@ -77,9 +78,10 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
   model_ = build_model(cfg_.model, data_.info.feature_dim, data_.info.num_classes, device, seed);
   impl_->optimizer = make_optimizer(cfg_.optimizer);
+  if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
 
   CsrView g{data_.indptr.data(), data_.indices.data(), data_.info.num_nodes};
-  const bool self_loops = cfg_.model.type == "gcn" && cfg_.model.self_loops;
+  const bool self_loops = (cfg_.model.type == "gcn" || cfg_.model.type == "gat") && cfg_.model.self_loops;
   impl_->train_sampler = std::make_unique<NeighborSampler>(g, cfg_.sampling.fanouts, self_loops, seed);
   std::vector<int64_t> eval_fanouts = cfg_.sampling.eval_fanouts;
   if (eval_fanouts.empty()) eval_fanouts.assign(static_cast<std::size_t>(cfg_.model.layers), -1);
@@ -101,13 +103,16 @@ void Trainer::resume(const std::string& checkpoint_path) {
 
 double Trainer::evaluate(const std::vector<int64_t>& ids) {
   if (ids.empty()) return 0.0;
-  BatchLoader loader(data_.features, data_.labels, *impl_->eval_sampler, *ctx_);
   int64_t correct = 0;
   auto batches = make_batches(ids, cfg_.sampling.eval_batch_size, /*shuffle=*/false, 0, 0);
-  for (std::size_t b = 0; b < batches.size(); ++b) {
-    DeviceBatch batch = loader.load(batches[b], /*batch_key=*/(1ull << 40) + b);
-    Tensor logits = model_->forward(*ctx_, batch.blocks, batch.features, /*training=*/false, 0);
-    correct += count_correct(logits, batch.labels, ctx_->stream());
+  std::vector<uint64_t> keys(batches.size());
+  for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = (1ull << 40) + b;
+  BatchPipeline pipe(data_.features, data_.labels, *impl_->eval_sampler, *ctx_, {cfg_.train.prefetch}, nullptr);
+  pipe.start(std::move(batches), std::move(keys));
+  while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
+    batch->ready.wait(ctx_->stream());
+    Tensor logits = model_->forward(*ctx_, batch->blocks, batch->features, /*training=*/false, 0);
+    correct += count_correct(logits, batch->labels, ctx_->stream());
   }
   int64_t labelled = count_labelled(data_.labels, ids);
   return labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
@@ -124,7 +129,6 @@ TrainResult Trainer::fit(std::ostream* log) {
   const auto& valid_ids = data_.split(cfg_.dataset.valid_split);
   const auto& test_ids = data_.split(cfg_.dataset.test_split);
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
-  BatchLoader loader(data_.features, data_.labels, *impl_->train_sampler, *ctx_);
   const std::string config_yaml = to_yaml(cfg_);
 
   if (log)
@@ -140,32 +144,47 @@ TrainResult Trainer::fit(std::ostream* log) {
     auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
     ProgressBar bar(cfg_.train.progress, "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
                     static_cast<int64_t>(batches.size()));
+    std::vector<uint64_t> keys(batches.size());
+    for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = (static_cast<uint64_t>(epoch) << 20) + b;
     auto t_epoch = Clock::now();
     double loss_sum = 0;
     int64_t correct = 0, labelled = 0;
+    // Batches are prepared by the flow graph while this thread computes on earlier ones.
+    BatchPipeline pipe(data_.features, data_.labels, *impl_->train_sampler, *ctx_, {cfg_.train.prefetch},
+                       impl_->trace.get());
+    pipe.start(batches, std::move(keys));
     for (std::size_t b = 0; b < batches.size(); ++b) {
-      const uint64_t batch_key = (static_cast<uint64_t>(epoch) << 20) + b;
-      DeviceBatch batch = loader.load(batches[b], batch_key);
-      auto t0 = Clock::now();
+      std::unique_ptr<DeviceBatch> batch = pipe.next();
+      batch->ready.wait(ctx_->stream());  // the compute stream waits for the copies, not the host
       ++impl_->step;
-      Tensor logits = model_->forward(*ctx_, batch.blocks, batch.features, /*training=*/true, impl_->step);
-      Tensor dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
-      float loss = softmax_cross_entropy(logits, batch.labels, dlogits, ctx_->stream());
-      if (!std::isfinite(loss))
-        GT_THROW(cfg_.source, "lower optimizer.lr, or check the features for NaN/Inf",
-                 "training diverged: the loss is ", loss, " at epoch ", epoch, ", batch ", b + 1);
-      correct += count_correct(logits, batch.labels, ctx_->stream());
-      model_->backward(*ctx_, batch.blocks, dlogits);
-      impl_->optimizer->step(*ctx_, model_->params());
+      float loss;
+      Tensor dlogits;
+      {
+        ScopedStage fw(impl_->trace.get(), "forward", "compute", batch->seq, &st.forward_ms);
+        Tensor logits = model_->forward(*ctx_, batch->blocks, batch->features, /*training=*/true, impl_->step);
+        dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
+        loss = softmax_cross_entropy(logits, batch->labels, dlogits, ctx_->stream());
+        if (!std::isfinite(loss))
+          GT_THROW(cfg_.source, "lower optimizer.lr, or check the features for NaN/Inf",
+                   "training diverged: the loss is ", loss, " at epoch ", epoch, ", batch ", b + 1);
+        correct += count_correct(logits, batch->labels, ctx_->stream());
+      }
+      {
+        ScopedStage bw(impl_->trace.get(), "backward", "compute", batch->seq, &st.backward_ms);
+        model_->backward(*ctx_, batch->blocks, dlogits);
+        impl_->optimizer->step(*ctx_, model_->params());
+        // The batch's device buffers go back to the pool below: finish the work that reads them.
+        ctx_->synchronize();
+      }
       int64_t nl = count_labelled(data_.labels, batches[b]);
       labelled += nl;
       loss_sum += static_cast<double>(loss) * static_cast<double>(nl);
-      st.compute_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      st.sample_ms += batch.sample_ms;
-      st.gather_ms += batch.gather_ms;
-      st.transfer_ms += batch.transfer_ms;
-      st.seeds += batch.num_seeds;
-      st.sampled_edges += batch.sampled_edges;
+      st.sample_ms += batch->sample_ms;
+      st.reindex_ms += batch->reindex_ms;
+      st.gather_ms += batch->gather_ms;
+      st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
+      st.seeds += batch->num_seeds;
+      st.sampled_edges += batch->sampled_edges;
       ++st.batches;
       bar.update(st.batches, labelled ? loss_sum / static_cast<double>(labelled) : 0.0,
                  static_cast<double>(st.seeds) / std::max(seconds_since(t_epoch), 1e-9));
@@ -176,7 +195,7 @@ TrainResult Trainer::fit(std::ostream* log) {
     st.loss = labelled ? loss_sum / static_cast<double>(labelled) : 0.0;
     st.train_acc = labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
 
-    if (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs) {
+    if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
       st.valid_acc = evaluate(valid_ids);
       st.test_acc = evaluate(test_ids);
       if (st.valid_acc > result.best_valid_acc) {
@@ -192,8 +211,9 @@ TrainResult Trainer::fit(std::ostream* log) {
     rec.add("epoch", st.epoch).add("loss", st.loss).add("train_acc", st.train_acc);
     if (st.valid_acc >= 0) rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
     rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", st.seeds / std::max(st.seconds, 1e-9));
-    rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("gather_ms", st.gather_ms);
-    rec.add("transfer_ms", st.transfer_ms).add("compute_ms", st.compute_ms).add("device", result.device);
+    rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
+    rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
+    rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("device", result.device);
     metrics.write(rec);
     if (!cfg_.train.checkpoint.empty() && (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
@@ -212,8 +232,18 @@ TrainResult Trainer::fit(std::ostream* log) {
       }
       std::snprintf(line, sizeof line, "  %.2fs  %s seeds/s\n", st.seconds,
                     human_count(st.seeds / std::max(st.seconds, 1e-9)).c_str());
+      *log << line;
+      std::snprintf(line, sizeof line,
+                    "    stages (ms): S %.1f  R %.1f  K %.1f  T %.1f  forward %.1f  backward %.1f  wall %.1f  "
+                    "overlap %.2fx\n",
+                    st.sample_ms, st.reindex_ms, st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms,
+                    st.seconds * 1e3, st.overlap());
       *log << line << std::flush;
     }
+  }
+  if (impl_->trace) {
+    impl_->trace->write(cfg_.train.trace);
+    if (log) *log << "trace: " << cfg_.train.trace << " (" << impl_->trace->size() << " events)\n";
   }
   if (log) {
     char line[256];

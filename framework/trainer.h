@@ -5,6 +5,7 @@
 // weights are saved to train.save_best.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -23,7 +24,12 @@ struct EpochStats {
   double loss = 0, train_acc = 0;
   double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
   double seconds = 0;                    // training time of the epoch (evaluation excluded)
-  double sample_ms = 0, gather_ms = 0, transfer_ms = 0, compute_ms = 0;
+  // Host milliseconds per stage, summed over the epoch's batches. S, R, K and T run in the
+  // pipeline's threads and overlap each other and the trainer; forward and backward (including
+  // the optimizer step) are the trainer thread's time until the GPU finished them.
+  double sample_ms = 0, reindex_ms = 0, gather_ms = 0, transfer_ms = 0, forward_ms = 0, backward_ms = 0;
+  // (S + R + K + T + forward + backward) / wall time: above 1 when stages overlapped.
+  double overlap() const { return (sample_ms + reindex_ms + gather_ms + transfer_ms + forward_ms + backward_ms) / std::max(seconds * 1e3, 1e-9); }
   int64_t batches = 0, seeds = 0, sampled_edges = 0;
 };
 
