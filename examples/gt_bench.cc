@@ -154,15 +154,23 @@ int bench_pipeline(int argc, char** argv) {
 
 }  // namespace
 
+// examples/bench_napa.cc: NAPA Pull kernels and whole training steps on pyg_baseline.py's workloads.
+int bench_kernels(int argc, char** argv);
+int bench_step(int argc, char** argv);
+
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::cout << "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
-                 "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--json FILE]\n";
+                 "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--json FILE]\n"
+                 "       gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]      (GPU)\n"
+                 "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n";
     return argc < 2 ? 2 : 0;
   }
   try {
     std::string cmd = argv[1];
     if (cmd == "pipeline") return bench_pipeline(argc - 2, argv + 2);
+    if (cmd == "kernels") return bench_kernels(argc - 2, argv + 2);
+    if (cmd == "step") return bench_step(argc - 2, argv + 2);
     std::cerr << "gt-bench: unknown benchmark '" << cmd << "' (see gt-bench --help)\n";
     return 2;
   } catch (const std::exception& e) {

@@ -135,13 +135,25 @@ constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
-      string_field("model.type", GT_GET(model, type), {"gcn", "sage"},
-                   "GCN (mean aggregation, then one linear layer) or GraphSAGE (mean aggregation with a separate root weight)"),
-      int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16, "width of the hidden layers"),
+      string_field("model.type", GT_GET(model, type), {"gcn", "sage", "ngcf", "gin", "gat"},
+                   "GCN (mean aggregation, then one linear layer), GraphSAGE (mean aggregation with a separate root "
+                   "weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, LeakyReLU), GIN "
+                   "((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head attention)"),
+      int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
+                "width of the hidden layers (GAT: per head; a hidden GAT layer outputs hidden x heads)"),
       int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
       real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
       bool_field("model.self_loops", GT_GET(model, self_loops),
-                 "GCN: average over N(v) and v itself (GraphSAGE uses its root weight instead)"),
+                 "GCN and GAT: v itself is one of its neighbours (GraphSAGE, NGCF and GIN have their own self terms)"),
+      string_field("model.aggregation", GT_GET(model, aggregation), {"mean", "sum"},
+                   "NGCF: how neighbour features and neighbour-times-self products are aggregated"),
+      int_field("model.heads", GT_GET(model, heads), 1, 256, "GAT: attention heads of the hidden layers (concatenated)"),
+      int_field("model.output_heads", GT_GET(model, output_heads), 1, 256,
+                "GAT: attention heads of the output layer (averaged)"),
+      real_field("model.negative_slope", GT_GET(model, negative_slope), 0.0, 1.0,
+                 "LeakyReLU slope: NGCF's layer output and GAT's attention scores"),
+      real_field("model.gin_eps", GT_GET(model, gin_eps), -1.0, 1000.0,
+                 "GIN: a node's own features enter with weight 1 + eps (fixed, not learned)"),
       string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),

@@ -11,11 +11,16 @@
 namespace gt {
 
 struct ModelConfig {
-  std::string type = "gcn";      // gcn | sage
-  int64_t hidden = 64;
+  std::string type = "gcn";      // gcn | sage | ngcf | gin | gat
+  int64_t hidden = 64;           // GAT: width per head
   int64_t layers = 2;
   double dropout = 0.5;
-  bool self_loops = true;        // GCN: include v itself in its own mean
+  bool self_loops = true;        // GCN and GAT: include v itself among its neighbours
+  std::string aggregation = "mean";  // NGCF: mean | sum
+  int64_t heads = 8;             // GAT: heads of the hidden layers (concatenated)
+  int64_t output_heads = 1;      // GAT: heads of the output layer (averaged)
+  double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores)
+  double gin_eps = 0.0;          // GIN: weight (1 + eps) of a node's own features
 };
 
 struct DatasetConfig {

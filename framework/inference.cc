@@ -154,7 +154,7 @@ void InferenceSession::Impl::setup(Device device) {
   std::vector<int64_t> fanouts = opt.fanouts;
   if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
-  const bool self_loops = cfg.model.type == "gcn" && cfg.model.self_loops;
+  const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
   sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
 }
 

@@ -274,4 +274,21 @@ void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activatio
   if (db) column_sums(ctx, dt, *db);
 }
 
+void bias_activation_forward(const Tensor* b, Activation act, float slope, Tensor& y, const Context& ctx) {
+  const char* op = "bias_activation_forward";
+  check_activation(act, slope, op);
+  check_mat(y, "y", op);
+  check_device(y, "y", ctx, op);
+  if (b) check_bias(*b, "b", y.size(1), ctx, op);
+  bias_activation(ctx, b, act, slope, y);
+}
+
+void bias_backward(const Tensor& dy, Tensor& db, const Context& ctx) {
+  const char* op = "bias_backward";
+  check_mat(dy, "dy", op);
+  check_device(dy, "dy", ctx, op);
+  check_bias(db, "db", dy.size(1), ctx, op);
+  column_sums(ctx, dy, db);
+}
+
 }  // namespace gt

@@ -35,4 +35,10 @@ void apply_forward(const Tensor& x, const Tensor& w, const Tensor* b, Activation
 void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activation act, float slope,
                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* db, const Context& ctx);
 
+// The Apply epilogue alone, for layers whose pre-activation is not one GEMM (GAT's attention-
+// weighted sum): y = act(y + b) in place, b [out] optional; and its bias gradient
+// db = column sums of dy (overwritten). Same kernels as apply_forward / linear_backward.
+void bias_activation_forward(const Tensor* b, Activation act, float slope, Tensor& y, const Context& ctx);
+void bias_backward(const Tensor& dy, Tensor& db, const Context& ctx);
+
 }  // namespace gt

@@ -21,6 +21,8 @@ void relu_forward(const float* x, float* y, int64_t n, int device, Stream s);
 void relu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s);
 void leaky_relu_forward(const float* x, float slope, float* y, int64_t n, int device, Stream s);
 void leaky_relu_backward(const float* y, float slope, const float* dy, float* dx, int64_t n, int device, Stream s);
+void elu_forward(const float* x, float* y, int64_t n, int device, Stream s);
+void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s);
 void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s);
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
 void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
@@ -150,6 +152,44 @@ void leaky_relu_backward(const Tensor& y, float slope, const Tensor& dy, Tensor&
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
   for_each_index(n, [&](int64_t i) { dxp[i] = yp[i] > 0.0f ? dyp[i] : dyp[i] * slope; });
+}
+
+void elu_forward(const Tensor& x, Tensor& y, Stream s) {
+  check_float(x, "x", "elu_forward");
+  check_same(x, "x", y, "y", "elu_forward");
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (x.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::elu_forward(x.data<float>(), y.data<float>(), n, dev_of(x), s);
+#else
+    (void)s;
+    throw_built_without_cuda("elu_forward");
+#endif
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_each_index(n, [&](int64_t i) { yp[i] = xp[i] > 0.0f ? xp[i] : std::expm1(xp[i]); });
+}
+
+void elu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s) {
+  check_float(y, "y", "elu_backward");
+  check_same(y, "y", dy, "dy", "elu_backward");
+  check_same(y, "y", dx, "dx", "elu_backward");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  if (y.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::elu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), n, dev_of(y), s);
+#else
+    (void)s;
+    throw_built_without_cuda("elu_backward");
+#endif
+  }
+  const float* yp = y.data<float>();
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  for_each_index(n, [&](int64_t i) { dxp[i] = yp[i] > 0.0f ? dyp[i] : dyp[i] * (yp[i] + 1.0f); });
 }
 
 void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {

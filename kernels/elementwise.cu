@@ -56,6 +56,20 @@ __global__ void leaky_relu_backward_kernel(const float* y, float slope, const fl
   }
 }
 
+__global__ void elu_forward_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? v : expm1f(v);
+  }
+}
+
+__global__ void elu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float o = y[i];
+    dx[i] = o > 0.0f ? dy[i] : dy[i] * (o + 1.0f);
+  }
+}
+
 // Same mask as the CPU: element i is kept when u01(philox(key, step, i).v[0]) >= p. The draw is a
 // pure function of the element index, so the thread/grid layout does not matter.
 __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
@@ -114,6 +128,16 @@ void leaky_relu_forward(const float* x, float slope, float* y, int64_t n, int de
 
 void leaky_relu_backward(const float* y, float slope, const float* dy, float* dx, int64_t n, int device, Stream s) {
   leaky_relu_backward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(y, slope, dy, dx, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void elu_forward(const float* x, float* y, int64_t n, int device, Stream s) {
+  elu_forward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s) {
+  elu_backward_kernel<<<grid_for(n, device), kThreads, 0, s>>>(y, dy, dx, n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

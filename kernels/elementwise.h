@@ -19,6 +19,12 @@ void leaky_relu_forward(const Tensor& x, float slope, Tensor& y, Stream s = null
 // when x > 0; slope < 0 throws). dx may alias dy.
 void leaky_relu_backward(const Tensor& y, float slope, const Tensor& dy, Tensor& dx, Stream s = nullptr);
 
+// ELU (alpha = 1): y = x > 0 ? x : exp(x) - 1. y may alias x.
+void elu_forward(const Tensor& x, Tensor& y, Stream s = nullptr);
+// dx = dy * (y > 0 ? 1 : y + 1), y = the forward output (exp(x) = y + 1 on the negative branch,
+// so the input need not be kept). dx may alias dy.
+void elu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s = nullptr);
+
 // Inverted dropout: keep element i with probability 1 - p, scaling it by 1 / (1 - p).
 // The mask is a pure function of (seed, step, i) (counter-based Philox), so the CPU and the GPU
 // drop the same elements. y may alias x. p = 0 copies.

@@ -14,6 +14,7 @@
 
 #include "framework/context.h"
 #include "kernels/block.h"
+#include "kernels/pull.h"
 
 namespace gt {
 
@@ -28,6 +29,12 @@ struct LayerOptions {
   float dropout = 0.0f;
   int64_t index = 0;       // position in the model, keys dropout masks and initialisation
   uint64_t seed = 0;
+  // Model-specific settings (ignored by the layers that do not use them).
+  Reduce aggregation = Reduce::kMean;  // NGCF: kMean or kSum
+  float negative_slope = 0.2f;         // NGCF output LeakyReLU, GAT attention LeakyReLU (>= 0)
+  float gin_eps = 0.0f;                // GIN
+  int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
+  int64_t heads = 1;                   // GAT: heads; `out` is the width per head
 };
 
 class Layer {
@@ -42,5 +49,17 @@ class Layer {
 std::unique_ptr<Layer> make_gcn_layer(const LayerOptions& o, Device d);
 // GraphSAGE: y = act(W_n mean_{u in N(v)} x_u + W_r x_v + b).
 std::unique_ptr<Layer> make_sage_layer(const LayerOptions& o, Device d);
+// NGCF (Wang et al., SIGIR 2019), as pyg_baseline.py's NGCFConv computes it: with f = mean or sum,
+//   side = f_{u in N(v)} x_u, inter = f_{u in N(v)} x_u * x_v (one fused pass, no E x F tensor),
+//   y = LeakyReLU(W1 (side + x_v) + W2 inter + b, negative_slope), on every layer (the output too).
+std::unique_ptr<Layer> make_ngcf_layer(const LayerOptions& o, Device d);
+// GIN (Xu et al., ICLR 2019) with fixed eps: y = MLP((1 + eps) x_v + sum_{u in N(v)} x_u),
+// MLP = Linear(in, mlp_hidden) - ReLU - Linear(mlp_hidden, out), then ReLU when o.activation.
+std::unique_ptr<Layer> make_gin_layer(const LayerOptions& o, Device d);
+// GAT (Velickovic et al., ICLR 2018), H = o.heads heads of width D = o.out: z = x W [*, H*D],
+// el = <z_u, a_l>, er = <z_v, a_r> per head, alpha = softmax over N(v) of LeakyReLU(el + er),
+// y_v = sum alpha z_u (fused kernel). Hidden layers (o.activation) concatenate the heads, add the
+// bias and apply ELU (out = H*D); the output layer averages the heads and adds the bias (out = D).
+std::unique_ptr<Layer> make_gat_layer(const LayerOptions& o, Device d);
 
 }  // namespace gt

@@ -45,19 +45,35 @@ int64_t Model::num_parameters() {
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed) {
   using Factory = std::function<std::unique_ptr<Layer>(const LayerOptions&, Device)>;
-  static const std::map<std::string, Factory> registry = {{"gcn", make_gcn_layer}, {"sage", make_sage_layer}};
+  static const std::map<std::string, Factory> registry = {{"gcn", make_gcn_layer},
+                                                          {"sage", make_sage_layer},
+                                                          {"ngcf", make_ngcf_layer},
+                                                          {"gin", make_gin_layer},
+                                                          {"gat", make_gat_layer}};
   auto it = registry.find(cfg.type);
-  if (it == registry.end()) GT_THROW("model.type", "choose gcn or sage", "unknown model type '", cfg.type, "'");
+  if (it == registry.end())
+    GT_THROW("model.type", "choose gcn, sage, ngcf, gin or gat", "unknown model type '", cfg.type, "'");
   GT_CHECK_ARG(in_dim > 0 && num_classes > 0, "model needs in_dim > 0 and num_classes > 0");
+  if (cfg.aggregation != "mean" && cfg.aggregation != "sum")
+    GT_THROW("model.aggregation", "choose mean or sum", "unknown aggregation '", cfg.aggregation, "'");
+  const bool gat = cfg.type == "gat";
+  // A hidden GAT layer concatenates its heads: the next layer reads hidden x heads columns.
+  const int64_t hidden_width = gat ? cfg.hidden * cfg.heads : cfg.hidden;
   std::vector<std::unique_ptr<Layer>> layers;
   for (int64_t l = 0; l < cfg.layers; ++l) {
+    const bool last = l == cfg.layers - 1;
     LayerOptions o;
-    o.in = l == 0 ? in_dim : cfg.hidden;
-    o.out = l == cfg.layers - 1 ? num_classes : cfg.hidden;
-    o.activation = l < cfg.layers - 1;
+    o.in = l == 0 ? in_dim : hidden_width;
+    o.out = last ? num_classes : cfg.hidden;
+    o.activation = !last;
     o.dropout = static_cast<float>(cfg.dropout);
     o.index = l;
     o.seed = seed;
+    o.aggregation = cfg.aggregation == "sum" ? Reduce::kSum : Reduce::kMean;
+    o.negative_slope = static_cast<float>(cfg.negative_slope);
+    o.gin_eps = static_cast<float>(cfg.gin_eps);
+    o.mlp_hidden = cfg.hidden;
+    o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
     layers.push_back(it->second(o, device));
   }
   return std::make_unique<Model>(cfg.type, std::move(layers));

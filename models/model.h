@@ -33,7 +33,8 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
 };
 
-// Builds the model named by cfg.type ("gcn", "sage"); throws gt::Error naming model.type otherwise.
+// Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming
+// model.type otherwise.
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed);
 

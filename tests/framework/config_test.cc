@@ -55,7 +55,7 @@ TEST(Config, WrongTypesAndRanges) {
   EXPECT_NE(error_of("model: {hidden: abc}").find("model.hidden' expects an integer, got 'abc'"), std::string::npos);
   EXPECT_NE(error_of("model: {hidden: 1.5}").find("model.hidden"), std::string::npos);
   EXPECT_NE(error_of("model: {dropout: 2}").find("model.dropout' must be in"), std::string::npos);
-  EXPECT_NE(error_of("model: {type: gat}").find("must be one of gcn, sage"), std::string::npos);
+  EXPECT_NE(error_of("model: {type: gatv2}").find("must be one of gcn, sage, ngcf, gin, gat"), std::string::npos);
   EXPECT_NE(error_of("sampling: {fanouts: 5}").find("a list of integers"), std::string::npos);
   EXPECT_NE(error_of("train: {progress: maybe}").find("true or false"), std::string::npos);
   EXPECT_NE(error_of("model: [1, 2]").find("must be a map"), std::string::npos);

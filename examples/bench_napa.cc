@@ -1,0 +1,366 @@
+// gt-bench kernels | step: GPU timings of the NAPA Pull kernels and of whole training steps on the
+// four synthetic workloads of shared/bench/pyg_baseline.py, to set beside that script's numbers
+// (scripts/bench_compare.py builds the ratio table).
+//
+//   gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]
+//   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]
+//
+// Workloads (feature width F, per-layer blocks (n_src, n_dst, nnz), input side first) are those
+// of pyg_baseline.py's WORKLOADS, built the same way: every destination gets nnz / n_dst or one
+// more in-edges, sources drawn uniformly at random (our generator, the same distribution).
+//
+// `kernels` times Pull sum and mean, forward and backward (dx over the transposed block), on the
+// first (large) block with CUDA events: median of --iters after 5 warm-up runs. It reports GB/s
+// over the FEWEST bytes the op must move (a compulsory-traffic model): forward reads indptr
+// (8 B per destination), indices (4 B per edge) and each DISTINCT source row it needs once
+// (counted exactly on the host), and writes y; backward reads t_indptr, t_indices, indptr (mean:
+// the degrees), each destination row of dy that has in-edges once, and writes every row of dx.
+// Re-reads of a row by a second edge are not counted: they can come from L2, and an op that
+// must fetch them from HBM is paying for its access order. (Counting a row per edge would credit
+// a kernel for traffic it need not make.) The ratio to a cudaMemcpy device-to-device copy
+// measured here (read + write bytes / time) says how close the op is to the memory system's
+// practical ceiling.
+//
+// `step` times one training step (forward, softmax cross-entropy, backward, Adam at lr 1e-3;
+// 2 layers, hidden 64, no dropout, as pyg_baseline.py's step) per model and workload, median of
+// --iters after 5 warm-up steps, and the device memory the caching allocator holds at the end
+// (reserved = in use + cached, after emptying the cache before building the inputs): an upper
+// bound of the peak of allocated memory, inputs included, like PyTorch's max_memory_reserved.
+//
+// Both need a CUDA GPU and say so otherwise.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "framework/context.h"
+#include "framework/error.h"
+#include "framework/memory.h"
+#include "framework/metrics.h"
+#include "framework/optimizer.h"
+#include "kernels/loss.h"
+#include "kernels/pull.h"
+#include "models/model.h"
+#ifdef GT_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "framework/cuda_check.h"
+#endif
+
+namespace {
+
+struct Shape3 {
+  int64_t n_src, n_dst, nnz;
+};
+struct Workload {
+  const char* name;
+  int64_t feature_dim, hidden, classes;
+  std::vector<Shape3> blocks;
+};
+
+// pyg_baseline.py WORKLOADS (GraphTensor paper, Table II), input side first.
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> all = {
+      {"products", 100, 64, 47, {{351000, 50000, 767000 - 150000}, {50000, 300, 150000 / 100}}},
+      {"reddit2", 602, 64, 41, {{185000, 57000, 912000 - 171000}, {57000, 300, 171000 / 100}}},
+      {"wiki-talk", 4353, 64, 16, {{29000, 8000, 60000 - 24000}, {8000, 300, 24000 / 100}}},
+      {"livejournal", 4353, 64, 16, {{233000, 28000, 393000 - 84000}, {28000, 300, 84000 / 100}}},
+  };
+  return all;
+}
+
+struct Options {
+  std::vector<std::string> workloads, models = {"gcn", "sage", "ngcf"};
+  int iters = 30;
+  bool tf32 = false;
+  std::string json;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Options parse(int argc, char** argv, bool step) {
+  Options o;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench", "");
+      return argv[++i];
+    };
+    if (a == "--workload") {
+      for (auto& w : split_list(value())) o.workloads.push_back(w);
+    } else if (a == "--iters") {
+      o.iters = std::stoi(value());
+      if (o.iters < 1) throw gt::Error("--iters must be >= 1", "gt-bench", "");
+    } else if (a == "--json") {
+      o.json = value();
+    } else if (step && a == "--model") {
+      o.models = split_list(value());
+    } else if (step && a == "--tf32") {
+      o.tf32 = true;
+    } else {
+      throw gt::Error("unknown option " + a, "gt-bench", "see the header of examples/bench_napa.cc");
+    }
+  }
+  for (auto& w : o.workloads) {
+    bool ok = false;
+    for (auto& k : workloads()) ok |= w == k.name;
+    if (!ok) throw gt::Error("unknown workload '" + w + "'", "gt-bench", "products, reddit2, wiki-talk or livejournal");
+  }
+  for (auto& m : o.models)
+    if (m != "gcn" && m != "sage" && m != "ngcf" && m != "gin" && m != "gat")
+      throw gt::Error("unknown model '" + m + "'", "gt-bench --model", "gcn, sage, ngcf, gin or gat");
+  return o;
+}
+
+bool selected(const Options& o, const Workload& w) {
+  return o.workloads.empty() || std::find(o.workloads.begin(), o.workloads.end(), w.name) != o.workloads.end();
+}
+
+void require_gpu(const char* cmd) {
+  if (!gt::built_with_cuda())
+    throw gt::Error(std::string("gt-bench ") + cmd + " times CUDA kernels, but this build has no CUDA backend",
+                    "gt-bench", "rebuild with a CUDA compiler (GT_WITH_CUDA=ON) and run on a GPU machine");
+  if (gt::cuda_device_count() == 0)
+    throw gt::Error(std::string("gt-bench ") + cmd + " needs a CUDA GPU and none is visible", "gt-bench",
+                    "run it on a GPU machine");
+}
+
+// A block as pyg_baseline.py's random_block builds it, plus its exact distinct-source count.
+struct HostBlock {
+  gt::Block block;  // CPU
+  int64_t distinct_src = 0, nonempty_dst = 0;
+};
+HostBlock even_block(const Shape3& s, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int32_t> src(0, static_cast<int32_t>(s.n_src - 1));
+  std::vector<int64_t> indptr{0};
+  const int64_t base = s.nnz / s.n_dst, extra = s.nnz - base * s.n_dst;
+  for (int64_t v = 0; v < s.n_dst; ++v) indptr.push_back(indptr.back() + base + (v < extra ? 1 : 0));
+  std::vector<int32_t> indices(static_cast<std::size_t>(s.nnz));
+  std::vector<char> seen(static_cast<std::size_t>(s.n_src), 0);
+  HostBlock hb;
+  for (auto& u : indices) {
+    u = src(gen);
+    if (!seen[static_cast<std::size_t>(u)]) ++hb.distinct_src, seen[static_cast<std::size_t>(u)] = 1;
+  }
+  for (int64_t v = 0; v < s.n_dst; ++v) hb.nonempty_dst += indptr[v + 1] > indptr[v] ? 1 : 0;
+  hb.block = gt::make_block(s.n_src, s.n_dst, indptr, indices);
+  return hb;
+}
+
+// A [rows, cols] device tensor of normal draws. Only kPool rows are drawn on the host; the rest
+// repeat them by device copies (values do not matter for timing, distinct addresses do), which
+// keeps a 4 GB feature matrix from costing a minute of host time.
+gt::Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed, const gt::Context& ctx) {
+  constexpr int64_t kPool = 4096;
+  const int64_t pool_rows = std::min(rows, kPool);
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist;
+  gt::Tensor host = gt::Tensor::empty({pool_rows, cols}, gt::DType::kFloat32);
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < pool_rows * cols; ++i) p[i] = dist(gen);
+  gt::Tensor pool = host.to(ctx.device(), ctx.stream());
+  gt::Tensor d = gt::Tensor::empty({rows, cols}, gt::DType::kFloat32, ctx.device());
+  for (int64_t r = 0; r < rows; r += pool_rows) {
+    const int64_t n = std::min(pool_rows, rows - r);
+    gt::Tensor dst = d.rows(r, r + n);
+    dst.copy_from(pool.rows(0, n), ctx.stream());
+  }
+  ctx.synchronize();
+  return d;
+}
+
+#ifdef GT_WITH_CUDA
+// Median milliseconds of fn() on the context's stream, by CUDA events, after `warmup` runs.
+double median_ms(const gt::Context& ctx, const std::function<void()>& fn, int iters, int warmup = 5) {
+  for (int i = 0; i < warmup; ++i) fn();
+  ctx.synchronize();
+  cudaEvent_t a, b;
+  GT_CUDA_CHECK(cudaEventCreate(&a));
+  GT_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    GT_CUDA_CHECK(cudaEventRecord(a, ctx.stream()));
+    fn();
+    GT_CUDA_CHECK(cudaEventRecord(b, ctx.stream()));
+    GT_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    GT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(times.begin(), times.end());
+  const std::size_t n = times.size();
+  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+// Device-to-device copy bandwidth, read + write bytes over time (as pyg_baseline.py counts it).
+double copy_gbps(const gt::Context& ctx) {
+  const std::size_t n = std::size_t{1} << 28;  // 1 GiB of float32
+  gt::Tensor a = gt::Tensor::zeros({static_cast<int64_t>(n)}, gt::DType::kFloat32, ctx.device(), ctx.stream());
+  gt::Tensor b = gt::Tensor::empty({static_cast<int64_t>(n)}, gt::DType::kFloat32, ctx.device());
+  const double ms = median_ms(ctx, [&] {
+    GT_CUDA_CHECK(cudaMemcpyAsync(b.raw(), a.raw(), n * 4, cudaMemcpyDeviceToDevice, ctx.stream()));
+  }, 20);
+  return 2.0 * static_cast<double>(n) * 4 / ms / 1e6;
+}
+#endif
+
+int run_kernels(const Options& o) {
+#ifdef GT_WITH_CUDA
+  gt::Context ctx(gt::Device::cuda(0));
+  const double copy = copy_gbps(ctx);
+  std::printf("device %s; cudaMemcpy D2D %.1f GB/s (read + write)\n\n", gt::device_name(ctx.device()).c_str(), copy);
+  std::printf("| workload | F | op | ms | floor MB | GB/s (floor bytes) | of D2D copy |\n|---|---|---|---|---|---|---|\n");
+  gt::MetricsWriter out(o.json);
+  if (!o.json.empty()) {
+    gt::JsonRecord r;
+    r.add("bench", std::string("ceiling")).add("device", gt::device_name(ctx.device())).add("d2d_copy_GBps", copy);
+    out.write(r);
+  }
+  for (const Workload& w : workloads()) {
+    if (!selected(o, w)) continue;
+    const Shape3& s = w.blocks[0];
+    HostBlock hb = even_block(s, 1);
+    gt::Block b = hb.block.to(ctx.device(), ctx.stream());
+    const int64_t F = w.feature_dim;
+    gt::Tensor x = random_tensor(s.n_src, F, 2, ctx), dy = random_tensor(s.n_dst, F, 3, ctx);
+    gt::Tensor y = gt::Tensor::empty({s.n_dst, F}, gt::DType::kFloat32, ctx.device());
+    gt::Tensor dx = gt::Tensor::empty({s.n_src, F}, gt::DType::kFloat32, ctx.device());
+    const double row = 4.0 * static_cast<double>(F);
+    const double fwd_bytes = 8.0 * (s.n_dst + 1) + 4.0 * s.nnz + row * hb.distinct_src + row * s.n_dst;
+    const double bwd_sum = 8.0 * (s.n_src + 1) + 4.0 * s.nnz + row * hb.nonempty_dst + row * s.n_src;
+    const double bwd_mean = bwd_sum + 8.0 * (s.n_dst + 1);
+    struct Op {
+      const char* name;
+      double bytes;
+      std::function<void()> fn;
+    };
+    std::vector<Op> ops = {
+        {"pull_sum_fwd", fwd_bytes, [&] { gt::pull_forward(b, x, gt::Reduce::kSum, y, ctx.stream()); }},
+        {"pull_mean_fwd", fwd_bytes, [&] { gt::pull_forward(b, x, gt::Reduce::kMean, y, ctx.stream()); }},
+        {"pull_sum_bwd", bwd_sum, [&] { gt::pull_backward(b, dy, gt::Reduce::kSum, dx, ctx.stream()); }},
+        {"pull_mean_bwd", bwd_mean, [&] { gt::pull_backward(b, dy, gt::Reduce::kMean, dx, ctx.stream()); }},
+    };
+    for (const Op& op : ops) {
+      const double ms = median_ms(ctx, op.fn, o.iters);
+      const double gbps = op.bytes / ms / 1e6;
+      std::printf("| %s | %lld | %s | %.4f | %.1f | %.1f | %.0f%% |\n", w.name, static_cast<long long>(F), op.name, ms,
+                  op.bytes / 1e6, gbps, 100.0 * gbps / copy);
+      if (!o.json.empty()) {
+        gt::JsonRecord r;
+        r.add("bench", std::string("kernels")).add("workload", std::string(w.name)).add("op", std::string(op.name));
+        r.add("feature_dim", F).add("n_src", s.n_src).add("n_dst", s.n_dst).add("nnz", s.nnz);
+        r.add("distinct_src", hb.distinct_src).add("ms", ms).add("floor_bytes", op.bytes).add("GBps_floor", gbps);
+        r.add("of_d2d_copy", gbps / copy);
+        out.write(r);
+      }
+    }
+  }
+  return 0;
+#else
+  (void)o;
+  require_gpu("kernels");
+  return 1;
+#endif
+}
+
+int run_step(const Options& o) {
+#ifdef GT_WITH_CUDA
+  gt::Context ctx(gt::Device::cuda(0));
+  ctx.set_tf32(o.tf32);
+  std::printf("device %s, %s dense math\n\n", gt::device_name(ctx.device()).c_str(), o.tf32 ? "TF32" : "float32");
+  std::printf("| workload | model | step ms | reserved MiB | edges |\n|---|---|---|---|---|\n");
+  gt::MetricsWriter out(o.json);
+  for (const Workload& w : workloads()) {
+    if (!selected(o, w)) continue;
+    // The batch (blocks, features, labels) is built once per workload and stays allocated, so
+    // every model's reserved memory includes it, as PyTorch's peak includes its inputs.
+    gt::release_cached_memory();
+    std::vector<gt::Block> blocks;
+    int64_t edges = 0;
+    for (std::size_t l = 0; l < w.blocks.size(); ++l) {
+      blocks.push_back(even_block(w.blocks[l], 10 + l).block.to(ctx.device(), ctx.stream()));
+      edges += w.blocks[l].nnz;
+    }
+    gt::Tensor x = random_tensor(w.blocks[0].n_src, w.feature_dim, 4, ctx);
+    std::vector<int32_t> labels(static_cast<std::size_t>(w.blocks.back().n_dst));
+    std::mt19937_64 gen(5);
+    for (auto& c : labels) c = static_cast<int32_t>(gen() % static_cast<uint64_t>(w.classes));
+    gt::Tensor y = gt::Tensor::from_vector(labels).to(ctx.device(), ctx.stream());
+    ctx.synchronize();
+    for (const std::string& m : o.models) {
+      gt::release_cached_memory();  // only what the previous model left cached; the batch stays
+      gt::ModelConfig mc;
+      mc.type = m;
+      mc.hidden = w.hidden;
+      mc.layers = static_cast<int64_t>(w.blocks.size());
+      mc.dropout = 0.0;
+      auto model = gt::build_model(mc, w.feature_dim, w.classes, ctx.device(), 0);
+      gt::OptimizerConfig oc;
+      oc.lr = 1e-3;
+      auto opt = gt::make_optimizer(oc);
+      uint64_t step = 0;
+      auto one_step = [&] {
+        gt::Tensor logits = model->forward(ctx, blocks, x, /*training=*/true, ++step);
+        gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
+        gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
+        model->backward(ctx, blocks, dlogits);
+        opt->step(ctx, model->params());
+      };
+      double ms = 0;
+      std::string error;
+      try {
+        ms = median_ms(ctx, one_step, o.iters);
+      } catch (const gt::Error& e) {
+        error = e.what();
+      }
+      ctx.synchronize();
+      const gt::MemoryStats st = gt::memory_stats();
+      const double mib = static_cast<double>(st.device_in_use + st.device_cached) / (1 << 20);
+      if (error.empty())
+        std::printf("| %s | %s | %.3f | %.1f | %lld |\n", w.name, m.c_str(), ms, mib, static_cast<long long>(edges));
+      else
+        std::printf("| %s | %s | failed: %s | | |\n", w.name, m.c_str(), error.c_str());
+      if (!o.json.empty()) {
+        gt::JsonRecord r;
+        r.add("bench", std::string("step")).add("workload", std::string(w.name)).add("model", m);
+        r.add("tf32", static_cast<int64_t>(o.tf32)).add("edges", edges).add("feature_dim", w.feature_dim);
+        if (error.empty()) r.add("step_ms", ms).add("reserved_mib", mib);
+        else r.add("error", error);
+        out.write(r);
+      }
+    }
+  }
+  return 0;
+#else
+  (void)o;
+  require_gpu("step");
+  return 1;
+#endif
+}
+
+}  // namespace
+
+// Entry points dispatched from gt_bench.cc's main (argv after the subcommand).
+int bench_kernels(int argc, char** argv) {
+  Options o = parse(argc, argv, false);
+  require_gpu("kernels");
+  return run_kernels(o);
+}
+
+int bench_step(int argc, char** argv) {
+  Options o = parse(argc, argv, true);
+  require_gpu("step");
+  return run_step(o);
+}

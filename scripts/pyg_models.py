@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""NGCF, GIN and GAT on Cora with PyTorch Geometric: the reference for configs/cora-{ngcf,gin,gat}.yaml.
+
+Trains the same architectures with the same hyper-parameters as GraphTensor's configs, full-batch
+on the GPU, for 5 seeds, and prints the mean test accuracy at the best validation epoch (first
+best epoch, evaluated every epoch), to compare with scripts/accuracy.sh's output (within 2 points).
+
+  python3 scripts/pyg_models.py DATA_DIR [--models ngcf,gin,gat] [--seeds 5] [--epochs 200] [--json FILE]
+
+DATA_DIR is a dataset in OGB's raw layout (what `gt-data import-ogb` reads), for example
+shared/data/cora: raw/node-feat.csv.gz, raw/edge.csv.gz, raw/node-label.csv.gz and
+split/planetoid/{train,valid,test}.csv.gz. Edges are made undirected (as the importer does) and
+feature rows are divided by their sums (dataset.normalize: row). Nothing is downloaded.
+
+The models, as models/{ngcf,gin,gat}.cc define them:
+  ngcf  2 x NGCFConv (mean of x_u and of x_u * x_v; LeakyReLU(W1 (side + x_v) + W2 inter + b, 0.2)
+        after every layer, the output too), hidden 64, dropout 0.5, Adam lr 0.01, wd 5e-4.
+        One bias (W2 has none): pyg_baseline.py's two biases only ever act as their sum.
+  gin   2 x GINConv(eps = 0 fixed, MLP Linear(in, 64) - ReLU - Linear(64, out)), ReLU after the
+        hidden layer, hidden 64, dropout 0.5, Adam lr 0.01, wd 5e-4.
+  gat   GATConv(in, 8, heads 8) - ELU - GATConv(64, classes, heads 1), self loops, LeakyReLU 0.2
+        scores, dropout 0.6 on each layer's input and NO attention dropout (GraphTensor's fused
+        kernel has none; PyG's examples/gat.py uses 0.6 there), Adam lr 0.005, wd 5e-4.
+Dropout is applied to every layer's input while training, as GraphTensor's layers do.
+"""
+import argparse, json, os, statistics, sys, time
+
+import numpy as np
+import torch
+import torch.nn.functional as Fn
+from torch_geometric.nn import GATConv, GINConv, MessagePassing
+from torch_geometric.utils import to_undirected
+
+HPARAMS = {  # hidden, dropout, lr, weight decay
+    "ngcf": (64, 0.5, 0.01, 5e-4),
+    "gin": (64, 0.5, 0.01, 5e-4),
+    "gat": (8, 0.6, 0.005, 5e-4),
+}
+
+
+def read_csv(path, dtype):
+    return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=1)
+
+
+def load(folder, split):
+    raw = os.path.join(folder, "raw")
+    for f in ("node-feat.csv.gz", "edge.csv.gz", "node-label.csv.gz"):
+        if not os.path.exists(os.path.join(raw, f)):
+            sys.exit(f"pyg_models.py: {raw}/{f} is missing (expected OGB's raw layout)")
+    x = torch.from_numpy(read_csv(os.path.join(raw, "node-feat.csv.gz"), np.float32))
+    if x.dim() == 1:
+        x = x[:, None]
+    edges = torch.from_numpy(read_csv(os.path.join(raw, "edge.csv.gz"), np.int64).reshape(-1, 2).T.copy())
+    y = torch.from_numpy(read_csv(os.path.join(raw, "node-label.csv.gz"), np.float64).reshape(-1)).long()
+    n = x.shape[0]
+    edge_index = to_undirected(edges, num_nodes=n)
+    x = x / x.sum(1, keepdim=True).clamp(min=1e-12)  # rows summing to 0 stay 0
+    masks = {}
+    for name in ("train", "valid", "test"):
+        path = os.path.join(folder, "split", split, f"{name}.csv.gz")
+        if not os.path.exists(path):
+            sys.exit(f"pyg_models.py: split file {path} is missing")
+        idx = torch.from_numpy(read_csv(path, np.int64).reshape(-1))
+        masks[name] = torch.zeros(n, dtype=torch.bool)
+        masks[name][idx] = True
+    return x, edge_index, y, masks
+
+
+class NGCFConv(MessagePassing):
+    """pyg_baseline.py's NGCFConv with aggregation mean and a single bias."""
+
+    def __init__(self, fin, fout, slope=0.2):
+        super().__init__(aggr="mean")
+        self.w1 = torch.nn.Linear(fin, fout)
+        self.w2 = torch.nn.Linear(fin, fout, bias=False)
+        self.slope = slope
+
+    def forward(self, x, edge_index):
+        agg = self.propagate(edge_index, x=(x, x))
+        side, inter = agg.chunk(2, dim=-1)
+        return Fn.leaky_relu(self.w1(side + x) + self.w2(inter), self.slope)
+
+    def message(self, x_i, x_j):
+        return torch.cat([x_j, x_i * x_j], dim=-1)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, kind, fin, classes):
+        super().__init__()
+        hid, self.p, _, _ = HPARAMS[kind]
+        self.kind = kind
+        if kind == "ngcf":
+            self.convs = torch.nn.ModuleList([NGCFConv(fin, hid), NGCFConv(hid, classes)])
+        elif kind == "gin":
+            mlp = lambda a, b: torch.nn.Sequential(torch.nn.Linear(a, hid), torch.nn.ReLU(), torch.nn.Linear(hid, b))
+            self.convs = torch.nn.ModuleList([GINConv(mlp(fin, hid), eps=0.0, train_eps=False),
+                                              GINConv(mlp(hid, classes), eps=0.0, train_eps=False)])
+        elif kind == "gat":
+            heads = 8
+            self.convs = torch.nn.ModuleList([
+                GATConv(fin, hid, heads=heads, negative_slope=0.2, dropout=0.0, add_self_loops=True),
+                GATConv(hid * heads, classes, heads=1, concat=False, negative_slope=0.2, dropout=0.0,
+                        add_self_loops=True)])
+        else:
+            raise ValueError(kind)
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = Fn.dropout(x, self.p, self.training)
+            x = conv(x, edge_index)
+            if i + 1 < len(self.convs):
+                if self.kind == "gin":
+                    x = Fn.relu(x)
+                elif self.kind == "gat":
+                    x = Fn.elu(x)
+                # ngcf: the LeakyReLU is inside the layer (every layer)
+        return x
+
+
+def run(kind, data, seed, epochs, dev):
+    x, edge_index, y, masks = data
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    model = Net(kind, x.shape[1], int(y.max()) + 1).to(dev)
+    _, _, lr, wd = HPARAMS[kind]
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
+    best_val, test_at_best = -1.0, 0.0
+    for _ in range(epochs):
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        out = model(x, edge_index)
+        Fn.cross_entropy(out[masks["train"]], y[masks["train"]]).backward()
+        opt.step()
+        model.eval()
+        with torch.no_grad():
+            pred = model(x, edge_index).argmax(1)
+        acc = {k: (pred[m] == y[m]).float().mean().item() for k, m in masks.items()}
+        if acc["valid"] > best_val:
+            best_val, test_at_best = acc["valid"], acc["test"]
+    return best_val, test_at_best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data_dir")
+    ap.add_argument("--models", default="ngcf,gin,gat")
+    ap.add_argument("--split", default="planetoid")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=200)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    kinds = [k for k in args.models.split(",") if k]
+    for k in kinds:
+        if k not in HPARAMS:
+            sys.exit(f"pyg_models.py: unknown model '{k}' (choose from {', '.join(HPARAMS)})")
+    if not torch.cuda.is_available():
+        sys.exit("pyg_models.py: needs a CUDA GPU")
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    t0 = time.time()
+    x, edge_index, y, masks = load(args.data_dir, args.split)
+    print(f"loaded {args.data_dir}: {x.shape[0]} nodes, {edge_index.shape[1]} directed edges, F={x.shape[1]}, "
+          f"{int(y.max()) + 1} classes, split sizes " + ", ".join(f"{k} {int(m.sum())}" for k, m in masks.items())
+          + f" ({time.time() - t0:.1f} s)")
+    data = (x.to(dev), edge_index.to(dev), y.to(dev), {k: m.to(dev) for k, m in masks.items()})
+    import torch_geometric
+    results = {"torch": torch.__version__, "pyg": torch_geometric.__version__,
+               "device": torch.cuda.get_device_name(), "models": {}}
+    for kind in kinds:
+        tests = []
+        t0 = time.time()
+        for seed in range(args.seeds):
+            val, test = run(kind, data, seed, args.epochs, dev)
+            tests.append(test)
+            print(f"{kind} seed {seed}: valid {val:.4f} test {test:.4f}")
+        mean = statistics.mean(tests)
+        print(f"{kind}: PyG mean test accuracy over {args.seeds} seeds {mean:.4f} ({time.time() - t0:.1f} s)")
+        results["models"][kind] = {"mean_test": mean, "tests": tests}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

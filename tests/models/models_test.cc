@@ -1,0 +1,286 @@
+// NGCF, GIN and GAT: whole-model gradients against central finite differences on a tiny two-block
+// batch (float32 on the CPU, so with a careful step and tolerance), learning a small synthetic
+// graph on the CPU, and the GPU following the CPU (gradients on one batch, loss curve of a run).
+// Also the ELU op the GAT layers use, on both devices.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "framework/trainer.h"
+#include "kernels/elementwise.h"
+#include "kernels/loss.h"
+#include "models/model.h"
+#include "preprocess/synth.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace gt {
+namespace {
+
+using test::have_cuda;
+
+struct Batch {
+  std::vector<Block> blocks;
+  Tensor features, labels;
+};
+
+// Two blocks (input side first): 14 -> 7 -> 4 nodes; test::random_block leaves about one
+// destination in five without in-edges, which every model must handle.
+Batch tiny_batch(int64_t in_dim, int64_t classes, uint64_t seed) {
+  Batch b;
+  b.blocks.push_back(test::random_block(14, 7, 4, seed));
+  b.blocks.push_back(test::random_block(7, 4, 3, seed + 1));
+  b.features = Tensor::from_vector(test::random_floats(static_cast<std::size_t>(14 * in_dim), seed + 2), {14, in_dim});
+  std::vector<int32_t> y;
+  for (int64_t i = 0; i < 4; ++i) y.push_back(static_cast<int32_t>((i * 7 + static_cast<int64_t>(seed)) % classes));
+  b.labels = Tensor::from_vector(y);
+  return b;
+}
+
+Batch batch_on(const Batch& b, Device d) {
+  Batch out;
+  for (const Block& blk : b.blocks) out.blocks.push_back(blk.to(d));
+  out.features = b.features.to(d);
+  out.labels = b.labels.to(d);
+  return out;
+}
+
+ModelConfig model_config(const std::string& type) {
+  ModelConfig c;
+  c.type = type;
+  c.hidden = 6;
+  c.layers = 2;
+  c.dropout = 0.0;
+  return c;
+}
+
+// Loss of one forward pass; with `grads` also runs backward (fills every Param::grad).
+double loss_of(Model& m, const Context& ctx, const Batch& b, bool grads) {
+  Tensor logits = m.forward(ctx, b.blocks, b.features, /*training=*/false, 0);
+  Tensor dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
+  const double loss = softmax_cross_entropy(logits, b.labels, dlogits, ctx.stream());
+  if (grads) {
+    m.backward(ctx, b.blocks, dlogits);
+    ctx.synchronize();
+  }
+  return loss;
+}
+
+// Central differences on every parameter element. float32 forward passes: step 2e-3 keeps the
+// rounding error of the difference (~1e-7 * loss / step) near 1e-4, and the kinks of ReLU and
+// LeakyReLU are rare enough that a few elements may straddle one: at most 2% of the elements may
+// miss the per-element bound, and the whole gradient must match within 0.5% in norm.
+void check_gradients(const ModelConfig& cfg, uint64_t seed) {
+  SCOPED_TRACE(cfg.type + " aggregation=" + cfg.aggregation + " heads=" + std::to_string(cfg.heads) + "/" +
+               std::to_string(cfg.output_heads));
+  const int64_t in_dim = 5, classes = 3;
+  Context ctx(Device::cpu());
+  Batch b = tiny_batch(in_dim, classes, seed);
+  auto model = build_model(cfg, in_dim, classes, Device::cpu(), seed);
+  // Biases start at 0, which puts a ReLU exactly on its kink wherever a row's input to it is all
+  // zeros (a GIN hidden row whose inner ReLUs are all off): move them off zero first.
+  uint64_t k = 0;
+  for (Param* p : model->params())
+    if (p->name.find("bias") != std::string::npos) {
+      std::vector<float> r = test::random_floats(static_cast<std::size_t>(p->value.numel()), seed * 100 + k++, -0.2f, 0.2f);
+      std::copy(r.begin(), r.end(), p->value.data<float>());
+    }
+  loss_of(*model, ctx, b, /*grads=*/true);
+  const float step = 2e-3f;
+  int64_t checked = 0, missed = 0;
+  double diff2 = 0, norm2 = 0;
+  std::string misses;
+  for (Param* p : model->params()) {
+    std::vector<float> analytic = p->grad.to_vector<float>();
+    float* v = p->value.data<float>();
+    const bool block_diagonal = p->name.find(".att_") != std::string::npos;
+    for (int64_t i = 0; i < p->value.numel(); ++i) {
+      // GAT's attention matrices keep their off-diagonal entries at exactly 0 (masked gradient).
+      if (block_diagonal && v[i] == 0.0f) {
+        EXPECT_EQ(analytic[static_cast<std::size_t>(i)], 0.0f) << p->name << "[" << i << "] off the block diagonal";
+        continue;
+      }
+      const float keep = v[i];
+      v[i] = keep + step;
+      const double up = loss_of(*model, ctx, b, false);
+      v[i] = keep - step;
+      const double down = loss_of(*model, ctx, b, false);
+      v[i] = keep;
+      const double fd = (up - down) / (2.0 * step);
+      const double an = analytic[static_cast<std::size_t>(i)];
+      ++checked;
+      diff2 += (fd - an) * (fd - an);
+      norm2 += an * an;
+      if (std::abs(fd - an) > 3e-3 + 3e-2 * std::abs(an)) {
+        if (++missed <= 5)
+          misses += "\n  " + p->name + "[" + std::to_string(i) + "]: finite difference " + std::to_string(fd) +
+                    ", backward " + std::to_string(an);
+      }
+    }
+  }
+  ASSERT_GT(checked, 50);
+  ASSERT_GT(norm2, 1e-8) << "all gradients vanish: the check would prove nothing";
+  EXPECT_LE(std::sqrt(diff2 / norm2), 5e-3) << "relative error of the whole gradient";
+  EXPECT_LE(missed, checked / 50) << missed << " of " << checked << " elements off" << misses;
+  std::printf("%s: %lld gradient elements, relative error %.2e, %lld off the per-element bound%s\n",
+              cfg.type.c_str(), static_cast<long long>(checked), std::sqrt(diff2 / norm2),
+              static_cast<long long>(missed), misses.c_str());
+}
+
+TEST(ModelGradients, NgcfMean) { check_gradients(model_config("ngcf"), 11); }
+
+TEST(ModelGradients, NgcfSum) {
+  ModelConfig c = model_config("ngcf");
+  c.aggregation = "sum";
+  check_gradients(c, 12);
+}
+
+TEST(ModelGradients, Gin) {
+  ModelConfig c = model_config("gin");
+  c.gin_eps = 0.3;
+  check_gradients(c, 13);
+}
+
+TEST(ModelGradients, GatConcatThenOneHead) {
+  ModelConfig c = model_config("gat");
+  c.hidden = 3;
+  c.heads = 2;
+  check_gradients(c, 14);
+}
+
+TEST(ModelGradients, GatMeanOfOutputHeads) {
+  ModelConfig c = model_config("gat");
+  c.hidden = 2;
+  c.heads = 3;
+  c.output_heads = 2;
+  c.negative_slope = 0.1;
+  check_gradients(c, 15);
+}
+
+TEST(ModelRegistry, ShapesAndErrors) {
+  ModelConfig c = model_config("gat");
+  c.hidden = 4;
+  c.heads = 3;
+  auto gat = build_model(c, 5, 3, Device::cpu(), 0);
+  // W [5, 12], att [12, 3] x 2, bias [12]; W [12, 3], att [3, 1] x 2, bias [3].
+  EXPECT_EQ(gat->num_parameters(), 60 + 36 + 36 + 12 + 36 + 3 + 3 + 3);
+  Batch b = tiny_batch(5, 3, 1);
+  Context ctx;
+  Tensor logits = gat->forward(ctx, b.blocks, b.features, false, 0);
+  EXPECT_EQ(logits.shape(), (Shape{4, 3}));
+  c.type = "gatt";
+  EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
+  c = model_config("ngcf");
+  c.aggregation = "max";
+  EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
+}
+
+GT_DEVICE_TEST(ModelOps, EluMatchesFormula) {
+  Context ctx(dev);
+  std::vector<float> x = test::random_floats(1000, 5, -4.0f, 4.0f), g = test::random_floats(1000, 6);
+  Tensor xt = test::tensor_on(x, {1000}, dev, ctx.stream()), gt = test::tensor_on(g, {1000}, dev, ctx.stream());
+  Tensor y = test::poisoned({1000}, dev, ctx.stream()), dx = test::poisoned({1000}, dev, ctx.stream());
+  elu_forward(xt, y, ctx.stream());
+  elu_backward(y, gt, dx, ctx.stream());
+  std::vector<double> want_y, want_dx;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    want_y.push_back(x[i] > 0 ? x[i] : std::expm1(static_cast<double>(x[i])));
+    want_dx.push_back(x[i] > 0 ? g[i] : g[i] * std::exp(static_cast<double>(x[i])));
+  }
+  test::expect_close(y.to_vector<float>(), want_y, 1e-6, "elu y");
+  test::expect_close(dx.to_vector<float>(), want_dx, 1e-6, "elu dx");
+}
+
+// The same model and batch on both devices: the loss and every gradient agree.
+TEST(ModelGradients, GpuMatchesCpuCuda) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (std::string type : {"ngcf", "gin", "gat"}) {
+    SCOPED_TRACE(type);
+    ModelConfig c = model_config(type);
+    if (type == "gat") c.heads = 3;
+    Batch host = tiny_batch(5, 3, 21);
+    Context cpu_ctx(Device::cpu()), gpu_ctx(Device::cuda(0));
+    auto cpu = build_model(c, 5, 3, Device::cpu(), 7);
+    auto gpu = build_model(c, 5, 3, Device::cuda(0), 7);
+    Batch dev = batch_on(host, Device::cuda(0));
+    const double lc = loss_of(*cpu, cpu_ctx, host, true);
+    const double lg = loss_of(*gpu, gpu_ctx, dev, true);
+    EXPECT_NEAR(lg, lc, 1e-5 * std::max(1.0, lc));
+    auto pc = cpu->params(), pg = gpu->params();
+    ASSERT_EQ(pc.size(), pg.size());
+    for (std::size_t k = 0; k < pc.size(); ++k)
+      test::expect_close(pg[k]->grad.to_vector<float>(), test::to_double(pc[k]->grad.to_vector<float>()), 1e-4,
+                         pc[k]->name);
+  }
+}
+
+// --- End to end on a synthetic graph --------------------------------------------------------
+
+class ModelsTrainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("gt_models_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    SynthOptions o;
+    o.num_nodes = 2000;
+    o.avg_degree = 10;
+    o.feature_dim = 32;
+    o.num_classes = 4;
+    o.seed = 5;
+    generate_synthetic(o, (dir_ / "synth.h5").string());
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  static Config config(const std::string& model, const std::string& device) {
+    Config c;
+    c.model.type = model;
+    c.model.hidden = 32;
+    if (model == "gat") {
+      c.model.hidden = 8;
+      c.model.heads = 4;
+    }
+    c.model.dropout = 0.2;
+    c.dataset.path = (dir_ / "synth.h5").string();
+    c.sampling.fanouts = {8, 8};
+    c.sampling.batch_size = 256;
+    c.train.epochs = 5;
+    c.train.device = device;
+    c.train.progress = false;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    return c;
+  }
+  static std::filesystem::path dir_;
+};
+std::filesystem::path ModelsTrainTest::dir_;
+
+TEST_F(ModelsTrainTest, NgcfGinGatLearnOnCpu) {
+  for (std::string model : {"ngcf", "gin", "gat"}) {
+    SCOPED_TRACE(model);
+    TrainResult r = Trainer(config(model, "cpu")).fit(nullptr);
+    ASSERT_EQ(r.epochs.size(), 5u);
+    EXPECT_LT(r.epochs.back().loss, 0.7 * r.epochs.front().loss);
+    EXPECT_GT(r.test_acc_at_best, 0.75) << "4 classes: chance is 0.25";
+  }
+}
+
+TEST_F(ModelsTrainTest, GpuFollowsCpuLossCurveCuda) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (std::string model : {"ngcf", "gin", "gat"}) {
+    TrainResult cpu = Trainer(config(model, "cpu")).fit(nullptr);
+    TrainResult gpu = Trainer(config(model, "cuda")).fit(nullptr);
+    ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size());
+    for (std::size_t e = 0; e < cpu.epochs.size(); ++e)
+      EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 2e-3 * std::max(1.0, cpu.epochs[e].loss))
+          << model << " epoch " << e + 1;
+    EXPECT_NEAR(gpu.test_acc_at_best, cpu.test_acc_at_best, 0.02) << model;
+  }
+}
+
+}  // namespace
+}  // namespace gt
