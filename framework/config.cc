@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -65,9 +67,10 @@ Field real_field(std::string key, Get get, double lo, double hi, std::string des
     get(c) = v;
   };
   f.show = [=](const Config& c) {
-    std::ostringstream os;
-    os << get(const_cast<Config&>(c));
-    return os.str();
+    // Shortest text that reads back as the same double (to_yaml must round-trip exactly).
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, get(const_cast<Config&>(c)));
+    return std::string(buf, res.ptr);
   };
   return f;
 }
@@ -80,6 +83,25 @@ Field bool_field(std::string key, Get get, std::string desc) {
   };
   f.show = [=](const Config& c) { return std::string(get(const_cast<Config&>(c)) ? "true" : "false"); };
   return f;
+}
+
+// A YAML double-quoted scalar that reads back as `s` (found by fuzz_config: a path holding a
+// quote made to_yaml write YAML that parse_config rejects).
+std::string yaml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      out += esc;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
 }
 
 // choices empty = any string.
@@ -104,7 +126,7 @@ Field string_field(std::string key, Get get, std::vector<std::string> choices, s
     }
     get(c) = v;
   };
-  f.show = [=](const Config& c) { return "\"" + get(const_cast<Config&>(c)) + "\""; };
+  f.show = [=](const Config& c) { return yaml_quote(get(const_cast<Config&>(c))); };
   return f;
 }
 
@@ -193,6 +215,8 @@ const std::vector<Field>& fields() {
                 "batches the flow-graph pipeline prepares ahead of training (bounds pinned and device memory)"),
       string_field("train.trace", GT_GET(train, trace), {},
                    "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto); \"\" = none"),
+      int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), 0, 1 << 24,
+                "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off"),
   };
   return all;
 }
@@ -212,6 +236,15 @@ std::string known_keys(const std::string& section) {
   return out;
 }
 
+// The text of a map key; a list or map used as a key is an error (found by fuzz_config:
+// yaml-cpp's own conversion error escaped as a non-gt::Error exception).
+std::string key_text(const YAML::Node& key, const std::string& source) {
+  if (!key.IsScalar())
+    GT_THROW(where_of(source, key), "keys are plain names such as 'model' or 'hidden'",
+             "a config key must be a name, not ", key.IsSequence() ? "a list" : key.IsMap() ? "a map" : "empty");
+  return key.Scalar();
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& source) {
@@ -227,7 +260,7 @@ Config parse_config(const std::string& text, const std::string& source) {
   if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train)");
   static const char* kSections[] = {"model", "dataset", "sampling", "optimizer", "train"};
   for (const auto& sec : root) {
-    std::string name = sec.first.as<std::string>();
+    std::string name = key_text(sec.first, source);
     bool known = false;
     for (auto* s : kSections) known |= (name == s);
     if (!known)
@@ -236,7 +269,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     if (sec.second.IsNull()) continue;
     if (!sec.second.IsMap()) GT_THROW(where_of(source, sec.second), "", "config section '", name, "' must be a map");
     for (const auto& kv : sec.second) {
-      std::string key = name + "." + kv.first.as<std::string>();
+      std::string key = name + "." + key_text(kv.first, source);
       const Field* f = find_field(key);
       if (!f)
         GT_THROW(where_of(source, kv.first), "known keys of '" + name + "': " + known_keys(name),

@@ -60,6 +60,7 @@ struct TrainConfig {
   bool progress = true;
   int64_t prefetch = 4;         // batches the preprocessing pipeline prepares ahead of training
   std::string trace = "";       // Chrome-trace JSON of the pipeline timeline; "" = off
+  int64_t gpu_cache_mb = 0;     // device memory for a cache of the most-sampled feature rows; 0 = off
 };
 
 struct Config {

@@ -13,6 +13,7 @@
 #include "framework/optimizer.h"
 #include "framework/progress.h"
 #include "kernels/loss.h"
+#include "preprocess/feature_cache.h"
 #include "preprocess/pipeline.h"
 
 namespace gt {
@@ -48,6 +49,7 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optimizer;
   uint64_t step = 0;
   std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
+  std::unique_ptr<FeatureCache> cache;   // set when train.gpu_cache_mb > 0 on a GPU
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
 };
 
@@ -79,6 +81,10 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   model_ = build_model(cfg_.model, data_.info.feature_dim, data_.info.num_classes, device, seed);
   impl_->optimizer = make_optimizer(cfg_.optimizer);
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
+  if (device.is_cuda() && cfg_.train.gpu_cache_mb > 0)
+    impl_->cache = std::make_unique<FeatureCache>(
+        data_.features, data_.indptr, data_.indices,
+        FeatureCache::rows_for_mib(cfg_.train.gpu_cache_mb, data_.info.feature_dim), device);
 
   CsrView g{data_.indptr.data(), data_.indices.data(), data_.info.num_nodes};
   const bool self_loops = (cfg_.model.type == "gcn" || cfg_.model.type == "gat") && cfg_.model.self_loops;
@@ -107,7 +113,8 @@ double Trainer::evaluate(const std::vector<int64_t>& ids) {
   auto batches = make_batches(ids, cfg_.sampling.eval_batch_size, /*shuffle=*/false, 0, 0);
   std::vector<uint64_t> keys(batches.size());
   for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = (1ull << 40) + b;
-  BatchPipeline pipe(data_.features, data_.labels, *impl_->eval_sampler, *ctx_, {cfg_.train.prefetch}, nullptr);
+  BatchPipeline pipe(data_.features, data_.labels, *impl_->eval_sampler, *ctx_,
+                     {cfg_.train.prefetch, impl_->cache.get()}, nullptr);
   pipe.start(std::move(batches), std::move(keys));
   while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
     batch->ready.wait(ctx_->stream());
@@ -150,8 +157,8 @@ TrainResult Trainer::fit(std::ostream* log) {
     double loss_sum = 0;
     int64_t correct = 0, labelled = 0;
     // Batches are prepared by the flow graph while this thread computes on earlier ones.
-    BatchPipeline pipe(data_.features, data_.labels, *impl_->train_sampler, *ctx_, {cfg_.train.prefetch},
-                       impl_->trace.get());
+    BatchPipeline pipe(data_.features, data_.labels, *impl_->train_sampler, *ctx_,
+                       {cfg_.train.prefetch, impl_->cache.get()}, impl_->trace.get());
     pipe.start(batches, std::move(keys));
     for (std::size_t b = 0; b < batches.size(); ++b) {
       std::unique_ptr<DeviceBatch> batch = pipe.next();
@@ -191,6 +198,12 @@ TrainResult Trainer::fit(std::ostream* log) {
     }
     ctx_->synchronize();
     st.seconds = seconds_since(t_epoch);
+    {
+      PipelineTotals pt = pipe.totals();
+      st.h2d_bytes = pt.h2d_bytes;
+      st.cache_hits = pt.cache_hits;
+      st.cache_misses = pt.cache_misses;
+    }
     bar.finish();
     st.loss = labelled ? loss_sum / static_cast<double>(labelled) : 0.0;
     st.train_acc = labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
@@ -213,7 +226,11 @@ TrainResult Trainer::fit(std::ostream* log) {
     rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", st.seeds / std::max(st.seconds, 1e-9));
     rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
     rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
-    rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("device", result.device);
+    rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("h2d_bytes", st.h2d_bytes);
+    if (impl_->cache)
+      rec.add("cache_hit_rate", static_cast<double>(st.cache_hits) / std::max<double>(1.0, static_cast<double>(st.cache_hits + st.cache_misses)))
+          .add("h2d_bytes_saved", st.cache_hits * data_.info.feature_dim * 4);
+    rec.add("device", result.device);
     metrics.write(rec);
     if (!cfg_.train.checkpoint.empty() && (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
@@ -238,7 +255,15 @@ TrainResult Trainer::fit(std::ostream* log) {
                     "overlap %.2fx\n",
                     st.sample_ms, st.reindex_ms, st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms,
                     st.seconds * 1e3, st.overlap());
-      *log << line << std::flush;
+      *log << line;
+      if (impl_->cache) {
+        double hits = static_cast<double>(st.cache_hits), total = std::max(1.0, hits + static_cast<double>(st.cache_misses));
+        std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
+                      static_cast<long long>(impl_->cache->rows()), 100.0 * hits / total, st.h2d_bytes / 1e9,
+                      hits * static_cast<double>(data_.info.feature_dim) * 4 / 1e9);
+        *log << line;
+      }
+      *log << std::flush;
     }
   }
   if (impl_->trace) {

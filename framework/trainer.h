@@ -31,6 +31,7 @@ struct EpochStats {
   // (S + R + K + T + forward + backward) / wall time: above 1 when stages overlapped.
   double overlap() const { return (sample_ms + reindex_ms + gather_ms + transfer_ms + forward_ms + backward_ms) / std::max(seconds * 1e3, 1e-9); }
   int64_t batches = 0, seeds = 0, sampled_edges = 0;
+  int64_t h2d_bytes = 0, cache_hits = 0, cache_misses = 0;  // feature rows copied / served by the GPU cache
 };
 
 struct TrainResult {

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "framework/memory.h"
+#include "kernels/gather.h"
+#include "preprocess/feature_cache.h"
 
 namespace gt {
 namespace flow = tbb::flow;
@@ -28,6 +30,7 @@ struct Work {
   std::unique_ptr<DeviceBatch> out;
   Tensor device_features;         // [capacity, F], filled chunk by chunk by K
   int64_t rows_done = 0;
+  int64_t cache_misses = 0, h2d_bytes = 0;
 };
 using Msg = std::shared_ptr<Work>;
 
@@ -178,7 +181,7 @@ void BatchPipeline::Impl::do_reindex(int64_t l, const Msg& w, RNode::output_port
     Chunk c;
     {
       ScopedStage st(trace, "R_" + std::to_string(l + 1), "reindex", w->seq, &out.reindex_ms);
-      Block b = NeighborSampler::build_block(w->frontier, w->drawn, &lock_stats);
+      Block b = sampler.build_block(w->frontier, w->drawn, &lock_stats);
       w->drawn = LayerSample();
       out.blocks[static_cast<std::size_t>(l)] = std::move(b);
     }
@@ -206,11 +209,32 @@ void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& po
     const int64_t rows = static_cast<int64_t>(c.ids.size());
     const int64_t need = c.begin + rows;
     const bool cuda = ctx.is_cuda();
-    Tensor staging;
+    const FeatureCache* cache = cuda ? opts.cache : nullptr;
+    Tensor staging, index;
+    int64_t misses = rows;
     {
       ScopedStage st(trace, "K", "lookup", w->seq, &out.gather_ms);
-      staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/cuda);
-      gather_rows(features, c.ids, staging);
+      if (cache) {
+        // Rows in the cache are referenced by slot; only the others are gathered and copied.
+        index = Tensor::empty({rows}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+        int32_t* idx = index.data<int32_t>();
+        std::vector<int64_t> miss_ids;
+        for (int64_t i = 0; i < rows; ++i) {
+          int32_t slot = cache->slot(c.ids[static_cast<std::size_t>(i)]);
+          if (slot >= 0) {
+            idx[i] = slot;
+          } else {
+            idx[i] = -static_cast<int32_t>(miss_ids.size()) - 1;
+            miss_ids.push_back(c.ids[static_cast<std::size_t>(i)]);
+          }
+        }
+        misses = static_cast<int64_t>(miss_ids.size());
+        staging = Tensor::empty({misses, F}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
+        gather_rows(features, miss_ids, staging);
+      } else {
+        staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/cuda);
+        gather_rows(features, c.ids, staging);
+      }
     }
     // T(R) of the next layer may be timing into out.transfer_ms right now: K keeps its own field.
     ScopedStage st(trace, "T(K)", "transfer", w->seq, &out.transfer_features_ms);
@@ -236,10 +260,20 @@ void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& po
         }
         w->device_features = grown;
       }
-      if (rows) w->device_features.rows(c.begin, need).copy_from(staging, ctx.copy_stream());
+      if (cache && rows) {
+        Tensor dev_staged = staging.to(ctx.device(), ctx.copy_stream());
+        Tensor dev_index = index.to(ctx.device(), ctx.copy_stream());
+        Tensor dst = w->device_features.rows(c.begin, need);
+        gather_mixed_rows(cache->table(), dev_staged, dev_index, dst, ctx.copy_stream());
+        out.keep_alive.insert(out.keep_alive.end(), {index, dev_staged, dev_index});
+      } else if (rows) {
+        w->device_features.rows(c.begin, need).copy_from(staging, ctx.copy_stream());
+      }
       out.keep_alive.push_back(staging);  // pinned: the copy reads it asynchronously
     }
     w->rows_done = need;
+    w->cache_misses += misses;
+    w->h2d_bytes += misses * F * 4 + (cache ? rows * 4 : 0);
     if (!c.last) return;
 
     int64_t prev = capacity_hint.load();
@@ -260,7 +294,9 @@ void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& po
       totals.lookup_ms += out.gather_ms;
       totals.transfer_ms += out.transfer_ms + out.transfer_features_ms;
       totals.sampled_edges += out.sampled_edges;
-      totals.h2d_bytes += cuda ? need * F * 4 : 0;
+      totals.h2d_bytes += cuda ? w->h2d_bytes : 0;
+      totals.cache_hits += cache ? need - w->cache_misses : 0;
+      totals.cache_misses += cache ? w->cache_misses : 0;
       ++totals.batches;
     }
     std::get<0>(ports).try_put(w);
@@ -333,9 +369,8 @@ std::unique_ptr<DeviceBatch> BatchPipeline::next() {
 PipelineTotals BatchPipeline::totals() const {
   std::lock_guard<std::mutex> lock(impl_->totals_mu);
   PipelineTotals t = impl_->totals;
-  t.lock_acquisitions = impl_->lock_stats.lock_acquisitions.load();
-  t.lock_contended = impl_->lock_stats.lock_contended.load();
-  t.lock_wait_ms = static_cast<double>(impl_->lock_stats.lock_wait_ns.load()) / 1e6;
+  t.table_inserts = impl_->lock_stats.inserts.load();
+  t.cas_retries = impl_->lock_stats.cas_retries.load();
   return t;
 }
 

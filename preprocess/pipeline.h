@@ -29,8 +29,11 @@
 
 namespace gt {
 
+class FeatureCache;
+
 struct PipelineOptions {
-  int64_t prefetch = 4;  // batches in flight between the limiter and the trainer
+  int64_t prefetch = 4;                 // batches in flight between the limiter and the trainer
+  const FeatureCache* cache = nullptr;  // GPU-resident rows: K copies only the others (CUDA only)
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed
@@ -38,8 +41,9 @@ struct PipelineOptions {
 struct PipelineTotals {
   double sample_ms = 0, reindex_ms = 0, lookup_ms = 0, transfer_ms = 0;
   int64_t batches = 0, sampled_edges = 0, h2d_bytes = 0;
-  int64_t lock_acquisitions = 0, lock_contended = 0;
-  double lock_wait_ms = 0;
+  int64_t cache_hits = 0, cache_misses = 0;  // feature rows found / not found in the GPU cache
+  // Reindexing is lock-free: contention shows as compare-and-swap retries per insertion.
+  int64_t table_inserts = 0, cas_retries = 0;
 };
 
 class BatchPipeline {

@@ -43,12 +43,15 @@ void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int
 }  // namespace
 
 NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
-    : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(rng_key(seed, RngStream::kSample)) {
+    : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(rng_key(seed, RngStream::kSample)),
+      reindexer_(graph.num_nodes) {
   GT_CHECK_ARG(!fanouts_.empty(), "at least one layer of fanouts is needed");
   for (auto f : fanouts_) GT_CHECK_ARG(f == -1 || f >= 1, "fanout must be >= 1 or -1, got ", f);
 }
 
 void NeighborSampler::check_seeds(const std::vector<int64_t>& seeds) const {
+  // An empty batch would flow on as [0, F] tensors and a 0/0 loss: refuse it where it enters.
+  if (seeds.empty()) GT_THROW("NeighborSampler::sample", "make_batches never yields one", "empty batch: no seed nodes");
   for (int64_t s : seeds)
     if (s < 0 || s >= g_.num_nodes)
       GT_THROW("NeighborSampler::sample", "", "seed node id ", s, " out of range [0, ", g_.num_nodes, ")");
@@ -86,9 +89,9 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
   return ls;
 }
 
-Block NeighborSampler::build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats) {
+Block NeighborSampler::build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats) const {
   const int64_t n_dst = static_cast<int64_t>(frontier.size());
-  ReindexResult r = reindex(frontier, ls.picked, stats);
+  ReindexResult r = reindexer_.run(frontier, ls.picked, stats);
   frontier.insert(frontier.end(), r.new_sources.begin(), r.new_sources.end());
   return make_block(static_cast<int64_t>(frontier.size()), n_dst, ls.indptr, r.local);
 }

@@ -44,7 +44,7 @@ class NeighborSampler {
   // (first in its row, not counted against the fanout).
   NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed);
 
-  // Seeds must be valid node ids (checked) and distinct (not checked: duplicates get one row each).
+  // Seeds must be a non-empty list of valid node ids (checked) and distinct (not checked: duplicates get one row each).
   // The serial reference path: every layer sampled and reindexed in turn.
   SampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats = nullptr) const;
 
@@ -53,7 +53,7 @@ class NeighborSampler {
   LayerSample sample_layer(const std::vector<int64_t>& frontier, int64_t layer, uint64_t batch_key) const;
   // Reindexes a drawn layer into a block (transpose built); `frontier` becomes the block's source
   // list (destinations first, then new sources in order of first appearance).
-  static Block build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats);
+  Block build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats) const;
   void check_seeds(const std::vector<int64_t>& seeds) const;
 
   int64_t num_layers() const { return static_cast<int64_t>(fanouts_.size()); }
@@ -63,6 +63,7 @@ class NeighborSampler {
   std::vector<int64_t> fanouts_;
   bool self_loops_;
   uint64_t key_;
+  Reindexer reindexer_;
 };
 
 // Splits ids into batches of batch_size; shuffled with (seed, epoch) when shuffle is set.
