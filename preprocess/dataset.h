@@ -43,8 +43,9 @@ struct Dataset {
 
   // Checks sizes and ranges (info matches the arrays, indptr starts at 0, is monotone and ends
   // at E, ids < N, -1 <= labels < num_classes, split ids < N and unique within a split, features
-  // float32 [N, F] on the CPU when defined); throws gt::Error naming `where` and the first bad
-  // entry. An undefined `features` is accepted (see load_dataset_without_features).
+  // float32 [N, F] on the CPU and finite (no NaN/Inf) when defined); throws gt::Error naming
+  // `where` and the first bad entry (for features: row and column). An undefined `features` is
+  // accepted (see load_dataset_without_features).
   void validate(const std::string& where) const;
   const std::vector<int64_t>& split(const std::string& name) const;  // throws naming the split
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +51,17 @@ int64_t read_count(const std::string& path, const char* what) {
   return value;
 }
 
+// An upper bound on the lines of a (gzip or plain) file: deflate expands at most 1032:1 and a
+// line holds at least min_line_bytes. Caps reservations sized from another file's count, so
+// that a wrong count ends in the count-mismatch error instead of a huge allocation (found by
+// fuzz_csv: "900000000000000" in num-edge-list.csv.gz asked for 3.6 PB).
+int64_t max_lines(const std::string& path, int64_t min_line_bytes) {
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec) return 0;
+  return static_cast<int64_t>(std::min<std::uintmax_t>(size, INT64_MAX / 2048)) * 1032 / min_line_bytes + 1;
+}
+
 struct EdgeList {
   std::vector<int32_t> src, dst;
 };
@@ -57,8 +69,9 @@ struct EdgeList {
 EdgeList read_edges(const std::string& path, int64_t n, int64_t expected) {
   EdgeList edges;
   if (expected > 0) {
-    edges.src.reserve(static_cast<std::size_t>(expected));
-    edges.dst.reserve(static_cast<std::size_t>(expected));
+    const int64_t cap = std::min(expected, max_lines(path, 4));  // "u,v\n"
+    edges.src.reserve(static_cast<std::size_t>(cap));
+    edges.dst.reserve(static_cast<std::size_t>(cap));
   }
   GzLineReader r(path);
   std::string_view line;
@@ -122,7 +135,7 @@ void build_csr(const EdgeList& edges, int64_t n, bool directed, std::vector<int6
 // Labels: one integer per line; -1, an empty line or "nan" mean unlabelled. Returns 1 + max.
 int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& labels) {
   labels.clear();
-  labels.reserve(static_cast<std::size_t>(n));
+  labels.reserve(static_cast<std::size_t>(std::min(n, max_lines(path, 1))));
   GzLineReader r(path);
   std::string_view line;
   int64_t max_label = -1;
@@ -227,6 +240,11 @@ std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std
   while (r.next(line)) {
     if (!parse_float_row(line, row, bad))
       r.fail("feature value " + std::to_string(bad) + " of the row is not a number (line " + excerpt(line) + ")");
+    for (std::size_t c = 0; c < row.size(); ++c)
+      if (!std::isfinite(row[c]))
+        r.fail("feature value " + std::to_string(c) + " of the row is " + (std::isnan(row[c]) ? "NaN" : "infinite") +
+                   " (line " + excerpt(line) + ")",
+               "NaN/Inf features make training diverge; clean the source data");
     if (!writer) {
       f = static_cast<int64_t>(row.size());
       writer = std::make_unique<DatasetWriter>(out_path, n, f);

@@ -44,7 +44,8 @@ class NeighborSampler {
   // (first in its row, not counted against the fanout).
   NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed);
 
-  // Seeds must be a non-empty list of valid node ids (checked) and distinct (not checked: duplicates get one row each).
+  // Seeds must be a non-empty list of valid node ids (checked) and distinct (not checked:
+  // duplicates get one row each).
   // The serial reference path: every layer sampled and reindexed in turn.
   SampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats = nullptr) const;
 

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz (clang, ASan + UBSan, into build-fuzz/) and runs each
+# for SECONDS (default 60), starting from the seeds in tests/fuzz/corpus/<target>/.
+#   bash scripts/fuzz.sh [SECONDS]
+# Prints executions and crashes per target; exits 1 when any target crashed. A crashing input is
+# saved as build-fuzz/crashes/<target>/crash-*: fix the library, then add the input to the
+# target's corpus folder as a regression seed. New inputs found while fuzzing go to
+# build-fuzz/corpus/<target>/ (kept between runs, never committed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+case $secs in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
+
+if ! command -v clang++ >/dev/null 2>&1; then
+  echo "fuzz.sh: clang++ not found; install it with: apt-get install clang libclang-rt-14-dev" >&2
+  exit 1
+fi
+rt_dir=$(clang++ -print-resource-dir)/lib/linux
+if ! ls "$rt_dir"/libclang_rt.fuzzer*-x86_64.a >/dev/null 2>&1; then
+  echo "fuzz.sh: clang's libFuzzer runtime is missing from $rt_dir; install it with:" \
+       "apt-get install libclang-rt-$(clang++ -dumpversion | cut -d. -f1)-dev" >&2
+  exit 1
+fi
+
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGT_FUZZ=ON \
+  -DGT_WITH_CUDA=OFF -DBUILD_TESTING=OFF -DGT_BUILD_EXAMPLES=OFF -DGT_SHARED=OFF "${launcher[@]}" >/dev/null
+cmake --build build-fuzz -j"$(nproc)"
+
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
+summary=()
+failed=0
+for target in fuzz_csv fuzz_hdf5 fuzz_config; do
+  corpus=build-fuzz/corpus/$target
+  crashes=build-fuzz/crashes/$target
+  log=build-fuzz/$target.log
+  mkdir -p "$corpus" "$crashes"
+  echo "== $target: ${secs}s"
+  rc=0
+  # -timeout: one input taking longer than 10 s is a finding (a hang); -rss_limit_mb: so is a
+  # file whose few bytes make the library allocate gigabytes.
+  opts=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+  asan=${ASAN_OPTIONS:-}
+  if [ $target = fuzz_hdf5 ]; then
+    # HDF5 itself mallocs object-header sizes read from the file (up to a terabyte) while it
+    # opens a damaged file, and handles a failed malloc as an error. Let such a malloc fail as
+    # it does without ASan instead of reporting it; our own allocations still abort (operator
+    # new cannot return null), and touching more than 2 GiB still trips -rss_limit_mb.
+    opts+=(-malloc_limit_mb=1073741824)
+    asan=allocator_may_return_null=1${asan:+:$asan}
+    # HDF5 1.10.8 also over-reads its own buffers on some damaged files (docs/reliability.md).
+    # Fork mode keeps fuzzing past such crashes; each one is then classified below.
+    opts+=(-fork=1 -ignore_crashes=1 -ignore_ooms=0 -ignore_timeouts=0)
+  fi
+  ASAN_OPTIONS=$asan "build-fuzz/$target" "${opts[@]}" -artifact_prefix="$crashes/" \
+    "$corpus" "tests/fuzz/corpus/$target" >"$log" 2>&1 || rc=$?
+  execs=$(awk '/stat::number_of_executed_units/ {n = $NF} /^#[0-9]+: cov:/ {n = substr($1, 2) + 0} END {print n}' "$log")
+  hdf5_bugs=0
+  if [ $target = fuzz_hdf5 ]; then
+    # A crash whose innermost frame (below the sanitizer runtime) lies in libhdf5 is HDF5's
+    # own bug: moved to hdf5-internal/ and counted apart. Anything else is ours.
+    mkdir -p "$crashes/hdf5-internal"
+    for f in "$crashes"/crash-* "$crashes"/leak-*; do
+      [ -f "$f" ] || continue
+      frame=$(ASAN_OPTIONS=$asan "build-fuzz/$target" -malloc_limit_mb=1073741824 "$f" 2>&1 |
+              grep -E '^ +#[0-9]+ ' | grep -vE '__interceptor|__asan|__sanitizer|in (malloc|calloc|realloc|free)|operator (new|delete)|libc\.so' |
+              head -n 1 || true)
+      case $frame in *libhdf5*) mv "$f" "$crashes/hdf5-internal/"; hdf5_bugs=$((hdf5_bugs + 1)) ;; esac
+    done
+    [ $hdf5_bugs -eq 0 ] || echo "   $hdf5_bugs crash(es) inside HDF5 itself: $crashes/hdf5-internal/"
+    [ $rc -eq 0 ] || ! grep -q "INFO: exiting: 1" "$log" || rc=0  # fork mode exits 1 after ignored crashes
+  fi
+  ncrash=$(find "$crashes" -maxdepth 1 -type f | wc -l)
+  if [ $rc -ne 0 ] || [ "$ncrash" -ne 0 ]; then
+    failed=1
+    grep -E "^==[0-9]+==ERROR|runtime error|SUMMARY|deadly signal|Test unit written" "$log" | head -n 8 >&2 || true
+    echo "   (full log: $log)" >&2
+  fi
+  summary+=("$(printf '%-12s %10s executions  %d crashes  (exit %d)%s' "$target" "${execs:-?}" "$ncrash" "$rc" \
+               "$([ $hdf5_bugs -eq 0 ] || echo "  + $hdf5_bugs inside HDF5 1.10 itself, not counted")")")
+done
+echo "== fuzz summary (${secs}s per target)"
+printf '%s\n' "${summary[@]}"
+exit $failed

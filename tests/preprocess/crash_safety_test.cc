@@ -1,0 +1,305 @@
+// Fault behaviour of the file stores: a writer killed with SIGKILL in the middle of a write
+// leaves the previous file loadable; hostile or damaged files and NaN/Inf features give one
+// clear gt::Error instead of a crash, a huge allocation or a poisoned training run.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/model_io.h"
+#include "preprocess/dataset.h"
+#include "preprocess/gz_reader.h"
+#include "preprocess/ogb_import.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::path(GT_BINARY_DIR) / "crash_safety_XXXXXX").string();
+    if (!mkdtemp(pattern.data())) {
+      pattern = (fs::temp_directory_path() / "crash_safety_XXXXXX").string();
+      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// n nodes on a directed cycle, F features of value `tag` (so versions can be told apart).
+Dataset cycle_dataset(int64_t n, int64_t f, float tag) {
+  Dataset ds;
+  ds.info.num_nodes = n;
+  ds.info.feature_dim = f;
+  ds.info.num_classes = 2;
+  ds.info.directed = true;
+  ds.info.source = "crash safety test";
+  for (int64_t v = 0; v <= n; ++v) ds.indptr.push_back(v);
+  for (int64_t v = 0; v < n; ++v) ds.indices.push_back(static_cast<int32_t>((v + n - 1) % n));
+  ds.info.num_edges = n;
+  ds.features = Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(n * f), tag), {n, f});
+  for (int64_t v = 0; v < n; ++v) ds.labels.push_back(static_cast<int32_t>(v % 2));
+  ds.splits["train"] = {0, 1};
+  return ds;
+}
+
+// Forks a child that runs `work` and reports on `pipe` when it is in the middle of its write;
+// the parent waits for that report (and a little more), kills the child with SIGKILL and reaps
+// it. Returns false when the child ended before it could be killed.
+template <typename Work>
+bool kill_mid_write(Work&& work, int settle_ms) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    try {
+      work(fds[1]);
+    } catch (...) {
+    }
+    _exit(3);  // never return into the test runner in the child
+  }
+  close(fds[1]);
+  char byte = 0;
+  const bool reported = read(fds[0], &byte, 1) == 1;
+  close(fds[0]);
+  if (reported && settle_ms > 0) usleep(static_cast<useconds_t>(settle_ms) * 1000);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return reported && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+TEST(CrashSafety, DatasetWriterKilledMidWriteKeepsPreviousFile) {
+  TempDir dir;
+  const std::string path = dir.file("data.h5");
+  const Dataset before = cycle_dataset(100, 4, 1.0f);
+  save_dataset(before, path);
+
+  // The child streams a 32 MB feature table in 2 MB blocks and stops half way (as if slow); it
+  // is killed once its first block reached the temporary file, with HDF5 metadata unflushed.
+  constexpr int64_t kRows = 1 << 17, kF = 64, kBlock = 1 << 13;
+  const bool killed = kill_mid_write(
+      [&](int report) {
+        DatasetWriter w(path, kRows, kF);
+        Tensor block = Tensor::from_vector(std::vector<float>(kBlock * kF, 2.0f), {kBlock, kF});
+        for (int64_t b = 0; b < kRows; b += kBlock) {
+          w.write_feature_rows(b, block);
+          if (b == 0 && write(report, "x", 1) != 1) return;
+          if (b == kRows / 2) pause();  // stay mid-write until killed, on any machine speed
+        }
+      },
+      /*settle_ms=*/50);
+  ASSERT_TRUE(killed) << "the writer child ended before it was killed";
+  EXPECT_TRUE(fs::exists(path + ".tmp")) << "the killed writer was writing somewhere else";
+
+  const Dataset after = load_dataset(path);  // loads and validates
+  EXPECT_EQ(after.info.num_nodes, 100);
+  EXPECT_EQ(after.features.to_vector<float>(), before.features.to_vector<float>());
+  EXPECT_EQ(after.indices, before.indices);
+
+  // The stale temporary file does not stop the next write.
+  save_dataset(cycle_dataset(10, 2, 3.0f), path);
+  EXPECT_EQ(load_dataset(path).info.num_nodes, 10);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(CrashSafety, SaveWeightsKilledAtAnyMomentLeavesALoadableFile) {
+  TempDir dir;
+  const std::string path = dir.file("best.h5");
+  auto make_params = [](float tag) {
+    std::vector<Param> ps(8);
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      ps[i].name = "layer" + std::to_string(i) + ".weight";
+      ps[i].value = Tensor::from_vector(std::vector<float>(256 * 256, tag), {256, 256});
+    }
+    return ps;
+  };
+  auto ptrs = [](std::vector<Param>& ps) {
+    std::vector<Param*> out;
+    for (Param& p : ps) out.push_back(&p);
+    return out;
+  };
+  std::vector<Param> first = make_params(0.0f);
+  save_weights(path, ptrs(first), "model: {}\n", 0);
+
+  // The child saves versions 1, 2, 3, ... as fast as it can (2 MB each); killed at whatever
+  // point it has reached, every version the path can hold is complete.
+  for (int settle_ms : {0, 3, 17, 41}) {
+    const bool killed = kill_mid_write(
+        [&](int report) {
+          if (write(report, "x", 1) != 1) return;
+          for (int version = 1;; ++version) {
+            std::vector<Param> ps = make_params(static_cast<float>(version));
+            save_weights(path, ptrs(ps), "model: {}\n", version);
+          }
+        },
+        settle_ms);
+    ASSERT_TRUE(killed);
+    std::vector<Param> loaded = make_params(-1.0f);
+    ASSERT_EQ(error_of([&] { load_weights(path, ptrs(loaded)); }), "") << "after a kill at " << settle_ms << " ms";
+    const std::vector<float> w0 = loaded[0].value.to_vector<float>();
+    for (Param& p : loaded) {
+      const std::vector<float> w = p.value.to_vector<float>();
+      EXPECT_EQ(w, w0) << p.name << " comes from another version than layer0";
+      EXPECT_GE(w[0], 0.0f);
+    }
+  }
+}
+
+// HDF5 ids closed at the end of a scope.
+struct H5 {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  ~H5() {
+    if (id >= 0) close(id);
+  }
+};
+
+void int_attr(hid_t file, const char* name, int64_t v) {
+  H5 space{H5Screate(H5S_SCALAR), H5Sclose};
+  H5 attr{H5Acreate2(file, name, H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  H5Awrite(attr.id, H5T_NATIVE_INT64, &v);
+}
+
+// A few-KB file whose attributes and dataset headers declare a 2^31-node graph with 2^40 edges:
+// reading it as declared would allocate terabytes.
+TEST(CrashSafety, FileDeclaringHugeArraysIsAnErrorNotAnAllocation) {
+  TempDir dir;
+  const std::string path = dir.file("huge.h5");
+  const int64_t n = std::numeric_limits<int32_t>::max(), e = int64_t{1} << 40;
+  {
+    H5 file{H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+    ASSERT_GE(file.id, 0);
+    int_attr(file.id, "format_version", kDatasetFormatVersion);
+    int_attr(file.id, "num_nodes", n);
+    int_attr(file.id, "num_edges", e);
+    int_attr(file.id, "feature_dim", 100);
+    int_attr(file.id, "num_classes", 2);
+    int_attr(file.id, "directed", 1);
+    {
+      H5 type{H5Tcopy(H5T_C_S1), H5Tclose};
+      H5Tset_size(type.id, 2);
+      H5 space{H5Screate(H5S_SCALAR), H5Sclose};
+      H5 attr{H5Acreate2(file.id, "source", type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+      H5Awrite(attr.id, type.id, "x");
+    }
+    H5 graph{H5Gcreate2(file.id, "/graph", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose};
+    auto declare = [&](const char* name, hid_t type, std::vector<hsize_t> dims) {
+      H5 space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
+      H5 ds{H5Dcreate2(file.id, name, type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose};
+      ASSERT_GE(ds.id, 0) << name;  // never written: HDF5 allocates no storage
+    };
+    declare("/graph/indptr", H5T_STD_I64LE, {static_cast<hsize_t>(n + 1)});
+    declare("/graph/indices", H5T_STD_I32LE, {static_cast<hsize_t>(e)});
+    declare("/labels", H5T_STD_I32LE, {static_cast<hsize_t>(n)});
+    declare("/features", H5T_IEEE_F32LE, {static_cast<hsize_t>(n), 100});
+  }
+  const std::string err = error_of([&] { load_dataset(path); });
+  EXPECT_NE(err.find("/graph/indptr declares"), std::string::npos) << err;
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+  const std::string feat = error_of([&] { FeatureReader reader(path); });
+  EXPECT_NE(feat.find("/features declares"), std::string::npos) << feat;
+}
+
+TEST(CrashSafety, NanOrInfFeaturesAreRejectedNamingRowAndColumn) {
+  TempDir dir;
+  Dataset ds = cycle_dataset(6, 3, 0.5f);
+  ds.features.data<float>()[4 * 3 + 2] = std::numeric_limits<float>::quiet_NaN();
+  std::string err = error_of([&] { ds.validate("mem"); });
+  EXPECT_NE(err.find("feature row 4, column 2 is nan"), std::string::npos) << err;
+  ds.features.data<float>()[4 * 3 + 2] = 0.0f;
+  ds.features.data<float>()[1] = -std::numeric_limits<float>::infinity();
+  err = error_of([&] { save_dataset(ds, dir.file("inf.h5")); });
+  EXPECT_NE(err.find("feature row 0, column 1 is -inf"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir.file("inf.h5")));
+
+  // A file written by another tool (DatasetWriter does not scan the rows it streams).
+  const std::string path = dir.file("nan.h5");
+  {
+    Dataset good = cycle_dataset(6, 3, 0.5f);
+    DatasetWriter w(path, 6, 3);
+    w.write_graph(good.indptr, good.indices, true);
+    good.features.data<float>()[5 * 3] = std::numeric_limits<float>::infinity();
+    w.write_feature_rows(0, good.features);
+    w.write_labels(good.labels, 2);
+    w.commit();
+  }
+  err = error_of([&] { load_dataset(path); });
+  EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+}
+
+TEST(CrashSafety, ImporterRejectsNanFeaturesNamingTheLine) {
+  TempDir dir;
+  const std::string root = dir.file("ogb");
+  fs::create_directories(root + "/raw");
+  fs::create_directories(root + "/split/s");
+  write_gzip_file(root + "/raw/num-node-list.csv.gz", "3\n");
+  write_gzip_file(root + "/raw/edge.csv.gz", "0,1\n1,2\n");
+  write_gzip_file(root + "/raw/node-label.csv.gz", "0\n1\n0\n");
+  write_gzip_file(root + "/raw/node-feat.csv.gz", "1,2\n3,nan\n5,6\n");
+  write_gzip_file(root + "/split/s/train.csv.gz", "0\n");
+  const std::string out = dir.file("out.h5");
+  std::string err = error_of([&] { import_ogb(root, out); });
+  EXPECT_NE(err.find("feature value 1 of the row is NaN"), std::string::npos) << err;
+  EXPECT_NE(err.find("node-feat.csv.gz:2"), std::string::npos) << err;
+  write_gzip_file(root + "/raw/node-feat.csv.gz", "1,2\n3,4\n-1e39,6\n");  // overflows float
+  err = error_of([&] { import_ogb(root, out); });
+  EXPECT_NE(err.find("feature value 0 of the row is infinite"), std::string::npos) << err;
+  EXPECT_NE(err.find("node-feat.csv.gz:3"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// A node count far beyond what the other files hold (fuzz_csv found these asking for terabytes).
+TEST(CrashSafety, ImporterCountsBeyondTheFilesAreMismatchErrors) {
+  TempDir dir;
+  const std::string root = dir.file("ogb");
+  fs::create_directories(root + "/raw");
+  fs::create_directories(root + "/split/s");
+  write_gzip_file(root + "/raw/num-node-list.csv.gz", "3\n");
+  write_gzip_file(root + "/raw/num-edge-list.csv.gz", "900000000000000\n");
+  write_gzip_file(root + "/raw/edge.csv.gz", "0,1\n1,2\n");
+  write_gzip_file(root + "/raw/node-label.csv.gz", "0\n1\n0\n");
+  write_gzip_file(root + "/raw/node-feat.csv.gz", "1,2\n3,4\n5,6\n");
+  write_gzip_file(root + "/split/s/train.csv.gz", "0\n");
+  std::string err = error_of([&] { import_ogb(root, dir.file("out.h5")); });
+  EXPECT_NE(err.find("num-edge-list.csv.gz says 900000000000000"), std::string::npos) << err;
+  write_gzip_file(root + "/raw/num-edge-list.csv.gz", "2\n");
+  write_gzip_file(root + "/raw/num-node-list.csv.gz", "2000000000\n");
+  err = error_of([&] { import_ogb(root, dir.file("out.h5")); });
+  EXPECT_NE(err.find("has 3 label rows, but the graph has 2000000000 nodes"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace gt
