@@ -2,6 +2,8 @@
 //
 //   gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]
 //   gt-train --print-config-keys
+//   gt-train CONFIG.yaml --print-graph   (per layer: ops, output shapes on the first training
+//                                         batch, and the kernel placement chosen; docs/dkp.md)
 //
 // Loads the YAML config (every key is documented in docs/configs.md; unknown keys are errors),
 // applies the --set overrides in order, trains on the configured device (cpu, cuda or auto),
@@ -23,11 +25,13 @@
 #include "framework/config.h"
 #include "framework/error.h"
 #include "framework/trainer.h"
+#include "preprocess/sampler.h"
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]\n"
+    "                            [--print-graph]\n"
     "       gt-train --print-config-keys\n";
 
 // A usage error is one line on stderr (exit 2); --help prints the usage to stdout.
@@ -43,7 +47,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::vector<std::string> overrides;
   std::string resume;
-  bool print_config = false;
+  bool print_config = false, print_graph = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -54,6 +58,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--print-config") {
       print_config = true;
+    } else if (a == "--print-graph") {
+      print_graph = true;
     } else if (a == "--trace") {
       if (i + 1 >= argc) return usage("--trace needs a file name");
       overrides.push_back(std::string("train.trace=") + argv[++i]);
@@ -84,6 +90,21 @@ int main(int argc, char** argv) {
       return 0;
     }
     gt::Trainer trainer(cfg);
+    if (print_graph) {
+      // The first batch of epoch 1, sampled as the trainer samples it (shapes only).
+      const gt::Dataset& ds = trainer.dataset();
+      const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+      const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+      gt::NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, cfg.sampling.fanouts,
+                                  self_loops, seed);
+      auto batches = gt::make_batches(ds.split(cfg.dataset.train_split), cfg.sampling.batch_size, true, seed, 1);
+      if (batches.empty()) throw gt::Error("the training split is empty", cfg.source, "");
+      gt::SampledBatch b = sampler.sample(batches[0], uint64_t{1} << 20);
+      std::cout << "model " << cfg.model.type << ", kernel placement " << cfg.model.dkp << ", first batch of "
+                << batches[0].size() << " seeds\n"
+                << trainer.model().describe(b.blocks);
+      return 0;
+    }
     if (!resume.empty()) trainer.resume(resume);
     gt::TrainResult r = trainer.fit(&std::cout);
     if (r.epochs.empty()) return 1;

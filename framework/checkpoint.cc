@@ -24,7 +24,9 @@ std::vector<std::pair<std::string, std::string>> section_lines(const std::string
     auto colon = line.find(':');
     if (!inside || colon == std::string::npos) continue;
     std::size_t b = line.find_first_not_of(' ');
-    out.emplace_back(section + "." + line.substr(b, colon - b), line.substr(colon + 2));
+    std::string key = section + "." + line.substr(b, colon - b);
+    if (key == "model.dkp") continue;  // kernel placement does not change the function computed
+    out.emplace_back(key, line.substr(colon + 2));
   }
   return out;
 }

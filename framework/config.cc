@@ -176,6 +176,10 @@ const std::vector<Field>& fields() {
                  "LeakyReLU slope: NGCF's layer output and GAT's attention scores"),
       real_field("model.gin_eps", GT_GET(model, gin_eps), -1.0, 1000.0,
                  "GIN: a node's own features enter with weight 1 + eps (fixed, not learned)"),
+      string_field("model.dkp", GT_GET(model, dkp), {"aggregate-first", "combine-first", "auto"},
+                   "GCN kernel placement (docs/dkp.md): Pull then MatMul, MatMul on every source row then Pull, or "
+                   "per layer and batch the order a fitted cost model predicts cheaper; other models need "
+                   "aggregate-first"),
       string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
@@ -217,6 +221,12 @@ const std::vector<Field>& fields() {
                    "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto); \"\" = none"),
       int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), 0, 1 << 24,
                 "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off"),
+      string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},
+                   "folder of fitted DKP cost models, one file per device and model (model.dkp=auto reuses it "
+                   "and skips the warm-up); \"\" = fit every run"),
+      int_field("train.dkp_warmup", GT_GET(train, dkp_warmup), 2, 1000000,
+                "model.dkp=auto: training batches timed kernel by kernel, alternating both orders, before the "
+                "cost model is fitted"),
   };
   return all;
 }
@@ -324,6 +334,9 @@ void validate_config(const Config& cfg) {
   for (auto f : cfg.sampling.fanouts)
     if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.fanouts entries must be >= 1 or -1");
   if (cfg.dataset.path.empty()) GT_THROW(src, "", "dataset.path is empty");
+  if (cfg.model.dkp != "aggregate-first" && cfg.model.type != "gcn")
+    GT_THROW(src, "kernel placement is implemented for gcn only; set model.dkp=aggregate-first",
+             "model.dkp is '", cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
 }
 
 std::string to_yaml(const Config& cfg) {

@@ -21,6 +21,7 @@ struct ModelConfig {
   int64_t output_heads = 1;      // GAT: heads of the output layer (averaged)
   double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores)
   double gin_eps = 0.0;          // GIN: weight (1 + eps) of a node's own features
+  std::string dkp = "aggregate-first";  // GCN kernel placement: aggregate-first | combine-first | auto
 };
 
 struct DatasetConfig {
@@ -61,6 +62,8 @@ struct TrainConfig {
   int64_t prefetch = 4;         // batches the preprocessing pipeline prepares ahead of training
   std::string trace = "";       // Chrome-trace JSON of the pipeline timeline; "" = off
   int64_t gpu_cache_mb = 0;     // device memory for a cache of the most-sampled feature rows; 0 = off
+  std::string dkp_cache = "out/dkp-cache";  // folder of fitted DKP cost models; "" = always refit
+  int64_t dkp_warmup = 16;      // training batches measured (both orders alternately) before the fit
 };
 
 struct Config {

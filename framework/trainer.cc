@@ -79,6 +79,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   ctx_->set_tf32(cfg_.train.precision == "tf32");
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
   model_ = build_model(cfg_.model, data_.info.feature_dim, data_.info.num_classes, device, seed);
+  if (DkpPlanner* dkp = model_->dkp()) dkp->configure(cfg_.train.dkp_cache, cfg_.train.dkp_warmup);
   impl_->optimizer = make_optimizer(cfg_.optimizer);
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
   if (device.is_cuda() && cfg_.train.gpu_cache_mb > 0)

@@ -1,5 +1,9 @@
 #include "models/layers.h"
 
+#include <cstdio>
+#include <functional>
+
+#include "framework/dkp.h"
 #include "framework/init.h"
 #include "kernels/dense.h"
 #include "kernels/elementwise.h"
@@ -64,6 +68,12 @@ class MeanLayerBase : public Layer {
   Tensor out_;
 };
 
+// GCN in either order (framework/dkp.h). With x the (dropped-out) input, Z = x W:
+//   aggregate first: A = mean(x) [n_dst, in], y = act(A W + b);
+//     backward: dW = A^T dt, db = colsum(dt), dx = mean^T(dt W^T)        (dx only when needed)
+//   combine first:   Z = x W [n_src, out], y = act(mean(Z) + b);
+//     backward: db = colsum(dt), dZ = mean^T(dt) [n_src, out], dW = x^T dZ, dx = dZ W^T
+// with dt = dy * act'(y). The bias is added after the aggregation in both orders.
 class GcnLayer final : public MeanLayerBase {
  public:
   GcnLayer(const LayerOptions& o, Device d)
@@ -73,29 +83,102 @@ class GcnLayer final : public MeanLayerBase {
 
   Tensor forward(const Context& ctx, const Block& block, const Tensor& h_in, bool training, uint64_t step) override {
     Tensor x = drop_in(ctx, h_in, training, step);
-    agg_ = aggregate(ctx, block, x);
+    order_ = o_.dkp ? o_.dkp->choose(shape(block)) : DkpOrder::kAggregateFirst;
     Tensor y = Tensor::empty({block.num_dst, o_.out}, DType::kFloat32, h_in.device());
-    linear_forward(agg_, w_.value, &b_.value, y, ctx);
+    if (order_ == DkpOrder::kAggregateFirst) {
+      x_ = Tensor();
+      timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.in), [&] { agg_ = aggregate(ctx, block, x); });
+      timed(ctx, gemm_features(block.num_dst, o_.in, o_.out), [&] { linear_forward(agg_, w_.value, &b_.value, y, ctx); });
+    } else {
+      x_ = x;
+      agg_ = Tensor();
+      Tensor z = Tensor::empty({block.num_src, o_.out}, DType::kFloat32, h_in.device());
+      timed(ctx, gemm_features(block.num_src, o_.in, o_.out), [&] { linear_forward(x, w_.value, nullptr, z, ctx); });
+      timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.out),
+            [&] { pull_forward(block, z, Reduce::kMean, y, ctx.stream()); });
+      bias_activation_forward(&b_.value, Activation::kNone, 0.0f, y, ctx);
+    }
     activate(ctx, y);
     return y;
   }
 
   Tensor backward(const Context& ctx, const Block& block, const Tensor& dy, bool need_input_grad) override {
     Tensor dz = activate_backward(ctx, dy);
+    const int grads = need_input_grad ? 2 : 1;
+    if (order_ == DkpOrder::kCombineFirst) {
+      bias_backward(dz, b_.grad, ctx);
+      Tensor dzsrc;
+      timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.out),
+            [&] { dzsrc = aggregate_backward(ctx, block, dz); });
+      Tensor dx;
+      if (need_input_grad) dx = Tensor::empty(x_.shape(), DType::kFloat32, dy.device());
+      timed(ctx, gemm_features(block.num_src, o_.in, o_.out, grads),
+            [&] { linear_backward(x_, w_.value, dzsrc, need_input_grad ? &dx : nullptr, w_.grad, nullptr, ctx); });
+      if (!need_input_grad) return {};
+      drop_in_backward(ctx, dx);
+      return dx;
+    }
     Tensor dagg;
     if (need_input_grad) dagg = Tensor::empty(agg_.shape(), DType::kFloat32, dy.device());
-    linear_backward(agg_, w_.value, dz, need_input_grad ? &dagg : nullptr, w_.grad, &b_.grad, ctx);
+    timed(ctx, gemm_features(block.num_dst, o_.in, o_.out, grads), [&] {
+      linear_backward(agg_, w_.value, dz, need_input_grad ? &dagg : nullptr, w_.grad, &b_.grad, ctx);
+    });
     if (!need_input_grad) return {};
-    Tensor dx = aggregate_backward(ctx, block, dagg);
+    Tensor dx;
+    timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.in),
+          [&] { dx = aggregate_backward(ctx, block, dagg); });
     drop_in_backward(ctx, dx);
     return dx;
   }
 
   std::vector<Param*> params() override { return {&w_, &b_}; }
 
+  std::string describe(const Block& block) const override {
+    const DkpShape s = shape(block);
+    double ca = 0, cc = 0;
+    const DkpOrder order = o_.dkp ? o_.dkp->plan(s, &ca, &cc) : DkpOrder::kAggregateFirst;
+    auto dims = [](int64_t r, int64_t c) { return "[" + std::to_string(r) + " x " + std::to_string(c) + "]"; };
+    std::string out = "  order " + std::string(dkp_order_name(order));
+    if (o_.dkp && o_.dkp->mode() == DkpMode::kAuto) {
+      if (o_.dkp->fitted()) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " (auto; predicted fwd+bwd ms: aggregate-first %.4f, combine-first %.4f)", ca, cc);
+        out += buf;
+      } else {
+        out += " (auto; no fitted cost model yet: the first training batches measure both orders)";
+      }
+    }
+    out += "\n";
+    auto line = [&](const std::string& op, const std::string& shp) {
+      out += "  " + op + std::string(op.size() < 36 ? 36 - op.size() : 1, ' ') + shp + "\n";
+    };
+    if (o_.dropout > 0) line("Dropout p=" + std::to_string(o_.dropout).substr(0, 4) + " (training)", dims(block.num_src, o_.in));
+    const std::string pull = "Pull mean (" + std::to_string(block.nnz()) + " edges)";
+    const std::string mm = "MatMul " + std::to_string(o_.in) + " x " + std::to_string(o_.out);
+    if (order == DkpOrder::kAggregateFirst) {
+      line(pull, dims(block.num_dst, o_.in));
+      line(mm, dims(block.num_dst, o_.out));
+    } else {
+      line(mm, dims(block.num_src, o_.out));
+      line(pull, dims(block.num_dst, o_.out));
+    }
+    line("Bias", dims(block.num_dst, o_.out));
+    if (o_.activation) line("ReLU", dims(block.num_dst, o_.out));
+    return out;
+  }
+
  private:
+  DkpShape shape(const Block& block) const {
+    return DkpShape{block.num_src, block.num_dst, block.nnz(), o_.in, o_.out, /*need_input_grad=*/o_.index > 0};
+  }
+  void timed(const Context& ctx, const DkpFeatures& f, const std::function<void()>& call) {
+    if (o_.dkp) o_.dkp->timed(ctx, f, call);
+    else call();
+  }
+
   Param w_, b_;
-  Tensor agg_;
+  Tensor agg_, x_;
+  DkpOrder order_ = DkpOrder::kAggregateFirst;
 };
 
 class SageLayer final : public MeanLayerBase {

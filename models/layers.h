@@ -18,6 +18,8 @@
 
 namespace gt {
 
+class DkpPlanner;  // framework/dkp.h
+
 struct Param {
   std::string name;
   Tensor value, grad;
@@ -35,6 +37,8 @@ struct LayerOptions {
   float gin_eps = 0.0f;                // GIN
   int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
   int64_t heads = 1;                   // GAT: heads; `out` is the width per head
+  // GCN: kernel placement (framework/dkp.h), shared by the model's layers; null = aggregate first.
+  std::shared_ptr<DkpPlanner> dkp;
 };
 
 class Layer {
@@ -43,9 +47,16 @@ class Layer {
   virtual Tensor forward(const Context& ctx, const Block& block, const Tensor& h_in, bool training, uint64_t step) = 0;
   virtual Tensor backward(const Context& ctx, const Block& block, const Tensor& dy, bool need_input_grad) = 0;
   virtual std::vector<Param*> params() = 0;
+  // One line per op (name and output shape) of this layer on `block`, for gt-train --print-graph;
+  // "" when the layer type has no op listing.
+  virtual std::string describe(const Block& block) const {
+    (void)block;
+    return "";
+  }
 };
 
-// GCN (the paper's form): y = act(W mean_{u in N(v)} x_u + b).
+// GCN (the paper's form): y = act(W mean_{u in N(v)} x_u + b). With a DKP planner the layer may
+// compute the same function combine-first: y = act(mean_{u in N(v)} (W x_u) + b).
 std::unique_ptr<Layer> make_gcn_layer(const LayerOptions& o, Device d);
 // GraphSAGE: y = act(W_n mean_{u in N(v)} x_u + W_r x_v + b).
 std::unique_ptr<Layer> make_sage_layer(const LayerOptions& o, Device d);

@@ -7,13 +7,14 @@
 
 namespace gt {
 
-Model::Model(std::string type, std::vector<std::unique_ptr<Layer>> layers)
-    : type_(std::move(type)), layers_(std::move(layers)) {}
+Model::Model(std::string type, std::vector<std::unique_ptr<Layer>> layers, std::shared_ptr<DkpPlanner> dkp)
+    : type_(std::move(type)), layers_(std::move(layers)), dkp_(std::move(dkp)) {}
 
 Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
                       uint64_t step, Tensor* final_input) {
   GT_CHECK_ARG(blocks.size() == layers_.size(), "model has ", layers_.size(), " layers but the batch has ",
                blocks.size(), " blocks");
+  if (dkp_) dkp_->begin_batch(training);
   Tensor h = features;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     GT_CHECK_ARG(h.size(0) == blocks[l].num_src, "layer ", l, " input has ", h.size(0), " rows, block has ",
@@ -27,6 +28,19 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
 void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits) {
   Tensor g = dlogits;
   for (std::size_t l = layers_.size(); l-- > 0;) g = layers_[l]->backward(ctx, blocks[l], g, /*need_input_grad=*/l > 0);
+  if (dkp_) dkp_->end_batch();
+}
+
+std::string Model::describe(const std::vector<Block>& blocks) const {
+  std::string out;
+  for (std::size_t l = 0; l < layers_.size() && l < blocks.size(); ++l) {
+    const Block& b = blocks[l];
+    out += "layer " + std::to_string(l) + " (" + type_ + "): block " + std::to_string(b.num_src) + " sources -> " +
+           std::to_string(b.num_dst) + " destinations, " + std::to_string(b.nnz()) + " edges\n";
+    std::string ops = layers_[l]->describe(b);
+    out += ops.empty() ? "  (no per-op listing for " + type_ + " layers yet)\n" : ops;
+  }
+  return out;
 }
 
 std::vector<Param*> Model::params() {
@@ -59,6 +73,12 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   const bool gat = cfg.type == "gat";
   // A hidden GAT layer concatenates its heads: the next layer reads hidden x heads columns.
   const int64_t hidden_width = gat ? cfg.hidden * cfg.heads : cfg.hidden;
+  const DkpMode dkp_mode = parse_dkp_mode(cfg.dkp);
+  if (dkp_mode != DkpMode::kAggregateFirst && cfg.type != "gcn")
+    GT_THROW("model.dkp", "kernel placement is implemented for gcn only; use aggregate-first",
+             "model.dkp is '", cfg.dkp, "' but model.type is '", cfg.type, "'");
+  std::shared_ptr<DkpPlanner> dkp;
+  if (cfg.type == "gcn") dkp = std::make_shared<DkpPlanner>(dkp_mode, cfg.type, device_name(device));
   std::vector<std::unique_ptr<Layer>> layers;
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const bool last = l == cfg.layers - 1;
@@ -74,9 +94,10 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.gin_eps = static_cast<float>(cfg.gin_eps);
     o.mlp_hidden = cfg.hidden;
     o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
+    o.dkp = dkp;
     layers.push_back(it->second(o, device));
   }
-  return std::make_unique<Model>(cfg.type, std::move(layers));
+  return std::make_unique<Model>(cfg.type, std::move(layers), std::move(dkp));
 }
 
 }  // namespace gt

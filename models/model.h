@@ -10,13 +10,14 @@
 
 #include "framework/config.h"
 #include "framework/context.h"
+#include "framework/dkp.h"
 #include "models/layers.h"
 
 namespace gt {
 
 class Model {
  public:
-  Model(std::string type, std::vector<std::unique_ptr<Layer>> layers);
+  Model(std::string type, std::vector<std::unique_ptr<Layer>> layers, std::shared_ptr<DkpPlanner> dkp = nullptr);
   // final_input (optional) receives the seeds' rows of the last layer's input, [num_seeds, width]:
   // the last hidden representation (the embedding), or the seed features for a 1-layer model. It
   // is a view of a tensor the next forward() replaces, not overwrites.
@@ -27,10 +28,15 @@ class Model {
   const std::string& type() const { return type_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   int64_t num_parameters();
+  // The kernel-placement planner shared by the layers (GCN only; null for the other models).
+  DkpPlanner* dkp() { return dkp_.get(); }
+  // gt-train --print-graph: per layer, its ops and their output shapes on these blocks.
+  std::string describe(const std::vector<Block>& blocks) const;
 
  private:
   std::string type_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::shared_ptr<DkpPlanner> dkp_;
 };
 
 // Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming

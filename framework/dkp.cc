@@ -1,0 +1,306 @@
+#include "framework/dkp.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "framework/error.h"
+
+namespace gt {
+
+DkpMode parse_dkp_mode(const std::string& s) {
+  if (s == "aggregate-first") return DkpMode::kAggregateFirst;
+  if (s == "combine-first") return DkpMode::kCombineFirst;
+  if (s == "auto") return DkpMode::kAuto;
+  GT_THROW("model.dkp", "choose aggregate-first, combine-first or auto", "unknown kernel placement '", s, "'");
+}
+
+const char* dkp_mode_name(DkpMode m) {
+  switch (m) {
+    case DkpMode::kAggregateFirst: return "aggregate-first";
+    case DkpMode::kCombineFirst: return "combine-first";
+    case DkpMode::kAuto: return "auto";
+  }
+  return "?";
+}
+
+const char* dkp_order_name(DkpOrder o) {
+  return o == DkpOrder::kAggregateFirst ? "aggregate-first" : "combine-first";
+}
+
+const char* dkp_term_name(int term) {
+  static const char* names[kDkpTerms] = {"pull_fwd_edge", "pull_fwd_row", "pull_fwd_launch", "pull_bwd_edge",
+                                         "pull_bwd_row",  "pull_bwd_launch", "gemm_flop",     "gemm_launch"};
+  return term >= 0 && term < kDkpTerms ? names[term] : "?";
+}
+
+DkpFeatures pull_forward_features(int64_t nnz, int64_t n_dst, int64_t width) {
+  DkpFeatures f{};
+  f[kPullFwdEdge] = static_cast<double>(nnz) * static_cast<double>(width);
+  f[kPullFwdRow] = static_cast<double>(n_dst) * static_cast<double>(width);
+  f[kPullFwdLaunch] = 1;
+  return f;
+}
+
+DkpFeatures pull_backward_features(int64_t nnz, int64_t n_src, int64_t width) {
+  DkpFeatures f{};
+  f[kPullBwdEdge] = static_cast<double>(nnz) * static_cast<double>(width);
+  f[kPullBwdRow] = static_cast<double>(n_src) * static_cast<double>(width);
+  f[kPullBwdLaunch] = 1;
+  return f;
+}
+
+DkpFeatures gemm_features(int64_t rows, int64_t in, int64_t out, int calls) {
+  DkpFeatures f{};
+  f[kGemmFlop] = static_cast<double>(calls) * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+  f[kGemmLaunch] = calls;
+  return f;
+}
+
+DkpFeatures operator+(const DkpFeatures& a, const DkpFeatures& b) {
+  DkpFeatures f{};
+  for (int k = 0; k < kDkpTerms; ++k) f[k] = a[k] + b[k];
+  return f;
+}
+
+DkpFeatures order_features(const DkpShape& s, DkpOrder o) {
+  const int grads = s.need_input_grad ? 2 : 1;  // linear_backward: dW, and dX when asked for
+  if (o == DkpOrder::kAggregateFirst) {
+    DkpFeatures f = pull_forward_features(s.nnz, s.n_dst, s.in) + gemm_features(s.n_dst, s.in, s.out) +
+                    gemm_features(s.n_dst, s.in, s.out, grads);
+    if (s.need_input_grad) f = f + pull_backward_features(s.nnz, s.n_src, s.in);
+    return f;
+  }
+  return gemm_features(s.n_src, s.in, s.out) + pull_forward_features(s.nnz, s.n_dst, s.out) +
+         pull_backward_features(s.nnz, s.n_src, s.out) + gemm_features(s.n_src, s.in, s.out, grads);
+}
+
+double predict_ms(const DkpCoefficients& c, const DkpFeatures& f) {
+  double t = 0;
+  for (int k = 0; k < kDkpTerms; ++k) t += c[k] * f[k];
+  return t;
+}
+
+namespace {
+
+// Solves A z = b (n x n, row-major) by Gaussian elimination with partial pivoting; returns false
+// when a pivot vanishes.
+bool solve_dense(std::vector<double> a, std::vector<double> b, int n, std::vector<double>& z) {
+  for (int col = 0; col < n; ++col) {
+    int piv = col;
+    for (int r = col + 1; r < n; ++r)
+      if (std::abs(a[r * n + col]) > std::abs(a[piv * n + col])) piv = r;
+    if (std::abs(a[piv * n + col]) < 1e-300) return false;
+    if (piv != col) {
+      for (int k = 0; k < n; ++k) std::swap(a[col * n + k], a[piv * n + k]);
+      std::swap(b[col], b[piv]);
+    }
+    for (int r = col + 1; r < n; ++r) {
+      const double m = a[r * n + col] / a[col * n + col];
+      if (m == 0) continue;
+      for (int k = col; k < n; ++k) a[r * n + k] -= m * a[col * n + k];
+      b[r] -= m * b[col];
+    }
+  }
+  z.assign(n, 0.0);
+  for (int r = n - 1; r >= 0; --r) {
+    double acc = b[r];
+    for (int k = r + 1; k < n; ++k) acc -= a[r * n + k] * z[k];
+    z[r] = acc / a[r * n + r];
+  }
+  return true;
+}
+
+}  // namespace
+
+DkpCoefficients fit_dkp(const std::vector<DkpSample>& samples) {
+  DkpCoefficients coef{};
+  // Relative residuals: row i is features_i / ms_i against the target 1.
+  std::vector<std::array<double, kDkpTerms>> rows;
+  for (const auto& s : samples) {
+    if (!(s.ms > 0) || !std::isfinite(s.ms)) continue;
+    std::array<double, kDkpTerms> r{};
+    for (int k = 0; k < kDkpTerms; ++k) r[k] = s.features[k] / s.ms;
+    rows.push_back(r);
+  }
+  if (rows.empty()) return coef;
+  // Column scales make the normal equations well conditioned (features span ~12 decades).
+  std::array<double, kDkpTerms> scale{};
+  std::vector<int> active;
+  for (int k = 0; k < kDkpTerms; ++k) {
+    double ss = 0;
+    for (const auto& r : rows) ss += r[k] * r[k];
+    if (ss > 0) {
+      scale[k] = 1.0 / std::sqrt(ss);
+      active.push_back(k);
+    }
+  }
+  while (!active.empty()) {
+    const int n = static_cast<int>(active.size());
+    std::vector<double> ata(n * n, 0.0), atb(n, 0.0), z;
+    for (const auto& r : rows) {
+      for (int i = 0; i < n; ++i) {
+        const double xi = r[active[i]] * scale[active[i]];
+        atb[i] += xi;
+        for (int j = 0; j < n; ++j) ata[i * n + j] += xi * r[active[j]] * scale[active[j]];
+      }
+    }
+    // A tiny ridge keeps collinear terms (e.g. edge and row terms at a constant degree) solvable.
+    for (int i = 0; i < n; ++i) ata[i * n + i] += 1e-13;
+    if (!solve_dense(ata, atb, n, z)) break;
+    std::vector<int> keep;
+    double most_negative = 0;
+    int worst = -1;
+    for (int i = 0; i < n; ++i) {
+      if (z[i] < most_negative) most_negative = z[i], worst = i;
+    }
+    if (worst < 0) {
+      for (int i = 0; i < n; ++i) coef[active[i]] = z[i] * scale[active[i]];
+      return coef;
+    }
+    // Fix the most negative coefficient at 0 and refit the others.
+    active.erase(active.begin() + worst);
+  }
+  return coef;
+}
+
+double dkp_mean_relative_error(const DkpCoefficients& c, const std::vector<DkpSample>& samples) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& s : samples) {
+    if (!(s.ms > 0)) continue;
+    sum += std::abs(predict_ms(c, s.features) - s.ms) / s.ms;
+    ++n;
+  }
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+std::string dkp_cache_path(const std::string& dir, const std::string& device, const std::string& model) {
+  std::string name = device + "-" + model;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
+  return (std::filesystem::path(dir) / (name + ".txt")).string();
+}
+
+void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std::string& device,
+                    const std::string& model, int64_t samples) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
+    out << "# GraphTensor DKP cost model (ms per unit), device " << device << ", model " << model << ", fitted on "
+        << samples << " kernel timings\n";
+    char buf[64];
+    for (int k = 0; k < kDkpTerms; ++k) {
+      std::snprintf(buf, sizeof buf, "%.17g", c[k]);
+      out << dkp_term_name(k) << " " << buf << "\n";
+    }
+    if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache: ", ec.message());
+}
+
+bool load_dkp_cache(const std::string& path, DkpCoefficients& c) {
+  std::ifstream in(path);
+  if (!in) return false;
+  DkpCoefficients got{};
+  int seen = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string name;
+    double v = 0;
+    if (!(ls >> name >> v) || seen >= kDkpTerms || name != dkp_term_name(seen) || !(v >= 0) || !std::isfinite(v))
+      return false;
+    got[seen++] = v;
+  }
+  if (seen != kDkpTerms) return false;
+  c = got;
+  return true;
+}
+
+DkpPlanner::DkpPlanner(DkpMode mode, std::string model, std::string device)
+    : mode_(mode), model_(std::move(model)), device_(std::move(device)) {}
+
+void DkpPlanner::configure(const std::string& cache_dir, int64_t warmup_batches) {
+  GT_CHECK_ARG(warmup_batches >= 2, "DKP warm-up needs at least 2 batches (one per order), got ", warmup_batches);
+  warmup_ = warmup_batches;
+  cache_file_ = cache_dir.empty() ? std::string() : dkp_cache_path(cache_dir, device_, model_);
+  if (mode_ == DkpMode::kAuto && !cache_file_.empty()) {
+    DkpCoefficients c;
+    if (load_dkp_cache(cache_file_, c)) set_coefficients(c);
+  }
+}
+
+void DkpPlanner::set_coefficients(const DkpCoefficients& c) {
+  coef_ = c;
+  fitted_ = true;
+}
+
+void DkpPlanner::begin_batch(bool training) {
+  in_training_batch_ = training;
+  measuring_ = false;
+  if (!training || mode_ != DkpMode::kAuto) return;
+  validating_ = fitted_ && validate_left_ > 0;
+  measuring_ = !fitted_ || validating_;
+}
+
+void DkpPlanner::end_batch() {
+  if (!in_training_batch_ || !measuring_) return;
+  measuring_ = false;
+  ++measured_batches_;
+  if (validating_) {
+    --validate_left_;
+    return;
+  }
+  if (measured_batches_ >= warmup_) fit_now();
+}
+
+void DkpPlanner::validate_next(int64_t batches) { validate_left_ = std::max<int64_t>(batches, 0); }
+
+DkpOrder DkpPlanner::plan(const DkpShape& s, double* cost_aggregate, double* cost_combine) const {
+  const double a = fitted_ ? predict_ms(coef_, order_features(s, DkpOrder::kAggregateFirst)) : 0.0;
+  const double c = fitted_ ? predict_ms(coef_, order_features(s, DkpOrder::kCombineFirst)) : 0.0;
+  if (cost_aggregate) *cost_aggregate = a;
+  if (cost_combine) *cost_combine = c;
+  switch (mode_) {
+    case DkpMode::kAggregateFirst: return DkpOrder::kAggregateFirst;
+    case DkpMode::kCombineFirst: return DkpOrder::kCombineFirst;
+    case DkpMode::kAuto: break;
+  }
+  return fitted_ && c < a ? DkpOrder::kCombineFirst : DkpOrder::kAggregateFirst;
+}
+
+DkpOrder DkpPlanner::choose(const DkpShape& s) const {
+  if (measuring_) return measured_batches_ % 2 ? DkpOrder::kCombineFirst : DkpOrder::kAggregateFirst;
+  return plan(s);
+}
+
+void DkpPlanner::timed(const Context& ctx, const DkpFeatures& f, const std::function<void()>& call) {
+  if (!measuring_) {
+    call();
+    return;
+  }
+  ctx.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  ctx.synchronize();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  (validating_ ? validation_ : samples_).push_back({f, ms});
+}
+
+void DkpPlanner::fit_now() {
+  set_coefficients(fit_dkp(samples_));
+  if (!cache_file_.empty()) save_dkp_cache(cache_file_, coef_, device_, model_, static_cast<int64_t>(samples_.size()));
+}
+
+}  // namespace gt

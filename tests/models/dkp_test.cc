@@ -1,0 +1,261 @@
+// Dynamic kernel placement: both GCN orders compute the same outputs and gradients; the cost
+// model's least-squares fit recovers known coefficients; the cache round-trips; model.dkp is
+// validated; auto mode measures, fits and then follows its predictions.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/dkp.h"
+#include "framework/error.h"
+#include "kernels/loss.h"
+#include "models/model.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace gt {
+namespace {
+
+using test::have_cuda;
+
+struct LayerRun {
+  std::vector<float> y, dx, dw, db;
+};
+
+// One GCN layer (index 1, so it returns dx) in the given order, forward and backward.
+LayerRun run_layer(DkpMode mode, Device dev, bool activation, float dropout) {
+  Context ctx(dev);
+  LayerOptions o;
+  o.in = 9;
+  o.out = 5;
+  o.activation = activation;
+  o.dropout = dropout;
+  o.index = 1;
+  o.seed = 3;
+  o.dkp = std::make_shared<DkpPlanner>(mode, "gcn", "test");
+  auto layer = make_gcn_layer(o, dev);
+  // 17 sources, 6 destinations, some without in-edges.
+  Block b = test::random_block(17, 6, 5, 11).to(dev);
+  Tensor x = test::tensor_on(test::random_floats(17 * 9, 12), {17, 9}, dev);
+  Tensor dy = test::tensor_on(test::random_floats(6 * 5, 13), {6, 5}, dev);
+  Tensor y = layer->forward(ctx, b, x, /*training=*/true, 4);
+  Tensor dx = layer->backward(ctx, b, dy, /*need_input_grad=*/true);
+  ctx.synchronize();
+  auto params = layer->params();
+  return {y.to_vector<float>(), dx.to_vector<float>(), params[0]->grad.to_vector<float>(),
+          params[1]->grad.to_vector<float>()};
+}
+
+void expect_orders_agree(Device dev) {
+  for (bool act : {false, true}) {
+    for (float drop : {0.0f, 0.4f}) {
+      SCOPED_TRACE(std::string("activation ") + (act ? "on" : "off") + ", dropout " + std::to_string(drop));
+      LayerRun a = run_layer(DkpMode::kAggregateFirst, dev, act, drop);
+      LayerRun c = run_layer(DkpMode::kCombineFirst, dev, act, drop);
+      test::expect_close(c.y, a.y, 1e-5, "y");
+      test::expect_close(c.dx, a.dx, 1e-5, "dx");
+      test::expect_close(c.dw, a.dw, 1e-5, "dW");
+      test::expect_close(c.db, a.db, 1e-5, "db");
+    }
+  }
+}
+
+TEST(Dkp, GcnOrdersAgreeOnLayer) { expect_orders_agree(Device::cpu()); }
+TEST(Dkp, GcnOrdersAgreeOnLayerCuda) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  expect_orders_agree(Device::cuda(0));
+}
+
+// A whole 2-layer model (the first layer skips dx): logits and every parameter gradient agree.
+void expect_models_agree(Device dev) {
+  Context ctx(dev);
+  std::vector<Block> blocks = {test::random_block(30, 12, 6, 21).to(dev), test::random_block(12, 5, 4, 22).to(dev)};
+  Tensor x = test::tensor_on(test::random_floats(30 * 7, 23), {30, 7}, dev);
+  std::vector<int32_t> labels = {0, 2, 1, 2, 0};
+  Tensor lab = Tensor::from_vector(labels).to(dev);
+  std::vector<std::vector<std::vector<float>>> grads;
+  std::vector<std::vector<float>> logits;
+  for (const char* mode : {"aggregate-first", "combine-first"}) {
+    ModelConfig mc;
+    mc.type = "gcn";
+    mc.hidden = 8;
+    mc.dropout = 0.3;
+    mc.dkp = mode;
+    auto model = build_model(mc, 7, 3, dev, 5);
+    Tensor out = model->forward(ctx, blocks, x, true, 2);
+    Tensor dl = Tensor::empty(out.shape(), DType::kFloat32, dev);
+    softmax_cross_entropy(out, lab, dl, ctx.stream());
+    model->backward(ctx, blocks, dl);
+    ctx.synchronize();
+    logits.push_back(out.to_vector<float>());
+    grads.emplace_back();
+    for (Param* p : model->params()) grads.back().push_back(p->grad.to_vector<float>());
+  }
+  test::expect_close(logits[1], logits[0], 1e-5, "logits");
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (std::size_t k = 0; k < grads[0].size(); ++k) test::expect_close(grads[1][k], grads[0][k], 1e-5, "grad");
+}
+
+TEST(Dkp, GcnOrdersAgreeOnModel) { expect_models_agree(Device::cpu()); }
+TEST(Dkp, GcnOrdersAgreeOnModelCuda) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  expect_models_agree(Device::cuda(0));
+}
+
+// Synthetic kernel calls of all three kinds with varied shapes.
+std::vector<DkpSample> synthetic(const DkpCoefficients& c, double noise, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int64_t> nodes(100, 200000), width(8, 4096), deg(1, 30);
+  std::normal_distribution<double> eps(0.0, 1.0);
+  std::vector<DkpSample> out;
+  for (int i = 0; i < 300; ++i) {
+    const int64_t n_dst = nodes(gen), n_src = n_dst + nodes(gen), nnz = n_dst * deg(gen);
+    DkpFeatures f = i % 3 == 0   ? pull_forward_features(nnz, n_dst, width(gen))
+                    : i % 3 == 1 ? pull_backward_features(nnz, n_src, width(gen))
+                                 : gemm_features(n_src, width(gen), width(gen), 1 + i % 2);
+    const double t = predict_ms(c, f);
+    out.push_back({f, t * (1.0 + noise * eps(gen))});
+  }
+  return out;
+}
+
+DkpCoefficients known() {
+  DkpCoefficients c{};
+  c[kPullFwdEdge] = 2e-9;
+  c[kPullFwdRow] = 5e-10;
+  c[kPullFwdLaunch] = 0.004;
+  c[kPullBwdEdge] = 3e-9;
+  c[kPullBwdRow] = 7e-10;
+  c[kPullBwdLaunch] = 0.006;
+  c[kGemmFlop] = 4e-11;
+  c[kGemmLaunch] = 0.01;
+  return c;
+}
+
+TEST(Dkp, FitRecoversExactCoefficients) {
+  const DkpCoefficients c = known();
+  const DkpCoefficients got = fit_dkp(synthetic(c, 0.0, 1));
+  for (int k = 0; k < kDkpTerms; ++k) EXPECT_LT(std::abs(got[k] - c[k]) / c[k], 1e-6) << dkp_term_name(k);
+}
+
+TEST(Dkp, FitIsCloseUnderNoise) {
+  const DkpCoefficients c = known();
+  std::vector<DkpSample> s = synthetic(c, 0.05, 2);
+  const DkpCoefficients got = fit_dkp(s);
+  // The bandwidth and flop terms carry most of the time: within 10%.
+  for (int k : {kPullFwdEdge, kPullBwdEdge, kGemmFlop}) EXPECT_LT(std::abs(got[k] - c[k]) / c[k], 0.1) << dkp_term_name(k);
+  EXPECT_LT(dkp_mean_relative_error(got, s), 0.06);
+  for (int k = 0; k < kDkpTerms; ++k) EXPECT_GE(got[k], 0.0);
+}
+
+TEST(Dkp, FitClampsNegativeCoefficients) {
+  // Times that fall with the row term would need a negative coefficient: it is fixed at 0.
+  std::vector<DkpSample> s;
+  for (int i = 1; i <= 20; ++i) {
+    DkpFeatures f = pull_forward_features(1000 * i, 50 * (21 - i), 16);
+    s.push_back({f, 1e-6 * f[kPullFwdEdge] - 1e-7 * f[kPullFwdRow] + 0.5});
+  }
+  const DkpCoefficients got = fit_dkp(s);
+  for (int k = 0; k < kDkpTerms; ++k) EXPECT_GE(got[k], 0.0) << dkp_term_name(k);
+  EXPECT_EQ(got[kGemmFlop], 0.0);  // no sample exercises it
+}
+
+TEST(Dkp, OrderFeaturesCountTheRightCalls) {
+  DkpShape s{1000, 100, 800, 64, 16, /*need_input_grad=*/false};
+  DkpFeatures a = order_features(s, DkpOrder::kAggregateFirst), c = order_features(s, DkpOrder::kCombineFirst);
+  EXPECT_EQ(a[kPullBwdLaunch], 0);  // first layer: no Pull backward when aggregating first
+  EXPECT_EQ(c[kPullBwdLaunch], 1);  // combine first always needs dZ over the sources
+  EXPECT_DOUBLE_EQ(a[kGemmFlop], 2.0 * 100 * 64 * 16);
+  EXPECT_DOUBLE_EQ(c[kGemmFlop], 2.0 * 1000 * 64 * 16);
+  EXPECT_DOUBLE_EQ(c[kPullFwdEdge], 800.0 * 16);
+  s.need_input_grad = true;
+  EXPECT_DOUBLE_EQ(order_features(s, DkpOrder::kAggregateFirst)[kPullBwdRow], 1000.0 * 64);
+}
+
+TEST(Dkp, CacheRoundTrip) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gt_dkp_test_" + std::to_string(::getpid()));
+  const std::string path = dkp_cache_path(dir.string(), "NVIDIA H100 80GB HBM3", "gcn");
+  EXPECT_EQ(std::filesystem::path(path).filename().string(), "NVIDIA_H100_80GB_HBM3-gcn.txt");
+  const DkpCoefficients c = known();
+  save_dkp_cache(path, c, "NVIDIA H100 80GB HBM3", "gcn", 300);
+  DkpCoefficients back{};
+  ASSERT_TRUE(load_dkp_cache(path, back));
+  for (int k = 0; k < kDkpTerms; ++k) EXPECT_EQ(back[k], c[k]);
+  // A planner configured with that folder starts fitted and needs no warm-up.
+  DkpPlanner p(DkpMode::kAuto, "gcn", "NVIDIA H100 80GB HBM3");
+  p.configure(dir.string(), 4);
+  EXPECT_TRUE(p.fitted());
+  p.begin_batch(true);
+  EXPECT_FALSE(p.measuring());
+  // Truncated or foreign files are ignored.
+  { std::ofstream(path) << "pull_fwd_edge 1\n"; }
+  EXPECT_FALSE(load_dkp_cache(path, back));
+  EXPECT_FALSE(load_dkp_cache((dir / "missing.txt").string(), back));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Dkp, ConfigValidation) {
+  Config cfg = parse_config("model: {type: gcn, dkp: auto}\n", "t.yaml");
+  EXPECT_EQ(cfg.model.dkp, "auto");
+  EXPECT_EQ(Config().model.dkp, "aggregate-first");
+  EXPECT_THROW(parse_config("model: {dkp: fastest}\n", "t.yaml"), Error);
+  apply_override(cfg, "model.dkp=combine-first");
+  EXPECT_NO_THROW(validate_config(cfg));
+  apply_override(cfg, "model.type=gat");
+  EXPECT_THROW(validate_config(cfg), Error);  // gcn only this far
+  EXPECT_THROW(apply_override(cfg, "train.dkp_warmup=1"), Error);
+  EXPECT_THROW(parse_dkp_mode("max"), Error);
+  ModelConfig mc;
+  mc.type = "sage";
+  mc.dkp = "auto";
+  EXPECT_THROW(build_model(mc, 4, 2, Device::cpu(), 0), Error);
+}
+
+// Auto mode end to end on the CPU: the warm-up alternates orders and times every kernel call,
+// then the fit fixes the coefficients and writes the cache; later batches are not timed.
+TEST(Dkp, AutoWarmsUpFitsAndCaches) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gt_dkp_auto_" + std::to_string(::getpid()));
+  Context ctx(Device::cpu());
+  ModelConfig mc;
+  mc.type = "gcn";
+  mc.hidden = 16;
+  mc.dropout = 0.0;
+  mc.dkp = "auto";
+  auto model = build_model(mc, 24, 3, Device::cpu(), 1);
+  DkpPlanner* p = model->dkp();
+  ASSERT_NE(p, nullptr);
+  p->configure(dir.string(), 4);
+  ASSERT_FALSE(p->fitted());
+  std::vector<Block> blocks = {test::random_block(400, 60, 10, 31), test::random_block(60, 8, 6, 32)};
+  Tensor x = Tensor::from_vector(test::random_floats(400 * 24, 33), {400, 24});
+  Tensor lab = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0, 1});
+  auto step = [&] {
+    Tensor out = model->forward(ctx, blocks, x, true, 1);
+    Tensor dl = Tensor::empty(out.shape(), DType::kFloat32, Device::cpu());
+    softmax_cross_entropy(out, lab, dl, ctx.stream());
+    model->backward(ctx, blocks, dl);
+  };
+  for (int i = 0; i < 4; ++i) step();
+  EXPECT_TRUE(p->fitted());
+  // Timed calls per batch: aggregate-first 7 (layer 0: Pull, MatMul, dW; layer 1: Pull, MatMul,
+  // dW+dX, Pull backward), combine-first 8 (layer 0 adds its Pull backward for dZ).
+  EXPECT_EQ(p->samples().size(), 2u * 7 + 2u * 8);
+  EXPECT_TRUE(std::filesystem::exists(p->cache_file()));
+  const std::size_t n = p->samples().size();
+  step();
+  EXPECT_EQ(p->samples().size(), n);
+  p->validate_next(2);
+  step();
+  step();
+  EXPECT_EQ(p->validation_samples().size(), n / 2);
+  EXPECT_NE(model->describe(blocks).find("predicted fwd+bwd ms"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gt
