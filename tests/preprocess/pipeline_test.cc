@@ -233,3 +233,38 @@ TEST(Pipeline, FeatureCacheEqualsSerialPathCuda) {
 
 }  // namespace
 }  // namespace gt
+
+namespace gt {
+namespace {
+
+// Large blocks are transposed in parallel (kernels/block.cc); the result must be the canonical
+// transpose: each source's (destination, edge id) pairs in CSR edge order.
+TEST(Block, LargeTransposeIsCanonical) {
+  const int64_t n_dst = 20000, n_src = 90000;
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  for (int64_t v = 0; v < n_dst; ++v) {
+    int64_t deg = static_cast<int64_t>(random64(9, v, 0) % 12);
+    for (int64_t j = 0; j < deg; ++j) indices.push_back(static_cast<int32_t>(random64(9, v, j + 1) % n_src));
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  ASSERT_GT(indices.size(), 65536u);
+  Block b = make_block(n_src, n_dst, indptr, indices);
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> want(static_cast<std::size_t>(n_src));
+  for (int64_t v = 0; v < n_dst; ++v)
+    for (int64_t e = indptr[static_cast<std::size_t>(v)]; e < indptr[static_cast<std::size_t>(v) + 1]; ++e)
+      want[static_cast<std::size_t>(indices[static_cast<std::size_t>(e)])].emplace_back(static_cast<int32_t>(v), static_cast<int32_t>(e));
+  const int64_t* tp = b.t_indptr.data<int64_t>();
+  const int32_t* ti = b.t_indices.data<int32_t>();
+  const int32_t* te = b.t_eids.data<int32_t>();
+  for (int64_t u = 0; u < n_src; ++u) {
+    ASSERT_EQ(tp[u + 1] - tp[u], static_cast<int64_t>(want[static_cast<std::size_t>(u)].size())) << "source " << u;
+    for (int64_t k = tp[u]; k < tp[u + 1]; ++k) {
+      ASSERT_EQ(ti[k], want[static_cast<std::size_t>(u)][static_cast<std::size_t>(k - tp[u])].first);
+      ASSERT_EQ(te[k], want[static_cast<std::size_t>(u)][static_cast<std::size_t>(k - tp[u])].second);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gt
