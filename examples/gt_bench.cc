@@ -173,6 +173,8 @@ int bench_pipeline(int argc, char** argv) {
 // examples/bench_napa.cc: NAPA Pull kernels and whole training steps on pyg_baseline.py's workloads.
 int bench_kernels(int argc, char** argv);
 int bench_step(int argc, char** argv);
+// examples/bench_dkp.cc: GCN step with each kernel placement and the DKP cost model's error.
+int bench_dkp(int argc, char** argv);
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
@@ -180,7 +182,8 @@ int main(int argc, char** argv) {
                  "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--gpu-cache-mb 0]\n"
                  "                         [--json FILE]\n"
                  "       gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]      (GPU)\n"
-                 "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n";
+                 "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n"
+                 "       gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]\n";
     return argc < 2 ? 2 : 0;
   }
   try {
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
     if (cmd == "pipeline") return bench_pipeline(argc - 2, argv + 2);
     if (cmd == "kernels") return bench_kernels(argc - 2, argv + 2);
     if (cmd == "step") return bench_step(argc - 2, argv + 2);
+    if (cmd == "dkp") return bench_dkp(argc - 2, argv + 2);
     std::cerr << "gt-bench: unknown benchmark '" << cmd << "' (see gt-bench --help)\n";
     return 2;
   } catch (const std::exception& e) {

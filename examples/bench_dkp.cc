@@ -1,0 +1,204 @@
+// gt-bench dkp: dynamic kernel placement on the four workloads of pyg_baseline.py (docs/dkp.md).
+//
+//   gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]
+//
+// Per workload, one 2-layer GCN training step (forward, softmax cross-entropy, backward, Adam;
+// hidden 64, no dropout) is timed with model.dkp = aggregate-first, combine-first and auto: the
+// median of --iters steps after 3 untimed ones, each step bracketed by device synchronisation
+// and timed on the host's steady clock. Auto first runs --warmup training steps on the same
+// batch (kernel by kernel timings, both orders alternately), fits its cost model (no cache file),
+// then 2 more measured steps give held-out kernel timings for the model's mean relative
+// prediction error. Reported: ms per step for each mode, the orders auto chose per layer,
+// auto / best fixed (1.00 = auto as fast as the better order) and aggregate-first / auto (its
+// speed-up over the default order). --scale S < 1 shrinks every block (n_src, n_dst, nnz) for a
+// quick CPU run; the GPU numbers use 1.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "examples/bench_workloads.h"
+#include "framework/context.h"
+#include "framework/dkp.h"
+#include "framework/error.h"
+#include "framework/memory.h"
+#include "framework/metrics.h"
+#include "framework/optimizer.h"
+#include "kernels/loss.h"
+#include "models/model.h"
+
+namespace {
+
+using namespace gt_bench;
+
+struct DkpOptions {
+  std::vector<std::string> workloads;
+  int iters = 20, warmup = 8;
+  double scale = 1.0;
+  std::string device = "auto", json;
+};
+
+DkpOptions parse_dkp(int argc, char** argv) {
+  DkpOptions o;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench dkp", "");
+      return argv[++i];
+    };
+    if (a == "--workload") {
+      std::stringstream ss(value());
+      for (std::string w; std::getline(ss, w, ',');)
+        if (!w.empty()) o.workloads.push_back(w);
+    } else if (a == "--iters") {
+      o.iters = std::stoi(value());
+    } else if (a == "--warmup") {
+      o.warmup = std::stoi(value());
+    } else if (a == "--scale") {
+      o.scale = std::stod(value());
+    } else if (a == "--device") {
+      o.device = value();
+    } else if (a == "--json") {
+      o.json = value();
+    } else {
+      throw gt::Error("unknown option " + a, "gt-bench dkp", "see the header of examples/bench_dkp.cc");
+    }
+  }
+  if (o.iters < 1 || o.warmup < 2 || !(o.scale > 0 && o.scale <= 1))
+    throw gt::Error("need --iters >= 1, --warmup >= 2 and 0 < --scale <= 1", "gt-bench dkp", "");
+  for (auto& w : o.workloads) {
+    bool ok = false;
+    for (auto& k : workloads()) ok |= w == k.name;
+    if (!ok) throw gt::Error("unknown workload '" + w + "'", "gt-bench dkp", "products, reddit2, wiki-talk or livejournal");
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct ModeResult {
+  double ms = 0;
+  std::string orders, error;
+  double pred_error = -1;
+};
+
+}  // namespace
+
+int bench_dkp(int argc, char** argv) {
+  const DkpOptions o = parse_dkp(argc, argv);
+  gt::Context ctx(gt::Context::parse_device(o.device));
+  const std::string dev_name = gt::device_name(ctx.device());
+  std::printf("device %s, GCN 2 layers, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
+              dev_name.c_str(), o.scale);
+  std::printf("| workload | aggregate-first ms | combine-first ms | auto ms | auto orders (layer 0, 1) | auto / best fixed "
+              "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|\n");
+  gt::MetricsWriter out(o.json);
+  for (const Workload& w : workloads()) {
+    if (!o.workloads.empty() && std::find(o.workloads.begin(), o.workloads.end(), w.name) == o.workloads.end()) continue;
+    gt::release_cached_memory();
+    std::vector<gt::Block> blocks;
+    int64_t prev_dst = -1;
+    for (std::size_t l = 0; l < w.blocks.size(); ++l) {
+      Shape3 s = w.blocks[l];
+      if (o.scale < 1) {
+        s.n_dst = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(s.n_dst) * o.scale));
+        s.n_src = std::max<int64_t>(s.n_dst, static_cast<int64_t>(static_cast<double>(s.n_src) * o.scale));
+        s.nnz = std::max<int64_t>(s.n_dst, static_cast<int64_t>(static_cast<double>(s.nnz) * o.scale));
+      }
+      if (prev_dst >= 0) s.n_src = prev_dst;  // layer l's sources are layer l-1's destinations
+      prev_dst = s.n_dst;
+      blocks.push_back(even_block(s, 10 + l).block.to(ctx.device(), ctx.stream()));
+    }
+    gt::Tensor x = random_tensor(blocks[0].num_src, w.feature_dim, 4, ctx);
+    std::vector<int32_t> labels(static_cast<std::size_t>(blocks.back().num_dst));
+    std::mt19937_64 gen(5);
+    for (auto& c : labels) c = static_cast<int32_t>(gen() % static_cast<uint64_t>(w.classes));
+    gt::Tensor y = gt::Tensor::from_vector(labels).to(ctx.device(), ctx.stream());
+    ctx.synchronize();
+
+    ModeResult res[3];
+    const char* modes[3] = {"aggregate-first", "combine-first", "auto"};
+    for (int m = 0; m < 3; ++m) {
+      gt::ModelConfig mc;
+      mc.type = "gcn";
+      mc.hidden = w.hidden;
+      mc.layers = static_cast<int64_t>(blocks.size());
+      mc.dropout = 0.0;
+      mc.dkp = modes[m];
+      try {
+        auto model = gt::build_model(mc, w.feature_dim, w.classes, ctx.device(), 0);
+        gt::DkpPlanner* planner = model->dkp();
+        planner->configure("", o.warmup);
+        gt::OptimizerConfig oc;
+        oc.lr = 1e-3;
+        auto opt = gt::make_optimizer(oc);
+        uint64_t step = 0;
+        auto one_step = [&] {
+          gt::Tensor logits = model->forward(ctx, blocks, x, /*training=*/true, ++step);
+          gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
+          gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
+          model->backward(ctx, blocks, dlogits);
+          opt->step(ctx, model->params());
+        };
+        if (m == 2) {
+          for (int i = 0; i < o.warmup; ++i) one_step();  // measured warm-up, then the fit
+          planner->validate_next(2);
+          one_step();
+          one_step();
+          res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
+        }
+        for (int i = 0; i < 3; ++i) one_step();
+        std::vector<double> times;
+        for (int i = 0; i < o.iters; ++i) {
+          ctx.synchronize();
+          const auto t0 = std::chrono::steady_clock::now();
+          one_step();
+          ctx.synchronize();
+          times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        }
+        res[m].ms = median(times);
+        for (std::size_t l = 0; l < blocks.size(); ++l) {
+          const gt::Block& b = blocks[l];
+          const int64_t in = l == 0 ? w.feature_dim : w.hidden, outw = l + 1 == blocks.size() ? w.classes : w.hidden;
+          gt::DkpShape s{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
+          res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
+                           (planner->plan(s) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
+        }
+      } catch (const gt::Error& e) {
+        res[m].error = e.what();
+      }
+    }
+    const bool ok = res[0].error.empty() && res[1].error.empty() && res[2].error.empty();
+    if (ok) {
+      const double best = std::min(res[0].ms, res[1].ms);
+      std::printf("| %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %.1f%% |\n", w.name, res[0].ms, res[1].ms, res[2].ms,
+                  res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, 100.0 * res[2].pred_error);
+    } else {
+      for (int m = 0; m < 3; ++m)
+        if (!res[m].error.empty()) std::printf("| %s | %s failed: %s | | | | | | |\n", w.name, modes[m], res[m].error.c_str());
+    }
+    if (!o.json.empty()) {
+      gt::JsonRecord r;
+      r.add("bench", std::string("dkp")).add("workload", std::string(w.name)).add("device", dev_name);
+      r.add("scale", o.scale).add("feature_dim", w.feature_dim);
+      for (int m = 0; m < 3; ++m) {
+        const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
+        if (res[m].error.empty()) r.add(k + "_ms", res[m].ms);
+        else r.add(k + "_error", res[m].error);
+      }
+      if (ok) {
+        r.add("auto_orders", res[2].orders).add("auto_over_best_fixed", res[2].ms / std::min(res[0].ms, res[1].ms));
+        r.add("speedup_over_aggregate_first", res[0].ms / res[2].ms).add("prediction_mean_rel_error", res[2].pred_error);
+      }
+      out.write(r);
+    }
+  }
+  return 0;
+}
