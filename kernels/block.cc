@@ -1,10 +1,6 @@
 // Block: copies, transpose construction and validation (contract in block.h).
 #include "kernels/block.h"
 
-#include <tbb/parallel_for.h>
-#include <tbb/parallel_sort.h>
-
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -52,15 +48,11 @@ void check_counts(const Block& b) {
   GT_CHECK_ARG(b.nnz() <= INT32_MAX, "block has ", b.nnz(), " edges; edge ids (t_eids) are int32");
 }
 
-// Below this many edges the serial counting sort wins; above, the sampler's large blocks are
-// transposed in parallel (the transpose is on the preprocessing critical path).
-constexpr int64_t kParallelTranspose = 1 << 16;
-
 // Counting sort of the edges by source. Destinations are visited in increasing order, so each
 // source's destination list comes out sorted (duplicates stay adjacent, in CSR edge order);
 // t_eids records each entry's CSR edge id.
-void transpose_serial(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids,
-                      std::vector<int32_t>& t_eids) {
+void transpose_into(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids,
+                    std::vector<int32_t>& t_eids) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
   const int64_t nnz = b.nnz();
@@ -76,54 +68,6 @@ void transpose_serial(const Block& b, std::vector<int64_t>& t_ptr, std::vector<i
       t_ids[k] = static_cast<int32_t>(v);
       t_eids[k] = static_cast<int32_t>(e);
     }
-}
-
-// The same result in parallel: sort the keys (source << 32 | edge id); since edge ids grow with
-// the destination in CSR order, the order within a source is the serial one, so the output is
-// identical to transpose_serial's.
-void transpose_parallel(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids,
-                        std::vector<int32_t>& t_eids) {
-  const int64_t* ptr = b.indptr.data<int64_t>();
-  const int32_t* ids = b.indices.data<int32_t>();
-  const int64_t nnz = b.nnz();
-  std::vector<int32_t> edge_dst(static_cast<std::size_t>(nnz));
-  std::vector<uint64_t> keys(static_cast<std::size_t>(nnz));
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, b.num_dst, 1024), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t v = r.begin(); v < r.end(); ++v)
-      for (int64_t e = ptr[v]; e < ptr[v + 1]; ++e) {
-        edge_dst[static_cast<std::size_t>(e)] = static_cast<int32_t>(v);
-        keys[static_cast<std::size_t>(e)] = (static_cast<uint64_t>(ids[e]) << 32) | static_cast<uint64_t>(e);
-      }
-  });
-  tbb::parallel_sort(keys.begin(), keys.end());
-  t_ptr.assign(static_cast<std::size_t>(b.num_src) + 1, 0);
-  t_ids.resize(static_cast<std::size_t>(nnz));
-  t_eids.resize(static_cast<std::size_t>(nnz));
-  // Row starts: position k starts source s when the previous key has a smaller source.
-  std::vector<int64_t> first(static_cast<std::size_t>(b.num_src) + 1, -1);
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, nnz, 1 << 14), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t k = r.begin(); k < r.end(); ++k) {
-      const uint64_t key = keys[static_cast<std::size_t>(k)];
-      const auto e = static_cast<int32_t>(key & 0xffffffffu);
-      const auto s = static_cast<int64_t>(key >> 32);
-      t_eids[static_cast<std::size_t>(k)] = e;
-      t_ids[static_cast<std::size_t>(k)] = edge_dst[static_cast<std::size_t>(e)];
-      if (k == 0 || static_cast<int64_t>(keys[static_cast<std::size_t>(k) - 1] >> 32) != s)
-        first[static_cast<std::size_t>(s)] = k;
-    }
-  });
-  // Sources without out-edges start where the next source with edges starts.
-  int64_t next = nnz;
-  for (int64_t u = b.num_src; u >= 0; --u) {
-    if (u < b.num_src && first[static_cast<std::size_t>(u)] >= 0) next = first[static_cast<std::size_t>(u)];
-    t_ptr[static_cast<std::size_t>(u)] = u == b.num_src ? nnz : next;
-  }
-}
-
-void transpose_into(const Block& b, std::vector<int64_t>& t_ptr, std::vector<int32_t>& t_ids,
-                    std::vector<int32_t>& t_eids) {
-  if (b.nnz() < kParallelTranspose) transpose_serial(b, t_ptr, t_ids, t_eids);
-  else transpose_parallel(b, t_ptr, t_ids, t_eids);
 }
 
 }  // namespace

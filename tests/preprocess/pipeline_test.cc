@@ -237,8 +237,9 @@ TEST(Pipeline, FeatureCacheEqualsSerialPathCuda) {
 namespace gt {
 namespace {
 
-// Large blocks are transposed in parallel (kernels/block.cc); the result must be the canonical
-// transpose: each source's (destination, edge id) pairs in CSR edge order.
+// A large sampled-size block's transpose is canonical: each source's (destination, edge id)
+// pairs in CSR edge order (checked against a naive construction, not against validate(), which
+// rebuilds the transpose with the same code).
 TEST(Block, LargeTransposeIsCanonical) {
   const int64_t n_dst = 20000, n_src = 90000;
   std::vector<int64_t> indptr{0};
