@@ -65,7 +65,7 @@ for target in fuzz_csv fuzz_hdf5 fuzz_config; do
     for f in "$crashes"/crash-* "$crashes"/leak-*; do
       [ -f "$f" ] || continue
       frame=$(ASAN_OPTIONS=$asan "build-fuzz/$target" -malloc_limit_mb=1073741824 "$f" 2>&1 |
-              grep -E '^ +#[0-9]+ ' | grep -vE '__interceptor|__asan|__sanitizer|in (malloc|calloc|realloc|free)|operator (new|delete)|libc\.so' |
+              grep -E '^ +#[0-9]+ ' | grep -vE '__interceptor|__asan|__sanitizer|in (malloc|calloc|realloc|free)|operator (new|delete)|libc\.so|sysdeps/' |
               head -n 1 || true)
       case $frame in *libhdf5*) mv "$f" "$crashes/hdf5-internal/"; hdf5_bugs=$((hdf5_bugs + 1)) ;; esac
     done
