@@ -28,6 +28,10 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo 
   -DGT_WITH_CUDA=OFF -DBUILD_TESTING=OFF -DGT_BUILD_EXAMPLES=OFF -DGT_SHARED=OFF "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j"$(nproc)"
 
+# Scratch files of the targets: on tmpfs when there is one, removed at the end.
+GT_FUZZ_SCRATCH=$(mktemp -d /dev/shm/gt_fuzz.XXXXXX 2>/dev/null || mktemp -d)
+export GT_FUZZ_SCRATCH
+trap 'rm -rf "$GT_FUZZ_SCRATCH"' EXIT
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
 summary=()
