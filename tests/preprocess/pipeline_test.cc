@@ -269,3 +269,52 @@ TEST(Block, LargeTransposeIsCanonical) {
 
 }  // namespace
 }  // namespace gt
+
+#include <fstream>
+
+namespace gt {
+namespace {
+
+int64_t resident_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+// 1,000 batches through pipelines whose last batch of every 20 throws: each error stops its graph,
+// and the memory it held (pinned staging, device buffers, host blocks) comes back every time.
+void no_growth_over_failing_batches(Device device) {
+  Fixture fx(4000, 16);
+  Context ctx(device);
+  NeighborSampler sampler(fx.view(), {8, 8}, false, 3);
+  std::vector<std::vector<int64_t>> batches = fx.batches(20, 64);
+  batches[19][0] = fx.n + 1;  // sampling the last batch throws
+  auto run_one = [&] {
+    BatchPipeline pipe(fx.features, fx.labels, sampler, ctx, {4});
+    pipe.start(batches, keys_for(batches.size()));
+    try {
+      while (auto b = pipe.next()) b->ready.synchronize();
+      ADD_FAILURE() << "the bad batch did not raise";
+    } catch (const Error&) {
+    }
+  };
+  for (int i = 0; i < 5; ++i) run_one();  // warm the pools and the allocator
+  const MemoryStats before = memory_stats();
+  const int64_t rss_before = resident_kib();
+  for (int i = 0; i < 45; ++i) run_one();  // 50 pipelines x 20 batches = 1,000 batches in all
+  const MemoryStats after = memory_stats();
+  EXPECT_EQ(after.pinned_in_use, before.pinned_in_use);
+  EXPECT_EQ(after.device_in_use, before.device_in_use);
+  EXPECT_LE(after.device_cached + after.device_in_use, before.device_cached + before.device_in_use + (64u << 20));
+  EXPECT_LT(resident_kib() - rss_before, 32 * 1024) << "resident memory grew by more than 32 MiB";
+}
+
+TEST(Pipeline, NoMemoryGrowthOverAThousandFailingBatches) { no_growth_over_failing_batches(Device::cpu()); }
+TEST(Pipeline, NoMemoryGrowthOverAThousandFailingBatchesCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  no_growth_over_failing_batches(Device::cuda(0));
+}
+
+}  // namespace
+}  // namespace gt
