@@ -71,8 +71,18 @@ void* device_alloc(std::size_t bytes, int device) {
     if (prev != device) GT_CUDA_CHECK(cudaSetDevice(device));
     cudaError_t err = cudaMalloc(&ptr, size);
     if (err == cudaErrorMemoryAllocation) {
+      // Free every cached block of this device, the other pools' too: blocks cached by one
+      // stream's pool are idle, and a pipeline (copy pool) must be able to use memory that
+      // training (compute pool) no longer holds. Other pools are only try-locked, so two
+      // threads failing at once in different pools cannot deadlock.
       cudaGetLastError();
       empty_device_cache(pool);
+      for (int tag = 0; tag < kAllocPools; ++tag) {
+        Pool& other = device_pool(device, tag);
+        if (&other == &pool) continue;
+        std::unique_lock<std::mutex> other_lock(other.mu, std::try_to_lock);
+        if (other_lock.owns_lock()) empty_device_cache(other);
+      }
       err = cudaMalloc(&ptr, size);
     }
     if (prev != device) cudaSetDevice(prev);
