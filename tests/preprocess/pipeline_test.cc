@@ -307,7 +307,11 @@ void no_growth_over_failing_batches(Device device) {
   EXPECT_EQ(after.pinned_in_use, before.pinned_in_use);
   EXPECT_EQ(after.device_in_use, before.device_in_use);
   EXPECT_LE(after.device_cached + after.device_in_use, before.device_cached + before.device_in_use + (64u << 20));
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)rss_before;  // sanitizers hold freed memory in quarantine: resident size says nothing here
+#else
   EXPECT_LT(resident_kib() - rss_before, 32 * 1024) << "resident memory grew by more than 32 MiB";
+#endif
 }
 
 TEST(Pipeline, NoMemoryGrowthOverAThousandFailingBatches) { no_growth_over_failing_batches(Device::cpu()); }
