@@ -66,10 +66,18 @@ for target in fuzz_csv fuzz_hdf5 fuzz_config; do
     # A crash whose innermost frame (below the sanitizer runtime) lies in libhdf5 is HDF5's
     # own bug: moved to hdf5-internal/ and counted apart. Anything else is ours.
     mkdir -p "$crashes/hdf5-internal"
-    for f in "$crashes"/crash-* "$crashes"/leak-*; do
+    # An out-of-memory input is replayed with a malloc limit, so that the one huge allocation is
+    # reported with its stack (HDF5 also mallocs sizes it reads from a damaged file).
+    # A timeout is replayed with the same limit: libFuzzer prints where it was stuck.
+    for f in "$crashes"/crash-* "$crashes"/leak-* "$crashes"/oom-* "$crashes"/timeout-*; do
       [ -f "$f" ] || continue
-      frame=$(ASAN_OPTIONS=$asan "build-fuzz/$target" -malloc_limit_mb=1073741824 "$f" 2>&1 |
-              grep -E '^ +#[0-9]+ ' | grep -vE '__interceptor|__asan|__sanitizer|in (malloc|calloc|realloc|free)|operator (new|delete)|libc\.so|sysdeps/' |
+      case $f in
+        */oom-*) replay=(-rss_limit_mb=8192 -malloc_limit_mb=1024) ;;
+        */timeout-*) replay=(-timeout=10 -malloc_limit_mb=1073741824) ;;
+        *) replay=(-malloc_limit_mb=1073741824) ;;
+      esac
+      frame=$(ASAN_OPTIONS=$asan "build-fuzz/$target" "${replay[@]}" "$f" 2>&1 |
+              grep -E '^ +#[0-9]+ ' | grep -vE '__interceptor|__asan|__sanitizer|fuzzer::|in (malloc|calloc|realloc|free)|operator (new|delete)|libc\.so|sysdeps/' |
               head -n 1 || true)
       case $frame in *libhdf5*) mv "$f" "$crashes/hdf5-internal/"; hdf5_bugs=$((hdf5_bugs + 1)) ;; esac
     done
