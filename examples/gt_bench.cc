@@ -175,6 +175,8 @@ int bench_kernels(int argc, char** argv);
 int bench_step(int argc, char** argv);
 // examples/bench_dkp.cc: GCN step with each kernel placement and the DKP cost model's error.
 int bench_dkp(int argc, char** argv);
+// examples/bench_comm.cc: the all-reduce of data-parallel training, and peer copy bandwidth.
+int bench_allreduce(int argc, char** argv);
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
@@ -183,7 +185,8 @@ int main(int argc, char** argv) {
                  "                         [--json FILE]\n"
                  "       gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]      (GPU)\n"
                  "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n"
-                 "       gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]\n";
+                 "       gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]\n"
+                 "       gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024] [--iters 20] [--json FILE]\n";
     return argc < 2 ? 2 : 0;
   }
   try {
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
     if (cmd == "kernels") return bench_kernels(argc - 2, argv + 2);
     if (cmd == "step") return bench_step(argc - 2, argv + 2);
     if (cmd == "dkp") return bench_dkp(argc - 2, argv + 2);
+    if (cmd == "allreduce") return bench_allreduce(argc - 2, argv + 2);
     std::cerr << "gt-bench: unknown benchmark '" << cmd << "' (see gt-bench --help)\n";
     return 2;
   } catch (const std::exception& e) {

@@ -227,6 +227,15 @@ const std::vector<Field>& fields() {
       int_field("train.dkp_warmup", GT_GET(train, dkp_warmup), 2, 1000000,
                 "model.dkp=auto: training batches timed kernel by kernel, alternating both orders, before the "
                 "cost model is fitted"),
+      int_field("train.replicas", GT_GET(train, replicas), 1, 1024,
+                "data-parallel replicas in this process: GPUs cuda:i..cuda:i+N-1 from train.device (a thread "
+                "each), or N CPU replicas; each global batch is split among them (docs/scaling.md)"),
+      string_field("train.comm", GT_GET(train, comm), {"auto", "nccl", "host"},
+                   "gradient all-reduce between replicas: nccl (GPUs, needed across processes), host (staged "
+                   "through host memory, one process) or auto (nccl when built with it and on GPUs)"),
+      int_field("train.bucket_kb", GT_GET(train, bucket_kb), 1, 1 << 22,
+                "gradients are all-reduced in buckets of about this many KiB, each as soon as the backward "
+                "pass has finished its layers"),
   };
   return all;
 }

@@ -64,6 +64,9 @@ struct TrainConfig {
   int64_t gpu_cache_mb = 0;     // device memory for a cache of the most-sampled feature rows; 0 = off
   std::string dkp_cache = "out/dkp-cache";  // folder of fitted DKP cost models; "" = always refit
   int64_t dkp_warmup = 16;      // training batches measured (both orders alternately) before the fit
+  int64_t replicas = 1;         // data-parallel model replicas in this process (GPUs, or CPU replicas)
+  std::string comm = "auto";    // gradient all-reduce: auto | nccl | host
+  int64_t bucket_kb = 1024;     // gradients are all-reduced in buckets of about this size
 };
 
 struct Config {

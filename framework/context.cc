@@ -20,6 +20,15 @@ bool built_with_cuda() {
 #endif
 }
 
+void set_current_device(Device d) {
+  if (!d.is_cuda()) return;
+#ifdef GT_WITH_CUDA
+  int cur = -1;
+  GT_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != d.index) GT_CUDA_CHECK(cudaSetDevice(d.index));
+#endif
+}
+
 int cuda_device_count() {
 #ifdef GT_WITH_CUDA
   int n = 0;

@@ -29,6 +29,9 @@ struct Device {
 bool built_with_cuda();
 // Number of usable CUDA devices at run time (0 without a driver or a GPU; never throws).
 int cuda_device_count();
+// Makes d the calling thread's current CUDA device (a no-op for the CPU or when it already is).
+// Threads that enqueue work for several GPUs (pipeline workers, replica threads) call it first.
+void set_current_device(Device d);
 // Name of CUDA device i ("cpu" for a CPU-only build).
 std::string device_name(Device d);
 

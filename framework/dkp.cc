@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include "framework/error.h"
 
@@ -192,7 +195,10 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
   std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  const std::string tmp = path + ".tmp";
+  // A name of its own per writer: data-parallel replicas (threads, or processes sharing the
+  // folder) may fit and save the same device's model at the same time; the last rename wins.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream out(tmp);
     if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
@@ -206,6 +212,7 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
     if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
   }
   std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp);
   if (ec) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache: ", ec.message());
 }
 

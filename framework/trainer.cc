@@ -5,13 +5,19 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <ostream>
+#include <thread>
 
 #include "framework/checkpoint.h"
+#include "framework/comm.h"
+#include "framework/grad_reducer.h"
 #include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/optimizer.h"
 #include "framework/progress.h"
+#include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/pipeline.h"
@@ -43,15 +49,173 @@ void normalize_rows(Tensor& features) {
   });
 }
 
+std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, int64_t rank) {
+  GT_CHECK_ARG(world >= 1 && rank >= 0 && rank < world, "shard_of: rank ", rank, " of ", world);
+  const int64_t n = static_cast<int64_t>(batch.size());
+  return std::vector<int64_t>(batch.begin() + n * rank / world, batch.begin() + n * (rank + 1) / world);
+}
+
+// One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
+struct Replica {
+  int64_t local = 0, rank = 0;  // index in this process, rank among all replicas
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
+  std::unique_ptr<FeatureCache> cache;  // set when train.gpu_cache_mb > 0 on a GPU
+  std::unique_ptr<Communicator> comm;   // null with one replica in all
+  std::unique_ptr<GradReducer> reducer;
+};
+
+// A replica's share of an epoch, merged by fit().
+struct EpochPart {
+  EpochStats st;
+  double loss_sum = 0;
+  int64_t correct = 0, labelled = 0;
+};
+
 struct Trainer::Impl {
   std::unique_ptr<tbb::global_control> threads;
-  std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
-  std::unique_ptr<Optimizer> optimizer;
+  std::vector<Replica> replicas;  // this process's
+  int64_t world = 1;              // replicas over all processes
+  ProcessGroupEnv procs;
+  std::unique_ptr<HostGroup> host_group;
   uint64_t step = 0;
   std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
-  std::unique_ptr<FeatureCache> cache;   // set when train.gpu_cache_mb > 0 on a GPU
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
+
+  // Runs f(replica) on every replica of this process: in the calling thread when there is one,
+  // else a thread each. When one fails, the others are released from their collectives (they
+  // throw too) and the first failure is rethrown.
+  template <typename F>
+  void on_replicas(F&& f) {
+    if (replicas.size() == 1) {
+      set_current_device(replicas[0].ctx->device());
+      f(replicas[0]);
+      return;
+    }
+    std::mutex mu;
+    std::exception_ptr first;
+    std::vector<std::thread> pool;
+    for (Replica& r : replicas)
+      pool.emplace_back([&, rp = &r] {
+        try {
+          set_current_device(rp->ctx->device());
+          f(*rp);
+        } catch (...) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (first) return;  // an earlier failure released this one
+            first = std::current_exception();
+          }
+          abort_all();
+        }
+      });
+    for (auto& t : pool) t.join();
+    set_current_device(replicas[0].ctx->device());
+    if (first) std::rethrow_exception(first);
+  }
+  void abort_all() {
+    if (host_group) host_group->abort();
+    for (Replica& r : replicas)
+      if (r.comm) r.comm->abort();
+  }
+  // Sums values over every replica of every process (in place, through replica r's comm).
+  void reduce(Replica& r, std::vector<double>& values) {
+    if (!r.comm) return;
+    Tensor t = Tensor::from_vector(values).to(r.ctx->device(), r.ctx->stream());
+    r.comm->allreduce(t, *r.ctx);
+    r.ctx->synchronize();
+    values = t.to_vector<double>();
+  }
+
+  void setup(const Config& cfg, const Dataset& data, Device device);
+  EpochPart train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                        const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
+  int64_t evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids);
 };
+
+void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device) {
+  procs = process_group_from_env();
+  const int64_t local = cfg.train.replicas;
+  world = static_cast<int64_t>(procs.world) * local;
+  std::string backend = cfg.train.comm;
+  if (backend == "auto") backend = device.is_cuda() && built_with_nccl() ? "nccl" : "host";
+  if (world > 1 && backend == "nccl" && !device.is_cuda())
+    GT_THROW("train.comm", "use train.comm=host (or auto) for CPU replicas", "train.comm is nccl but train.device is ",
+             device.str());
+  if (procs.world > 1 && backend != "nccl")
+    GT_THROW("train.comm", "several processes (" + procs.source + ": " + std::to_string(procs.world) +
+                               ") reduce gradients over NCCL: use GPUs and a build with NCCL",
+             "train.comm is ", backend, " but the job has ", procs.world, " processes");
+  if (world > 1 && backend == "nccl" && !built_with_nccl())
+    GT_THROW("train.comm", "use train.comm=host, or rebuild where NCCL is installed", "this build has no NCCL");
+  if (device.is_cuda()) {
+    const int64_t first = device.index + static_cast<int64_t>(procs.local_rank) * local;
+    const int n = cuda_device_count();
+    if (first + local > n)
+      GT_THROW("train.replicas", "lower train.replicas, or the processes per host",
+               "replicas need GPUs cuda:", first, "..cuda:", first + local - 1, " but ", n, " are usable");
+  }
+
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+  CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
+  const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+  std::vector<int64_t> eval_fanouts = cfg.sampling.eval_fanouts;
+  if (eval_fanouts.empty()) eval_fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
+  replicas.resize(static_cast<std::size_t>(local));
+  for (int64_t i = 0; i < local; ++i) {
+    Replica& r = replicas[static_cast<std::size_t>(i)];
+    r.local = i;
+    r.rank = static_cast<int64_t>(procs.rank) * local + i;
+    Device d = device;
+    if (d.is_cuda()) d.index = static_cast<int>(device.index + procs.local_rank * local + i);
+    set_current_device(d);
+    r.ctx = std::make_unique<Context>(d);
+    r.ctx->set_tf32(cfg.train.precision == "tf32");
+    r.model = build_model(cfg.model, data.info.feature_dim, data.info.num_classes, d, seed);
+    if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
+    r.optimizer = make_optimizer(cfg.optimizer);
+    if (d.is_cuda() && cfg.train.gpu_cache_mb > 0)
+      r.cache = std::make_unique<FeatureCache>(
+          data.features, data.indptr, data.indices,
+          FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, data.info.feature_dim), d);
+    r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
+    r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
+  }
+  set_current_device(replicas[0].ctx->device());
+  if (world == 1) return;
+
+  // Communicators: NCCL ranks join together (ncclCommInitRank blocks until all have), so each
+  // replica joins from its own thread.
+  NcclId id{};
+  if (backend == "nccl") {
+    std::vector<char> bytes;
+    if (procs.rank == 0) {
+      id = nccl_unique_id();
+      bytes.assign(id.begin(), id.end());
+    }
+    bytes = rendezvous_broadcast(procs, bytes);
+    if (bytes.size() != id.size())
+      GT_THROW(procs.master_addr, "", "rendezvous: expected a ", id.size(), "-byte NCCL id, got ", bytes.size());
+    std::copy(bytes.begin(), bytes.end(), id.begin());
+  } else {
+    host_group = std::make_unique<HostGroup>(static_cast<int>(local));
+  }
+  const int64_t bucket_bytes = cfg.train.bucket_kb * 1024;
+  on_replicas([&](Replica& r) {
+    r.comm = backend == "nccl" ? make_nccl_communicator(id, static_cast<int>(world), static_cast<int>(r.rank), *r.ctx)
+                               : host_group->communicator(static_cast<int>(r.local));
+    // Every replica starts from rank 0's parameters (they are equal already when every process
+    // builds the model from the same seed; this makes it so).
+    for (Param* p : r.model->params()) {
+      if (r.rank != 0) p->value.fill_bytes(0, r.ctx->stream());
+      r.comm->allreduce(p->value, *r.ctx);
+    }
+    r.reducer = std::make_unique<GradReducer>(*r.model, *r.comm, *r.ctx, bucket_bytes);
+    r.ctx->synchronize();
+  });
+}
 
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   validate_config(cfg_);
@@ -74,28 +238,21 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
     }
   if (count_labelled(data_.labels, data_.split(cfg_.dataset.train_split)) == 0)
     GT_THROW(cfg_.dataset.path, "", "the training split has no labelled nodes");
-
-  ctx_ = std::make_unique<Context>(device);
-  ctx_->set_tf32(cfg_.train.precision == "tf32");
-  const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
-  model_ = build_model(cfg_.model, data_.info.feature_dim, data_.info.num_classes, device, seed);
-  if (DkpPlanner* dkp = model_->dkp()) dkp->configure(cfg_.train.dkp_cache, cfg_.train.dkp_warmup);
-  impl_->optimizer = make_optimizer(cfg_.optimizer);
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
-  if (device.is_cuda() && cfg_.train.gpu_cache_mb > 0)
-    impl_->cache = std::make_unique<FeatureCache>(
-        data_.features, data_.indptr, data_.indices,
-        FeatureCache::rows_for_mib(cfg_.train.gpu_cache_mb, data_.info.feature_dim), device);
-
-  CsrView g{data_.indptr.data(), data_.indices.data(), data_.info.num_nodes};
-  const bool self_loops = (cfg_.model.type == "gcn" || cfg_.model.type == "gat") && cfg_.model.self_loops;
-  impl_->train_sampler = std::make_unique<NeighborSampler>(g, cfg_.sampling.fanouts, self_loops, seed);
-  std::vector<int64_t> eval_fanouts = cfg_.sampling.eval_fanouts;
-  if (eval_fanouts.empty()) eval_fanouts.assign(static_cast<std::size_t>(cfg_.model.layers), -1);
-  impl_->eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
+  impl_->setup(cfg_, data_, device);
 }
 
 Trainer::~Trainer() = default;
+
+Model& Trainer::model() { return *impl_->replicas[0].model; }
+const Context& Trainer::context() const { return *impl_->replicas[0].ctx; }
+int64_t Trainer::local_replicas() const { return static_cast<int64_t>(impl_->replicas.size()); }
+Model& Trainer::replica_model(int64_t i) {
+  GT_CHECK_ARG(i >= 0 && i < local_replicas(), "replica ", i, " of ", local_replicas());
+  return *impl_->replicas[static_cast<std::size_t>(i)].model;
+}
+int64_t Trainer::world_size() const { return impl_->world; }
+int Trainer::process_rank() const { return impl_->procs.rank; }
 
 void Trainer::resume(const std::string& checkpoint_path) {
   CheckpointInfo info = read_checkpoint_info(checkpoint_path);
@@ -103,33 +260,160 @@ void Trainer::resume(const std::string& checkpoint_path) {
   if (info.state.epoch >= cfg_.train.epochs)
     GT_THROW(checkpoint_path, "raise train.epochs to train further", "checkpoint '", checkpoint_path,
              "' is at epoch ", info.state.epoch, " and train.epochs is ", cfg_.train.epochs, ": nothing left to train");
-  load_checkpoint(info, *model_, impl_->optimizer.get(), *ctx_);
+  // One replica after the other: HDF5 is not thread-safe.
+  for (Replica& r : impl_->replicas) {
+    set_current_device(r.ctx->device());
+    load_checkpoint(info, *r.model, r.optimizer.get(), *r.ctx);
+    r.ctx->synchronize();
+  }
+  set_current_device(impl_->replicas[0].ctx->device());
   impl_->step = static_cast<uint64_t>(info.state.step);
   impl_->resumed = info.state;
+}
+
+int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids) {
+  auto batches = make_batches(ids, cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0);
+  std::vector<std::vector<int64_t>> mine;
+  std::vector<uint64_t> keys;
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    std::vector<int64_t> shard = shard_of(batches[b], world, r.rank);
+    if (shard.empty()) continue;
+    mine.push_back(std::move(shard));
+    keys.push_back((1ull << 40) + b);
+  }
+  int64_t correct = 0;
+  if (!mine.empty()) {
+    BatchPipeline pipe(data.features, data.labels, *r.eval_sampler, *r.ctx, {cfg.train.prefetch, r.cache.get()}, nullptr);
+    pipe.start(std::move(mine), std::move(keys));
+    while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
+      batch->ready.wait(r.ctx->stream());
+      Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/false, 0);
+      correct += count_correct(logits, batch->labels, r.ctx->stream());
+    }
+  }
+  std::vector<double> v{static_cast<double>(correct)};
+  reduce(r, v);
+  return static_cast<int64_t>(v[0]);
 }
 
 double Trainer::evaluate(const std::vector<int64_t>& ids) {
   if (ids.empty()) return 0.0;
   int64_t correct = 0;
-  auto batches = make_batches(ids, cfg_.sampling.eval_batch_size, /*shuffle=*/false, 0, 0);
-  std::vector<uint64_t> keys(batches.size());
-  for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = (1ull << 40) + b;
-  BatchPipeline pipe(data_.features, data_.labels, *impl_->eval_sampler, *ctx_,
-                     {cfg_.train.prefetch, impl_->cache.get()}, nullptr);
-  pipe.start(std::move(batches), std::move(keys));
-  while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
-    batch->ready.wait(ctx_->stream());
-    Tensor logits = model_->forward(*ctx_, batch->blocks, batch->features, /*training=*/false, 0);
-    correct += count_correct(logits, batch->labels, ctx_->stream());
-  }
+  impl_->on_replicas([&](Replica& r) {
+    int64_t c = impl_->evaluate(r, cfg_, data_, ids);
+    if (r.local == 0) correct = c;
+  });
   int64_t labelled = count_labelled(data_.labels, ids);
   return labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
 }
 
+EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                                     const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar) {
+  EpochPart part;
+  EpochStats& st = part.st;
+  // This replica's shards of the global batches (all of them with one replica).
+  std::vector<std::vector<int64_t>> mine;
+  std::vector<uint64_t> keys;
+  std::vector<char> has(batches.size(), 0);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    std::vector<int64_t> shard = world > 1 ? shard_of(batches[b], world, r.rank) : batches[b];
+    if (shard.empty()) continue;
+    has[b] = 1;
+    mine.push_back(std::move(shard));
+    keys.push_back((static_cast<uint64_t>(epoch) << 20) + b);  // the global batch's key: the same draws
+  }
+  const bool traced = r.local == 0;
+  TraceRecorder* tr = traced ? trace.get() : nullptr;
+  auto t_epoch = Clock::now();
+  // Batches are prepared by the flow graph while this thread computes on earlier ones.
+  BatchPipeline pipe(data.features, data.labels, *r.train_sampler, *r.ctx, {cfg.train.prefetch, r.cache.get()}, tr);
+  pipe.start(mine, std::move(keys));
+  std::size_t next_shard = 0;
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    const uint64_t batch_step = step + b + 1;
+    if (!has[b]) {  // fewer seeds than replicas in this batch: contribute zeros
+      r.reducer->reduce_zero();
+      r.optimizer->step(*r.ctx, r.model->params());
+      r.ctx->synchronize();
+      continue;
+    }
+    const std::vector<int64_t>& seeds = mine[next_shard++];
+    std::unique_ptr<DeviceBatch> batch = pipe.next();
+    batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
+    const int64_t nl = count_labelled(data.labels, seeds);
+    float loss;
+    Tensor dlogits;
+    {
+      ScopedStage fw(tr, "forward", "compute", batch->seq, &st.forward_ms);
+      Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step);
+      dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
+      loss = softmax_cross_entropy(logits, batch->labels, dlogits, r.ctx->stream());
+      if (!std::isfinite(loss))
+        GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf", "training diverged: the loss is ",
+                 loss, " at epoch ", epoch, ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
+      part.correct += count_correct(logits, batch->labels, r.ctx->stream());
+    }
+    {
+      ScopedStage bw(tr, "backward", "compute", batch->seq, &st.backward_ms);
+      if (r.reducer) {
+        // The mean over this shard, weighted by its share of the global batch's labelled seeds:
+        // summed over the replicas, the gradient of the global batch's mean loss.
+        const int64_t total = count_labelled(data.labels, batches[b]);
+        scale(total > 0 ? static_cast<float>(static_cast<double>(nl) / static_cast<double>(total)) : 0.0f, dlogits,
+              r.ctx->stream());
+        r.model->backward(*r.ctx, batch->blocks, dlogits, [&](std::size_t l) { r.reducer->layer_done(l); });
+        r.reducer->finish();
+      } else {
+        r.model->backward(*r.ctx, batch->blocks, dlogits);
+      }
+      r.optimizer->step(*r.ctx, r.model->params());
+      // The batch's device buffers go back to the pool below: finish the work that reads them.
+      r.ctx->synchronize();
+    }
+    part.labelled += nl;
+    part.loss_sum += static_cast<double>(loss) * static_cast<double>(nl);
+    st.sample_ms += batch->sample_ms;
+    st.reindex_ms += batch->reindex_ms;
+    st.gather_ms += batch->gather_ms;
+    st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
+    st.seeds += batch->num_seeds;
+    st.sampled_edges += batch->sampled_edges;
+    if (r.rank == 0)
+      bar.update(static_cast<int64_t>(b + 1), part.labelled ? part.loss_sum / static_cast<double>(part.labelled) : 0.0,
+                 static_cast<double>(st.seeds * world) / std::max(seconds_since(t_epoch), 1e-9));
+  }
+  r.ctx->synchronize();
+  st.batches = static_cast<int64_t>(batches.size());
+  PipelineTotals pt = pipe.totals();
+  st.h2d_bytes = pt.h2d_bytes;
+  st.cache_hits = pt.cache_hits;
+  st.cache_misses = pt.cache_misses;
+  // Counts over every replica of every process.
+  std::vector<double> v{part.loss_sum, static_cast<double>(part.correct), static_cast<double>(part.labelled),
+                        static_cast<double>(st.seeds), static_cast<double>(st.sampled_edges),
+                        static_cast<double>(st.h2d_bytes), static_cast<double>(st.cache_hits),
+                        static_cast<double>(st.cache_misses)};
+  reduce(r, v);
+  part.loss_sum = v[0];
+  part.correct = static_cast<int64_t>(v[1]);
+  part.labelled = static_cast<int64_t>(v[2]);
+  st.seeds = static_cast<int64_t>(v[3]);
+  st.sampled_edges = static_cast<int64_t>(v[4]);
+  st.h2d_bytes = static_cast<int64_t>(v[5]);
+  st.cache_hits = static_cast<int64_t>(v[6]);
+  st.cache_misses = static_cast<int64_t>(v[7]);
+  return part;
+}
+
 TrainResult Trainer::fit(std::ostream* log) {
   TrainResult result;
-  result.device = device_name(ctx_->device());
-  MetricsWriter metrics(cfg_.train.metrics, /*append=*/impl_->resumed.epoch > 0);
+  Replica& lead = impl_->replicas[0];
+  result.device = device_name(lead.ctx->device());
+  result.replicas = impl_->world;
+  // With several processes, the one of rank 0 logs and writes the files.
+  const bool writer = impl_->procs.rank == 0;
+  if (!writer) log = nullptr;
+  MetricsWriter metrics(writer ? cfg_.train.metrics : std::string(), /*append=*/impl_->resumed.epoch > 0);
   result.best_epoch = impl_->resumed.best_epoch;
   result.best_valid_acc = impl_->resumed.best_valid_acc;
   result.test_acc_at_best = impl_->resumed.test_acc_at_best;
@@ -138,76 +422,47 @@ TrainResult Trainer::fit(std::ostream* log) {
   const auto& test_ids = data_.split(cfg_.dataset.test_split);
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
   const std::string config_yaml = to_yaml(cfg_);
+  const int64_t local = local_replicas();
 
-  if (log)
-    *log << "training " << cfg_.model.type << " (" << model_->num_parameters() << " parameters) on "
+  if (log) {
+    *log << "training " << cfg_.model.type << " (" << lead.model->num_parameters() << " parameters) on "
          << cfg_.dataset.path << " (" << data_.info.num_nodes << " nodes, " << data_.info.num_edges << " edges, "
-         << data_.info.feature_dim << " features, " << data_.info.num_classes << " classes) on " << result.device
-         << "\n";
+         << data_.info.feature_dim << " features, " << data_.info.num_classes << " classes) on " << result.device;
+    if (impl_->world > 1)
+      *log << " x " << impl_->world << " replicas (" << impl_->procs.world << " process"
+           << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
+           << lead.reducer->num_buckets() << " gradient bucket" << (lead.reducer->num_buckets() > 1 ? "s" : "") << ")";
+    *log << "\n";
+  }
 
   if (log && impl_->resumed.epoch > 0) *log << "resuming after epoch " << impl_->resumed.epoch << "\n";
   for (int64_t epoch = impl_->resumed.epoch + 1; epoch <= cfg_.train.epochs; ++epoch) {
-    EpochStats st;
-    st.epoch = epoch;
     auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
-    ProgressBar bar(cfg_.train.progress, "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
+    ProgressBar bar(cfg_.train.progress && writer,
+                    "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
                     static_cast<int64_t>(batches.size()));
-    std::vector<uint64_t> keys(batches.size());
-    for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = (static_cast<uint64_t>(epoch) << 20) + b;
     auto t_epoch = Clock::now();
-    double loss_sum = 0;
-    int64_t correct = 0, labelled = 0;
-    // Batches are prepared by the flow graph while this thread computes on earlier ones.
-    BatchPipeline pipe(data_.features, data_.labels, *impl_->train_sampler, *ctx_,
-                       {cfg_.train.prefetch, impl_->cache.get()}, impl_->trace.get());
-    pipe.start(batches, std::move(keys));
-    for (std::size_t b = 0; b < batches.size(); ++b) {
-      std::unique_ptr<DeviceBatch> batch = pipe.next();
-      batch->ready.wait(ctx_->stream());  // the compute stream waits for the copies, not the host
-      ++impl_->step;
-      float loss;
-      Tensor dlogits;
-      {
-        ScopedStage fw(impl_->trace.get(), "forward", "compute", batch->seq, &st.forward_ms);
-        Tensor logits = model_->forward(*ctx_, batch->blocks, batch->features, /*training=*/true, impl_->step);
-        dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
-        loss = softmax_cross_entropy(logits, batch->labels, dlogits, ctx_->stream());
-        if (!std::isfinite(loss))
-          GT_THROW(cfg_.source, "lower optimizer.lr, or check the features for NaN/Inf",
-                   "training diverged: the loss is ", loss, " at epoch ", epoch, ", batch ", b + 1);
-        correct += count_correct(logits, batch->labels, ctx_->stream());
-      }
-      {
-        ScopedStage bw(impl_->trace.get(), "backward", "compute", batch->seq, &st.backward_ms);
-        model_->backward(*ctx_, batch->blocks, dlogits);
-        impl_->optimizer->step(*ctx_, model_->params());
-        // The batch's device buffers go back to the pool below: finish the work that reads them.
-        ctx_->synchronize();
-      }
-      int64_t nl = count_labelled(data_.labels, batches[b]);
-      labelled += nl;
-      loss_sum += static_cast<double>(loss) * static_cast<double>(nl);
-      st.sample_ms += batch->sample_ms;
-      st.reindex_ms += batch->reindex_ms;
-      st.gather_ms += batch->gather_ms;
-      st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
-      st.seeds += batch->num_seeds;
-      st.sampled_edges += batch->sampled_edges;
-      ++st.batches;
-      bar.update(st.batches, labelled ? loss_sum / static_cast<double>(labelled) : 0.0,
-                 static_cast<double>(st.seeds) / std::max(seconds_since(t_epoch), 1e-9));
-    }
-    ctx_->synchronize();
+    std::vector<EpochPart> parts(static_cast<std::size_t>(local));
+    impl_->on_replicas([&](Replica& r) {
+      parts[static_cast<std::size_t>(r.local)] = impl_->train_epoch(r, cfg_, data_, epoch, batches, bar);
+    });
+    impl_->step += batches.size();
+    EpochStats st = parts[0].st;  // counts: already summed over all replicas
+    st.epoch = epoch;
     st.seconds = seconds_since(t_epoch);
-    {
-      PipelineTotals pt = pipe.totals();
-      st.h2d_bytes = pt.h2d_bytes;
-      st.cache_hits = pt.cache_hits;
-      st.cache_misses = pt.cache_misses;
+    for (std::size_t i = 1; i < parts.size(); ++i) {  // stage times: this process's replicas
+      const EpochStats& o = parts[i].st;
+      st.sample_ms += o.sample_ms;
+      st.reindex_ms += o.reindex_ms;
+      st.gather_ms += o.gather_ms;
+      st.transfer_ms += o.transfer_ms;
+      st.forward_ms += o.forward_ms;
+      st.backward_ms += o.backward_ms;
     }
     bar.finish();
-    st.loss = labelled ? loss_sum / static_cast<double>(labelled) : 0.0;
-    st.train_acc = labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
+    const int64_t labelled = parts[0].labelled;
+    st.loss = labelled ? parts[0].loss_sum / static_cast<double>(labelled) : 0.0;
+    st.train_acc = labelled ? static_cast<double>(parts[0].correct) / static_cast<double>(labelled) : 0.0;
 
     if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
       st.valid_acc = evaluate(valid_ids);
@@ -216,7 +471,8 @@ TrainResult Trainer::fit(std::ostream* log) {
         result.best_valid_acc = st.valid_acc;
         result.test_acc_at_best = st.test_acc;
         result.best_epoch = epoch;
-        if (!cfg_.train.save_best.empty()) save_weights(cfg_.train.save_best, model_->params(), config_yaml, epoch);
+        if (writer && !cfg_.train.save_best.empty())
+          save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, epoch);
       }
     }
     result.epochs.push_back(st);
@@ -228,15 +484,16 @@ TrainResult Trainer::fit(std::ostream* log) {
     rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
     rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
     rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("h2d_bytes", st.h2d_bytes);
-    if (impl_->cache)
+    if (lead.cache)
       rec.add("cache_hit_rate", static_cast<double>(st.cache_hits) / std::max<double>(1.0, static_cast<double>(st.cache_hits + st.cache_misses)))
           .add("h2d_bytes_saved", st.cache_hits * data_.info.feature_dim * 4);
-    rec.add("device", result.device);
+    rec.add("device", result.device).add("replicas", result.replicas);
     metrics.write(rec);
-    if (!cfg_.train.checkpoint.empty() && (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
+    if (writer && !cfg_.train.checkpoint.empty() &&
+        (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
                        result.best_valid_acc, result.test_acc_at_best};
-      save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *model_, *impl_->optimizer, *ctx_);
+      save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx);
     }
 
     if (log) {
@@ -252,22 +509,23 @@ TrainResult Trainer::fit(std::ostream* log) {
                     human_count(st.seeds / std::max(st.seconds, 1e-9)).c_str());
       *log << line;
       std::snprintf(line, sizeof line,
-                    "    stages (ms): S %.1f  R %.1f  K %.1f  T %.1f  forward %.1f  backward %.1f  wall %.1f  "
+                    "    stages (ms%s): S %.1f  R %.1f  K %.1f  T %.1f  forward %.1f  backward %.1f  wall %.1f  "
                     "overlap %.2fx\n",
-                    st.sample_ms, st.reindex_ms, st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms,
-                    st.seconds * 1e3, st.overlap());
+                    local > 1 ? ", summed over this process's replicas" : "", st.sample_ms, st.reindex_ms,
+                    st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms, st.seconds * 1e3, st.overlap());
       *log << line;
-      if (impl_->cache) {
+      if (lead.cache) {
         double hits = static_cast<double>(st.cache_hits), total = std::max(1.0, hits + static_cast<double>(st.cache_misses));
-        std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
-                      static_cast<long long>(impl_->cache->rows()), 100.0 * hits / total, st.h2d_bytes / 1e9,
+        std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows%s, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
+                      static_cast<long long>(lead.cache->rows()), impl_->world > 1 ? " per GPU" : "",
+                      100.0 * hits / total, st.h2d_bytes / 1e9,
                       hits * static_cast<double>(data_.info.feature_dim) * 4 / 1e9);
         *log << line;
       }
       *log << std::flush;
     }
   }
-  if (impl_->trace) {
+  if (impl_->trace && writer) {
     impl_->trace->write(cfg_.train.trace);
     if (log) *log << "trace: " << cfg_.train.trace << " (" << impl_->trace->size() << " events)\n";
   }

@@ -3,6 +3,14 @@
 // evaluates the valid and test splits (full neighbourhoods unless sampling.eval_fanouts is set).
 // Model selection: the test accuracy reported is the one at the best validation epoch, whose
 // weights are saved to train.save_best.
+//
+// Data parallelism (docs/scaling.md): with train.replicas = N, or several processes started by a
+// launcher (framework/comm.h), every global batch of sampling.batch_size seeds is split into
+// contiguous shards, one per replica; each replica has its own GPU (or CPU) context, model copy,
+// optimizer and preprocessing pipeline, and the gradients are summed with NCCL (or the host
+// backend) in buckets that overlap the backward pass. Each replica weights its loss gradient by
+// its share of the global batch's labelled seeds, so a step is the step one replica would take on
+// the whole batch: the same hyperparameters give the same training, on 1 GPU or N.
 #pragma once
 
 #include <algorithm>
@@ -38,8 +46,13 @@ struct TrainResult {
   std::vector<EpochStats> epochs;
   int64_t best_epoch = 0;
   double best_valid_acc = -1, test_acc_at_best = -1;
-  std::string device;  // "cpu" or the GPU's name
+  std::string device;  // "cpu" or the GPU's name (of the first replica)
+  int64_t replicas = 1;  // data-parallel replicas over all processes
 };
+
+// The contiguous part [n*rank/world, n*(rank+1)/world) of a global batch that replica `rank` of
+// `world` trains on (may be empty when the batch has fewer seeds than replicas).
+std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, int64_t rank);
 
 class Trainer {
  public:
@@ -58,15 +71,20 @@ class Trainer {
   // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts.
   double evaluate(const std::vector<int64_t>& ids);
 
-  Model& model() { return *model_; }
+  // The first replica's model and context (every replica holds the same parameters).
+  Model& model();
+  const Context& context() const;
   const Dataset& dataset() const { return data_; }
-  const Context& context() const { return *ctx_; }
+  // Data-parallel replicas in this process, and one's model (tests compare them).
+  int64_t local_replicas() const;
+  Model& replica_model(int64_t local_index);
+  // Replicas over all processes, and this process's rank among the processes.
+  int64_t world_size() const;
+  int process_rank() const;
 
  private:
   Config cfg_;
   Dataset data_;
-  std::unique_ptr<Context> ctx_;
-  std::unique_ptr<Model> model_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -25,6 +25,7 @@ void elu_forward(const float* x, float* y, int64_t n, int device, Stream s);
 void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s);
 void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s);
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
+void scale(float alpha, float* y, int64_t n, int device, Stream s);
 void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
           float bc1, float bc2, int64_t n, int device, Stream s);
 void sgd(float* param, const float* grad, float* buf, float lr, float momentum, float wd, bool first, int64_t n,
@@ -245,6 +246,22 @@ void axpy(float alpha, const Tensor& x, Tensor& y, Stream s) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   for_each_index(n, [&](int64_t i) { yp[i] += alpha * xp[i]; });
+}
+
+void scale(float alpha, Tensor& y, Stream s) {
+  check_float(y, "y", "scale");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  if (y.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::scale(alpha, y.data<float>(), n, dev_of(y), s);
+#else
+    (void)s;
+    throw_built_without_cuda("scale");
+#endif
+  }
+  float* yp = y.data<float>();
+  for_each_index(n, [&](int64_t i) { yp[i] *= alpha; });
 }
 
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s) {

@@ -84,6 +84,10 @@ __global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
 }
 
+__global__ void scale_kernel(float alpha, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] *= alpha;
+}
+
 __global__ void adam_kernel(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2,
                             float eps, float wd, float bc1, float bc2, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
@@ -149,6 +153,11 @@ void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int
 
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s) {
   axpy_kernel<<<grid_for(n, device), kThreads, 0, s>>>(alpha, x, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void scale(float alpha, float* y, int64_t n, int device, Stream s) {
+  scale_kernel<<<grid_for(n, device), kThreads, 0, s>>>(alpha, y, n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -34,6 +34,8 @@ void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, T
 
 // y += alpha * x.
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s = nullptr);
+// y *= alpha.
+void scale(float alpha, Tensor& y, Stream s = nullptr);
 
 // Adam (Kingma & Ba) with L2 weight decay added to the gradient (as torch.optim.Adam does):
 //   g = grad + wd * param; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

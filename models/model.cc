@@ -25,9 +25,13 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
   return h;
 }
 
-void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits) {
+void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits,
+                     const std::function<void(std::size_t)>& layer_done) {
   Tensor g = dlogits;
-  for (std::size_t l = layers_.size(); l-- > 0;) g = layers_[l]->backward(ctx, blocks[l], g, /*need_input_grad=*/l > 0);
+  for (std::size_t l = layers_.size(); l-- > 0;) {
+    g = layers_[l]->backward(ctx, blocks[l], g, /*need_input_grad=*/l > 0);
+    if (layer_done) layer_done(l);
+  }
   if (dkp_) dkp_->end_batch();
 }
 
@@ -48,6 +52,11 @@ std::vector<Param*> Model::params() {
   for (auto& l : layers_)
     for (Param* p : l->params()) out.push_back(p);
   return out;
+}
+
+std::vector<Param*> Model::layer_params(std::size_t layer) {
+  GT_CHECK_ARG(layer < layers_.size(), "layer ", layer, " of a ", layers_.size(), "-layer model");
+  return layers_[layer]->params();
 }
 
 int64_t Model::num_parameters() {

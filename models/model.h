@@ -4,6 +4,7 @@
 // [num_seeds, num_classes]; backward() takes dlogits and fills every Param::grad.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +24,12 @@ class Model {
   // is a view of a tensor the next forward() replaces, not overwrites.
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
                  uint64_t step, Tensor* final_input = nullptr);
-  void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits);
+  // layer_done (optional) is called with l as soon as layer l's gradients are final (output side
+  // first): data-parallel training starts reducing them while the other layers run.
+  void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits,
+                const std::function<void(std::size_t)>& layer_done = nullptr);
   std::vector<Param*> params();
+  std::vector<Param*> layer_params(std::size_t layer);
   const std::string& type() const { return type_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   int64_t num_parameters();

@@ -104,6 +104,8 @@ struct BatchPipeline::Impl {
     if (failed.load()) return;
     try {
       AllocPoolScope pool(kCopyPool);
+      // Worker threads serve the pipelines of every GPU of the process (data parallelism).
+      set_current_device(ctx.device());
       f();
     } catch (...) {
       fail(std::current_exception());

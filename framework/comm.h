@@ -1,0 +1,105 @@
+// Collective communication for data-parallel training (docs/scaling.md).
+//
+// A Communicator is one rank's end of a group of model replicas. The trainer uses it to sum
+// gradient buckets, metrics and (once, at the start) the parameters. Two backends:
+//   nccl  NCCL all-reduce on a communication stream of the rank's GPU: allreduce_async() makes
+//         that stream wait for the work already queued on the compute stream, so a bucket is
+//         reduced while the backward pass goes on with earlier layers; wait() makes the compute
+//         stream (not the host) wait for every reduction begun. Ranks may live in one process (a
+//         thread per GPU) or in several processes on several hosts (rendezvous below).
+//   host  in-process only: ranks are threads that meet at a barrier and sum each other's host
+//         buffers (GPU data is staged through host memory). Works without NCCL and on the CPU;
+//         it is the CPU backend and the reference the NCCL path is tested against.
+// Both sum in a fixed order, so every rank receives bitwise the same result.
+//
+// A failing rank calls abort() on its group: every rank blocked in (or later entering) a
+// collective of that group throws gt::Error instead of waiting forever.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/context.h"
+#include "framework/tensor.h"
+
+namespace gt {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual const char* backend() const = 0;  // "nccl" | "host"
+
+  // Sums `t` (float32 or float64, on ctx's device) over all ranks, in place. Starts after the
+  // work queued so far on ctx.stream(); finished for ctx.stream() after wait(ctx).
+  virtual void allreduce_async(Tensor& t, const Context& ctx) = 0;
+  virtual void wait(const Context& ctx) = 0;
+  // allreduce_async + wait.
+  void allreduce(Tensor& t, const Context& ctx) {
+    allreduce_async(t, ctx);
+    wait(ctx);
+  }
+  // Unblocks every rank of the group; their collectives throw from now on.
+  virtual void abort() = 0;
+
+ protected:
+  Communicator(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_, size_;
+};
+
+// An in-process group of `size` ranks (threads) over host memory.
+class HostGroup {
+ public:
+  explicit HostGroup(int size);
+  ~HostGroup();
+  HostGroup(const HostGroup&) = delete;
+  HostGroup& operator=(const HostGroup&) = delete;
+  // Rank r's communicator; the group must outlive it.
+  std::unique_ptr<Communicator> communicator(int rank);
+  void abort();
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// --- Processes ---------------------------------------------------------------------------------
+// Where this process stands among the processes of one training job. Read from the environment:
+//   GT_WORLD_SIZE, GT_RANK, GT_LOCAL_RANK, GT_MASTER_ADDR, GT_MASTER_PORT
+// or, for the sizes and ranks, what the launcher sets: OpenMPI's mpirun (OMPI_COMM_WORLD_SIZE,
+// _RANK, _LOCAL_RANK), MPICH/Hydra (PMI_SIZE, PMI_RANK, MPI_LOCALRANKID) and Slurm (SLURM_NTASKS,
+// SLURM_PROCID, SLURM_LOCALID). The master address defaults to 127.0.0.1 and the port to 29517.
+struct ProcessGroupEnv {
+  int world = 1, rank = 0, local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29517;
+  std::string source = "defaults";  // which variables the values came from, for messages
+};
+// Throws gt::Error naming the variable when one is malformed or out of range.
+ProcessGroupEnv process_group_from_env();
+
+// Rank 0 of the processes listens on master_addr:master_port, waits for the world - 1 others to
+// connect (each says its rank) and sends each of them `payload`; the others connect (retrying
+// until `timeout_s`) and return what they received. Rank 0 returns `payload`. Throws gt::Error
+// naming the address on a timeout, a refused bind, a duplicate rank or a short message.
+std::vector<char> rendezvous_broadcast(const ProcessGroupEnv& env, const std::vector<char>& payload,
+                                       double timeout_s = 120.0);
+
+// --- NCCL --------------------------------------------------------------------------------------
+// True when the library was built with NCCL (GT_WITH_NCCL).
+bool built_with_nccl();
+// ncclUniqueId, as bytes: made by one rank and handed to all (rendezvous_broadcast).
+using NcclId = std::array<char, 128>;
+NcclId nccl_unique_id();
+// Joins the NCCL communicator `id` as `rank` of `size` on ctx's GPU (blocks until every rank
+// joined). Throws gt::Error when built without NCCL.
+std::unique_ptr<Communicator> make_nccl_communicator(const NcclId& id, int size, int rank, const Context& ctx);
+
+}  // namespace gt

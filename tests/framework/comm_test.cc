@@ -1,0 +1,233 @@
+// Collectives for data parallelism: the host backend sums in rank order and every rank gets the
+// same bits; mismatched calls and aborts are errors, not hangs; the TCP rendezvous hands rank 0's
+// payload to every process; launcher variables are parsed; NCCL matches the host sums on 2 GPUs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "framework/comm.h"
+#include "framework/error.h"
+
+namespace gt {
+namespace {
+
+std::vector<float> random_floats(std::size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(gen);
+  return v;
+}
+
+template <typename F>
+void run_ranks(int n, F&& f) {
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) ts.emplace_back([&f, r] { f(r); });
+  for (auto& t : ts) t.join();
+}
+
+TEST(HostGroup, SumsInRankOrderAndEveryRankGetsTheSameBits) {
+  constexpr int W = 3;
+  constexpr std::size_t N = 1001;  // not a multiple of the rank count
+  HostGroup group(W);
+  std::vector<std::vector<float>> in(W), out(W);
+  std::vector<std::vector<double>> din(W), dout(W);
+  for (int r = 0; r < W; ++r) {
+    in[r] = random_floats(N, 10 + r);
+    din[r] = {1.0 * r, 0.5, -2.0 * r};
+  }
+  run_ranks(W, [&](int r) {
+    auto comm = group.communicator(r);
+    Context cpu;
+    for (int rep = 0; rep < 5; ++rep) {  // the barrier and the scratch buffer are reused
+      Tensor t = Tensor::from_vector(in[r]);
+      comm->allreduce(t, cpu);
+      out[r] = t.to_vector<float>();
+    }
+    Tensor d = Tensor::from_vector(din[r]);
+    comm->allreduce(d, cpu);
+    dout[r] = d.to_vector<double>();
+  });
+  for (std::size_t i = 0; i < N; ++i) {
+    const float expect = (in[0][i] + in[1][i]) + in[2][i];
+    for (int r = 0; r < W; ++r) ASSERT_EQ(out[r][i], expect) << "rank " << r << " element " << i;
+  }
+  for (int r = 0; r < W; ++r) EXPECT_EQ(dout[r], (std::vector<double>{3.0, 1.5, -6.0}));
+}
+
+TEST(HostGroup, RanksThatDisagreeOnTheTensorGetAnError) {
+  HostGroup group(2);
+  std::atomic<int> errors{0};
+  run_ranks(2, [&](int r) {
+    auto comm = group.communicator(r);
+    Tensor t = Tensor::zeros({10 + r}, DType::kFloat32);
+    try {
+      comm->allreduce(t, Context());
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("different tensors"), std::string::npos) << e.what();
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+}
+
+TEST(HostGroup, AbortReleasesARankBlockedInACollective) {
+  HostGroup group(2);
+  auto waiting = group.communicator(0);
+  std::string err;
+  std::thread t([&] {
+    Tensor x = Tensor::zeros({4}, DType::kFloat32);
+    try {
+      waiting->allreduce(x, Context());
+    } catch (const Error& e) {
+      err = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  group.communicator(1)->abort();  // rank 1 failed before its collective
+  t.join();
+  EXPECT_NE(err.find("aborted"), std::string::npos) << "'" << err << "'";
+  Tensor y = Tensor::zeros({4}, DType::kFloat32);
+  EXPECT_THROW(waiting->allreduce(y, Context()), Error) << "an aborted group stays aborted";
+}
+
+TEST(HostGroup, RejectsIntegerTensorsAndBadRanks) {
+  HostGroup group(2);
+  EXPECT_THROW(group.communicator(2), Error);
+  auto c = group.communicator(0);
+  Tensor ints = Tensor::zeros({3}, DType::kInt32);
+  EXPECT_THROW(c->allreduce(ints, Context()), Error);
+}
+
+int test_port() { return 20000 + static_cast<int>(::getpid() % 20000); }
+
+TEST(Rendezvous, RankZeroPayloadReachesEveryProcess) {
+  constexpr int W = 4;
+  const std::vector<char> payload = {'n', 'c', 'c', 'l', '\0', '\x7f'};
+  std::vector<std::vector<char>> got(W);
+  run_ranks(W, [&](int r) {
+    ProcessGroupEnv e;
+    e.world = W;
+    e.rank = r;
+    e.master_port = test_port();
+    got[r] = rendezvous_broadcast(e, r == 0 ? payload : std::vector<char>{}, 30.0);
+  });
+  for (int r = 0; r < W; ++r) EXPECT_EQ(got[r], payload) << "rank " << r;
+}
+
+TEST(Rendezvous, AMissingRankZeroTimesOutNamingTheAddress) {
+  ProcessGroupEnv e;
+  e.world = 2;
+  e.rank = 1;
+  e.master_port = test_port() + 1;
+  try {
+    rendezvous_broadcast(e, {}, 0.5);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("127.0.0.1:" + std::to_string(e.master_port)), std::string::npos)
+        << err.what();
+  }
+  e.rank = 0;  // and rank 0 alone times out counting who joined
+  try {
+    rendezvous_broadcast(e, {'x'}, 0.5);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("1 of 2 processes joined"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Rendezvous, AnUnresolvableMasterIsNamed) {
+  ProcessGroupEnv e;
+  e.world = 2;
+  e.rank = 1;
+  e.master_addr = "no-such-host.invalid";
+  EXPECT_THROW(rendezvous_broadcast(e, {}, 0.5), Error);
+}
+
+struct EnvGuard {
+  std::vector<std::string> names;
+  void set(const std::string& n, const std::string& v) {
+    names.push_back(n);
+    ::setenv(n.c_str(), v.c_str(), 1);
+  }
+  ~EnvGuard() {
+    for (auto& n : names) ::unsetenv(n.c_str());
+  }
+};
+
+TEST(ProcessGroupEnv, ReadsOurVariablesThenTheLaunchers) {
+  {
+    ProcessGroupEnv e = process_group_from_env();
+    EXPECT_EQ(e.world, 1);
+    EXPECT_EQ(e.rank, 0);
+  }
+  {
+    EnvGuard g;
+    g.set("OMPI_COMM_WORLD_SIZE", "4");
+    g.set("OMPI_COMM_WORLD_RANK", "3");
+    g.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    g.set("GT_MASTER_ADDR", "node7");
+    g.set("GT_MASTER_PORT", "4242");
+    ProcessGroupEnv e = process_group_from_env();
+    EXPECT_EQ(e.world, 4);
+    EXPECT_EQ(e.rank, 3);
+    EXPECT_EQ(e.local_rank, 1);
+    EXPECT_EQ(e.master_addr, "node7");
+    EXPECT_EQ(e.master_port, 4242);
+    EXPECT_EQ(e.source, "OpenMPI");
+  }
+  {
+    EnvGuard g;
+    g.set("GT_WORLD_SIZE", "2");
+    g.set("GT_RANK", "abc");
+    try {
+      process_group_from_env();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("GT_RANK"), std::string::npos) << e.what();
+    }
+  }
+  {
+    EnvGuard g;
+    g.set("GT_WORLD_SIZE", "2");
+    g.set("GT_RANK", "2");  // out of range
+    EXPECT_THROW(process_group_from_env(), Error);
+  }
+}
+
+TEST(Nccl, AllReduceOnTwoGpusMatchesTheHostSum) {
+  if (!built_with_nccl()) GTEST_SKIP() << "built without NCCL";
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << cuda_device_count();
+  constexpr std::size_t N = (1 << 20) + 3;
+  const NcclId id = nccl_unique_id();
+  std::vector<std::vector<float>> in = {random_floats(N, 1), random_floats(N, 2)}, out(2);
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](int r) {
+    try {
+      set_current_device(Device::cuda(r));
+      Context ctx(Device::cuda(r));
+      auto comm = make_nccl_communicator(id, 2, r, ctx);
+      EXPECT_STREQ(comm->backend(), "nccl");
+      Tensor t = Tensor::from_vector(in[r]).to(ctx.device(), ctx.stream());
+      comm->allreduce(t, ctx);
+      ctx.synchronize();
+      out[r] = t.to_vector<float>();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  ASSERT_EQ(errors[0], "");
+  ASSERT_EQ(errors[1], "");
+  for (std::size_t i = 0; i < N; ++i) {
+    ASSERT_EQ(out[0][i], in[0][i] + in[1][i]) << i;  // two terms: the order cannot matter
+    ASSERT_EQ(out[1][i], out[0][i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace gt

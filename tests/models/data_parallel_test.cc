@@ -1,0 +1,202 @@
+// Data-parallel training (framework/trainer.h, docs/scaling.md): N replicas that split every
+// global batch train like one replica on the whole batch (same losses up to float summation
+// order), stay bitwise identical, survive shards with no seeds, and fail cleanly. CPU replicas
+// over the host backend run everywhere; the GPU cases (NCCL, 2 GPUs) skip on smaller machines.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "framework/comm.h"
+#include "framework/error.h"
+#include "framework/trainer.h"
+#include "preprocess/dataset.h"
+#include "preprocess/synth.h"
+
+namespace gt {
+namespace {
+
+class DataParallelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("gt_dp_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    SynthOptions o;
+    o.num_nodes = 2000;
+    o.avg_degree = 8;
+    o.feature_dim = 24;
+    o.num_classes = 4;
+    o.seed = 11;
+    generate_synthetic(o, (dir_ / "synth.h5").string());
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  static Config config(const std::string& model, const std::string& device, int64_t replicas) {
+    Config c;
+    c.source = "dp_test.yaml";
+    c.model.type = model;
+    c.model.hidden = 16;
+    c.model.dropout = 0.0;  // dropout masks are keyed by row position, which sharding changes
+    c.dataset.path = (dir_ / "synth.h5").string();
+    c.sampling.fanouts = {6, 6};
+    c.sampling.batch_size = 200;
+    c.train.epochs = 3;
+    c.train.device = device;
+    c.train.replicas = replicas;
+    c.train.progress = false;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    c.train.dkp_cache = "";
+    c.train.bucket_kb = 1;  // one bucket per layer: exercises the overlap path
+    return c;
+  }
+  static void expect_same_training(const TrainResult& one, const TrainResult& many, double tol) {
+    ASSERT_EQ(one.epochs.size(), many.epochs.size());
+    for (std::size_t e = 0; e < one.epochs.size(); ++e) {
+      EXPECT_NEAR(many.epochs[e].loss, one.epochs[e].loss, tol * std::abs(one.epochs[e].loss)) << "epoch " << e + 1;
+      EXPECT_NEAR(many.epochs[e].train_acc, one.epochs[e].train_acc, 0.01) << "epoch " << e + 1;
+      EXPECT_EQ(many.epochs[e].seeds, one.epochs[e].seeds) << "every seed trained once per epoch";
+      // Every destination draws the same neighbours (the draws are keyed by the global batch);
+      // shards that share an inner-layer node each draw its neighbours, so there are more edges.
+      EXPECT_GE(many.epochs[e].sampled_edges, one.epochs[e].sampled_edges);
+    }
+    EXPECT_NEAR(many.test_acc_at_best, one.test_acc_at_best, 0.01);
+  }
+  static void expect_replicas_identical(Trainer& t) {
+    for (int64_t r = 1; r < t.local_replicas(); ++r) {
+      auto a = t.replica_model(0).params(), b = t.replica_model(r).params();
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(a[i]->value.to_vector<float>(), b[i]->value.to_vector<float>()) << "replica " << r << " " << a[i]->name;
+    }
+  }
+  static std::filesystem::path dir_;
+};
+std::filesystem::path DataParallelTest::dir_;
+
+TEST(ShardOf, SplitsContiguouslyAndCoversTheBatch) {
+  std::vector<int64_t> b = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<int64_t> all;
+  for (int64_t r = 0; r < 3; ++r) {
+    auto s = shard_of(b, 3, r);
+    EXPECT_GE(s.size(), 2u);
+    all.insert(all.end(), s.begin(), s.end());
+  }
+  EXPECT_EQ(all, b);
+  EXPECT_TRUE(shard_of({9}, 4, 0).empty());
+  EXPECT_EQ(shard_of({9}, 4, 3), std::vector<int64_t>{9});
+  EXPECT_THROW(shard_of(b, 2, 2), Error);
+}
+
+TEST_F(DataParallelTest, TwoCpuReplicasTrainLikeOne) {
+  for (const char* model : {"gcn", "sage"}) {
+    SCOPED_TRACE(model);
+    TrainResult one = Trainer(config(model, "cpu", 1)).fit(nullptr);
+    Trainer t(config(model, "cpu", 2));
+    EXPECT_EQ(t.world_size(), 2);
+    TrainResult two = t.fit(nullptr);
+    EXPECT_EQ(two.replicas, 2);
+    expect_same_training(one, two, 1e-4);
+    expect_replicas_identical(t);
+  }
+}
+
+TEST_F(DataParallelTest, ShardsWithoutSeedsContributeZeros) {
+  // 3 replicas and a last batch of 1 seed: two replicas have nothing to train on in that step.
+  Config c1 = config("gcn", "cpu", 1);
+  Trainer probe(c1);
+  const int64_t n_train = static_cast<int64_t>(probe.dataset().split("train").size());
+  ASSERT_GT(n_train, 10);
+  c1.sampling.batch_size = n_train - 1;  // batches of n - 1 seeds and of 1 seed
+  Config c3 = c1;
+  c3.train.replicas = 3;
+  TrainResult one = Trainer(c1).fit(nullptr);
+  Trainer t(c3);
+  TrainResult three = t.fit(nullptr);
+  expect_same_training(one, three, 1e-4);
+  expect_replicas_identical(t);
+}
+
+TEST_F(DataParallelTest, ResumeAndCheckpointWorkWithReplicas) {
+  Config c = config("gcn", "cpu", 2);
+  c.train.checkpoint = (dir_ / "dp-ckpt.h5").string();
+  c.train.epochs = 2;
+  TrainResult first = Trainer(c).fit(nullptr);
+  c.train.epochs = 3;
+  Trainer resumed(c);
+  resumed.resume(c.train.checkpoint);
+  TrainResult rest = resumed.fit(nullptr);
+  ASSERT_EQ(rest.epochs.size(), 1u);
+  TrainResult straight = Trainer(config("gcn", "cpu", 2)).fit(nullptr);
+  EXPECT_NEAR(rest.epochs[0].loss, straight.epochs[2].loss, 1e-6 * straight.epochs[2].loss);
+  expect_replicas_identical(resumed);
+}
+
+TEST_F(DataParallelTest, BadSettingsAreNamed) {
+  Config c = config("gcn", "cpu", 2);
+  c.train.comm = "nccl";
+  try {
+    Trainer t(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.comm"), std::string::npos) << e.what();
+  }
+  c = config("gcn", "cpu", 0);
+  EXPECT_THROW(apply_override(c, "train.replicas=0"), Error);
+  EXPECT_THROW(apply_override(c, "train.comm=mpi"), Error);
+}
+
+TEST_F(DataParallelTest, AFailingReplicaStopsTheOthers) {
+  // One training node's features are near FLT_MAX (finite, so the file is valid; the first
+  // matrix product overflows): the replica whose shard holds it fails on its loss
+  // while the others wait in the gradient all-reduce; they are released, and the run ends with
+  // the first replica's error (not a hang, not "group aborted").
+  Dataset ds = load_dataset((dir_ / "synth.h5").string());
+  const int64_t bad = ds.split("train")[7];
+  float* row = ds.features.data<float>() + bad * ds.info.feature_dim;
+  for (int64_t j = 0; j < ds.info.feature_dim; ++j) row[j] = 3e38f;
+  save_dataset(ds, (dir_ / "nan.h5").string());
+  Config c = config("gcn", "cpu", 3);
+  c.dataset.path = (dir_ / "nan.h5").string();
+  c.sampling.fanouts = {1, 1};  // few neighbours: the NaN rarely reaches the other shards first
+  std::string err;
+  try {
+    Trainer(c).fit(nullptr);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("training diverged"), std::string::npos) << "'" << err << "'";
+  EXPECT_EQ(err.find("aborted"), std::string::npos) << err;
+}
+
+TEST_F(DataParallelTest, TwoGpusTrainLikeOne) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << cuda_device_count();
+  for (const char* comm : {"nccl", "host"}) {
+    if (std::string(comm) == "nccl" && !built_with_nccl()) continue;
+    SCOPED_TRACE(comm);
+    TrainResult one = Trainer(config("sage", "cuda", 1)).fit(nullptr);
+    Config c = config("sage", "cuda", 2);
+    c.train.comm = comm;
+    c.train.gpu_cache_mb = 1;  // a cache per GPU
+    Trainer t(c);
+    TrainResult two = t.fit(nullptr);
+    expect_same_training(one, two, 1e-4);
+    expect_replicas_identical(t);
+  }
+}
+
+TEST_F(DataParallelTest, MoreReplicasThanGpusIsNamed) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a GPU";
+  Config c = config("gcn", "cuda", cuda_device_count() + 1);
+  try {
+    Trainer t(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.replicas"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gt
