@@ -3,8 +3,9 @@
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer: the four test executables, gt-data and
 #      gt-train are built into build-asan/ (-O1 -g, GT_SANITIZE=address) and the ctest suite runs
 #      there (all but cli_consumer and cli_service, see below).
-#   2. ThreadSanitizer: preprocess_test is built into build-tsan/ (GT_SANITIZE=thread) and its
-#      multithreaded cases run (--gtest_filter='Sampler*:Pipeline*').
+#   2. ThreadSanitizer: preprocess_test, framework_test and models_test are built into build-tsan/
+#      (GT_SANITIZE=thread) and their multithreaded cases run: the sampler and the pipeline, the
+#      collectives and rendezvous, and data-parallel training with CPU replicas.
 #   bash scripts/sanitize.sh [asan|tsan]     (default: both)
 # Any sanitizer report fails the run (UBSan does not recover; ASan, LSan and TSan exit nonzero).
 # Suppressions, each explained in its file: tests/sanitizers/{lsan,ubsan,tsan}.supp.
@@ -36,8 +37,10 @@ fi
 if [ "$what" != asan ]; then
   start=$SECONDS
   CC=gcc CXX=g++ cmake -S . -B build-tsan "${common[@]}" -DGT_SANITIZE=thread -DGT_BUILD_EXAMPLES=OFF >/dev/null
-  cmake --build build-tsan -j"$jobs" --target preprocess_test
-  TSAN_OPTIONS="suppressions=$supp/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-    build-tsan/preprocess_test --gtest_filter='Sampler*:Pipeline*'
+  cmake --build build-tsan -j"$jobs" --target preprocess_test framework_test models_test
+  export TSAN_OPTIONS="suppressions=$supp/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+  build-tsan/preprocess_test --gtest_filter='Sampler*:Pipeline*'
+  build-tsan/framework_test --gtest_filter='HostGroup*:Rendezvous*'
+  build-tsan/models_test --gtest_filter='DataParallel*'
   echo "sanitize.sh: ThreadSanitizer run passed in $((SECONDS - start)) s"
 fi
