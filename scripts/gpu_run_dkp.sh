@@ -9,21 +9,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu-run-dkp}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/devrun/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-B=$PWD/devrun/bin
-T0=$(date +%s)
-step() { echo; echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-run() {  # run LIMIT_S LOG COMMAND...
-  local limit=$1 log=$2; shift 2
-  timeout --kill-after=10 "$limit" "$@" > "$OUT/$log" 2>&1
-  local rc=$?
-  [ $rc -ne 0 ] && echo "!!! exit $rc: $* (log: $log)"
-  return $rc
-}
-
-step "device"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source scripts/gpu_common.sh
 
 step "tests: both GCN orders agree on the GPU (and CPU), fit, cache, config"
 run 180 dkp_test.log "$B/models_test" --gtest_filter='Dkp*'

@@ -11,21 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu-run-models}
-mkdir -p "$OUT" data
-export LD_LIBRARY_PATH=$PWD/devrun/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-B=$PWD/devrun/bin
-T0=$(date +%s)
-step() { echo; echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-run() {  # run LIMIT_S LOG COMMAND...: output to the log and, filtered by the caller, to stdout
-  local limit=$1 log=$2; shift 2
-  timeout --kill-after=10 "$limit" "$@" > "$OUT/$log" 2>&1
-  local rc=$?
-  [ $rc -ne 0 ] && echo "!!! exit $rc: $* (log: $log)"
-  return $rc
-}
-
-step "device"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source scripts/gpu_common.sh
 
 step "tests: models_test (NGCF/GIN/GAT gradients, ELU, GPU vs CPU) and kernels_test (dense, elementwise)"
 run 240 models_test.log "$B/models_test" --gtest_filter='ModelGradients*:ModelRegistry*:ModelOps*:ModelsTrainTest*'
