@@ -13,8 +13,8 @@ namespace gt {
 
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
-void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, const float* x,
-                  float* y_side, float* y_inter, int device, Stream s);
+void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, bool add_self,
+                  const float* x, float* y_side, float* y_inter, int device, Stream s);
 void ngcf_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
                    int64_t num_src, int64_t num_dst, int64_t F, bool mean, const float* x, const float* dys,
                    const float* dyi, float* dx, int device, Stream s);
@@ -40,7 +40,7 @@ void check_reduce(Reduce f, const char* op) {
 
 // ---- NGCF, CPU --------------------------------------------------------------------------------
 
-void ngcf_forward_cpu(const Block& b, const float* x, int64_t F, bool mean, float* ys, float* yi) {
+void ngcf_forward_cpu(const Block& b, const float* x, int64_t F, bool mean, bool add_self, float* ys, float* yi) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
   napa::for_rows(b.num_dst, [&](int64_t v) {
@@ -55,6 +55,7 @@ void ngcf_forward_cpu(const Block& b, const float* x, int64_t F, bool mean, floa
     for (int64_t j = 0; j < F; ++j) {
       side[j] *= post;
       yi[v * F + j] = side[j] * x[v * F + j];  // x_v factors out of f_u (x_u * x_v)
+      if (add_self) side[j] += x[v * F + j];
     }
   });
 }
@@ -181,7 +182,7 @@ int64_t check_gat_inputs(const Block& b, const Tensor& z, const Tensor& el, cons
 }  // namespace
 
 void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tensor& y_side, Tensor& y_inter,
-                            Stream s) {
+                            Stream s, bool add_self) {
   const char* op = "ngcf_aggregate_forward";
   check_reduce(f, op);
   napa::check_matrix(x_src, "x_src", b.num_src, "sources", op);
@@ -197,13 +198,13 @@ void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tenso
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
     return cuda_impl::ngcf_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, F, mean,
-                                   x_src.data<float>(), y_side.data<float>(), y_inter.data<float>(), d.index, s);
+                                   add_self, x_src.data<float>(), y_side.data<float>(), y_inter.data<float>(), d.index, s);
 #else
     (void)s;
     throw_built_without_cuda(op);
 #endif
   }
-  ngcf_forward_cpu(b, x_src.data<float>(), F, mean, y_side.data<float>(), y_inter.data<float>());
+  ngcf_forward_cpu(b, x_src.data<float>(), F, mean, add_self, y_side.data<float>(), y_inter.data<float>());
 }
 
 void ngcf_aggregate_backward(const Block& b, const Tensor& x_src, Reduce f, const Tensor& dy_side,

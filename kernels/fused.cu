@@ -68,7 +68,8 @@ __device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int
 template <typename V>
 __global__ void __launch_bounds__(kThreads)
     ngcf_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, int64_t fv,
-                        bool mean, const V* __restrict__ x, V* __restrict__ y_side, V* __restrict__ y_inter) {
+                        bool mean, bool add_self, const V* __restrict__ x, V* __restrict__ y_side,
+                        V* __restrict__ y_inter) {
   const int lane = lane_id();
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = ptr[row], end = ptr[row + 1];
@@ -83,8 +84,9 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t col = c0 + k * kWarp + lane;
         if (col < fv) {
           const V side = vscale(acc[k], post);
-          y_side[row * fv + col] = side;
-          y_inter[row * fv + col] = vmul(side, __ldg(x + row * fv + col));
+          const V self = __ldg(x + row * fv + col);
+          y_side[row * fv + col] = add_self ? vadd(side, self) : side;
+          y_inter[row * fv + col] = vmul(side, self);
         }
       }
     }
@@ -127,17 +129,18 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, const float* x,
-                  float* y_side, float* y_inter, int device, Stream s) {
+void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, bool add_self,
+                  const float* x, float* y_side, float* y_inter, int device, Stream s) {
   if (num_dst == 0 || F == 0) return;  // nothing to write; keeps the grid non-empty
   const int grid = grid_for_rows(num_dst, device);
   if (F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter))
-    ngcf_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean,
+    ngcf_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean, add_self,
                                                           reinterpret_cast<const float4*>(x),
                                                           reinterpret_cast<float4*>(y_side),
                                                           reinterpret_cast<float4*>(y_inter));
   else
-    ngcf_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F, mean, x, y_side, y_inter);
+    ngcf_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F, mean, add_self, x, y_side,
+                                                         y_inter);
   GT_CUDA_LAUNCH_CHECK();
 }
 

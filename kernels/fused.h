@@ -6,6 +6,9 @@
 //   y_inter[v, :] = f over in-edges (u -> v) of x_src[u, :] * x_src[v, :]
 // x_dst is x_src's first num_dst rows (blocks guarantee destinations are the first sources).
 // Shapes: x_src float32 [num_src, F]; y_side, y_inter [num_dst, F] (overwritten; degree-0 rows 0).
+// With add_self, y_side[v, :] = f over in-edges of x_src[u, :] + x_src[v, :] instead (NGCF's
+// "side + self" input, formed in the same pass; y_inter is unchanged). The backward below is the
+// one without add_self: the caller adds dy_side to dx_src[v] for the self term.
 // Backward (dx_src [num_src, F] overwritten): with c(v) = 1 (sum) or 1/deg(v) (mean),
 //   dx_src[u, :] = sum over out-edges (u -> v) of c(v) (dy_side[v, :] + dy_inter[v, :] * x_src[v, :])
 //                + (u < num_dst only) c(u) dy_inter[u, :] * sum over in-edges (w -> u) of x_src[w, :]
@@ -37,7 +40,7 @@
 namespace gt {
 
 void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tensor& y_side, Tensor& y_inter,
-                            Stream s = nullptr);
+                            Stream s = nullptr, bool add_self = false);
 void ngcf_aggregate_backward(const Block& b, const Tensor& x_src, Reduce f, const Tensor& dy_side,
                              const Tensor& dy_inter, Tensor& dx_src, Stream s = nullptr);
 

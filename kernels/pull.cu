@@ -9,9 +9,24 @@
 // Backward uses the same kernel on the transposed block (one warp per SOURCE row, walking its
 // out-edges), which is why the block carries its CSC form: a scatter over the forward CSR would
 // need float atomics and would be non-deterministic.
+//
+// Two kernels, chosen by the row layout (measured with a design sweep on an H100 over the four
+// pyg_baseline block shapes, forward and transposed; docs/benchmarks.md):
+//  * Vector rows (F % 4 == 0 and 16-byte aligned: float4; else F % 2 == 0 and 8-byte aligned:
+//    float2): pull_vec_kernel. A group of LPR lanes owns one row (a warp holds 32 / LPR rows),
+//    each lane loads E neighbour rows' vectors before accumulating any of them, so a lane has
+//    E * U independent 8/16-byte loads in flight. Blocks with several edges per row use a full
+//    warp per row and E = 8; the transposed blocks of backward (one or two edges per row) use
+//    narrower row groups for narrow rows, so a warp's index and bound loads serve several rows.
+//    The gather runs at 2.4-2.7 TB/s of gathered bytes there (the copy limit is ~3 TB/s).
+//  * Other rows (odd F, e.g. 4353: rows start at any 4-byte offset): pull_rows_kernel, a warp per
+//    row striding over rows, 4 scalar loads per lane per edge. Nothing measured was faster: the
+//    sweep's edge-unrolled and column-tiled variants, and aligned 16-byte loads realigned through
+//    shuffles (8-25% slower on wiki-talk and livejournal, forward and backward).
 #include <cstdint>
 
 #include "framework/cuda_check.h"
+#include "framework/error.h"
 #include "kernels/pull.h"
 
 namespace gt {
@@ -20,14 +35,10 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarpsPerBlock = 8;                   // 256 threads
+constexpr int kWarpsPerBlock = 8;  // 256 threads
 constexpr int kThreads = kWarp * kWarpsPerBlock;
-constexpr int kBlocksPerSm = 8;                     // 64 resident warps per SM; the grid strides over rows
-// Vectors accumulated per lane per feature tile. A tile is kWarp * kUnroll vectors wide (128
-// floats on the scalar path, 512 with float4); wider rows are processed tile after tile, so the
-// register footprint is fixed whatever F is (F = 4353 works) while each lane still has kUnroll
-// independent loads in flight per edge.
-constexpr int kUnroll = 4;
+constexpr int kBlocksPerSm = 8;  // 64 resident warps per SM; pull_rows_kernel strides over rows
+constexpr int kUnroll = 4;       // scalar path: loads per lane per edge (a step of 128 columns)
 
 // How edges are weighted: plain sum; mean over the output row (forward mean: the row's sum is
 // scaled by 1/deg once at the end); or per-edge 1/deg(column) (backward mean, where the column is
@@ -35,22 +46,35 @@ constexpr int kUnroll = 4;
 enum class Weight { kNone, kRowMean, kColMean };
 
 __device__ __forceinline__ void set_zero(float& a) { a = 0.0f; }
-__device__ __forceinline__ void set_zero(float4& a) { a = make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 __device__ __forceinline__ void add(float& a, float v) { a += v; }
+__device__ __forceinline__ void add_scaled(float& a, float v, float w) { a += v * w; }
+__device__ __forceinline__ void scale(float& a, float w) { a *= w; }
+__device__ __forceinline__ void set_zero(float2& a) { a = make_float2(0.0f, 0.0f); }
+__device__ __forceinline__ void add(float2& a, float2 v) {
+  a.x += v.x;
+  a.y += v.y;
+}
+__device__ __forceinline__ void add_scaled(float2& a, float2 v, float w) {
+  a.x += v.x * w;
+  a.y += v.y * w;
+}
+__device__ __forceinline__ void scale(float2& a, float w) {
+  a.x *= w;
+  a.y *= w;
+}
+__device__ __forceinline__ void set_zero(float4& a) { a = make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 __device__ __forceinline__ void add(float4& a, float4 v) {
   a.x += v.x;
   a.y += v.y;
   a.z += v.z;
   a.w += v.w;
 }
-__device__ __forceinline__ void add_scaled(float& a, float v, float w) { a += v * w; }
 __device__ __forceinline__ void add_scaled(float4& a, float4 v, float w) {
   a.x += v.x * w;
   a.y += v.y * w;
   a.z += v.z * w;
   a.w += v.w * w;
 }
-__device__ __forceinline__ void scale(float& a, float w) { a *= w; }
 __device__ __forceinline__ void scale(float4& a, float w) {
   a.x *= w;
   a.y *= w;
@@ -58,8 +82,96 @@ __device__ __forceinline__ void scale(float4& a, float w) {
   a.w *= w;
 }
 
-// out[r, :] = sum_{e in [ptr[r], ptr[r+1])} weight(e) * in[ids[e], :]  (times 1/deg(r) for kRowMean).
-// V = float4 when rows are 16-byte aligned and F % 4 == 0 (fv = F / 4), else float (fv = F).
+// Every kernel computes
+//   out[r, :] = sum_{e in [ptr[r], ptr[r+1])} weight(e) * in[ids[e], :]  (times 1/deg(r) for kRowMean)
+// with one writer per output element, accumulating in CSR order.
+
+// Vector rows (V = float4 / float2). LPR lanes per row (32 / LPR rows per warp), U
+// vectors per lane per column step (a step covers LPR * U vectors; wider rows take several
+// steps), E neighbour rows loaded before accumulating. One warp per row group (no striding: the
+// grid covers every group). Loop bounds use the warp's largest degree so shuffles stay
+// full-mask; each row's own degree predicates its loads.
+template <typename V, int LPR, int U, int E, Weight kW>
+__global__ void __launch_bounds__(kThreads)
+    pull_vec_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                    const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
+                    V* __restrict__ out) {
+  static_assert(LPR % E == 0 && kWarp % LPR == 0, "an edge group must not straddle an id chunk");
+  constexpr int kRowsPerWarp = kWarp / LPR;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int sub = lane % LPR;
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (group * kRowsPerWarp >= rows) return;  // the whole warp
+  const int64_t row = group * kRowsPerWarp + lane / LPR;
+  int64_t start = 0, deg = 0;
+  if (row < rows) {
+    start = ptr[row];
+    deg = ptr[row + 1] - start;
+  }
+  int64_t max_deg = deg;
+#pragma unroll
+  for (int o = LPR; o < kWarp; o *= 2) {
+    const int64_t t = __shfl_xor_sync(kFullMask, max_deg, o);
+    max_deg = t > max_deg ? t : max_deg;
+  }
+  const float row_scale = (kW == Weight::kRowMean && deg > 0) ? 1.0f / static_cast<float>(deg) : 1.0f;
+  for (int64_t c0 = 0; c0 < fv; c0 += LPR * U) {
+    V acc[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) set_zero(acc[u]);
+    for (int64_t e0 = 0; e0 < max_deg; e0 += LPR) {
+      // One coalesced read of LPR edge ids (and weights) per row, broadcast by shuffles.
+      int my_id = 0;
+      float my_w = 1.0f;
+      if (e0 + sub < deg) {
+        my_id = ids[start + e0 + sub];
+        if (kW == Weight::kColMean) my_w = 1.0f / static_cast<float>(col_ptr[my_id + 1] - col_ptr[my_id]);
+      }
+      const int n = static_cast<int>(max_deg - e0 < LPR ? max_deg - e0 : LPR);
+      for (int j = 0; j < n; j += E) {
+        V v[E][U];
+        float w[E];
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          const int id = __shfl_sync(kFullMask, my_id, j + k, LPR);
+          w[k] = kW == Weight::kColMean ? __shfl_sync(kFullMask, my_w, j + k, LPR) : 1.0f;
+          const bool ok = e0 + j + k < deg;
+          const V* src = in + static_cast<int64_t>(id) * fv;
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t c = c0 + u * LPR + sub;
+            set_zero(v[k][u]);
+            if (ok && c < fv) v[k][u] = __ldg(src + c);
+          }
+        }
+        // Accumulate in CSR order (absent edges loaded zeros; kColMean weights them by 1).
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            if (kW == Weight::kColMean)
+              add_scaled(acc[u], v[k][u], w[k]);
+            else
+              add(acc[u], v[k][u]);
+          }
+        }
+      }
+    }
+    if (row < rows) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * LPR + sub;
+        if (c < fv) {
+          if (kW == Weight::kRowMean) scale(acc[u], row_scale);
+          out[row * fv + c] = acc[u];
+        }
+      }
+    }
+  }
+}
+
+// Scalar rows: a warp per row, striding over rows; lanes split the columns in steps of 128, with
+// kUnroll loads per lane per edge.
 template <typename V, Weight kW>
 __global__ void __launch_bounds__(kThreads)
     pull_rows_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
@@ -121,6 +233,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
 int grid_for_rows(int64_t rows, int device) {
   int sms = 0;
@@ -130,15 +243,41 @@ int grid_for_rows(int64_t rows, int device) {
   return static_cast<int>(needed < resident ? needed : resident);
 }
 
+template <typename V, int LPR, int U, int E, Weight kW>
+void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
+                int64_t fv, float* out, Stream s) {
+  const int64_t groups = (rows + kWarp / LPR - 1) / (kWarp / LPR);
+  const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
+  pull_vec_kernel<V, LPR, U, E, kW><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(
+      ptr, ids, col_ptr, reinterpret_cast<const V*>(in), rows, fv, reinterpret_cast<V*>(out));
+}
+
+// Shape choice (the sweep's winners): several edges per row -> a warp per row, 8 edges of loads
+// in flight; one or two edges per row (transposed blocks) -> for rows of <= 32 vectors, 8 lanes
+// per row and 2 vectors each, else a warp per row with 2 vectors x 4 edges.
+template <typename V, Weight kW>
+void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in,
+                      int64_t rows, int64_t nnz, int64_t fv, float* out, Stream s) {
+  const bool many_edges = nnz >= 4 * rows;
+  if (many_edges)
+    launch_vec<V, 32, 1, 8, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+  else if (fv <= 32)
+    launch_vec<V, 8, 2, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+  else
+    launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+}
+
 template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
-                 int64_t F, float* out, int device, Stream s) {
+                 int64_t nnz, int64_t F, float* out, int device, Stream s) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
-  const int grid = grid_for_rows(rows, device);
   if (F % 4 == 0 && aligned16(in) && aligned16(out)) {
-    pull_rows_kernel<float4, kW><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in),
-                                                           rows, F / 4, reinterpret_cast<float4*>(out));
+    launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
+  } else if (F % 2 == 0 && aligned8(in) && aligned8(out)) {
+    launch_vec_shape<float2, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 2, out, s);
   } else {
+    const int grid = grid_for_rows(rows, device);
     pull_rows_kernel<float, kW><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, F, out);
   }
   GT_CUDA_LAUNCH_CHECK();
@@ -153,9 +292,9 @@ void pull_forward(const Block& block, const Tensor& x, Reduce f, Tensor& y, Stre
   const float* in = x.data<float>();
   float* out = y.data<float>();
   if (f == Reduce::kMean)
-    launch_pull<Weight::kRowMean>(ptr, ids, nullptr, in, block.num_dst, x.size(1), out, dev, s);
+    launch_pull<Weight::kRowMean>(ptr, ids, nullptr, in, block.num_dst, block.nnz(), x.size(1), out, dev, s);
   else
-    launch_pull<Weight::kNone>(ptr, ids, nullptr, in, block.num_dst, x.size(1), out, dev, s);
+    launch_pull<Weight::kNone>(ptr, ids, nullptr, in, block.num_dst, block.nnz(), x.size(1), out, dev, s);
 }
 
 void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, Stream s) {
@@ -164,10 +303,10 @@ void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, S
   const int dev = dy.device().index;
   if (f == Reduce::kMean)
     launch_pull<Weight::kColMean>(t_ptr, t_ids, block.indptr.data<int64_t>(), dy.data<float>(), block.num_src,
-                                  dy.size(1), dx.data<float>(), dev, s);
+                                  block.nnz(), dy.size(1), dx.data<float>(), dev, s);
   else
-    launch_pull<Weight::kNone>(t_ptr, t_ids, nullptr, dy.data<float>(), block.num_src, dy.size(1),
-                               dx.data<float>(), dev, s);
+    launch_pull<Weight::kNone>(t_ptr, t_ids, nullptr, dy.data<float>(), block.num_src, block.nnz(),
+                               dy.size(1), dx.data<float>(), dev, s);
 }
 
 }  // namespace cuda_impl

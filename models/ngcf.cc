@@ -1,6 +1,5 @@
 // NGCF layer (contract in layers.h). Forward, with x the (dropped-out) input and x_v = x[:num_dst]:
-//   side, inter = ngcf_aggregate(x)          one fused pass, the E x F products never stored
-//   s = side + x_v
+//   s, inter = ngcf_aggregate(x), s = side + x_v   one fused pass, the E x F products never stored
 //   y = LeakyReLU(s W1 + b + inter W2)       two GEMMs into one output, then the activation
 // pyg_baseline.py's NGCFConv has a bias in each of its two Linears; their sum is one bias, so
 // the function is the same with one bias vector here.
@@ -37,8 +36,7 @@ class NgcfLayer final : public Layer {
     x_ = drop_.forward(ctx, h_in, training, step);
     s_ = empty2(block.num_dst, o_.in, dev);
     inter_ = empty2(block.num_dst, o_.in, dev);
-    ngcf_aggregate_forward(block, x_, o_.aggregation, s_, inter_, ctx.stream());
-    axpy(1.0f, x_.rows(0, block.num_dst), s_, ctx.stream());
+    ngcf_aggregate_forward(block, x_, o_.aggregation, s_, inter_, ctx.stream(), /*add_self=*/true);
     y_ = empty2(block.num_dst, o_.out, dev);
     linear_forward(s_, w1_.value, &b_.value, y_, ctx);
     linear_forward_accumulate(inter_, w2_.value, y_, ctx);

@@ -58,6 +58,28 @@ Vec ref_ngcf_backward(const Csr& g, const Vec& x, Reduce f, int64_t F, const Vec
   return dx;
 }
 
+// add_self forms side + x_v in the same pass: the same bits as the plain side plus x_v, and the
+// same y_inter. Float4 (F = 8) and scalar (F = 5) rows.
+GT_DEVICE_TEST(FusedNgcf, AddSelfIsSidePlusOwnRow) {
+  for (const int64_t F : {int64_t{8}, int64_t{5}}) {
+    Block b = test::random_block(60, 40, 9, 17 + static_cast<uint64_t>(F));
+    Block bd = b.to(dev);
+    const auto xf = random_floats(static_cast<std::size_t>(60 * F), 31);
+    Tensor x = tensor_on(xf, {60, F}, dev);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      Tensor ys = poisoned({40, F}, dev), yi = poisoned({40, F}, dev);
+      Tensor ys2 = poisoned({40, F}, dev), yi2 = poisoned({40, F}, dev);
+      ngcf_aggregate_forward(bd, x, f, ys, yi);
+      ngcf_aggregate_forward(bd, x, f, ys2, yi2, nullptr, /*add_self=*/true);
+      const auto side = ys.to_vector<float>(), plus = ys2.to_vector<float>();
+      for (int64_t i = 0; i < 40 * F; ++i)
+        ASSERT_EQ(plus[static_cast<std::size_t>(i)], side[static_cast<std::size_t>(i)] + xf[static_cast<std::size_t>(i)])
+            << "element " << i << " F=" << F << " " << rname(f);
+      EXPECT_EQ(yi2.to_vector<float>(), yi.to_vector<float>()) << "y_inter changed with add_self, F=" << F;
+    }
+  }
+}
+
 GT_DEVICE_TEST(FusedNgcf, MatchesReferenceAndFiniteDifferences) {
   Block b = make_block(9, 6, {0, 3, 3, 4, 8, 10, 11}, {0, 4, 8, 2, 1, 1, 7, 3, 5, 0, 8});
   const Csr g(b);

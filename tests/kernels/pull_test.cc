@@ -4,6 +4,7 @@
 // kernels' gather over the transpose). On CUDA the GPU is also compared with the CPU kernel.
 #include "kernels/pull.h"
 
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -183,11 +184,13 @@ GT_DEVICE_TEST(Pull, MatchesReferenceForManyWidths) {
     int max_deg;
     int64_t F;
   };
-  // F = 1 and 7: scalar path; 64, 128: float4 path; 4353 / 4352: many feature tiles on the scalar /
-  // float4 path.
-  // max_deg 70 exercises several 32-edge chunks per row.
+  // GPU paths: F = 1, 7, 131, 4353: scalar rows (several 128-column steps, the last one
+  // partial); 602, 6: float2 rows; 64, 128, 100, 4352:
+  // float4 rows (4352: many column steps). Degrees up to 70 (several 32-edge chunks, the
+  // 8-edges-in-flight shape) and up to 3 (the shapes for transposed-like blocks).
   for (const Case c : {Case{300, 200, 70, 1}, Case{300, 200, 9, 7}, Case{257, 255, 70, 64}, Case{120, 90, 12, 4353},
-                       Case{100, 80, 10, 4352}, Case{64, 40, 5, 128}}) {
+                       Case{100, 80, 10, 4352}, Case{64, 40, 5, 128}, Case{150, 70, 40, 131}, Case{200, 90, 30, 602},
+                       Case{400, 300, 3, 6}, Case{500, 60, 25, 100}, Case{400, 300, 3, 100}}) {
     Block b = test::random_block(c.num_src, c.num_dst, c.max_deg, static_cast<uint64_t>(c.F) * 7 + 3);
     Block bd = b.to(dev, st);
     const auto ptr = b.indptr.to_vector<int64_t>();
@@ -226,23 +229,31 @@ GT_DEVICE_TEST(Pull, MatchesReferenceForManyWidths) {
   }
 }
 
-// Views 4 bytes past a 16-byte boundary with F % 4 == 0: the GPU must take its scalar path.
+// Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
+// parent buffer just before each output view must stay untouched.
 GT_DEVICE_TEST(Pull, UnalignedViews) {
-  const int64_t num_src = 40, num_dst = 30, F = 8;
-  Block b = test::random_block(num_src, num_dst, 10, 21);
-  Block bd = b.to(dev);
-  const auto xf = random_floats(static_cast<std::size_t>(num_src * F + 1), 22);
-  Tensor x = tensor_on(xf, {num_src * F + 1}, dev).rows(1, num_src * F + 1).reshape({num_src, F});
-  Tensor y = poisoned({num_dst * F + 1}, dev).rows(1, num_dst * F + 1).reshape({num_dst, F});
-  pull_forward(bd, x, Reduce::kMean, y);
-  const Ref yr = ref_forward(b, to_double(std::vector<float>(xf.begin() + 1, xf.end())), F, Reduce::kMean);
-  expect_close(y.to_vector<float>(), yr.val, kPullTol, "unaligned forward", yr.mag);
-  const auto gf = random_floats(static_cast<std::size_t>(num_dst * F + 1), 23);
-  Tensor dy = tensor_on(gf, {num_dst * F + 1}, dev).rows(1, num_dst * F + 1).reshape({num_dst, F});
-  Tensor dx = poisoned({num_src * F + 1}, dev).rows(1, num_src * F + 1).reshape({num_src, F});
-  pull_backward(bd, dy, Reduce::kMean, dx);
-  const Ref dxr = ref_backward(b, to_double(std::vector<float>(gf.begin() + 1, gf.end())), F, Reduce::kMean);
-  expect_close(dx.to_vector<float>(), dxr.val, kPullTol, "unaligned backward", dxr.mag);
+  for (const int64_t F : {int64_t{8}, int64_t{6}, int64_t{130}}) {
+    const int64_t num_src = 40, num_dst = 30;
+    const std::string what = "F=" + std::to_string(F);
+    Block b = test::random_block(num_src, num_dst, 10, 21 + static_cast<uint64_t>(F));
+    Block bd = b.to(dev);
+    const auto xf = random_floats(static_cast<std::size_t>(num_src * F + 1), 22);
+    Tensor x = tensor_on(xf, {num_src * F + 1}, dev).rows(1, num_src * F + 1).reshape({num_src, F});
+    Tensor y_parent = poisoned({num_dst * F + 1}, dev);
+    Tensor y = y_parent.rows(1, num_dst * F + 1).reshape({num_dst, F});
+    pull_forward(bd, x, Reduce::kMean, y);
+    const Ref yr = ref_forward(b, to_double(std::vector<float>(xf.begin() + 1, xf.end())), F, Reduce::kMean);
+    expect_close(y.to_vector<float>(), yr.val, kPullTol, "unaligned forward " + what, yr.mag);
+    EXPECT_TRUE(std::isnan(y_parent.to_vector<float>()[0])) << "forward wrote before its view, " << what;
+    const auto gf = random_floats(static_cast<std::size_t>(num_dst * F + 1), 23);
+    Tensor dy = tensor_on(gf, {num_dst * F + 1}, dev).rows(1, num_dst * F + 1).reshape({num_dst, F});
+    Tensor dx_parent = poisoned({num_src * F + 1}, dev);
+    Tensor dx = dx_parent.rows(1, num_src * F + 1).reshape({num_src, F});
+    pull_backward(bd, dy, Reduce::kMean, dx);
+    const Ref dxr = ref_backward(b, to_double(std::vector<float>(gf.begin() + 1, gf.end())), F, Reduce::kMean);
+    expect_close(dx.to_vector<float>(), dxr.val, kPullTol, "unaligned backward " + what, dxr.mag);
+    EXPECT_TRUE(std::isnan(dx_parent.to_vector<float>()[0])) << "backward wrote before its view, " << what;
+  }
 }
 
 GT_DEVICE_TEST(Pull, EdgelessBlockAndEmptyShapes) {

@@ -1,0 +1,270 @@
+// Pull kernel design sweep: a standalone development tool (not part of the CMake build) that
+// times sum-aggregation kernel shapes on the four large blocks of pyg_baseline.py's WORKLOADS,
+// forward (CSR) and backward (transposed block), each checked against a reference kernel on the
+// same random inputs (outputs poisoned first). Variants: lanes per row (8/16/32), vector width
+// (float4/float2/float), vectors per lane, edges of loads in flight, and column tiles of
+// 128 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
+// kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o pull_sweep scripts/pull_sweep.cu
+//   ./pull_sweep [workload]        # on the GPU machine; prints one line per variant
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
+
+constexpr int kWarp = 32;
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ void vz(float& a) { a = 0.f; }
+__device__ __forceinline__ void vz(float2& a) { a = make_float2(0.f, 0.f); }
+__device__ __forceinline__ void vz(float4& a) { a = make_float4(0.f, 0.f, 0.f, 0.f); }
+__device__ __forceinline__ void va(float& a, float b) { a += b; }
+__device__ __forceinline__ void va(float2& a, float2 b) { a.x += b.x; a.y += b.y; }
+__device__ __forceinline__ void va(float4& a, float4 b) { a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w; }
+
+// Generic: LPR lanes per row (warp = 32/LPR rows), U vectors per lane per sub-tile, E edges of
+// loads in flight. Items (tile, group) tile-major through blockIdx.y = tile. span = vectors per tile.
+template <typename V, int LPR, int U, int E>
+__global__ void __launch_bounds__(256) pull_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                              const V* __restrict__ in, int64_t rows, int64_t fv, int64_t span,
+                                              V* __restrict__ out) {
+  constexpr int RPW = kWarp / LPR;
+  const int lane = threadIdx.x % kWarp, sub = lane % LPR;
+  const int64_t group = (int64_t)blockIdx.x * 8 + threadIdx.x / kWarp;
+  const int64_t row = group * RPW + lane / LPR;
+  if (group * RPW >= rows) return;  // whole warp
+  int64_t start = 0, deg = 0;
+  if (row < rows) { start = ptr[row]; deg = ptr[row + 1] - start; }
+  int64_t maxd = deg;
+#pragma unroll
+  for (int o = LPR; o < kWarp; o *= 2) { int64_t t = __shfl_xor_sync(kFull, maxd, o); maxd = t > maxd ? t : maxd; }
+  const int64_t cb = (int64_t)blockIdx.y * span, ce = cb + span < fv ? cb + span : fv;
+  for (int64_t c0 = cb; c0 < ce; c0 += LPR * U) {
+    V acc[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) vz(acc[u]);
+    for (int64_t e0 = 0; e0 < maxd; e0 += LPR) {
+      const int my = e0 + sub < deg ? ids[start + e0 + sub] : 0;
+      const int n = (int)(maxd - e0 < LPR ? maxd - e0 : LPR);
+      for (int j = 0; j < n; j += E) {
+        V v[E][U];
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          const int id = __shfl_sync(kFull, my, (j + k) & (LPR - 1), LPR);
+          const bool ok = e0 + j + k < deg;
+          const V* src = in + (int64_t)id * fv;
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t c = c0 + u * LPR + sub;
+            vz(v[k][u]);
+            if (ok && c < ce) v[k][u] = __ldg(src + c);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < E; ++k)
+#pragma unroll
+          for (int u = 0; u < U; ++u) va(acc[u], v[k][u]);
+      }
+    }
+    if (row < rows) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * LPR + sub;
+        if (c < ce) out[row * fv + c] = acc[u];
+      }
+    }
+  }
+}
+
+// The production kernel as of 8bc5515 (warp per row, kUnroll 4, no edge unroll, grid-stride).
+template <typename V>
+__global__ void __launch_bounds__(256) cur_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                             const V* __restrict__ in, int64_t rows, int64_t fv, V* __restrict__ out) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < rows; row += (int64_t)gridDim.x * 8) {
+    const int64_t start = ptr[row], end = ptr[row + 1];
+    for (int64_t c0 = 0; c0 < fv; c0 += 128) {
+      V acc[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) vz(acc[k]);
+      for (int64_t e0 = start; e0 < end; e0 += 32) {
+        const int n = (int)(end - e0 < 32 ? end - e0 : 32);
+        int my = lane < n ? ids[e0 + lane] : 0;
+        for (int j = 0; j < n; ++j) {
+          const int id = __shfl_sync(kFull, my, j);
+          const V* src = in + (int64_t)id * fv;
+#pragma unroll
+          for (int k = 0; k < 4; ++k) { int64_t c = c0 + k * 32 + lane; if (c < fv) va(acc[k], __ldg(src + c)); }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) { int64_t c = c0 + k * 32 + lane; if (c < fv) out[row * fv + c] = acc[k]; }
+    }
+  }
+}
+
+__global__ void init_k(float* x, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull; h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 29;
+    x[i] = (float)((h >> 40) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f;
+  }
+}
+
+struct Blk { int64_t rows, cols, nnz; std::vector<int64_t> ptr; std::vector<int32_t> ids; };
+
+Blk make_block(int64_t s, int64_t d, int64_t e, uint64_t seed) {
+  Blk b{d, s, e, std::vector<int64_t>(d + 1), std::vector<int32_t>(e)};
+  std::mt19937_64 g(seed);
+  std::uniform_int_distribution<int64_t> u(0, s - 1);
+  int64_t base = e / d, extra = e - base * d, at = 0;
+  for (int64_t r = 0; r < d; ++r) { b.ptr[r] = at; at += base + (r < extra ? 1 : 0); }
+  b.ptr[d] = at;
+  for (auto& x : b.ids) x = (int32_t)u(g);
+  return b;
+}
+Blk transpose(const Blk& b) {
+  Blk t{b.cols, b.rows, b.nnz, std::vector<int64_t>(b.cols + 1, 0), std::vector<int32_t>(b.nnz)};
+  for (auto c : b.ids) t.ptr[c + 1]++;
+  for (int64_t i = 0; i < b.cols; ++i) t.ptr[i + 1] += t.ptr[i];
+  std::vector<int64_t> at(t.ptr.begin(), t.ptr.end() - 1);
+  for (int64_t r = 0; r < b.rows; ++r)
+    for (int64_t k = b.ptr[r]; k < b.ptr[r + 1]; ++k) t.ids[at[b.ids[k]]++] = (int32_t)r;
+  return t;
+}
+
+struct Dev { int64_t *ptr; int32_t* ids; float *in, *out, *ref; int64_t rows, cols, nnz, F; int64_t distinct; };
+
+double time_ms(const std::function<void()>& f, int iters = 20) {
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();
+  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) { CK(cudaEventRecord(a)); f(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b)); float ms; CK(cudaEventElapsedTime(&ms, a, b)); t.push_back(ms); }
+  CK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+__global__ void err_k(const float* o, const float* r, int64_t n, unsigned* m) {
+  float best = 0.f;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float e = fabsf(o[i] - r[i]) / (1.f + fabsf(r[i]));
+    if (!(e <= best)) best = isnan(e) ? 1e9f : e;
+  }
+  atomicMax(m, __float_as_uint(best));
+}
+double max_err(const Dev& d) {
+  unsigned* m; CK(cudaMalloc(&m, 4)); CK(cudaMemset(m, 0, 4));
+  err_k<<<1024, 256>>>(d.out, d.ref, d.rows * d.F, m); CK(cudaGetLastError());
+  unsigned h; CK(cudaMemcpy(&h, m, 4, cudaMemcpyDeviceToHost)); CK(cudaFree(m));
+  float f; memcpy(&f, &h, 4); return f;
+}
+
+int g_sms = 132;
+
+template <typename V, int LPR, int U, int E>
+void run_gen(const char* shape, Dev& d, int64_t span_bytes, double floor_bytes) {
+  const int w = sizeof(V) / 4;
+  if (d.F % w) return;
+  const int64_t fv = d.F / w;
+  int64_t span = span_bytes <= 0 ? fv : span_bytes / (int64_t)sizeof(V);
+  if (span > fv) span = fv;
+  if (span <= 0) return;
+  const int64_t tiles = (fv + span - 1) / span;
+  const int64_t groups = (d.rows + kWarp / LPR - 1) / (kWarp / LPR);
+  dim3 grid((unsigned)((groups + 7) / 8), (unsigned)tiles);
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] { pull_k<V, LPR, U, E><<<grid, 256>>>(d.ptr, d.ids, (const V*)d.in, d.rows, fv, span, (V*)d.out); };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  double err = max_err(d);
+  double ms = time_ms(f);
+  printf("%-18s V%d LPR%2d U%d E%d span %6lldB  %8.4f ms  %7.1f GB/s  err %.1e\n", shape, w, LPR, U, E,
+         (long long)(span * sizeof(V)), ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
+template <typename V>
+void run_cur(const char* shape, Dev& d, double floor_bytes, bool as_ref) {
+  const int w = sizeof(V) / 4;
+  const int64_t fv = d.F / w;
+  int64_t needed = (d.rows + 7) / 8, res = (int64_t)g_sms * 8;
+  int grid = (int)std::min(needed, res);
+  float* o = as_ref ? d.ref : d.out;
+  auto f = [&] { cur_k<V><<<grid, 256>>>(d.ptr, d.ids, (const V*)d.in, d.rows, fv, (V*)o); };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  if (as_ref) return;
+  double ms = time_ms(f);
+  printf("%-18s CURRENT V%d                       %8.4f ms  %7.1f GB/s\n", shape, w, ms, floor_bytes / ms / 1e6);
+}
+
+void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool backward) {
+  Blk b = make_block(s, dd, e, 42);
+  if (backward) b = transpose(b);
+  Dev d{};
+  d.rows = b.rows; d.cols = b.cols; d.nnz = b.nnz; d.F = F;
+  std::vector<char> seen(b.cols, 0); int64_t distinct = 0;
+  for (auto c : b.ids) if (!seen[c]) { seen[c] = 1; ++distinct; }
+  CK(cudaMalloc(&d.ptr, (b.rows + 1) * 8)); CK(cudaMalloc(&d.ids, std::max<int64_t>(1, b.nnz) * 4));
+  CK(cudaMalloc(&d.in, b.cols * F * 4)); CK(cudaMalloc(&d.out, b.rows * F * 4)); CK(cudaMalloc(&d.ref, b.rows * F * 4));
+  CK(cudaMemcpy(d.ptr, b.ptr.data(), (b.rows + 1) * 8, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.ids, b.ids.data(), b.nnz * 4, cudaMemcpyHostToDevice));
+  init_k<<<2048, 256>>>(d.in, b.cols * F); CK(cudaGetLastError());
+  const double floor_bytes = (double)(distinct + b.rows) * F * 4 + (double)b.nnz * 4 + (b.rows + 1) * 8.0;
+  std::string shape = std::string(name) + (backward ? "/bwd" : "/fwd");
+  printf("== %s rows %lld cols %lld nnz %lld F %lld distinct %lld floor %.1f MB\n", shape.c_str(), (long long)b.rows,
+         (long long)b.cols, (long long)b.nnz, (long long)F, (long long)distinct, floor_bytes / 1e6);
+  const char* sh = shape.c_str();
+  const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
+  if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
+  if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
+  const int64_t spans[] = {0, 128, 256, 512, 1024};
+  for (int64_t sp : spans) {
+    if (v4) {
+      run_gen<float4, 32, 1, 4>(sh, d, sp, floor_bytes);
+      run_gen<float4, 32, 1, 8>(sh, d, sp, floor_bytes);
+      run_gen<float4, 16, 1, 8>(sh, d, sp, floor_bytes);
+      run_gen<float4, 8, 1, 8>(sh, d, sp, floor_bytes);
+      run_gen<float4, 8, 4, 2>(sh, d, sp, floor_bytes);
+      run_gen<float4, 8, 2, 4>(sh, d, sp, floor_bytes);
+    }
+    if (v2) {
+      run_gen<float2, 32, 2, 4>(sh, d, sp, floor_bytes);
+      run_gen<float2, 32, 1, 8>(sh, d, sp, floor_bytes);
+      run_gen<float2, 16, 1, 8>(sh, d, sp, floor_bytes);
+      run_gen<float2, 16, 2, 4>(sh, d, sp, floor_bytes);
+    }
+    run_gen<float, 32, 4, 2>(sh, d, sp, floor_bytes);
+    run_gen<float, 32, 2, 4>(sh, d, sp, floor_bytes);
+    run_gen<float, 32, 1, 8>(sh, d, sp, floor_bytes);
+    run_gen<float, 32, 4, 4>(sh, d, sp, floor_bytes);
+  }
+  CK(cudaFree(d.ptr)); CK(cudaFree(d.ids)); CK(cudaFree(d.in)); CK(cudaFree(d.out)); CK(cudaFree(d.ref));
+}
+
+int main(int argc, char** argv) {
+  cudaDeviceProp p; CK(cudaGetDeviceProperties(&p, 0)); g_sms = p.multiProcessorCount;
+  printf("device %s SMs %d L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+  { // copy bandwidth
+    float *a, *b; size_t n = 1 << 28; CK(cudaMalloc(&a, n * 4)); CK(cudaMalloc(&b, n * 4));
+    double ms = time_ms([&] { CK(cudaMemcpyAsync(b, a, n * 4, cudaMemcpyDeviceToDevice)); });
+    printf("d2d copy %.1f GB/s\n", 2.0 * n * 4 / ms / 1e6); CK(cudaFree(a)); CK(cudaFree(b)); }
+  std::string only = argc > 1 ? argv[1] : "";
+  struct W { const char* n; int64_t s, d, e, F; } ws[] = {
+      {"products", 351000, 50000, 767000 - 150000, 100}, {"reddit2", 185000, 57000, 912000 - 171000, 602},
+      {"wiki-talk", 29000, 8000, 60000 - 24000, 4353}, {"livejournal", 233000, 28000, 393000 - 84000, 4353}};
+  for (auto& w : ws) {
+    if (!only.empty() && only.find(w.n) == std::string::npos) continue;
+    sweep(w.n, w.s, w.d, w.e, w.F, false);
+    sweep(w.n, w.s, w.d, w.e, w.F, true);
+  }
+}
