@@ -1,8 +1,13 @@
 // gt-bench dkp: dynamic kernel placement on the four workloads of pyg_baseline.py (docs/dkp.md).
 //
-//   gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]
+//   gt-bench dkp [--workload NAME]... [--model gcn,sage,gin] [--iters 20] [--warmup 8] [--scale 1]
+//                [--device auto] [--json FILE]
+//   gt-bench dkp --dataset FILE.h5 [--fanouts 10,10] [--batch 1024] [--model ...] [...]
 //
-// Per workload, one 2-layer GCN training step (forward, softmax cross-entropy, backward, Adam;
+// With --dataset, the case is the first training batch of a real dataset (gt-data import-ogb),
+// sampled as the trainer samples it (seed 0, shuffled train split), with its own feature width
+// and classes, instead of the synthetic workloads.
+// Per workload and model (default gcn), one 2-layer training step (forward, softmax cross-entropy, backward, Adam;
 // hidden 64, no dropout) is timed with model.dkp = aggregate-first, combine-first and auto: the
 // median of --iters steps after 3 untimed ones, each step bracketed by device synchronisation
 // and timed on the host's steady clock. Auto first runs --warmup training steps on the same
@@ -14,6 +19,8 @@
 // quick CPU run; the GPU numbers use 1.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -29,6 +36,9 @@
 #include "framework/optimizer.h"
 #include "kernels/loss.h"
 #include "models/model.h"
+#include "preprocess/dataset.h"
+#include "preprocess/loader.h"
+#include "preprocess/sampler.h"
 
 namespace {
 
@@ -36,9 +46,13 @@ using namespace gt_bench;
 
 struct DkpOptions {
   std::vector<std::string> workloads;
+  std::vector<std::string> models;
   int iters = 20, warmup = 8;
   double scale = 1.0;
   std::string device = "auto", json;
+  std::string dataset;
+  std::vector<int64_t> fanouts = {10, 10};
+  int64_t batch = 1024;
 };
 
 DkpOptions parse_dkp(int argc, char** argv) {
@@ -53,6 +67,13 @@ DkpOptions parse_dkp(int argc, char** argv) {
       std::stringstream ss(value());
       for (std::string w; std::getline(ss, w, ',');)
         if (!w.empty()) o.workloads.push_back(w);
+    } else if (a == "--model") {
+      std::stringstream ss(value());
+      for (std::string m; std::getline(ss, m, ',');) {
+        if (m != "gcn" && m != "sage" && m != "gin")
+          throw gt::Error("unknown --model '" + m + "'", "gt-bench dkp", "placement applies to gcn, sage and gin");
+        o.models.push_back(m);
+      }
     } else if (a == "--iters") {
       o.iters = std::stoi(value());
     } else if (a == "--warmup") {
@@ -63,12 +84,23 @@ DkpOptions parse_dkp(int argc, char** argv) {
       o.device = value();
     } else if (a == "--json") {
       o.json = value();
+    } else if (a == "--dataset") {
+      o.dataset = value();
+    } else if (a == "--fanouts") {
+      o.fanouts.clear();
+      std::stringstream ss(value());
+      for (std::string f; std::getline(ss, f, ',');) o.fanouts.push_back(std::stoll(f));
+      if (o.fanouts.empty()) throw gt::Error("--fanouts needs at least one value", "gt-bench dkp", "");
+    } else if (a == "--batch") {
+      o.batch = std::stoll(value());
+      if (o.batch < 1) throw gt::Error("--batch must be >= 1", "gt-bench dkp", "");
     } else {
       throw gt::Error("unknown option " + a, "gt-bench dkp", "see the header of examples/bench_dkp.cc");
     }
   }
   if (o.iters < 1 || o.warmup < 2 || !(o.scale > 0 && o.scale <= 1))
     throw gt::Error("need --iters >= 1, --warmup >= 2 and 0 < --scale <= 1", "gt-bench dkp", "");
+  if (o.models.empty()) o.models = {"gcn"};
   for (auto& w : o.workloads) {
     bool ok = false;
     for (auto& k : workloads()) ok |= w == k.name;
@@ -89,115 +121,173 @@ struct ModeResult {
   double pred_error = -1;
 };
 
+// One benchmark case: a batch's blocks on the device, its input features and seed labels.
+struct Case {
+  std::string name;
+  std::vector<gt::Block> blocks;
+  gt::Tensor x, y;
+  int64_t feature_dim = 0, hidden = 64, classes = 0;
+};
+
+Case synthetic_case(const Workload& w, double scale, const gt::Context& ctx) {
+  Case c;
+  c.name = w.name;
+  c.feature_dim = w.feature_dim;
+  c.hidden = w.hidden;
+  c.classes = w.classes;
+  int64_t prev_dst = -1;
+  for (std::size_t l = 0; l < w.blocks.size(); ++l) {
+    Shape3 s = w.blocks[l];
+    if (scale < 1) {
+      s.n_dst = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(s.n_dst) * scale));
+      s.n_src = std::max<int64_t>(s.n_dst, static_cast<int64_t>(static_cast<double>(s.n_src) * scale));
+      s.nnz = std::max<int64_t>(s.n_dst, static_cast<int64_t>(static_cast<double>(s.nnz) * scale));
+    }
+    if (prev_dst >= 0) s.n_src = prev_dst;  // layer l's sources are layer l-1's destinations
+    prev_dst = s.n_dst;
+    c.blocks.push_back(even_block(s, 10 + l).block.to(ctx.device(), ctx.stream()));
+  }
+  c.x = random_tensor(c.blocks[0].num_src, w.feature_dim, 4, ctx);
+  std::vector<int32_t> labels(static_cast<std::size_t>(c.blocks.back().num_dst));
+  std::mt19937_64 gen(5);
+  for (auto& v : labels) v = static_cast<int32_t>(gen() % static_cast<uint64_t>(w.classes));
+  c.y = gt::Tensor::from_vector(labels).to(ctx.device(), ctx.stream());
+  return c;
+}
+
+// The first training batch of a real dataset, sampled as the trainer samples it (seed 0).
+Case dataset_case(const DkpOptions& o, const gt::Context& ctx) {
+  const gt::Dataset ds = gt::load_dataset(o.dataset);
+  Case c;
+  c.name = std::filesystem::path(o.dataset).stem().string();
+  c.feature_dim = ds.features.size(1);
+  c.classes = ds.info.num_classes;
+  gt::NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, o.fanouts,
+                              /*self_loops=*/false, 0);
+  const auto batches = gt::make_batches(ds.split("train"), o.batch, /*shuffle=*/true, 0, 1);
+  if (batches.empty()) throw gt::Error("the train split of " + o.dataset + " is empty", "gt-bench dkp", "");
+  gt::SampledBatch b = sampler.sample(batches[0], uint64_t{1} << 20);
+  for (gt::Block& blk : b.blocks) c.blocks.push_back(blk.to(ctx.device(), ctx.stream()));
+  gt::Tensor x = gt::Tensor::empty({static_cast<int64_t>(b.input_nodes.size()), c.feature_dim}, gt::DType::kFloat32,
+                                   gt::Device::cpu());
+  gt::gather_rows(ds.features, b.input_nodes, x);
+  c.x = x.to(ctx.device(), ctx.stream());
+  std::vector<int32_t> labels;
+  for (int64_t v : b.seeds) labels.push_back(std::max(0, ds.labels[static_cast<std::size_t>(v)]));
+  c.y = gt::Tensor::from_vector(labels).to(ctx.device(), ctx.stream());
+  return c;
+}
+
 }  // namespace
 
 int bench_dkp(int argc, char** argv) {
   const DkpOptions o = parse_dkp(argc, argv);
   gt::Context ctx(gt::Context::parse_device(o.device));
   const std::string dev_name = gt::device_name(ctx.device());
-  std::printf("device %s, GCN 2 layers, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
+  std::printf("device %s, 2 layers, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
               dev_name.c_str(), o.scale);
-  std::printf("| workload | aggregate-first ms | combine-first ms | auto ms | auto orders (layer 0, 1) | auto / best fixed "
-              "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("| workload | model | aggregate-first ms | combine-first ms | auto ms | auto orders (layer 0, 1) | auto / best fixed "
+              "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|---|\n");
   gt::MetricsWriter out(o.json);
-  for (const Workload& w : workloads()) {
-    if (!o.workloads.empty() && std::find(o.workloads.begin(), o.workloads.end(), w.name) == o.workloads.end()) continue;
+  // One builder per case, run lazily so only one case's tensors are resident at a time.
+  std::vector<std::function<Case()>> cases;
+  if (!o.dataset.empty()) {
+    cases.push_back([&] { return dataset_case(o, ctx); });
+  } else {
+    for (const Workload& w : workloads())
+      if (o.workloads.empty() || std::find(o.workloads.begin(), o.workloads.end(), w.name) != o.workloads.end())
+        cases.push_back([&o, &ctx, &w] { return synthetic_case(w, o.scale, ctx); });
+  }
+  for (const auto& build : cases) {
     gt::release_cached_memory();
-    std::vector<gt::Block> blocks;
-    int64_t prev_dst = -1;
-    for (std::size_t l = 0; l < w.blocks.size(); ++l) {
-      Shape3 s = w.blocks[l];
-      if (o.scale < 1) {
-        s.n_dst = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(s.n_dst) * o.scale));
-        s.n_src = std::max<int64_t>(s.n_dst, static_cast<int64_t>(static_cast<double>(s.n_src) * o.scale));
-        s.nnz = std::max<int64_t>(s.n_dst, static_cast<int64_t>(static_cast<double>(s.nnz) * o.scale));
-      }
-      if (prev_dst >= 0) s.n_src = prev_dst;  // layer l's sources are layer l-1's destinations
-      prev_dst = s.n_dst;
-      blocks.push_back(even_block(s, 10 + l).block.to(ctx.device(), ctx.stream()));
-    }
-    gt::Tensor x = random_tensor(blocks[0].num_src, w.feature_dim, 4, ctx);
-    std::vector<int32_t> labels(static_cast<std::size_t>(blocks.back().num_dst));
-    std::mt19937_64 gen(5);
-    for (auto& c : labels) c = static_cast<int32_t>(gen() % static_cast<uint64_t>(w.classes));
-    gt::Tensor y = gt::Tensor::from_vector(labels).to(ctx.device(), ctx.stream());
+    const Case c = build();
+    const std::vector<gt::Block>& blocks = c.blocks;
+    const gt::Tensor& x = c.x;
+    const gt::Tensor& y = c.y;
     ctx.synchronize();
 
-    ModeResult res[3];
-    const char* modes[3] = {"aggregate-first", "combine-first", "auto"};
-    for (int m = 0; m < 3; ++m) {
-      gt::ModelConfig mc;
-      mc.type = "gcn";
-      mc.hidden = w.hidden;
-      mc.layers = static_cast<int64_t>(blocks.size());
-      mc.dropout = 0.0;
-      mc.dkp = modes[m];
-      try {
-        auto model = gt::build_model(mc, w.feature_dim, w.classes, ctx.device(), 0);
-        gt::DkpPlanner* planner = model->dkp();
-        planner->configure("", o.warmup);
-        gt::OptimizerConfig oc;
-        oc.lr = 1e-3;
-        auto opt = gt::make_optimizer(oc);
-        uint64_t step = 0;
-        auto one_step = [&] {
-          gt::Tensor logits = model->forward(ctx, blocks, x, /*training=*/true, ++step);
-          gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
-          gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
-          model->backward(ctx, blocks, dlogits);
-          opt->step(ctx, model->params());
-        };
-        if (m == 2) {
-          for (int i = 0; i < o.warmup; ++i) one_step();  // measured warm-up, then the fit
-          planner->validate_next(2);
-          one_step();
-          one_step();
-          res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
-        }
-        for (int i = 0; i < 3; ++i) one_step();
-        std::vector<double> times;
-        for (int i = 0; i < o.iters; ++i) {
-          ctx.synchronize();
-          const auto t0 = std::chrono::steady_clock::now();
-          one_step();
-          ctx.synchronize();
-          times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        }
-        res[m].ms = median(times);
-        for (std::size_t l = 0; l < blocks.size(); ++l) {
-          const gt::Block& b = blocks[l];
-          const int64_t in = l == 0 ? w.feature_dim : w.hidden, outw = l + 1 == blocks.size() ? w.classes : w.hidden;
-          gt::DkpShape s{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
-          res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
-                           (planner->plan(s) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
-        }
-      } catch (const gt::Error& e) {
-        res[m].error = e.what();
-      }
-    }
-    const bool ok = res[0].error.empty() && res[1].error.empty() && res[2].error.empty();
-    if (ok) {
-      const double best = std::min(res[0].ms, res[1].ms);
-      std::printf("| %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %.1f%% |\n", w.name, res[0].ms, res[1].ms, res[2].ms,
-                  res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, 100.0 * res[2].pred_error);
-    } else {
-      for (int m = 0; m < 3; ++m)
-        if (!res[m].error.empty()) std::printf("| %s | %s failed: %s | | | | | | |\n", w.name, modes[m], res[m].error.c_str());
-    }
-    if (!o.json.empty()) {
-      gt::JsonRecord r;
-      r.add("bench", std::string("dkp")).add("workload", std::string(w.name)).add("device", dev_name);
-      r.add("scale", o.scale).add("feature_dim", w.feature_dim);
+    for (const std::string& model_type : o.models) {
+      ModeResult res[3];
+      const char* modes[3] = {"aggregate-first", "combine-first", "auto"};
       for (int m = 0; m < 3; ++m) {
-        const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
-        if (res[m].error.empty()) r.add(k + "_ms", res[m].ms);
-        else r.add(k + "_error", res[m].error);
+        gt::ModelConfig mc;
+        mc.type = model_type;
+        mc.hidden = c.hidden;
+        mc.layers = static_cast<int64_t>(blocks.size());
+        mc.dropout = 0.0;
+        mc.dkp = modes[m];
+        try {
+          auto model = gt::build_model(mc, c.feature_dim, c.classes, ctx.device(), 0);
+          gt::DkpPlanner* planner = model->dkp();
+          planner->configure("", o.warmup);
+          gt::OptimizerConfig oc;
+          oc.lr = 1e-3;
+          auto opt = gt::make_optimizer(oc);
+          uint64_t step = 0;
+          auto one_step = [&] {
+            gt::Tensor logits = model->forward(ctx, blocks, x, /*training=*/true, ++step);
+            gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
+            gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
+            model->backward(ctx, blocks, dlogits);
+            opt->step(ctx, model->params());
+          };
+          if (m == 2) {
+            for (int i = 0; i < o.warmup; ++i) one_step();  // measured warm-up, then the fit
+            planner->validate_next(2);
+            one_step();
+            one_step();
+            res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
+          }
+          for (int i = 0; i < 3; ++i) one_step();
+          std::vector<double> times;
+          for (int i = 0; i < o.iters; ++i) {
+            ctx.synchronize();
+            const auto t0 = std::chrono::steady_clock::now();
+            one_step();
+            ctx.synchronize();
+            times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          }
+          res[m].ms = median(times);
+          for (std::size_t l = 0; l < blocks.size(); ++l) {
+            const gt::Block& b = blocks[l];
+            // The placed GEMM's width: the layer output, or GIN's inner MLP width (hidden).
+            const int64_t in = l == 0 ? c.feature_dim : c.hidden;
+            const int64_t outw = model_type == "gin" || l + 1 < blocks.size() ? c.hidden : c.classes;
+            gt::DkpShape s{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
+            res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
+                             (planner->plan(s) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
+          }
+        } catch (const gt::Error& e) {
+          res[m].error = e.what();
+        }
       }
+      const bool ok = res[0].error.empty() && res[1].error.empty() && res[2].error.empty();
       if (ok) {
-        r.add("auto_orders", res[2].orders).add("auto_over_best_fixed", res[2].ms / std::min(res[0].ms, res[1].ms));
-        r.add("speedup_over_aggregate_first", res[0].ms / res[2].ms).add("prediction_mean_rel_error", res[2].pred_error);
+        const double best = std::min(res[0].ms, res[1].ms);
+        std::printf("| %s | %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %.1f%% |\n", c.name.c_str(), model_type.c_str(),
+                    res[0].ms, res[1].ms, res[2].ms,
+                    res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, 100.0 * res[2].pred_error);
+      } else {
+        for (int m = 0; m < 3; ++m)
+          if (!res[m].error.empty()) std::printf("| %s | %s | %s failed: %s | | | | | | |\n", c.name.c_str(), model_type.c_str(), modes[m],
+                        res[m].error.c_str());
       }
-      out.write(r);
+      if (!o.json.empty()) {
+        gt::JsonRecord r;
+        r.add("bench", std::string("dkp")).add("workload", c.name).add("model", model_type);
+        r.add("device", dev_name);
+        r.add("scale", o.scale).add("feature_dim", c.feature_dim);
+        for (int m = 0; m < 3; ++m) {
+          const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
+          if (res[m].error.empty()) r.add(k + "_ms", res[m].ms);
+          else r.add(k + "_error", res[m].error);
+        }
+        if (ok) {
+          r.add("auto_orders", res[2].orders).add("auto_over_best_fixed", res[2].ms / std::min(res[0].ms, res[1].ms));
+          r.add("speedup_over_aggregate_first", res[0].ms / res[2].ms).add("prediction_mean_rel_error", res[2].pred_error);
+        }
+        out.write(r);
+      }
     }
   }
   return 0;

@@ -177,9 +177,9 @@ const std::vector<Field>& fields() {
       real_field("model.gin_eps", GT_GET(model, gin_eps), -1.0, 1000.0,
                  "GIN: a node's own features enter with weight 1 + eps (fixed, not learned)"),
       string_field("model.dkp", GT_GET(model, dkp), {"aggregate-first", "combine-first", "auto"},
-                   "GCN kernel placement (docs/dkp.md): Pull then MatMul, MatMul on every source row then Pull, or "
-                   "per layer and batch the order a fitted cost model predicts cheaper; other models need "
-                   "aggregate-first"),
+                   "kernel placement of gcn, sage and gin (docs/dkp.md): Pull then MatMul, MatMul on every source "
+                   "row then Pull, or per layer and batch the order a fitted cost model predicts cheaper; ngcf and "
+                   "gat need aggregate-first"),
       string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
@@ -343,8 +343,9 @@ void validate_config(const Config& cfg) {
   for (auto f : cfg.sampling.fanouts)
     if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.fanouts entries must be >= 1 or -1");
   if (cfg.dataset.path.empty()) GT_THROW(src, "", "dataset.path is empty");
-  if (cfg.model.dkp != "aggregate-first" && cfg.model.type != "gcn")
-    GT_THROW(src, "kernel placement is implemented for gcn only; set model.dkp=aggregate-first",
+  if (cfg.model.dkp != "aggregate-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
+      cfg.model.type != "gin")
+    GT_THROW(src, "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first",
              "model.dkp is '", cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/dense.h"
 #include "kernels/elementwise.h"
 #include "kernels/pull.h"
+#include "models/layer_common.h"
 
 namespace gt {
 namespace {
@@ -68,159 +69,157 @@ class MeanLayerBase : public Layer {
   Tensor out_;
 };
 
-// GCN in either order (framework/dkp.h). With x the (dropped-out) input, Z = x W:
-//   aggregate first: A = mean(x) [n_dst, in], y = act(A W + b);
+// The linear aggregation of GCN and GraphSAGE in either order (framework/dkp.h). With x the
+// (dropped-out) input, W the aggregated branch's weight and bias b (optional):
+//   aggregate first: A = mean(x) [n_dst, in], t = A W + b;
 //     backward: dW = A^T dt, db = colsum(dt), dx = mean^T(dt W^T)        (dx only when needed)
-//   combine first:   Z = x W [n_src, out], y = act(mean(Z) + b);
+//   combine first:   Z = x W [n_src, out], t = mean(Z) + b;
 //     backward: db = colsum(dt), dZ = mean^T(dt) [n_src, out], dW = x^T dZ, dx = dZ W^T
-// with dt = dy * act'(y). The bias is added after the aggregation in both orders.
-class GcnLayer final : public MeanLayerBase {
+// The bias is added after the aggregation in both orders.
+class PlacedLayerBase : public MeanLayerBase {
+ protected:
+  explicit PlacedLayerBase(const LayerOptions& o) : MeanLayerBase(o), place_(o) {}
+
+  Tensor neighbour_forward(const Context& ctx, const Block& block, const Tensor& x, const Param& w, const Param* b) {
+    place_.choose(block, o_.in, o_.out);
+    Tensor y = Tensor::empty({block.num_dst, o_.out}, DType::kFloat32, x.device());
+    const Tensor* bias = b ? &b->value : nullptr;
+    if (!place_.combine_first()) {
+      x_ = Tensor();
+      place_.timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.in), [&] { agg_ = aggregate(ctx, block, x); });
+      place_.timed(ctx, gemm_features(block.num_dst, o_.in, o_.out),
+                   [&] { linear_forward(agg_, w.value, bias, y, ctx); });
+      return y;
+    }
+    x_ = x;
+    agg_ = Tensor();
+    Tensor z = Tensor::empty({block.num_src, o_.out}, DType::kFloat32, x.device());
+    place_.timed(ctx, gemm_features(block.num_src, o_.in, o_.out), [&] { linear_forward(x, w.value, nullptr, z, ctx); });
+    place_.timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.out),
+                 [&] { pull_forward(block, z, Reduce::kMean, y, ctx.stream()); });
+    if (bias) bias_activation_forward(bias, Activation::kNone, 0.0f, y, ctx);
+    return y;
+  }
+
+  // dt: the gradient of t. Writes w.grad (and b->grad); returns dx [n_src, in] when needed.
+  Tensor neighbour_backward(const Context& ctx, const Block& block, const Tensor& dt, Param& w, Param* b,
+                            bool need_input_grad) {
+    const int grads = need_input_grad ? 2 : 1;
+    Tensor* db = b ? &b->grad : nullptr;
+    Tensor dx;
+    if (place_.combine_first()) {
+      if (db) bias_backward(dt, *db, ctx);
+      Tensor dzsrc;
+      place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.out),
+                   [&] { dzsrc = aggregate_backward(ctx, block, dt); });
+      if (need_input_grad) dx = Tensor::empty(x_.shape(), DType::kFloat32, dt.device());
+      place_.timed(ctx, gemm_features(block.num_src, o_.in, o_.out, grads),
+                   [&] { linear_backward(x_, w.value, dzsrc, need_input_grad ? &dx : nullptr, w.grad, nullptr, ctx); });
+      return dx;
+    }
+    Tensor dagg;
+    if (need_input_grad) dagg = Tensor::empty(agg_.shape(), DType::kFloat32, dt.device());
+    place_.timed(ctx, gemm_features(block.num_dst, o_.in, o_.out, grads),
+                 [&] { linear_backward(agg_, w.value, dt, need_input_grad ? &dagg : nullptr, w.grad, db, ctx); });
+    if (!need_input_grad) return dx;
+    place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.in),
+                 [&] { dx = aggregate_backward(ctx, block, dagg); });
+    return dx;
+  }
+
+  // --print-graph listing: the order line, then the ops; `root` adds GraphSAGE's root MatMul.
+  std::string describe_ops(const Block& block, bool root) const {
+    std::string out;
+    const DkpOrder order = place_.plan(block, o_.in, o_.out, &out);
+    if (o_.dropout > 0)
+      out += layer_detail::op_line("Dropout p=" + std::to_string(o_.dropout).substr(0, 4) + " (training)",
+                                   block.num_src, o_.in);
+    const std::string pull = "Pull mean (" + std::to_string(block.nnz()) + " edges)";
+    const std::string mm = "MatMul " + std::to_string(o_.in) + " x " + std::to_string(o_.out);
+    if (order == DkpOrder::kAggregateFirst) {
+      out += layer_detail::op_line(pull, block.num_dst, o_.in);
+      out += layer_detail::op_line(mm, block.num_dst, o_.out);
+    } else {
+      out += layer_detail::op_line(mm, block.num_src, o_.out);
+      out += layer_detail::op_line(pull, block.num_dst, o_.out);
+    }
+    out += layer_detail::op_line("Bias", block.num_dst, o_.out);
+    if (root) out += layer_detail::op_line(mm + " (root, accumulated)", block.num_dst, o_.out);
+    if (o_.activation) out += layer_detail::op_line("ReLU", block.num_dst, o_.out);
+    return out;
+  }
+
+  layer_detail::Placement place_;
+  Tensor agg_, x_;
+};
+
+// GCN: y = act(mean(x) W + b), placed as above.
+class GcnLayer final : public PlacedLayerBase {
  public:
   GcnLayer(const LayerOptions& o, Device d)
-      : MeanLayerBase(o),
+      : PlacedLayerBase(o),
         w_(make_weight("layer" + std::to_string(o.index) + ".weight", o.in, o.out, d, o.seed, 2 * o.index)),
         b_(make_bias("layer" + std::to_string(o.index) + ".bias", o.out, d)) {}
 
   Tensor forward(const Context& ctx, const Block& block, const Tensor& h_in, bool training, uint64_t step) override {
-    Tensor x = drop_in(ctx, h_in, training, step);
-    order_ = o_.dkp ? o_.dkp->choose(shape(block)) : DkpOrder::kAggregateFirst;
-    Tensor y = Tensor::empty({block.num_dst, o_.out}, DType::kFloat32, h_in.device());
-    if (order_ == DkpOrder::kAggregateFirst) {
-      x_ = Tensor();
-      timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.in), [&] { agg_ = aggregate(ctx, block, x); });
-      timed(ctx, gemm_features(block.num_dst, o_.in, o_.out), [&] { linear_forward(agg_, w_.value, &b_.value, y, ctx); });
-    } else {
-      x_ = x;
-      agg_ = Tensor();
-      Tensor z = Tensor::empty({block.num_src, o_.out}, DType::kFloat32, h_in.device());
-      timed(ctx, gemm_features(block.num_src, o_.in, o_.out), [&] { linear_forward(x, w_.value, nullptr, z, ctx); });
-      timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.out),
-            [&] { pull_forward(block, z, Reduce::kMean, y, ctx.stream()); });
-      bias_activation_forward(&b_.value, Activation::kNone, 0.0f, y, ctx);
-    }
+    Tensor y = neighbour_forward(ctx, block, drop_in(ctx, h_in, training, step), w_, &b_);
     activate(ctx, y);
     return y;
   }
 
   Tensor backward(const Context& ctx, const Block& block, const Tensor& dy, bool need_input_grad) override {
-    Tensor dz = activate_backward(ctx, dy);
-    const int grads = need_input_grad ? 2 : 1;
-    if (order_ == DkpOrder::kCombineFirst) {
-      bias_backward(dz, b_.grad, ctx);
-      Tensor dzsrc;
-      timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.out),
-            [&] { dzsrc = aggregate_backward(ctx, block, dz); });
-      Tensor dx;
-      if (need_input_grad) dx = Tensor::empty(x_.shape(), DType::kFloat32, dy.device());
-      timed(ctx, gemm_features(block.num_src, o_.in, o_.out, grads),
-            [&] { linear_backward(x_, w_.value, dzsrc, need_input_grad ? &dx : nullptr, w_.grad, nullptr, ctx); });
-      if (!need_input_grad) return {};
-      drop_in_backward(ctx, dx);
-      return dx;
-    }
-    Tensor dagg;
-    if (need_input_grad) dagg = Tensor::empty(agg_.shape(), DType::kFloat32, dy.device());
-    timed(ctx, gemm_features(block.num_dst, o_.in, o_.out, grads), [&] {
-      linear_backward(agg_, w_.value, dz, need_input_grad ? &dagg : nullptr, w_.grad, &b_.grad, ctx);
-    });
+    Tensor dx = neighbour_backward(ctx, block, activate_backward(ctx, dy), w_, &b_, need_input_grad);
     if (!need_input_grad) return {};
-    Tensor dx;
-    timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.in),
-          [&] { dx = aggregate_backward(ctx, block, dagg); });
     drop_in_backward(ctx, dx);
     return dx;
   }
 
   std::vector<Param*> params() override { return {&w_, &b_}; }
-
-  std::string describe(const Block& block) const override {
-    const DkpShape s = shape(block);
-    double ca = 0, cc = 0;
-    const DkpOrder order = o_.dkp ? o_.dkp->plan(s, &ca, &cc) : DkpOrder::kAggregateFirst;
-    auto dims = [](int64_t r, int64_t c) { return "[" + std::to_string(r) + " x " + std::to_string(c) + "]"; };
-    std::string out = "  order " + std::string(dkp_order_name(order));
-    if (o_.dkp && o_.dkp->mode() == DkpMode::kAuto) {
-      if (o_.dkp->fitted()) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, " (auto; predicted fwd+bwd ms: aggregate-first %.4f, combine-first %.4f)", ca, cc);
-        out += buf;
-      } else {
-        out += " (auto; no fitted cost model yet: the first training batches measure both orders)";
-      }
-    }
-    out += "\n";
-    auto line = [&](const std::string& op, const std::string& shp) {
-      out += "  " + op + std::string(op.size() < 36 ? 36 - op.size() : 1, ' ') + shp + "\n";
-    };
-    if (o_.dropout > 0) line("Dropout p=" + std::to_string(o_.dropout).substr(0, 4) + " (training)", dims(block.num_src, o_.in));
-    const std::string pull = "Pull mean (" + std::to_string(block.nnz()) + " edges)";
-    const std::string mm = "MatMul " + std::to_string(o_.in) + " x " + std::to_string(o_.out);
-    if (order == DkpOrder::kAggregateFirst) {
-      line(pull, dims(block.num_dst, o_.in));
-      line(mm, dims(block.num_dst, o_.out));
-    } else {
-      line(mm, dims(block.num_src, o_.out));
-      line(pull, dims(block.num_dst, o_.out));
-    }
-    line("Bias", dims(block.num_dst, o_.out));
-    if (o_.activation) line("ReLU", dims(block.num_dst, o_.out));
-    return out;
-  }
+  std::string describe(const Block& block) const override { return describe_ops(block, /*root=*/false); }
 
  private:
-  DkpShape shape(const Block& block) const {
-    return DkpShape{block.num_src, block.num_dst, block.nnz(), o_.in, o_.out, /*need_input_grad=*/o_.index > 0};
-  }
-  void timed(const Context& ctx, const DkpFeatures& f, const std::function<void()>& call) {
-    if (o_.dkp) o_.dkp->timed(ctx, f, call);
-    else call();
-  }
-
   Param w_, b_;
-  Tensor agg_, x_;
-  DkpOrder order_ = DkpOrder::kAggregateFirst;
 };
 
-class SageLayer final : public MeanLayerBase {
+// GraphSAGE (mean): y = act(mean(x) W_neigh + b + x_dst W_root). The neighbour branch is placed
+// as above; the root term is the same GEMM in both orders.
+class SageLayer final : public PlacedLayerBase {
  public:
   SageLayer(const LayerOptions& o, Device d)
-      : MeanLayerBase(o),
+      : PlacedLayerBase(o),
         wn_(make_weight("layer" + std::to_string(o.index) + ".weight_neigh", o.in, o.out, d, o.seed, 3 * o.index)),
         wr_(make_weight("layer" + std::to_string(o.index) + ".weight_root", o.in, o.out, d, o.seed, 3 * o.index + 1)),
         b_(make_bias("layer" + std::to_string(o.index) + ".bias", o.out, d)) {}
 
   Tensor forward(const Context& ctx, const Block& block, const Tensor& h_in, bool training, uint64_t step) override {
-    x_ = drop_in(ctx, h_in, training, step);
-    agg_ = aggregate(ctx, block, x_);
-    Tensor y = Tensor::empty({block.num_dst, o_.out}, DType::kFloat32, h_in.device());
-    linear_forward(agg_, wn_.value, &b_.value, y, ctx);
+    Tensor x = drop_in(ctx, h_in, training, step);
+    Tensor y = neighbour_forward(ctx, block, x, wn_, &b_);
     // Destinations are the first num_dst sources: their own rows are a view, not a copy.
-    linear_forward_accumulate(x_.rows(0, block.num_dst), wr_.value, y, ctx);
+    x_dst_ = x.rows(0, block.num_dst);
+    linear_forward_accumulate(x_dst_, wr_.value, y, ctx);
     activate(ctx, y);
     return y;
   }
 
   Tensor backward(const Context& ctx, const Block& block, const Tensor& dy, bool need_input_grad) override {
     Tensor dz = activate_backward(ctx, dy);
-    Tensor dagg;
-    if (need_input_grad) dagg = Tensor::empty(agg_.shape(), DType::kFloat32, dy.device());
-    linear_backward(agg_, wn_.value, dz, need_input_grad ? &dagg : nullptr, wn_.grad, &b_.grad, ctx);
+    Tensor dx = neighbour_backward(ctx, block, dz, wn_, &b_, need_input_grad);
     if (!need_input_grad) {
-      linear_backward_accumulate(x_.rows(0, block.num_dst), wr_.value, dz, nullptr, wr_.grad, ctx);
+      linear_backward_accumulate(x_dst_, wr_.value, dz, nullptr, wr_.grad, ctx);
       return {};
     }
-    Tensor dx = aggregate_backward(ctx, block, dagg);
     Tensor dx_dst = dx.rows(0, block.num_dst);
-    linear_backward_accumulate(x_.rows(0, block.num_dst), wr_.value, dz, &dx_dst, wr_.grad, ctx);
+    linear_backward_accumulate(x_dst_, wr_.value, dz, &dx_dst, wr_.grad, ctx);
     drop_in_backward(ctx, dx);
     return dx;
   }
 
   std::vector<Param*> params() override { return {&wn_, &wr_, &b_}; }
+  std::string describe(const Block& block) const override { return describe_ops(block, /*root=*/true); }
 
  private:
   Param wn_, wr_, b_;
-  Tensor x_, agg_;
+  Tensor x_dst_;
 };
 
 }  // namespace

@@ -83,11 +83,16 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   // A hidden GAT layer concatenates its heads: the next layer reads hidden x heads columns.
   const int64_t hidden_width = gat ? cfg.hidden * cfg.heads : cfg.hidden;
   const DkpMode dkp_mode = parse_dkp_mode(cfg.dkp);
-  if (dkp_mode != DkpMode::kAggregateFirst && cfg.type != "gcn")
-    GT_THROW("model.dkp", "kernel placement is implemented for gcn only; use aggregate-first",
+  // Placement applies where a linear aggregation feeds a GEMM: GCN, GraphSAGE's neighbour branch
+  // and GIN's first MLP layer. Not NGCF (its fused pass needs the in-wide mean for x_v * mean(x)
+  // anyway, so combining first could only add a GEMM) nor GAT (it always projects first; its
+  // attention weights depend on the projected features).
+  const bool placeable = cfg.type == "gcn" || cfg.type == "sage" || cfg.type == "gin";
+  if (dkp_mode != DkpMode::kAggregateFirst && !placeable)
+    GT_THROW("model.dkp", "kernel placement applies to gcn, sage and gin; use aggregate-first",
              "model.dkp is '", cfg.dkp, "' but model.type is '", cfg.type, "'");
   std::shared_ptr<DkpPlanner> dkp;
-  if (cfg.type == "gcn") dkp = std::make_shared<DkpPlanner>(dkp_mode, cfg.type, device_name(device));
+  if (placeable) dkp = std::make_shared<DkpPlanner>(dkp_mode, cfg.type, device_name(device));
   std::vector<std::unique_ptr<Layer>> layers;
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const bool last = l == cfg.layers - 1;

@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
+mkdir -p data
 [ -f data/synth-default.h5 ] || ./build/gt-data synth data/synth-default.h5
 ./build/gt-train configs/default.yaml "$@"

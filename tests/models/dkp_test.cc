@@ -1,6 +1,6 @@
-// Dynamic kernel placement: both GCN orders compute the same outputs and gradients; the cost
-// model's least-squares fit recovers known coefficients; the cache round-trips; model.dkp is
-// validated; auto mode measures, fits and then follows its predictions.
+// Dynamic kernel placement: both orders of GCN, GraphSAGE and GIN compute the same outputs and
+// gradients; the cost model's least-squares fit recovers known coefficients; the cache
+// round-trips; model.dkp is validated; auto mode measures, fits and then follows its predictions.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -24,11 +24,12 @@ namespace {
 using test::have_cuda;
 
 struct LayerRun {
-  std::vector<float> y, dx, dw, db;
+  std::vector<float> y, dx;
+  std::vector<std::vector<float>> grads;  // one per parameter
 };
 
-// One GCN layer (index 1, so it returns dx) in the given order, forward and backward.
-LayerRun run_layer(DkpMode mode, Device dev, bool activation, float dropout) {
+// One layer of `type` (index 1, so it returns dx) in the given order, forward and backward.
+LayerRun run_layer(const std::string& type, DkpMode mode, Device dev, bool activation, float dropout) {
   Context ctx(dev);
   LayerOptions o;
   o.in = 9;
@@ -37,8 +38,10 @@ LayerRun run_layer(DkpMode mode, Device dev, bool activation, float dropout) {
   o.dropout = dropout;
   o.index = 1;
   o.seed = 3;
-  o.dkp = std::make_shared<DkpPlanner>(mode, "gcn", "test");
-  auto layer = make_gcn_layer(o, dev);
+  o.gin_eps = 0.25f;
+  o.mlp_hidden = 6;
+  o.dkp = std::make_shared<DkpPlanner>(mode, type, "test");
+  auto layer = type == "gcn" ? make_gcn_layer(o, dev) : type == "sage" ? make_sage_layer(o, dev) : make_gin_layer(o, dev);
   // 17 sources, 6 destinations, some without in-edges.
   Block b = test::random_block(17, 6, 5, 11).to(dev);
   Tensor x = test::tensor_on(test::random_floats(17 * 9, 12), {17, 9}, dev);
@@ -46,63 +49,70 @@ LayerRun run_layer(DkpMode mode, Device dev, bool activation, float dropout) {
   Tensor y = layer->forward(ctx, b, x, /*training=*/true, 4);
   Tensor dx = layer->backward(ctx, b, dy, /*need_input_grad=*/true);
   ctx.synchronize();
-  auto params = layer->params();
-  return {y.to_vector<float>(), dx.to_vector<float>(), params[0]->grad.to_vector<float>(),
-          params[1]->grad.to_vector<float>()};
+  LayerRun r{y.to_vector<float>(), dx.to_vector<float>(), {}};
+  for (Param* p : layer->params()) r.grads.push_back(p->grad.to_vector<float>());
+  return r;
 }
 
 void expect_orders_agree(Device dev) {
-  for (bool act : {false, true}) {
-    for (float drop : {0.0f, 0.4f}) {
-      SCOPED_TRACE(std::string("activation ") + (act ? "on" : "off") + ", dropout " + std::to_string(drop));
-      LayerRun a = run_layer(DkpMode::kAggregateFirst, dev, act, drop);
-      LayerRun c = run_layer(DkpMode::kCombineFirst, dev, act, drop);
-      test::expect_close(c.y, a.y, 1e-5, "y");
-      test::expect_close(c.dx, a.dx, 1e-5, "dx");
-      test::expect_close(c.dw, a.dw, 1e-5, "dW");
-      test::expect_close(c.db, a.db, 1e-5, "db");
+  for (const std::string type : {"gcn", "sage", "gin"}) {
+    for (bool act : {false, true}) {
+      for (float drop : {0.0f, 0.4f}) {
+        SCOPED_TRACE(type + ", activation " + (act ? "on" : "off") + ", dropout " + std::to_string(drop));
+        LayerRun a = run_layer(type, DkpMode::kAggregateFirst, dev, act, drop);
+        LayerRun c = run_layer(type, DkpMode::kCombineFirst, dev, act, drop);
+        test::expect_close(c.y, a.y, 1e-5, "y");
+        test::expect_close(c.dx, a.dx, 1e-5, "dx");
+        ASSERT_EQ(c.grads.size(), a.grads.size());
+        for (std::size_t k = 0; k < a.grads.size(); ++k)
+          test::expect_close(c.grads[k], a.grads[k], 1e-5, "gradient of parameter " + std::to_string(k));
+      }
     }
   }
 }
 
-TEST(Dkp, GcnOrdersAgreeOnLayer) { expect_orders_agree(Device::cpu()); }
-TEST(Dkp, GcnOrdersAgreeOnLayerCuda) {
+TEST(Dkp, OrdersAgreeOnLayer) { expect_orders_agree(Device::cpu()); }
+TEST(Dkp, OrdersAgreeOnLayerCuda) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
   expect_orders_agree(Device::cuda(0));
 }
 
-// A whole 2-layer model (the first layer skips dx): logits and every parameter gradient agree.
+// Whole 2-layer models (the first layer skips dx): logits and every parameter gradient agree.
 void expect_models_agree(Device dev) {
   Context ctx(dev);
   std::vector<Block> blocks = {test::random_block(30, 12, 6, 21).to(dev), test::random_block(12, 5, 4, 22).to(dev)};
   Tensor x = test::tensor_on(test::random_floats(30 * 7, 23), {30, 7}, dev);
   std::vector<int32_t> labels = {0, 2, 1, 2, 0};
   Tensor lab = Tensor::from_vector(labels).to(dev);
-  std::vector<std::vector<std::vector<float>>> grads;
-  std::vector<std::vector<float>> logits;
-  for (const char* mode : {"aggregate-first", "combine-first"}) {
-    ModelConfig mc;
-    mc.type = "gcn";
-    mc.hidden = 8;
-    mc.dropout = 0.3;
-    mc.dkp = mode;
-    auto model = build_model(mc, 7, 3, dev, 5);
-    Tensor out = model->forward(ctx, blocks, x, true, 2);
-    Tensor dl = Tensor::empty(out.shape(), DType::kFloat32, dev);
-    softmax_cross_entropy(out, lab, dl, ctx.stream());
-    model->backward(ctx, blocks, dl);
-    ctx.synchronize();
-    logits.push_back(out.to_vector<float>());
-    grads.emplace_back();
-    for (Param* p : model->params()) grads.back().push_back(p->grad.to_vector<float>());
+  for (const char* type : {"gcn", "sage", "gin"}) {
+    SCOPED_TRACE(type);
+    std::vector<std::vector<std::vector<float>>> grads;
+    std::vector<std::vector<float>> logits;
+    for (const char* mode : {"aggregate-first", "combine-first"}) {
+      ModelConfig mc;
+      mc.type = type;
+      mc.hidden = 8;
+      mc.dropout = 0.3;
+      mc.gin_eps = 0.5;
+      mc.dkp = mode;
+      auto model = build_model(mc, 7, 3, dev, 5);
+      Tensor out = model->forward(ctx, blocks, x, true, 2);
+      Tensor dl = Tensor::empty(out.shape(), DType::kFloat32, dev);
+      softmax_cross_entropy(out, lab, dl, ctx.stream());
+      model->backward(ctx, blocks, dl);
+      ctx.synchronize();
+      logits.push_back(out.to_vector<float>());
+      grads.emplace_back();
+      for (Param* p : model->params()) grads.back().push_back(p->grad.to_vector<float>());
+    }
+    test::expect_close(logits[1], logits[0], 1e-5, "logits");
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (std::size_t k = 0; k < grads[0].size(); ++k) test::expect_close(grads[1][k], grads[0][k], 1e-5, "grad");
   }
-  test::expect_close(logits[1], logits[0], 1e-5, "logits");
-  ASSERT_EQ(grads[0].size(), grads[1].size());
-  for (std::size_t k = 0; k < grads[0].size(); ++k) test::expect_close(grads[1][k], grads[0][k], 1e-5, "grad");
 }
 
-TEST(Dkp, GcnOrdersAgreeOnModel) { expect_models_agree(Device::cpu()); }
-TEST(Dkp, GcnOrdersAgreeOnModelCuda) {
+TEST(Dkp, OrdersAgreeOnModel) { expect_models_agree(Device::cpu()); }
+TEST(Dkp, OrdersAgreeOnModelCuda) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
   expect_models_agree(Device::cuda(0));
 }
@@ -206,12 +216,18 @@ TEST(Dkp, ConfigValidation) {
   EXPECT_THROW(parse_config("model: {dkp: fastest}\n", "t.yaml"), Error);
   apply_override(cfg, "model.dkp=combine-first");
   EXPECT_NO_THROW(validate_config(cfg));
-  apply_override(cfg, "model.type=gat");
-  EXPECT_THROW(validate_config(cfg), Error);  // gcn only this far
+  for (const char* t : {"sage", "gin"}) {
+    apply_override(cfg, std::string("model.type=") + t);
+    EXPECT_NO_THROW(validate_config(cfg)) << t;
+  }
+  for (const char* t : {"gat", "ngcf"}) {
+    apply_override(cfg, std::string("model.type=") + t);
+    EXPECT_THROW(validate_config(cfg), Error) << t;
+  }
   EXPECT_THROW(apply_override(cfg, "train.dkp_warmup=1"), Error);
   EXPECT_THROW(parse_dkp_mode("max"), Error);
   ModelConfig mc;
-  mc.type = "sage";
+  mc.type = "ngcf";
   mc.dkp = "auto";
   EXPECT_THROW(build_model(mc, 4, 2, Device::cpu(), 0), Error);
 }
