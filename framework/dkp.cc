@@ -14,6 +14,12 @@
 
 #include "framework/error.h"
 
+#ifdef GT_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "framework/cuda_check.h"
+#endif
+
 namespace gt {
 
 DkpMode parse_dkp_mode(const std::string& s) {
@@ -37,14 +43,17 @@ const char* dkp_order_name(DkpOrder o) {
 }
 
 const char* dkp_term_name(int term) {
-  static const char* names[kDkpTerms] = {"pull_fwd_edge", "pull_fwd_row", "pull_fwd_launch", "pull_bwd_edge",
-                                         "pull_bwd_row",  "pull_bwd_launch", "gemm_flop",     "gemm_launch"};
+  static const char* names[kDkpTerms] = {"pull_fwd_edge",   "pull_fwd_edge_unaligned", "pull_fwd_row",
+                                         "pull_fwd_launch", "pull_bwd_edge",           "pull_bwd_edge_unaligned",
+                                         "pull_bwd_row",    "pull_bwd_launch",         "gemm_flop",
+                                         "gemm_bwd_flop",   "gemm_launch"};
   return term >= 0 && term < kDkpTerms ? names[term] : "?";
 }
 
 DkpFeatures pull_forward_features(int64_t nnz, int64_t n_dst, int64_t width) {
   DkpFeatures f{};
   f[kPullFwdEdge] = static_cast<double>(nnz) * static_cast<double>(width);
+  f[kPullFwdEdgeUnaligned] = width % 4 != 0 ? f[kPullFwdEdge] : 0.0;
   f[kPullFwdRow] = static_cast<double>(n_dst) * static_cast<double>(width);
   f[kPullFwdLaunch] = 1;
   return f;
@@ -53,14 +62,23 @@ DkpFeatures pull_forward_features(int64_t nnz, int64_t n_dst, int64_t width) {
 DkpFeatures pull_backward_features(int64_t nnz, int64_t n_src, int64_t width) {
   DkpFeatures f{};
   f[kPullBwdEdge] = static_cast<double>(nnz) * static_cast<double>(width);
+  f[kPullBwdEdgeUnaligned] = width % 4 != 0 ? f[kPullBwdEdge] : 0.0;
   f[kPullBwdRow] = static_cast<double>(n_src) * static_cast<double>(width);
   f[kPullBwdLaunch] = 1;
   return f;
 }
 
-DkpFeatures gemm_features(int64_t rows, int64_t in, int64_t out, int calls) {
+DkpFeatures gemm_features(int64_t rows, int64_t in, int64_t out) {
   DkpFeatures f{};
-  f[kGemmFlop] = static_cast<double>(calls) * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+  f[kGemmFlop] = static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+  f[kGemmLaunch] = 1;
+  return f;
+}
+
+DkpFeatures gemm_backward_features(int64_t rows, int64_t in, int64_t out, int calls) {
+  DkpFeatures f{};
+  f[kGemmBwdFlop] =
+      static_cast<double>(calls) * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
   f[kGemmLaunch] = calls;
   return f;
 }
@@ -75,12 +93,12 @@ DkpFeatures order_features(const DkpShape& s, DkpOrder o) {
   const int grads = s.need_input_grad ? 2 : 1;  // linear_backward: dW, and dX when asked for
   if (o == DkpOrder::kAggregateFirst) {
     DkpFeatures f = pull_forward_features(s.nnz, s.n_dst, s.in) + gemm_features(s.n_dst, s.in, s.out) +
-                    gemm_features(s.n_dst, s.in, s.out, grads);
+                    gemm_backward_features(s.n_dst, s.in, s.out, grads);
     if (s.need_input_grad) f = f + pull_backward_features(s.nnz, s.n_src, s.in);
     return f;
   }
   return gemm_features(s.n_src, s.in, s.out) + pull_forward_features(s.nnz, s.n_dst, s.out) +
-         pull_backward_features(s.nnz, s.n_src, s.out) + gemm_features(s.n_src, s.in, s.out, grads);
+         pull_backward_features(s.nnz, s.n_src, s.out) + gemm_backward_features(s.n_src, s.in, s.out, grads);
 }
 
 double predict_ms(const DkpCoefficients& c, const DkpFeatures& f) {
@@ -297,11 +315,38 @@ void DkpPlanner::timed(const Context& ctx, const DkpFeatures& f, const std::func
     call();
     return;
   }
+  double ms = 0;
+#ifdef GT_WITH_CUDA
+  if (ctx.is_cuda()) {
+    // CUDA events on the compute stream: the GPU time of the call's kernels, without the
+    // host-side synchronisation jitter that dominates short kernels.
+    cudaEvent_t begin = nullptr, end = nullptr;
+    GT_CUDA_CHECK(cudaEventCreate(&begin));
+    GT_CUDA_CHECK(cudaEventCreate(&end));
+    try {
+      GT_CUDA_CHECK(cudaEventRecord(begin, ctx.stream()));
+      call();
+      GT_CUDA_CHECK(cudaEventRecord(end, ctx.stream()));
+      GT_CUDA_CHECK(cudaEventSynchronize(end));
+      float elapsed = 0;
+      GT_CUDA_CHECK(cudaEventElapsedTime(&elapsed, begin, end));
+      ms = elapsed;
+    } catch (...) {
+      cudaEventDestroy(begin);
+      cudaEventDestroy(end);
+      throw;
+    }
+    GT_CUDA_CHECK(cudaEventDestroy(begin));
+    GT_CUDA_CHECK(cudaEventDestroy(end));
+    (validating_ ? validation_ : samples_).push_back({f, ms});
+    return;
+  }
+#endif
   ctx.synchronize();
   const auto t0 = std::chrono::steady_clock::now();
   call();
   ctx.synchronize();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   (validating_ ? validation_ : samples_).push_back({f, ms});
 }
 

@@ -7,14 +7,18 @@
 //
 // Cost model: the time of one kernel call is linear in a few features (reduction factor x
 // kernel factor, the paper's Table I):
-//   Pull forward   nnz * width (edge reads), n_dst * width (row writes), 1 (launch)
-//   Pull backward  nnz * width (transposed edge reads), n_src * width (row writes), 1
-//   GEMM           rows * in * out (multiply-adds), 1
+//   Pull forward   nnz * width (edge reads), the same again when width % 4 != 0 (such rows
+//                  cannot use 16-byte loads: another kernel, another rate), n_dst * width (row
+//                  writes), 1 (launch)
+//   Pull backward  the same over the transposed block (n_src row writes)
+//   GEMM           rows * in * out multiply-adds, counted apart for the forward product and the
+//                  backward ones (dW, dX: other shapes, other cuBLAS kernels), 1 per call
 // The time of an order is the sum over its forward and backward calls. The coefficients are
 // fitted by non-negative least squares on kernel times measured during the first training
 // batches (the warm-up alternates the two orders so both kinds of call are sampled), then fixed
 // and cached in a file keyed by device name and model type, so a later run skips the warm-up.
-// Never applied to max aggregation (not linear): only the GCN layer consults a planner.
+// Never applied to max aggregation (not linear). The GCN, GraphSAGE (neighbour branch) and GIN
+// (first MLP layer) layers consult a planner (models/layer_common.h, Placement).
 #pragma once
 
 #include <array>
@@ -36,9 +40,9 @@ const char* dkp_mode_name(DkpMode m);
 const char* dkp_order_name(DkpOrder o);
 
 enum DkpTerm : int {
-  kPullFwdEdge, kPullFwdRow, kPullFwdLaunch,
-  kPullBwdEdge, kPullBwdRow, kPullBwdLaunch,
-  kGemmFlop, kGemmLaunch,
+  kPullFwdEdge, kPullFwdEdgeUnaligned, kPullFwdRow, kPullFwdLaunch,
+  kPullBwdEdge, kPullBwdEdgeUnaligned, kPullBwdRow, kPullBwdLaunch,
+  kGemmFlop, kGemmBwdFlop, kGemmLaunch,
   kDkpTerms
 };
 using DkpFeatures = std::array<double, kDkpTerms>;  // one value per term
@@ -47,7 +51,10 @@ const char* dkp_term_name(int term);
 
 DkpFeatures pull_forward_features(int64_t nnz, int64_t n_dst, int64_t width);
 DkpFeatures pull_backward_features(int64_t nnz, int64_t n_src, int64_t width);
-DkpFeatures gemm_features(int64_t rows, int64_t in, int64_t out, int calls = 1);
+// One forward GEMM [rows x in] x [in x out].
+DkpFeatures gemm_features(int64_t rows, int64_t in, int64_t out);
+// The backward GEMMs of that product: dW, and dX when calls == 2.
+DkpFeatures gemm_backward_features(int64_t rows, int64_t in, int64_t out, int calls);
 DkpFeatures operator+(const DkpFeatures& a, const DkpFeatures& b);
 
 // One linear aggregation layer on one batch. need_input_grad is false for the first layer.

@@ -10,7 +10,8 @@
 // first on the n_src rows: z = x W1, h1 = ReLU(sum_{u in N(v)} z_u + (1 + eps) z_v + b1), and in
 // backward dp = dh1 * ReLU'(h1), db1 = colsum(dp), dz = sum^T(dp) + (1 + eps) dp on the first
 // num_dst rows, dW1 = x^T dz, dx = dz W1^T. The planner weighs the Pull over `in`-wide rows
-// against the one over `mid`-wide rows, as for GCN.
+// against the one over `mid`-wide rows, as for GCN; the (1 + eps) self term is timed with its
+// Pull (it also scales with the row width), so GIN's fitted row coefficients include it.
 #include "kernels/dense.h"
 #include "kernels/elementwise.h"
 #include "kernels/pull.h"
@@ -44,9 +45,10 @@ class GinLayer final : public Layer {
     if (place_.choose(block, o_.in, mid_) == DkpOrder::kAggregateFirst) {
       x_ = Tensor();
       a_ = empty2(block.num_dst, o_.in, dev);
-      place_.timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.in),
-                   [&] { pull_forward(block, x, Reduce::kSum, a_, ctx.stream()); });
-      axpy(self, x.rows(0, block.num_dst), a_, ctx.stream());
+      place_.timed(ctx, pull_forward_features(block.nnz(), block.num_dst, o_.in), [&] {
+        pull_forward(block, x, Reduce::kSum, a_, ctx.stream());
+        axpy(self, x.rows(0, block.num_dst), a_, ctx.stream());
+      });
       place_.timed(ctx, gemm_features(block.num_dst, o_.in, mid_),
                    [&] { apply_forward(a_, w1_.value, &b1_.value, Activation::kRelu, 0.0f, h1_, ctx); });
     } else {
@@ -54,9 +56,10 @@ class GinLayer final : public Layer {
       a_ = Tensor();
       Tensor z = empty2(block.num_src, mid_, dev);
       place_.timed(ctx, gemm_features(block.num_src, o_.in, mid_), [&] { linear_forward(x, w1_.value, nullptr, z, ctx); });
-      place_.timed(ctx, pull_forward_features(block.nnz(), block.num_dst, mid_),
-                   [&] { pull_forward(block, z, Reduce::kSum, h1_, ctx.stream()); });
-      axpy(self, z.rows(0, block.num_dst), h1_, ctx.stream());
+      place_.timed(ctx, pull_forward_features(block.nnz(), block.num_dst, mid_), [&] {
+        pull_forward(block, z, Reduce::kSum, h1_, ctx.stream());
+        axpy(self, z.rows(0, block.num_dst), h1_, ctx.stream());
+      });
       bias_activation_forward(&b1_.value, Activation::kRelu, 0.0f, h1_, ctx);
     }
     y_ = empty2(block.num_dst, o_.out, dev);
@@ -76,26 +79,28 @@ class GinLayer final : public Layer {
       relu_backward(h1_, dh1, dp, ctx.stream());
       bias_backward(dp, b1_.grad, ctx);
       Tensor dz = empty2(block.num_src, mid_, dy.device());
-      place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, mid_),
-                   [&] { pull_backward(block, dp, Reduce::kSum, dz, ctx.stream()); });
-      Tensor dz_dst = dz.rows(0, block.num_dst);
-      axpy(self, dp, dz_dst, ctx.stream());
-      place_.timed(ctx, gemm_features(block.num_src, o_.in, mid_, grads), [&] {
+      place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, mid_), [&] {
+        pull_backward(block, dp, Reduce::kSum, dz, ctx.stream());
+        Tensor dz_dst = dz.rows(0, block.num_dst);
+        axpy(self, dp, dz_dst, ctx.stream());
+      });
+      place_.timed(ctx, gemm_backward_features(block.num_src, o_.in, mid_, grads), [&] {
         linear_backward(x_, w1_.value, dz, need_input_grad ? &dx : nullptr, w1_.grad, nullptr, ctx);
       });
       if (!need_input_grad) return {};
     } else {
       Tensor da;
       if (need_input_grad) da = empty_like(a_);
-      place_.timed(ctx, gemm_features(block.num_dst, o_.in, mid_, grads), [&] {
+      place_.timed(ctx, gemm_backward_features(block.num_dst, o_.in, mid_, grads), [&] {
         apply_backward(a_, w1_.value, h1_, Activation::kRelu, 0.0f, dh1, need_input_grad ? &da : nullptr, w1_.grad,
                        &b1_.grad, ctx);
       });
       if (!need_input_grad) return {};
-      place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.in),
-                   [&] { pull_backward(block, da, Reduce::kSum, dx, ctx.stream()); });
-      Tensor dx_dst = dx.rows(0, block.num_dst);
-      axpy(self, da, dx_dst, ctx.stream());
+      place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.in), [&] {
+        pull_backward(block, da, Reduce::kSum, dx, ctx.stream());
+        Tensor dx_dst = dx.rows(0, block.num_dst);
+        axpy(self, da, dx_dst, ctx.stream());
+      });
     }
     drop_.backward(ctx, dx);
     return dx;

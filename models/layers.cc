@@ -113,13 +113,13 @@ class PlacedLayerBase : public MeanLayerBase {
       place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.out),
                    [&] { dzsrc = aggregate_backward(ctx, block, dt); });
       if (need_input_grad) dx = Tensor::empty(x_.shape(), DType::kFloat32, dt.device());
-      place_.timed(ctx, gemm_features(block.num_src, o_.in, o_.out, grads),
+      place_.timed(ctx, gemm_backward_features(block.num_src, o_.in, o_.out, grads),
                    [&] { linear_backward(x_, w.value, dzsrc, need_input_grad ? &dx : nullptr, w.grad, nullptr, ctx); });
       return dx;
     }
     Tensor dagg;
     if (need_input_grad) dagg = Tensor::empty(agg_.shape(), DType::kFloat32, dt.device());
-    place_.timed(ctx, gemm_features(block.num_dst, o_.in, o_.out, grads),
+    place_.timed(ctx, gemm_backward_features(block.num_dst, o_.in, o_.out, grads),
                  [&] { linear_backward(agg_, w.value, dt, need_input_grad ? &dagg : nullptr, w.grad, db, ctx); });
     if (!need_input_grad) return dx;
     place_.timed(ctx, pull_backward_features(block.nnz(), block.num_src, o_.in),

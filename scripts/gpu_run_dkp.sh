@@ -3,20 +3,30 @@
 #
 #   OUT=<results folder> bash scripts/gpu_run_dkp.sh      # from the repository root
 #
-# Assumes the lead's devrun layout: gt-bench, gt-train and models_test in devrun/bin, their shared
-# libraries in devrun/lib. Writes logs and JSON under $OUT; each step has its own time limit and a
+# Assumes the lead's devrun layout: gt-bench, gt-data and models_test in devrun/bin, their shared
+# libraries in devrun/lib, Cora, Cornell5 and Twitch-DE in OGB raw layout under devrun/data/. Writes logs and JSON under $OUT; each step has its own time limit and a
 # failing step does not stop the others.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu-run-dkp}
 source scripts/gpu_common.sh
 
-step "tests: both GCN orders agree on the GPU (and CPU), fit, cache, config"
+step "tests: both orders agree for GCN, GraphSAGE and GIN on the GPU (and CPU), fit, cache, config"
 run 180 dkp_test.log "$B/models_test" --gtest_filter='Dkp*'
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" "$OUT/dkp_test.log" | head -20
 
-step "gt-bench dkp: GCN step with aggregate-first, combine-first, auto (fitted on the same batch)"
-run 420 bench_dkp.log "$B/gt-bench" dkp --device cuda --iters 20 --warmup 8 --json "$OUT/bench_dkp.jsonl"
+step "gt-bench dkp: gcn, sage, gin steps with aggregate-first, combine-first, auto (fitted on the same batch)"
+run 420 bench_dkp.log "$B/gt-bench" dkp --device cuda --model gcn,sage,gin --iters 20 --warmup 8 \
+  --json "$OUT/bench_dkp.jsonl"
 cat "$OUT/bench_dkp.log"
+
+step "gt-bench dkp on the first training batch of Cora, Cornell5 and Twitch-DE"
+for d in cora cornell5 twitch-de; do
+  run 60 "import-$d.log" "$B/gt-data" import-ogb "devrun/data/$d" "$OUT/$d.h5" || continue
+  run 120 "bench_dkp-$d.log" "$B/gt-bench" dkp --device cuda --dataset "$OUT/$d.h5" --model gcn,sage,gin \
+    --iters 20 --warmup 8 --json "$OUT/bench_dkp-$d.jsonl"
+  tail -3 "$OUT/bench_dkp-$d.log"
+  rm -f "$OUT/$d.h5"
+done
 
 step "done in $(( $(date +%s) - T0 )) s"

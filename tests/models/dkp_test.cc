@@ -117,17 +117,19 @@ TEST(Dkp, OrdersAgreeOnModelCuda) {
   expect_models_agree(Device::cuda(0));
 }
 
-// Synthetic kernel calls of all three kinds with varied shapes.
+// Synthetic kernel calls of all four kinds with varied shapes (widths of every residue mod 4, so
+// the unaligned-row terms are exercised too).
 std::vector<DkpSample> synthetic(const DkpCoefficients& c, double noise, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::uniform_int_distribution<int64_t> nodes(100, 200000), width(8, 4096), deg(1, 30);
   std::normal_distribution<double> eps(0.0, 1.0);
   std::vector<DkpSample> out;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 400; ++i) {
     const int64_t n_dst = nodes(gen), n_src = n_dst + nodes(gen), nnz = n_dst * deg(gen);
-    DkpFeatures f = i % 3 == 0   ? pull_forward_features(nnz, n_dst, width(gen))
-                    : i % 3 == 1 ? pull_backward_features(nnz, n_src, width(gen))
-                                 : gemm_features(n_src, width(gen), width(gen), 1 + i % 2);
+    DkpFeatures f = i % 4 == 0   ? pull_forward_features(nnz, n_dst, width(gen))
+                    : i % 4 == 1 ? pull_backward_features(nnz, n_src, width(gen))
+                    : i % 4 == 2 ? gemm_features(n_src, width(gen), width(gen))
+                                 : gemm_backward_features(n_src, width(gen), width(gen), 1 + (i / 4) % 2);
     const double t = predict_ms(c, f);
     out.push_back({f, t * (1.0 + noise * eps(gen))});
   }
@@ -137,12 +139,15 @@ std::vector<DkpSample> synthetic(const DkpCoefficients& c, double noise, uint64_
 DkpCoefficients known() {
   DkpCoefficients c{};
   c[kPullFwdEdge] = 2e-9;
+  c[kPullFwdEdgeUnaligned] = 6e-10;
   c[kPullFwdRow] = 5e-10;
   c[kPullFwdLaunch] = 0.004;
   c[kPullBwdEdge] = 3e-9;
+  c[kPullBwdEdgeUnaligned] = 9e-10;
   c[kPullBwdRow] = 7e-10;
   c[kPullBwdLaunch] = 0.006;
   c[kGemmFlop] = 4e-11;
+  c[kGemmBwdFlop] = 5e-11;
   c[kGemmLaunch] = 0.01;
   return c;
 }
@@ -158,7 +163,7 @@ TEST(Dkp, FitIsCloseUnderNoise) {
   std::vector<DkpSample> s = synthetic(c, 0.05, 2);
   const DkpCoefficients got = fit_dkp(s);
   // The bandwidth and flop terms carry most of the time: within 10%.
-  for (int k : {kPullFwdEdge, kPullBwdEdge, kGemmFlop}) EXPECT_LT(std::abs(got[k] - c[k]) / c[k], 0.1) << dkp_term_name(k);
+  for (int k : {kPullFwdEdge, kPullBwdEdge, kGemmFlop, kGemmBwdFlop}) EXPECT_LT(std::abs(got[k] - c[k]) / c[k], 0.1) << dkp_term_name(k);
   EXPECT_LT(dkp_mean_relative_error(got, s), 0.06);
   for (int k = 0; k < kDkpTerms; ++k) EXPECT_GE(got[k], 0.0);
 }
@@ -180,11 +185,19 @@ TEST(Dkp, OrderFeaturesCountTheRightCalls) {
   DkpFeatures a = order_features(s, DkpOrder::kAggregateFirst), c = order_features(s, DkpOrder::kCombineFirst);
   EXPECT_EQ(a[kPullBwdLaunch], 0);  // first layer: no Pull backward when aggregating first
   EXPECT_EQ(c[kPullBwdLaunch], 1);  // combine first always needs dZ over the sources
-  EXPECT_DOUBLE_EQ(a[kGemmFlop], 2.0 * 100 * 64 * 16);
-  EXPECT_DOUBLE_EQ(c[kGemmFlop], 2.0 * 1000 * 64 * 16);
+  EXPECT_DOUBLE_EQ(a[kGemmFlop], 100.0 * 64 * 16);
+  EXPECT_DOUBLE_EQ(a[kGemmBwdFlop], 100.0 * 64 * 16);  // dW only
+  EXPECT_DOUBLE_EQ(c[kGemmFlop], 1000.0 * 64 * 16);
+  EXPECT_DOUBLE_EQ(c[kGemmBwdFlop], 1000.0 * 64 * 16);
   EXPECT_DOUBLE_EQ(c[kPullFwdEdge], 800.0 * 16);
+  EXPECT_EQ(c[kPullFwdEdgeUnaligned], 0.0);               // 16-wide rows take 16-byte loads
+  EXPECT_EQ(a[kPullFwdEdgeUnaligned], 0.0);                // 64-wide input rows too
+  EXPECT_DOUBLE_EQ(order_features(DkpShape{1000, 100, 800, 602, 16, false}, DkpOrder::kAggregateFirst)
+                       [kPullFwdEdgeUnaligned],
+                   800.0 * 602);
   s.need_input_grad = true;
   EXPECT_DOUBLE_EQ(order_features(s, DkpOrder::kAggregateFirst)[kPullBwdRow], 1000.0 * 64);
+  EXPECT_DOUBLE_EQ(order_features(s, DkpOrder::kAggregateFirst)[kGemmBwdFlop], 2.0 * 100 * 64 * 16);  // dW, dX
 }
 
 TEST(Dkp, CacheRoundTrip) {
