@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <utility>
 
 #include "framework/context.h"
@@ -101,6 +102,49 @@ TEST(Block, RandomTransposeListsEveryEdgeOnceInOrder) {
     }
   for (const auto& [edge, count] : edges) EXPECT_EQ(count, 0) << "edge " << edge.first << "->" << edge.second;
   EXPECT_NO_THROW(b.validate());
+}
+
+// A large block with hub sources (long transposed rows): per source, its edges in CSR order
+// (t_eids increasing, t_indices the edges' destinations), checked against a reference built
+// here; a bad id is named at its first position.
+TEST(Block, LargeTransposeIsTheSerialOrder) {
+  const int64_t n_src = 50000, n_dst = 20000;
+  std::mt19937_64 gen(5);
+  std::vector<int64_t> ptr(n_dst + 1, 0);
+  std::vector<int32_t> ids;
+  for (int64_t v = 0; v < n_dst; ++v) {
+    const int deg = static_cast<int>(gen() % 12);
+    for (int k = 0; k < deg; ++k)  // a quarter of the edges go to 16 hub sources
+      ids.push_back(static_cast<int32_t>(gen() % 4 == 0 ? gen() % 16 : gen() % n_src));
+    ptr[v + 1] = static_cast<int64_t>(ids.size());
+  }
+  ASSERT_GE(ids.size(), std::size_t{1} << 16);
+  Block b = make_block(n_src, n_dst, ptr, ids);
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> ref(n_src);  // (edge id, destination)
+  for (int64_t v = 0; v < n_dst; ++v)
+    for (int64_t e = ptr[v]; e < ptr[v + 1]; ++e) ref[ids[e]].emplace_back(static_cast<int32_t>(e), static_cast<int32_t>(v));
+  const auto tptr = b.t_indptr.to_vector<int64_t>();
+  const auto tids = b.t_indices.to_vector<int32_t>();
+  const auto teid = b.t_eids.to_vector<int32_t>();
+  ASSERT_EQ(tptr.size(), static_cast<std::size_t>(n_src) + 1);
+  for (int64_t u = 0; u < n_src; ++u) {
+    ASSERT_EQ(tptr[u + 1] - tptr[u], static_cast<int64_t>(ref[u].size())) << "source " << u;
+    for (std::size_t k = 0; k < ref[u].size(); ++k) {
+      ASSERT_EQ(teid[tptr[u] + k], ref[u][k].first) << "source " << u << " entry " << k;
+      ASSERT_EQ(tids[tptr[u] + k], ref[u][k].second) << "source " << u << " entry " << k;
+    }
+  }
+  EXPECT_NO_THROW(b.validate());
+  // An out-of-range id is named with its first position, as the serial scan names it.
+  std::vector<int32_t> bad = ids;
+  bad[70000] = static_cast<int32_t>(n_src);
+  bad[90000] = -1;
+  try {
+    make_block(n_src, n_dst, ptr, bad);
+    ADD_FAILURE() << "an out-of-range source was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("indices[70000] = 50000"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Block, ValidateRejectsBadBlocks) {
