@@ -224,13 +224,7 @@ int bench_dkp(int argc, char** argv) {
           oc.lr = 1e-3;
           auto opt = gt::make_optimizer(oc);
           uint64_t step = 0;
-          auto one_step = [&] {
-            gt::Tensor logits = model->forward(ctx, blocks, x, /*training=*/true, ++step);
-            gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
-            gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
-            model->backward(ctx, blocks, dlogits);
-            opt->step(ctx, model->params());
-          };
+          auto one_step = [&] { train_step(ctx, *model, *opt, blocks, x, y, ++step); };
           if (m == 2) {
             for (int i = 0; i < o.warmup; ++i) one_step();  // measured warm-up, then the fit
             planner->validate_next(2);

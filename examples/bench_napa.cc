@@ -249,13 +249,7 @@ int run_step(const Options& o) {
       oc.lr = 1e-3;
       auto opt = gt::make_optimizer(oc);
       uint64_t step = 0;
-      auto one_step = [&] {
-        gt::Tensor logits = model->forward(ctx, blocks, x, /*training=*/true, ++step);
-        gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
-        gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
-        model->backward(ctx, blocks, dlogits);
-        opt->step(ctx, model->params());
-      };
+      auto one_step = [&] { train_step(ctx, *model, *opt, blocks, x, y, ++step); };
       double ms = 0;
       std::string error;
       try {

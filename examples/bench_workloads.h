@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "framework/context.h"
+#include "framework/optimizer.h"
 #include "kernels/block.h"
+#include "kernels/loss.h"
+#include "models/model.h"
 
 namespace gt_bench {
 
@@ -75,6 +78,17 @@ inline gt::Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed, const
   }
   ctx.synchronize();
   return d;
+}
+
+// One training step of `model` on one batch: forward, softmax cross-entropy, backward, optimizer
+// step. `step` numbers the calls (it keys dropout masks).
+inline void train_step(const gt::Context& ctx, gt::Model& model, gt::Optimizer& opt, const std::vector<gt::Block>& blocks,
+                       const gt::Tensor& x, const gt::Tensor& y, uint64_t step) {
+  gt::Tensor logits = model.forward(ctx, blocks, x, /*training=*/true, step);
+  gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
+  gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
+  model.backward(ctx, blocks, dlogits);
+  opt.step(ctx, model.params());
 }
 
 }  // namespace gt_bench

@@ -1,32 +1,20 @@
 #include "framework/model_io.h"
 
 #include <fcntl.h>
-#include <hdf5.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "framework/error.h"
+#include "framework/hdf5_util.h"
 #include "framework/metrics.h"
-#include "preprocess/dataset.h"
 
 namespace gt {
 namespace {
 
 constexpr int kWeightsFormatVersion = 1;
-
-// Closes an HDF5 handle on scope exit.
-struct H5Handle {
-  hid_t id;
-  herr_t (*close)(hid_t);
-  H5Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  ~H5Handle() {
-    if (id >= 0) close(id);
-  }
-};
 
 void check(bool ok, const std::string& path, const std::string& what) {
   if (!ok) GT_THROW(path, "", "HDF5 error while ", what, " in '", path, "'");
@@ -69,38 +57,39 @@ TensorFileWriter::~TensorFileWriter() {
 
 void TensorFileWriter::attr(const std::string& name, int64_t value) {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
-  H5Handle a{H5Acreate2(impl_->file, name.c_str(), H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  check(a.id >= 0 && H5Awrite(a.id, H5T_NATIVE_INT64, &value) >= 0, impl_->tmp, "writing attribute " + name);
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id a(H5Acreate2(impl_->file, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  check(a.get() >= 0 && H5Awrite(a.get(), H5T_NATIVE_INT64, &value) >= 0, impl_->tmp, "writing attribute " + name);
 }
 
 void TensorFileWriter::attr(const std::string& name, double value) {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
-  H5Handle a{H5Acreate2(impl_->file, name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  check(a.id >= 0 && H5Awrite(a.id, H5T_NATIVE_DOUBLE, &value) >= 0, impl_->tmp, "writing attribute " + name);
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id a(H5Acreate2(impl_->file, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  check(a.get() >= 0 && H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &value) >= 0, impl_->tmp, "writing attribute " + name);
 }
 
 void TensorFileWriter::attr(const std::string& name, const std::string& value) {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
-  check(type.id >= 0 && H5Tset_size(type.id, value.size() + 1) >= 0, impl_->tmp, "writing attribute " + name);
-  H5Handle space{H5Screate(H5S_SCALAR), H5Sclose};
-  H5Handle a{H5Acreate2(impl_->file, name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
-  check(a.id >= 0 && H5Awrite(a.id, type.id, value.c_str()) >= 0, impl_->tmp, "writing attribute " + name);
+  H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+  check(type.get() >= 0 && H5Tset_size(type.get(), value.size() + 1) >= 0, impl_->tmp, "writing attribute " + name);
+  H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Id a(H5Acreate2(impl_->file, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  check(a.get() >= 0 && H5Awrite(a.get(), type.get(), value.c_str()) >= 0, impl_->tmp, "writing attribute " + name);
 }
 
 void TensorFileWriter::tensor(const std::string& name, const Tensor& t) {
   std::vector<float> host = t.to_vector<float>();  // outside the lock: may wait for the GPU
   std::lock_guard lock(hdf5_mutex());
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
-  H5Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
-  H5Handle lcpl{H5Pcreate(H5P_LINK_CREATE), H5Pclose};
-  check(lcpl.id >= 0 && H5Pset_create_intermediate_group(lcpl.id, 1) >= 0, impl_->tmp, "creating groups for " + name);
-  H5Handle ds{H5Dcreate2(impl_->file, name.c_str(), H5T_IEEE_F32LE, space.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT),
-              H5Dclose};
-  check(ds.id >= 0 && H5Dwrite(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0, impl_->tmp,
-        "writing " + name);
+  H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  check(lcpl.get() >= 0 && H5Pset_create_intermediate_group(lcpl.get(), 1) >= 0, impl_->tmp,
+        "creating groups for " + name);
+  H5Id ds(H5Dcreate2(impl_->file, name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+          H5Dclose);
+  check(ds.get() >= 0 && H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
+        impl_->tmp, "writing " + name);
 }
 
 void TensorFileWriter::commit() {
@@ -135,8 +124,8 @@ struct TensorFileReader::Impl {
     return a;
   }
   H5T_class_t attr_class(hid_t a) const {
-    H5Handle type{H5Aget_type(a), H5Tclose};
-    return type.id >= 0 ? H5Tget_class(type.id) : H5T_NO_CLASS;
+    H5Id type(H5Aget_type(a), H5Tclose);
+    return type.get() >= 0 ? H5Tget_class(type.get()) : H5T_NO_CLASS;
   }
   [[noreturn]] void wrong_type(const std::string& name, const char* expected) const {
     GT_THROW(path, "is it a GraphTensor " + kind + "?", "attribute '", name, "' of '", path, "' is not ", expected);
@@ -182,30 +171,30 @@ bool TensorFileReader::has_tensor(const std::string& name) const {
 
 int64_t TensorFileReader::attr_int(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle a{impl_->open_attr(name), H5Aclose};
-  if (impl_->attr_class(a.id) != H5T_INTEGER) impl_->wrong_type(name, "an integer");
+  H5Id a(impl_->open_attr(name), H5Aclose);
+  if (impl_->attr_class(a.get()) != H5T_INTEGER) impl_->wrong_type(name, "an integer");
   int64_t v = 0;
-  check(H5Aread(a.id, H5T_NATIVE_INT64, &v) >= 0, impl_->path, "reading attribute " + name);
+  check(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0, impl_->path, "reading attribute " + name);
   return v;
 }
 
 double TensorFileReader::attr_real(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle a{impl_->open_attr(name), H5Aclose};
-  if (impl_->attr_class(a.id) != H5T_FLOAT) impl_->wrong_type(name, "a number");
+  H5Id a(impl_->open_attr(name), H5Aclose);
+  if (impl_->attr_class(a.get()) != H5T_FLOAT) impl_->wrong_type(name, "a number");
   double v = 0;
-  check(H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) >= 0, impl_->path, "reading attribute " + name);
+  check(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0, impl_->path, "reading attribute " + name);
   return v;
 }
 
 std::string TensorFileReader::attr_string(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle a{impl_->open_attr(name), H5Aclose};
-  H5Handle type{H5Aget_type(a.id), H5Tclose};
-  if (type.id < 0 || H5Tget_class(type.id) != H5T_STRING || H5Tis_variable_str(type.id) > 0)
+  H5Id a(impl_->open_attr(name), H5Aclose);
+  H5Id type(H5Aget_type(a.get()), H5Tclose);
+  if (type.get() < 0 || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0)
     impl_->wrong_type(name, "a fixed-length string");
-  std::string buf(H5Tget_size(type.id), '\0');
-  check(H5Aread(a.id, type.id, buf.data()) >= 0, impl_->path, "reading attribute " + name);
+  std::string buf(H5Tget_size(type.get()), '\0');
+  check(H5Aread(a.get(), type.get(), buf.data()) >= 0, impl_->path, "reading attribute " + name);
   buf.resize(buf.find('\0') == std::string::npos ? buf.size() : buf.find('\0'));
   return buf;
 }
@@ -216,18 +205,18 @@ void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::
   Tensor host = Tensor::empty(t.shape(), DType::kFloat32);
   {
     std::lock_guard lock(hdf5_mutex());
-    H5Handle ds{H5Dopen2(impl_->file, name.c_str(), H5P_DEFAULT), H5Dclose};
-    check(ds.id >= 0, impl_->path, "opening " + name);
-    H5Handle space{H5Dget_space(ds.id), H5Sclose};
-    int nd = H5Sget_simple_extent_ndims(space.id);
+    H5Id ds(H5Dopen2(impl_->file, name.c_str(), H5P_DEFAULT), H5Dclose);
+    check(ds.get() >= 0, impl_->path, "opening " + name);
+    H5Id space(H5Dget_space(ds.get()), H5Sclose);
+    int nd = H5Sget_simple_extent_ndims(space.get());
     check(nd >= 0, impl_->path, "reading the shape of " + name);
     std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
-    H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     Shape shape(dims.begin(), dims.end());
     if (shape != t.shape())
       GT_THROW(impl_->path, hint, "'", name, "' in ", impl_->kind, " '", impl_->path, "' has shape ", shape_str(shape),
                ", expected ", shape_str(t.shape()));
-    check(H5Dread(ds.id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data<float>()) >= 0, impl_->path,
+    check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data<float>()) >= 0, impl_->path,
           "reading " + name);
   }
   t.copy_from(host);

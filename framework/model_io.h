@@ -6,7 +6,7 @@
 // renames it over <path>; a writer destroyed without commit() (an exception on the way) removes
 // the temporary file and leaves any previous <path> untouched.
 //
-// Every HDF5 call here holds hdf5_mutex() (preprocess/dataset.h), as the dataset store's do:
+// Every HDF5 call here holds hdf5_mutex() (framework/hdf5_util.h), as the dataset store's do:
 // Debian's HDF5 is not thread-safe. Tensor names are HDF5 paths ("params/layer0.bias"); the
 // groups on the way are created on write.
 #pragma once

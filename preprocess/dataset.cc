@@ -1,7 +1,5 @@
 #include "preprocess/dataset.h"
 
-#include <fcntl.h>
-#include <hdf5.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,106 +9,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <set>
-#include <type_traits>
-#include <utility>
 
 #include "framework/error.h"
+#include "framework/hdf5_util.h"
+#include "preprocess/dataset_internal.h"
 
 namespace gt {
 namespace {
-
-// Debian's HDF5 is built without thread safety: every entry point below takes this lock, and
-// the first one also silences the library's own error printing (a stack dump on stderr); errors
-// are reported as one-line gt::Error messages instead.
-std::recursive_mutex& h5_mutex() {
-  static std::recursive_mutex m;
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
-  return m;
-}
-
-herr_t innermost_error(unsigned n, const H5E_error2_t* e, void* out) {
-  if (n == 0 && e->desc) *static_cast<std::string*>(out) = e->desc;
-  return 0;
-}
-
-// Throws the failure of an HDF5 call as gt::Error at "<file>:<object>", with the innermost
-// message of the library's error stack.
-[[noreturn]] void h5_fail(const std::string& file, const std::string& object, const char* call) {
-  std::string detail;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &detail);
-  H5Eclear2(H5E_DEFAULT);
-  std::string fn(call, std::strcspn(call, "("));
-  GT_THROW(object.empty() ? file : file + ":" + object,
-           "the file may be damaged, not written by gt-data, or on a full disk",
-           "HDF5 ", fn, " failed", detail.empty() ? "" : ": " + detail);
-}
-
-// Evaluates an HDF5 call and throws naming the file and object when it returns a negative id
-// or status; yields the call's value otherwise.
-#define GT_H5_CHECK(expr, file, object)                     \
-  ([&]() {                                                  \
-    auto gt_h5_r = (expr);                                  \
-    if (gt_h5_r < 0) h5_fail((file), (object), #expr);     \
-    return gt_h5_r;                                         \
-  }())
-
-// Owns one HDF5 identifier.
-class H5Id {
- public:
-  using Closer = herr_t (*)(hid_t);
-  H5Id() = default;
-  H5Id(hid_t id, Closer close) : id_(id), close_(close) {}
-  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
-  H5Id& operator=(H5Id&& o) noexcept {
-    reset();
-    id_ = std::exchange(o.id_, -1);
-    close_ = o.close_;
-    return *this;
-  }
-  ~H5Id() { reset(); }
-  void reset() {
-    if (id_ >= 0 && close_) close_(id_);
-    id_ = -1;
-  }
-  hid_t get() const { return id_; }
-  hid_t release() { return std::exchange(id_, -1); }
-
- private:
-  hid_t id_ = -1;
-  Closer close_ = nullptr;
-};
-
-// The 1-D arrays are int32 or int64.
-template <typename T> hid_t mem_type() { return std::is_same_v<T, int32_t> ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64; }
-template <typename T> hid_t file_type() { return std::is_same_v<T, int32_t> ? H5T_STD_I32LE : H5T_STD_I64LE; }
-
-H5Id file_access_plist(const std::string& path) {
-  H5Id fapl(GT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, ""), H5Pclose);
-  // STRONG: closing the file closes every object in it, so the file is really closed before
-  // it is fsynced and renamed. No file locking: writes are atomic renames, and locks fail on
-  // some network file systems.
-  GT_H5_CHECK(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "");
-  GT_H5_CHECK(H5Pset_file_locking(fapl.get(), false, true), path, "");
-  return fapl;
-}
 
 H5Id open_dataset(hid_t file, const std::string& path, const std::string& name, hid_t dapl = H5P_DEFAULT) {
   if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
     GT_THROW(path, "the file is not a complete GraphTensor dataset", "dataset file '", path, "' has no ", name);
   return H5Id(GT_H5_CHECK(H5Dopen2(file, name.c_str(), dapl), path, name), H5Dclose);
-}
-
-std::vector<hsize_t> dataset_dims(hid_t ds, const std::string& path, const std::string& name) {
-  H5Id space(GT_H5_CHECK(H5Dget_space(ds), path, name), H5Sclose);
-  int rank = GT_H5_CHECK(H5Sget_simple_extent_ndims(space.get()), path, name);
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  GT_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), path, name);
-  return dims;
 }
 
 // A file's header can declare arrays of any size and element type, and reading one allocates
@@ -145,7 +57,7 @@ void check_storage(hid_t file, hid_t ds, const std::string& path, const std::str
 template <typename T>
 std::vector<T> read_1d(hid_t file, const std::string& path, const std::string& name, int64_t expect) {
   H5Id ds = open_dataset(file, path, name);
-  std::vector<hsize_t> dims = dataset_dims(ds.get(), path, name);
+  std::vector<hsize_t> dims = h5::dataset_dims(ds.get(), path, name);
   if (dims.size() != 1 || (expect >= 0 && dims[0] != static_cast<hsize_t>(expect)))
     GT_THROW(path + ":" + name, "the file's attributes and arrays disagree; re-create it",
              name, " has shape ", dims.size() == 1 ? std::to_string(dims[0]) : "of rank " + std::to_string(dims.size()),
@@ -153,40 +65,8 @@ std::vector<T> read_1d(hid_t file, const std::string& path, const std::string& n
   check_storage(file, ds.get(), path, name, dims, H5T_INTEGER);
   std::vector<T> out(dims[0]);
   if (!out.empty())
-    GT_H5_CHECK(H5Dread(ds.get(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, name);
+    GT_H5_CHECK(H5Dread(ds.get(), h5::mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, name);
   return out;
-}
-
-// Object creation properties without modification times, so that the same dataset always
-// gives the same bytes.
-H5Id creation_plist(hid_t cls, const std::string& path, const std::string& name) {
-  H5Id plist(GT_H5_CHECK(H5Pcreate(cls), path, name), H5Pclose);
-  GT_H5_CHECK(H5Pset_obj_track_times(plist.get(), false), path, name);
-  return plist;
-}
-
-template <typename T>
-void write_1d(hid_t loc, const std::string& path, const std::string& name, const T* data, std::size_t n) {
-  hsize_t dims[1] = {n};
-  H5Id space(GT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, name), H5Sclose);
-  H5Id dcpl = creation_plist(H5P_DATASET_CREATE, path, name);
-  H5Id ds(GT_H5_CHECK(H5Dcreate2(loc, name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(),
-                                 H5P_DEFAULT), path, name), H5Dclose);
-  if (n > 0) GT_H5_CHECK(H5Dwrite(ds.get(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, name);
-}
-
-void write_attr(hid_t file, const std::string& path, const char* name, hid_t ftype, hid_t mtype, const void* v) {
-  H5Id space(GT_H5_CHECK(H5Screate(H5S_SCALAR), path, name), H5Sclose);
-  H5Id attr(GT_H5_CHECK(H5Acreate2(file, name, ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT), path, name),
-            H5Aclose);
-  GT_H5_CHECK(H5Awrite(attr.get(), mtype, v), path, name);
-}
-
-void write_attr_string(hid_t file, const std::string& path, const char* name, const std::string& s) {
-  H5Id type(GT_H5_CHECK(H5Tcopy(H5T_C_S1), path, name), H5Tclose);
-  GT_H5_CHECK(H5Tset_size(type.get(), s.size() + 1), path, name);
-  GT_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLTERM), path, name);
-  write_attr(file, path, name, type.get(), type.get(), s.c_str());
 }
 
 H5Id open_attr(hid_t file, const std::string& path, const char* name) {
@@ -236,7 +116,7 @@ H5Id open_for_read(const std::string& path) {
     GT_THROW({}, "datasets are written by gt-data import-ogb or gt-data synth",
              "cannot open dataset file '", path, "': not an HDF5 file");
   }
-  H5Id fapl = file_access_plist(path);
+  H5Id fapl = h5::file_access_plist(path);
   H5Id file(GT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path, ""), H5Fclose);
   int64_t version = read_attr_int(file.get(), path, "format_version");
   if (version != kDatasetFormatVersion)
@@ -274,7 +154,7 @@ DatasetInfo read_info(hid_t file, const std::string& path) {
   for (const std::string& name : split_names(file, path)) {
     std::string obj = "/splits/" + name;
     H5Id ds = open_dataset(file, path, obj);
-    std::vector<hsize_t> dims = dataset_dims(ds.get(), path, obj);
+    std::vector<hsize_t> dims = h5::dataset_dims(ds.get(), path, obj);
     if (dims.size() != 1) GT_THROW(path + ":" + obj, {}, obj, " is not a list of node ids");
     info.split_sizes[name] = static_cast<int64_t>(dims[0]);
   }
@@ -302,7 +182,7 @@ H5Id open_features(hid_t file, const std::string& path, const DatasetInfo& info)
   // A few chunks of cache so that consecutive small row ranges do not re-read their chunk.
   GT_H5_CHECK(H5Pset_chunk_cache(dapl.get(), 521, std::size_t{8} << 20, 1.0), path, "/features");
   H5Id ds = open_dataset(file, path, "/features", dapl.get());
-  std::vector<hsize_t> dims = dataset_dims(ds.get(), path, "/features");
+  std::vector<hsize_t> dims = h5::dataset_dims(ds.get(), path, "/features");
   if (dims.size() != 2 || dims[0] != static_cast<hsize_t>(info.num_nodes) ||
       dims[1] != static_cast<hsize_t>(info.feature_dim))
     GT_THROW(path + ":/features", "re-create the dataset", "/features does not have shape [num_nodes ",
@@ -312,7 +192,7 @@ H5Id open_features(hid_t file, const std::string& path, const DatasetInfo& info)
 }
 
 Dataset load(const std::string& path, bool with_features) {
-  std::lock_guard lock(h5_mutex());
+  std::lock_guard lock(hdf5_mutex());
   H5Id file = open_for_read(path);
   Dataset ds;
   ds.info = read_info(file.get(), path);
@@ -330,7 +210,11 @@ Dataset load(const std::string& path, bool with_features) {
   return ds;
 }
 
-// The checks shared by Dataset::validate and DatasetWriter.
+}  // namespace
+
+namespace detail {
+
+// The checks shared by Dataset::validate and DatasetWriter (preprocess/dataset_internal.h).
 void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, int64_t n,
                  const std::string& where) {
   if (static_cast<int64_t>(indptr.size()) != n + 1)
@@ -371,19 +255,13 @@ void check_split(const std::string& name, const std::vector<int64_t>& ids, int64
   }
 }
 
-}  // namespace
+}  // namespace detail
 
-std::recursive_mutex& hdf5_mutex() { return h5_mutex(); }
-
-int64_t feature_chunk_rows(int64_t feature_dim) {
-  constexpr int64_t kChunkBytes = int64_t{1} << 20;
-  return std::max<int64_t>(1, kChunkBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(1, feature_dim)));
-}
 
 void Dataset::validate(const std::string& where) const {
   const int64_t n = info.num_nodes;
   if (n < 0 || n > INT32_MAX) GT_THROW(where, {}, "num_nodes = ", n, " is outside [0, 2^31)");
-  check_graph(indptr, indices, n, where);
+  detail::check_graph(indptr, indices, n, where);
   if (info.num_edges != static_cast<int64_t>(indices.size()))
     GT_THROW(where, {}, "info.num_edges = ", info.num_edges, " but the graph has ", indices.size(), " edges");
   if (features.defined()) {
@@ -407,8 +285,8 @@ void Dataset::validate(const std::string& where) const {
       GT_THROW(where, "clean the source data (NaN/Inf features make training diverge)", "feature row ",
                first / info.feature_dim, ", column ", first % info.feature_dim, " is ", x[first], ", not a finite number");
   }
-  check_labels(labels, n, info.num_classes, where);
-  for (const auto& [name, ids] : splits) check_split(name, ids, n, where);
+  detail::check_labels(labels, n, info.num_classes, where);
+  for (const auto& [name, ids] : splits) detail::check_split(name, ids, n, where);
   for (const auto& [name, size] : info.split_sizes) {
     auto it = splits.find(name);
     if (it == splits.end() || static_cast<int64_t>(it->second.size()) != size)
@@ -431,7 +309,7 @@ Dataset load_dataset(const std::string& path) { return load(path, true); }
 Dataset load_dataset_without_features(const std::string& path) { return load(path, false); }
 
 DatasetInfo read_dataset_info(const std::string& path) {
-  std::lock_guard lock(h5_mutex());
+  std::lock_guard lock(hdf5_mutex());
   H5Id file = open_for_read(path);
   return read_info(file.get(), path);
 }
@@ -446,14 +324,14 @@ struct FeatureReader::Impl {
   DatasetInfo info;
   H5Id file, features;
   ~Impl() {
-    std::lock_guard lock(h5_mutex());
+    std::lock_guard lock(hdf5_mutex());
     features.reset();
     file.reset();
   }
 };
 
 FeatureReader::FeatureReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
-  std::lock_guard lock(h5_mutex());
+  std::lock_guard lock(hdf5_mutex());
   impl_->path = path;
   impl_->file = open_for_read(path);
   impl_->info = read_info(impl_->file.get(), path);
@@ -466,184 +344,9 @@ int64_t FeatureReader::num_nodes() const { return impl_->info.num_nodes; }
 int64_t FeatureReader::feature_dim() const { return impl_->info.feature_dim; }
 
 Tensor FeatureReader::read_rows(int64_t begin, int64_t end) {
-  std::lock_guard lock(h5_mutex());
+  std::lock_guard lock(hdf5_mutex());
   return gt::read_rows(impl_->features.get(), impl_->path, impl_->info.num_nodes, impl_->info.feature_dim, begin,
                        end);
-}
-
-// ---------------------------------------------------------------------------------------------
-struct DatasetWriter::Impl {
-  std::string path, tmp;
-  int64_t n = 0, f = 0;
-  H5Id file, features;
-  bool graph_written = false, labels_written = false, committed = false;
-  int64_t num_edges = 0, num_classes = 0;
-  bool directed = false;
-  std::string source;
-  std::vector<std::pair<int64_t, int64_t>> feature_ranges;
-  std::set<std::string> splits;
-
-  ~Impl() {
-    std::lock_guard lock(h5_mutex());
-    features.reset();
-    file.reset();
-    if (!committed && !tmp.empty()) std::remove(tmp.c_str());
-  }
-};
-
-DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim)
-    : impl_(std::make_unique<Impl>()) {
-  GT_CHECK_ARG(num_nodes >= 1 && num_nodes <= INT32_MAX, "num_nodes = ", num_nodes, " is outside [1, 2^31)");
-  GT_CHECK_ARG(feature_dim >= 1, "feature_dim = ", feature_dim, " must be at least 1");
-  std::lock_guard lock(h5_mutex());
-  Impl& m = *impl_;
-  m.path = path;
-  m.n = num_nodes;
-  m.f = feature_dim;
-  const std::string tmp = path + ".tmp";
-  H5Id fapl = file_access_plist(tmp);
-  errno = 0;
-  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-  if (file < 0) {
-    int err = errno;
-    H5Eclear2(H5E_DEFAULT);
-    GT_THROW({}, "check that the output folder exists and is writable", "cannot create dataset file '", path,
-             "' (writing '", tmp, "' first): ", err ? std::strerror(err) : "HDF5 error");
-  }
-  m.file = H5Id(file, H5Fclose);
-  m.tmp = tmp;  // from here on, the destructor removes it unless committed
-  for (const char* group : {"/graph", "/splits"}) {
-    H5Id gcpl = creation_plist(H5P_GROUP_CREATE, tmp, group);
-    H5Id(GT_H5_CHECK(H5Gcreate2(file, group, H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), tmp, group), H5Gclose).reset();
-  }
-
-  hsize_t dims[2] = {static_cast<hsize_t>(m.n), static_cast<hsize_t>(m.f)};
-  hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f))), dims[1]};
-  H5Id space(GT_H5_CHECK(H5Screate_simple(2, dims, nullptr), tmp, "/features"), H5Sclose);
-  H5Id dcpl = creation_plist(H5P_DATASET_CREATE, tmp, "/features");
-  GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
-  // Every row is written exactly once, so pre-filling chunks would only double the I/O.
-  GT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), tmp, "/features");
-  m.features = H5Id(GT_H5_CHECK(H5Dcreate2(file, "/features", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(),
-                                           H5P_DEFAULT), tmp, "/features"), H5Dclose);
-}
-
-DatasetWriter::~DatasetWriter() = default;
-
-void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices,
-                                bool directed) {
-  Impl& m = *impl_;
-  GT_CHECK_ARG(!m.graph_written, "the graph of '", m.path, "' was already written");
-  check_graph(indptr, indices, m.n, m.path);
-  std::lock_guard lock(h5_mutex());
-  write_1d(m.file.get(), m.tmp, "/graph/indptr", indptr.data(), indptr.size());
-  write_1d(m.file.get(), m.tmp, "/graph/indices", indices.data(), indices.size());
-  m.num_edges = static_cast<int64_t>(indices.size());
-  m.directed = directed;
-  m.graph_written = true;
-}
-
-void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
-  Impl& m = *impl_;
-  GT_CHECK_ARG(rows.defined() && rows.dtype() == DType::kFloat32 && rows.dim() == 2 && !rows.is_cuda() &&
-                   rows.size(1) == m.f,
-               "feature rows must be float32[n, ", m.f, "] on cpu, got ", rows.defined() ? rows.str() : "undefined");
-  GT_CHECK_ARG(begin >= 0 && begin + rows.size(0) <= m.n, "feature rows [", begin, ", ", begin + rows.size(0),
-               ") out of range for ", m.n, " nodes");
-  if (rows.size(0) == 0) return;
-  std::lock_guard lock(h5_mutex());
-  H5Id fspace(GT_H5_CHECK(H5Dget_space(m.features.get()), m.tmp, "/features"), H5Sclose);
-  hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
-  hsize_t count[2] = {static_cast<hsize_t>(rows.size(0)), static_cast<hsize_t>(m.f)};
-  GT_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), m.tmp,
-              "/features");
-  H5Id mspace(GT_H5_CHECK(H5Screate_simple(2, count, nullptr), m.tmp, "/features"), H5Sclose);
-  GT_H5_CHECK(H5Dwrite(m.features.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT,
-                       rows.data<float>()), m.tmp, "/features");
-  m.feature_ranges.emplace_back(begin, begin + rows.size(0));
-}
-
-void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num_classes) {
-  Impl& m = *impl_;
-  GT_CHECK_ARG(!m.labels_written, "the labels of '", m.path, "' were already written");
-  GT_CHECK_ARG(num_classes >= 0, "num_classes = ", num_classes, " is negative");
-  check_labels(labels, m.n, num_classes, m.path);
-  std::lock_guard lock(h5_mutex());
-  write_1d(m.file.get(), m.tmp, "/labels", labels.data(), labels.size());
-  m.num_classes = num_classes;
-  m.labels_written = true;
-}
-
-void DatasetWriter::write_split(const std::string& name, const std::vector<int64_t>& ids) {
-  Impl& m = *impl_;
-  check_split(name, ids, m.n, m.path);
-  GT_CHECK_ARG(!m.splits.count(name), "split '", name, "' of '", m.path, "' was already written");
-  std::lock_guard lock(h5_mutex());
-  write_1d(m.file.get(), m.tmp, "/splits/" + name, ids.data(), ids.size());
-  m.splits.insert(name);
-}
-
-void DatasetWriter::set_source(const std::string& source) { impl_->source = source; }
-
-void DatasetWriter::commit() {
-  Impl& m = *impl_;
-  GT_CHECK_ARG(!m.committed, "'", m.path, "' was already committed");
-  GT_CHECK_ARG(m.graph_written, "commit of '", m.path, "' before write_graph");
-  GT_CHECK_ARG(m.labels_written, "commit of '", m.path, "' before write_labels");
-  std::sort(m.feature_ranges.begin(), m.feature_ranges.end());
-  int64_t covered = 0;
-  for (const auto& [b, e] : m.feature_ranges) {
-    if (b > covered) break;
-    covered = std::max(covered, e);
-  }
-  GT_CHECK_ARG(covered == m.n, "commit of '", m.path, "': feature row ", covered, " was never written");
-
-  std::lock_guard lock(h5_mutex());
-  const hid_t file = m.file.get();
-  const int version = kDatasetFormatVersion, directed = m.directed ? 1 : 0;
-  const int64_t feature_dim = m.f;
-  write_attr(file, m.tmp, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
-  write_attr(file, m.tmp, "num_nodes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.n);
-  write_attr(file, m.tmp, "num_edges", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_edges);
-  write_attr(file, m.tmp, "feature_dim", H5T_STD_I64LE, H5T_NATIVE_INT64, &feature_dim);
-  write_attr(file, m.tmp, "num_classes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_classes);
-  write_attr(file, m.tmp, "directed", H5T_STD_I32LE, H5T_NATIVE_INT, &directed);
-  write_attr_string(file, m.tmp, "source", m.source);
-  GT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), m.tmp, "");
-  m.features.reset();
-  hid_t closing = m.file.release();
-  GT_H5_CHECK(H5Fclose(closing), m.tmp, "");
-
-  // The data must be on disk before the rename makes it visible under the final name.
-  int fd = ::open(m.tmp.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    int err = errno;
-    if (fd >= 0) ::close(fd);
-    GT_THROW({}, {}, "cannot sync '", m.tmp, "' to disk: ", std::strerror(err));
-  }
-  ::close(fd);
-  if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0)
-    GT_THROW({}, {}, "cannot rename '", m.tmp, "' to '", m.path, "': ", std::strerror(errno));
-  m.committed = true;
-  // Make the rename itself durable (best effort: some file systems refuse to sync folders).
-  std::string dir = m.path.find('/') == std::string::npos ? "." : m.path.substr(0, m.path.rfind('/') + 1);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
-void save_dataset(const Dataset& ds, const std::string& path) {
-  ds.validate(path);
-  GT_CHECK_ARG(ds.features.defined(), "save_dataset: the dataset for '", path, "' has no features");
-  DatasetWriter w(path, ds.info.num_nodes, ds.info.feature_dim);
-  w.write_graph(ds.indptr, ds.indices, ds.info.directed);
-  w.write_feature_rows(0, ds.features);
-  w.write_labels(ds.labels, ds.info.num_classes);
-  for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
-  w.set_source(ds.info.source);
-  w.commit();
 }
 
 }  // namespace gt

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,10 +17,6 @@
 namespace gt {
 
 constexpr int kDatasetFormatVersion = 1;
-
-// Debian's HDF5 is built without thread safety: every HDF5 call of the library (this store, and
-// the weights and checkpoint files of framework/model_io.h) holds this recursive lock.
-std::recursive_mutex& hdf5_mutex();
 
 struct DatasetInfo {
   int64_t num_nodes = 0;

@@ -1,0 +1,75 @@
+#include "framework/hdf5_util.h"
+
+#include <cstring>
+
+#include "framework/error.h"
+
+namespace gt {
+namespace {
+
+herr_t innermost_error(unsigned n, const H5E_error2_t* e, void* out) {
+  if (n == 0 && e->desc) *static_cast<std::string*>(out) = e->desc;
+  return 0;
+}
+
+}  // namespace
+
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex m;
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  return m;
+}
+
+namespace h5 {
+
+void fail(const std::string& file, const std::string& object, const char* call) {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &detail);
+  H5Eclear2(H5E_DEFAULT);
+  std::string fn(call, std::strcspn(call, "("));
+  GT_THROW(object.empty() ? file : file + ":" + object,
+           "the file may be damaged, not written by gt-data, or on a full disk",
+           "HDF5 ", fn, " failed", detail.empty() ? "" : ": " + detail);
+}
+
+H5Id file_access_plist(const std::string& path) {
+  H5Id fapl(GT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, ""), H5Pclose);
+  // STRONG: closing the file closes every object in it, so the file is really closed before
+  // it is fsynced and renamed. No file locking: writes are atomic renames, and locks fail on
+  // some network file systems.
+  GT_H5_CHECK(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "");
+  GT_H5_CHECK(H5Pset_file_locking(fapl.get(), false, true), path, "");
+  return fapl;
+}
+
+H5Id creation_plist(hid_t cls, const std::string& path, const std::string& name) {
+  H5Id plist(GT_H5_CHECK(H5Pcreate(cls), path, name), H5Pclose);
+  GT_H5_CHECK(H5Pset_obj_track_times(plist.get(), false), path, name);
+  return plist;
+}
+
+std::vector<hsize_t> dataset_dims(hid_t ds, const std::string& path, const std::string& name) {
+  H5Id space(GT_H5_CHECK(H5Dget_space(ds), path, name), H5Sclose);
+  int rank = GT_H5_CHECK(H5Sget_simple_extent_ndims(space.get()), path, name);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  GT_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), path, name);
+  return dims;
+}
+
+void write_attr(hid_t file, const std::string& path, const char* name, hid_t ftype, hid_t mtype, const void* v) {
+  H5Id space(GT_H5_CHECK(H5Screate(H5S_SCALAR), path, name), H5Sclose);
+  H5Id attr(GT_H5_CHECK(H5Acreate2(file, name, ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT), path, name),
+            H5Aclose);
+  GT_H5_CHECK(H5Awrite(attr.get(), mtype, v), path, name);
+}
+
+void write_attr_string(hid_t file, const std::string& path, const char* name, const std::string& s) {
+  H5Id type(GT_H5_CHECK(H5Tcopy(H5T_C_S1), path, name), H5Tclose);
+  GT_H5_CHECK(H5Tset_size(type.get(), s.size() + 1), path, name);
+  GT_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLTERM), path, name);
+  write_attr(file, path, name, type.get(), type.get(), s.c_str());
+}
+
+}  // namespace h5
+}  // namespace gt

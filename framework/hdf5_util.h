@@ -1,0 +1,106 @@
+// The HDF5 helpers shared by the library's HDF5 code (the dataset store of preprocess/dataset.h,
+// the weights and checkpoint files of framework/model_io.h): the one lock that serialises every
+// HDF5 call, an owning handle for HDF5 identifiers, failed calls thrown as gt::Error naming the
+// file and object (GT_H5_CHECK), and property-list, shape and write helpers that are not tied to
+// one kind of file (the dataset store uses them; model_io.cc has its own error messages).
+//
+// Internal to the library: it includes <hdf5.h>, a private dependency that consumers of the
+// installed headers do not have, so it is not installed. The lock and the handle class are in
+// namespace gt (their names say HDF5); the other helpers are in gt::h5.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace gt {
+
+// Debian's HDF5 is built without thread safety: every HDF5 call of the library holds this
+// recursive lock. The first call also silences the library's own error printing (a stack dump on
+// stderr); errors are reported as one-line gt::Error messages instead.
+std::recursive_mutex& hdf5_mutex();
+
+// Owns one HDF5 identifier.
+class H5Id {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5Id() = default;
+  H5Id(hid_t id, Closer close) : id_(id), close_(close) {}
+  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  H5Id& operator=(H5Id&& o) noexcept {
+    reset();
+    id_ = std::exchange(o.id_, -1);
+    close_ = o.close_;
+    return *this;
+  }
+  ~H5Id() { reset(); }
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = -1;
+  }
+  hid_t get() const { return id_; }
+  hid_t release() { return std::exchange(id_, -1); }
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+namespace h5 {
+
+// Throws the failure of an HDF5 call as gt::Error at "<file>:<object>", with the innermost
+// message of the library's error stack. The hint names gt-data: written for dataset files.
+[[noreturn]] void fail(const std::string& file, const std::string& object, const char* call);
+
+}  // namespace h5
+
+// Evaluates an HDF5 call and throws naming the file and object when it returns a negative id
+// or status; yields the call's value otherwise.
+#define GT_H5_CHECK(expr, file, object)                           \
+  ([&]() {                                                        \
+    auto gt_h5_r = (expr);                                        \
+    if (gt_h5_r < 0) ::gt::h5::fail((file), (object), #expr);     \
+    return gt_h5_r;                                               \
+  }())
+
+namespace h5 {
+
+// The 1-D arrays are int32 or int64.
+template <typename T> hid_t mem_type() { return std::is_same_v<T, int32_t> ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64; }
+template <typename T> hid_t file_type() { return std::is_same_v<T, int32_t> ? H5T_STD_I32LE : H5T_STD_I64LE; }
+
+// File access properties for files written atomically ("<path>.tmp", closed, fsynced and renamed):
+// closing the file closes every object in it, and no file locking.
+H5Id file_access_plist(const std::string& path);
+
+// Object creation properties without modification times, so that the same data always gives
+// the same bytes.
+H5Id creation_plist(hid_t cls, const std::string& path, const std::string& name);
+
+// The dimensions of dataset `ds` (`name` in file `path`, for messages).
+std::vector<hsize_t> dataset_dims(hid_t ds, const std::string& path, const std::string& name);
+
+// Creates the 1-D int32 or int64 dataset `name` under `loc` and writes n values into it.
+template <typename T>
+void write_1d(hid_t loc, const std::string& path, const std::string& name, const T* data, std::size_t n) {
+  hsize_t dims[1] = {n};
+  H5Id space(GT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, name), H5Sclose);
+  H5Id dcpl = creation_plist(H5P_DATASET_CREATE, path, name);
+  H5Id ds(GT_H5_CHECK(H5Dcreate2(loc, name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(),
+                                 H5P_DEFAULT), path, name), H5Dclose);
+  if (n > 0) GT_H5_CHECK(H5Dwrite(ds.get(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, name);
+}
+
+// Scalar attributes: `v` holds one value of memory type `mtype`, stored as `ftype`.
+void write_attr(hid_t file, const std::string& path, const char* name, hid_t ftype, hid_t mtype, const void* v);
+// A fixed-length, NUL-terminated string attribute.
+void write_attr_string(hid_t file, const std::string& path, const char* name, const std::string& s);
+
+}  // namespace h5
+}  // namespace gt

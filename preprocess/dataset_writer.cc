@@ -1,0 +1,202 @@
+// DatasetWriter and save_dataset of preprocess/dataset.h: dataset files written atomically,
+// streamed through "<path>.tmp" (the reader and Dataset::validate are in dataset.cc).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/hdf5_util.h"
+#include "preprocess/dataset.h"
+#include "preprocess/dataset_internal.h"
+
+namespace gt {
+
+int64_t feature_chunk_rows(int64_t feature_dim) {
+  constexpr int64_t kChunkBytes = int64_t{1} << 20;
+  return std::max<int64_t>(1, kChunkBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(1, feature_dim)));
+}
+
+struct DatasetWriter::Impl {
+  std::string path, tmp;
+  int64_t n = 0, f = 0;
+  H5Id file, features;
+  bool graph_written = false, labels_written = false, committed = false;
+  int64_t num_edges = 0, num_classes = 0;
+  bool directed = false;
+  std::string source;
+  std::vector<std::pair<int64_t, int64_t>> feature_ranges;
+  std::set<std::string> splits;
+
+  ~Impl() {
+    std::lock_guard lock(hdf5_mutex());
+    features.reset();
+    file.reset();
+    if (!committed && !tmp.empty()) std::remove(tmp.c_str());
+  }
+};
+
+DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim)
+    : impl_(std::make_unique<Impl>()) {
+  GT_CHECK_ARG(num_nodes >= 1 && num_nodes <= INT32_MAX, "num_nodes = ", num_nodes, " is outside [1, 2^31)");
+  GT_CHECK_ARG(feature_dim >= 1, "feature_dim = ", feature_dim, " must be at least 1");
+  std::lock_guard lock(hdf5_mutex());
+  Impl& m = *impl_;
+  m.path = path;
+  m.n = num_nodes;
+  m.f = feature_dim;
+  const std::string tmp = path + ".tmp";
+  H5Id fapl = h5::file_access_plist(tmp);
+  errno = 0;
+  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  if (file < 0) {
+    int err = errno;
+    H5Eclear2(H5E_DEFAULT);
+    GT_THROW({}, "check that the output folder exists and is writable", "cannot create dataset file '", path,
+             "' (writing '", tmp, "' first): ", err ? std::strerror(err) : "HDF5 error");
+  }
+  m.file = H5Id(file, H5Fclose);
+  m.tmp = tmp;  // from here on, the destructor removes it unless committed
+  for (const char* group : {"/graph", "/splits"}) {
+    H5Id gcpl = h5::creation_plist(H5P_GROUP_CREATE, tmp, group);
+    H5Id(GT_H5_CHECK(H5Gcreate2(file, group, H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), tmp, group), H5Gclose).reset();
+  }
+
+  hsize_t dims[2] = {static_cast<hsize_t>(m.n), static_cast<hsize_t>(m.f)};
+  hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f))), dims[1]};
+  H5Id space(GT_H5_CHECK(H5Screate_simple(2, dims, nullptr), tmp, "/features"), H5Sclose);
+  H5Id dcpl = h5::creation_plist(H5P_DATASET_CREATE, tmp, "/features");
+  GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
+  // Every row is written exactly once, so pre-filling chunks would only double the I/O.
+  GT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), tmp, "/features");
+  m.features = H5Id(GT_H5_CHECK(H5Dcreate2(file, "/features", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                                           H5P_DEFAULT), tmp, "/features"), H5Dclose);
+}
+
+DatasetWriter::~DatasetWriter() = default;
+
+void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices,
+                                bool directed) {
+  Impl& m = *impl_;
+  GT_CHECK_ARG(!m.graph_written, "the graph of '", m.path, "' was already written");
+  detail::check_graph(indptr, indices, m.n, m.path);
+  std::lock_guard lock(hdf5_mutex());
+  h5::write_1d(m.file.get(), m.tmp, "/graph/indptr", indptr.data(), indptr.size());
+  h5::write_1d(m.file.get(), m.tmp, "/graph/indices", indices.data(), indices.size());
+  m.num_edges = static_cast<int64_t>(indices.size());
+  m.directed = directed;
+  m.graph_written = true;
+}
+
+void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
+  Impl& m = *impl_;
+  GT_CHECK_ARG(rows.defined() && rows.dtype() == DType::kFloat32 && rows.dim() == 2 && !rows.is_cuda() &&
+                   rows.size(1) == m.f,
+               "feature rows must be float32[n, ", m.f, "] on cpu, got ", rows.defined() ? rows.str() : "undefined");
+  GT_CHECK_ARG(begin >= 0 && begin + rows.size(0) <= m.n, "feature rows [", begin, ", ", begin + rows.size(0),
+               ") out of range for ", m.n, " nodes");
+  if (rows.size(0) == 0) return;
+  std::lock_guard lock(hdf5_mutex());
+  H5Id fspace(GT_H5_CHECK(H5Dget_space(m.features.get()), m.tmp, "/features"), H5Sclose);
+  hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
+  hsize_t count[2] = {static_cast<hsize_t>(rows.size(0)), static_cast<hsize_t>(m.f)};
+  GT_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), m.tmp,
+              "/features");
+  H5Id mspace(GT_H5_CHECK(H5Screate_simple(2, count, nullptr), m.tmp, "/features"), H5Sclose);
+  GT_H5_CHECK(H5Dwrite(m.features.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT,
+                       rows.data<float>()), m.tmp, "/features");
+  m.feature_ranges.emplace_back(begin, begin + rows.size(0));
+}
+
+void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num_classes) {
+  Impl& m = *impl_;
+  GT_CHECK_ARG(!m.labels_written, "the labels of '", m.path, "' were already written");
+  GT_CHECK_ARG(num_classes >= 0, "num_classes = ", num_classes, " is negative");
+  detail::check_labels(labels, m.n, num_classes, m.path);
+  std::lock_guard lock(hdf5_mutex());
+  h5::write_1d(m.file.get(), m.tmp, "/labels", labels.data(), labels.size());
+  m.num_classes = num_classes;
+  m.labels_written = true;
+}
+
+void DatasetWriter::write_split(const std::string& name, const std::vector<int64_t>& ids) {
+  Impl& m = *impl_;
+  detail::check_split(name, ids, m.n, m.path);
+  GT_CHECK_ARG(!m.splits.count(name), "split '", name, "' of '", m.path, "' was already written");
+  std::lock_guard lock(hdf5_mutex());
+  h5::write_1d(m.file.get(), m.tmp, "/splits/" + name, ids.data(), ids.size());
+  m.splits.insert(name);
+}
+
+void DatasetWriter::set_source(const std::string& source) { impl_->source = source; }
+
+void DatasetWriter::commit() {
+  Impl& m = *impl_;
+  GT_CHECK_ARG(!m.committed, "'", m.path, "' was already committed");
+  GT_CHECK_ARG(m.graph_written, "commit of '", m.path, "' before write_graph");
+  GT_CHECK_ARG(m.labels_written, "commit of '", m.path, "' before write_labels");
+  std::sort(m.feature_ranges.begin(), m.feature_ranges.end());
+  int64_t covered = 0;
+  for (const auto& [b, e] : m.feature_ranges) {
+    if (b > covered) break;
+    covered = std::max(covered, e);
+  }
+  GT_CHECK_ARG(covered == m.n, "commit of '", m.path, "': feature row ", covered, " was never written");
+
+  std::lock_guard lock(hdf5_mutex());
+  const hid_t file = m.file.get();
+  const int version = kDatasetFormatVersion, directed = m.directed ? 1 : 0;
+  const int64_t feature_dim = m.f;
+  h5::write_attr(file, m.tmp, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
+  h5::write_attr(file, m.tmp, "num_nodes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.n);
+  h5::write_attr(file, m.tmp, "num_edges", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_edges);
+  h5::write_attr(file, m.tmp, "feature_dim", H5T_STD_I64LE, H5T_NATIVE_INT64, &feature_dim);
+  h5::write_attr(file, m.tmp, "num_classes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_classes);
+  h5::write_attr(file, m.tmp, "directed", H5T_STD_I32LE, H5T_NATIVE_INT, &directed);
+  h5::write_attr_string(file, m.tmp, "source", m.source);
+  GT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), m.tmp, "");
+  m.features.reset();
+  hid_t closing = m.file.release();
+  GT_H5_CHECK(H5Fclose(closing), m.tmp, "");
+
+  // The data must be on disk before the rename makes it visible under the final name.
+  int fd = ::open(m.tmp.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    GT_THROW({}, {}, "cannot sync '", m.tmp, "' to disk: ", std::strerror(err));
+  }
+  ::close(fd);
+  if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0)
+    GT_THROW({}, {}, "cannot rename '", m.tmp, "' to '", m.path, "': ", std::strerror(errno));
+  m.committed = true;
+  // Make the rename itself durable (best effort: some file systems refuse to sync folders).
+  std::string dir = m.path.find('/') == std::string::npos ? "." : m.path.substr(0, m.path.rfind('/') + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save_dataset(const Dataset& ds, const std::string& path) {
+  ds.validate(path);
+  GT_CHECK_ARG(ds.features.defined(), "save_dataset: the dataset for '", path, "' has no features");
+  DatasetWriter w(path, ds.info.num_nodes, ds.info.feature_dim);
+  w.write_graph(ds.indptr, ds.indices, ds.info.directed);
+  w.write_feature_rows(0, ds.features);
+  w.write_labels(ds.labels, ds.info.num_classes);
+  for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
+  w.set_source(ds.info.source);
+  w.commit();
+}
+
+}  // namespace gt
