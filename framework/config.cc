@@ -176,6 +176,9 @@ const std::vector<Field>& fields() {
                  "LeakyReLU slope: NGCF's layer output and GAT's attention scores"),
       real_field("model.gin_eps", GT_GET(model, gin_eps), -1.0, 1000.0,
                  "GIN: a node's own features enter with weight 1 + eps (fixed, not learned)"),
+      real_field("model.attn_dropout", GT_GET(model, attn_dropout), 0.0, 0.99,
+                 "GAT: while training, each edge's attention coefficient (per head) is dropped with this "
+                 "probability and the kept ones scaled by 1 / (1 - p), as PyG's GATConv dropout"),
       string_field("model.dkp", GT_GET(model, dkp), {"aggregate-first", "combine-first", "auto"},
                    "kernel placement of gcn, sage and gin (docs/dkp.md): Pull then MatMul, MatMul on every source "
                    "row then Pull, or per layer and batch the order a fitted cost model predicts cheaper; ngcf and "

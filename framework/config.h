@@ -21,7 +21,8 @@ struct ModelConfig {
   int64_t output_heads = 1;      // GAT: heads of the output layer (averaged)
   double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores)
   double gin_eps = 0.0;          // GIN: weight (1 + eps) of a node's own features
-  std::string dkp = "aggregate-first";  // GCN kernel placement: aggregate-first | combine-first | auto
+  double attn_dropout = 0.0;     // GAT: dropout on the attention coefficients while training
+  std::string dkp = "aggregate-first";  // kernel placement (gcn, sage, gin): aggregate-first | combine-first | auto
 };
 
 struct DatasetConfig {

@@ -65,12 +65,12 @@ void check_p(float p, const char* op) {
 [[maybe_unused]] int dev_of(const Tensor& t) { return t.device().index; }
 
 // The mask and scaling shared with the CUDA kernel: element i is kept when its uniform draw is
-// >= p; kept elements are multiplied by 1 / (1 - p).
+// >= p; kept elements are multiplied by 1 / (1 - p). x == nullptr stands for ones (the mask).
 void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n) {
   const float scale = 1.0f / (1.0f - p);
   for_each_index(n, [&](int64_t i) {
     const bool keep = u01(philox(key, step, static_cast<uint64_t>(i)).v[0]) >= p;
-    y[i] = keep ? x[i] * scale : 0.0f;
+    y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;
   });
 }
 
@@ -209,6 +209,23 @@ void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Ten
 #endif
   }
   dropout_cpu(x.data<float>(), p, key, step, y.data<float>(), n);
+}
+
+void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
+  check_float(y, "y", "dropout_mask");
+  check_p(p, "dropout_mask");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  const uint64_t key = rng_key(seed, RngStream::kDropout);
+  if (y.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::dropout(nullptr, p, key, step, y.data<float>(), n, dev_of(y), s);
+#else
+    (void)s;
+    throw_built_without_cuda("dropout_mask");
+#endif
+  }
+  dropout_cpu(nullptr, p, key, step, y.data<float>(), n);
 }
 
 // The backward of inverted dropout is the same masked scaling applied to the gradient.

@@ -76,7 +76,7 @@ __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t ke
                                int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const bool keep = u01(philox(key, step, static_cast<uint64_t>(i)).v[0]) >= p;
-    y[i] = keep ? x[i] * scale : 0.0f;
+    y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;  // x == nullptr: the mask itself
   }
 }
 

@@ -31,6 +31,10 @@ void elu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s = null
 void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr);
 // dx = dy * mask / (1 - p) with the same (seed, step). dx may alias dy.
 void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s = nullptr);
+// The mask dropout_forward applies, as values: y[i] = 1 / (1 - p) where element i is kept, else 0
+// (the same draws as dropout_forward with the same seed, step and shape). For masks applied
+// inside fused kernels (GAT's attention dropout).
+void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr);
 
 // y += alpha * x.
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s = nullptr);

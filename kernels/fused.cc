@@ -19,11 +19,12 @@ void ngcf_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr,
                    int64_t num_src, int64_t num_dst, int64_t F, bool mean, const float* x, const float* dys,
                    const float* dyi, float* dx, int device, Stream s);
 void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t H, int64_t D, float slope,
-                 const float* z, const float* el, const float* er, float* y, float* alpha, int device, Stream s);
+                 const float* z, const float* el, const float* er, const float* keep, float* y, float* alpha,
+                 int device, Stream s);
 void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
                   const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t H, int64_t D,
-                  float slope, const float* z, const float* el, const float* er, const float* alpha, const float* dy,
-                  float* dz, float* del, float* der, int device, Stream s);
+                  float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
+                  const float* dy, float* dz, float* del, float* der, int device, Stream s);
 }  // namespace cuda_impl
 #endif
 
@@ -91,7 +92,7 @@ void ngcf_backward_cpu(const Block& b, const float* x, int64_t F, bool mean, con
 float leaky(float s, float slope) { return s > 0.0f ? s : s * slope; }
 
 void gat_forward_cpu(const Block& b, int64_t H, int64_t D, float slope, const float* z, const float* el,
-                     const float* er, float* y, float* alpha) {
+                     const float* er, const float* keep, float* y, float* alpha) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
   const int64_t fz = H * D;
@@ -108,20 +109,23 @@ void gat_forward_cpu(const Block& b, int64_t H, int64_t D, float slope, const fl
       for (int64_t k = start; k < end; ++k) {
         const float a = std::exp(leaky(el[ids[k] * H + h] + erv, slope) - m) / sum;
         alpha[k * H + h] = a;
+        const float w = keep ? a * keep[k * H + h] : a;
         const float* zh = z + static_cast<int64_t>(ids[k]) * fz + h * D;
-        for (int64_t j = 0; j < D; ++j) yh[j] += zh[j] * a;
+        for (int64_t j = 0; j < D; ++j) yh[j] += zh[j] * w;
       }
     }
   });
 }
 
 void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const float* z, const float* el,
-                      const float* er, const float* alpha, const float* dy, float* dz, float* del, float* der) {
+                      const float* er, const float* alpha, const float* keep, const float* dy, float* dz, float* del,
+                      float* der) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
   const int64_t fz = H * D;
   std::vector<float> ds(static_cast<std::size_t>(b.nnz() * H));
-  // 1. Per destination: g = <dy[v, h], z[u, h]>, S = sum alpha g, ds = alpha (g - S) leaky'.
+  // 1. Per destination: g = <dy[v, h], z[u, h]> (times keep), S = sum alpha g,
+  //    ds = alpha (g - S) leaky'.
   napa::for_rows(b.num_dst, [&](int64_t v) {
     for (int64_t h = 0; h < H; ++h) {
       float S = 0.0f;
@@ -130,6 +134,7 @@ void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const f
         const float* dh = dy + v * fz + h * D;
         float g = 0.0f;
         for (int64_t j = 0; j < D; ++j) g += zh[j] * dh[j];
+        if (keep) g *= keep[k * H + h];
         ds[static_cast<std::size_t>(k * H + h)] = g;
         S += alpha[k * H + h] * g;
       }
@@ -143,7 +148,7 @@ void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const f
       der[v * H + h] = total;
     }
   });
-  // 2. Per source over the transposed block: dz = sum alpha dy[v], del = sum ds.
+  // 2. Per source over the transposed block: dz = sum alpha (times keep) dy[v], del = sum ds.
   const int64_t* tptr = b.t_indptr.data<int64_t>();
   const int32_t* tids = b.t_indices.data<int32_t>();
   const int32_t* teids = b.t_eids.data<int32_t>();
@@ -153,7 +158,7 @@ void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const f
       float total = 0.0f;
       for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
         const int64_t v = tids[k], e = teids[k];
-        const float a = alpha[e * H + h];
+        const float a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
         const float* dh = dy + v * fz + h * D;
         float* o = dz + u * fz + h * D;
         for (int64_t j = 0; j < D; ++j) o[j] += dh[j] * a;
@@ -177,6 +182,14 @@ int64_t check_gat_inputs(const Block& b, const Tensor& z, const Tensor& el, cons
   check_device(el, "el", d, op);
   check_device(er, "er", d, op);
   return z.size(1) / H;
+}
+
+// keep, when given: float32 [nnz, H] on the tensors' device.
+const float* check_keep(const Tensor* keep, const Block& b, int64_t H, Device d, const char* op) {
+  if (!keep) return nullptr;
+  check_shape(*keep, "keep", b.nnz(), H, op);
+  check_device(*keep, "keep", d, op);
+  return keep->data<float>();
 }
 
 }  // namespace
@@ -238,7 +251,7 @@ void ngcf_aggregate_backward(const Block& b, const Tensor& x_src, Reduce f, cons
 }
 
 void gat_aggregate_forward(const Block& b, const Tensor& z, const Tensor& el, const Tensor& er, float slope,
-                           Tensor& y, Tensor& alpha, Stream s) {
+                           Tensor& y, Tensor& alpha, Stream s, const Tensor* keep) {
   const char* op = "gat_aggregate_forward";
   GT_CHECK_ARG(z.defined(), op, ": z is not set");
   const Device d = z.device();
@@ -249,23 +262,25 @@ void gat_aggregate_forward(const Block& b, const Tensor& z, const Tensor& el, co
   check_device(y, "y", d, op);
   check_shape(alpha, "alpha", b.nnz(), H, op);
   check_device(alpha, "alpha", d, op);
+  const float* kp = check_keep(keep, b, H, d, op);
   if (b.num_dst == 0) return;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
     return cuda_impl::gat_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, H, D, slope,
-                                  z.data<float>(), el.data<float>(), er.data<float>(), y.data<float>(),
+                                  z.data<float>(), el.data<float>(), er.data<float>(), kp, y.data<float>(),
                                   alpha.data<float>(), d.index, s);
 #else
     (void)s;
     throw_built_without_cuda(op);
 #endif
   }
-  gat_forward_cpu(b, H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(), y.data<float>(),
+  gat_forward_cpu(b, H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(), kp, y.data<float>(),
                   alpha.data<float>());
 }
 
 void gat_aggregate_backward(const Block& b, const Tensor& z, const Tensor& el, const Tensor& er, float slope,
-                            const Tensor& alpha, const Tensor& dy, Tensor& dz, Tensor& del, Tensor& der, Stream s) {
+                            const Tensor& alpha, const Tensor& dy, Tensor& dz, Tensor& del, Tensor& der, Stream s,
+                            const Tensor* keep) {
   const char* op = "gat_aggregate_backward";
   GT_CHECK_ARG(z.defined(), op, ": z is not set");
   const Device d = z.device();
@@ -280,20 +295,21 @@ void gat_aggregate_backward(const Block& b, const Tensor& z, const Tensor& el, c
   for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&alpha, "alpha"}, {&dy, "dy"}, {&dz, "dz"},
                                 {&del, "del"}, {&der, "der"}})
     check_device(*t, name, d, op);
+  const float* kp = check_keep(keep, b, H, d, op);
   if (b.num_src == 0) return;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
     return cuda_impl::gat_backward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.t_indptr.data<int64_t>(),
                                    b.t_indices.data<int32_t>(), b.t_eids.data<int32_t>(), b.num_src, b.num_dst,
                                    b.nnz(), H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(),
-                                   alpha.data<float>(), dy.data<float>(), dz.data<float>(), del.data<float>(),
+                                   alpha.data<float>(), kp, dy.data<float>(), dz.data<float>(), del.data<float>(),
                                    der.data<float>(), d.index, s);
 #else
     (void)s;
     throw_built_without_cuda(op);
 #endif
   }
-  gat_backward_cpu(b, H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(), alpha.data<float>(),
+  gat_backward_cpu(b, H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(), alpha.data<float>(), kp,
                    dy.data<float>(), dz.data<float>(), del.data<float>(), der.data<float>());
 }
 

@@ -30,6 +30,10 @@
 //   del[u, h]      = sum over out-edges e of u of ds[e, h]                     (transposed block)
 //   der[v, h]      = sum over in-edges e of v of ds[e, h]                      (CSR rows)
 // dz and del read per-edge values through block.t_eids; no atomics anywhere.
+// Attention dropout: with keep (float32 [nnz, H], each entry 0 or 1 / (1 - p), e.g. from
+// dropout_forward on ones), the aggregation uses alpha[e, h] * keep[e, h] instead of alpha (the
+// saved alpha stays the undropped softmax), and backward takes the same keep: g is scaled by keep
+// before the softmax gradient, and dz sums alpha * keep * dy. keep == nullptr: no dropout.
 // All tensors and the block on one device; CUDA on `s`, CPU with oneTBB.
 #pragma once
 
@@ -45,9 +49,9 @@ void ngcf_aggregate_backward(const Block& b, const Tensor& x_src, Reduce f, cons
                              const Tensor& dy_inter, Tensor& dx_src, Stream s = nullptr);
 
 void gat_aggregate_forward(const Block& b, const Tensor& z, const Tensor& el, const Tensor& er, float slope,
-                           Tensor& y, Tensor& alpha, Stream s = nullptr);
+                           Tensor& y, Tensor& alpha, Stream s = nullptr, const Tensor* keep = nullptr);
 void gat_aggregate_backward(const Block& b, const Tensor& z, const Tensor& el, const Tensor& er, float slope,
                             const Tensor& alpha, const Tensor& dy, Tensor& dz, Tensor& del, Tensor& der,
-                            Stream s = nullptr);
+                            Stream s = nullptr, const Tensor* keep = nullptr);
 
 }  // namespace gt

@@ -13,6 +13,8 @@
 //     and der[v, h] = sum ds.
 //  2. Transposed block, warp per source u: dz[u, h] = sum over out-edges alpha[e, h] dy[v, h] and
 //     del[u, h] = sum ds[e, h], per-edge values read through t_eids.
+// Attention dropout (keep != nullptr): the aggregation weight is alpha * keep (forward and dz), and
+// g is multiplied by keep before the softmax gradient; alpha itself is stored undropped.
 #include <cstdint>
 
 #include "framework/device.h"
@@ -34,7 +36,8 @@ template <typename V>
 __global__ void __launch_bounds__(kThreads)
     gat_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, GatShape sh,
                        float slope, const V* __restrict__ z, const float* __restrict__ el,
-                       const float* __restrict__ er, V* __restrict__ y, float* __restrict__ alpha) {
+                       const float* __restrict__ er, const float* __restrict__ keep, V* __restrict__ y,
+                       float* __restrict__ alpha) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;  // fz: row length of z and y in vectors
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
@@ -60,6 +63,7 @@ __global__ void __launch_bounds__(kThreads)
             my_c = ids[e0 + lane];
             my_a = expf(leaky(el[my_c * H + h] + erv, slope) - m) / sum;
             if (c0 == 0) alpha[(e0 + lane) * H + h] = my_a;  // once per edge and head
+            if (keep) my_a *= keep[(e0 + lane) * H + h];      // the weight the sum uses
           }
           for (int j = 0; j < n; j += kEdgeUnroll) {
             V g[kEdgeUnroll][kUnroll];
@@ -98,8 +102,9 @@ template <typename V>
 __global__ void __launch_bounds__(kThreads)
     gat_backward_dst_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
                             GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
-                            const float* __restrict__ er, const float* __restrict__ alpha, const V* __restrict__ dy,
-                            float* ds, float* __restrict__ der) {
+                            const float* __restrict__ er, const float* __restrict__ alpha,
+                            const float* __restrict__ keep, const V* __restrict__ dy, float* ds,
+                            float* __restrict__ der) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
@@ -126,9 +131,10 @@ __global__ void __launch_bounds__(kThreads)
           }
 #pragma unroll
           for (int q = 0; q < kEdgeUnroll; ++q) {
-            const float g = warp_sum(part[q]);
+            float g = warp_sum(part[q]);
             if (j + q < n) {
               const int64_t e = e0 + j + q;
+              if (keep) g *= keep[e * H + h];
               S += alpha[e * H + h] * g;
               if (lane == q) ds[e * H + h] = g;  // g for now; turned into ds below
             }
@@ -155,8 +161,9 @@ template <typename V>
 __global__ void __launch_bounds__(kThreads)
     gat_backward_src_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
                             const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
-                            const float* __restrict__ alpha, const float* __restrict__ ds, const V* __restrict__ dy,
-                            V* __restrict__ dz, float* __restrict__ del) {
+                            const float* __restrict__ alpha, const float* __restrict__ keep,
+                            const float* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
+                            float* __restrict__ del) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
@@ -172,7 +179,8 @@ __global__ void __launch_bounds__(kThreads)
           float my_a = 0.0f;
           if (lane < n) {
             my_v = t_ids[e0 + lane];
-            my_a = alpha[static_cast<int64_t>(t_eids[e0 + lane]) * H + h];
+            const int64_t e = t_eids[e0 + lane];
+            my_a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
           }
           for (int j = 0; j < n; j += kEdgeUnroll) {
             V g[kEdgeUnroll][kUnroll];
@@ -224,23 +232,24 @@ struct Scratch {
 }  // namespace
 
 void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t H, int64_t D, float slope,
-                 const float* z, const float* el, const float* er, float* y, float* alpha, int device, Stream s) {
+                 const float* z, const float* el, const float* er, const float* keep, float* y, float* alpha,
+                 int device, Stream s) {
   if (num_dst == 0 || H == 0) return;  // nothing to write; keeps the grid non-empty
   const int grid = grid_for_rows(num_dst, device);
   if (D % 4 == 0 && aligned16(z) && aligned16(y))
     gat_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D / 4}, slope,
-                                                         reinterpret_cast<const float4*>(z), el, er,
+                                                         reinterpret_cast<const float4*>(z), el, er, keep,
                                                          reinterpret_cast<float4*>(y), alpha);
   else
-    gat_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er, y,
-                                                        alpha);
+    gat_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er, keep,
+                                                        y, alpha);
   GT_CUDA_LAUNCH_CHECK();
 }
 
 void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
                   const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t H, int64_t D,
-                  float slope, const float* z, const float* el, const float* er, const float* alpha, const float* dy,
-                  float* dz, float* del, float* der, int device, Stream s) {
+                  float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
+                  const float* dy, float* dz, float* del, float* der, int device, Stream s) {
   if (H == 0) return;
   Scratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
   float* d_ds = static_cast<float*>(ds.ptr);
@@ -249,22 +258,22 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
     const int grid = grid_for_rows(num_dst, device);
     if (vec)
       gat_backward_dst_kernel<float4><<<grid, kThreads, 0, s>>>(
-          ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha,
+          ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha, keep,
           reinterpret_cast<const float4*>(dy), d_ds, der);
     else
       gat_backward_dst_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er,
-                                                               alpha, dy, d_ds, der);
+                                                               alpha, keep, dy, d_ds, der);
     GT_CUDA_LAUNCH_CHECK();
   }
   if (num_src > 0) {
     const int grid = grid_for_rows(num_src, device);
     if (vec)
       gat_backward_src_kernel<float4><<<grid, kThreads, 0, s>>>(
-          t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, d_ds, reinterpret_cast<const float4*>(dy),
-          reinterpret_cast<float4*>(dz), del);
+          t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, keep, d_ds,
+          reinterpret_cast<const float4*>(dy), reinterpret_cast<float4*>(dz), del);
     else
       gat_backward_src_kernel<float><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, GatShape{H, D}, alpha,
-                                                               d_ds, dy, dz, del);
+                                                               keep, d_ds, dy, dz, del);
     GT_CUDA_LAUNCH_CHECK();
   }
 }

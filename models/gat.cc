@@ -14,8 +14,9 @@
 // zero moments). This keeps every op on the existing dense kernels of both devices.
 //
 // Activation: ELU on hidden layers, as PyG's GAT example (examples/gat.py) and the paper use.
-// Attention dropout (PyG's GATConv dropout) is not applied: the fused kernel computes the
-// softmax and the weighted sum in one pass; only the layer input is dropped.
+// Attention dropout (model.attn_dropout, PyG's GATConv dropout): while training, a [nnz, H] mask
+// of 0 and 1 / (1 - p) (dropout_mask, its own random stream per layer and step) goes into the
+// fused kernels, which weight the sum by alpha * mask and scale the softmax gradient by it.
 //
 // The bias after the aggregation makes out = y + b, not a GEMM epilogue: the bias add and its
 // gradient use dense.h's bias_activation_forward / bias_backward.
@@ -33,6 +34,8 @@ namespace {
 
 using namespace layer_detail;
 
+constexpr uint64_t kAttentionSeedOffset = 0x9e3779b97f4a7c15ull;
+
 class GatLayer final : public Layer {
  public:
   GatLayer(const LayerOptions& o, Device d)
@@ -47,6 +50,8 @@ class GatLayer final : public Layer {
         b_(bias(o, "bias", o.activation ? o.heads * o.out : o.out, d)) {
     GT_CHECK_ARG(H_ >= 1 && D_ >= 1, "GAT: heads and width must be >= 1, got ", H_, " x ", D_);
     GT_CHECK_ARG(o.negative_slope >= 0.0f, "GAT: negative_slope must be >= 0, got ", o.negative_slope);
+    GT_CHECK_ARG(o.attn_dropout >= 0.0f && o.attn_dropout < 1.0f, "GAT: attention dropout must be in [0, 1), got ",
+                 o.attn_dropout);
     mask_ = block_diagonal(1.0f, d);
     if (!concat_ && H_ > 1) mean_ = head_mean(d);
   }
@@ -63,7 +68,15 @@ class GatLayer final : public Layer {
     linear_forward(z_.rows(0, nd), ar_.value, nullptr, er_, ctx);
     y_ = empty2(nd, H_ * D_, dev);
     alpha_ = empty2(block.nnz(), H_, dev);
-    gat_aggregate_forward(block, z_, el_, er_, o_.negative_slope, y_, alpha_, ctx.stream());
+    keep_ = Tensor();
+    if (training && o_.attn_dropout > 0.0f) {
+      keep_ = empty2(block.nnz(), H_, dev);
+      // Seed offset: a stream of draws apart from the input dropout's (same step and layer key).
+      dropout_mask(o_.attn_dropout, o_.seed + kAttentionSeedOffset, step * 64 + static_cast<uint64_t>(o_.index),
+                   keep_, ctx.stream());
+    }
+    gat_aggregate_forward(block, z_, el_, er_, o_.negative_slope, y_, alpha_, ctx.stream(),
+                          keep_.defined() ? &keep_ : nullptr);
     if (concat_) {
       bias_activation_forward(&b_.value, Activation::kNone, 0.0f, y_, ctx);
       elu_forward(y_, y_, ctx.stream());
@@ -94,7 +107,8 @@ class GatLayer final : public Layer {
       linear_backward(y_, mean_, dy, &dagg, dmean, &b_.grad, ctx);
     }
     Tensor dz = empty_like(z_), del = empty_like(el_), der = empty_like(er_);
-    gat_aggregate_backward(block, z_, el_, er_, o_.negative_slope, alpha_, dagg, dz, del, der, ctx.stream());
+    gat_aggregate_backward(block, z_, el_, er_, o_.negative_slope, alpha_, dagg, dz, del, der, ctx.stream(),
+                           keep_.defined() ? &keep_ : nullptr);
     linear_backward_accumulate(z_, al_.value, del, &dz, al_.grad, ctx);
     Tensor dz_dst = dz.rows(0, nd);
     linear_backward_accumulate(z_.rows(0, nd), ar_.value, der, &dz_dst, ar_.grad, ctx);
@@ -146,7 +160,7 @@ class GatLayer final : public Layer {
   bool concat_;
   Param w_, al_, ar_, b_;
   Tensor mask_, mean_;
-  Tensor x_, z_, el_, er_, y_, alpha_, out_;
+  Tensor x_, z_, el_, er_, y_, alpha_, keep_, out_;
 };
 
 }  // namespace

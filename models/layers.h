@@ -35,6 +35,7 @@ struct LayerOptions {
   Reduce aggregation = Reduce::kMean;  // NGCF: kMean or kSum
   float negative_slope = 0.2f;         // NGCF output LeakyReLU, GAT attention LeakyReLU (>= 0)
   float gin_eps = 0.0f;                // GIN
+  float attn_dropout = 0.0f;           // GAT: attention dropout while training
   int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
   int64_t heads = 1;                   // GAT: heads; `out` is the width per head
   // GCN: kernel placement (framework/dkp.h), shared by the model's layers; null = aggregate first.

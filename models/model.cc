@@ -106,6 +106,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.aggregation = cfg.aggregation == "sum" ? Reduce::kSum : Reduce::kMean;
     o.negative_slope = static_cast<float>(cfg.negative_slope);
     o.gin_eps = static_cast<float>(cfg.gin_eps);
+    o.attn_dropout = static_cast<float>(cfg.attn_dropout);
     o.mlp_hidden = cfg.hidden;
     o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
     o.dkp = dkp;

@@ -19,8 +19,8 @@ The models, as models/{ngcf,gin,gat}.cc define them:
   gin   2 x GINConv(eps = 0 fixed, MLP Linear(in, 64) - ReLU - Linear(64, out)), ReLU after the
         hidden layer, hidden 64, dropout 0.5, Adam lr 0.01, wd 5e-4.
   gat   GATConv(in, 8, heads 8) - ELU - GATConv(64, classes, heads 1), self loops, LeakyReLU 0.2
-        scores, dropout 0.6 on each layer's input and NO attention dropout (GraphTensor's fused
-        kernel has none; PyG's examples/gat.py uses 0.6 there), Adam lr 0.005, wd 5e-4.
+        scores, dropout 0.6 on each layer's input and on the attention coefficients (GATConv's
+        dropout, model.attn_dropout in GraphTensor), Adam lr 0.005, wd 5e-4.
 Dropout is applied to every layer's input while training, as GraphTensor's layers do.
 """
 import argparse, json, os, statistics, sys, time
@@ -98,8 +98,8 @@ class Net(torch.nn.Module):
         elif kind == "gat":
             heads = 8
             self.convs = torch.nn.ModuleList([
-                GATConv(fin, hid, heads=heads, negative_slope=0.2, dropout=0.0, add_self_loops=True),
-                GATConv(hid * heads, classes, heads=1, concat=False, negative_slope=0.2, dropout=0.0,
+                GATConv(fin, hid, heads=heads, negative_slope=0.2, dropout=0.6, add_self_loops=True),
+                GATConv(hid * heads, classes, heads=1, concat=False, negative_slope=0.2, dropout=0.6,
                         add_self_loops=True)])
         else:
             raise ValueError(kind)

@@ -303,6 +303,23 @@ GT_DEVICE_TEST(DropoutGrad, BackwardMatchesFiniteDifferences) {
   expect_close(dx.to_vector<float>(), fd, kFdTol, "dropout dx vs finite differences");
 }
 
+// dropout_mask is dropout_forward's mask as values (dropout_forward applied to ones), on both
+// devices with the same draws.
+GT_DEVICE_TEST(Dropout, MaskIsTheForwardOfOnes) {
+  const int64_t n = 1000;
+  const float p = 0.3f;
+  Tensor ones = tensor_on(std::vector<float>(n, 1.0f), {n}, dev);
+  Tensor want = poisoned({n}, dev), mask = poisoned({n}, dev);
+  dropout_forward(ones, p, 9, 4, want);
+  dropout_mask(p, 9, 4, mask);
+  const auto m = mask.to_vector<float>();
+  EXPECT_EQ(m, want.to_vector<float>());
+  Tensor cpu = poisoned({n}, Device::cpu());
+  dropout_mask(p, 9, 4, cpu);
+  EXPECT_EQ(cpu.to_vector<float>(), m) << "CPU and " << dev.str() << " masks differ";
+  for (float v : m) EXPECT_TRUE(v == 0.0f || v == 1.0f / (1.0f - p)) << v;
+}
+
 GT_DEVICE_TEST(Dropout, SameMaskOnEveryDeviceAndKeepRate) {
   Context ctx(dev);
   const Stream st = ctx.stream();

@@ -173,14 +173,17 @@ struct Gat {
 };
 
 Gat run_gat(const Block& b, Device dev, int64_t H, int64_t D, const std::vector<float>& zf,
-            const std::vector<float>& elf, const std::vector<float>& erf, const std::vector<float>& dyf) {
+            const std::vector<float>& elf, const std::vector<float>& erf, const std::vector<float>& dyf,
+            const std::vector<float>* keepf = nullptr) {
   Block bd = b.to(dev);
   const int64_t ns = b.num_src, nd = b.num_dst;
   Tensor z = tensor_on(zf, {ns, H * D}, dev), el = tensor_on(elf, {ns, H}, dev), er = tensor_on(erf, {nd, H}, dev);
   Tensor y = poisoned({nd, H * D}, dev), alpha = poisoned({b.nnz(), H}, dev);
   Tensor dz = poisoned({ns, H * D}, dev), del = poisoned({ns, H}, dev), der = poisoned({nd, H}, dev);
-  gat_aggregate_forward(bd, z, el, er, kSlope, y, alpha);
-  gat_aggregate_backward(bd, z, el, er, kSlope, alpha, tensor_on(dyf, {nd, H * D}, dev), dz, del, der);
+  Tensor keep = keepf ? tensor_on(*keepf, {b.nnz(), H}, dev) : Tensor();
+  const Tensor* kp = keepf ? &keep : nullptr;
+  gat_aggregate_forward(bd, z, el, er, kSlope, y, alpha, nullptr, kp);
+  gat_aggregate_backward(bd, z, el, er, kSlope, alpha, tensor_on(dyf, {nd, H * D}, dev), dz, del, der, nullptr, kp);
   return {y.to_vector<float>(), alpha.to_vector<float>(), dz.to_vector<float>(), del.to_vector<float>(),
           der.to_vector<float>()};
 }
@@ -211,6 +214,58 @@ GT_DEVICE_TEST(FusedGat, MatchesReferenceAndFiniteDifferences) {
   expect_close(o.dz, fz, 1e-4, "dz vs finite differences");
   expect_close(o.del, fl, 1e-4, "del vs finite differences");
   expect_close(o.der, fr, 1e-4, "der vs finite differences");
+}
+
+// Attention dropout: a fixed keep mask of 0 and 2 (p = 0.5). The sum weights alpha * keep, the
+// saved alpha stays the softmax, and the gradients are those of that function (finite
+// differences with the mask held fixed); GPU and CPU agree on a larger block, float4 and scalar.
+GT_DEVICE_TEST(FusedGat, AttentionDropoutMatchesReferenceAndFiniteDifferences) {
+  Block b = make_block(9, 6, {0, 3, 3, 4, 8, 10, 11}, {0, 4, 8, 2, 1, 1, 7, 3, 5, 0, 8});
+  const Csr g(b);
+  const int64_t H = 2, D = 3, nd = 6, ns = 9;
+  const auto zf = random_floats(ns * H * D, 171), elf = random_floats(ns * H, 172), erf = random_floats(nd * H, 173);
+  const auto dyf = random_floats(nd * H * D, 174);
+  std::vector<float> keepf(static_cast<std::size_t>(b.nnz() * H));
+  for (std::size_t i = 0; i < keepf.size(); ++i) keepf[i] = i % 3 == 1 ? 0.0f : 2.0f;
+  const Vec keep = to_double(keepf);
+  const Gat o = run_gat(b, dev, H, D, zf, elf, erf, dyf, &keepf);
+  Vec z = to_double(zf), el = to_double(elf), er = to_double(erf);
+  const Vec dy = to_double(dyf);
+  const Vec ref = test::ref_gat(g, z, el, er, kSlope, H, D, &keep);
+  expect_close(o.y, Vec(ref.begin(), ref.begin() + nd * H * D), 1e-5, "y");
+  expect_close(o.alpha, Vec(ref.begin() + nd * H * D, ref.end()), 1e-5, "alpha (undropped)");
+  auto loss = [&](const Vec& zz, const Vec& ll, const Vec& rr) {
+    const Vec out = test::ref_gat(g, zz, ll, rr, kSlope, H, D, &keep);
+    return test::dot(dy, Vec(out.begin(), out.begin() + nd * H * D));
+  };
+  Vec fz(z.size()), fl(el.size()), fr(er.size());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    fz[i] = test::central_difference(z, i, 1e-4, [&](const Vec& v) { return loss(v, el, er); });
+  for (std::size_t i = 0; i < el.size(); ++i)
+    fl[i] = test::central_difference(el, i, 1e-4, [&](const Vec& v) { return loss(z, v, er); });
+  for (std::size_t i = 0; i < er.size(); ++i)
+    fr[i] = test::central_difference(er, i, 1e-4, [&](const Vec& v) { return loss(z, el, v); });
+  expect_close(o.dz, fz, 1e-4, "dz vs finite differences");
+  expect_close(o.del, fl, 1e-4, "del vs finite differences");
+  expect_close(o.der, fr, 1e-4, "der vs finite differences");
+  if (!dev.is_cuda()) return;
+  for (const int64_t Dw : {int64_t{16}, int64_t{7}}) {
+    Block big = test::random_block(300, 200, 40, 191 + static_cast<uint64_t>(Dw));
+    const int64_t Hb = 4;
+    const auto zb = random_floats(static_cast<std::size_t>(300 * Hb * Dw), 192);
+    const auto lb = random_floats(static_cast<std::size_t>(300 * Hb), 193, -2.0f, 2.0f);
+    const auto rb = random_floats(static_cast<std::size_t>(200 * Hb), 194, -2.0f, 2.0f);
+    const auto db = random_floats(static_cast<std::size_t>(200 * Hb * Dw), 195);
+    std::vector<float> kb(static_cast<std::size_t>(big.nnz() * Hb));
+    for (std::size_t i = 0; i < kb.size(); ++i) kb[i] = (i * 2654435761u) % 5 < 2 ? 0.0f : 1.0f / 0.6f;
+    const Gat gpu = run_gat(big, dev, Hb, Dw, zb, lb, rb, db, &kb);
+    const Gat cpu = run_gat(big, Device::cpu(), Hb, Dw, zb, lb, rb, db, &kb);
+    const std::string what = "D=" + std::to_string(Dw);
+    expect_close(gpu.y, to_double(cpu.y), 1e-5, "GPU vs CPU y " + what);
+    expect_close(gpu.dz, to_double(cpu.dz), 1e-5, "GPU vs CPU dz " + what);
+    expect_close(gpu.del, to_double(cpu.del), 1e-4, "GPU vs CPU del " + what);
+    expect_close(gpu.der, to_double(cpu.der), 1e-4, "GPU vs CPU der " + what);
+  }
 }
 
 GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
@@ -277,6 +332,8 @@ GT_DEVICE_TEST(FusedGat, RejectsBadArguments) {
   Tensor er = tensor_on(random_floats(12, 3), {6, 2}, dev);
   Tensor y = poisoned({6, 6}, dev), alpha = poisoned({nnz, 2}, dev);
   EXPECT_NO_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha));
+  Tensor keep_bad = Tensor::zeros({b.nnz() + 1, alpha.size(1)}, DType::kFloat32, dev);
+  EXPECT_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha, nullptr, &keep_bad), Error);
   Tensor z7 = tensor_on(random_floats(70, 1), {10, 7}, dev);  // 7 columns, 2 heads
   EXPECT_THROW(gat_aggregate_forward(b, z7, el, er, kSlope, y, alpha), Error);
   Tensor alpha1 = poisoned({nnz, 1}, dev);

@@ -59,9 +59,10 @@ ModelConfig model_config(const std::string& type) {
   return c;
 }
 
-// Loss of one forward pass; with `grads` also runs backward (fills every Param::grad).
-double loss_of(Model& m, const Context& ctx, const Batch& b, bool grads) {
-  Tensor logits = m.forward(ctx, b.blocks, b.features, /*training=*/false, 0);
+// Loss of one forward pass; with `grads` also runs backward (fills every Param::grad). In training
+// mode every pass is step 7, so dropout masks are the same in each of them.
+double loss_of(Model& m, const Context& ctx, const Batch& b, bool grads, bool training = false) {
+  Tensor logits = m.forward(ctx, b.blocks, b.features, training, training ? 7 : 0);
   Tensor dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
   const double loss = softmax_cross_entropy(logits, b.labels, dlogits, ctx.stream());
   if (grads) {
@@ -75,7 +76,7 @@ double loss_of(Model& m, const Context& ctx, const Batch& b, bool grads) {
 // rounding error of the difference (~1e-7 * loss / step) near 1e-4, and the kinks of ReLU and
 // LeakyReLU are rare enough that a few elements may straddle one: at most 2% of the elements may
 // miss the per-element bound, and the whole gradient must match within 0.5% in norm.
-void check_gradients(const ModelConfig& cfg, uint64_t seed) {
+void check_gradients(const ModelConfig& cfg, uint64_t seed, bool training = false) {
   SCOPED_TRACE(cfg.type + " aggregation=" + cfg.aggregation + " heads=" + std::to_string(cfg.heads) + "/" +
                std::to_string(cfg.output_heads));
   const int64_t in_dim = 5, classes = 3;
@@ -90,7 +91,7 @@ void check_gradients(const ModelConfig& cfg, uint64_t seed) {
       std::vector<float> r = test::random_floats(static_cast<std::size_t>(p->value.numel()), seed * 100 + k++, -0.2f, 0.2f);
       std::copy(r.begin(), r.end(), p->value.data<float>());
     }
-  loss_of(*model, ctx, b, /*grads=*/true);
+  loss_of(*model, ctx, b, /*grads=*/true, training);
   const float step = 2e-3f;
   int64_t checked = 0, missed = 0;
   double diff2 = 0, norm2 = 0;
@@ -107,9 +108,9 @@ void check_gradients(const ModelConfig& cfg, uint64_t seed) {
       }
       const float keep = v[i];
       v[i] = keep + step;
-      const double up = loss_of(*model, ctx, b, false);
+      const double up = loss_of(*model, ctx, b, false, training);
       v[i] = keep - step;
-      const double down = loss_of(*model, ctx, b, false);
+      const double down = loss_of(*model, ctx, b, false, training);
       v[i] = keep;
       const double fd = (up - down) / (2.0 * step);
       const double an = analytic[static_cast<std::size_t>(i)];
@@ -160,6 +161,34 @@ TEST(ModelGradients, GatMeanOfOutputHeads) {
   c.output_heads = 2;
   c.negative_slope = 0.1;
   check_gradients(c, 15);
+}
+
+// Attention dropout while training: the masks are fixed by (seed, step, layer), so the finite
+// differences see the same dropped edges as the backward pass.
+TEST(ModelGradients, GatAttentionDropout) {
+  ModelConfig c = model_config("gat");
+  c.hidden = 3;
+  c.heads = 2;
+  c.attn_dropout = 0.4;
+  check_gradients(c, 16, /*training=*/true);
+}
+
+// The attention dropout changes training outputs (and only while training).
+TEST(ModelOps, GatAttentionDropoutOnlyWhileTraining) {
+  ModelConfig c = model_config("gat");
+  c.hidden = 3;
+  c.heads = 2;
+  Batch b = tiny_batch(5, 3, 2);
+  Context ctx;
+  auto plain = build_model(c, 5, 3, Device::cpu(), 4);
+  c.attn_dropout = 0.5;
+  auto dropped = build_model(c, 5, 3, Device::cpu(), 4);
+  const auto eval_a = plain->forward(ctx, b.blocks, b.features, false, 1).to_vector<float>();
+  const auto eval_b = dropped->forward(ctx, b.blocks, b.features, false, 1).to_vector<float>();
+  EXPECT_EQ(eval_a, eval_b) << "attention dropout must not act at evaluation";
+  const auto train_a = plain->forward(ctx, b.blocks, b.features, true, 1).to_vector<float>();
+  const auto train_b = dropped->forward(ctx, b.blocks, b.features, true, 1).to_vector<float>();
+  EXPECT_NE(train_a, train_b) << "attention dropout changed nothing while training";
 }
 
 TEST(ModelRegistry, ShapesAndErrors) {
