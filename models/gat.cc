@@ -124,6 +124,23 @@ class GatLayer final : public Layer {
 
   std::vector<Param*> params() override { return {&w_, &al_, &ar_, &b_}; }
 
+  std::string describe(const Block& block) const override {
+    const int64_t ns = block.num_src, nd = block.num_dst, hd = H_ * D_;
+    std::string out = "  order combine-first (fixed: attention needs the projected features)\n";
+    if (o_.dropout > 0)
+      out += op_line("Dropout p=" + std::to_string(o_.dropout).substr(0, 4) + " (training)", ns, o_.in);
+    out += op_line("MatMul " + std::to_string(o_.in) + " x " + std::to_string(hd), ns, hd);
+    out += op_line("MatMul att_src (block-diagonal)", ns, H_);
+    out += op_line("MatMul att_dst (block-diagonal)", nd, H_);
+    std::string agg = "GAT scores + edge softmax + Pull (" + std::to_string(block.nnz()) + " edges)";
+    if (o_.attn_dropout > 0) agg += ", attention dropout " + std::to_string(o_.attn_dropout).substr(0, 4);
+    out += op_line(agg, nd, hd);
+    if (concat_) out += op_line("Bias + ELU (heads concatenated)", nd, hd);
+    else if (H_ == 1) out += op_line("Bias", nd, D_);
+    else out += op_line("MatMul head mean + bias", nd, D_);
+    return out;
+  }
+
  private:
   // [H*D, H] with `value` at (h*D + d, h) and 0 elsewhere, on device d.
   Tensor block_diagonal(float value, Device d) const {

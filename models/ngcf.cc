@@ -65,6 +65,21 @@ class NgcfLayer final : public Layer {
 
   std::vector<Param*> params() override { return {&w1_, &w2_, &b_}; }
 
+  std::string describe(const Block& block) const override {
+    const int64_t nd = block.num_dst;
+    std::string out = "  order aggregate-first (fixed: the fused pass needs the in-wide mean for the product term)\n";
+    if (o_.dropout > 0)
+      out += op_line("Dropout p=" + std::to_string(o_.dropout).substr(0, 4) + " (training)", block.num_src, o_.in);
+    const std::string f = o_.aggregation == Reduce::kSum ? "sum" : "mean";
+    out += op_line("NGCF Pull " + f + " (" + std::to_string(block.nnz()) + " edges): side + self", nd, o_.in);
+    out += op_line("  and inter = x_v * Pull " + f + " (same pass)", nd, o_.in);
+    const std::string mm = "MatMul " + std::to_string(o_.in) + " x " + std::to_string(o_.out);
+    out += op_line(mm + " (side) + bias", nd, o_.out);
+    out += op_line(mm + " (inter, accumulated)", nd, o_.out);
+    out += op_line("LeakyReLU " + std::to_string(o_.negative_slope).substr(0, 4), nd, o_.out);
+    return out;
+  }
+
  private:
   LayerOptions o_;
   InputDropout drop_;

@@ -286,5 +286,23 @@ TEST(Dkp, AutoWarmsUpFitsAndCaches) {
   std::filesystem::remove_all(dir);
 }
 
+// --print-graph: every model type lists its ops and the order it runs them in, per layer.
+TEST(Dkp, EveryModelListsItsOpsAndOrder) {
+  std::vector<Block> blocks = {test::random_block(40, 12, 5, 41), test::random_block(12, 4, 3, 42)};
+  for (const char* type : {"gcn", "sage", "gin", "ngcf", "gat"}) {
+    ModelConfig mc;
+    mc.type = type;
+    mc.hidden = 4;
+    mc.heads = 2;
+    auto model = build_model(mc, 6, 3, Device::cpu(), 1);
+    const std::string g = model->describe(blocks);
+    EXPECT_EQ(g.find("no per-op listing"), std::string::npos) << type << ":\n" << g;
+    std::size_t orders = 0;
+    for (std::size_t at = g.find("  order "); at != std::string::npos; at = g.find("  order ", at + 1)) ++orders;
+    EXPECT_EQ(orders, 2u) << type << ":\n" << g;
+    EXPECT_NE(g.find("MatMul"), std::string::npos) << type << ":\n" << g;
+  }
+}
+
 }  // namespace
 }  // namespace gt
