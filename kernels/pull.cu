@@ -1,8 +1,8 @@
 // Pull (sum / mean aggregation) on the GPU. Contract in pull.h; argument checks and dispatch in
 // pull.cc.
 //
-// Mapping (TLPGNN-style, destination-centric): one warp owns one output row and its lanes split
-// the feature columns. Each output element is therefore produced by exactly one lane, which
+// Mapping (TLPGNN-style, destination-centric): one warp (or a group of its lanes, below) owns one
+// output row and its lanes split the feature columns. Each output element is therefore produced by exactly one lane, which
 // walks the row's edges in CSR order: no atomics, and the summation order is the same as the
 // CPU loop's, so results are deterministic run to run.
 //
