@@ -64,12 +64,9 @@ DkpOptions parse_dkp(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--workload") {
-      std::stringstream ss(value());
-      for (std::string w; std::getline(ss, w, ',');)
-        if (!w.empty()) o.workloads.push_back(w);
+      for (auto& w : split_list(value())) o.workloads.push_back(w);
     } else if (a == "--model") {
-      std::stringstream ss(value());
-      for (std::string m; std::getline(ss, m, ',');) {
+      for (const std::string& m : split_list(value())) {
         if (m != "gcn" && m != "sage" && m != "gin")
           throw gt::Error("unknown --model '" + m + "'", "gt-bench dkp", "placement applies to gcn, sage and gin");
         o.models.push_back(m);
@@ -87,10 +84,7 @@ DkpOptions parse_dkp(int argc, char** argv) {
     } else if (a == "--dataset") {
       o.dataset = value();
     } else if (a == "--fanouts") {
-      o.fanouts.clear();
-      std::stringstream ss(value());
-      for (std::string f; std::getline(ss, f, ',');) o.fanouts.push_back(std::stoll(f));
-      if (o.fanouts.empty()) throw gt::Error("--fanouts needs at least one value", "gt-bench dkp", "");
+      o.fanouts = int_list(value(), "--fanouts");
     } else if (a == "--batch") {
       o.batch = std::stoll(value());
       if (o.batch < 1) throw gt::Error("--batch must be >= 1", "gt-bench dkp", "");

@@ -62,14 +62,6 @@ struct Options {
   std::string json;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 Options parse(int argc, char** argv, bool step) {
   Options o;
   for (int i = 0; i < argc; ++i) {

@@ -1,13 +1,18 @@
 // The four synthetic workloads of shared/bench/pyg_baseline.py and their input builders, shared
-// by gt-bench kernels / step (bench_napa.cc) and gt-bench dkp (bench_dkp.cc).
+// by gt-bench kernels / step (bench_napa.cc) and gt-bench dkp (bench_dkp.cc), plus the
+// command-line list parsers and the training step of gt-bench's subcommands.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "framework/context.h"
+#include "framework/error.h"
 #include "framework/optimizer.h"
 #include "kernels/block.h"
 #include "kernels/loss.h"
@@ -89,6 +94,33 @@ inline void train_step(const gt::Context& ctx, gt::Model& model, gt::Optimizer& 
   gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
   model.backward(ctx, blocks, dlogits);
   opt.step(ctx, model.params());
+}
+
+// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// A comma-separated list of integers for `flag`; anything else is a gt::Error naming the flag.
+inline std::vector<int64_t> int_list(const std::string& s, const char* flag) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t pos = 0;
+      out.push_back(std::stoll(item, &pos));
+      if (pos != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw gt::Error(std::string("bad value '") + s + "' for " + flag, "gt-bench", "give a comma-separated list of integers");
+    }
+  }
+  if (out.empty()) throw gt::Error(std::string("empty list for ") + flag, "gt-bench", "");
+  return out;
 }
 
 }  // namespace gt_bench

@@ -27,27 +27,11 @@
 #include "preprocess/dataset.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/pipeline.h"
+#include "examples/bench_workloads.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<int64_t> parse_list(const std::string& s, const char* flag) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      std::size_t pos = 0;
-      out.push_back(std::stoll(item, &pos));
-      if (pos != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw gt::Error(std::string("bad value '") + s + "' for " + flag, "gt-bench", "give a comma-separated list of integers");
-    }
-  }
-  if (out.empty()) throw gt::Error(std::string("empty list for ") + flag, "gt-bench", "");
-  return out;
-}
 
 struct Row {
   int64_t threads = 0;
@@ -69,12 +53,12 @@ int bench_pipeline(int argc, char** argv) {
       if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench", "");
       return argv[++i];
     };
-    if (a == "--fanouts") fanouts = parse_list(value(), "--fanouts");
-    else if (a == "--threads") threads = parse_list(value(), "--threads");
-    else if (a == "--batch") batch = parse_list(value(), "--batch")[0];
-    else if (a == "--batches") nbatches = parse_list(value(), "--batches")[0];
-    else if (a == "--prefetch") prefetch = parse_list(value(), "--prefetch")[0];
-    else if (a == "--gpu-cache-mb") cache_mb = parse_list(value(), "--gpu-cache-mb")[0];
+    if (a == "--fanouts") fanouts = gt_bench::int_list(value(), "--fanouts");
+    else if (a == "--threads") threads = gt_bench::int_list(value(), "--threads");
+    else if (a == "--batch") batch = gt_bench::int_list(value(), "--batch")[0];
+    else if (a == "--batches") nbatches = gt_bench::int_list(value(), "--batches")[0];
+    else if (a == "--prefetch") prefetch = gt_bench::int_list(value(), "--prefetch")[0];
+    else if (a == "--gpu-cache-mb") cache_mb = gt_bench::int_list(value(), "--gpu-cache-mb")[0];
     else if (a == "--device") device = value();
     else if (a == "--json") json = value();
     else throw gt::Error("unknown option " + a, "gt-bench", "see the header of examples/gt_bench.cc");

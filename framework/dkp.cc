@@ -50,22 +50,31 @@ const char* dkp_term_name(int term) {
   return term >= 0 && term < kDkpTerms ? names[term] : "?";
 }
 
-DkpFeatures pull_forward_features(int64_t nnz, int64_t n_dst, int64_t width) {
+namespace {
+
+// One Pull call: edge reads (again on the unaligned-row term when width % 4 != 0), row writes
+// and a launch, on the four consecutive terms starting at `first` (forward or backward).
+DkpFeatures pull_features(int first, int64_t nnz, int64_t rows, int64_t width) {
+  static_assert(kPullFwdEdgeUnaligned == kPullFwdEdge + 1 && kPullFwdRow == kPullFwdEdge + 2 &&
+                    kPullFwdLaunch == kPullFwdEdge + 3 && kPullBwdEdgeUnaligned == kPullBwdEdge + 1 &&
+                    kPullBwdRow == kPullBwdEdge + 2 && kPullBwdLaunch == kPullBwdEdge + 3,
+                "a Pull's terms are consecutive: edge, unaligned edge, row, launch");
   DkpFeatures f{};
-  f[kPullFwdEdge] = static_cast<double>(nnz) * static_cast<double>(width);
-  f[kPullFwdEdgeUnaligned] = width % 4 != 0 ? f[kPullFwdEdge] : 0.0;
-  f[kPullFwdRow] = static_cast<double>(n_dst) * static_cast<double>(width);
-  f[kPullFwdLaunch] = 1;
+  f[first] = static_cast<double>(nnz) * static_cast<double>(width);
+  f[first + 1] = width % 4 != 0 ? f[first] : 0.0;
+  f[first + 2] = static_cast<double>(rows) * static_cast<double>(width);
+  f[first + 3] = 1;
   return f;
 }
 
+}  // namespace
+
+DkpFeatures pull_forward_features(int64_t nnz, int64_t n_dst, int64_t width) {
+  return pull_features(kPullFwdEdge, nnz, n_dst, width);
+}
+
 DkpFeatures pull_backward_features(int64_t nnz, int64_t n_src, int64_t width) {
-  DkpFeatures f{};
-  f[kPullBwdEdge] = static_cast<double>(nnz) * static_cast<double>(width);
-  f[kPullBwdEdgeUnaligned] = width % 4 != 0 ? f[kPullBwdEdge] : 0.0;
-  f[kPullBwdRow] = static_cast<double>(n_src) * static_cast<double>(width);
-  f[kPullBwdLaunch] = 1;
-  return f;
+  return pull_features(kPullBwdEdge, nnz, n_src, width);
 }
 
 DkpFeatures gemm_features(int64_t rows, int64_t in, int64_t out) {

@@ -193,39 +193,39 @@ void elu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s) {
   for_each_index(n, [&](int64_t i) { dxp[i] = yp[i] > 0.0f ? dyp[i] : dyp[i] * (yp[i] + 1.0f); });
 }
 
-void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
-  check_float(x, "x", "dropout_forward");
-  check_same(x, "x", y, "y", "dropout_forward");
-  check_p(p, "dropout_forward");
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  const uint64_t key = rng_key(seed, RngStream::kDropout);
-  if (x.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::dropout(x.data<float>(), p, key, step, y.data<float>(), n, dev_of(x), s);
-#else
-    (void)s;
-    throw_built_without_cuda("dropout_forward");
-#endif
-  }
-  dropout_cpu(x.data<float>(), p, key, step, y.data<float>(), n);
-}
+namespace {
 
-void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
-  check_float(y, "y", "dropout_mask");
-  check_p(p, "dropout_mask");
+// The masked scaling of dropout on either device: y = mask * x / (1 - p), or the mask alone
+// (x == nullptr). Arguments are already checked; y holds n elements.
+void run_dropout(const float* x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s, const char* op) {
   const int64_t n = y.numel();
   if (n == 0) return;
   const uint64_t key = rng_key(seed, RngStream::kDropout);
   if (y.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    return cuda_impl::dropout(nullptr, p, key, step, y.data<float>(), n, dev_of(y), s);
+    return cuda_impl::dropout(x, p, key, step, y.data<float>(), n, dev_of(y), s);
 #else
     (void)s;
-    throw_built_without_cuda("dropout_mask");
+    throw_built_without_cuda(op);
 #endif
   }
-  dropout_cpu(nullptr, p, key, step, y.data<float>(), n);
+  (void)op;
+  dropout_cpu(x, p, key, step, y.data<float>(), n);
+}
+
+}  // namespace
+
+void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
+  check_float(x, "x", "dropout_forward");
+  check_same(x, "x", y, "y", "dropout_forward");
+  check_p(p, "dropout_forward");
+  run_dropout(x.data<float>(), p, seed, step, y, s, "dropout_forward");
+}
+
+void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
+  check_float(y, "y", "dropout_mask");
+  check_p(p, "dropout_mask");
+  run_dropout(nullptr, p, seed, step, y, s, "dropout_mask");
 }
 
 // The backward of inverted dropout is the same masked scaling applied to the gradient.
@@ -233,18 +233,7 @@ void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, T
   check_float(dy, "dy", "dropout_backward");
   check_same(dy, "dy", dx, "dx", "dropout_backward");
   check_p(p, "dropout_backward");
-  const int64_t n = dy.numel();
-  if (n == 0) return;
-  const uint64_t key = rng_key(seed, RngStream::kDropout);
-  if (dy.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::dropout(dy.data<float>(), p, key, step, dx.data<float>(), n, dev_of(dy), s);
-#else
-    (void)s;
-    throw_built_without_cuda("dropout_backward");
-#endif
-  }
-  dropout_cpu(dy.data<float>(), p, key, step, dx.data<float>(), n);
+  run_dropout(dy.data<float>(), p, seed, step, dx, s, "dropout_backward");
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s) {

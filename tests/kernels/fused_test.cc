@@ -188,20 +188,25 @@ Gat run_gat(const Block& b, Device dev, int64_t H, int64_t D, const std::vector<
           der.to_vector<float>()};
 }
 
-GT_DEVICE_TEST(FusedGat, MatchesReferenceAndFiniteDifferences) {
+// The fused GAT on a small block (H = 2, D = 3) against the float64 reference, and its gradients
+// against central differences of that reference; keep (optional): an attention dropout mask held
+// fixed in both.
+void expect_gat_matches_reference(Device dev, const std::vector<float>* keepf) {
   Block b = make_block(9, 6, {0, 3, 3, 4, 8, 10, 11}, {0, 4, 8, 2, 1, 1, 7, 3, 5, 0, 8});
   const Csr g(b);
   const int64_t H = 2, D = 3, nd = 6, ns = 9;
   const auto zf = random_floats(ns * H * D, 71), elf = random_floats(ns * H, 72), erf = random_floats(nd * H, 73);
   const auto dyf = random_floats(nd * H * D, 74);
-  const Gat o = run_gat(b, dev, H, D, zf, elf, erf, dyf);
+  const Gat o = run_gat(b, dev, H, D, zf, elf, erf, dyf, keepf);
   Vec z = to_double(zf), el = to_double(elf), er = to_double(erf);
   const Vec dy = to_double(dyf);
-  const Vec ref = test::ref_gat(g, z, el, er, kSlope, H, D);
+  const Vec keep = keepf ? to_double(*keepf) : Vec();
+  const Vec* kp = keepf ? &keep : nullptr;
+  const Vec ref = test::ref_gat(g, z, el, er, kSlope, H, D, kp);
   expect_close(o.y, Vec(ref.begin(), ref.begin() + nd * H * D), 1e-5, "y");
-  expect_close(o.alpha, Vec(ref.begin() + nd * H * D, ref.end()), 1e-5, "alpha");
+  expect_close(o.alpha, Vec(ref.begin() + nd * H * D, ref.end()), 1e-5, "alpha (undropped)");
   auto loss = [&](const Vec& zz, const Vec& ll, const Vec& rr) {
-    const Vec out = test::ref_gat(g, zz, ll, rr, kSlope, H, D);
+    const Vec out = test::ref_gat(g, zz, ll, rr, kSlope, H, D, kp);
     return test::dot(dy, Vec(out.begin(), out.begin() + nd * H * D));
   };
   Vec fz(z.size()), fl(el.size()), fr(er.size());
@@ -216,38 +221,15 @@ GT_DEVICE_TEST(FusedGat, MatchesReferenceAndFiniteDifferences) {
   expect_close(o.der, fr, 1e-4, "der vs finite differences");
 }
 
+GT_DEVICE_TEST(FusedGat, MatchesReferenceAndFiniteDifferences) { expect_gat_matches_reference(dev, nullptr); }
+
 // Attention dropout: a fixed keep mask of 0 and 2 (p = 0.5). The sum weights alpha * keep, the
 // saved alpha stays the softmax, and the gradients are those of that function (finite
 // differences with the mask held fixed); GPU and CPU agree on a larger block, float4 and scalar.
 GT_DEVICE_TEST(FusedGat, AttentionDropoutMatchesReferenceAndFiniteDifferences) {
-  Block b = make_block(9, 6, {0, 3, 3, 4, 8, 10, 11}, {0, 4, 8, 2, 1, 1, 7, 3, 5, 0, 8});
-  const Csr g(b);
-  const int64_t H = 2, D = 3, nd = 6, ns = 9;
-  const auto zf = random_floats(ns * H * D, 171), elf = random_floats(ns * H, 172), erf = random_floats(nd * H, 173);
-  const auto dyf = random_floats(nd * H * D, 174);
-  std::vector<float> keepf(static_cast<std::size_t>(b.nnz() * H));
+  std::vector<float> keepf(11 * 2);  // the small block's 11 edges x 2 heads
   for (std::size_t i = 0; i < keepf.size(); ++i) keepf[i] = i % 3 == 1 ? 0.0f : 2.0f;
-  const Vec keep = to_double(keepf);
-  const Gat o = run_gat(b, dev, H, D, zf, elf, erf, dyf, &keepf);
-  Vec z = to_double(zf), el = to_double(elf), er = to_double(erf);
-  const Vec dy = to_double(dyf);
-  const Vec ref = test::ref_gat(g, z, el, er, kSlope, H, D, &keep);
-  expect_close(o.y, Vec(ref.begin(), ref.begin() + nd * H * D), 1e-5, "y");
-  expect_close(o.alpha, Vec(ref.begin() + nd * H * D, ref.end()), 1e-5, "alpha (undropped)");
-  auto loss = [&](const Vec& zz, const Vec& ll, const Vec& rr) {
-    const Vec out = test::ref_gat(g, zz, ll, rr, kSlope, H, D, &keep);
-    return test::dot(dy, Vec(out.begin(), out.begin() + nd * H * D));
-  };
-  Vec fz(z.size()), fl(el.size()), fr(er.size());
-  for (std::size_t i = 0; i < z.size(); ++i)
-    fz[i] = test::central_difference(z, i, 1e-4, [&](const Vec& v) { return loss(v, el, er); });
-  for (std::size_t i = 0; i < el.size(); ++i)
-    fl[i] = test::central_difference(el, i, 1e-4, [&](const Vec& v) { return loss(z, v, er); });
-  for (std::size_t i = 0; i < er.size(); ++i)
-    fr[i] = test::central_difference(er, i, 1e-4, [&](const Vec& v) { return loss(z, el, v); });
-  expect_close(o.dz, fz, 1e-4, "dz vs finite differences");
-  expect_close(o.del, fl, 1e-4, "del vs finite differences");
-  expect_close(o.der, fr, 1e-4, "der vs finite differences");
+  expect_gat_matches_reference(dev, &keepf);
   if (!dev.is_cuda()) return;
   for (const int64_t Dw : {int64_t{16}, int64_t{7}}) {
     Block big = test::random_block(300, 200, 40, 191 + static_cast<uint64_t>(Dw));
