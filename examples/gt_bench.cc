@@ -2,7 +2,7 @@
 //
 //   gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]
 //                     [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--gpu-cache-mb 0]
-//                     [--json FILE]
+//                     [--gpu-sampling] [--json FILE]
 //
 // `pipeline` measures preprocessing alone (no model): for each thread count it runs the same
 // batches (seeds from the train split, the same keys) twice: serially (sample, reindex, lookup
@@ -10,7 +10,9 @@
 // pipeline, waiting for every batch's device copies to land. It reports batches/s, sampled
 // edges/s, H2D GB/s, the pipeline's speed-up over the serial schedule, its scaling over one
 // thread, reindexing time per batch and its compare-and-swap retries (its only contention). Both schedules must
-// produce the same number of sampled edges, which the program checks.
+// produce the same number of sampled edges, which the program checks. --gpu-sampling adds a row:
+// the pipeline at the largest thread count with sampling and reindexing on the GPU
+// (preprocess/gpu_sampler.h; the same blocks), after one warm-up pass.
 #include <tbb/global_control.h>
 
 #include <chrono>
@@ -26,6 +28,7 @@
 #include "framework/metrics.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_cache.h"
+#include "preprocess/gpu_sampler.h"
 #include "preprocess/pipeline.h"
 #include "examples/bench_workloads.h"
 
@@ -47,6 +50,7 @@ int bench_pipeline(int argc, char** argv) {
   std::vector<int64_t> fanouts = {15, 10, 5}, threads = {1, 2, 4, 8, 16};
   int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0;
   std::string device = "auto", json;
+  bool gpu_sampling = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -61,6 +65,7 @@ int bench_pipeline(int argc, char** argv) {
     else if (a == "--gpu-cache-mb") cache_mb = gt_bench::int_list(value(), "--gpu-cache-mb")[0];
     else if (a == "--device") device = value();
     else if (a == "--json") json = value();
+    else if (a == "--gpu-sampling") gpu_sampling = true;
     else throw gt::Error("unknown option " + a, "gt-bench", "see the header of examples/gt_bench.cc");
   }
   auto t_load = Clock::now();
@@ -123,6 +128,40 @@ int bench_pipeline(int argc, char** argv) {
     rows.push_back(r);
   }
 
+  // Sampling and reindexing on the GPU (the same blocks): the pipeline at the largest thread
+  // count, the graph's CSR resident on the device.
+  Row g;
+  if (gpu_sampling) {
+    if (!ctx.is_cuda()) throw gt::Error("--gpu-sampling needs a CUDA device", "gt-bench", "use --device cuda");
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads.back()));
+    auto t_up = Clock::now();
+    auto graph = std::make_shared<gt::GpuGraph>(gt::CsrView{ds.indptr.data(), ds.indices.data(), ds.info.num_nodes},
+                                                ctx.device());
+    gt::GpuSampler gs(sampler, graph);
+    std::printf("GPU sampling: CSR on the device (%.2f GB) in %.2f s\n", static_cast<double>(graph->bytes()) / 1e9,
+                std::chrono::duration<double>(Clock::now() - t_up).count());
+    gt::PipelineOptions o;
+    o.prefetch = prefetch;
+    o.cache = cache.get();
+    o.gpu = &gs;
+    for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the allocator and the kernels
+      auto t0 = Clock::now();
+      gt::BatchPipeline pipe(ds.features, ds.labels, sampler, ctx, o);
+      pipe.start(batches, keys);
+      while (auto db = pipe.next()) db->ready.synchronize();
+      gt::PipelineTotals tot = pipe.totals();
+      g.threads = threads.back();
+      g.pipeline_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      g.edges = tot.sampled_edges;
+      g.h2d_bytes = tot.h2d_bytes;
+      g.reindex_ms = tot.sample_ms + tot.reindex_ms;
+      g.hits = tot.cache_hits;
+      g.misses = tot.cache_misses;
+    }
+    if (g.edges != rows.back().edges)
+      throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
+  }
+
   const double n = static_cast<double>(batches.size());
   std::printf("| threads | serial batch/s | pipeline batch/s | pipeline Medges/s | H2D GB/s | pipeline/serial | scaling vs 1 thread | R ms/batch | CAS retries per insert |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
@@ -132,6 +171,10 @@ int bench_pipeline(int argc, char** argv) {
                 r.h2d_bytes / r.pipeline_s / 1e9, r.serial_s / r.pipeline_s, rows.front().pipeline_s / r.pipeline_s,
                 r.reindex_ms / n, static_cast<double>(r.cas_retries) / std::max<double>(static_cast<double>(r.inserts), 1.0));
   }
+  if (gpu_sampling)
+    std::printf("| %lld, GPU sampling | | %.1f | %.1f | %.2f | %.2fx | | %.2f (S+R on the GPU) | |\n",
+                static_cast<long long>(g.threads), n / g.pipeline_s, g.edges / g.pipeline_s / 1e6,
+                g.h2d_bytes / g.pipeline_s / 1e9, rows.back().serial_s / g.pipeline_s, g.reindex_ms / n);
   if (cache)
     std::printf("\nGPU cache hit rate %.1f%%: %.2f GB of feature rows per epoch-of-%zu-batches stayed on the GPU\n",
                 100.0 * static_cast<double>(rows.back().hits) / std::max<double>(1.0, static_cast<double>(rows.back().hits + rows.back().misses)),
@@ -146,6 +189,15 @@ int bench_pipeline(int argc, char** argv) {
       rec.add("h2d_bytes", r.h2d_bytes).add("reindex_ms", r.reindex_ms).add("table_inserts", r.inserts);
       rec.add("cas_retries", r.cas_retries).add("cache_mb", cache_mb).add("cache_hits", r.hits);
       rec.add("cache_misses", r.misses);
+      out.write(rec);
+    }
+    if (gpu_sampling) {
+      gt::JsonRecord rec;
+      rec.add("bench", std::string("pipeline_gpu_sampling")).add("dataset", path).add("device", gt::device_name(ctx.device()));
+      rec.add("threads", g.threads).add("batches", static_cast<int64_t>(batches.size())).add("batch_size", batch);
+      rec.add("pipeline_s", g.pipeline_s).add("sampled_edges", g.edges).add("h2d_bytes", g.h2d_bytes);
+      rec.add("gpu_sample_reindex_ms", g.reindex_ms).add("cache_mb", cache_mb).add("cache_hits", g.hits);
+      rec.add("cache_misses", g.misses);
       out.write(rec);
     }
   }
@@ -166,7 +218,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::cout << "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
                  "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--gpu-cache-mb 0]\n"
-                 "                         [--json FILE]\n"
+                 "                         [--gpu-sampling] [--json FILE]\n"
                  "       gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]      (GPU)\n"
                  "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n"
                  "       gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]\n"

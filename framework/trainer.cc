@@ -20,6 +20,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "preprocess/feature_cache.h"
+#include "preprocess/gpu_sampler.h"
 #include "preprocess/pipeline.h"
 
 namespace gt {
@@ -63,6 +64,9 @@ struct Replica {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
   std::unique_ptr<FeatureCache> cache;  // set when train.gpu_cache_mb > 0 on a GPU
+  // With sampling.device = gpu: the CSR on this replica's GPU and samplers drawing there.
+  std::shared_ptr<GpuGraph> gpu_graph;
+  std::unique_ptr<GpuSampler> train_gpu, eval_gpu;
   std::unique_ptr<Communicator> comm;   // null with one replica in all
   std::unique_ptr<GradReducer> reducer;
 };
@@ -182,6 +186,14 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
           FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, data.info.feature_dim), d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
+    if (cfg.sampling.device == "gpu") {
+      if (!d.is_cuda())
+        GT_THROW("sampling.device", "set sampling.device=cpu, or train.device=cuda",
+                 "sampling.device is gpu but training runs on ", d.str());
+      r.gpu_graph = std::make_shared<GpuGraph>(g, d);
+      r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
+      r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
+    }
   }
   set_current_device(replicas[0].ctx->device());
   if (world == 1) return;
@@ -283,7 +295,8 @@ int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& da
   }
   int64_t correct = 0;
   if (!mine.empty()) {
-    BatchPipeline pipe(data.features, data.labels, *r.eval_sampler, *r.ctx, {cfg.train.prefetch, r.cache.get()}, nullptr);
+    BatchPipeline pipe(data.features, data.labels, *r.eval_sampler, *r.ctx,
+                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get()}, nullptr);
     pipe.start(std::move(mine), std::move(keys));
     while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
       batch->ready.wait(r.ctx->stream());
@@ -326,7 +339,8 @@ EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Datase
   TraceRecorder* tr = traced ? trace.get() : nullptr;
   auto t_epoch = Clock::now();
   // Batches are prepared by the flow graph while this thread computes on earlier ones.
-  BatchPipeline pipe(data.features, data.labels, *r.train_sampler, *r.ctx, {cfg.train.prefetch, r.cache.get()}, tr);
+  BatchPipeline pipe(data.features, data.labels, *r.train_sampler, *r.ctx,
+                     {cfg.train.prefetch, r.cache.get(), r.train_gpu.get()}, tr);
   pipe.start(mine, std::move(keys));
   std::size_t next_shard = 0;
   for (std::size_t b = 0; b < batches.size(); ++b) {

@@ -14,6 +14,7 @@
 #include "framework/memory.h"
 #include "kernels/gather.h"
 #include "preprocess/feature_cache.h"
+#include "preprocess/gpu_sampler.h"
 
 namespace gt {
 namespace flow = tbb::flow;
@@ -115,6 +116,13 @@ struct BatchPipeline::Impl {
   void build(int64_t num_layers);
   void do_reindex(int64_t l, const Msg& w, RNode::output_ports_type& ports);
   void do_lookup(const Chunk& c, KNode::output_ports_type& ports);
+  // Appends a chunk's rows to its batch; true when that completed the batch.
+  bool add_chunk(const Chunk& c);
+  // Labels, the ready event and the totals of a batch whose features are complete.
+  void finish_batch(const Msg& w, int64_t need);
+  // The whole batch on the GPU (PipelineOptions::gpu): S, R, and K when the rows are resident.
+  void do_gpu_batch(const Msg& w);
+  std::unique_ptr<flow::function_node<Msg, Msg>> gpu_node;
 };
 
 void BatchPipeline::Impl::build(int64_t L) {
@@ -132,6 +140,25 @@ void BatchPipeline::Impl::build(int64_t L) {
   });
   limiter = std::make_unique<flow::limiter_node<Msg>>(graph, static_cast<std::size_t>(opts.prefetch));
   flow::make_edge(*input, *limiter);
+  sequencer = std::make_unique<flow::sequencer_node<Msg>>(graph, [](const Msg& w) { return static_cast<std::size_t>(w->seq); });
+  sink = std::make_unique<flow::function_node<Msg>>(graph, flow::serial, [this](const Msg& w) {
+    if (!failed.load()) ready.push(w);
+    return flow::continue_msg();
+  });
+  flow::make_edge(*sequencer, *sink);
+
+  if (opts.gpu) {
+    // Sampling and reindexing on the GPU: one serial node per batch (the device table is one),
+    // its kernels on the copy stream overlapping the trainer's; the limiter still bounds the
+    // batches whose device buffers are alive.
+    gpu_node = std::make_unique<flow::function_node<Msg, Msg>>(graph, flow::serial, [this](const Msg& w) -> Msg {
+      do_gpu_batch(w);
+      return w;
+    });
+    flow::make_edge(*limiter, *gpu_node);
+    flow::make_edge(*gpu_node, *sequencer);
+    return;
+  }
 
   sample_nodes.resize(static_cast<std::size_t>(L));
   reindex_nodes.resize(static_cast<std::size_t>(L));
@@ -167,13 +194,7 @@ void BatchPipeline::Impl::build(int64_t L) {
   lookup = std::make_unique<KNode>(graph, flow::serial,
                                    [this](const Chunk& c, KNode::output_ports_type& ports) { do_lookup(c, ports); });
   for (auto& r : reindex_nodes) flow::make_edge(flow::output_port<1>(*r), *lookup);
-  sequencer = std::make_unique<flow::sequencer_node<Msg>>(graph, [](const Msg& w) { return static_cast<std::size_t>(w->seq); });
   flow::make_edge(flow::output_port<0>(*lookup), *sequencer);
-  sink = std::make_unique<flow::function_node<Msg>>(graph, flow::serial, [this](const Msg& w) {
-    if (!failed.load()) ready.push(w);
-    return flow::continue_msg();
-  });
-  flow::make_edge(*sequencer, *sink);
 }
 
 void BatchPipeline::Impl::do_reindex(int64_t l, const Msg& w, RNode::output_ports_type& ports) {
@@ -205,103 +226,162 @@ void BatchPipeline::Impl::do_reindex(int64_t l, const Msg& w, RNode::output_port
 
 void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& ports) {
   guarded([&] {
-    const Msg& w = c.work;
-    DeviceBatch& out = *w->out;
-    const int64_t F = features.size(1);
-    const int64_t rows = static_cast<int64_t>(c.ids.size());
-    const int64_t need = c.begin + rows;
-    const bool cuda = ctx.is_cuda();
-    const FeatureCache* cache = cuda ? opts.cache : nullptr;
-    Tensor staging, index;
-    int64_t misses = rows;
-    {
-      ScopedStage st(trace, "K", "lookup", w->seq, &out.gather_ms);
-      if (cache) {
-        // Rows in the cache are referenced by slot; only the others are gathered and copied.
-        index = Tensor::empty({rows}, DType::kInt32, Device::cpu(), /*pinned=*/true);
-        int32_t* idx = index.data<int32_t>();
-        std::vector<int64_t> miss_ids;
-        for (int64_t i = 0; i < rows; ++i) {
-          int32_t slot = cache->slot(c.ids[static_cast<std::size_t>(i)]);
-          if (slot >= 0) {
-            idx[i] = slot;
-          } else {
-            idx[i] = -static_cast<int32_t>(miss_ids.size()) - 1;
-            miss_ids.push_back(c.ids[static_cast<std::size_t>(i)]);
-          }
-        }
-        misses = static_cast<int64_t>(miss_ids.size());
-        staging = Tensor::empty({misses, F}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
-        gather_rows(features, miss_ids, staging);
-      } else {
-        staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/cuda);
-        gather_rows(features, c.ids, staging);
-      }
-    }
-    // T(R) of the next layer may be timing into out.transfer_ms right now: K keeps its own field.
-    ScopedStage st(trace, "T(K)", "transfer", w->seq, &out.transfer_features_ms);
-    if (!cuda) {
-      // CPU training: the chunks are appended to one host buffer.
-      if (need > (w->device_features.defined() ? w->device_features.size(0) : 0)) {
-        int64_t cap = std::max(need, capacity_hint.load());
-        Tensor grown = Tensor::empty({cap, F}, DType::kFloat32);
-        if (w->rows_done) std::memcpy(grown.raw(), w->device_features.raw(), static_cast<std::size_t>(w->rows_done * F) * 4);
-        w->device_features = grown;
-      }
-      if (rows) std::memcpy(w->device_features.rows(c.begin, need).raw(), staging.raw(), staging.nbytes());
-    } else {
-      if (need > (w->device_features.defined() ? w->device_features.size(0) : 0)) {
-        // Size the buffer for the whole batch from the largest batch seen; grow (device-to-device,
-        // ordered on the copy stream) when a batch is larger. The old buffer stays alive until
-        // the batch is consumed, since its copy may still be in flight.
-        int64_t cap = std::max<int64_t>(need, capacity_hint.load() + capacity_hint.load() / 8);
-        Tensor grown = Tensor::empty({cap, F}, DType::kFloat32, ctx.device());
-        if (w->rows_done) {
-          grown.rows(0, w->rows_done).copy_from(w->device_features.rows(0, w->rows_done), ctx.copy_stream());
-          out.keep_alive.push_back(w->device_features);
-        }
-        w->device_features = grown;
-      }
-      if (cache && rows) {
-        Tensor dev_staged = staging.to(ctx.device(), ctx.copy_stream());
-        Tensor dev_index = index.to(ctx.device(), ctx.copy_stream());
-        Tensor dst = w->device_features.rows(c.begin, need);
-        gather_mixed_rows(cache->table(), dev_staged, dev_index, dst, ctx.copy_stream());
-        out.keep_alive.insert(out.keep_alive.end(), {index, dev_staged, dev_index});
-      } else if (rows) {
-        w->device_features.rows(c.begin, need).copy_from(staging, ctx.copy_stream());
-      }
-      out.keep_alive.push_back(staging);  // pinned: the copy reads it asynchronously
-    }
-    w->rows_done = need;
-    w->cache_misses += misses;
-    w->h2d_bytes += misses * F * 4 + (cache ? rows * 4 : 0);
-    if (!c.last) return;
+    if (add_chunk(c)) std::get<0>(ports).try_put(c.work);
+  });
+}
 
-    int64_t prev = capacity_hint.load();
-    while (need > prev && !capacity_hint.compare_exchange_weak(prev, need)) {
+bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
+  const Msg& w = c.work;
+  DeviceBatch& out = *w->out;
+  const int64_t F = features.size(1);
+  const int64_t rows = static_cast<int64_t>(c.ids.size());
+  const int64_t need = c.begin + rows;
+  const bool cuda = ctx.is_cuda();
+  const FeatureCache* cache = cuda ? opts.cache : nullptr;
+  Tensor staging, index;
+  int64_t misses = rows;
+  {
+    ScopedStage st(trace, "K", "lookup", w->seq, &out.gather_ms);
+    if (cache) {
+      // Rows in the cache are referenced by slot; only the others are gathered and copied.
+      index = Tensor::empty({rows}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+      int32_t* idx = index.data<int32_t>();
+      std::vector<int64_t> miss_ids;
+      for (int64_t i = 0; i < rows; ++i) {
+        int32_t slot = cache->slot(c.ids[static_cast<std::size_t>(i)]);
+        if (slot >= 0) {
+          idx[i] = slot;
+        } else {
+          idx[i] = -static_cast<int32_t>(miss_ids.size()) - 1;
+          miss_ids.push_back(c.ids[static_cast<std::size_t>(i)]);
+        }
+      }
+      misses = static_cast<int64_t>(miss_ids.size());
+      staging = Tensor::empty({misses, F}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
+      gather_rows(features, miss_ids, staging);
+    } else {
+      staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/cuda);
+      gather_rows(features, c.ids, staging);
     }
-    out.features = w->device_features.rows(0, need);
-    std::vector<int32_t> lab(w->seeds.size());
-    for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = labels[static_cast<std::size_t>(w->seeds[i])];
-    out.labels = Tensor::from_vector(lab);
-    if (cuda) {
-      out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
-      out.ready = Event::record(ctx.copy_stream());
+  }
+  // T(R) of the next layer may be timing into out.transfer_ms right now: K keeps its own field.
+  ScopedStage st(trace, "T(K)", "transfer", w->seq, &out.transfer_features_ms);
+  if (!cuda) {
+    // CPU training: the chunks are appended to one host buffer.
+    if (need > (w->device_features.defined() ? w->device_features.size(0) : 0)) {
+      int64_t cap = std::max(need, capacity_hint.load());
+      Tensor grown = Tensor::empty({cap, F}, DType::kFloat32);
+      if (w->rows_done) std::memcpy(grown.raw(), w->device_features.raw(), static_cast<std::size_t>(w->rows_done * F) * 4);
+      w->device_features = grown;
     }
+    if (rows) std::memcpy(w->device_features.rows(c.begin, need).raw(), staging.raw(), staging.nbytes());
+  } else {
+    if (need > (w->device_features.defined() ? w->device_features.size(0) : 0)) {
+      // Size the buffer for the whole batch from the largest batch seen; grow (device-to-device,
+      // ordered on the copy stream) when a batch is larger. The old buffer stays alive until
+      // the batch is consumed, since its copy may still be in flight.
+      int64_t cap = std::max<int64_t>(need, capacity_hint.load() + capacity_hint.load() / 8);
+      Tensor grown = Tensor::empty({cap, F}, DType::kFloat32, ctx.device());
+      if (w->rows_done) {
+        grown.rows(0, w->rows_done).copy_from(w->device_features.rows(0, w->rows_done), ctx.copy_stream());
+        out.keep_alive.push_back(w->device_features);
+      }
+      w->device_features = grown;
+    }
+    if (cache && rows) {
+      Tensor dev_staged = staging.to(ctx.device(), ctx.copy_stream());
+      Tensor dev_index = index.to(ctx.device(), ctx.copy_stream());
+      Tensor dst = w->device_features.rows(c.begin, need);
+      gather_mixed_rows(cache->table(), dev_staged, dev_index, dst, ctx.copy_stream());
+      out.keep_alive.insert(out.keep_alive.end(), {index, dev_staged, dev_index});
+    } else if (rows) {
+      w->device_features.rows(c.begin, need).copy_from(staging, ctx.copy_stream());
+    }
+    out.keep_alive.push_back(staging);  // pinned: the copy reads it asynchronously
+  }
+  w->rows_done = need;
+  w->cache_misses += misses;
+  w->h2d_bytes += misses * F * 4 + (cache ? rows * 4 : 0);
+  if (!c.last) return false;
+
+  int64_t prev = capacity_hint.load();
+  while (need > prev && !capacity_hint.compare_exchange_weak(prev, need)) {
+  }
+  finish_batch(w, need);
+  return true;
+}
+
+void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
+  DeviceBatch& out = *w->out;
+  const bool cuda = ctx.is_cuda();
+  const FeatureCache* cache = cuda ? opts.cache : nullptr;
+  out.features = w->device_features.rows(0, need);
+  std::vector<int32_t> lab(w->seeds.size());
+  for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = labels[static_cast<std::size_t>(w->seeds[i])];
+  out.labels = Tensor::from_vector(lab);
+  if (cuda) {
+    out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
+    out.ready = Event::record(ctx.copy_stream());
+  }
+  {
+    std::lock_guard<std::mutex> lock(totals_mu);
+    totals.sample_ms += out.sample_ms;
+    totals.reindex_ms += out.reindex_ms;
+    totals.lookup_ms += out.gather_ms;
+    totals.transfer_ms += out.transfer_ms + out.transfer_features_ms;
+    totals.sampled_edges += out.sampled_edges;
+    totals.h2d_bytes += cuda ? w->h2d_bytes : 0;
+    totals.cache_hits += cache ? need - w->cache_misses : 0;
+    totals.cache_misses += cache ? w->cache_misses : 0;
+    ++totals.batches;
+  }
+}
+
+void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
+  guarded([&] {
+    const GpuSampler& gpu = *opts.gpu;
+    w->out = std::make_unique<DeviceBatch>();
+    DeviceBatch& out = *w->out;
+    out.seq = w->seq;
+    out.num_seeds = static_cast<int64_t>(w->seeds.size());
+    Stream s = ctx.copy_stream();
+    GpuSampledBatch g;
     {
-      std::lock_guard<std::mutex> lock(totals_mu);
-      totals.sample_ms += out.sample_ms;
-      totals.reindex_ms += out.reindex_ms;
-      totals.lookup_ms += out.gather_ms;
-      totals.transfer_ms += out.transfer_ms + out.transfer_features_ms;
-      totals.sampled_edges += out.sampled_edges;
-      totals.h2d_bytes += cuda ? w->h2d_bytes : 0;
-      totals.cache_hits += cache ? need - w->cache_misses : 0;
-      totals.cache_misses += cache ? w->cache_misses : 0;
-      ++totals.batches;
+      double total_ms = 0;
+      ScopedStage st(trace, "S+R (GPU)", "sample", w->seq, &total_ms);
+      g = gpu.sample(w->seeds, w->key, s);
     }
-    std::get<0>(ports).try_put(w);
+    out.blocks = std::move(g.blocks);
+    out.sampled_edges = g.sampled_edges;
+    out.sample_ms = g.sample_ms;
+    out.reindex_ms = g.reindex_ms;
+    const int64_t n_in = g.input_nodes.size(0);
+    const FeatureCache* cache = opts.cache;
+    if (cache && cache->rows() == features.size(0)) {
+      // Every row is resident (cached in id order, so a node's slot is its id): K is one gather
+      // kernel on the device, nothing crosses PCIe but the labels.
+      ScopedStage st(trace, "K (GPU)", "lookup", w->seq, &out.gather_ms);
+      w->device_features = Tensor::empty({n_in, features.size(1)}, DType::kFloat32, ctx.device());
+      Tensor none = Tensor::empty({0, features.size(1)}, DType::kFloat32, ctx.device());
+      gather_mixed_rows(cache->table(), none, g.input_nodes, w->device_features, s);
+      out.keep_alive.push_back(g.input_nodes);
+      w->rows_done = n_in;
+      finish_batch(w, n_in);
+    } else {
+      // Rows on the host: the input ids come back and K gathers them as in the CPU-sampled path.
+      Chunk c;
+      c.work = w;
+      c.begin = 0;
+      c.last = true;
+      {
+        ScopedStage st(trace, "K ids (GPU -> host)", "lookup", w->seq, &out.gather_ms);
+        Tensor ids = g.input_nodes.to(Device::cpu(), s);
+        stream_synchronize(s);
+        const int32_t* p = ids.data<int32_t>();
+        c.ids.assign(p, p + n_in);
+      }
+      add_chunk(c);
+    }
   });
 }
 
@@ -309,6 +389,9 @@ BatchPipeline::BatchPipeline(const Tensor& features, const std::vector<int32_t>&
                              const Context& ctx, PipelineOptions opts, TraceRecorder* trace)
     : impl_(std::make_unique<Impl>(features, labels, sampler, ctx, opts, trace)) {
   GT_CHECK_ARG(opts.prefetch >= 1, "pipeline prefetch must be >= 1, got ", opts.prefetch);
+  if (opts.gpu)
+    GT_CHECK_ARG(ctx.is_cuda() && opts.gpu->device() == ctx.device(), "GPU sampling on ", opts.gpu->device().str(),
+                 " for a pipeline that feeds ", ctx.device().str(), ": both must be the same CUDA device");
   impl_->build(sampler.num_layers());
 }
 

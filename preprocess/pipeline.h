@@ -30,10 +30,14 @@
 namespace gt {
 
 class FeatureCache;
+class GpuSampler;
 
 struct PipelineOptions {
   int64_t prefetch = 4;                 // batches in flight between the limiter and the trainer
   const FeatureCache* cache = nullptr;  // GPU-resident rows: K copies only the others (CUDA only)
+  // Sampling and reindexing on the GPU (preprocess/gpu_sampler.h) instead of the S/R nodes; the
+  // same blocks. With a cache holding every row, K is a device gather too.
+  const GpuSampler* gpu = nullptr;
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed

@@ -43,7 +43,7 @@ void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int
 }  // namespace
 
 NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
-    : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(rng_key(seed, RngStream::kSample)),
+    : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(gt::rng_key(seed, RngStream::kSample)),
       reindexer_(graph.num_nodes) {
   GT_CHECK_ARG(!fanouts_.empty(), "at least one layer of fanouts is needed");
   for (auto f : fanouts_) GT_CHECK_ARG(f == -1 || f >= 1, "fanout must be >= 1 or -1, got ", f);

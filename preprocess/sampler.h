@@ -58,6 +58,11 @@ class NeighborSampler {
   void check_seeds(const std::vector<int64_t>& seeds) const;
 
   int64_t num_layers() const { return static_cast<int64_t>(fanouts_.size()); }
+  // What the draws depend on (preprocess/gpu_sampler.h draws the same on the GPU).
+  CsrView graph() const { return g_; }
+  const std::vector<int64_t>& fanouts() const { return fanouts_; }
+  bool self_loops() const { return self_loops_; }
+  uint64_t rng_key() const { return key_; }
 
  private:
   CsrView g_;

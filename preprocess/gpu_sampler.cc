@@ -1,0 +1,18 @@
+// GPU sampling in a build without CUDA: the types exist (so configs and programs that name them
+// compile) and constructing one says why it cannot work. The CUDA build uses gpu_sampler.cu.
+#include "preprocess/gpu_sampler.h"
+
+#ifndef GT_WITH_CUDA
+namespace gt {
+
+GpuGraph::GpuGraph(CsrView, Device) { throw_built_without_cuda("GpuGraph (sampling.device: gpu)"); }
+GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph>) : cpu_(cpu) {
+  throw_built_without_cuda("GpuSampler (sampling.device: gpu)");
+}
+GpuSampler::~GpuSampler() = default;
+GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>&, uint64_t, Stream) const {
+  throw_built_without_cuda("GpuSampler::sample");
+}
+
+}  // namespace gt
+#endif

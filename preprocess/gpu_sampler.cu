@@ -1,0 +1,326 @@
+// Sampling and reindexing on the GPU (design and guarantees in gpu_sampler.h).
+#include <cub/cub.cuh>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "framework/cuda_check.h"
+#include "framework/error.h"
+#include "framework/memory.h"
+#include "framework/rng.h"
+#include "preprocess/gpu_sampler.h"
+
+namespace gt {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr uint32_t kEmpty = 0xffffffffu;  // a table word no batch has touched
+
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads));
+}
+__device__ __forceinline__ int64_t thread_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// sizes[i] = the row length of destination i; sizes[n_dst] = 0, so the exclusive scan of the
+// n_dst + 1 entries ends with the edge count.
+__global__ void row_sizes_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, const int64_t* __restrict__ g_indptr,
+                                 int64_t fanout, int self, int64_t* __restrict__ sizes) {
+  const int64_t i = thread_index();
+  if (i > n_dst) return;
+  if (i == n_dst) {
+    sizes[i] = 0;
+    return;
+  }
+  const int64_t v = frontier[i];
+  const int64_t deg = g_indptr[v + 1] - g_indptr[v];
+  sizes[i] = self + (fanout < 0 ? deg : min(deg, fanout));
+}
+
+// One thread per destination: the self loop first, then min(deg, fanout) distinct neighbours
+// by Floyd's algorithm with the CPU sampler's draws (sampler.cc: choose_positions), positions
+// sorted so the row lists neighbours in CSR order. The row's slice of `picked` holds the
+// positions while they are drawn, then the neighbours' global ids.
+__global__ void draw_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, const int64_t* __restrict__ g_indptr,
+                            const int32_t* __restrict__ g_indices, const int64_t* __restrict__ indptr, int64_t fanout,
+                            int self, uint64_t key, uint64_t layer, int32_t* __restrict__ picked,
+                            int32_t* __restrict__ edge_dst) {
+  const int64_t i = thread_index();
+  if (i >= n_dst) return;
+  const int64_t v = frontier[i];
+  const int64_t begin = g_indptr[v], deg = g_indptr[v + 1] - begin;
+  const int64_t k = fanout < 0 ? deg : min(deg, fanout);
+  const int64_t row = indptr[i], row_end = indptr[i + 1];
+  for (int64_t e = row; e < row_end; ++e) edge_dst[e] = static_cast<int32_t>(i);
+  int32_t* out = picked + row;
+  if (self) *out++ = static_cast<int32_t>(v);
+  if (k >= deg) {
+    for (int64_t p = 0; p < deg; ++p) out[p] = g_indices[begin + p];
+    return;
+  }
+  int64_t n = 0;
+  for (int64_t j = deg - k; j < deg; ++j) {
+    const uint64_t r = random64(key, (static_cast<uint64_t>(v) << 8) | layer, static_cast<uint64_t>(j));
+    const int32_t t = static_cast<int32_t>(r % static_cast<uint64_t>(j + 1));
+    bool dup = false;
+    for (int64_t q = 0; q < n && !dup; ++q) dup = out[q] == t;
+    out[n++] = dup ? static_cast<int32_t>(j) : t;
+  }
+  for (int64_t a = 1; a < k; ++a) {  // insertion sort: k is a fanout, usually <= 25
+    const int32_t x = out[a];
+    int64_t b = a;
+    for (; b > 0 && out[b - 1] > x; --b) out[b] = out[b - 1];
+    out[b] = x;
+  }
+  for (int64_t q = 0; q < k; ++q) out[q] = g_indices[begin + out[q]];
+}
+
+// Destinations keep their index; with duplicates the last one wins, as in the CPU Reindexer
+// (plain stores in order): zero the words, then keep the largest index.
+__global__ void dst_zero_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, uint32_t* __restrict__ minpos) {
+  const int64_t i = thread_index();
+  if (i < n_dst) minpos[frontier[i]] = 0;
+}
+__global__ void dst_mark_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, uint32_t* __restrict__ minpos) {
+  const int64_t i = thread_index();
+  if (i < n_dst) atomicMax(&minpos[frontier[i]], static_cast<uint32_t>(i));
+}
+// Every edge offers position n_dst + e; a word keeps the smallest (a destination's index is
+// smaller than any edge position, so destinations keep theirs).
+__global__ void edge_insert_kernel(const int32_t* __restrict__ picked, int64_t nnz, int64_t n_dst,
+                                   uint32_t* __restrict__ minpos) {
+  const int64_t e = thread_index();
+  if (e < nnz) atomicMin(&minpos[picked[e]], static_cast<uint32_t>(n_dst + e));
+}
+// first[e] = 1 when edge e is its source's first appearance (and the source is no destination);
+// first[nnz] = 0 so the scan ends with the count of new sources.
+__global__ void first_flag_kernel(const int32_t* __restrict__ picked, int64_t nnz, int64_t n_dst,
+                                  const uint32_t* __restrict__ minpos, int32_t* __restrict__ first) {
+  const int64_t e = thread_index();
+  if (e > nnz) return;
+  first[e] = e < nnz && minpos[picked[e]] == static_cast<uint32_t>(n_dst + e) ? 1 : 0;
+}
+__global__ void assign_new_kernel(const int32_t* __restrict__ picked, int64_t nnz, int64_t n_dst,
+                                  const int32_t* __restrict__ first, const int32_t* __restrict__ rank,
+                                  int32_t* __restrict__ local, int32_t* __restrict__ frontier_out) {
+  const int64_t e = thread_index();
+  if (e >= nnz || !first[e]) return;
+  const int32_t id = static_cast<int32_t>(n_dst + rank[e]);
+  local[picked[e]] = id;
+  frontier_out[id] = picked[e];
+}
+__global__ void assign_dst_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, const uint32_t* __restrict__ minpos,
+                                  int32_t* __restrict__ local, int32_t* __restrict__ frontier_out) {
+  const int64_t i = thread_index();
+  if (i >= n_dst) return;
+  const int32_t v = frontier[i];
+  local[v] = static_cast<int32_t>(minpos[v]);
+  frontier_out[i] = v;
+}
+__global__ void map_kernel(const int32_t* __restrict__ picked, int64_t nnz, const int32_t* __restrict__ local,
+                           int32_t* __restrict__ indices) {
+  const int64_t e = thread_index();
+  if (e < nnz) indices[e] = local[picked[e]];
+}
+// Every touched word belongs to a node of the new frontier.
+__global__ void reset_kernel(const int32_t* __restrict__ nodes, int64_t n, uint32_t* __restrict__ minpos) {
+  const int64_t i = thread_index();
+  if (i < n) minpos[nodes[i]] = kEmpty;
+}
+// Transpose helpers: source counts (counts[num_src] = 0 for the scan's total), edge ids.
+__global__ void count_kernel(const int32_t* __restrict__ indices, int64_t nnz, int32_t* __restrict__ counts) {
+  const int64_t e = thread_index();
+  if (e < nnz) atomicAdd(&counts[indices[e]], 1);
+}
+__global__ void iota_kernel(int32_t* __restrict__ out, int64_t n) {
+  const int64_t i = thread_index();
+  if (i < n) out[i] = static_cast<int32_t>(i);
+}
+__global__ void gather_dst_kernel(const int32_t* __restrict__ t_eids, const int32_t* __restrict__ edge_dst, int64_t nnz,
+                                  int32_t* __restrict__ t_indices) {
+  const int64_t k = thread_index();
+  if (k < nnz) t_indices[k] = edge_dst[t_eids[k]];
+}
+void launch_check() { GT_CUDA_LAUNCH_CHECK(); }
+
+// Scratch space for CUB, from the caching allocator.
+Tensor scratch_bytes(std::size_t bytes, Device d) {
+  return Tensor::empty({static_cast<int64_t>(bytes / 8 + 1)}, DType::kInt64, d);
+}
+
+template <typename T>
+T read_back(const T* device_ptr, Device d, Stream s) {
+  T v{};
+  copy_bytes(&v, Device::cpu(), device_ptr, d, sizeof(T), s);
+  stream_synchronize(s);
+  return v;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+GpuGraph::GpuGraph(CsrView g, Device device) : num_nodes_(g.num_nodes) {
+  GT_CHECK_ARG(device.is_cuda(), "GpuGraph: a CUDA device is needed, got ", device.str());
+  GT_CHECK_ARG(g.num_nodes >= 0 && g.num_nodes < std::numeric_limits<int32_t>::max(),
+               "GpuGraph: ", g.num_nodes, " nodes do not fit int32 ids");
+  const int64_t nnz = g.indptr[g.num_nodes];
+  set_current_device(device);
+  indptr_ = Tensor::empty({g.num_nodes + 1}, DType::kInt64, device);
+  indices_ = Tensor::empty({nnz}, DType::kInt32, device);
+  copy_bytes(indptr_.raw(), device, g.indptr, Device::cpu(), indptr_.nbytes(), nullptr);
+  if (nnz) copy_bytes(indices_.raw(), device, g.indices, Device::cpu(), indices_.nbytes(), nullptr);
+}
+
+GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph> graph)
+    : cpu_(cpu), graph_(std::move(graph)) {
+  GT_CHECK_ARG(graph_ != nullptr, "GpuSampler: no graph");
+  GT_CHECK_ARG(graph_->num_nodes() == cpu.graph().num_nodes, "GpuSampler: the device graph has ",
+               graph_->num_nodes(), " nodes, the sampler's ", cpu.graph().num_nodes);
+  const Device d = graph_->device();
+  set_current_device(d);
+  const int64_t n = std::max<int64_t>(graph_->num_nodes(), 1);
+  minpos_ = Tensor::empty({n}, DType::kInt32, d);
+  local_ = Tensor::empty({n}, DType::kInt32, d);
+  device_memset(minpos_.raw(), 0xff, minpos_.nbytes(), nullptr);
+  stream_synchronize(nullptr);
+}
+
+GpuSampler::~GpuSampler() = default;
+
+GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s) const {
+  cpu_.check_seeds(seeds);
+  std::lock_guard<std::mutex> lock(mu_);
+  const Device d = graph_->device();
+  const int64_t* g_indptr = graph_->indptr().data<int64_t>();
+  const int32_t* g_indices = graph_->indices().data<int32_t>();
+  uint32_t* minpos = reinterpret_cast<uint32_t*>(minpos_.data<int32_t>());
+  int32_t* local = local_.data<int32_t>();
+  const int self = cpu_.self_loops() ? 1 : 0;
+  const uint64_t key = random64(cpu_.rng_key(), batch_key, 0);
+  const int64_t L = cpu_.num_layers();
+
+  GpuSampledBatch out;
+  out.blocks.resize(static_cast<std::size_t>(L));
+  // The seeds as the first frontier (int32 global ids; range-checked above).
+  std::vector<int32_t> seeds32(seeds.begin(), seeds.end());
+  Tensor frontier = Tensor::from_vector(seeds32).to(d, s);
+  int64_t n_front = static_cast<int64_t>(seeds.size());
+
+  for (int64_t l = L - 1; l >= 0; --l) {
+    auto t0 = std::chrono::steady_clock::now();
+    const int64_t n_dst = n_front;
+    const int64_t fanout = cpu_.fanouts()[static_cast<std::size_t>(l)];
+    Block& b = out.blocks[static_cast<std::size_t>(l)];
+    b.num_dst = n_dst;
+    // --- S_l: row sizes, their scan (the block's indptr), the draws.
+    Tensor sizes = Tensor::empty({n_dst + 1}, DType::kInt64, d);
+    b.indptr = Tensor::empty({n_dst + 1}, DType::kInt64, d);
+    row_sizes_kernel<<<blocks_for(n_dst + 1), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, fanout, self,
+                                                                 sizes.data<int64_t>());
+    launch_check();
+    std::size_t temp_bytes = 0;
+    GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
+                                                n_dst + 1, s));
+    Tensor temp = scratch_bytes(temp_bytes, d);
+    GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
+                                                n_dst + 1, s));
+    const int64_t nnz = read_back(b.indptr.data<int64_t>() + n_dst, d, s);
+    if (n_dst + nnz >= std::numeric_limits<int32_t>::max())
+      GT_THROW("GpuSampler::sample", "lower the batch size or the fanouts", "layer ", l, " has ", n_dst, " destinations and ",
+               nnz, " edges: local ids beyond int32");
+    Tensor picked = Tensor::empty({std::max<int64_t>(nnz, 1)}, DType::kInt32, d);
+    Tensor edge_dst = Tensor::empty({std::max<int64_t>(nnz, 1)}, DType::kInt32, d);
+    draw_kernel<<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, g_indices,
+                                                       b.indptr.data<int64_t>(), fanout, self, key,
+                                                       static_cast<uint64_t>(l), picked.data<int32_t>(),
+                                                       edge_dst.data<int32_t>());
+    launch_check();
+    stream_synchronize(s);
+    auto t1 = std::chrono::steady_clock::now();
+    out.sample_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    out.sampled_edges += nnz;
+
+    // --- R_l: reindex through the table.
+    dst_zero_kernel<<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, minpos);
+    launch_check();
+    dst_mark_kernel<<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, minpos);
+    launch_check();
+    edge_insert_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(picked.data<int32_t>(), nnz, n_dst, minpos);
+    launch_check();
+    Tensor first = Tensor::empty({nnz + 1}, DType::kInt32, d);
+    Tensor rank = Tensor::empty({nnz + 1}, DType::kInt32, d);
+    first_flag_kernel<<<blocks_for(nnz + 1), kThreads, 0, s>>>(picked.data<int32_t>(), nnz, n_dst, minpos,
+                                                               first.data<int32_t>());
+    launch_check();
+    GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, first.data<int32_t>(), rank.data<int32_t>(),
+                                                nnz + 1, s));
+    temp = scratch_bytes(temp_bytes, d);
+    GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, first.data<int32_t>(), rank.data<int32_t>(),
+                                                nnz + 1, s));
+    const int64_t n_new = read_back(rank.data<int32_t>() + nnz, d, s);
+    const int64_t n_src = n_dst + n_new;
+    b.num_src = n_src;
+    Tensor next = Tensor::empty({std::max<int64_t>(n_src, 1)}, DType::kInt32, d);
+    assign_dst_kernel<<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, minpos, local,
+                                                             next.data<int32_t>());
+    launch_check();
+    assign_new_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(picked.data<int32_t>(), nnz, n_dst, first.data<int32_t>(),
+                                                           rank.data<int32_t>(), local, next.data<int32_t>());
+    launch_check();
+    b.indices = Tensor::empty({nnz}, DType::kInt32, d);
+    if (nnz) {
+      map_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(picked.data<int32_t>(), nnz, local, b.indices.data<int32_t>());
+      launch_check();
+    }
+    reset_kernel<<<blocks_for(n_src), kThreads, 0, s>>>(next.data<int32_t>(), n_src, minpos);
+    launch_check();
+
+    // The transpose: counts per source -> t_indptr; a stable radix sort of edge ids by source.
+    Tensor counts = Tensor::zeros({n_src + 1}, DType::kInt32, d, s);
+    b.t_indptr = Tensor::empty({n_src + 1}, DType::kInt64, d);
+    b.t_indices = Tensor::empty({nnz}, DType::kInt32, d);
+    b.t_eids = Tensor::empty({nnz}, DType::kInt32, d);
+    if (nnz) {
+      count_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(b.indices.data<int32_t>(), nnz, counts.data<int32_t>());
+      launch_check();
+    }
+    GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, counts.data<int32_t>(), b.t_indptr.data<int64_t>(),
+                                                n_src + 1, s));
+    temp = scratch_bytes(temp_bytes, d);
+    GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, counts.data<int32_t>(), b.t_indptr.data<int64_t>(),
+                                                n_src + 1, s));
+    if (nnz) {
+      Tensor eids = Tensor::empty({nnz}, DType::kInt32, d);
+      Tensor sorted_src = Tensor::empty({nnz}, DType::kInt32, d);
+      iota_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(eids.data<int32_t>(), nnz);
+      launch_check();
+      int end_bit = 1;
+      while (end_bit < 31 && (int64_t{1} << end_bit) < n_src) ++end_bit;
+      GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, b.indices.data<int32_t>(),
+                                                    sorted_src.data<int32_t>(), eids.data<int32_t>(),
+                                                    b.t_eids.data<int32_t>(), nnz, 0, end_bit, s));
+      temp = scratch_bytes(temp_bytes, d);
+      GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, b.indices.data<int32_t>(),
+                                                    sorted_src.data<int32_t>(), eids.data<int32_t>(),
+                                                    b.t_eids.data<int32_t>(), nnz, 0, end_bit, s));
+      gather_dst_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(b.t_eids.data<int32_t>(), edge_dst.data<int32_t>(), nnz,
+                                                             b.t_indices.data<int32_t>());
+      launch_check();
+    }
+    // Scratch tensors are freed when this iteration ends; the caching allocator reuses them only
+    // for work ordered after this point, and the sync below finishes the layer anyway.
+    stream_synchronize(s);
+    out.reindex_ms += ms_since(t1);
+    frontier = next.rows(0, n_src);
+    n_front = n_src;
+  }
+  out.input_nodes = frontier;
+  return out;
+}
+
+}  // namespace gt

@@ -1,0 +1,222 @@
+// Sampling and reindexing on the GPU: the same blocks, bit for bit, as the CPU sampler for the
+// same seeds and keys (self loops, fanouts above and below the degree, all neighbours, degree-0
+// destinations, a hub, fanouts beyond the small-k path, duplicate seeds), and a pipeline fed by
+// it gives the serial path's batches (rows from the host, from a partial cache, all resident).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "framework/rng.h"
+#include "preprocess/feature_cache.h"
+#include "preprocess/gpu_sampler.h"
+#include "preprocess/pipeline.h"
+
+namespace gt {
+namespace {
+
+bool have_gpu() { return built_with_cuda() && cuda_device_count() > 0; }
+
+// Degrees 0..39, node 7 a hub with an in-edge from every 3rd node, a few nodes with none.
+struct Graph {
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  Tensor features;
+  std::vector<int32_t> labels;
+  int64_t n;
+
+  explicit Graph(int64_t nodes, int64_t f = 12) : n(nodes) {
+    for (int64_t v = 0; v < n; ++v) {
+      const std::size_t row = indices.size();
+      int64_t deg = v % 13 == 0 ? 0 : static_cast<int64_t>(random64(3, v, 0) % 40);
+      if (v == 7)
+        for (int64_t u = 0; u < n; u += 3) indices.push_back(static_cast<int32_t>(u));
+      else
+        for (int64_t j = 0; j < deg; ++j) indices.push_back(static_cast<int32_t>(random64(3, v, j + 1) % n));
+      std::sort(indices.begin() + static_cast<std::ptrdiff_t>(row), indices.end());
+      indptr.push_back(static_cast<int64_t>(indices.size()));
+    }
+    features = Tensor::empty({n, f}, DType::kFloat32);
+    for (int64_t i = 0; i < n * f; ++i) features.data<float>()[i] = u01(philox(4, 0, static_cast<uint64_t>(i)).v[0]) - 0.5f;
+    for (int64_t v = 0; v < n; ++v) labels.push_back(static_cast<int32_t>(v % 7));
+  }
+  CsrView view() const { return {indptr.data(), indices.data(), n}; }
+};
+
+std::vector<int64_t> seeds_of(int64_t n, int64_t count, uint64_t salt) {
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
+  auto b = make_batches(ids, count, true, salt, 0);
+  std::vector<int64_t> s = b[0];
+  s.push_back(7);  // the hub, unless it was drawn
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  std::reverse(s.begin(), s.end());  // not in id order
+  return s;
+}
+
+void expect_same_blocks(const std::vector<Block>& gpu, const std::vector<Block>& cpu) {
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (std::size_t l = 0; l < cpu.size(); ++l) {
+    SCOPED_TRACE("block " + std::to_string(l));
+    EXPECT_EQ(gpu[l].num_dst, cpu[l].num_dst);
+    EXPECT_EQ(gpu[l].num_src, cpu[l].num_src);
+    EXPECT_TRUE(gpu[l].device().is_cuda());
+    EXPECT_EQ(gpu[l].indptr.to_vector<int64_t>(), cpu[l].indptr.to_vector<int64_t>());
+    EXPECT_EQ(gpu[l].indices.to_vector<int32_t>(), cpu[l].indices.to_vector<int32_t>());
+    EXPECT_EQ(gpu[l].t_indptr.to_vector<int64_t>(), cpu[l].t_indptr.to_vector<int64_t>());
+    EXPECT_EQ(gpu[l].t_indices.to_vector<int32_t>(), cpu[l].t_indices.to_vector<int32_t>());
+    EXPECT_EQ(gpu[l].t_eids.to_vector<int32_t>(), cpu[l].t_eids.to_vector<int32_t>());
+  }
+}
+
+void same_as_cpu(std::vector<int64_t> fanouts, bool self_loops, int64_t batch) {
+  Graph g(4000);
+  NeighborSampler cpu(g.view(), fanouts, self_loops, 11);
+  auto graph = std::make_shared<GpuGraph>(g.view(), Device::cuda(0));
+  GpuSampler gpu(cpu, graph);
+  Context ctx(Device::cuda(0));
+  for (uint64_t key = 0; key < 4; ++key) {
+    SCOPED_TRACE("batch key " + std::to_string(key));
+    std::vector<int64_t> seeds = seeds_of(g.n, batch, key);
+    SampledBatch want = cpu.sample(seeds, key);
+    GpuSampledBatch got = gpu.sample(seeds, key, ctx.copy_stream());
+    expect_same_blocks(got.blocks, want.blocks);
+    std::vector<int32_t> in = got.input_nodes.to_vector<int32_t>();
+    EXPECT_EQ(std::vector<int64_t>(in.begin(), in.end()), want.input_nodes);
+    EXPECT_EQ(got.sampled_edges, want.sampled_edges);
+  }
+}
+
+TEST(GpuSampler, SameBlocksAsCpuCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  same_as_cpu({10, 5, 3}, false, 200);
+}
+TEST(GpuSampler, SelfLoopsAndAllNeighboursCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  same_as_cpu({-1, 4}, true, 150);
+}
+// Fanout 100 > the CPU's linear-membership limit (64): the hub's row takes the hash-set path on
+// the CPU, a linear scan on the GPU; the draws must agree.
+TEST(GpuSampler, LargeFanoutCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  same_as_cpu({100, 30}, false, 300);
+}
+TEST(GpuSampler, EverySeedAndFanoutOneCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  same_as_cpu({1}, false, 4000);
+}
+
+// Duplicate seeds get one row each; sources that are a duplicated seed take its last index, as
+// in the CPU Reindexer.
+TEST(GpuSampler, DuplicateSeedsCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g(500);
+  NeighborSampler cpu(g.view(), {6, 6}, true, 3);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), Device::cuda(0)));
+  std::vector<int64_t> seeds{5, 7, 9, 7, 12, 5, 7};
+  SampledBatch want = cpu.sample(seeds, 1);
+  Context ctx(Device::cuda(0));
+  GpuSampledBatch got = gpu.sample(seeds, 1, ctx.copy_stream());
+  expect_same_blocks(got.blocks, want.blocks);
+}
+
+TEST(GpuSampler, BadSeedsAreNamedCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g(100);
+  NeighborSampler cpu(g.view(), {3}, false, 3);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), Device::cuda(0)));
+  try {
+    gpu.sample({1, 2, 100}, 0, nullptr);
+    FAIL() << "an out-of-range seed was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seed node id 100 out of range"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(gpu.sample({}, 0, nullptr), Error);
+  // The table is left clean by a refused batch: the next one still matches the CPU.
+  Context ctx(Device::cuda(0));
+  expect_same_blocks(gpu.sample({4, 8}, 2, ctx.copy_stream()).blocks, cpu.sample({4, 8}, 2).blocks);
+}
+
+TEST(GpuSampler, NeedsCudaBuild) {
+  if (built_with_cuda()) GTEST_SKIP() << "CUDA build: covered by the tests above";
+  Graph g(10);
+  EXPECT_THROW(GpuGraph(g.view(), Device::cuda(0)), Error);
+}
+
+// The pipeline with GPU sampling gives the serial CPU path's batches: features gathered on the
+// host (no cache), mixed (a cache of some rows), or on the device (every row cached).
+void gpu_pipeline_equals_serial(int64_t cache_rows) {
+  Graph g(3000, 8);
+  Context ctx(Device::cuda(0));
+  NeighborSampler cpu(g.view(), {6, 4, 3}, false, 5);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), ctx.device()));
+  std::unique_ptr<FeatureCache> cache;
+  if (cache_rows > 0) cache = std::make_unique<FeatureCache>(g.features, g.indptr, g.indices, cache_rows, ctx.device());
+  std::vector<int64_t> ids(static_cast<std::size_t>(g.n));
+  for (int64_t i = 0; i < g.n; ++i) ids[static_cast<std::size_t>(i)] = i;
+  auto batches = make_batches(ids, 128, true, 9, 2);
+  batches.resize(10);
+  std::vector<uint64_t> keys;
+  for (std::size_t i = 0; i < batches.size(); ++i) keys.push_back(500 + i);
+  BatchLoader serial(g.features, g.labels, cpu, ctx);
+  PipelineOptions o;
+  o.prefetch = 3;
+  o.cache = cache.get();
+  o.gpu = &gpu;
+  BatchPipeline pipe(g.features, g.labels, cpu, ctx, o);
+  pipe.start(batches, keys);
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    SCOPED_TRACE("batch " + std::to_string(i));
+    auto got = pipe.next();
+    ASSERT_NE(got, nullptr);
+    got->ready.synchronize();
+    DeviceBatch want = serial.load(batches[i], keys[i]);
+    expect_same_blocks(got->blocks, want.blocks);
+    EXPECT_EQ(got->features.shape(), want.features.shape());
+    EXPECT_EQ(got->features.to_vector<float>(), want.features.to_vector<float>());  // bitwise
+    EXPECT_EQ(got->labels.to_vector<int32_t>(), want.labels.to_vector<int32_t>());
+  }
+  EXPECT_EQ(pipe.next(), nullptr);
+  PipelineTotals t = pipe.totals();
+  EXPECT_EQ(t.batches, 10);
+  EXPECT_GT(t.sampled_edges, 0);
+  if (cache_rows >= g.n) EXPECT_EQ(t.h2d_bytes, 0);  // nothing but labels crosses PCIe
+  else EXPECT_GT(t.h2d_bytes, 0);
+}
+
+TEST(GpuSampler, PipelineHostRowsEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gpu_pipeline_equals_serial(0);
+}
+TEST(GpuSampler, PipelinePartialCacheEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gpu_pipeline_equals_serial(1000);
+}
+TEST(GpuSampler, PipelineResidentRowsEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gpu_pipeline_equals_serial(3000);
+}
+
+// A failing batch (a bad seed) stops the GPU pipeline with the error, in order.
+TEST(GpuSampler, PipelineErrorIsReportedCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g(200);
+  Context ctx(Device::cuda(0));
+  NeighborSampler cpu(g.view(), {4}, false, 5);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), ctx.device()));
+  PipelineOptions o;
+  o.prefetch = 2;
+  o.gpu = &gpu;
+  BatchPipeline pipe(g.features, g.labels, cpu, ctx, o);
+  pipe.start({{1, 2}, {3, 999}, {4}}, {1, 2, 3});
+  EXPECT_NE(pipe.next(), nullptr);
+  try {
+    pipe.next();
+    FAIL() << "the bad batch was delivered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seed node id 999"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gt
