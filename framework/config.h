@@ -38,7 +38,7 @@ struct SamplingConfig {
   int64_t batch_size = 1024;
   std::vector<int64_t> eval_fanouts = {};   // empty = all neighbours at every layer
   int64_t eval_batch_size = 4096;
-  std::string device = "cpu";  // cpu | gpu: where sampling and reindexing run
+  std::string device = "auto";  // auto | cpu | gpu: where sampling and reindexing run
 };
 
 struct OptimizerConfig {

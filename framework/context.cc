@@ -53,6 +53,17 @@ std::string device_name(Device d) {
 #endif
 }
 
+int64_t device_total_memory(Device d) {
+  if (d.is_cpu()) return 0;
+#ifdef GT_WITH_CUDA
+  cudaDeviceProp prop{};
+  GT_CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
+  return static_cast<int64_t>(prop.totalGlobalMem);
+#else
+  throw_built_without_cuda("device_total_memory");
+#endif
+}
+
 Device Context::parse_device(const std::string& spec) {
   if (spec == "cpu") return Device::cpu();
   if (spec == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
@@ -79,8 +90,13 @@ Context::Context(Device device) : device_(device) {
 #ifdef GT_WITH_CUDA
   GT_CUDA_CHECK(cudaSetDevice(device.index));
   cudaStream_t s, c;
-  GT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  GT_CUDA_CHECK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+  // Training kernels before preprocessing kernels: the compute stream gets the highest priority
+  // and the copy stream (transfers, and with GPU sampling the sampling kernels) the lowest, so
+  // sampling fills the SMs the training step leaves idle instead of delaying it.
+  int lowest = 0, highest = 0;
+  GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  GT_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest));
+  GT_CUDA_CHECK(cudaStreamCreateWithPriority(&c, cudaStreamNonBlocking, lowest));
   stream_ = s;
   copy_stream_ = c;
   cublasHandle_t h;

@@ -3,6 +3,7 @@
 // code and CPU-only builds can pass streams around.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 struct CUstream_st;
@@ -34,5 +35,7 @@ int cuda_device_count();
 void set_current_device(Device d);
 // Name of CUDA device i ("cpu" for a CPU-only build).
 std::string device_name(Device d);
+// Bytes of memory of CUDA device d (0 for the CPU).
+int64_t device_total_memory(Device d);
 
 }  // namespace gt

@@ -57,6 +57,22 @@ std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, 
 }
 
 // One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
+// sampling.device: gpu needs a CUDA training device; auto picks the GPU when training runs on one
+// and the graph's CSR and reindexing table (8 bytes per node) take at most a quarter of its memory.
+static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d) {
+  if (mode == "cpu") return false;
+  if (mode == "gpu") {
+    if (!d.is_cuda())
+      GT_THROW("sampling.device", "set sampling.device=cpu (or auto), or train.device=cuda",
+               "sampling.device is gpu but training runs on ", d.str());
+    return true;
+  }
+  if (!d.is_cuda()) return false;
+  const int64_t bytes = static_cast<int64_t>(data.indptr.size()) * 8 + static_cast<int64_t>(data.indices.size()) * 4 +
+                        data.info.num_nodes * 8;
+  return bytes <= device_total_memory(d) / 4;
+}
+
 struct Replica {
   int64_t local = 0, rank = 0;  // index in this process, rank among all replicas
   std::unique_ptr<Context> ctx;
@@ -186,10 +202,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
           FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, data.info.feature_dim), d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
-    if (cfg.sampling.device == "gpu") {
-      if (!d.is_cuda())
-        GT_THROW("sampling.device", "set sampling.device=cpu, or train.device=cuda",
-                 "sampling.device is gpu but training runs on ", d.str());
+    if (sample_on_gpu(cfg.sampling.device, data, d)) {
       r.gpu_graph = std::make_shared<GpuGraph>(g, d);
       r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
@@ -446,7 +459,7 @@ TrainResult Trainer::fit(std::ostream* log) {
       *log << " x " << impl_->world << " replicas (" << impl_->procs.world << " process"
            << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
            << lead.reducer->num_buckets() << " gradient bucket" << (lead.reducer->num_buckets() > 1 ? "s" : "") << ")";
-    *log << "\n";
+    *log << (lead.train_gpu ? ", sampling on the GPU" : "") << "\n";
   }
 
   if (log && impl_->resumed.epoch > 0) *log << "resuming after epoch " << impl_->resumed.epoch << "\n";

@@ -107,5 +107,36 @@ TEST_F(TrainTest, GpuFollowsCpuLossCurveCuda) {
   }
 }
 
+// Sampling on the GPU draws the CPU sampler's blocks, so training follows the same curve
+// (deterministic kernels: the same losses up to float32 summation noise).
+TEST_F(TrainTest, GpuSamplingTrainsLikeCpuSamplingCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Config c = config("sage", "cuda");
+  c.train.epochs = 3;
+  c.sampling.device = "cpu";
+  TrainResult cpu = Trainer(c).fit(nullptr);
+  c.sampling.device = "gpu";
+  TrainResult gpu = Trainer(c).fit(nullptr);
+  ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size());
+  for (std::size_t e = 0; e < cpu.epochs.size(); ++e) {
+    EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 1e-5 * std::max(1.0, cpu.epochs[e].loss)) << "epoch " << e + 1;
+    EXPECT_EQ(gpu.epochs[e].sampled_edges, cpu.epochs[e].sampled_edges) << "epoch " << e + 1;
+  }
+  EXPECT_EQ(gpu.test_acc_at_best, cpu.test_acc_at_best);
+}
+
+TEST_F(TrainTest, GpuSamplingNeedsAGpu) {
+  Config c = config("sage", "cpu");
+  c.sampling.device = "gpu";
+  try {
+    Trainer t(c);
+    FAIL() << "sampling.device=gpu was accepted for CPU training";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sampling.device"), std::string::npos) << e.what();
+  }
+  c.sampling.device = "auto";  // auto falls back to the CPU sampler
+  EXPECT_NO_THROW(Trainer{c});
+}
+
 }  // namespace
 }  // namespace gt
