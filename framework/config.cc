@@ -184,6 +184,9 @@ const std::vector<Field>& fields() {
                    "row then Pull, or per layer and batch the order a fitted cost model predicts cheaper; ngcf and "
                    "gat need aggregate-first"),
       string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
+      string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
+                   "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "
+                   "need them; uncompressed float32 tables, as gt-data writes them)"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
       string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),

@@ -28,6 +28,7 @@ struct ModelConfig {
 struct DatasetConfig {
   std::string path = "data/synth-default.h5";
   std::string normalize = "none";  // none | row
+  std::string features = "memory";  // memory | mmap
   std::string train_split = "train";
   std::string valid_split = "valid";
   std::string test_split = "test";

@@ -102,6 +102,7 @@ struct Trainer::Impl {
   std::unique_ptr<HostGroup> host_group;
   uint64_t step = 0;
   std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
+  FeatureTable features;                 // data_.features, or the file's /features mapped (dataset.features)
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
 
   // Runs f(replica) on every replica of this process: in the calling thread when there is one,
@@ -198,7 +199,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.optimizer = make_optimizer(cfg.optimizer);
     if (d.is_cuda() && cfg.train.gpu_cache_mb > 0)
       r.cache = std::make_unique<FeatureCache>(
-          data.features, data.indptr, data.indices,
+          features, data.indptr, data.indices,
           FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, data.info.feature_dim), d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
@@ -253,8 +254,18 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   } catch (const Error& e) {
     GT_THROW("train.device", e.hint(), e.message());
   }
-  data_ = load_dataset(cfg_.dataset.path);
-  if (cfg_.dataset.normalize == "row") normalize_rows(data_.features);
+  if (cfg_.dataset.features == "mmap") {
+    if (cfg_.dataset.normalize != "none")
+      GT_THROW("dataset.normalize", "set dataset.normalize=none, or dataset.features=memory",
+               "a memory-mapped feature table is read-only: dataset.normalize=", cfg_.dataset.normalize,
+               " needs dataset.features=memory");
+    data_ = load_dataset_without_features(cfg_.dataset.path);
+    impl_->features = FeatureTable::map_file(cfg_.dataset.path);
+  } else {
+    data_ = load_dataset(cfg_.dataset.path);
+    if (cfg_.dataset.normalize == "row") normalize_rows(data_.features);
+    impl_->features = FeatureTable(data_.features);
+  }
   for (const std::string* s : {&cfg_.dataset.train_split, &cfg_.dataset.valid_split, &cfg_.dataset.test_split})
     if (!data_.splits.count(*s)) {
       std::string have;
@@ -308,7 +319,7 @@ int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& da
   }
   int64_t correct = 0;
   if (!mine.empty()) {
-    BatchPipeline pipe(data.features, data.labels, *r.eval_sampler, *r.ctx,
+    BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
                        {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get()}, nullptr);
     pipe.start(std::move(mine), std::move(keys));
     while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
@@ -352,7 +363,7 @@ EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Datase
   TraceRecorder* tr = traced ? trace.get() : nullptr;
   auto t_epoch = Clock::now();
   // Batches are prepared by the flow graph while this thread computes on earlier ones.
-  BatchPipeline pipe(data.features, data.labels, *r.train_sampler, *r.ctx,
+  BatchPipeline pipe(features, data.labels, *r.train_sampler, *r.ctx,
                      {cfg.train.prefetch, r.cache.get(), r.train_gpu.get()}, tr);
   pipe.start(mine, std::move(keys));
   std::size_t next_shard = 0;

@@ -330,6 +330,66 @@ struct FeatureReader::Impl {
   }
 };
 
+FeatureLayout feature_layout(const std::string& path) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Id file = open_for_read(path);
+  const DatasetInfo info = read_info(file.get(), path);
+  H5Id ds = open_features(file.get(), path, info);
+  const std::string where = path + ":/features";
+  const char* hint = "use dataset.features=memory, or rewrite the file with gt-data synth / import-ogb";
+  FeatureLayout out;
+  out.num_nodes = info.num_nodes;
+  out.feature_dim = info.feature_dim;
+  hsize_t file_size = 0;
+  GT_H5_CHECK(H5Fget_filesize(file.get(), &file_size), path, "/features");
+  out.file_size = static_cast<int64_t>(file_size);
+  H5Id type(GT_H5_CHECK(H5Dget_type(ds.get()), path, "/features"), H5Tclose);
+  if (H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0)
+    GT_THROW(where, hint, "/features is not stored as little-endian float32, so it cannot be memory-mapped");
+  H5Id dcpl(GT_H5_CHECK(H5Dget_create_plist(ds.get()), path, "/features"), H5Pclose);
+  if (GT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, "/features") > 0)
+    GT_THROW(where, hint, "/features is compressed or filtered, so it cannot be memory-mapped");
+  const int64_t row_bytes = info.feature_dim * 4;
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t addr = H5Dget_offset(ds.get());
+    if (info.num_nodes > 0 && addr == HADDR_UNDEF)
+      GT_THROW(where, hint, "/features has no data stored, so it cannot be memory-mapped");
+    out.rows_per_block = std::max<int64_t>(info.num_nodes, 1);
+    out.offsets.push_back(static_cast<int64_t>(addr));
+  } else if (layout == H5D_CHUNKED) {
+    hsize_t chunk[2] = {0, 0};
+    if (GT_H5_CHECK(H5Pget_chunk(dcpl.get(), 2, chunk), path, "/features") != 2 ||
+        chunk[1] != static_cast<hsize_t>(info.feature_dim) || chunk[0] == 0)
+      GT_THROW(where, hint, "/features is chunked in blocks of ", chunk[0], " x ", chunk[1],
+               ", not in blocks of whole rows, so it cannot be memory-mapped");
+    out.rows_per_block = static_cast<int64_t>(chunk[0]);
+    const int64_t blocks = (info.num_nodes + out.rows_per_block - 1) / out.rows_per_block;
+    out.offsets.reserve(static_cast<std::size_t>(blocks));
+    for (int64_t b = 0; b < blocks; ++b) {
+      hsize_t coord[2] = {static_cast<hsize_t>(b * out.rows_per_block), 0};
+      unsigned mask = 0;
+      haddr_t addr = HADDR_UNDEF;
+      hsize_t size = 0;
+      GT_H5_CHECK(H5Dget_chunk_info_by_coord(ds.get(), coord, &mask, &addr, &size), path, "/features");
+      if (addr == HADDR_UNDEF || size != static_cast<hsize_t>(out.rows_per_block * row_bytes))
+        GT_THROW(where, hint, "row block ", b, " of /features (rows ", b * out.rows_per_block, "..) is ",
+                 addr == HADDR_UNDEF ? "not stored" : "stored with an unexpected size", ", so it cannot be memory-mapped");
+      out.offsets.push_back(static_cast<int64_t>(addr));
+    }
+  } else {
+    GT_THROW(where, hint, "/features uses HDF5 layout ", static_cast<int>(layout), ", which cannot be memory-mapped");
+  }
+  // Every block must lie inside the file (the last one holds only the remaining rows).
+  for (std::size_t b = 0; b < out.offsets.size(); ++b) {
+    const int64_t rows = std::min(out.rows_per_block, info.num_nodes - static_cast<int64_t>(b) * out.rows_per_block);
+    if (out.offsets[b] < 0 || out.offsets[b] + rows * row_bytes > out.file_size)
+      GT_THROW(where, "the file is truncated or damaged; re-create it", "row block ", b,
+               " of /features lies beyond the end of the ", out.file_size, "-byte file");
+  }
+  return out;
+}
+
 FeatureReader::FeatureReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(hdf5_mutex());
   impl_->path = path;

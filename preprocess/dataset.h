@@ -74,6 +74,19 @@ class FeatureReader {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where the feature table's bytes lie in the file, for memory mapping (preprocess/feature_table.h):
+// row r is at byte offsets[r / rows_per_block] + (r % rows_per_block) * feature_dim * 4.
+struct FeatureLayout {
+  int64_t num_nodes = 0, feature_dim = 0;
+  int64_t rows_per_block = 0;    // HDF5 chunk rows (all rows for a contiguous table)
+  std::vector<int64_t> offsets;  // byte offset of each row block in the file
+  int64_t file_size = 0;
+};
+// Throws gt::Error naming the file when /features cannot be mapped: not float32 little-endian,
+// compressed or filtered, chunked other than in full-width row blocks, or a row block that was
+// never written or lies beyond the end of the file.
+FeatureLayout feature_layout(const std::string& path);
+
 // Rows per HDF5 chunk of the feature table (about 1 MiB per chunk). Writers that stream
 // features do best with row blocks that are multiples of this.
 int64_t feature_chunk_rows(int64_t feature_dim);

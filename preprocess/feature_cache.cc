@@ -12,11 +12,10 @@
 
 namespace gt {
 
-FeatureCache::FeatureCache(const Tensor& features, const std::vector<int64_t>& indptr,
+FeatureCache::FeatureCache(const FeatureTable& features, const std::vector<int64_t>& indptr,
                            const std::vector<int32_t>& indices, int64_t rows, Device device) {
   GT_CHECK_ARG(device.is_cuda(), "the feature cache lives on a CUDA device, got ", device.str());
-  GT_CHECK_ARG(features.dim() == 2 && !features.is_cuda(), "feature cache needs the host feature table");
-  const int64_t n = features.size(0);
+  const int64_t n = features.rows();
   GT_CHECK_ARG(static_cast<int64_t>(indptr.size()) == n + 1, "feature cache: CSR has ", indptr.size() - 1,
                " rows for ", n, " feature rows");
   rows = std::clamp<int64_t>(rows, 0, std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
@@ -44,7 +43,7 @@ FeatureCache::FeatureCache(const Tensor& features, const std::vector<int64_t>& i
   }
   coverage_ = indices.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(indices.size());
 
-  Tensor host = Tensor::empty({rows, features.size(1)}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
+  Tensor host = Tensor::empty({rows, features.cols()}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
   gather_rows(features, order, host);
   table_ = host.to(device);
 }

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "framework/tensor.h"
+#include "preprocess/feature_table.h"
 
 namespace gt {
 
 class FeatureCache {
  public:
-  // features: float32 [N, F] host tensor. Caches min(rows, N) rows on `device` (a CUDA device).
-  FeatureCache(const Tensor& features, const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices,
+  // features: float32 [N, F] host table. Caches min(rows, N) rows on `device` (a CUDA device).
+  FeatureCache(const FeatureTable& features, const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices,
                int64_t rows, Device device);
   // Slot of a node's row in table(), or -1 when it is not cached.
   int32_t slot(int64_t node) const { return slot_[static_cast<std::size_t>(node)]; }

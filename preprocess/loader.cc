@@ -12,24 +12,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-void gather_rows(const Tensor& table, const std::vector<int64_t>& ids, Tensor& out) {
-  GT_CHECK_ARG(table.dim() == 2 && table.dtype() == DType::kFloat32 && !table.is_cuda(),
-               "gather_rows needs a float32 host matrix, got ", table.str());
-  const int64_t F = table.size(1), N = table.size(0);
-  GT_CHECK_ARG(out.dim() == 2 && out.size(0) == static_cast<int64_t>(ids.size()) && out.size(1) == F && !out.is_cuda(),
-               "gather_rows output ", out.str(), " does not fit ", ids.size(), " rows of ", F);
-  const float* src = table.data<float>();
-  float* dst = out.data<float>();
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, ids.size(), 512), [&](const tbb::blocked_range<std::size_t>& r) {
-    for (std::size_t i = r.begin(); i < r.end(); ++i) {
-      int64_t id = ids[i];
-      if (id < 0 || id >= N) GT_THROW("gather_rows", "", "node id ", id, " out of range [0, ", N, ")");
-      std::memcpy(dst + static_cast<int64_t>(i) * F, src + id * F, static_cast<std::size_t>(F) * sizeof(float));
-    }
-  });
-}
+void gather_rows(const FeatureTable& table, const std::vector<int64_t>& ids, Tensor& out) { table.gather(ids, out); }
 
-BatchLoader::BatchLoader(const Tensor& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
+BatchLoader::BatchLoader(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
                          const Context& ctx)
     : features_(features), labels_(labels), sampler_(sampler), ctx_(ctx) {}
 
@@ -43,7 +28,7 @@ DeviceBatch BatchLoader::load(const std::vector<int64_t>& seeds, uint64_t batch_
 
   t0 = std::chrono::steady_clock::now();
   const bool cuda = ctx_.is_cuda();
-  b.host_features = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features_.size(1)}, DType::kFloat32,
+  b.host_features = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features_.cols()}, DType::kFloat32,
                                   Device::cpu(), /*pinned=*/cuda);
   gather_rows(features_, sb.input_nodes, b.host_features);
   std::vector<int32_t> lab(seeds.size());

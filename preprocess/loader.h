@@ -12,6 +12,7 @@
 #include "framework/context.h"
 #include "framework/memory.h"
 #include "preprocess/dataset.h"
+#include "preprocess/feature_table.h"
 #include "preprocess/sampler.h"
 
 namespace gt {
@@ -33,19 +34,19 @@ struct DeviceBatch {
 
 class BatchLoader {
  public:
-  // features: float32 [N, F] CPU tensor; labels: [N]. Both are referenced, not copied.
-  BatchLoader(const Tensor& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
+  // features: float32 [N, F] (a CPU tensor or a mapped file); labels: [N]. Both are referenced, not copied.
+  BatchLoader(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
               const Context& ctx);
   DeviceBatch load(const std::vector<int64_t>& seeds, uint64_t batch_key) const;
 
  private:
-  Tensor features_;
+  FeatureTable features_;
   const std::vector<int32_t>& labels_;
   const NeighborSampler& sampler_;
   const Context& ctx_;
 };
 
 // Rows of `table` listed in ids, gathered in parallel into `out` ([ids.size(), F], any host memory).
-void gather_rows(const Tensor& table, const std::vector<int64_t>& ids, Tensor& out);
+void gather_rows(const FeatureTable& table, const std::vector<int64_t>& ids, Tensor& out);
 
 }  // namespace gt

@@ -46,11 +46,11 @@ struct Chunk {
 }  // namespace
 
 struct BatchPipeline::Impl {
-  Impl(const Tensor& f, const std::vector<int32_t>& l, const NeighborSampler& s, const Context& c, PipelineOptions o,
+  Impl(const FeatureTable& f, const std::vector<int32_t>& l, const NeighborSampler& s, const Context& c, PipelineOptions o,
        TraceRecorder* t)
       : features(f), labels(l), sampler(s), ctx(c), opts(o), trace(t) {}
 
-  const Tensor features;
+  const FeatureTable features;
   const std::vector<int32_t>& labels;
   const NeighborSampler& sampler;
   const Context& ctx;
@@ -233,7 +233,7 @@ void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& po
 bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
   const Msg& w = c.work;
   DeviceBatch& out = *w->out;
-  const int64_t F = features.size(1);
+  const int64_t F = features.cols();
   const int64_t rows = static_cast<int64_t>(c.ids.size());
   const int64_t need = c.begin + rows;
   const bool cuda = ctx.is_cuda();
@@ -357,12 +357,12 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
     out.reindex_ms = g.reindex_ms;
     const int64_t n_in = g.input_nodes.size(0);
     const FeatureCache* cache = opts.cache;
-    if (cache && cache->rows() == features.size(0)) {
+    if (cache && cache->rows() == features.rows()) {
       // Every row is resident (cached in id order, so a node's slot is its id): K is one gather
       // kernel on the device, nothing crosses PCIe but the labels.
       ScopedStage st(trace, "K (GPU)", "lookup", w->seq, &out.gather_ms);
-      w->device_features = Tensor::empty({n_in, features.size(1)}, DType::kFloat32, ctx.device());
-      Tensor none = Tensor::empty({0, features.size(1)}, DType::kFloat32, ctx.device());
+      w->device_features = Tensor::empty({n_in, features.cols()}, DType::kFloat32, ctx.device());
+      Tensor none = Tensor::empty({0, features.cols()}, DType::kFloat32, ctx.device());
       gather_mixed_rows(cache->table(), none, g.input_nodes, w->device_features, s);
       out.keep_alive.push_back(g.input_nodes);
       w->rows_done = n_in;
@@ -385,7 +385,7 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
   });
 }
 
-BatchPipeline::BatchPipeline(const Tensor& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
+BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
                              const Context& ctx, PipelineOptions opts, TraceRecorder* trace)
     : impl_(std::make_unique<Impl>(features, labels, sampler, ctx, opts, trace)) {
   GT_CHECK_ARG(opts.prefetch >= 1, "pipeline prefetch must be >= 1, got ", opts.prefetch);

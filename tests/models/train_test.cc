@@ -125,6 +125,24 @@ TEST_F(TrainTest, GpuSamplingTrainsLikeCpuSamplingCuda) {
   EXPECT_EQ(gpu.test_acc_at_best, cpu.test_acc_at_best);
 }
 
+// A memory-mapped feature table trains exactly like the table read into memory.
+TEST_F(TrainTest, MappedFeaturesTrainLikeLoadedFeatures) {
+  Config c = config("sage", "cpu");
+  c.train.epochs = 2;
+  TrainResult loaded = Trainer(c).fit(nullptr);
+  c.dataset.features = "mmap";
+  TrainResult mapped = Trainer(c).fit(nullptr);
+  ASSERT_EQ(loaded.epochs.size(), mapped.epochs.size());
+  for (std::size_t e = 0; e < loaded.epochs.size(); ++e) EXPECT_EQ(mapped.epochs[e].loss, loaded.epochs[e].loss);
+  c.dataset.normalize = "row";  // would write into the read-only mapping
+  try {
+    Trainer t(c);
+    FAIL() << "dataset.normalize=row was accepted with a mapped table";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dataset.normalize"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TrainTest, GpuSamplingNeedsAGpu) {
   Config c = config("sage", "cpu");
   c.sampling.device = "gpu";

@@ -1,0 +1,56 @@
+// The feature table the lookup stage (K) gathers from: float32 rows [N, F], either a tensor in
+// memory or the dataset file's /features memory-mapped (config dataset.features: mmap).
+//
+// Mapping, not HDF5 reads, is how tables larger than one wants resident are served: the file's
+// row blocks (HDF5 chunks of about 1 MiB, uncompressed) are mapped read-only and a row is a
+// pointer into them, so K gathers from the page cache with no copy and no HDF5 call (the HDF5
+// library here is not thread-safe, so row-range reads would serialise K's threads on one lock).
+// The operating system keeps the hot rows resident and evicts the others under memory pressure;
+// nothing is read until a batch needs it. The layout is checked when the table is opened
+// (preprocess/dataset.h: feature_layout).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace gt {
+
+class FeatureTable {
+ public:
+  FeatureTable() = default;
+  // A float32 [N, F] CPU tensor (referenced, not copied).
+  FeatureTable(const Tensor& t);  // NOLINT: implicit, so tensors pass wherever a table is taken
+  // /features of a dataset file, memory-mapped. Throws gt::Error naming the file when it cannot
+  // be mapped.
+  static FeatureTable map_file(const std::string& path);
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  bool mapped() const { return map_ != nullptr; }
+  // Row r (0 <= r < rows(), unchecked).
+  const float* row(int64_t r) const {
+    if (!map_) return dense_ + r * cols_;
+    return reinterpret_cast<const float*>(base_ + block_offset_[static_cast<std::size_t>(r / rows_per_block_)]) +
+           (r % rows_per_block_) * cols_;
+  }
+  // The in-memory tensor (undefined when mapped).
+  const Tensor& tensor() const { return tensor_; }
+  // Rows listed in ids into out ([ids.size(), F], any host memory), in parallel; ids are checked.
+  void gather(const std::vector<int64_t>& ids, Tensor& out) const;
+
+ private:
+  struct Mapping;
+  Tensor tensor_;
+  const float* dense_ = nullptr;
+  std::shared_ptr<Mapping> map_;
+  const char* base_ = nullptr;
+  std::vector<int64_t> block_offset_;
+  int64_t rows_per_block_ = 1;
+  int64_t rows_ = 0, cols_ = 0;
+};
+
+}  // namespace gt

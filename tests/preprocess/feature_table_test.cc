@@ -1,0 +1,223 @@
+// Memory-mapped feature tables: every row equals what load_dataset reads (several row blocks, a
+// partial last block, odd F), gathers through a mapped table equal gathers from memory, the
+// pipeline gives the same batches from either, and tables that cannot be mapped (compressed,
+// float64, blocks that are not whole rows, a truncated file) are refused naming the file.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/rng.h"
+#include "preprocess/dataset.h"
+#include "preprocess/feature_table.h"
+#include "preprocess/pipeline.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Dir {
+ public:
+  Dir() {
+    std::string pattern = (fs::temp_directory_path() / "feature_table_test_XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~Dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+// n nodes in a ring (v <- v-1, v+1, v+7), F features of fresh random values.
+Dataset ring(int64_t n, int64_t f) {
+  Dataset ds;
+  ds.info.num_nodes = n;
+  ds.info.feature_dim = f;
+  ds.info.num_classes = 4;
+  ds.indptr.push_back(0);
+  for (int64_t v = 0; v < n; ++v) {
+    for (int64_t d : {n - 1, int64_t{1}, int64_t{7}}) ds.indices.push_back(static_cast<int32_t>((v + d) % n));
+    ds.indptr.push_back(static_cast<int64_t>(ds.indices.size()));
+  }
+  ds.info.num_edges = static_cast<int64_t>(ds.indices.size());
+  ds.features = Tensor::empty({n, f}, DType::kFloat32);
+  for (int64_t i = 0; i < n * f; ++i) ds.features.data<float>()[i] = u01(philox(8, 1, static_cast<uint64_t>(i)).v[0]) - 0.5f;
+  for (int64_t v = 0; v < n; ++v) ds.labels.push_back(static_cast<int32_t>(v % 4));
+  for (int64_t v = 0; v < n; v += 3) ds.splits["train"].push_back(v);
+  ds.splits["valid"] = {1};
+  ds.splits["test"] = {2};
+  return ds;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FeatureTable, MappedRowsEqualLoadedRows) {
+  Dir dir;
+  const int64_t F = 37;  // odd width; about 7000 rows per 1 MiB block
+  const int64_t n = 3 * feature_chunk_rows(F) + 123;
+  const std::string path = dir.file("ring.h5");
+  save_dataset(ring(n, F), path);
+  const Dataset loaded = load_dataset(path);
+  FeatureTable t = FeatureTable::map_file(path);
+  ASSERT_TRUE(t.mapped());
+  ASSERT_EQ(t.rows(), n);
+  ASSERT_EQ(t.cols(), F);
+  for (int64_t r = 0; r < n; ++r)
+    ASSERT_EQ(std::memcmp(t.row(r), loaded.features.data<float>() + r * F, F * sizeof(float)), 0) << "row " << r;
+  // Gathers from the mapping equal gathers from memory, including the last block's rows.
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 5000; ++i) ids.push_back(static_cast<int64_t>(random64(5, 0, static_cast<uint64_t>(i)) % n));
+  ids.push_back(n - 1);
+  Tensor a = Tensor::empty({static_cast<int64_t>(ids.size()), F}, DType::kFloat32);
+  Tensor b = Tensor::empty({static_cast<int64_t>(ids.size()), F}, DType::kFloat32);
+  gather_rows(t, ids, a);
+  gather_rows(loaded.features, ids, b);
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+  ids.push_back(n);
+  Tensor c = Tensor::empty({static_cast<int64_t>(ids.size()), F}, DType::kFloat32);
+  EXPECT_NE(error_of([&] { gather_rows(t, ids, c); }).find("out of range"), std::string::npos);
+}
+
+// The mapping outlives the table it was copied from (tables are passed by value into pipelines).
+TEST(FeatureTable, CopiesShareTheMapping) {
+  Dir dir;
+  const std::string path = dir.file("ring.h5");
+  save_dataset(ring(500, 8), path);
+  FeatureTable copy;
+  {
+    FeatureTable t = FeatureTable::map_file(path);
+    copy = t;
+  }
+  const Dataset loaded = load_dataset(path);
+  EXPECT_EQ(std::memcmp(copy.row(499), loaded.features.data<float>() + 499 * 8, 8 * sizeof(float)), 0);
+}
+
+// The pipeline fed from a mapped table gives the batches it gives from memory.
+TEST(FeatureTable, PipelineFromMappedTableEqualsMemory) {
+  Dir dir;
+  const std::string path = dir.file("ring.h5");
+  save_dataset(ring(4000, 16), path);
+  const Dataset ds = load_dataset(path);
+  FeatureTable mapped = FeatureTable::map_file(path);
+  NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, {3, 3}, false, 1);
+  Context ctx(Device::cpu());
+  auto batches = make_batches(ds.split("train"), 200, true, 3, 1);
+  std::vector<uint64_t> keys(batches.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  BatchPipeline from_file(mapped, ds.labels, sampler, ctx, {3});
+  BatchPipeline from_memory(ds.features, ds.labels, sampler, ctx, {3});
+  from_file.start(batches, keys);
+  from_memory.start(batches, keys);
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    auto a = from_file.next();
+    auto b = from_memory.next();
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->features.to_vector<float>(), b->features.to_vector<float>()) << "batch " << i;
+  }
+}
+
+// Replaces /features of a valid dataset file with a dataset written by `make` (HDF5 C API).
+template <typename Make>
+void replace_features(const std::string& path, Make make) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  ASSERT_GE(H5Ldelete(file, "/features", H5P_DEFAULT), 0);
+  make(file);
+  H5Fclose(file);
+}
+
+TEST(FeatureTable, UnmappableTablesAreNamed) {
+  Dir dir;
+  const int64_t n = 300, F = 4;
+  const Dataset ds = ring(n, F);
+  const std::vector<float> x32 = ds.features.to_vector<float>();
+  const hsize_t dims[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(F)};
+  auto write = [&](hid_t file, hid_t dcpl, hid_t file_type, hid_t mem_type, const void* data) {
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t d = H5Dcreate2(file, "/features", file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    ASSERT_GE(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
+    H5Dclose(d);
+    H5Sclose(space);
+  };
+  // Compressed row blocks: load_dataset reads them, mapping cannot.
+  {
+    const std::string path = dir.file("deflate.h5");
+    save_dataset(ds, path);
+    replace_features(path, [&](hid_t file) {
+      hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      const hsize_t chunk[2] = {64, static_cast<hsize_t>(F)};
+      H5Pset_chunk(dcpl, 2, chunk);
+      H5Pset_deflate(dcpl, 4);
+      write(file, dcpl, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, x32.data());
+      H5Pclose(dcpl);
+    });
+    EXPECT_EQ(load_dataset(path).features.to_vector<float>(), x32);
+    std::string msg = error_of([&] { FeatureTable::map_file(path); });
+    EXPECT_NE(msg.find("compressed"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("deflate.h5"), std::string::npos) << msg;
+  }
+  // float64 values.
+  {
+    const std::string path = dir.file("f64.h5");
+    save_dataset(ds, path);
+    std::vector<double> x64(x32.begin(), x32.end());
+    replace_features(path, [&](hid_t file) { write(file, H5P_DEFAULT, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x64.data()); });
+    std::string msg = error_of([&] { FeatureTable::map_file(path); });
+    EXPECT_NE(msg.find("float32"), std::string::npos) << msg;
+  }
+  // Contiguous storage maps (one block).
+  {
+    const std::string path = dir.file("contiguous.h5");
+    save_dataset(ds, path);
+    replace_features(path, [&](hid_t file) { write(file, H5P_DEFAULT, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, x32.data()); });
+    FeatureTable t = FeatureTable::map_file(path);
+    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(std::memcmp(t.row(r), x32.data() + r * F, F * sizeof(float)), 0) << r;
+  }
+  // Blocks that split rows.
+  {
+    const std::string path = dir.file("columns.h5");
+    save_dataset(ds, path);
+    replace_features(path, [&](hid_t file) {
+      hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      const hsize_t chunk[2] = {64, 2};
+      H5Pset_chunk(dcpl, 2, chunk);
+      write(file, dcpl, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, x32.data());
+      H5Pclose(dcpl);
+    });
+    std::string msg = error_of([&] { FeatureTable::map_file(path); });
+    EXPECT_NE(msg.find("not in blocks of whole rows"), std::string::npos) << msg;
+  }
+}
+
+TEST(FeatureTable, TruncatedFileIsRefused) {
+  Dir dir;
+  const std::string path = dir.file("ring.h5");
+  save_dataset(ring(20000, 32), path);
+  const auto size = fs::file_size(path);
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(size / 2)), 0);
+  EXPECT_NE(error_of([&] { FeatureTable::map_file(path); }), "");  // named by HDF5's checks or ours
+}
+
+}  // namespace
+}  // namespace gt
