@@ -59,7 +59,7 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
 void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   GT_CHECK_ARG(out.dim() == 2 && out.size(0) == n && out.size(1) == cols_ && out.dtype() == DType::kFloat32 && !out.is_cuda(),
-               "gather_rows: out must be float32 [", n, ", ", cols_, "] on the host, got ", out.str());
+               "gather_rows output ", out.str(), " does not fit ", n, " rows of ", cols_, " (float32, host)");
   float* o = out.data<float>();
   const std::size_t row_bytes = static_cast<std::size_t>(cols_) * sizeof(float);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
