@@ -1,7 +1,7 @@
 // gt-bench: benchmarks that time real work and print a table (and JSON with --json).
 //
 //   gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]
-//                     [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--gpu-cache-mb 0]
+//                     [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0] [--gpu-cache-mb 0]
 //                     [--gpu-sampling] [--json FILE]
 //
 // `pipeline` measures preprocessing alone (no model): for each thread count it runs the same
@@ -42,13 +42,14 @@ struct Row {
   int64_t edges = 0, h2d_bytes = 0;
   double reindex_ms = 0;
   int64_t inserts = 0, cas_retries = 0, hits = 0, misses = 0;
+  int64_t largest = 0, peak = 0;  // largest batch's feature bytes, most batches in flight
 };
 
 int bench_pipeline(int argc, char** argv) {
   if (argc < 1) throw gt::Error("pipeline needs a dataset file", "gt-bench", "gt-bench pipeline DATASET.h5 [options]");
   std::string path = argv[0];
   std::vector<int64_t> fanouts = {15, 10, 5}, threads = {1, 2, 4, 8, 16};
-  int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0;
+  int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0, prefetch_mb = 0;
   std::string device = "auto", json;
   bool gpu_sampling = false;
   for (int i = 1; i < argc; ++i) {
@@ -62,6 +63,7 @@ int bench_pipeline(int argc, char** argv) {
     else if (a == "--batch") batch = gt_bench::int_list(value(), "--batch")[0];
     else if (a == "--batches") nbatches = gt_bench::int_list(value(), "--batches")[0];
     else if (a == "--prefetch") prefetch = gt_bench::int_list(value(), "--prefetch")[0];
+    else if (a == "--prefetch-mb") prefetch_mb = gt_bench::int_list(value(), "--prefetch-mb")[0];
     else if (a == "--gpu-cache-mb") cache_mb = gt_bench::int_list(value(), "--gpu-cache-mb")[0];
     else if (a == "--device") device = value();
     else if (a == "--json") json = value();
@@ -110,7 +112,7 @@ int bench_pipeline(int argc, char** argv) {
     // Pipelined schedule.
     t0 = Clock::now();
     {
-      gt::BatchPipeline pipe(ds.features, ds.labels, sampler, ctx, {prefetch, cache.get()});
+      gt::BatchPipeline pipe(ds.features, ds.labels, sampler, ctx, {prefetch, cache.get(), nullptr, prefetch_mb << 20});
       pipe.start(batches, keys);
       while (auto db = pipe.next()) db->ready.synchronize();
       gt::PipelineTotals tot = pipe.totals();
@@ -121,6 +123,8 @@ int bench_pipeline(int argc, char** argv) {
       r.cas_retries = tot.cas_retries;
       r.hits = tot.cache_hits;
       r.misses = tot.cache_misses;
+      r.largest = tot.largest_batch_bytes;
+      r.peak = tot.peak_in_flight;
     }
     r.pipeline_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r.edges != serial_edges)
@@ -144,6 +148,7 @@ int bench_pipeline(int argc, char** argv) {
     o.prefetch = prefetch;
     o.cache = cache.get();
     o.gpu = &gs;
+    o.max_bytes = prefetch_mb << 20;
     for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the allocator and the kernels
       auto t0 = Clock::now();
       gt::BatchPipeline pipe(ds.features, ds.labels, sampler, ctx, o);
@@ -171,6 +176,9 @@ int bench_pipeline(int argc, char** argv) {
                 r.h2d_bytes / r.pipeline_s / 1e9, r.serial_s / r.pipeline_s, rows.front().pipeline_s / r.pipeline_s,
                 r.reindex_ms / n, static_cast<double>(r.cas_retries) / std::max<double>(static_cast<double>(r.inserts), 1.0));
   }
+  std::printf("(largest batch %.1f MB of features; at most %lld batches in flight%s)\n",
+              static_cast<double>(rows.back().largest) / 1e6, static_cast<long long>(rows.back().peak),
+              prefetch_mb > 0 ? (", byte budget " + std::to_string(prefetch_mb) + " MiB").c_str() : "");
   if (gpu_sampling)
     std::printf("| %lld, GPU sampling | | %.1f | %.1f | %.2f | %.2fx | | %.2f (S+R on the GPU) | |\n",
                 static_cast<long long>(g.threads), n / g.pipeline_s, g.edges / g.pipeline_s / 1e6,
@@ -188,7 +196,8 @@ int bench_pipeline(int argc, char** argv) {
       rec.add("serial_s", r.serial_s).add("pipeline_s", r.pipeline_s).add("sampled_edges", r.edges);
       rec.add("h2d_bytes", r.h2d_bytes).add("reindex_ms", r.reindex_ms).add("table_inserts", r.inserts);
       rec.add("cas_retries", r.cas_retries).add("cache_mb", cache_mb).add("cache_hits", r.hits);
-      rec.add("cache_misses", r.misses);
+      rec.add("cache_misses", r.misses).add("prefetch", prefetch).add("prefetch_mb", prefetch_mb);
+      rec.add("largest_batch_bytes", r.largest).add("peak_in_flight", r.peak);
       out.write(rec);
     }
     if (gpu_sampling) {
@@ -217,7 +226,8 @@ int bench_allreduce(int argc, char** argv);
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::cout << "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
-                 "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--gpu-cache-mb 0]\n"
+                 "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0]\n"
+                 "                         [--gpu-cache-mb 0]\n"
                  "                         [--gpu-sampling] [--json FILE]\n"
                  "       gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]      (GPU)\n"
                  "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n"

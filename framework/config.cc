@@ -226,6 +226,9 @@ const std::vector<Field>& fields() {
       bool_field("train.progress", GT_GET(train, progress), "progress bar on stderr when it is a terminal"),
       int_field("train.prefetch", GT_GET(train, prefetch), 1, 64,
                 "batches the flow-graph pipeline prepares ahead of training (bounds pinned and device memory)"),
+      int_field("train.prefetch_mb", GT_GET(train, prefetch_mb), 0, 1 << 24,
+                "MiB of feature buffers the batches in flight may hold (device plus pinned); fewer than train.prefetch "
+                "batches are prepared when they would exceed it; 0 = no byte limit"),
       string_field("train.trace", GT_GET(train, trace), {},
                    "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto); \"\" = none"),
       int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), 0, 1 << 24,

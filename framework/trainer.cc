@@ -320,7 +320,7 @@ int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& da
   int64_t correct = 0;
   if (!mine.empty()) {
     BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
-                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get()}, nullptr);
+                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20}, nullptr);
     pipe.start(std::move(mine), std::move(keys));
     while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
       batch->ready.wait(r.ctx->stream());
@@ -364,7 +364,7 @@ EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Datase
   auto t_epoch = Clock::now();
   // Batches are prepared by the flow graph while this thread computes on earlier ones.
   BatchPipeline pipe(features, data.labels, *r.train_sampler, *r.ctx,
-                     {cfg.train.prefetch, r.cache.get(), r.train_gpu.get()}, tr);
+                     {cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
   pipe.start(mine, std::move(keys));
   std::size_t next_shard = 0;
   for (std::size_t b = 0; b < batches.size(); ++b) {

@@ -4,6 +4,7 @@
 #include <tbb/flow_graph.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -64,7 +65,8 @@ struct BatchPipeline::Impl {
 
   flow::graph graph;
   std::unique_ptr<flow::input_node<Msg>> input;
-  std::unique_ptr<flow::limiter_node<Msg>> limiter;
+  // Decrements carry a count (negative: slots held back by the byte budget).
+  std::unique_ptr<flow::limiter_node<Msg, long long>> limiter;
   std::vector<std::unique_ptr<flow::function_node<Msg, Msg>>> sample_nodes;
   using RNode = flow::multifunction_node<Msg, std::tuple<Msg, Chunk>>;
   std::vector<std::unique_ptr<RNode>> reindex_nodes;
@@ -82,6 +84,13 @@ struct BatchPipeline::Impl {
   std::mutex mu;
   std::condition_variable cv;
   int pending_decrements = 0;
+  // Byte budget (PipelineOptions::max_bytes): of the limiter's `prefetch` slots, `reserved` are held
+  // back by the driver so that admitted batches x the largest batch seen stay within the budget
+  // (at least one batch is always admitted). Only the driver thread changes `reserved`.
+  int64_t reserved = 0;
+  bool recheck = false;                      // the largest batch changed: recompute the slots
+  std::atomic<int64_t> largest_batch_bytes{0};
+  std::atomic<int64_t> admitted{0}, consumed{0}, peak_in_flight{0};
   bool stopping = false;
 
   std::atomic<bool> failed{false};
@@ -123,7 +132,35 @@ struct BatchPipeline::Impl {
   // The whole batch on the GPU (PipelineOptions::gpu): S, R, and K when the rows are resident.
   void do_gpu_batch(const Msg& w);
   std::unique_ptr<flow::function_node<Msg, Msg>> gpu_node;
+  // A batch entered its first stage: count it for the in-flight peak.
+  void admit() {
+    const int64_t now = admitted.fetch_add(1) + 1 - consumed.load();
+    int64_t peak = peak_in_flight.load();
+    while (now > peak && !peak_in_flight.compare_exchange_weak(peak, now)) {
+    }
+  }
+  // The driver's share of the limiter: `frees` batches left the pipeline; returns the delta to
+  // send (frees, plus or minus the change in held-back slots). Called with `mu` held.
+  long long limiter_delta(long long frees);
 };
+
+long long BatchPipeline::Impl::limiter_delta(long long frees) {
+  if (opts.max_bytes <= 0) return frees;
+  const int64_t largest = largest_batch_bytes.load();
+  // Batches the budget allows at once, by the largest batch so far (one until one is measured).
+  const int64_t allowed = largest > 0 ? std::clamp<int64_t>(opts.max_bytes / largest, 1, opts.prefetch) : 1;
+  const int64_t target = opts.prefetch - allowed;
+  long long delta = frees;
+  if (target < reserved) {  // release held-back slots
+    delta += reserved - target;
+    reserved = target;
+  } else if (target > reserved) {  // hold back slots as batches leave (never take away a slot in use)
+    const int64_t hold = std::min<int64_t>(frees, target - reserved);
+    delta -= hold;
+    reserved += hold;
+  }
+  return delta;
+}
 
 void BatchPipeline::Impl::build(int64_t L) {
   input = std::make_unique<flow::input_node<Msg>>(graph, [this](tbb::flow_control& fc) -> Msg {
@@ -138,7 +175,7 @@ void BatchPipeline::Impl::build(int64_t L) {
     ++next_input;
     return w;
   });
-  limiter = std::make_unique<flow::limiter_node<Msg>>(graph, static_cast<std::size_t>(opts.prefetch));
+  limiter = std::make_unique<flow::limiter_node<Msg, long long>>(graph, static_cast<std::size_t>(opts.prefetch));
   flow::make_edge(*input, *limiter);
   sequencer = std::make_unique<flow::sequencer_node<Msg>>(graph, [](const Msg& w) { return static_cast<std::size_t>(w->seq); });
   sink = std::make_unique<flow::function_node<Msg>>(graph, flow::serial, [this](const Msg& w) {
@@ -168,6 +205,7 @@ void BatchPipeline::Impl::build(int64_t L) {
         std::make_unique<flow::function_node<Msg, Msg>>(graph, flow::unlimited, [this, l](const Msg& w) -> Msg {
           guarded([&] {
             if (l == sampler.num_layers() - 1) {
+              admit();
               sampler.check_seeds(w->seeds);
               w->out = std::make_unique<DeviceBatch>();
               w->out->seq = w->seq;
@@ -316,6 +354,17 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
   const bool cuda = ctx.is_cuda();
   const FeatureCache* cache = cuda ? opts.cache : nullptr;
   out.features = w->device_features.rows(0, need);
+  // The batch's feature bytes: its buffer (device, or host for CPU training) and, on a GPU, the
+  // pinned staging of the rows that crossed PCIe.
+  const int64_t bytes = (need + (cuda ? w->cache_misses : 0)) * features.cols() * 4;
+  int64_t largest = largest_batch_bytes.load();
+  while (bytes > largest && !largest_batch_bytes.compare_exchange_weak(largest, bytes)) {
+  }
+  if (bytes > largest && opts.max_bytes > 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    recheck = true;
+    cv.notify_all();
+  }
   std::vector<int32_t> lab(w->seeds.size());
   for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = labels[static_cast<std::size_t>(w->seeds[i])];
   out.labels = Tensor::from_vector(lab);
@@ -340,6 +389,7 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
 void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
   guarded([&] {
     const GpuSampler& gpu = *opts.gpu;
+    admit();
     w->out = std::make_unique<DeviceBatch>();
     DeviceBatch& out = *w->out;
     out.seq = w->seq;
@@ -416,17 +466,23 @@ void BatchPipeline::start(std::vector<std::vector<int64_t>> batches, std::vector
   GT_CHECK_ARG(batches.size() == keys.size(), "start: ", batches.size(), " batches but ", keys.size(), " keys");
   m.batches = std::move(batches);
   m.keys = std::move(keys);
+  if (m.opts.max_bytes > 0 && m.opts.prefetch > 1) {
+    // Until a batch has been measured, admit one at a time.
+    m.reserved = m.opts.prefetch - 1;
+    m.limiter->decrementer().try_put(-static_cast<long long>(m.reserved));
+  }
   m.driver = std::thread([&m] {
     m.input->activate();
     m.graph.wait_for_all();
     for (;;) {
       std::unique_lock<std::mutex> lock(m.mu);
-      m.cv.wait(lock, [&] { return m.stopping || m.pending_decrements > 0; });
+      m.cv.wait(lock, [&] { return m.stopping || m.pending_decrements > 0 || m.recheck; });
       if (m.stopping) return;
-      int n = m.pending_decrements;
+      const long long delta = m.limiter_delta(m.pending_decrements);
       m.pending_decrements = 0;
+      m.recheck = false;
       lock.unlock();
-      for (int i = 0; i < n; ++i) m.limiter->decrementer().try_put(flow::continue_msg());
+      if (delta != 0) m.limiter->decrementer().try_put(delta);
       m.graph.wait_for_all();
     }
   });
@@ -446,6 +502,7 @@ std::unique_ptr<DeviceBatch> BatchPipeline::next() {
   {
     std::lock_guard<std::mutex> lock(m.mu);
     ++m.pending_decrements;  // the batch left the pipeline: let the next one in
+    m.consumed.fetch_add(1);
   }
   m.cv.notify_all();
   return std::move(w->out);
@@ -456,6 +513,8 @@ PipelineTotals BatchPipeline::totals() const {
   PipelineTotals t = impl_->totals;
   t.table_inserts = impl_->lock_stats.inserts.load();
   t.cas_retries = impl_->lock_stats.cas_retries.load();
+  t.largest_batch_bytes = impl_->largest_batch_bytes.load();
+  t.peak_in_flight = impl_->peak_in_flight.load();
   return t;
 }
 

@@ -38,6 +38,11 @@ struct PipelineOptions {
   // Sampling and reindexing on the GPU (preprocess/gpu_sampler.h) instead of the S/R nodes; the
   // same blocks. With a cache holding every row, K is a device gather too.
   const GpuSampler* gpu = nullptr;
+  // Byte budget for the feature buffers of the batches in flight (device or host buffer plus
+  // pinned staging), 0 = none: fewer than `prefetch` batches are admitted when the largest batch
+  // seen times prefetch would exceed it; one batch is always admitted, however large. Until the
+  // first batch is measured, one at a time.
+  int64_t max_bytes = 0;
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed
@@ -48,6 +53,8 @@ struct PipelineTotals {
   int64_t cache_hits = 0, cache_misses = 0;  // feature rows found / not found in the GPU cache
   // Reindexing is lock-free: contention shows as compare-and-swap retries per insertion.
   int64_t table_inserts = 0, cas_retries = 0;
+  int64_t largest_batch_bytes = 0;  // feature bytes of the largest batch (what max_bytes counts)
+  int64_t peak_in_flight = 0;       // most batches admitted and not yet handed to the trainer
 };
 
 class BatchPipeline {

@@ -5,6 +5,8 @@
 #include <tbb/global_control.h>
 
 #include <unordered_map>
+#include <thread>
+#include <chrono>
 
 #include "framework/memory.h"
 #include "framework/rng.h"
@@ -205,6 +207,48 @@ TEST(Gather, MixedRows) { gather_mixed(Device::cpu()); }
 TEST(Gather, MixedRowsCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   gather_mixed(Device::cuda(0));
+}
+
+// A byte budget bounds the batches in flight by the largest batch seen (at least one is always
+// admitted), and the batches are those of the serial path.
+TEST(Pipeline, ByteBudgetBoundsBatchesInFlight) {
+  Fixture fx(3000);
+  Context ctx(Device::cpu());
+  NeighborSampler sampler(fx.view(), {6, 4, 3}, false, 5);
+  auto batches = fx.batches(12, 128);
+  auto keys = keys_for(batches.size());
+  BatchLoader serial(fx.features, fx.labels, sampler, ctx);
+  // The trainer is slow: the pipeline fills up to what it may hold before the first batch is taken.
+  auto run = [&](int64_t max_bytes) {
+    PipelineOptions o;
+    o.prefetch = 8;
+    o.max_bytes = max_bytes;
+    BatchPipeline pipe(fx.features, fx.labels, sampler, ctx, o);
+    pipe.start(batches, keys);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      auto got = pipe.next();
+      EXPECT_NE(got, nullptr);
+      if (!got) break;
+      expect_same_batch(*got, serial.load(batches[i], keys[i]));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(pipe.next(), nullptr);
+    return pipe.totals();
+  };
+  PipelineTotals free_run = run(0);
+  EXPECT_EQ(free_run.peak_in_flight, 8);
+  const int64_t largest = free_run.largest_batch_bytes;
+  ASSERT_GT(largest, 0);
+  PipelineTotals two = run(largest * 5 / 2);  // room for two of the largest batch
+  EXPECT_GE(two.peak_in_flight, 2);
+  EXPECT_LE(two.peak_in_flight, 3);  // three if the first batches measured were smaller
+  EXPECT_EQ(two.largest_batch_bytes, largest);
+  PipelineTotals tiny = run(1);  // smaller than any batch: one at a time, all delivered
+  EXPECT_EQ(tiny.peak_in_flight, 1);
+  EXPECT_EQ(tiny.batches, static_cast<int64_t>(batches.size()));
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);  // no deadlock on one thread
+  EXPECT_LE(run(largest * 5 / 2).peak_in_flight, 3);
 }
 
 // With a GPU cache holding some of the rows, batches are still bitwise those of the serial path.
