@@ -13,8 +13,13 @@
 // event, never the host. A limiter_node bounds the batches in flight (prefetch), so pinned and
 // device memory stay bounded, and a sequencer_node hands batches over in order.
 //
+// With PipelineOptions::gpu (sampling.device: gpu) one serial node replaces S, R and K: the batch is
+// sampled and reindexed by kernels on the copy stream (preprocess/gpu_sampler.h) and, when the GPU
+// cache holds every row, its features are gathered there too; otherwise K gathers on the host as
+// above. PipelineOptions::max_bytes bounds the feature bytes of the batches in flight as well.
+//
 // For the same seeds and keys the blocks and features are bitwise identical to BatchLoader's
-// serial path. An exception in any stage cancels the graph; next() rethrows it; destroying the
+// serial path, with or without GPU sampling. An exception in any stage cancels the graph; next() rethrows it; destroying the
 // pipeline stops the graph and frees its pinned and device buffers.
 #pragma once
 
