@@ -188,9 +188,16 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
   local_ = Tensor::empty({n}, DType::kInt32, d);
   device_memset(minpos_.raw(), 0xff, minpos_.nbytes(), nullptr);
   stream_synchronize(nullptr);
+  int lowest = 0, highest = 0;
+  GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  cudaStream_t st = nullptr;
+  GT_CUDA_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, lowest));
+  stream_ = st;
 }
 
-GpuSampler::~GpuSampler() = default;
+GpuSampler::~GpuSampler() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
 
 GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s) const {
   cpu_.check_seeds(seeds);
@@ -226,6 +233,9 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     std::size_t temp_bytes = 0;
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
+    // Scratch replaced within the layer stays alive until the layer's final synchronisation: the
+    // allocator may hand a freed block to another thread's stream (only same-stream reuse is ordered).
+    std::vector<Tensor> hold;
     Tensor temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
@@ -259,6 +269,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     launch_check();
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, first.data<int32_t>(), rank.data<int32_t>(),
                                                 nnz + 1, s));
+    hold.push_back(temp);
     temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, first.data<int32_t>(), rank.data<int32_t>(),
                                                 nnz + 1, s));
@@ -291,6 +302,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     }
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, counts.data<int32_t>(), b.t_indptr.data<int64_t>(),
                                                 n_src + 1, s));
+    hold.push_back(temp);
     temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, counts.data<int32_t>(), b.t_indptr.data<int64_t>(),
                                                 n_src + 1, s));
@@ -304,6 +316,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
       GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, b.indices.data<int32_t>(),
                                                     sorted_src.data<int32_t>(), eids.data<int32_t>(),
                                                     b.t_eids.data<int32_t>(), nnz, 0, end_bit, s));
+      hold.push_back(temp);
       temp = scratch_bytes(temp_bytes, d);
       GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, b.indices.data<int32_t>(),
                                                     sorted_src.data<int32_t>(), eids.data<int32_t>(),
@@ -312,8 +325,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
                                                              b.t_indices.data<int32_t>());
       launch_check();
     }
-    // Scratch tensors are freed when this iteration ends; the caching allocator reuses them only
-    // for work ordered after this point, and the sync below finishes the layer anyway.
+    // Everything the layer's kernels use is freed after this synchronisation (end of iteration).
     stream_synchronize(s);
     out.reindex_ms += ms_since(t1);
     frontier = next.rows(0, n_src);

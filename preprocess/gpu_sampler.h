@@ -71,11 +71,16 @@ class GpuSampler {
   // NeighborSampler::check_seeds. Calls are serialised (one table).
   GpuSampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s) const;
   Device device() const { return graph_->device(); }
+  // A stream of the lowest priority owned by the sampler, for callers that want the sampling
+  // kernels apart from their transfers (the pipeline: its K copies on the copy stream then do not
+  // delay the next batch's sampling).
+  Stream stream() const { return stream_; }
 
  private:
   const NeighborSampler& cpu_;
   std::shared_ptr<const GpuGraph> graph_;
   Tensor minpos_, local_;  // int32 [N] each: the reindexing table
+  Stream stream_ = nullptr;
   mutable std::mutex mu_;
 };
 

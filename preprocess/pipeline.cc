@@ -131,7 +131,8 @@ struct BatchPipeline::Impl {
   void finish_batch(const Msg& w, int64_t need);
   // The whole batch on the GPU (PipelineOptions::gpu): S, R, and K when the rows are resident.
   void do_gpu_batch(const Msg& w);
-  std::unique_ptr<flow::function_node<Msg, Msg>> gpu_node;
+  void do_gpu_lookup(const Msg& w);  // K for GPU-sampled batches whose rows are on the host
+  std::unique_ptr<flow::function_node<Msg, Msg>> gpu_node, gpu_lookup;
   // A batch entered its first stage: count it for the in-flight peak.
   void admit() {
     const int64_t now = admitted.fetch_add(1) + 1 - consumed.load();
@@ -192,8 +193,13 @@ void BatchPipeline::Impl::build(int64_t L) {
       do_gpu_batch(w);
       return w;
     });
+    gpu_lookup = std::make_unique<flow::function_node<Msg, Msg>>(graph, flow::unlimited, [this](const Msg& w) -> Msg {
+      do_gpu_lookup(w);
+      return w;
+    });
     flow::make_edge(*limiter, *gpu_node);
-    flow::make_edge(*gpu_node, *sequencer);
+    flow::make_edge(*gpu_node, *gpu_lookup);
+    flow::make_edge(*gpu_lookup, *sequencer);
     return;
   }
 
@@ -399,7 +405,7 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
     {
       double total_ms = 0;
       ScopedStage st(trace, "S+R (GPU)", "sample", w->seq, &total_ms);
-      g = gpu.sample(w->seeds, w->key, s);
+      g = gpu.sample(w->seeds, w->key, gpu.stream());  // complete on return
     }
     out.blocks = std::move(g.blocks);
     out.sampled_edges = g.sampled_edges;
@@ -418,20 +424,26 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       w->rows_done = n_in;
       finish_batch(w, n_in);
     } else {
-      // Rows on the host: the input ids come back and K gathers them as in the CPU-sampled path.
-      Chunk c;
-      c.work = w;
-      c.begin = 0;
-      c.last = true;
-      {
-        ScopedStage st(trace, "K ids (GPU -> host)", "lookup", w->seq, &out.gather_ms);
-        Tensor ids = g.input_nodes.to(Device::cpu(), s);
-        stream_synchronize(s);
-        const int32_t* p = ids.data<int32_t>();
-        c.ids.assign(p, p + n_in);
-      }
-      add_chunk(c);
+      // Rows on the host: the input ids come back; the next node gathers them as K does in the
+      // CPU-sampled path (do_gpu_lookup), batches in parallel, while this node samples the next.
+      ScopedStage st(trace, "K ids (GPU -> host)", "lookup", w->seq, &out.gather_ms);
+      Tensor ids = g.input_nodes.to(Device::cpu(), s);
+      stream_synchronize(s);
+      const int32_t* p = ids.data<int32_t>();
+      w->frontier.assign(p, p + n_in);
     }
+  });
+}
+
+void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {
+  guarded([&] {
+    if (w->rows_done > 0 || !w->out) return;  // gathered on the device already
+    Chunk c;
+    c.work = w;
+    c.begin = 0;
+    c.last = true;
+    c.ids = std::move(w->frontier);
+    add_chunk(c);
   });
 }
 
