@@ -18,6 +18,7 @@
 #include "framework/error.h"
 #include "framework/model_io.h"
 #include "preprocess/dataset.h"
+#include "tests/preprocess/temp_dir.h"
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 
@@ -26,24 +27,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+// This file's test folders.
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (fs::path(GT_BINARY_DIR) / "crash_safety_XXXXXX").string();
-    if (!mkdtemp(pattern.data())) {
-      pattern = (fs::temp_directory_path() / "crash_safety_XXXXXX").string();
-      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  TempDir() : test::TempDir("crash_safety") {}
 };
 
 template <typename F>

@@ -10,31 +10,17 @@
 
 #include "framework/error.h"
 #include "preprocess/dataset.h"
+#include "tests/preprocess/temp_dir.h"
 
 namespace gt {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh folder under the build tree, removed with everything in it at the end of the test.
-class TempDir {
+// This file's test folders.
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (fs::path(GT_BINARY_DIR) / "dataset_test_XXXXXX").string();
-    if (!mkdtemp(pattern.data())) {
-      pattern = (fs::temp_directory_path() / "dataset_test_XXXXXX").string();
-      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  TempDir() : test::TempDir("dataset_test") {}
 };
 
 std::string read_bytes(const std::string& path) {

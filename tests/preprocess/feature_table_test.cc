@@ -18,27 +18,16 @@
 #include "preprocess/dataset.h"
 #include "preprocess/feature_table.h"
 #include "preprocess/pipeline.h"
+#include "tests/preprocess/temp_dir.h"
 
 namespace gt {
 namespace {
 
 namespace fs = std::filesystem;
 
-class Dir {
+class Dir : public test::TempDir {
  public:
-  Dir() {
-    std::string pattern = (fs::temp_directory_path() / "feature_table_test_XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~Dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  Dir() : test::TempDir("feature_table_test") {}
 };
 
 // n nodes in a ring (v <- v-1, v+1, v+7), F features of fresh random values.

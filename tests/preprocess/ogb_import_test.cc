@@ -11,6 +11,7 @@
 
 #include "framework/error.h"
 #include "preprocess/dataset.h"
+#include "tests/preprocess/temp_dir.h"
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
@@ -20,24 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+// This file's test folders.
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (fs::path(GT_BINARY_DIR) / "ogb_test_XXXXXX").string();
-    if (!mkdtemp(pattern.data())) {
-      pattern = (fs::temp_directory_path() / "ogb_test_XXXXXX").string();
-      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  TempDir() : test::TempDir("ogb_test") {}
 };
 
 std::string read_bytes(const std::string& path) {
