@@ -203,6 +203,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
   cpu_.check_seeds(seeds);
   std::lock_guard<std::mutex> lock(mu_);
   const Device d = graph_->device();
+  set_current_device(d);  // callers may serve several GPUs from one thread
   const int64_t* g_indptr = graph_->indptr().data<int64_t>();
   const int32_t* g_indices = graph_->indices().data<int32_t>();
   uint32_t* minpos = reinterpret_cast<uint32_t*>(minpos_.data<int32_t>());
