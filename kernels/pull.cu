@@ -19,6 +19,12 @@
 //    warp per row and E = 8; the transposed blocks of backward (one or two edges per row) use
 //    narrower row groups for narrow rows, so a warp's index and bound loads serve several rows.
 //    The gather runs at 2.4-2.7 TB/s of gathered bytes there (the copy limit is ~3 TB/s).
+//  * Long rows (blocks averaging kTiledAverageDegree or more edges per row: full neighbourhoods
+//    of power-law graphs): a row of kSplitDegree or more edges has its column steps spread over
+//    grid rows (blockIdx.y), so a hub is walked by many warps instead of one (one warp walking a
+//    Twitch-DE hub of thousands of edges at F = 3170 was latency-bound: a full-neighbourhood GCN
+//    step took 37 ms, 2.2 ms now). The other rows, and every block of a sampled batch, keep one warp per row (one
+//    grid row; a warp-uniform degree test picks the column steps).
 //  * Other rows (odd F, e.g. 4353: rows start at any 4-byte offset): pull_rows_kernel, a warp per
 //    row striding over rows, 4 scalar loads per lane per edge. Nothing measured was faster: the
 //    sweep's edge-unrolled and column-tiled variants, and aligned 16-byte loads realigned through
@@ -39,6 +45,13 @@ constexpr int kWarpsPerBlock = 8;  // 256 threads
 constexpr int kThreads = kWarp * kWarpsPerBlock;
 constexpr int kBlocksPerSm = 8;  // 64 resident warps per SM; pull_rows_kernel strides over rows
 constexpr int kUnroll = 4;       // scalar path: loads per lane per edge (a step of 128 columns)
+// Long rows: a row with this many edges has its column steps spread over warps (grid rows), when
+// the block's rows average kTiledAverageDegree edges or more (full neighbourhoods of power-law
+// graphs: a hub of thousands of edges walked by one warp is latency-bound at a few GB/s; sampled
+// blocks keep one warp per row and one grid row).
+constexpr int64_t kSplitDegree = 128;
+constexpr int64_t kTiledAverageDegree = 20;
+constexpr unsigned kMaxRowTilesScalar = 8;
 
 // How edges are weighted: plain sum; mean over the output row (forward mean: the row's sum is
 // scaled by 1/deg once at the end); or per-edge 1/deg(column) (backward mean, where the column is
@@ -115,7 +128,14 @@ __global__ void __launch_bounds__(kThreads)
     max_deg = t > max_deg ? t : max_deg;
   }
   const float row_scale = (kW == Weight::kRowMean && deg > 0) ? 1.0f / static_cast<float>(deg) : 1.0f;
-  for (int64_t c0 = 0; c0 < fv; c0 += LPR * U) {
+  // Column tiles (launch_vec: gridDim.y > 1 only for blocks with long rows on average): a warp
+  // whose rows have kSplitDegree or more edges takes column steps y, y + gridDim.y, ... (so the
+  // steps of a hub row run on different warps); other warps take every step in grid row 0.
+  const bool split = max_deg >= kSplitDegree;
+  if (!split && blockIdx.y > 0) return;
+  const int64_t step = static_cast<int64_t>(LPR) * U;
+  const int64_t c_stride = split ? static_cast<int64_t>(gridDim.y) * step : step;
+  for (int64_t c0 = split ? static_cast<int64_t>(blockIdx.y) * step : 0; c0 < fv; c0 += c_stride) {
     V acc[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) set_zero(acc[u]);
@@ -180,6 +200,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int64_t col_step = static_cast<int64_t>(kWarp) * kUnroll;
   // Every branch below depends only on the row (the same for all lanes of a warp), so the warp
   // stays converged and the full-mask shuffles are legal.
   for (int64_t row = first_row; row < rows; row += row_stride) {
@@ -187,7 +208,11 @@ __global__ void __launch_bounds__(kThreads)
     float row_scale = 1.0f;
     if (kW == Weight::kRowMean && end > start) row_scale = 1.0f / static_cast<float>(end - start);
     V* dst = out + row * fv;
-    for (int64_t c0 = 0; c0 < fv; c0 += kWarp * kUnroll) {
+    // Column tiles as in pull_vec_kernel (the row is the warp's, so the test is warp-uniform).
+    const bool split = end - start >= kSplitDegree;
+    if (!split && blockIdx.y > 0) continue;
+    const int64_t c_stride = split ? static_cast<int64_t>(gridDim.y) * col_step : col_step;
+    for (int64_t c0 = split ? static_cast<int64_t>(blockIdx.y) * col_step : 0; c0 < fv; c0 += c_stride) {
       V acc[kUnroll];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) set_zero(acc[k]);
@@ -235,6 +260,15 @@ __global__ void __launch_bounds__(kThreads)
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
+// Column tiles of a row of `width` elements walked in steps of `step`: one per step (a grid
+// dimension holds at most 65535).
+unsigned column_tiles(int64_t width, int64_t step) {
+  const int64_t steps = (width + step - 1) / step;
+  return static_cast<unsigned>(steps < 1 ? 1 : steps > 65535 ? 65535 : steps);
+}
+
+bool long_rows(int64_t rows, int64_t nnz) { return rows > 0 && nnz >= kTiledAverageDegree * rows; }
+
 int grid_for_rows(int64_t rows, int device) {
   int sms = 0;
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -245,12 +279,13 @@ int grid_for_rows(int64_t rows, int device) {
 
 template <typename V, int LPR, int U, int E, Weight kW>
 void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
-                int64_t fv, float* out, Stream s) {
+                int64_t nnz, int64_t fv, float* out, Stream s) {
   const int64_t groups = (rows + kWarp / LPR - 1) / (kWarp / LPR);
   const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
   GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
-  pull_vec_kernel<V, LPR, U, E, kW><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(
-      ptr, ids, col_ptr, reinterpret_cast<const V*>(in), rows, fv, reinterpret_cast<V*>(out));
+  const dim3 blocks(static_cast<unsigned>(grid), long_rows(rows, nnz) ? column_tiles(fv, LPR * U) : 1u);
+  pull_vec_kernel<V, LPR, U, E, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, reinterpret_cast<const V*>(in),
+                                                                rows, fv, reinterpret_cast<V*>(out));
 }
 
 // Shape choice (the sweep's winners): several edges per row -> a warp per row, 8 edges of loads
@@ -261,11 +296,11 @@ void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col
                       int64_t rows, int64_t nnz, int64_t fv, float* out, Stream s) {
   const bool many_edges = nnz >= 4 * rows;
   if (many_edges)
-    launch_vec<V, 32, 1, 8, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    launch_vec<V, 32, 1, 8, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
   else if (fv <= 32)
-    launch_vec<V, 8, 2, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    launch_vec<V, 8, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
   else
-    launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
 }
 
 template <Weight kW>
@@ -277,8 +312,11 @@ void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr,
   } else if (F % 2 == 0 && aligned8(in) && aligned8(out)) {
     launch_vec_shape<float2, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 2, out, s);
   } else {
+    unsigned tiles = long_rows(rows, nnz) ? column_tiles(F, kWarp * kUnroll) : 1u;
+    if (tiles > kMaxRowTilesScalar) tiles = kMaxRowTilesScalar;  // each grid row strides over all rows
     const int grid = grid_for_rows(rows, device);
-    pull_rows_kernel<float, kW><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, F, out);
+    pull_rows_kernel<float, kW><<<dim3(static_cast<unsigned>(grid), tiles), kThreads, 0, s>>>(ptr, ids, col_ptr, in,
+                                                                                              rows, F, out);
   }
   GT_CUDA_LAUNCH_CHECK();
 }

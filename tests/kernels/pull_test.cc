@@ -273,6 +273,53 @@ GT_DEVICE_TEST(Pull, MatchesReferenceForManyWidths) {
   }
 }
 
+// Long rows (full neighbourhoods of a power-law graph): rows average over 20 edges, a few
+// destination hubs have 500 and three sources feed every destination, so the GPU spreads those
+// rows' column steps over warps (kernels/pull.cu) forward and backward; float4, float2 and scalar
+// rows; results as the reference and the CPU, deterministic.
+GT_DEVICE_TEST(Pull, LongRowsSplitAcrossWarps) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t num_src = 450, num_dst = 400;
+  std::mt19937 rng(17);
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  for (int64_t v = 0; v < num_dst; ++v) {
+    if (v % 37 != 5) {
+      const int64_t deg = v % 50 == 0 ? 500 : 25;
+      for (int32_t hub = 0; hub < 3; ++hub) indices.push_back(hub);
+      for (int64_t j = 0; j < deg; ++j) indices.push_back(static_cast<int32_t>(rng() % num_src));
+    }
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  Block b = make_block(num_src, num_dst, indptr, indices);
+  ASSERT_GE(b.nnz(), 20 * num_src);  // both directions average over 20 edges per row
+  Block bd = b.to(dev, st);
+  for (const int64_t F : {int64_t{1024}, int64_t{3170}, int64_t{391}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(num_src * F), static_cast<uint64_t>(F) + 11);
+    const auto gf = random_floats(static_cast<std::size_t>(num_dst * F), static_cast<uint64_t>(F) + 12);
+    Tensor x = tensor_on(xf, {num_src, F}, dev, st), dy = tensor_on(gf, {num_dst, F}, dev, st);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      const std::string what = std::string(name(f)) + " F=" + std::to_string(F) + " on " + dev.str();
+      Tensor y = poisoned({num_dst, F}, dev, st), dx = poisoned({num_src, F}, dev, st);
+      pull_forward(bd, x, f, y, st);
+      pull_backward(bd, dy, f, dx, st);
+      ctx.synchronize();
+      const auto yv = y.to_vector<float>(), dxv = dx.to_vector<float>();
+      const Ref yr = ref_forward(b, to_double(xf), F, f);
+      const Ref dxr = ref_backward(b, to_double(gf), F, f);
+      expect_close(yv, yr.val, kPullTol, "forward " + what, yr.mag);
+      expect_close(dxv, dxr.val, kPullTol, "backward " + what, dxr.mag);
+      Tensor y2 = poisoned({num_dst, F}, dev, st), dx2 = poisoned({num_src, F}, dev, st);
+      pull_forward(bd, x, f, y2, st);
+      pull_backward(bd, dy, f, dx2, st);
+      ctx.synchronize();
+      EXPECT_EQ(y2.to_vector<float>(), yv) << "forward not deterministic, " << what;
+      EXPECT_EQ(dx2.to_vector<float>(), dxv) << "backward not deterministic, " << what;
+    }
+  }
+}
+
 // Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
 // parent buffer just before each output view must stay untouched.
 GT_DEVICE_TEST(Pull, UnalignedViews) {
