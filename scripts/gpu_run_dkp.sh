@@ -20,12 +20,18 @@ run 420 bench_dkp.log "$B/gt-bench" dkp --device cuda --model gcn,sage,gin --ite
   --json "$OUT/bench_dkp.jsonl"
 cat "$OUT/bench_dkp.log"
 
-step "gt-bench dkp on the first training batch of Cora, Cornell5 and Twitch-DE"
+step "gt-bench dkp on the first training batch of Cora, Cornell5 and Twitch-DE (fanouts 10,10 and full neighbourhoods)"
 for d in cora cornell5 twitch-de; do
   run 60 "import-$d.log" "$B/gt-data" import-ogb "devrun/data/$d" "$OUT/$d.h5" || continue
   run 120 "bench_dkp-$d.log" "$B/gt-bench" dkp --device cuda --dataset "$OUT/$d.h5" --model gcn,sage,gin \
     --iters 20 --warmup 8 --json "$OUT/bench_dkp-$d.jsonl"
   tail -3 "$OUT/bench_dkp-$d.log"
+  # Full neighbourhoods (fanouts -1): the first 1024-seed batch and the whole train split.
+  for bs in 1024 1000000; do
+    run 120 "bench_dkp-$d-full-$bs.log" "$B/gt-bench" dkp --device cuda --dataset "$OUT/$d.h5" --fanouts -1,-1 \
+      --batch "$bs" --model gcn,sage,gin --iters 20 --warmup 8 --json "$OUT/bench_dkp-$d-full-$bs.jsonl"
+    tail -3 "$OUT/bench_dkp-$d-full-$bs.log"
+  done
   rm -f "$OUT/$d.h5"
 done
 
