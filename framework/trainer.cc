@@ -56,7 +56,6 @@ std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, 
   return std::vector<int64_t>(batch.begin() + n * rank / world, batch.begin() + n * (rank + 1) / world);
 }
 
-// One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
 // sampling.device: gpu needs a CUDA training device; auto picks the GPU when training runs on one
 // and the graph's CSR and reindexing table (8 bytes per node) take at most a quarter of its memory.
 static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d) {
@@ -73,6 +72,7 @@ static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d
   return bytes <= device_total_memory(d) / 4;
 }
 
+// One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
 struct Replica {
   int64_t local = 0, rank = 0;  // index in this process, rank among all replicas
   std::unique_ptr<Context> ctx;

@@ -51,8 +51,7 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
     // Batches touch scattered rows: no read-ahead beyond the pages asked for.
     ::madvise(t.map_->addr, t.map_->bytes, MADV_RANDOM);
   }
-  t.base_ = static_cast<const char*>(t.map_->addr);
-  if (t.map_->addr == MAP_FAILED) t.base_ = nullptr;
+  t.base_ = t.map_->addr == MAP_FAILED ? nullptr : static_cast<const char*>(t.map_->addr);  // empty file: no rows
   return t;
 }
 

@@ -252,8 +252,8 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
                                                        edge_dst.data<int32_t>());
     launch_check();
     stream_synchronize(s);
-    auto t1 = std::chrono::steady_clock::now();
-    out.sample_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    out.sample_ms += ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
     out.sampled_edges += nnz;
 
     // --- R_l: reindex through the table.

@@ -66,9 +66,9 @@ class GpuSampler {
   GpuSampler(const GpuSampler&) = delete;
   GpuSampler& operator=(const GpuSampler&) = delete;
 
-  // Samples one batch on stream `s` (the caller's thread waits for the sizes between kernels;
-  // the returned tensors are ready once `s` reaches this point). Seeds are checked like
-  // NeighborSampler::check_seeds. Calls are serialised (one table).
+  // Samples one batch with kernels on stream `s`; the caller's thread waits for the sizes between
+  // kernels and for each layer's end, so the returned tensors are complete on return. Seeds are
+  // checked like NeighborSampler::check_seeds. Calls are serialised (one table).
   GpuSampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s) const;
   Device device() const { return graph_->device(); }
   // A stream of the lowest priority owned by the sampler, for callers that want the sampling

@@ -70,6 +70,35 @@ Ref ref_backward(const Block& b, const std::vector<double>& dy, int64_t F, Reduc
 
 const char* name(Reduce f) { return f == Reduce::kMean ? "mean" : "sum"; }
 
+// Pull forward and backward of xf [num_src, F] and gf [num_dst, F] on bd (b's copy on the test
+// device), into poisoned outputs; both checked against the float64 references and run twice
+// (deterministic bits). Returns the outputs and references for further checks.
+struct PullRun {
+  std::vector<float> y, dx;
+  Ref yr, dxr;
+};
+PullRun run_pull_checked(const Context& ctx, const Block& b, const Block& bd, int64_t F, const std::vector<float>& xf,
+                         const std::vector<float>& gf, Reduce f, const std::string& what) {
+  const Device dev = ctx.device();
+  const Stream st = ctx.stream();
+  Tensor x = tensor_on(xf, {b.num_src, F}, dev, st), dy = tensor_on(gf, {b.num_dst, F}, dev, st);
+  Tensor y = poisoned({b.num_dst, F}, dev, st), dx = poisoned({b.num_src, F}, dev, st);
+  pull_forward(bd, x, f, y, st);
+  pull_backward(bd, dy, f, dx, st);
+  ctx.synchronize();
+  PullRun r{y.to_vector<float>(), dx.to_vector<float>(), ref_forward(b, to_double(xf), F, f),
+            ref_backward(b, to_double(gf), F, f)};
+  expect_close(r.y, r.yr.val, kPullTol, "forward " + what, r.yr.mag);
+  expect_close(r.dx, r.dxr.val, kPullTol, "backward " + what, r.dxr.mag);
+  Tensor y2 = poisoned({b.num_dst, F}, dev, st), dx2 = poisoned({b.num_src, F}, dev, st);
+  pull_forward(bd, x, f, y2, st);
+  pull_backward(bd, dy, f, dx2, st);
+  ctx.synchronize();
+  EXPECT_EQ(y2.to_vector<float>(), r.y) << "forward not deterministic, " << what;
+  EXPECT_EQ(dx2.to_vector<float>(), r.dx) << "backward not deterministic, " << what;
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Block
 
@@ -243,31 +272,15 @@ GT_DEVICE_TEST(Pull, MatchesReferenceForManyWidths) {
     ASSERT_GT(isolated, 0) << "the block must have destinations without in-edges";
     const auto xf = random_floats(static_cast<std::size_t>(c.num_src * c.F), static_cast<uint64_t>(c.F) + 100);
     const auto gf = random_floats(static_cast<std::size_t>(c.num_dst * c.F), static_cast<uint64_t>(c.F) + 200);
-    Tensor x = tensor_on(xf, {c.num_src, c.F}, dev, st), dy = tensor_on(gf, {c.num_dst, c.F}, dev, st);
     for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
       const std::string what = std::string(name(f)) + " F=" + std::to_string(c.F) + " on " + dev.str();
-      Tensor y = poisoned({c.num_dst, c.F}, dev, st), dx = poisoned({c.num_src, c.F}, dev, st);
-      pull_forward(bd, x, f, y, st);
-      pull_backward(bd, dy, f, dx, st);
-      ctx.synchronize();
-      const auto yv = y.to_vector<float>(), dxv = dx.to_vector<float>();
-      const Ref yr = ref_forward(b, to_double(xf), c.F, f);
-      const Ref dxr = ref_backward(b, to_double(gf), c.F, f);
-      expect_close(yv, yr.val, kPullTol, "forward " + what, yr.mag);
-      expect_close(dxv, dxr.val, kPullTol, "backward " + what, dxr.mag);
-      // Deterministic: a second run gives the same bits.
-      Tensor y2 = poisoned({c.num_dst, c.F}, dev, st), dx2 = poisoned({c.num_src, c.F}, dev, st);
-      pull_forward(bd, x, f, y2, st);
-      pull_backward(bd, dy, f, dx2, st);
-      ctx.synchronize();
-      EXPECT_EQ(y2.to_vector<float>(), yv) << "forward not deterministic, " << what;
-      EXPECT_EQ(dx2.to_vector<float>(), dxv) << "backward not deterministic, " << what;
+      const PullRun r = run_pull_checked(ctx, b, bd, c.F, xf, gf, f, what);
       if (dev.is_cuda()) {  // the CPU kernel is the oracle of the GPU one
         Tensor yc = poisoned({c.num_dst, c.F}, Device::cpu()), dxc = poisoned({c.num_src, c.F}, Device::cpu());
         pull_forward(b, Tensor::from_vector(xf, {c.num_src, c.F}), f, yc);
         pull_backward(b, Tensor::from_vector(gf, {c.num_dst, c.F}), f, dxc);
-        expect_close(yv, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + what, yr.mag);
-        expect_close(dxv, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + what, dxr.mag);
+        expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + what, r.yr.mag);
+        expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + what, r.dxr.mag);
       }
     }
   }
@@ -298,25 +311,8 @@ GT_DEVICE_TEST(Pull, LongRowsSplitAcrossWarps) {
   for (const int64_t F : {int64_t{1024}, int64_t{3170}, int64_t{391}}) {
     const auto xf = random_floats(static_cast<std::size_t>(num_src * F), static_cast<uint64_t>(F) + 11);
     const auto gf = random_floats(static_cast<std::size_t>(num_dst * F), static_cast<uint64_t>(F) + 12);
-    Tensor x = tensor_on(xf, {num_src, F}, dev, st), dy = tensor_on(gf, {num_dst, F}, dev, st);
-    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
-      const std::string what = std::string(name(f)) + " F=" + std::to_string(F) + " on " + dev.str();
-      Tensor y = poisoned({num_dst, F}, dev, st), dx = poisoned({num_src, F}, dev, st);
-      pull_forward(bd, x, f, y, st);
-      pull_backward(bd, dy, f, dx, st);
-      ctx.synchronize();
-      const auto yv = y.to_vector<float>(), dxv = dx.to_vector<float>();
-      const Ref yr = ref_forward(b, to_double(xf), F, f);
-      const Ref dxr = ref_backward(b, to_double(gf), F, f);
-      expect_close(yv, yr.val, kPullTol, "forward " + what, yr.mag);
-      expect_close(dxv, dxr.val, kPullTol, "backward " + what, dxr.mag);
-      Tensor y2 = poisoned({num_dst, F}, dev, st), dx2 = poisoned({num_src, F}, dev, st);
-      pull_forward(bd, x, f, y2, st);
-      pull_backward(bd, dy, f, dx2, st);
-      ctx.synchronize();
-      EXPECT_EQ(y2.to_vector<float>(), yv) << "forward not deterministic, " << what;
-      EXPECT_EQ(dx2.to_vector<float>(), dxv) << "backward not deterministic, " << what;
-    }
+    for (Reduce f : {Reduce::kSum, Reduce::kMean})
+      run_pull_checked(ctx, b, bd, F, xf, gf, f, std::string(name(f)) + " F=" + std::to_string(F) + " on " + dev.str());
   }
 }
 
