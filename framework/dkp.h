@@ -17,8 +17,9 @@
 // fitted by non-negative least squares on kernel times measured during the first training
 // batches (the warm-up alternates the two orders so both kinds of call are sampled), then fixed
 // and cached in a file keyed by device name and model type, so a later run skips the warm-up.
-// Never applied to max aggregation (not linear). The GCN, GraphSAGE (neighbour branch) and GIN
-// (first MLP layer) layers consult a planner (models/layer_common.h, Placement).
+// Never applied to max aggregation (not linear). The graph pass Graph::rewrite_placement
+// (models/graph.h) turns each linear Pull -> MatMul pair of a model (GCN, the neighbour branch of
+// GraphSAGE, GIN's first MLP layer) into a Cost-DKP node (models/ops.h) that consults a planner.
 #pragma once
 
 #include <array>

@@ -380,12 +380,12 @@ EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Datase
     batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
     const int64_t nl = count_labelled(data.labels, seeds);
     float loss;
-    Tensor dlogits;
     {
       ScopedStage fw(tr, "forward", "compute", batch->seq, &st.forward_ms);
-      Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step);
-      dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
-      loss = softmax_cross_entropy(logits, batch->labels, dlogits, r.ctx->stream());
+      // The graph's loss node computes the loss (and keeps d loss / d logits for backward).
+      Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step,
+                                       nullptr, &batch->labels);
+      loss = r.model->loss();
       if (!std::isfinite(loss))
         GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf", "training diverged: the loss is ",
                  loss, " at epoch ", epoch, ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
@@ -397,12 +397,11 @@ EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Datase
         // The mean over this shard, weighted by its share of the global batch's labelled seeds:
         // summed over the replicas, the gradient of the global batch's mean loss.
         const int64_t total = count_labelled(data.labels, batches[b]);
-        scale(total > 0 ? static_cast<float>(static_cast<double>(nl) / static_cast<double>(total)) : 0.0f, dlogits,
-              r.ctx->stream());
-        r.model->backward(*r.ctx, batch->blocks, dlogits, [&](std::size_t l) { r.reducer->layer_done(l); });
+        const float share = total > 0 ? static_cast<float>(static_cast<double>(nl) / static_cast<double>(total)) : 0.0f;
+        r.model->backward_loss(*r.ctx, batch->blocks, share, [&](std::size_t l) { r.reducer->layer_done(l); });
         r.reducer->finish();
       } else {
-        r.model->backward(*r.ctx, batch->blocks, dlogits);
+        r.model->backward_loss(*r.ctx, batch->blocks);
       }
       r.optimizer->step(*r.ctx, r.model->params());
       // The batch's device buffers go back to the pool below: finish the work that reads them.

@@ -1,10 +1,10 @@
-// GNN layers as compositions of NAPA ops, with hand-written backward passes.
+// GNN layers as compositions of NAPA ops in the model's dataflow graph (models/graph.h).
 //
-// A layer maps h_in [block.num_src, in] to h_out [block.num_dst, out]. forward() saves what
-// backward() needs; backward(dy) returns dh_in, or an undefined tensor when need_input_grad is
-// false (the first layer: input features have no gradient, which saves a Pull backward).
-// Dropout is applied to the layer's input while training; masks are keyed by (seed, step,
-// layer) so CPU and GPU runs drop the same elements.
+// A layer builder adds layer o.index's nodes to the graph: it reads x, the layer input (rows =
+// the sources of block o.index), and returns the output value (rows = its destinations). The
+// parameters it creates belong to the graph, under layer o.index. Dropout (a Dropout node) is
+// applied to the layer's input while training; masks are keyed by (seed, step, layer) so CPU and
+// GPU runs drop the same elements. Backward is the graph's: each op's own gradient.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +15,9 @@
 #include "framework/context.h"
 #include "kernels/block.h"
 #include "kernels/pull.h"
+#include "models/graph.h"
 
 namespace gt {
-
-class DkpPlanner;  // framework/dkp.h
-
-struct Param {
-  std::string name;
-  Tensor value, grad;
-};
 
 struct LayerOptions {
   int64_t in = 0, out = 0;
@@ -38,40 +32,27 @@ struct LayerOptions {
   float attn_dropout = 0.0f;           // GAT: attention dropout while training
   int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
   int64_t heads = 1;                   // GAT: heads; `out` is the width per head
-  // GCN: kernel placement (framework/dkp.h), shared by the model's layers; null = aggregate first.
-  std::shared_ptr<DkpPlanner> dkp;
 };
 
-class Layer {
- public:
-  virtual ~Layer() = default;
-  virtual Tensor forward(const Context& ctx, const Block& block, const Tensor& h_in, bool training, uint64_t step) = 0;
-  virtual Tensor backward(const Context& ctx, const Block& block, const Tensor& dy, bool need_input_grad) = 0;
-  virtual std::vector<Param*> params() = 0;
-  // One line per op (name and output shape) of this layer on `block`, for gt-train --print-graph;
-  // "" when the layer type has no op listing.
-  virtual std::string describe(const Block& block) const {
-    (void)block;
-    return "";
-  }
-};
+using LayerBuilder = int (*)(Graph& g, const LayerOptions& o, Device d, int x);
 
-// GCN (the paper's form): y = act(W mean_{u in N(v)} x_u + b). With a DKP planner the layer may
-// compute the same function combine-first: y = act(mean_{u in N(v)} (W x_u) + b).
-std::unique_ptr<Layer> make_gcn_layer(const LayerOptions& o, Device d);
-// GraphSAGE: y = act(W_n mean_{u in N(v)} x_u + W_r x_v + b).
-std::unique_ptr<Layer> make_sage_layer(const LayerOptions& o, Device d);
+// GCN (the paper's form): y = act(mean_{u in N(v)} x_u W + b). Pull(mean) -> MatMul is a linear
+// pair: the DKP pass may run it combine-first, y = act(mean_{u in N(v)} (x_u W) + b).
+int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x);
+// GraphSAGE: y = act(mean_{u in N(v)} x_u W_n + x_v W_r + b); the neighbour branch is placeable.
+int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // NGCF (Wang et al., SIGIR 2019), as pyg_baseline.py's NGCFConv computes it: with f = mean or sum,
 //   side = f_{u in N(v)} x_u, inter = f_{u in N(v)} x_u * x_v (one fused pass, no E x F tensor),
-//   y = LeakyReLU(W1 (side + x_v) + W2 inter + b, negative_slope), on every layer (the output too).
-std::unique_ptr<Layer> make_ngcf_layer(const LayerOptions& o, Device d);
+//   y = LeakyReLU((side + x_v) W1 + inter W2 + b, negative_slope), on every layer (the output too).
+int build_ngcf_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // GIN (Xu et al., ICLR 2019) with fixed eps: y = MLP((1 + eps) x_v + sum_{u in N(v)} x_u),
 // MLP = Linear(in, mlp_hidden) - ReLU - Linear(mlp_hidden, out), then ReLU when o.activation.
-std::unique_ptr<Layer> make_gin_layer(const LayerOptions& o, Device d);
+// The sum and the self term feed the first Linear: a placeable pair.
+int build_gin_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // GAT (Velickovic et al., ICLR 2018), H = o.heads heads of width D = o.out: z = x W [*, H*D],
 // el = <z_u, a_l>, er = <z_v, a_r> per head, alpha = softmax over N(v) of LeakyReLU(el + er),
 // y_v = sum alpha z_u (fused kernel). Hidden layers (o.activation) concatenate the heads, add the
 // bias and apply ELU (out = H*D); the output layer averages the heads and adds the bias (out = D).
-std::unique_ptr<Layer> make_gat_layer(const LayerOptions& o, Device d);
+int build_gat_layer(Graph& g, const LayerOptions& o, Device d, int x);
 
 }  // namespace gt

@@ -4,59 +4,81 @@
 #include <map>
 
 #include "framework/error.h"
+#include "models/ops.h"
 
 namespace gt {
 
-Model::Model(std::string type, std::vector<std::unique_ptr<Layer>> layers, std::shared_ptr<DkpPlanner> dkp)
-    : type_(std::move(type)), layers_(std::move(layers)), dkp_(std::move(dkp)) {}
+Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder,
+             Device device, DkpMode dkp_mode)
+    : type_(std::move(type)) {
+  GT_CHECK_ARG(!layers.empty(), "a model needs at least one layer");
+  const int64_t last = static_cast<int64_t>(layers.size()) - 1;
+  features_ = graph_.add_input("features", Rows::src(0), in_dim);
+  int h = features_;
+  for (const LayerOptions& o : layers) {
+    if (o.index == last) last_input_ = h;
+    h = builder(graph_, o, device, h);
+  }
+  logits_ = h;
+  labels_ = graph_.add_input("labels", Rows::dst(last), 0);
+  loss_value_ = graph_.add1(std::make_unique<SoftmaxCrossEntropyOp>(), {{logits_}, {labels_}},
+                            {"loss", Rows::fixed(1), 1}, last);
+  graph_.keep(logits_);
+  graph_.keep(loss_value_);
+  graph_.keep(last_input_);
+  graph_.finalize();
+  // The DKP pass: every linear Pull -> MatMul pair becomes a Cost-DKP node.
+  auto planner = std::make_shared<DkpPlanner>(dkp_mode, type_, device_name(device));
+  if (graph_.rewrite_placement(planner) > 0) {
+    dkp_ = std::move(planner);
+  } else if (dkp_mode != DkpMode::kAggregateFirst) {
+    GT_THROW("model.dkp", "kernel placement applies to gcn, sage and gin; use aggregate-first", "model.dkp is '",
+             dkp_mode_name(dkp_mode), "' but a ", type_, " graph has no linear Pull -> MatMul pair to place");
+  }
+}
 
 Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
-                      uint64_t step, Tensor* final_input) {
-  GT_CHECK_ARG(blocks.size() == layers_.size(), "model has ", layers_.size(), " layers but the batch has ",
-               blocks.size(), " blocks");
+                      uint64_t step, Tensor* final_input, const Tensor* labels) {
+  GT_CHECK_ARG(static_cast<int64_t>(blocks.size()) == num_layers(), "model has ", num_layers(),
+               " layers but the batch has ", blocks.size(), " blocks");
+  GT_CHECK_ARG(features.dim() == 2 && features.size(0) == blocks[0].num_src, "layer 0 input has ",
+               features.dim() ? features.size(0) : 0, " rows, block has ", blocks[0].num_src, " sources");
+  for (std::size_t l = 1; l < blocks.size(); ++l)
+    GT_CHECK_ARG(blocks[l].num_src == blocks[l - 1].num_dst, "layer ", l, " input has ", blocks[l - 1].num_dst,
+                 " rows, block has ", blocks[l].num_src, " sources");
   if (dkp_) dkp_->begin_batch(training);
-  Tensor h = features;
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    GT_CHECK_ARG(h.size(0) == blocks[l].num_src, "layer ", l, " input has ", h.size(0), " rows, block has ",
-                 blocks[l].num_src, " sources");
-    if (final_input && l + 1 == layers_.size()) *final_input = h.rows(0, blocks[l].num_dst);
-    h = layers_[l]->forward(ctx, blocks[l], h, training, step);
-  }
-  return h;
+  graph_.forward(ctx, blocks, {{features_, features}, {labels_, labels ? *labels : Tensor()}}, training, step);
+  if (final_input) *final_input = graph_.value(last_input_).rows(0, blocks.back().num_dst);
+  if (labels) loss_ = graph_.value(loss_value_).data<float>()[0];
+  return graph_.value(logits_);
+}
+
+void Model::run_backward(const Context& ctx, const std::vector<Block>& blocks, int seed_value, const Tensor& seed,
+                         const std::function<void(std::size_t)>& layer_done) {
+  std::function<void(int64_t)> done;
+  if (layer_done) done = [&](int64_t l) { layer_done(static_cast<std::size_t>(l)); };
+  graph_.backward(ctx, blocks, {{seed_value, seed}}, done);
+  if (dkp_) dkp_->end_batch();
 }
 
 void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits,
                      const std::function<void(std::size_t)>& layer_done) {
-  Tensor g = dlogits;
-  for (std::size_t l = layers_.size(); l-- > 0;) {
-    g = layers_[l]->backward(ctx, blocks[l], g, /*need_input_grad=*/l > 0);
-    if (layer_done) layer_done(l);
-  }
-  if (dkp_) dkp_->end_batch();
+  run_backward(ctx, blocks, logits_, dlogits, layer_done);
+}
+
+void Model::backward_loss(const Context& ctx, const std::vector<Block>& blocks, float scale,
+                          const std::function<void(std::size_t)>& layer_done) {
+  run_backward(ctx, blocks, loss_value_, Tensor::from_vector(std::vector<float>{scale}, {1, 1}), layer_done);
 }
 
 std::string Model::describe(const std::vector<Block>& blocks) const {
-  std::string out;
-  for (std::size_t l = 0; l < layers_.size() && l < blocks.size(); ++l) {
-    const Block& b = blocks[l];
-    out += "layer " + std::to_string(l) + " (" + type_ + "): block " + std::to_string(b.num_src) + " sources -> " +
-           std::to_string(b.num_dst) + " destinations, " + std::to_string(b.nnz()) + " edges\n";
-    std::string ops = layers_[l]->describe(b);
-    out += ops.empty() ? "  (no per-op listing for " + type_ + " layers yet)\n" : ops;
-  }
-  return out;
-}
-
-std::vector<Param*> Model::params() {
-  std::vector<Param*> out;
-  for (auto& l : layers_)
-    for (Param* p : l->params()) out.push_back(p);
-  return out;
+  return "model " + type_ + ": " + std::to_string(graph_.num_nodes()) + " nodes (values %N; [dst] = the first " +
+         "num_dst rows)\n" + graph_.describe(blocks);
 }
 
 std::vector<Param*> Model::layer_params(std::size_t layer) {
-  GT_CHECK_ARG(layer < layers_.size(), "layer ", layer, " of a ", layers_.size(), "-layer model");
-  return layers_[layer]->params();
+  GT_CHECK_ARG(static_cast<int64_t>(layer) < num_layers(), "layer ", layer, " of a ", num_layers(), "-layer model");
+  return graph_.params_of_layer(static_cast<int64_t>(layer));
 }
 
 int64_t Model::num_parameters() {
@@ -67,12 +89,11 @@ int64_t Model::num_parameters() {
 
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed) {
-  using Factory = std::function<std::unique_ptr<Layer>(const LayerOptions&, Device)>;
-  static const std::map<std::string, Factory> registry = {{"gcn", make_gcn_layer},
-                                                          {"sage", make_sage_layer},
-                                                          {"ngcf", make_ngcf_layer},
-                                                          {"gin", make_gin_layer},
-                                                          {"gat", make_gat_layer}};
+  static const std::map<std::string, LayerBuilder> registry = {{"gcn", build_gcn_layer},
+                                                               {"sage", build_sage_layer},
+                                                               {"ngcf", build_ngcf_layer},
+                                                               {"gin", build_gin_layer},
+                                                               {"gat", build_gat_layer}};
   auto it = registry.find(cfg.type);
   if (it == registry.end())
     GT_THROW("model.type", "choose gcn, sage, ngcf, gin or gat", "unknown model type '", cfg.type, "'");
@@ -83,17 +104,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   // A hidden GAT layer concatenates its heads: the next layer reads hidden x heads columns.
   const int64_t hidden_width = gat ? cfg.hidden * cfg.heads : cfg.hidden;
   const DkpMode dkp_mode = parse_dkp_mode(cfg.dkp);
-  // Placement applies where a linear aggregation feeds a GEMM: GCN, GraphSAGE's neighbour branch
-  // and GIN's first MLP layer. Not NGCF (its fused pass needs the in-wide mean for x_v * mean(x)
-  // anyway, so combining first could only add a GEMM) nor GAT (it always projects first; its
-  // attention weights depend on the projected features).
-  const bool placeable = cfg.type == "gcn" || cfg.type == "sage" || cfg.type == "gin";
-  if (dkp_mode != DkpMode::kAggregateFirst && !placeable)
-    GT_THROW("model.dkp", "kernel placement applies to gcn, sage and gin; use aggregate-first",
-             "model.dkp is '", cfg.dkp, "' but model.type is '", cfg.type, "'");
-  std::shared_ptr<DkpPlanner> dkp;
-  if (placeable) dkp = std::make_shared<DkpPlanner>(dkp_mode, cfg.type, device_name(device));
-  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<LayerOptions> layers;
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const bool last = l == cfg.layers - 1;
     LayerOptions o;
@@ -109,10 +120,9 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.attn_dropout = static_cast<float>(cfg.attn_dropout);
     o.mlp_hidden = cfg.hidden;
     o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
-    o.dkp = dkp;
-    layers.push_back(it->second(o, device));
+    layers.push_back(o);
   }
-  return std::make_unique<Model>(cfg.type, std::move(layers), std::move(dkp));
+  return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode);
 }
 
 }  // namespace gt

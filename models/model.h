@@ -1,7 +1,9 @@
-// Models: a stack of GNN layers built from the `model` section of a config (the registry).
+// Models: the dataflow graph (models/graph.h) of a stack of GNN layers, built from the `model`
+// section of a config (the registry), with the loss as its last node.
 //
-// forward() runs the layers over the batch's blocks (input side first) and returns logits
-// [num_seeds, num_classes]; backward() takes dlogits and fills every Param::grad.
+// forward() runs the graph over the batch's blocks (input side first) and returns logits
+// [num_seeds, num_classes]; with labels it also runs the loss node (loss()). backward() runs the
+// graph in reverse from dlogits, backward_loss() from the loss node; both fill every Param::grad.
 #pragma once
 
 #include <functional>
@@ -12,36 +14,52 @@
 #include "framework/config.h"
 #include "framework/context.h"
 #include "framework/dkp.h"
+#include "models/graph.h"
 #include "models/layers.h"
 
 namespace gt {
 
 class Model {
  public:
-  Model(std::string type, std::vector<std::unique_ptr<Layer>> layers, std::shared_ptr<DkpPlanner> dkp = nullptr);
+  // Builds the graph: `layers` builders applied in order to an in_dim-wide input.
+  Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder, Device device,
+        DkpMode dkp_mode);
   // final_input (optional) receives the seeds' rows of the last layer's input, [num_seeds, width]:
   // the last hidden representation (the embedding), or the seed features for a 1-layer model. It
-  // is a view of a tensor the next forward() replaces, not overwrites.
+  // is a view of a tensor the next forward() replaces, not overwrites. labels (optional, int32
+  // [num_seeds], -1 = unlabelled): also runs the loss node.
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
-                 uint64_t step, Tensor* final_input = nullptr);
+                 uint64_t step, Tensor* final_input = nullptr, const Tensor* labels = nullptr);
+  // The loss of the last forward() given labels.
+  float loss() const { return loss_; }
   // layer_done (optional) is called with l as soon as layer l's gradients are final (output side
   // first): data-parallel training starts reducing them while the other layers run.
   void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits,
                 const std::function<void(std::size_t)>& layer_done = nullptr);
-  std::vector<Param*> params();
+  // Backward from the loss node, d(scale * loss) (forward must have had labels).
+  void backward_loss(const Context& ctx, const std::vector<Block>& blocks, float scale = 1.0f,
+                     const std::function<void(std::size_t)>& layer_done = nullptr);
+  std::vector<Param*> params() { return graph_.params(); }
   std::vector<Param*> layer_params(std::size_t layer);
   const std::string& type() const { return type_; }
-  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  int64_t num_layers() const { return graph_.num_layers(); }
   int64_t num_parameters();
-  // The kernel-placement planner shared by the layers (GCN only; null for the other models).
+  // The kernel-placement planner shared by the graph's Cost-DKP nodes (null when the graph has
+  // none: NGCF, GAT).
   DkpPlanner* dkp() { return dkp_.get(); }
-  // gt-train --print-graph: per layer, its ops and their output shapes on these blocks.
+  const Graph& graph() const { return graph_; }
+  // gt-train --print-graph: per layer, its nodes, their output shapes and the order chosen.
   std::string describe(const std::vector<Block>& blocks) const;
 
  private:
+  void run_backward(const Context& ctx, const std::vector<Block>& blocks, int seed_value, const Tensor& seed,
+                    const std::function<void(std::size_t)>& layer_done);
+
   std::string type_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  Graph graph_;
   std::shared_ptr<DkpPlanner> dkp_;
+  int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
+  float loss_ = 0.0f;
 };
 
 // Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming

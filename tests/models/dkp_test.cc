@@ -28,7 +28,8 @@ struct LayerRun {
   std::vector<std::vector<float>> grads;  // one per parameter
 };
 
-// One layer of `type` (index 1, so it returns dx) in the given order, forward and backward.
+// One layer of `type` as a graph of its own whose input needs a gradient (so it returns dx),
+// placed in the given order by the DKP pass, forward and backward.
 LayerRun run_layer(const std::string& type, DkpMode mode, Device dev, bool activation, float dropout) {
   Context ctx(dev);
   LayerOptions o;
@@ -36,21 +37,27 @@ LayerRun run_layer(const std::string& type, DkpMode mode, Device dev, bool activ
   o.out = 5;
   o.activation = activation;
   o.dropout = dropout;
-  o.index = 1;
+  o.index = 0;
   o.seed = 3;
   o.gin_eps = 0.25f;
   o.mlp_hidden = 6;
-  o.dkp = std::make_shared<DkpPlanner>(mode, type, "test");
-  auto layer = type == "gcn" ? make_gcn_layer(o, dev) : type == "sage" ? make_sage_layer(o, dev) : make_gin_layer(o, dev);
+  Graph g;
+  const int x = g.add_input("x", Rows::src(0), 9, /*requires_grad=*/true);
+  const LayerBuilder build = type == "gcn" ? build_gcn_layer : type == "sage" ? build_sage_layer : build_gin_layer;
+  const int y = build(g, o, dev, x);
+  g.keep(y);
+  g.finalize();
+  EXPECT_EQ(g.rewrite_placement(std::make_shared<DkpPlanner>(mode, type, "test")), 1);
   // 17 sources, 6 destinations, some without in-edges.
-  Block b = test::random_block(17, 6, 5, 11).to(dev);
-  Tensor x = test::tensor_on(test::random_floats(17 * 9, 12), {17, 9}, dev);
+  std::vector<Block> blocks = {test::random_block(17, 6, 5, 11).to(dev)};
+  Tensor xt = test::tensor_on(test::random_floats(17 * 9, 12), {17, 9}, dev);
   Tensor dy = test::tensor_on(test::random_floats(6 * 5, 13), {6, 5}, dev);
-  Tensor y = layer->forward(ctx, b, x, /*training=*/true, 4);
-  Tensor dx = layer->backward(ctx, b, dy, /*need_input_grad=*/true);
+  g.forward(ctx, blocks, {{x, xt}}, /*training=*/true, 4);
+  LayerRun r{g.value(y).to_vector<float>(), {}, {}};
+  g.backward(ctx, blocks, {{y, dy}});
   ctx.synchronize();
-  LayerRun r{y.to_vector<float>(), dx.to_vector<float>(), {}};
-  for (Param* p : layer->params()) r.grads.push_back(p->grad.to_vector<float>());
+  r.dx = g.input_grad(x).to_vector<float>();
+  for (Param* p : g.params()) r.grads.push_back(p->grad.to_vector<float>());
   return r;
 }
 

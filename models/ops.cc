@@ -1,0 +1,363 @@
+#include "models/ops.h"
+
+#include <cstdio>
+
+#include "framework/error.h"
+#include "kernels/elementwise.h"
+#include "kernels/fused.h"
+#include "kernels/loss.h"
+
+namespace gt {
+namespace {
+
+Tensor empty2(int64_t rows, int64_t cols, Device d) { return Tensor::empty({rows, cols}, DType::kFloat32, d); }
+Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), DType::kFloat32, t.device()); }
+
+const char* reduce_name(Reduce f) { return f == Reduce::kSum ? "sum" : f == Reduce::kMean ? "mean" : "max"; }
+
+std::string fmt(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
+// The output of an op that may overwrite `in` (run.in_place): `in` itself, or a copy of it.
+Tensor reuse_or_copy(const OpRun& run, const Tensor& in) { return run.in_place ? in : in.clone(run.ctx.stream()); }
+
+// A gradient the op computes into a fresh tensor unless the slot can take it directly.
+Tensor& grad_target(GradSlot& slot, Tensor& scratch) {
+  if (!slot.accumulating()) return slot.target();
+  scratch = Tensor::empty(slot.shape(), DType::kFloat32, slot.target().device());
+  return scratch;
+}
+void grad_commit(const Context& ctx, GradSlot& slot, const Tensor& scratch) {
+  if (slot.accumulating()) slot.give(ctx, scratch);
+}
+
+}  // namespace
+
+// ---- Dropout ----
+std::string DropoutOp::label() const { return "Dropout p=" + fmt(p_) + " (training)"; }
+
+void DropoutOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  key_ = run.step * 64 + static_cast<uint64_t>(layer_);
+  active_ = run.training && p_ > 0.0f;
+  if (!active_) {
+    out[0] = in[0];
+    return;
+  }
+  out[0] = empty_like(in[0]);
+  dropout_forward(in[0], p_, seed_, key_, out[0], run.ctx.stream());
+}
+
+void DropoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  if (!active_) {
+    din[0].give(run.ctx, dout[0]);
+    return;
+  }
+  // dout is this op's alone (the graph drops it after this call): scale it in place.
+  Tensor g = dout[0];
+  dropout_backward(g, p_, seed_, key_, g, run.ctx.stream());
+  din[0].give(run.ctx, g);
+}
+
+// ---- Pull ----
+std::string PullOp::label() const { return std::string("Pull ") + reduce_name(f_); }
+
+void PullOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Block& b = run.block;
+  out[0] = empty2(b.num_dst, in[0].size(1), in[0].device());
+  if (f_ == Reduce::kMax) {
+    argmax_ = Tensor::empty({b.num_dst, in[0].size(1)}, DType::kInt32, in[0].device());
+    pull_weighted_forward(b, in[0], nullptr, f_, out[0], &argmax_, run.ctx.stream());
+  } else {
+    pull_forward(b, in[0], f_, out[0], run.ctx.stream());
+  }
+}
+
+void PullOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  Tensor scratch;
+  Tensor& dx = grad_target(din[0], scratch);
+  if (f_ == Reduce::kMax)
+    pull_weighted_backward(run.block, Tensor(), nullptr, f_, dout[0], &argmax_, &dx, nullptr, run.ctx.stream());
+  else
+    pull_backward(run.block, dout[0], f_, dx, run.ctx.stream());
+  grad_commit(run.ctx, din[0], scratch);
+}
+
+// ---- AddDstRows ----
+std::string AddDstRowsOp::label() const { return "AddDstRows " + fmt(alpha_) + " x_v"; }
+
+void AddDstRowsOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  out[0] = reuse_or_copy(run, in[0]);
+  axpy(alpha_, in[1], out[0], run.ctx.stream());
+}
+
+void AddDstRowsOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (din[1].wanted()) din[1].give(run.ctx, dout[0], alpha_);  // reads dout before it is handed on
+  if (din[0].wanted()) din[0].give(run.ctx, dout[0]);
+}
+
+// ---- MatMul ----
+std::string MatMulOp::label() const {
+  return "MatMul " + std::to_string(in_) + " x " + std::to_string(out_) + (addend_ ? " + addend" : "");
+}
+
+void MatMulOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  x_ = in[0];
+  w_ = in[1];
+  if (addend_) {
+    out[0] = reuse_or_copy(run, in[2]);
+    linear_forward_accumulate(x_, w_, out[0], run.ctx);
+  } else {
+    out[0] = empty2(x_.size(0), out_, x_.device());
+    linear_forward(x_, w_, nullptr, out[0], run.ctx);
+  }
+}
+
+void MatMulOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  const Tensor& dy = dout[0];
+  // dW: into the parameter's gradient, or a scratch tensor when W is a constant or shared.
+  Tensor dw_scratch;
+  Tensor& dw = din[1].wanted() ? grad_target(din[1], dw_scratch) : (dw_scratch = empty_like(w_));
+  if (din[0].wanted()) {
+    Tensor& dx = din[0].target();
+    if (din[0].accumulating()) linear_backward_accumulate(x_, w_, dy, &dx, dw, run.ctx);
+    else linear_backward(x_, w_, dy, &dx, dw, nullptr, run.ctx);
+  } else {
+    linear_backward(x_, w_, dy, nullptr, dw, nullptr, run.ctx);
+  }
+  if (mask_.defined()) relu_backward(mask_, dw, dw, run.ctx.stream());
+  if (din[1].wanted()) grad_commit(run.ctx, din[1], dw_scratch);
+  if (addend_ && din[2].wanted()) din[2].give(run.ctx, dy);
+}
+
+// ---- BiasAct ----
+std::string BiasActOp::label() const {
+  std::string s = bias_ ? "Bias" : "";
+  const char* a = elu_ ? "ELU"
+                  : act_ == Activation::kRelu      ? "ReLU"
+                  : act_ == Activation::kLeakyRelu ? "LeakyReLU"
+                                                   : nullptr;
+  if (a) s += std::string(s.empty() ? "" : " + ") + a + (act_ == Activation::kLeakyRelu ? " " + fmt(slope_) : "");
+  return s;
+}
+
+void BiasActOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor y = reuse_or_copy(run, in[0]);
+  const Tensor* b = bias_ ? &in[1] : nullptr;
+  if (elu_) {
+    if (b) bias_activation_forward(b, Activation::kNone, 0.0f, y, run.ctx);
+    elu_forward(y, y, run.ctx.stream());
+  } else {
+    bias_activation_forward(b, act_, slope_, y, run.ctx);
+  }
+  if (saves_outputs()) y_ = y;
+  out[0] = y;
+}
+
+void BiasActOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  Tensor dt = dout[0];
+  if (saves_outputs()) {
+    dt = empty_like(dout[0]);
+    if (elu_) elu_backward(y_, dout[0], dt, run.ctx.stream());
+    else if (act_ == Activation::kRelu) relu_backward(y_, dout[0], dt, run.ctx.stream());
+    else leaky_relu_backward(y_, slope_, dout[0], dt, run.ctx.stream());
+  }
+  if (bias_ && din[1].wanted()) {
+    Tensor scratch;
+    bias_backward(dt, grad_target(din[1], scratch), run.ctx);
+    grad_commit(run.ctx, din[1], scratch);
+  }
+  if (din[0].wanted()) din[0].give(run.ctx, dt);
+}
+
+// ---- NGCF ----
+std::string NgcfAggregateOp::label() const {
+  const std::string f = reduce_name(f_);
+  return "NgcfAggregate: Pull " + f + "(x_u) + x_v, Pull " + f + "(x_u * x_v) [fused]";
+}
+
+void NgcfAggregateOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Block& b = run.block;
+  x_ = in[0];
+  out[0] = empty2(b.num_dst, x_.size(1), x_.device());
+  out[1] = empty2(b.num_dst, x_.size(1), x_.device());
+  ngcf_aggregate_forward(b, x_, f_, out[0], out[1], run.ctx.stream(), /*add_self=*/true);
+}
+
+void NgcfAggregateOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  Tensor scratch;
+  Tensor& dx = grad_target(din[0], scratch);
+  ngcf_aggregate_backward(run.block, x_, f_, dout[0], dout[1], dx, run.ctx.stream());
+  Tensor dx_dst = dx.rows(0, run.block.num_dst);
+  axpy(1.0f, dout[0], dx_dst, run.ctx.stream());  // the x_v term of side + x_v
+  grad_commit(run.ctx, din[0], scratch);
+}
+
+// ---- GAT ----
+namespace {
+constexpr uint64_t kAttentionSeedOffset = 0x9e3779b97f4a7c15ull;
+}
+
+std::string GatAggregateOp::label() const {
+  std::string s = "GatAggregate: scores + edge softmax + Pull [fused]";
+  if (p_ > 0) s += ", attention dropout " + fmt(p_);
+  return s;
+}
+
+void GatAggregateOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Block& b = run.block;
+  z_ = in[0];
+  el_ = in[1];
+  er_ = in[2];
+  const int64_t heads = el_.size(1);
+  out[0] = empty2(b.num_dst, z_.size(1), z_.device());
+  alpha_ = empty2(b.nnz(), heads, z_.device());
+  keep_ = Tensor();
+  if (run.training && p_ > 0.0f) {
+    keep_ = empty2(b.nnz(), heads, z_.device());
+    // Seed offset: a stream of draws apart from the input dropout's (same step and layer key).
+    dropout_mask(p_, seed_ + kAttentionSeedOffset, run.step * 64 + static_cast<uint64_t>(layer_), keep_,
+                 run.ctx.stream());
+  }
+  gat_aggregate_forward(b, z_, el_, er_, slope_, out[0], alpha_, run.ctx.stream(), keep_.defined() ? &keep_ : nullptr);
+}
+
+void GatAggregateOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  Tensor s0, s1, s2;
+  Tensor& dz = grad_target(din[0], s0);
+  Tensor& del = grad_target(din[1], s1);
+  Tensor& der = grad_target(din[2], s2);
+  gat_aggregate_backward(run.block, z_, el_, er_, slope_, alpha_, dout[0], dz, del, der, run.ctx.stream(),
+                         keep_.defined() ? &keep_ : nullptr);
+  grad_commit(run.ctx, din[0], s0);
+  grad_commit(run.ctx, din[1], s1);
+  grad_commit(run.ctx, din[2], s2);
+}
+
+// ---- loss ----
+void SoftmaxCrossEntropyOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  dlogits_ = empty_like(in[0]);
+  const float loss = softmax_cross_entropy(in[0], in[1], dlogits_, run.ctx.stream());
+  out[0] = Tensor::from_vector(std::vector<float>{loss}, {1, 1});
+}
+
+void SoftmaxCrossEntropyOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  const float seed = dout[0].device().is_cuda() ? dout[0].to_vector<float>()[0] : dout[0].data<float>()[0];
+  if (seed != 1.0f) scale(seed, dlogits_, run.ctx.stream());
+  din[0].give(run.ctx, dlogits_);
+}
+
+// ---- Cost-DKP ----
+std::string CostDkpOp::label() const {
+  std::string agg = std::string("Pull ") + reduce_name(f_);
+  if (self_ != 0.0f) agg += " + " + fmt(self_) + " x_v";
+  return "CostDkp(" + agg + ", MatMul " + std::to_string(in_) + " x " + std::to_string(out_) + ")" +
+         (addend_ ? " + addend" : "");
+}
+
+std::string CostDkpOp::plan(const Block& block) const {
+  double ca = 0, cc = 0;
+  const DkpOrder o = planner_->plan(shape(block), &ca, &cc);
+  std::string h = "  order " + std::string(dkp_order_name(o)) + " (Cost-DKP node, " +
+                  (o == DkpOrder::kAggregateFirst ? "Pull over " + std::to_string(in_) + "-wide rows"
+                                                  : "Pull over " + std::to_string(out_) + "-wide rows") +
+                  ")";
+  if (planner_->mode() == DkpMode::kAuto) {
+    if (planner_->fitted()) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "; auto, predicted fwd+bwd ms: aggregate-first %.4f, combine-first %.4f", ca, cc);
+      h += buf;
+    } else {
+      h += "; auto, no fitted cost model yet: the first training batches measure both orders";
+    }
+  }
+  return h + "\n";
+}
+
+void CostDkpOp::timed(const Context& ctx, const DkpFeatures& f, const std::function<void()>& call) const {
+  planner_->timed(ctx, f, call);
+}
+
+void CostDkpOp::aggregate(const OpRun& run, const Tensor& x, Tensor& y) const {
+  pull_forward(run.block, x, f_, y, run.ctx.stream());
+  if (self_ != 0.0f) axpy(self_, x.rows(0, run.block.num_dst), y, run.ctx.stream());
+}
+
+Tensor CostDkpOp::aggregate_backward(const OpRun& run, const Tensor& dy) const {
+  Tensor dx = empty2(run.block.num_src, dy.size(1), dy.device());
+  pull_backward(run.block, dy, f_, dx, run.ctx.stream());
+  if (self_ != 0.0f) {
+    Tensor dx_dst = dx.rows(0, run.block.num_dst);
+    axpy(self_, dy, dx_dst, run.ctx.stream());
+  }
+  return dx;
+}
+
+void CostDkpOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Block& b = run.block;
+  const Tensor& x = in[0];
+  w_ = in[1];
+  order_ = planner_->choose(shape(b));
+  const Device dev = x.device();
+  Tensor y = addend_ ? reuse_or_copy(run, in[2]) : empty2(b.num_dst, out_, dev);
+  if (order_ == DkpOrder::kAggregateFirst) {
+    saved_ = empty2(b.num_dst, in_, dev);
+    timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, in_), [&] { aggregate(run, x, saved_); });
+    timed(run.ctx, gemm_features(b.num_dst, in_, out_), [&] {
+      if (addend_) linear_forward_accumulate(saved_, w_, y, run.ctx);
+      else linear_forward(saved_, w_, nullptr, y, run.ctx);
+    });
+  } else {
+    saved_ = x;
+    Tensor z = empty2(b.num_src, out_, dev);
+    timed(run.ctx, gemm_features(b.num_src, in_, out_), [&] { linear_forward(x, w_, nullptr, z, run.ctx); });
+    if (addend_) {
+      Tensor t = empty2(b.num_dst, out_, dev);
+      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, out_), [&] { aggregate(run, z, t); });
+      axpy(1.0f, t, y, run.ctx.stream());
+    } else {
+      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, out_), [&] { aggregate(run, z, y); });
+    }
+  }
+  out[0] = y;
+}
+
+void CostDkpOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  const Block& b = run.block;
+  const Tensor& dy = dout[0];
+  const bool want_dx = din[0].wanted();
+  GT_CHECK_ARG(want_dx == need_input_grad_, "CostDkp: the planned input gradient (", need_input_grad_,
+           ") does not match the graph's (", want_dx, ")");
+  const int grads = want_dx ? 2 : 1;
+  Tensor dw_scratch;
+  Tensor& dw = din[1].wanted() ? grad_target(din[1], dw_scratch) : (dw_scratch = empty_like(w_));
+  Tensor dx_scratch;
+  if (order_ == DkpOrder::kCombineFirst) {
+    Tensor dz;
+    timed(run.ctx, pull_backward_features(b.nnz(), b.num_src, out_), [&] { dz = aggregate_backward(run, dy); });
+    Tensor* dx = want_dx ? &grad_target(din[0], dx_scratch) : nullptr;
+    timed(run.ctx, gemm_backward_features(b.num_src, in_, out_, grads),
+          [&] { linear_backward(saved_, w_, dz, dx, dw, nullptr, run.ctx); });
+  } else {
+    Tensor da;
+    if (want_dx) da = empty2(b.num_dst, in_, dy.device());
+    timed(run.ctx, gemm_backward_features(b.num_dst, in_, out_, grads),
+          [&] { linear_backward(saved_, w_, dy, want_dx ? &da : nullptr, dw, nullptr, run.ctx); });
+    if (want_dx) {
+      Tensor dx;
+      timed(run.ctx, pull_backward_features(b.nnz(), b.num_src, in_), [&] { dx = aggregate_backward(run, da); });
+      din[0].give(run.ctx, dx);
+    }
+  }
+  if (want_dx && order_ == DkpOrder::kCombineFirst) grad_commit(run.ctx, din[0], dx_scratch);
+  if (din[1].wanted()) grad_commit(run.ctx, din[1], dw_scratch);
+  if (addend_ && din[2].wanted()) din[2].give(run.ctx, dy);
+}
+
+}  // namespace gt

@@ -1,0 +1,196 @@
+// The ops of the dataflow graph (models/graph.h), each a NAPA or dense kernel call of kernels/
+// with its backward. Every op runs on the device of its tensors (CPU with oneTBB, or CUDA on the
+// context's stream). The builders in models/*.cc compose them; graph passes match on kind().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "framework/dkp.h"
+#include "kernels/dense.h"
+#include "kernels/pull.h"
+#include "models/graph.h"
+
+namespace gt {
+
+// Inverted dropout of one layer's input while training (masks keyed by seed and step * 64 +
+// layer, so CPU and GPU runs drop the same elements); a pass-through otherwise.
+class DropoutOp final : public Op {
+ public:
+  DropoutOp(float p, uint64_t seed, int64_t layer) : p_(p), seed_(seed), layer_(layer) {}
+  const char* kind() const override { return "Dropout"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  bool may_alias_input() const override { return true; }
+
+ private:
+  float p_;
+  uint64_t seed_;
+  int64_t layer_;
+  uint64_t key_ = 0;
+  bool active_ = false;
+};
+
+// Pull(x): y[v] = f over in-edges of x[u], f = sum | mean | max (max keeps its argmax).
+class PullOp final : public Op {
+ public:
+  explicit PullOp(Reduce f) : f_(f) {}
+  const char* kind() const override { return "Pull"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { argmax_ = Tensor(); }
+  Reduce reduce() const { return f_; }
+
+ private:
+  Reduce f_;
+  Tensor argmax_;
+};
+
+// y = a + alpha * x[:num_dst]: inputs (a [n_dst, F], x as dst_rows). GIN's (1 + eps) self term.
+class AddDstRowsOp final : public Op {
+ public:
+  explicit AddDstRowsOp(float alpha) : alpha_(alpha) {}
+  const char* kind() const override { return "AddDstRows"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  int in_place_input() const override { return 0; }
+  float alpha() const { return alpha_; }
+
+ private:
+  float alpha_;
+};
+
+// y = x W (+ c): inputs (x, W) or (x, W, c), c overwritten in place when the graph allows.
+// W may be a parameter or a constant. grad_mask (optional, W's shape, 0/1): dW is multiplied by
+// it (GAT's block-diagonal attention vectors keep their zeros).
+class MatMulOp final : public Op {
+ public:
+  MatMulOp(int64_t in, int64_t out, bool addend, Tensor grad_mask = Tensor())
+      : in_(in), out_(out), addend_(addend), mask_(std::move(grad_mask)) {}
+  const char* kind() const override { return "MatMul"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { x_ = w_ = Tensor(); }
+  int in_place_input() const override { return addend_ ? 2 : -1; }
+  bool has_addend() const { return addend_; }
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  bool addend_;
+  Tensor mask_, x_, w_;
+};
+
+// y = act(x + b): inputs (x) or (x, b), in place on x when allowed. act: none, ReLU, LeakyReLU
+// (slope >= 0) or ELU (elu = true; act must be kNone then).
+class BiasActOp final : public Op {
+ public:
+  BiasActOp(bool bias, Activation act, float slope, bool elu = false)
+      : bias_(bias), act_(act), slope_(slope), elu_(elu) {}
+  const char* kind() const override { return "BiasAct"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { y_ = Tensor(); }
+  int in_place_input() const override { return 0; }
+  bool saves_outputs() const override { return act_ != Activation::kNone || elu_; }
+
+ private:
+  bool bias_;
+  Activation act_;
+  float slope_;
+  bool elu_;
+  Tensor y_;
+};
+
+// NGCF's NeighborApply(x_u * x_v) + Pull(f) and Pull(f) of x_u, fused (kernels/fused.h): one
+// pass, no E x F values. Input x [n_src, F]; outputs side + x_v and inter, [n_dst, F] each.
+class NgcfAggregateOp final : public Op {
+ public:
+  explicit NgcfAggregateOp(Reduce f) : f_(f) {}
+  const char* kind() const override { return "NgcfAggregate"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { x_ = Tensor(); }
+
+ private:
+  Reduce f_;
+  Tensor x_;
+};
+
+// GAT's scores, edge softmax and weighted Pull, fused (kernels/fused.h). Inputs z [n_src, H*D],
+// el [n_src, H], er [n_dst, H]; output [n_dst, H*D]. Attention dropout while training (p > 0).
+class GatAggregateOp final : public Op {
+ public:
+  GatAggregateOp(float slope, float attn_dropout, uint64_t seed, int64_t layer)
+      : slope_(slope), p_(attn_dropout), seed_(seed), layer_(layer) {}
+  const char* kind() const override { return "GatAggregate"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { z_ = el_ = er_ = alpha_ = keep_ = Tensor(); }
+
+ private:
+  float slope_, p_;
+  uint64_t seed_;
+  int64_t layer_;
+  Tensor z_, el_, er_, alpha_, keep_;
+};
+
+// Softmax cross-entropy of logits [n, C] against labels (int32 [n], -1 = unlabelled): output
+// the mean loss over labelled rows as a CPU float32 [1, 1]. Skipped (output undefined) when the
+// labels input is not given (inference). Backward: the seed's value scales d loss / d logits.
+class SoftmaxCrossEntropyOp final : public Op {
+ public:
+  const char* kind() const override { return "Loss"; }
+  std::string label() const override { return "SoftmaxCrossEntropy"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { dlogits_ = Tensor(); }
+
+ private:
+  Tensor dlogits_;
+};
+
+// Cost-DKP (framework/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)
+// plus, optionally, self * x[:num_dst] (GIN). Per batch it asks the planner for the order:
+//   aggregate first: a = A(x) [n_dst, in], y = a W;   combine first: z = x W [n_src, out], y = A(z).
+// Backward in the same order (see framework/dkp.h for the calls). Inputs (x, W) or (x, W, c).
+class CostDkpOp final : public Op {
+ public:
+  CostDkpOp(std::shared_ptr<DkpPlanner> planner, Reduce f, float self, int64_t in, int64_t out, bool addend,
+            bool need_input_grad)
+      : planner_(std::move(planner)), f_(f), self_(self), in_(in), out_(out), addend_(addend),
+        need_input_grad_(need_input_grad) {}
+  const char* kind() const override { return "CostDkp"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { saved_ = w_ = Tensor(); }
+  int in_place_input() const override { return addend_ ? 2 : -1; }
+  std::string plan(const Block& block) const override;
+  DkpOrder order() const { return order_; }
+
+ private:
+  DkpShape shape(const Block& b) const { return DkpShape{b.num_src, b.num_dst, b.nnz(), in_, out_, need_input_grad_}; }
+  void timed(const Context& ctx, const DkpFeatures& f, const std::function<void()>& call) const;
+  void aggregate(const OpRun& run, const Tensor& x, Tensor& y) const;
+  Tensor aggregate_backward(const OpRun& run, const Tensor& dy) const;
+
+  std::shared_ptr<DkpPlanner> planner_;
+  Reduce f_;
+  float self_;
+  int64_t in_, out_;
+  bool addend_, need_input_grad_;
+  DkpOrder order_ = DkpOrder::kAggregateFirst;
+  Tensor saved_, w_;  // aggregate first: A(x); combine first: x
+};
+
+}  // namespace gt
