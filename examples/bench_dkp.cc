@@ -1,7 +1,7 @@
 // gt-bench dkp: dynamic kernel placement on the four workloads of pyg_baseline.py (docs/dkp.md).
 //
-//   gt-bench dkp [--workload NAME]... [--model gcn,sage,gin] [--iters 20] [--warmup 8] [--scale 1]
-//                [--device auto] [--json FILE]
+//   gt-bench dkp [--workload NAME]... [--model gcn,sage,gin,ngcf] [--iters 20] [--warmup 8] [--scale 1]
+//                [--device auto] [--tf32] [--json FILE]
 //   gt-bench dkp --dataset FILE.h5 [--fanouts 10,10] [--batch 1024] [--model ...] [...]
 //
 // With --dataset, the case is the first training batch of a real dataset (gt-data import-ogb),
@@ -15,7 +15,9 @@
 // then 2 more measured steps give held-out kernel timings for the model's mean relative
 // prediction error. Reported: ms per step for each mode, the orders auto chose per layer,
 // auto / best fixed (1.00 = auto as fast as the better order) and aggregate-first / auto (its
-// speed-up over the default order). --scale S < 1 shrinks every block (n_src, n_dst, nnz) for a
+// speed-up over the default order). NGCF has no placeable pair: its one order is timed and
+// reported in all three columns. --tf32 runs the dense math on TF32 tensor cores (faster GEMMs
+// move the break-even point towards combining first). --scale S < 1 shrinks every block (n_src, n_dst, nnz) for a
 // quick CPU run; the GPU numbers use 1.
 #include <algorithm>
 #include <chrono>
@@ -53,6 +55,7 @@ struct DkpOptions {
   std::string dataset;
   std::vector<int64_t> fanouts = {10, 10};
   int64_t batch = 1024;
+  bool tf32 = false;
 };
 
 DkpOptions parse_dkp(int argc, char** argv) {
@@ -67,8 +70,8 @@ DkpOptions parse_dkp(int argc, char** argv) {
       for (auto& w : split_list(value())) o.workloads.push_back(w);
     } else if (a == "--model") {
       for (const std::string& m : split_list(value())) {
-        if (m != "gcn" && m != "sage" && m != "gin")
-          throw gt::Error("unknown --model '" + m + "'", "gt-bench dkp", "placement applies to gcn, sage and gin");
+        if (m != "gcn" && m != "sage" && m != "gin" && m != "ngcf")
+          throw gt::Error("unknown --model '" + m + "'", "gt-bench dkp", "gcn, sage, gin or ngcf");
         o.models.push_back(m);
       }
     } else if (a == "--iters") {
@@ -79,6 +82,8 @@ DkpOptions parse_dkp(int argc, char** argv) {
       o.scale = std::stod(value());
     } else if (a == "--device") {
       o.device = value();
+    } else if (a == "--tf32") {
+      o.tf32 = true;
     } else if (a == "--json") {
       o.json = value();
     } else if (a == "--dataset") {
@@ -177,9 +182,10 @@ Case dataset_case(const DkpOptions& o, const gt::Context& ctx) {
 int bench_dkp(int argc, char** argv) {
   const DkpOptions o = parse_dkp(argc, argv);
   gt::Context ctx(gt::Context::parse_device(o.device));
+  ctx.set_tf32(o.tf32);
   const std::string dev_name = gt::device_name(ctx.device());
-  std::printf("device %s, 2 layers, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
-              dev_name.c_str(), o.scale);
+  std::printf("device %s, %s dense math, 2 layers, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
+              dev_name.c_str(), o.tf32 ? "TF32" : "float32", o.scale);
   std::printf("| workload | model | aggregate-first ms | combine-first ms | auto ms | auto orders (layer 0, 1) | auto / best fixed "
               "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|---|\n");
   gt::MetricsWriter out(o.json);
@@ -203,7 +209,13 @@ int bench_dkp(int argc, char** argv) {
     for (const std::string& model_type : o.models) {
       ModeResult res[3];
       const char* modes[3] = {"aggregate-first", "combine-first", "auto"};
+      // NGCF's graph has no placeable pair (models/ngcf.cc): its one order is its DKP result.
+      const bool placeable = model_type != "ngcf";
       for (int m = 0; m < 3; ++m) {
+        if (!placeable && m > 0) {
+          res[m] = res[0];
+          continue;
+        }
         gt::ModelConfig mc;
         mc.type = model_type;
         mc.hidden = c.hidden;
@@ -213,13 +225,13 @@ int bench_dkp(int argc, char** argv) {
         try {
           auto model = gt::build_model(mc, c.feature_dim, c.classes, ctx.device(), 0);
           gt::DkpPlanner* planner = model->dkp();
-          planner->configure("", o.warmup);
+          if (planner) planner->configure("", o.warmup);
           gt::OptimizerConfig oc;
           oc.lr = 1e-3;
           auto opt = gt::make_optimizer(oc);
           uint64_t step = 0;
           auto one_step = [&] { train_step(ctx, *model, *opt, blocks, x, y, ++step); };
-          if (m == 2) {
+          if (m == 2 && planner) {
             for (int i = 0; i < o.warmup; ++i) one_step();  // measured warm-up, then the fit
             planner->validate_next(2);
             one_step();
@@ -243,7 +255,7 @@ int bench_dkp(int argc, char** argv) {
             const int64_t outw = model_type == "gin" || l + 1 < blocks.size() ? c.hidden : c.classes;
             gt::DkpShape s{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
             res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
-                             (planner->plan(s) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
+                             (!planner || planner->plan(s) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
           }
         } catch (const gt::Error& e) {
           res[m].error = e.what();
@@ -252,9 +264,10 @@ int bench_dkp(int argc, char** argv) {
       const bool ok = res[0].error.empty() && res[1].error.empty() && res[2].error.empty();
       if (ok) {
         const double best = std::min(res[0].ms, res[1].ms);
-        std::printf("| %s | %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %.1f%% |\n", c.name.c_str(), model_type.c_str(),
-                    res[0].ms, res[1].ms, res[2].ms,
-                    res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, 100.0 * res[2].pred_error);
+        char err[32] = "n/a (fixed order)";
+        if (res[2].pred_error >= 0) std::snprintf(err, sizeof err, "%.1f%%", 100.0 * res[2].pred_error);
+        std::printf("| %s | %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %s |\n", c.name.c_str(), model_type.c_str(),
+                    res[0].ms, res[1].ms, res[2].ms, res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, err);
       } else {
         for (int m = 0; m < 3; ++m)
           if (!res[m].error.empty()) std::printf("| %s | %s | %s failed: %s | | | | | | |\n", c.name.c_str(), model_type.c_str(), modes[m],
@@ -264,7 +277,8 @@ int bench_dkp(int argc, char** argv) {
         gt::JsonRecord r;
         r.add("bench", std::string("dkp")).add("workload", c.name).add("model", model_type);
         r.add("device", dev_name);
-        r.add("scale", o.scale).add("feature_dim", c.feature_dim);
+        r.add("scale", o.scale).add("feature_dim", c.feature_dim).add("tf32", static_cast<int64_t>(o.tf32));
+        if (!placeable) r.add("placeable", static_cast<int64_t>(0));
         for (int m = 0; m < 3; ++m) {
           const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
           if (res[m].error.empty()) r.add(k + "_ms", res[m].ms);

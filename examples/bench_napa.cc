@@ -3,7 +3,7 @@
 // (scripts/bench_compare.py builds the ratio table).
 //
 //   gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]
-//   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]
+//   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE] [--json FILE]
 //
 // Workloads (feature width F, per-layer blocks (n_src, n_dst, nnz), input side first) are those
 // of pyg_baseline.py's WORKLOADS, built the same way: every destination gets nnz / n_dst or one
@@ -26,6 +26,8 @@
 // --iters after 5 warm-up steps, and the device memory the caching allocator holds at the end
 // (reserved = in use + cached, after emptying the cache before building the inputs): an upper
 // bound of the peak of allocated memory, inputs included, like PyTorch's max_memory_reserved.
+// --dkp sets model.dkp for gcn, sage and gin (default aggregate-first, the order PyG runs); with
+// auto, 8 untimed warm-up steps fit the cost model first, and the table names the orders chosen.
 //
 // Both need a CUDA GPU and say so otherwise.
 #include <algorithm>
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "framework/context.h"
+#include "framework/dkp.h"
 #include "framework/error.h"
 #include "framework/memory.h"
 #include "framework/metrics.h"
@@ -59,7 +62,7 @@ struct Options {
   std::vector<std::string> workloads, models = {"gcn", "sage", "ngcf"};
   int iters = 30;
   bool tf32 = false;
-  std::string json;
+  std::string json, dkp = "aggregate-first";
 };
 
 Options parse(int argc, char** argv, bool step) {
@@ -81,6 +84,9 @@ Options parse(int argc, char** argv, bool step) {
       o.models = split_list(value());
     } else if (step && a == "--tf32") {
       o.tf32 = true;
+    } else if (step && a == "--dkp") {
+      o.dkp = value();
+      gt::parse_dkp_mode(o.dkp);  // throws naming the choices
     } else {
       throw gt::Error("unknown option " + a, "gt-bench", "see the header of examples/bench_napa.cc");
     }
@@ -210,7 +216,8 @@ int run_step(const Options& o) {
   gt::Context ctx(gt::Device::cuda(0));
   ctx.set_tf32(o.tf32);
   std::printf("device %s, %s dense math\n\n", gt::device_name(ctx.device()).c_str(), o.tf32 ? "TF32" : "float32");
-  std::printf("| workload | model | step ms | reserved MiB | edges |\n|---|---|---|---|---|\n");
+  std::printf("model.dkp %s (gcn, sage, gin)\n\n", o.dkp.c_str());
+  std::printf("| workload | model | step ms | reserved MiB | edges | orders (layer 0, 1) |\n|---|---|---|---|---|---|\n");
   gt::MetricsWriter out(o.json);
   for (const Workload& w : workloads()) {
     if (!selected(o, w)) continue;
@@ -236,6 +243,8 @@ int run_step(const Options& o) {
       mc.hidden = w.hidden;
       mc.layers = static_cast<int64_t>(w.blocks.size());
       mc.dropout = 0.0;
+      // --dkp applies to the models with a placeable pair; NGCF and GAT keep their fixed order.
+      if (m == "gcn" || m == "sage" || m == "gin") mc.dkp = o.dkp;
       auto model = gt::build_model(mc, w.feature_dim, w.classes, ctx.device(), 0);
       gt::OptimizerConfig oc;
       oc.lr = 1e-3;
@@ -244,7 +253,21 @@ int run_step(const Options& o) {
       auto one_step = [&] { train_step(ctx, *model, *opt, blocks, x, y, ++step); };
       double ms = 0;
       std::string error;
+      std::string orders;
       try {
+        if (gt::DkpPlanner* p = model->dkp()) {
+          // auto: the warm-up steps time both orders kernel by kernel and fit the cost model
+          // (no cache file); the timed steps after it run the chosen orders.
+          p->configure("", 8);
+          for (int i = 0; i < 8 && p->mode() == gt::DkpMode::kAuto; ++i) one_step();
+          for (std::size_t l = 0; l < blocks.size(); ++l) {
+            const gt::Block& b = blocks[l];
+            const int64_t in = l == 0 ? w.feature_dim : w.hidden;
+            const int64_t outw = m == "gin" || l + 1 < blocks.size() ? w.hidden : w.classes;
+            const gt::DkpOrder ord = p->plan(gt::DkpShape{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0});
+            orders += std::string(orders.empty() ? "" : ",") + (ord == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
+          }
+        }
         ms = median_ms(ctx, one_step, o.iters);
       } catch (const gt::Error& e) {
         error = e.what();
@@ -253,13 +276,16 @@ int run_step(const Options& o) {
       const gt::MemoryStats st = gt::memory_stats();
       const double mib = static_cast<double>(st.device_in_use + st.device_cached) / (1 << 20);
       if (error.empty())
-        std::printf("| %s | %s | %.3f | %.1f | %lld |\n", w.name, m.c_str(), ms, mib, static_cast<long long>(edges));
+        std::printf("| %s | %s | %.3f | %.1f | %lld | %s |\n", w.name, m.c_str(), ms, mib, static_cast<long long>(edges),
+                    orders.empty() ? "fixed" : orders.c_str());
       else
-        std::printf("| %s | %s | failed: %s | | |\n", w.name, m.c_str(), error.c_str());
+        std::printf("| %s | %s | failed: %s | | | |\n", w.name, m.c_str(), error.c_str());
       if (!o.json.empty()) {
         gt::JsonRecord r;
         r.add("bench", std::string("step")).add("workload", std::string(w.name)).add("model", m);
         r.add("tf32", static_cast<int64_t>(o.tf32)).add("edges", edges).add("feature_dim", w.feature_dim);
+        r.add("dkp", mc.dkp);
+        if (!orders.empty()) r.add("dkp_orders", orders);
         if (error.empty()) r.add("step_ms", ms).add("reserved_mib", mib);
         else r.add("error", error);
         out.write(r);

@@ -89,10 +89,9 @@ inline gt::Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed, const
 // step. `step` numbers the calls (it keys dropout masks).
 inline void train_step(const gt::Context& ctx, gt::Model& model, gt::Optimizer& opt, const std::vector<gt::Block>& blocks,
                        const gt::Tensor& x, const gt::Tensor& y, uint64_t step) {
-  gt::Tensor logits = model.forward(ctx, blocks, x, /*training=*/true, step);
-  gt::Tensor dlogits = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32, ctx.device());
-  gt::softmax_cross_entropy(logits, y, dlogits, ctx.stream());
-  model.backward(ctx, blocks, dlogits);
+  // The model graph's loss node computes the loss and starts backward, as in gt-train.
+  model.forward(ctx, blocks, x, /*training=*/true, step, nullptr, &y);
+  model.backward_loss(ctx, blocks);
   opt.step(ctx, model.params());
 }
 

@@ -7,6 +7,9 @@
 // Backward: the warp that owns SOURCE row u gathers its source term over the transposed block,
 // sum_v c(v) (dy_side[v] + dy_inter[v] * x_v), and, when u is also a destination, the destination
 // term c(u) dy_inter[u] * sum_w x_w over its CSR row; it writes dx[u] once. No atomics.
+// Scalar rows (odd F) take 4 columns per lane in the forward; the row's own values (x_v, or
+// dy_inter[u] in backward) are loaded before the gather; long rows split their column steps over
+// grid rows (below).
 #include <cstdint>
 
 #include "framework/device.h"
@@ -19,14 +22,22 @@ using namespace napa_dev;
 
 // Fewer neighbour rows in flight than napa_rows.cu: the backward loads three rows per edge.
 constexpr int kNgcfEdgeUnroll = 2;
+// Long rows (as kernels/pull.cu): in blocks averaging kNgcfTiledDegree or more edges per row, a
+// row with kNgcfSplitDegree or more edges (counting both of the backward's walks) has its column
+// steps spread over grid rows (blockIdx.y), so a hub is walked by many warps instead of one (a
+// full-neighbourhood Twitch-DE NGCF step was latency-bound on its hubs).
+constexpr int64_t kNgcfSplitDegree = 128;
+constexpr int64_t kNgcfTiledDegree = 20;
+constexpr unsigned kNgcfMaxTiles = 8;
 
 // acc[k] (+)= sum over entries [start, end) of `ids` of rows[c] * (deg_ptr ? 1/deg(c) : 1), or for
-// the backward source term (kSource) of (dy_side[c] + dy_inter[c] * x[c]) * 1/deg(c).
-template <typename V, bool kSource>
+// the backward source term (kSource) of (dy_side[c] + dy_inter[c] * x[c]) * 1/deg(c). U vectors
+// per lane: a column step of 32 * U vectors.
+template <typename V, bool kSource, int U>
 __device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int64_t start, int64_t end,
                                             const int64_t* __restrict__ deg_ptr, const V* __restrict__ x,
                                             const V* __restrict__ dys, const V* __restrict__ dyi, int64_t fv,
-                                            int64_t c0, V (&acc)[kUnroll]) {
+                                            int64_t c0, V (&acc)[U]) {
   const int lane = lane_id();
   for (int64_t e0 = start; e0 < end; e0 += kWarp) {
     const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
@@ -37,14 +48,14 @@ __device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int
       if (deg_ptr) my_w = 1.0f / static_cast<float>(deg_ptr[my_c + 1] - deg_ptr[my_c]);
     }
     for (int j = 0; j < n; j += kNgcfEdgeUnroll) {
-      V t[kNgcfEdgeUnroll][kUnroll];
+      V t[kNgcfEdgeUnroll][U];
       float wq[kNgcfEdgeUnroll];
 #pragma unroll
       for (int q = 0; q < kNgcfEdgeUnroll; ++q) {
         const int64_t c = __shfl_sync(kFullMask, my_c, j + q);
         wq[q] = __shfl_sync(kFullMask, my_w, j + q);
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
+        for (int k = 0; k < U; ++k) {
           const int64_t col = c0 + k * kWarp + lane;
           if (j + q < n && col < fv) {
             if (kSource)
@@ -57,7 +68,7 @@ __device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int
 #pragma unroll
       for (int q = 0; q < kNgcfEdgeUnroll; ++q)
 #pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
+        for (int k = 0; k < U; ++k) {
           const int64_t col = c0 + k * kWarp + lane;
           if (j + q < n && col < fv) vaxpy(acc[k], t[q][k], wq[q]);
         }
@@ -65,7 +76,17 @@ __device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int
   }
 }
 
-template <typename V>
+// The column steps of one row for this grid row: all of them, or (a long row in a tiled launch)
+// every gridDim.y-th starting at blockIdx.y. Returns false when this grid row has none.
+__device__ __forceinline__ bool column_steps(int64_t degree, int64_t step, int64_t& c0, int64_t& stride) {
+  const bool split = degree >= kNgcfSplitDegree;
+  if (!split && blockIdx.y > 0) return false;
+  c0 = split ? static_cast<int64_t>(blockIdx.y) * step : 0;
+  stride = split ? static_cast<int64_t>(gridDim.y) * step : step;
+  return true;
+}
+
+template <typename V, int U>
 __global__ void __launch_bounds__(kThreads)
     ngcf_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, int64_t fv,
                         bool mean, bool add_self, const V* __restrict__ x, V* __restrict__ y_side,
@@ -74,26 +95,32 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = ptr[row], end = ptr[row + 1];
     const float post = (mean && end > start) ? 1.0f / static_cast<float>(end - start) : 1.0f;
-    for (int64_t c0 = 0; c0 < fv; c0 += kWarp * kUnroll) {
-      V acc[kUnroll];
+    int64_t c_first = 0, c_stride = 0;
+    if (!column_steps(end - start, static_cast<int64_t>(kWarp) * U, c_first, c_stride)) continue;
+    for (int64_t c0 = c_first; c0 < fv; c0 += c_stride) {
+      // The row's own values are loaded before the gather, so their latency hides behind it.
+      V self[U], acc[U];
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
-      gather_tile<V, false>(ids, start, end, nullptr, x, nullptr, nullptr, fv, c0, acc);
+      for (int k = 0; k < U; ++k) {
+        const int64_t col = c0 + k * kWarp + lane;
+        self[k] = col < fv ? __ldg(x + row * fv + col) : vzero<V>();
+        acc[k] = vzero<V>();
+      }
+      gather_tile<V, false, U>(ids, start, end, nullptr, x, nullptr, nullptr, fv, c0, acc);
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
+      for (int k = 0; k < U; ++k) {
         const int64_t col = c0 + k * kWarp + lane;
         if (col < fv) {
           const V side = vscale(acc[k], post);
-          const V self = __ldg(x + row * fv + col);
-          y_side[row * fv + col] = add_self ? vadd(side, self) : side;
-          y_inter[row * fv + col] = vmul(side, self);
+          y_side[row * fv + col] = add_self ? vadd(side, self[k]) : side;
+          y_inter[row * fv + col] = vmul(side, self[k]);
         }
       }
     }
   }
 }
 
-template <typename V>
+template <typename V, int U>
 __global__ void __launch_bounds__(kThreads)
     ngcf_backward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                          const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids, int64_t num_src,
@@ -104,22 +131,27 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t row = first_warp_row(); row < num_src; row += warp_row_stride()) {
     const bool is_dst = row < num_dst;  // uniform across the warp
     const int64_t start = is_dst ? ptr[row] : 0, end = is_dst ? ptr[row + 1] : 0;
+    const int64_t t_start = t_ptr[row], t_end = t_ptr[row + 1];
     const float post = (mean && end > start) ? 1.0f / static_cast<float>(end - start) : 1.0f;
-    for (int64_t c0 = 0; c0 < fv; c0 += kWarp * kUnroll) {
-      V src[kUnroll], dst[kUnroll];
+    int64_t c_first = 0, c_stride = 0;
+    if (!column_steps((t_end - t_start) + (end - start), static_cast<int64_t>(kWarp) * U, c_first, c_stride)) continue;
+    for (int64_t c0 = c_first; c0 < fv; c0 += c_stride) {
+      V src[U], dst[U], own[U];
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
+      for (int k = 0; k < U; ++k) {
+        const int64_t col = c0 + k * kWarp + lane;
+        own[k] = is_dst && col < fv ? __ldg(dyi + row * fv + col) : vzero<V>();
         src[k] = vzero<V>();
         dst[k] = vzero<V>();
       }
-      gather_tile<V, true>(t_ids, t_ptr[row], t_ptr[row + 1], deg_ptr, x, dys, dyi, fv, c0, src);
-      if (is_dst) gather_tile<V, false>(ids, start, end, nullptr, x, nullptr, nullptr, fv, c0, dst);
+      gather_tile<V, true, U>(t_ids, t_start, t_end, deg_ptr, x, dys, dyi, fv, c0, src);
+      if (is_dst) gather_tile<V, false, U>(ids, start, end, nullptr, x, nullptr, nullptr, fv, c0, dst);
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
+      for (int k = 0; k < U; ++k) {
         const int64_t col = c0 + k * kWarp + lane;
         if (col < fv) {
           V out = src[k];
-          if (is_dst) out = vadd(out, vmul(__ldg(dyi + row * fv + col), vscale(dst[k], post)));
+          if (is_dst) out = vadd(out, vmul(own[k], vscale(dst[k], post)));
           dx[row * fv + col] = out;
         }
       }
@@ -127,35 +159,49 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Grid rows for column tiles: > 1 only for blocks with long rows on average.
+unsigned ngcf_tiles(int64_t rows, int64_t nnz, int64_t fv, int64_t step) {
+  if (rows <= 0 || nnz < kNgcfTiledDegree * rows) return 1u;
+  const int64_t steps = (fv + step - 1) / step;
+  return static_cast<unsigned>(steps < 1 ? 1 : steps > kNgcfMaxTiles ? kNgcfMaxTiles : steps);
+}
+
 }  // namespace
 
-void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, bool add_self,
-                  const float* x, float* y_side, float* y_inter, int device, Stream s) {
+void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t nnz, int64_t F, bool mean,
+                  bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s) {
   if (num_dst == 0 || F == 0) return;  // nothing to write; keeps the grid non-empty
-  const int grid = grid_for_rows(num_dst, device);
-  if (F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter))
-    ngcf_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean, add_self,
-                                                          reinterpret_cast<const float4*>(x),
-                                                          reinterpret_cast<float4*>(y_side),
-                                                          reinterpret_cast<float4*>(y_inter));
-  else
-    ngcf_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, F, mean, add_self, x, y_side,
-                                                         y_inter);
+  const unsigned grid = static_cast<unsigned>(grid_for_rows(num_dst, device));
+  if (F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter)) {
+    const dim3 blocks(grid, ngcf_tiles(num_dst, nnz, F / 4, kWarp * kUnroll));
+    ngcf_forward_kernel<float4, kUnroll><<<blocks, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean, add_self,
+                                                                     reinterpret_cast<const float4*>(x),
+                                                                     reinterpret_cast<float4*>(y_side),
+                                                                     reinterpret_cast<float4*>(y_inter));
+  } else {
+    // Scalar rows (odd F such as 4353): 4 columns per lane, a step of 128 as pull_rows_kernel.
+    const dim3 blocks(grid, ngcf_tiles(num_dst, nnz, F, kWarp * 4));
+    ngcf_forward_kernel<float, 4><<<blocks, kThreads, 0, s>>>(ptr, ids, num_dst, F, mean, add_self, x, y_side,
+                                                              y_inter);
+  }
   GT_CUDA_LAUNCH_CHECK();
 }
 
 void ngcf_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
-                   int64_t num_src, int64_t num_dst, int64_t F, bool mean, const float* x, const float* dys,
-                   const float* dyi, float* dx, int device, Stream s) {
+                   int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F, bool mean, const float* x,
+                   const float* dys, const float* dyi, float* dx, int device, Stream s) {
   if (num_src == 0 || F == 0) return;
-  const int grid = grid_for_rows(num_src, device);
-  if (F % 4 == 0 && aligned16(x) && aligned16(dys) && aligned16(dyi) && aligned16(dx))
-    ngcf_backward_kernel<float4><<<grid, kThreads, 0, s>>>(
+  const unsigned grid = static_cast<unsigned>(grid_for_rows(num_src, device));
+  if (F % 4 == 0 && aligned16(x) && aligned16(dys) && aligned16(dyi) && aligned16(dx)) {
+    const dim3 blocks(grid, ngcf_tiles(num_src, nnz, F / 4, kWarp * kUnroll));
+    ngcf_backward_kernel<float4, kUnroll><<<blocks, kThreads, 0, s>>>(
         ptr, ids, t_ptr, t_ids, num_src, num_dst, F / 4, mean, reinterpret_cast<const float4*>(x),
         reinterpret_cast<const float4*>(dys), reinterpret_cast<const float4*>(dyi), reinterpret_cast<float4*>(dx));
-  else
-    ngcf_backward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, t_ptr, t_ids, num_src, num_dst, F, mean, x, dys,
-                                                          dyi, dx);
+  } else {
+    const dim3 blocks(grid, ngcf_tiles(num_src, nnz, F, kWarp * kUnroll));
+    ngcf_backward_kernel<float, kUnroll><<<blocks, kThreads, 0, s>>>(ptr, ids, t_ptr, t_ids, num_src, num_dst, F,
+                                                                     mean, x, dys, dyi, dx);
+  }
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -35,6 +35,10 @@ step "gt-bench kernels (Pull fwd/bwd vs device copy) and step (gcn, sage, ngcf; 
 run 120 gt-kernels.log "$B/gt-bench" kernels --json "$OUT/gt-kernels.jsonl"; cat "$OUT/gt-kernels.log"
 run 150 gt-step.log "$B/gt-bench" step --json "$OUT/gt-step.jsonl"; cat "$OUT/gt-step.log"
 run 120 gt-step-tf32.log "$B/gt-bench" step --tf32 --json "$OUT/gt-step-tf32.jsonl"; cat "$OUT/gt-step-tf32.log"
+# The same steps with kernel placement (model.dkp=auto: fitted on 8 warm-up steps, then timed).
+run 150 gt-step-auto.log "$B/gt-bench" step --dkp auto --json "$OUT/gt-step-auto.jsonl"; cat "$OUT/gt-step-auto.log"
+run 150 gt-step-tf32-auto.log "$B/gt-bench" step --tf32 --dkp auto --json "$OUT/gt-step-tf32-auto.jsonl"
+cat "$OUT/gt-step-tf32-auto.log"
 
 step "pyg_baseline.py (ceilings, cuSPARSE SpMM, steps), then the TF32 steps if time allows"
 run 200 pyg.log python3 devrun/pyg_baseline.py --json "$OUT/pyg.json"; tail -20 "$OUT/pyg.log"

@@ -122,6 +122,49 @@ GT_DEVICE_TEST(FusedNgcf, ManyWidthsAndGpuVsCpu) {
   }
 }
 
+// Long rows (full neighbourhoods of a power-law graph): rows average over 20 edges, some
+// destinations have 400 in-edges and three sources feed every destination, so the GPU spreads
+// those rows' column steps over grid rows, forward and backward (kernels/fused.cu). Float4 and
+// scalar rows; against the float64 reference and the CPU.
+GT_DEVICE_TEST(FusedNgcf, LongRowsSplitAcrossWarps) {
+  const int64_t ns = 260, nd = 220;
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  uint64_t r = 7;
+  for (int64_t v = 0; v < nd; ++v) {
+    if (v % 29 != 3) {
+      const int64_t deg = v % 40 == 0 ? 400 : 22;
+      for (int32_t hub = 0; hub < 3; ++hub) indices.push_back(hub);
+      for (int64_t j = 0; j < deg; ++j) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        indices.push_back(static_cast<int32_t>((r >> 33) % static_cast<uint64_t>(ns)));
+      }
+    }
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  Block b = make_block(ns, nd, indptr, indices);
+  ASSERT_GE(b.nnz(), 20 * ns);
+  const Csr g(b);
+  for (const int64_t F : {int64_t{1024}, int64_t{391}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(ns * F), 71 + static_cast<uint64_t>(F));
+    const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 72 + static_cast<uint64_t>(F));
+    const Vec x = to_double(xf), dy = to_double(dyf), ax = test::abs_of(x);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      const std::string what = std::string(rname(f)) + " F=" + std::to_string(F) + " on " + dev.str();
+      const Ngcf o = run_ngcf(b, dev, xf, f, F, dyf);
+      expect_close(o.y, test::ref_ngcf(g, x, f, F), 1e-5, "forward " + what, test::ref_ngcf(g, ax, f, F));
+      Vec mag = ref_ngcf_backward(g, ax, f, F, test::abs_of(dy));
+      for (double& m : mag) m = std::max(m, 1e-30);
+      expect_close(o.dx, ref_ngcf_backward(g, x, f, F, dy), 1e-5, "backward " + what, mag);
+      if (dev.is_cuda()) {
+        const Ngcf cpu = run_ngcf(b, Device::cpu(), xf, f, F, dyf);
+        expect_close(o.y, to_double(cpu.y), 1e-5, "GPU vs CPU forward " + what, test::ref_ngcf(g, ax, f, F));
+        expect_close(o.dx, to_double(cpu.dx), 1e-5, "GPU vs CPU backward " + what, mag);
+      }
+    }
+  }
+}
+
 // The fused kernels equal the unfused NAPA path: w = NeighborApply(mul)(x_src, x_dst);
 // y_inter = Pull(h = multiply by w)(ones); y_side = Pull(x_src). Backward through the same ops.
 GT_DEVICE_TEST(FusedNgcf, EqualsUnfusedComposition) {
