@@ -56,7 +56,7 @@ int Graph::add_param(Param p, int64_t layer) {
   Value v;
   v.name = p.name;
   v.kind = Kind::kParam;
-  v.rows = Rows::fixed(p.value.dim() == 2 ? p.value.size(0) : p.value.size(0));
+  v.rows = Rows::fixed(p.value.size(0));
   v.cols = p.value.dim() == 2 ? p.value.size(1) : 1;
   v.param = static_cast<int>(params_.size());
   v.kept = true;

@@ -58,6 +58,25 @@ Vec ref_ngcf_backward(const Csr& g, const Vec& x, Reduce f, int64_t F, const Vec
   return dx;
 }
 
+// Forward and backward on `dev` against the float64 reference, and on CUDA against the CPU.
+void check_ngcf(const Block& b, Device dev, const std::vector<float>& xf, const std::vector<float>& dyf, Reduce f,
+                int64_t F) {
+  const Csr g(b);
+  const std::string what = std::string(rname(f)) + " F=" + std::to_string(F) + " on " + dev.str();
+  const Ngcf o = run_ngcf(b, dev, xf, f, F, dyf);
+  const Vec x = to_double(xf), dy = to_double(dyf);
+  const Vec ax = test::abs_of(x);
+  expect_close(o.y, test::ref_ngcf(g, x, f, F), 1e-5, "forward " + what, test::ref_ngcf(g, ax, f, F));
+  Vec mag = ref_ngcf_backward(g, ax, f, F, test::abs_of(dy));
+  for (double& m : mag) m = std::max(m, 1e-30);
+  expect_close(o.dx, ref_ngcf_backward(g, x, f, F, dy), 1e-5, "backward " + what, mag);
+  if (dev.is_cuda()) {
+    const Ngcf cpu = run_ngcf(b, Device::cpu(), xf, f, F, dyf);
+    expect_close(o.y, to_double(cpu.y), 1e-5, "GPU vs CPU forward " + what, test::ref_ngcf(g, ax, f, F));
+    expect_close(o.dx, to_double(cpu.dx), 1e-5, "GPU vs CPU backward " + what, mag);
+  }
+}
+
 // add_self forms side + x_v in the same pass: the same bits as the plain side plus x_v, and the
 // same y_inter. Float4 (F = 8) and scalar (F = 5) rows.
 GT_DEVICE_TEST(FusedNgcf, AddSelfIsSidePlusOwnRow) {
@@ -101,24 +120,9 @@ GT_DEVICE_TEST(FusedNgcf, ManyWidthsAndGpuVsCpu) {
   for (const int64_t F : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{4353}, int64_t{4352}}) {
     const int64_t ns = F > 1000 ? 100 : 300, nd = F > 1000 ? 70 : 200;
     Block b = test::random_block(ns, nd, F > 1000 ? 10 : 45, static_cast<uint64_t>(F) + 51);
-    const Csr g(b);
     const auto xf = random_floats(static_cast<std::size_t>(ns * F), 52);
     const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 53);
-    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
-      const std::string what = std::string(rname(f)) + " F=" + std::to_string(F) + " on " + dev.str();
-      const Ngcf o = run_ngcf(b, dev, xf, f, F, dyf);
-      const Vec x = to_double(xf), dy = to_double(dyf);
-      const Vec ax = test::abs_of(x);
-      expect_close(o.y, test::ref_ngcf(g, x, f, F), 1e-5, "forward " + what, test::ref_ngcf(g, ax, f, F));
-      Vec mag = ref_ngcf_backward(g, ax, f, F, test::abs_of(dy));
-      for (double& m : mag) m = std::max(m, 1e-30);
-      expect_close(o.dx, ref_ngcf_backward(g, x, f, F, dy), 1e-5, "backward " + what, mag);
-      if (dev.is_cuda()) {
-        const Ngcf cpu = run_ngcf(b, Device::cpu(), xf, f, F, dyf);
-        expect_close(o.y, to_double(cpu.y), 1e-5, "GPU vs CPU forward " + what, test::ref_ngcf(g, ax, f, F));
-        expect_close(o.dx, to_double(cpu.dx), 1e-5, "GPU vs CPU backward " + what, mag);
-      }
-    }
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) check_ngcf(b, dev, xf, dyf, f, F);
   }
 }
 
@@ -144,24 +148,10 @@ GT_DEVICE_TEST(FusedNgcf, LongRowsSplitAcrossWarps) {
   }
   Block b = make_block(ns, nd, indptr, indices);
   ASSERT_GE(b.nnz(), 20 * ns);
-  const Csr g(b);
   for (const int64_t F : {int64_t{1024}, int64_t{391}}) {
     const auto xf = random_floats(static_cast<std::size_t>(ns * F), 71 + static_cast<uint64_t>(F));
     const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 72 + static_cast<uint64_t>(F));
-    const Vec x = to_double(xf), dy = to_double(dyf), ax = test::abs_of(x);
-    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
-      const std::string what = std::string(rname(f)) + " F=" + std::to_string(F) + " on " + dev.str();
-      const Ngcf o = run_ngcf(b, dev, xf, f, F, dyf);
-      expect_close(o.y, test::ref_ngcf(g, x, f, F), 1e-5, "forward " + what, test::ref_ngcf(g, ax, f, F));
-      Vec mag = ref_ngcf_backward(g, ax, f, F, test::abs_of(dy));
-      for (double& m : mag) m = std::max(m, 1e-30);
-      expect_close(o.dx, ref_ngcf_backward(g, x, f, F, dy), 1e-5, "backward " + what, mag);
-      if (dev.is_cuda()) {
-        const Ngcf cpu = run_ngcf(b, Device::cpu(), xf, f, F, dyf);
-        expect_close(o.y, to_double(cpu.y), 1e-5, "GPU vs CPU forward " + what, test::ref_ngcf(g, ax, f, F));
-        expect_close(o.dx, to_double(cpu.dx), 1e-5, "GPU vs CPU backward " + what, mag);
-      }
-    }
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) check_ngcf(b, dev, xf, dyf, f, F);
   }
 }
 
