@@ -218,14 +218,15 @@ TEST(Pipeline, ByteBudgetBoundsBatchesInFlight) {
   auto batches = fx.batches(12, 128);
   auto keys = keys_for(batches.size());
   BatchLoader serial(fx.features, fx.labels, sampler, ctx);
-  // The trainer is slow: the pipeline fills up to what it may hold before the first batch is taken.
+  // The trainer is slow: the pipeline fills towards what it may hold before the first batch is
+  // taken (a 300 ms head start, then 5 ms per batch).
   auto run = [&](int64_t max_bytes) {
     PipelineOptions o;
     o.prefetch = 8;
     o.max_bytes = max_bytes;
     BatchPipeline pipe(fx.features, fx.labels, sampler, ctx, o);
     pipe.start(batches, keys);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     for (std::size_t i = 0; i < batches.size(); ++i) {
       auto got = pipe.next();
       EXPECT_NE(got, nullptr);
@@ -236,8 +237,12 @@ TEST(Pipeline, ByteBudgetBoundsBatchesInFlight) {
     EXPECT_EQ(pipe.next(), nullptr);
     return pipe.totals();
   };
+  // Without a budget only the prefetch depth bounds it; how far it fills in the head start
+  // depends on the machine (7 of 8 under TSan on two cores), but beyond what the budgets below
+  // allow, so they are what bounds those runs.
   PipelineTotals free_run = run(0);
-  EXPECT_EQ(free_run.peak_in_flight, 8);
+  EXPECT_LE(free_run.peak_in_flight, 8);
+  EXPECT_GE(free_run.peak_in_flight, 4);
   const int64_t largest = free_run.largest_batch_bytes;
   ASSERT_GT(largest, 0);
   PipelineTotals two = run(largest * 5 / 2);  // room for two of the largest batch
