@@ -9,8 +9,9 @@
 // and classes, instead of the synthetic workloads.
 // Per workload and model (default gcn), one 2-layer training step (forward, softmax cross-entropy, backward, Adam;
 // hidden 64, no dropout) is timed with model.dkp = aggregate-first, combine-first and auto: the
-// median of --iters steps after 3 untimed ones, each step bracketed by device synchronisation
-// and timed on the host's steady clock. Auto first runs --warmup training steps on the same
+// three models are built first (3 untimed steps each), then timed in interleaved rounds (one step
+// of each mode per round; --iters rounds, more for short steps: about 0.5 s in all, at most 400),
+// each step bracketed by device synchronisation and timed on the host's steady clock; medians. Auto first runs --warmup training steps on the same
 // batch (kernel by kernel timings, both orders alternately), fits its cost model (no cache file),
 // then 2 more measured steps give held-out kernel timings for the model's mean relative
 // prediction error. Reported: ms per step for each mode, the orders auto chose per layer,
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -33,6 +35,7 @@
 #include "framework/context.h"
 #include "framework/dkp.h"
 #include "framework/error.h"
+#include "framework/fp_mode.h"
 #include "framework/memory.h"
 #include "framework/metrics.h"
 #include "framework/optimizer.h"
@@ -198,99 +201,134 @@ int bench_dkp(int argc, char** argv) {
       if (o.workloads.empty() || std::find(o.workloads.begin(), o.workloads.end(), w.name) != o.workloads.end())
         cases.push_back([&o, &ctx, &w] { return synthetic_case(w, o.scale, ctx); });
   }
-  for (const auto& build : cases) {
-    gt::release_cached_memory();
-    const Case c = build();
-    const std::vector<gt::Block>& blocks = c.blocks;
-    const gt::Tensor& x = c.x;
-    const gt::Tensor& y = c.y;
-    ctx.synchronize();
+  // On the CPU, steps run as in gt-train: subnormal floats flushed (framework/fp_mode.h).
+  auto run_cases = [&] {
+    for (const auto& build : cases) {
+      gt::release_cached_memory();
+      const Case c = build();
+      const std::vector<gt::Block>& blocks = c.blocks;
+      const gt::Tensor& x = c.x;
+      const gt::Tensor& y = c.y;
+      ctx.synchronize();
 
-    for (const std::string& model_type : o.models) {
-      ModeResult res[3];
-      const char* modes[3] = {"aggregate-first", "combine-first", "auto"};
-      // NGCF's graph has no placeable pair (models/ngcf.cc): its one order is its DKP result.
-      const bool placeable = model_type != "ngcf";
-      for (int m = 0; m < 3; ++m) {
-        if (!placeable && m > 0) {
-          res[m] = res[0];
-          continue;
-        }
-        gt::ModelConfig mc;
-        mc.type = model_type;
-        mc.hidden = c.hidden;
-        mc.layers = static_cast<int64_t>(blocks.size());
-        mc.dropout = 0.0;
-        mc.dkp = modes[m];
-        try {
-          auto model = gt::build_model(mc, c.feature_dim, c.classes, ctx.device(), 0);
-          gt::DkpPlanner* planner = model->dkp();
-          if (planner) planner->configure("", o.warmup);
-          gt::OptimizerConfig oc;
-          oc.lr = 1e-3;
-          auto opt = gt::make_optimizer(oc);
+      for (const std::string& model_type : o.models) {
+        ModeResult res[3];
+        const char* modes[3] = {"aggregate-first", "combine-first", "auto"};
+        // NGCF's graph has no placeable pair (models/ngcf.cc): its one order is its DKP result.
+        const bool placeable = model_type != "ngcf";
+        const int n_modes = placeable ? 3 : 1;
+        struct Runner {
+          std::unique_ptr<gt::Model> model;
+          std::unique_ptr<gt::Optimizer> opt;
           uint64_t step = 0;
-          auto one_step = [&] { train_step(ctx, *model, *opt, blocks, x, y, ++step); };
-          if (m == 2 && planner) {
-            for (int i = 0; i < o.warmup; ++i) one_step();  // measured warm-up, then the fit
-            planner->validate_next(2);
-            one_step();
-            one_step();
-            res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
-          }
-          for (int i = 0; i < 3; ++i) one_step();
           std::vector<double> times;
-          for (int i = 0; i < o.iters; ++i) {
-            ctx.synchronize();
-            const auto t0 = std::chrono::steady_clock::now();
-            one_step();
-            ctx.synchronize();
-            times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        };
+        Runner run[3];
+        auto one_step = [&](Runner& r) { train_step(ctx, *r.model, *r.opt, blocks, x, y, ++r.step); };
+        // Build every mode's model (auto: measured warm-up, fit, 2 held-out steps for the error).
+        for (int m = 0; m < n_modes; ++m) {
+          gt::ModelConfig mc;
+          mc.type = model_type;
+          mc.hidden = c.hidden;
+          mc.layers = static_cast<int64_t>(blocks.size());
+          mc.dropout = 0.0;
+          mc.dkp = modes[m];
+          try {
+            run[m].model = gt::build_model(mc, c.feature_dim, c.classes, ctx.device(), 0);
+            gt::DkpPlanner* planner = run[m].model->dkp();
+            if (planner) planner->configure("", o.warmup);
+            gt::OptimizerConfig oc;
+            oc.lr = 1e-3;
+            run[m].opt = gt::make_optimizer(oc);
+            if (m == 2 && planner) {
+              for (int i = 0; i < o.warmup; ++i) one_step(run[m]);  // measured warm-up, then the fit
+              planner->validate_next(2);
+              one_step(run[m]);
+              one_step(run[m]);
+              res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
+            }
+            for (int i = 0; i < 3; ++i) one_step(run[m]);
+            for (std::size_t l = 0; l < blocks.size(); ++l) {
+              const gt::Block& b = blocks[l];
+              // The placed GEMM's width: the layer output, or GIN's inner MLP width (hidden).
+              const int64_t in = l == 0 ? c.feature_dim : c.hidden;
+              const int64_t outw = model_type == "gin" || l + 1 < blocks.size() ? c.hidden : c.classes;
+              gt::DkpShape sh{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
+              res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
+                               (!planner || planner->plan(sh) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
+            }
+          } catch (const gt::Error& e) {
+            res[m].error = e.what();
+            run[m].model.reset();
           }
-          res[m].ms = median(times);
-          for (std::size_t l = 0; l < blocks.size(); ++l) {
-            const gt::Block& b = blocks[l];
-            // The placed GEMM's width: the layer output, or GIN's inner MLP width (hidden).
-            const int64_t in = l == 0 ? c.feature_dim : c.hidden;
-            const int64_t outw = model_type == "gin" || l + 1 < blocks.size() ? c.hidden : c.classes;
-            gt::DkpShape s{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
-            res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
-                             (!planner || planner->plan(s) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
+        }
+        // Interleaved timing: each round times one step of every mode, so drift of the shared
+        // machine's clocks and load touches all modes alike. Short steps get more rounds (about
+        // 0.5 s of steps in all, at most 400 rounds), so their medians are stable too.
+        auto timed_step = [&](Runner& r) {
+          ctx.synchronize();
+          const auto t0 = std::chrono::steady_clock::now();
+          one_step(r);
+          ctx.synchronize();
+          return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        };
+        double round_ms = 0;
+        for (int m = 0; m < n_modes; ++m)
+          if (run[m].model) {
+            try {
+              round_ms += timed_step(run[m]);
+            } catch (const gt::Error& e) {
+              res[m].error = e.what();
+              run[m].model.reset();
+            }
           }
-        } catch (const gt::Error& e) {
-          res[m].error = e.what();
-        }
-      }
-      const bool ok = res[0].error.empty() && res[1].error.empty() && res[2].error.empty();
-      if (ok) {
-        const double best = std::min(res[0].ms, res[1].ms);
-        char err[32] = "n/a (fixed order)";
-        if (res[2].pred_error >= 0) std::snprintf(err, sizeof err, "%.1f%%", 100.0 * res[2].pred_error);
-        std::printf("| %s | %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %s |\n", c.name.c_str(), model_type.c_str(),
-                    res[0].ms, res[1].ms, res[2].ms, res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, err);
-      } else {
-        for (int m = 0; m < 3; ++m)
-          if (!res[m].error.empty()) std::printf("| %s | %s | %s failed: %s | | | | | | |\n", c.name.c_str(), model_type.c_str(), modes[m],
-                        res[m].error.c_str());
-      }
-      if (!o.json.empty()) {
-        gt::JsonRecord r;
-        r.add("bench", std::string("dkp")).add("workload", c.name).add("model", model_type);
-        r.add("device", dev_name);
-        r.add("scale", o.scale).add("feature_dim", c.feature_dim).add("tf32", static_cast<int64_t>(o.tf32));
-        if (!placeable) r.add("placeable", static_cast<int64_t>(0));
-        for (int m = 0; m < 3; ++m) {
-          const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
-          if (res[m].error.empty()) r.add(k + "_ms", res[m].ms);
-          else r.add(k + "_error", res[m].error);
-        }
+        const int rounds = std::max(o.iters, std::min(400, static_cast<int>(500.0 / std::max(round_ms, 1e-3))));
+        for (int i = 0; i < rounds; ++i)
+          for (int m = 0; m < n_modes; ++m)
+            if (run[m].model) {
+              try {
+                run[m].times.push_back(timed_step(run[m]));
+              } catch (const gt::Error& e) {
+                res[m].error = e.what();
+                run[m].model.reset();
+              }
+            }
+        for (int m = 0; m < n_modes; ++m)
+          if (res[m].error.empty()) res[m].ms = median(run[m].times);
+        for (int m = n_modes; m < 3; ++m) res[m] = res[0];
+        const bool ok = res[0].error.empty() && res[1].error.empty() && res[2].error.empty();
         if (ok) {
-          r.add("auto_orders", res[2].orders).add("auto_over_best_fixed", res[2].ms / std::min(res[0].ms, res[1].ms));
-          r.add("speedup_over_aggregate_first", res[0].ms / res[2].ms).add("prediction_mean_rel_error", res[2].pred_error);
+          const double best = std::min(res[0].ms, res[1].ms);
+          char err[32] = "n/a (fixed order)";
+          if (res[2].pred_error >= 0) std::snprintf(err, sizeof err, "%.1f%%", 100.0 * res[2].pred_error);
+          std::printf("| %s | %s | %.3f | %.3f | %.3f | %s | %.3f | %.2fx | %s |\n", c.name.c_str(), model_type.c_str(),
+                      res[0].ms, res[1].ms, res[2].ms, res[2].orders.c_str(), res[2].ms / best, res[0].ms / res[2].ms, err);
+        } else {
+          for (int m = 0; m < 3; ++m)
+            if (!res[m].error.empty()) std::printf("| %s | %s | %s failed: %s | | | | | | |\n", c.name.c_str(), model_type.c_str(), modes[m],
+                          res[m].error.c_str());
         }
-        out.write(r);
+        if (!o.json.empty()) {
+          gt::JsonRecord r;
+          r.add("bench", std::string("dkp")).add("workload", c.name).add("model", model_type);
+          r.add("device", dev_name);
+          r.add("scale", o.scale).add("feature_dim", c.feature_dim).add("tf32", static_cast<int64_t>(o.tf32));
+          if (!placeable) r.add("placeable", static_cast<int64_t>(0));
+          for (int m = 0; m < 3; ++m) {
+            const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
+            if (res[m].error.empty()) r.add(k + "_ms", res[m].ms);
+            else r.add(k + "_error", res[m].error);
+          }
+          if (ok) {
+            r.add("auto_orders", res[2].orders).add("auto_over_best_fixed", res[2].ms / std::min(res[0].ms, res[1].ms));
+            r.add("speedup_over_aggregate_first", res[0].ms / res[2].ms).add("prediction_mean_rel_error", res[2].pred_error);
+          }
+          out.write(r);
+        }
       }
     }
-  }
+  };
+  if (ctx.is_cuda()) run_cases();
+  else gt::run_flushing_denormals(run_cases);
   return 0;
 }

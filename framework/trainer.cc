@@ -12,6 +12,7 @@
 
 #include "framework/checkpoint.h"
 #include "framework/comm.h"
+#include "framework/fp_mode.h"
 #include "framework/grad_reducer.h"
 #include "framework/metrics.h"
 #include "framework/model_io.h"
@@ -153,6 +154,9 @@ struct Trainer::Impl {
   void setup(const Config& cfg, const Dataset& data, Device device);
   EpochPart train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                         const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
+  // train_epoch's work, run by it (inside run_flushing_denormals on the CPU).
+  EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                              const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
   int64_t evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids);
 };
 
@@ -346,6 +350,18 @@ double Trainer::evaluate(const std::vector<int64_t>& ids) {
 
 EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                                      const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar) {
+  // CPU training flushes subnormal floats to zero on this thread and the oneTBB workers
+  // (framework/fp_mode.h): they would slow the CPU kernels down several times.
+  if (!r.ctx->is_cuda()) {
+    EpochPart part;
+    run_flushing_denormals([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, bar); });
+    return part;
+  }
+  return train_epoch_steps(r, cfg, data, epoch, batches, bar);
+}
+
+EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                                           const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar) {
   EpochPart part;
   EpochStats& st = part.st;
   // This replica's shards of the global batches (all of them with one replica).
