@@ -248,15 +248,7 @@ int bench_dkp(int argc, char** argv) {
               res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
             }
             for (int i = 0; i < 3; ++i) one_step(run[m]);
-            for (std::size_t l = 0; l < blocks.size(); ++l) {
-              const gt::Block& b = blocks[l];
-              // The placed GEMM's width: the layer output, or GIN's inner MLP width (hidden).
-              const int64_t in = l == 0 ? c.feature_dim : c.hidden;
-              const int64_t outw = model_type == "gin" || l + 1 < blocks.size() ? c.hidden : c.classes;
-              gt::DkpShape sh{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0};
-              res[m].orders += std::string(res[m].orders.empty() ? "" : ", ") +
-                               (!planner || planner->plan(sh) == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
-            }
+            res[m].orders = planned_orders(planner, blocks, model_type, c.feature_dim, c.hidden, c.classes, ", ");
           } catch (const gt::Error& e) {
             res[m].error = e.what();
             run[m].model.reset();

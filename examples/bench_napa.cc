@@ -260,13 +260,7 @@ int run_step(const Options& o) {
           // (no cache file); the timed steps after it run the chosen orders.
           p->configure("", 8);
           for (int i = 0; i < 8 && p->mode() == gt::DkpMode::kAuto; ++i) one_step();
-          for (std::size_t l = 0; l < blocks.size(); ++l) {
-            const gt::Block& b = blocks[l];
-            const int64_t in = l == 0 ? w.feature_dim : w.hidden;
-            const int64_t outw = m == "gin" || l + 1 < blocks.size() ? w.hidden : w.classes;
-            const gt::DkpOrder ord = p->plan(gt::DkpShape{b.num_src, b.num_dst, b.nnz(), in, outw, l > 0});
-            orders += std::string(orders.empty() ? "" : ",") + (ord == gt::DkpOrder::kAggregateFirst ? "agg" : "comb");
-          }
+          orders = planned_orders(p, blocks, m, w.feature_dim, w.hidden, w.classes, ",");
         }
         ms = median_ms(ctx, one_step, o.iters);
       } catch (const gt::Error& e) {

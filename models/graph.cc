@@ -152,6 +152,7 @@ int Graph::rewrite_placement(const std::shared_ptr<DkpPlanner>& planner) {
       if (in.value == value) return !in.dst_rows;
     return false;
   };
+  auto node_of = [&](int value) -> const Node& { return nodes_[static_cast<std::size_t>(values_[value].producer)]; };
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     auto* mm = dynamic_cast<MatMulOp*>(nodes_[i].op.get());
     if (!mm || nodes_[i].inputs[0].dst_rows) continue;
@@ -160,24 +161,21 @@ int Graph::rewrite_placement(const std::shared_ptr<DkpPlanner>& planner) {
     int producer = values_[a].producer;
     float self = 0.0f;
     int add_node = -1;
-    if (auto* add = dynamic_cast<AddDstRowsOp*>(nodes_[static_cast<std::size_t>(producer)].op.get())) {
-      const Node& an = nodes_[static_cast<std::size_t>(producer)];
+    if (auto* add = dynamic_cast<AddDstRowsOp*>(node_of(a).op.get())) {
+      const Node& an = node_of(a);
       const int pulled = an.inputs[0].value;
       if (an.inputs[0].dst_rows || values_[pulled].kind != Kind::kNode || !private_to(pulled, producer)) continue;
       add_node = producer;
       self = add->alpha();
       producer = values_[pulled].producer;
       // The self term must read the same input as the Pull.
-      if (nodes_[static_cast<std::size_t>(producer)].inputs.size() != 1 ||
-          nodes_[static_cast<std::size_t>(producer)].inputs[0].value != an.inputs[1].value)
-        continue;
+      if (node_of(pulled).inputs.size() != 1 || node_of(pulled).inputs[0].value != an.inputs[1].value) continue;
     }
-    auto* pull = dynamic_cast<PullOp*>(nodes_[static_cast<std::size_t>(producer)].op.get());
+    const Node& pn = nodes_[static_cast<std::size_t>(producer)];
+    auto* pull = dynamic_cast<PullOp*>(pn.op.get());
     // Only linear aggregations: sum and mean of the source rows (max would change results).
-    if (!pull || pull->reduce() == Reduce::kMax || nodes_[static_cast<std::size_t>(producer)].inputs.size() != 1 ||
-        nodes_[static_cast<std::size_t>(producer)].inputs[0].dst_rows)
-      continue;
-    const Input x = nodes_[static_cast<std::size_t>(producer)].inputs[0];
+    if (!pull || pull->reduce() == Reduce::kMax || pn.inputs.size() != 1 || pn.inputs[0].dst_rows) continue;
+    const Input x = pn.inputs[0];
     std::vector<Input> inputs = {x, nodes_[i].inputs[1]};
     if (mm->has_addend()) inputs.push_back(nodes_[i].inputs[2]);
     nodes_[i].op = std::make_unique<CostDkpOp>(planner, pull->reduce(), self, mm->in(), mm->out(), mm->has_addend(),
