@@ -51,7 +51,8 @@ void check_no_max(Reduce f, const char* op) {
 // out[r, :] = sum over e in [ptr[r], ptr[r+1]) of w(e) * in[ids[e], :], then * row_scale(r).
 // Mean forward scales the finished row by 1 / deg(r); mean backward weights each edge by
 // 1 / deg(destination), the destination degree coming from the forward indptr (`col_ptr`).
-// The float operations (and their order) are the ones the CUDA kernel performs per lane.
+// The float operations (and their order) are the ones the CUDA kernel performs per lane, except
+// on its realigning path for wide odd rows (kernels/pull.cu), which sums per offset class first.
 void pull_rows_cpu(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, bool row_mean,
                    const float* in, int64_t rows, int64_t F, float* out) {
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, kCpuGrain), [&](const tbb::blocked_range<int64_t>& r) {

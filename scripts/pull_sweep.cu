@@ -7,7 +7,8 @@
 // kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o pull_sweep scripts/pull_sweep.cu
-//   ./pull_sweep [workload]        # on the GPU machine; prints one line per variant
+//   ./pull_sweep [workload [F]]    # on the GPU machine; prints one line per variant; F overrides
+//                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -259,12 +260,14 @@ int main(int argc, char** argv) {
     double ms = time_ms([&] { CK(cudaMemcpyAsync(b, a, n * 4, cudaMemcpyDeviceToDevice)); });
     printf("d2d copy %.1f GB/s\n", 2.0 * n * 4 / ms / 1e6); CK(cudaFree(a)); CK(cudaFree(b)); }
   std::string only = argc > 1 ? argv[1] : "";
+  const int64_t f_override = argc > 2 ? std::atoll(argv[2]) : 0;
   struct W { const char* n; int64_t s, d, e, F; } ws[] = {
       {"products", 351000, 50000, 767000 - 150000, 100}, {"reddit2", 185000, 57000, 912000 - 171000, 602},
       {"wiki-talk", 29000, 8000, 60000 - 24000, 4353}, {"livejournal", 233000, 28000, 393000 - 84000, 4353}};
   for (auto& w : ws) {
     if (!only.empty() && only.find(w.n) == std::string::npos) continue;
-    sweep(w.n, w.s, w.d, w.e, w.F, false);
-    sweep(w.n, w.s, w.d, w.e, w.F, true);
+    const int64_t F = f_override > 0 ? f_override : w.F;
+    sweep(w.n, w.s, w.d, w.e, F, false);
+    sweep(w.n, w.s, w.d, w.e, F, true);
   }
 }

@@ -316,6 +316,43 @@ GT_DEVICE_TEST(Pull, LongRowsSplitAcrossWarps) {
   }
 }
 
+// Rows of F % 4 != 0 and F >= 128 take the realigning kernel (aligned 16-byte windows summed
+// per offset class, realigned per 128-column step): every class of row offset, F % 4 = 1, 2 and
+// 3, the last source row read by many destinations (its final window must not read past the
+// input), degrees 0 to 45 (several 32-edge chunks, partial 8-edge groups), forward and over the
+// transposed block; as the reference and the CPU, deterministic.
+GT_DEVICE_TEST(Pull, RealignedWideRowsEveryOffsetClass) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t num_src = 97, num_dst = 61;
+  std::mt19937 rng(29);
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  for (int64_t v = 0; v < num_dst; ++v) {
+    const int64_t deg = v % 11 == 3 ? 0 : static_cast<int64_t>(rng() % 46);
+    for (int64_t j = 0; j < deg; ++j)
+      indices.push_back(j == 0 && v % 2 == 0 ? static_cast<int32_t>(num_src - 1) : static_cast<int32_t>(rng() % num_src));
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  Block b = make_block(num_src, num_dst, indptr, indices);
+  Block bd = b.to(dev, st);
+  for (const int64_t F : {int64_t{129}, int64_t{130}, int64_t{131}, int64_t{602}, int64_t{1027}, int64_t{4353}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(num_src * F), static_cast<uint64_t>(F) + 31);
+    const auto gf = random_floats(static_cast<std::size_t>(num_dst * F), static_cast<uint64_t>(F) + 32);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      const std::string what = std::string(name(f)) + " F=" + std::to_string(F) + " on " + dev.str();
+      const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, what);
+      if (dev.is_cuda()) {
+        Tensor yc = poisoned({num_dst, F}, Device::cpu()), dxc = poisoned({num_src, F}, Device::cpu());
+        pull_forward(b, Tensor::from_vector(xf, {num_src, F}), f, yc);
+        pull_backward(b, Tensor::from_vector(gf, {num_dst, F}), f, dxc);
+        expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + what, r.yr.mag);
+        expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + what, r.dxr.mag);
+      }
+    }
+  }
+}
+
 // Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
 // parent buffer just before each output view must stay untouched.
 GT_DEVICE_TEST(Pull, UnalignedViews) {
