@@ -1,9 +1,9 @@
 // Pull kernel design sweep: a standalone development tool (not part of the CMake build) that
 // times sum-aggregation kernel shapes on the four large blocks of pyg_baseline.py's WORKLOADS,
 // forward (CSR) and backward (transposed block), each checked against a reference kernel on the
-// same random inputs (outputs poisoned first). Variants: lanes per row (8/16/32), vector width
+// same random inputs (outputs poisoned first). Variants: lanes per row (4/8/16/32), vector width
 // (float4/float2/float), vectors per lane, edges of loads in flight, and column tiles of
-// 128 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
+// 32 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
 // kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o pull_sweep scripts/pull_sweep.cu
@@ -228,9 +228,11 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
   if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
   if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
-  const int64_t spans[] = {0, 128, 256, 512, 1024};
+  const int64_t spans[] = {0, 32, 64, 128, 256, 512, 1024};
   for (int64_t sp : spans) {
     if (v4) {
+      run_gen<float4, 4, 1, 4>(sh, d, sp, floor_bytes);
+      run_gen<float4, 4, 2, 4>(sh, d, sp, floor_bytes);
       run_gen<float4, 32, 1, 4>(sh, d, sp, floor_bytes);
       run_gen<float4, 32, 1, 8>(sh, d, sp, floor_bytes);
       run_gen<float4, 16, 1, 8>(sh, d, sp, floor_bytes);
@@ -239,6 +241,8 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
       run_gen<float4, 8, 2, 4>(sh, d, sp, floor_bytes);
     }
     if (v2) {
+      run_gen<float2, 4, 1, 4>(sh, d, sp, floor_bytes);
+      run_gen<float2, 8, 1, 8>(sh, d, sp, floor_bytes);
       run_gen<float2, 32, 2, 4>(sh, d, sp, floor_bytes);
       run_gen<float2, 32, 1, 8>(sh, d, sp, floor_bytes);
       run_gen<float2, 16, 1, 8>(sh, d, sp, floor_bytes);
