@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "examples/bench_args.h"
 #include "framework/comm.h"
 #include "framework/error.h"
 #include "framework/memory.h"
@@ -59,10 +60,10 @@ int bench_allreduce(int argc, char** argv) {
       if (i + 1 >= argc) throw gt::Error("missing value for " + a, "gt-bench allreduce", "");
       return argv[++i];
     };
-    if (a == "--gpus") n = std::stoi(value());
+    if (a == "--gpus") n = static_cast<int>(gt_bench::int_value(value(), "--gpus", 1, 1024));
     else if (a == "--comm") comm = value();
     else if (a == "--sizes-kb") sizes_kb = parse_sizes(value());
-    else if (a == "--iters") iters = std::stoll(value());
+    else if (a == "--iters") iters = gt_bench::int_value(value(), "--iters", 1, 1000000);
     else if (a == "--json") json = value();
     else throw gt::Error("unknown option '" + a + "'", "gt-bench allreduce", "see gt-bench --help");
   }

@@ -78,11 +78,11 @@ DkpOptions parse_dkp(int argc, char** argv) {
         o.models.push_back(m);
       }
     } else if (a == "--iters") {
-      o.iters = std::stoi(value());
+      o.iters = static_cast<int>(int_value(value(), "--iters", 1, 1000000));
     } else if (a == "--warmup") {
-      o.warmup = std::stoi(value());
+      o.warmup = static_cast<int>(int_value(value(), "--warmup", 0, 1000000));
     } else if (a == "--scale") {
-      o.scale = std::stod(value());
+      o.scale = positive_value(value(), "--scale");
     } else if (a == "--device") {
       o.device = value();
     } else if (a == "--tf32") {
@@ -94,8 +94,7 @@ DkpOptions parse_dkp(int argc, char** argv) {
     } else if (a == "--fanouts") {
       o.fanouts = int_list(value(), "--fanouts");
     } else if (a == "--batch") {
-      o.batch = std::stoll(value());
-      if (o.batch < 1) throw gt::Error("--batch must be >= 1", "gt-bench dkp", "");
+      o.batch = int_value(value(), "--batch", 1, int64_t{1} << 40);
     } else {
       throw gt::Error("unknown option " + a, "gt-bench dkp", "see the header of examples/bench_dkp.cc");
     }

@@ -76,8 +76,7 @@ Options parse(int argc, char** argv, bool step) {
     if (a == "--workload") {
       for (auto& w : split_list(value())) o.workloads.push_back(w);
     } else if (a == "--iters") {
-      o.iters = std::stoi(value());
-      if (o.iters < 1) throw gt::Error("--iters must be >= 1", "gt-bench", "");
+      o.iters = static_cast<int>(gt_bench::int_value(value(), "--iters", 1, 1000000));
     } else if (a == "--json") {
       o.json = value();
     } else if (step && a == "--model") {

@@ -1,6 +1,6 @@
 // The four synthetic workloads of shared/bench/pyg_baseline.py and their input builders, shared
 // by gt-bench kernels / step (bench_napa.cc) and gt-bench dkp (bench_dkp.cc), plus the
-// command-line list parsers and the training step of gt-bench's subcommands.
+// training step of gt-bench's subcommands (command-line parsers: bench_args.h).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/bench_args.h"
 #include "framework/context.h"
 #include "framework/dkp.h"
 #include "framework/error.h"
@@ -112,33 +113,6 @@ inline void train_step(const gt::Context& ctx, gt::Model& model, gt::Optimizer& 
   model.forward(ctx, blocks, x, /*training=*/true, step, nullptr, &y);
   model.backward_loss(ctx, blocks);
   opt.step(ctx, model.params());
-}
-
-// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
-inline std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// A comma-separated list of integers for `flag`; anything else is a gt::Error naming the flag.
-inline std::vector<int64_t> int_list(const std::string& s, const char* flag) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      std::size_t pos = 0;
-      out.push_back(std::stoll(item, &pos));
-      if (pos != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw gt::Error(std::string("bad value '") + s + "' for " + flag, "gt-bench", "give a comma-separated list of integers");
-    }
-  }
-  if (out.empty()) throw gt::Error(std::string("empty list for ") + flag, "gt-bench", "");
-  return out;
 }
 
 }  // namespace gt_bench

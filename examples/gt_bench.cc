@@ -218,7 +218,7 @@ int bench_pipeline(int argc, char** argv) {
 // examples/bench_napa.cc: NAPA Pull kernels and whole training steps on pyg_baseline.py's workloads.
 int bench_kernels(int argc, char** argv);
 int bench_step(int argc, char** argv);
-// examples/bench_dkp.cc: GCN step with each kernel placement and the DKP cost model's error.
+// examples/bench_dkp.cc: a training step with each kernel placement and the DKP cost model's error.
 int bench_dkp(int argc, char** argv);
 // examples/bench_comm.cc: the all-reduce of data-parallel training, and peer copy bandwidth.
 int bench_allreduce(int argc, char** argv);
@@ -230,8 +230,11 @@ int main(int argc, char** argv) {
                  "                         [--gpu-cache-mb 0]\n"
                  "                         [--gpu-sampling] [--json FILE]\n"
                  "       gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]      (GPU)\n"
-                 "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--json FILE]  (GPU)\n"
-                 "       gt-bench dkp [--workload NAME]... [--iters 20] [--warmup 8] [--scale 1] [--device auto] [--json FILE]\n"
+                 "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32]\n"
+                 "                     [--dkp aggregate-first|combine-first|auto] [--json FILE]  (GPU)\n"
+                 "       gt-bench dkp [--workload NAME]... [--model gcn,sage,gin,ngcf] [--iters 20] [--warmup 8]\n"
+                 "                    [--scale 1] [--device auto] [--tf32] [--json FILE]\n"
+                 "                    [--dataset FILE.h5 [--fanouts 10,10] [--batch 1024]]\n"
                  "       gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024] [--iters 20] [--json FILE]\n";
     return argc < 2 ? 2 : 0;
   }
