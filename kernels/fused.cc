@@ -13,8 +13,8 @@ namespace gt {
 
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
-void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t nnz, int64_t F, bool mean,
-                  bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s);
+void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F,
+                  bool mean, bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s);
 void ngcf_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
                    int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F, bool mean, const float* x,
                    const float* dys, const float* dyi, float* dx, int device, Stream s);
@@ -210,7 +210,7 @@ void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tenso
   const bool mean = f == Reduce::kMean;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    return cuda_impl::ngcf_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, b.nnz(), F, mean,
+    return cuda_impl::ngcf_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), x_src.size(0), b.num_dst, b.nnz(), F, mean,
                                    add_self, x_src.data<float>(), y_side.data<float>(), y_inter.data<float>(), d.index, s);
 #else
     (void)s;

@@ -7,13 +7,15 @@
 // Backward: the warp that owns SOURCE row u gathers its source term over the transposed block,
 // sum_v c(v) (dy_side[v] + dy_inter[v] * x_v), and, when u is also a destination, the destination
 // term c(u) dy_inter[u] * sum_w x_w over its CSR row; it writes dx[u] once. No atomics.
-// Scalar rows (odd F) take 4 columns per lane in the forward; the row's own values (x_v, or
-// dy_inter[u] in backward) are loaded before the gather; long rows split their column steps over
-// grid rows (below).
+// Wide odd rows (F = 4353) of sampled blocks gather in the forward through realign.cuh (aligned
+// 16-byte windows); other scalar rows (odd F) take 4 columns per lane; the row's own values (x_v,
+// or dy_inter[u] in backward) are loaded before the gather; long rows split their column steps
+// over grid rows (below).
 #include <cstdint>
 
 #include "framework/device.h"
 #include "kernels/napa_cuda.cuh"
+#include "kernels/realign.cuh"
 
 namespace gt::cuda_impl {
 namespace {
@@ -166,10 +168,24 @@ unsigned ngcf_tiles(int64_t rows, int64_t nnz, int64_t fv, int64_t step) {
   return static_cast<unsigned>(steps < 1 ? 1 : steps > kNgcfMaxTiles ? kNgcfMaxTiles : steps);
 }
 
+// Wide odd rows through realign.cuh: the row's own value x_v is loaded before each step's gather
+// (as in ngcf_forward_kernel); side = the aggregate (+ x_v), inter = the aggregate * x_v.
+struct NgcfOut {
+  const float* x;
+  float* y_side;
+  float* y_inter;
+  bool add_self;
+  __device__ __forceinline__ float pre(int64_t row, int64_t col, int64_t F) const { return __ldg(x + row * F + col); }
+  __device__ __forceinline__ void put(int64_t row, int64_t col, int64_t F, float agg, float self) const {
+    y_side[row * F + col] = add_self ? agg + self : agg;
+    y_inter[row * F + col] = agg * self;
+  }
+};
+
 }  // namespace
 
-void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t nnz, int64_t F, bool mean,
-                  bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s) {
+void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F,
+                  bool mean, bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s) {
   if (num_dst == 0 || F == 0) return;  // nothing to write; keeps the grid non-empty
   const unsigned grid = static_cast<unsigned>(grid_for_rows(num_dst, device));
   if (F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter)) {
@@ -178,6 +194,14 @@ void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64
                                                                      reinterpret_cast<const float4*>(x),
                                                                      reinterpret_cast<float4*>(y_side),
                                                                      reinterpret_cast<float4*>(y_inter));
+  } else if (realign::applies(F, num_dst, nnz, x) && ngcf_tiles(num_dst, nnz, F, kWarp * 4) == 1u) {
+    // Wide odd rows of sampled blocks (F = 4353): aligned 16-byte windows, realigned per step.
+    const NgcfOut out{x, y_side, y_inter, add_self};
+    if (mean)
+      realign::launch<true, false>(ptr, ids, nullptr, x, num_src * F, num_dst, F, out, device, s);
+    else
+      realign::launch<false, false>(ptr, ids, nullptr, x, num_src * F, num_dst, F, out, device, s);
+    return;
   } else {
     // Scalar rows (odd F such as 4353): 4 columns per lane, a step of 128 as pull_rows_kernel.
     const dim3 blocks(grid, ngcf_tiles(num_dst, nnz, F, kWarp * 4));

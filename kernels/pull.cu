@@ -27,21 +27,20 @@
 //    step took 37 ms, 2.2 ms now). The other rows, and every block of a sampled batch, keep one warp per row (one
 //    grid row; a warp-uniform degree test picks the column steps).
 //  * Wide odd rows (F odd and >= 128, e.g. 4353, rows start at any 4-byte offset) of blocks with
-//    4 or more edges per row: pull_realign_kernel, aligned 16-byte windows summed per offset
-//    class and realigned once per 128-column step (below): pyg_baseline's livejournal forward
+//    4 or more edges per row: the realigning kernel of realign.cuh, aligned 16-byte windows summed
+//    per offset class and realigned once per 128-column step: pyg_baseline's livejournal forward
 //    block 2.30-2.68 -> 2.16 ms, wiki-talk 0.27-0.30 -> 0.26 ms (the sum and mean kernels of
 //    the scalar path differed). Summing shuffled-into-place vectors per edge instead was 8-25% slower than scalar
 //    loads, and on transposed blocks (one or two edges per row) the per-step realignment costs
 //    more than it saves.
 //  * Other rows (narrow odd F, transposed blocks of odd F, unaligned views): pull_rows_kernel, a
 //    warp per row striding over rows, 4 scalar loads per lane per edge.
-#include <atomic>
-#include <cmath>
 #include <cstdint>
 
 #include "framework/cuda_check.h"
 #include "framework/error.h"
 #include "kernels/pull.h"
+#include "kernels/realign.cuh"
 
 namespace gt {
 namespace cuda_impl {
@@ -265,121 +264,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Rows that are not whole 16-byte vectors (F % 4 != 0, e.g. 4353 or 602) start at any 4-byte
-// offset, yet every lane still issues aligned 16-byte loads. A source row whose first element
-// lies o = (id * F) % 4 floats past a 16-byte boundary is read in aligned float4 windows that
-// begin o floats before the row's column c0 + 4 * lane, and the window is summed into the
-// accumulator of its offset class o. The warp walks one edge at a time, so the class is the same
-// on every lane and the switch never diverges. After each column step of 128 the (at most four)
-// class accumulators are realigned once through the warp's slice of shared memory, and not per
-// edge: buffer slot b holds column c0 - 4 + b; class o's lane l adds its window to slots
-// 4 - o + 4l .. 7 - o + 4l. Columns c0 + 125 and later can still receive class 1-3 values of the
-// next step, so a step writes columns c0 - 3 .. c0 + 124 and carries the last three slots over.
-// Windows that straddle a row's ends read a few floats of the neighbouring rows, which land in
-// slots outside [0, F) and are never written; the window that would pass the end of the input
-// loads its elements one by one. A warp per row, striding over rows, E edges of loads in flight;
-// the summation order per column is the CSR order within each class, then the classes in turn,
-// so results are deterministic (but not bitwise the CPU loop's).
-constexpr int kRealignStep = 128;                   // columns per step (32 lanes x float4)
-constexpr int kRealignSlots = kRealignStep + 4;     // + the three carried columns and one spare
-constexpr int64_t kRealignMinWidth = 128;           // narrower odd rows keep the scalar kernel
-constexpr int kMaxDevices = 64;                     // occupancy cache slots (device ordinals)
-template <int E, int kMinBlocks, Weight kW>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    pull_realign_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
-                        const int64_t* __restrict__ col_ptr, const float* __restrict__ in, int64_t in_elems,
-                        int64_t rows, int64_t F, float* __restrict__ out) {
-  __shared__ float slots[kWarpsPerBlock][kRealignSlots];
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  float* buf = slots[threadIdx.x / kWarp];
-  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  // Every branch below depends only on the row and the edge (the same on all lanes).
-  for (int64_t row = first_row; row < rows; row += row_stride) {
-    const int64_t start = ptr[row], end = ptr[row + 1];
-    const float row_scale =
-        (kW == Weight::kRowMean && end > start) ? 1.0f / static_cast<float>(end - start) : 1.0f;
-    float* dst = out + row * F;
-    for (int b = lane; b < kRealignSlots; b += kWarp) buf[b] = 0.0f;
-    __syncwarp();
-    for (int64_t c0 = 0; c0 < F + 3; c0 += kRealignStep) {
-      float4 acc[4];
-#pragma unroll
-      for (int o = 0; o < 4; ++o) set_zero(acc[o]);
-      unsigned used = 0;  // offset classes seen in this row (warp-uniform)
-      for (int64_t e0 = start; e0 < end; e0 += kWarp) {
-        const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-        int my_id = 0;
-        float my_w = 1.0f;
-        if (lane < n) {
-          my_id = ids[e0 + lane];
-          if (kW == Weight::kColMean) my_w = 1.0f / static_cast<float>(col_ptr[my_id + 1] - col_ptr[my_id]);
-        }
-        for (int j = 0; j < n; j += E) {
-          float4 v[E];
-          int cls[E];
-          float w[E];
-#pragma unroll
-          for (int k = 0; k < E; ++k) {
-            const int id = __shfl_sync(kFullMask, my_id, (j + k) & (kWarp - 1));
-            w[k] = kW == Weight::kColMean ? __shfl_sync(kFullMask, my_w, (j + k) & (kWarp - 1)) : 1.0f;
-            const int64_t row_first = static_cast<int64_t>(id) * F;
-            cls[k] = static_cast<int>(row_first & 3);
-            const int64_t col = c0 - cls[k] + 4 * lane;  // the window's first column in the row
-            const int64_t at = row_first + col;           // a multiple of 4
-            set_zero(v[k]);
-            if (j + k < n && col < F) {
-              if (at + 4 <= in_elems) {
-                v[k] = __ldg(reinterpret_cast<const float4*>(in + at));
-              } else {  // the input's last window: only the elements that exist
-                v[k].x = __ldg(in + at);
-                if (at + 1 < in_elems) v[k].y = __ldg(in + at + 1);
-                if (at + 2 < in_elems) v[k].z = __ldg(in + at + 2);
-              }
-            }
-          }
-#pragma unroll
-          for (int k = 0; k < E; ++k) {
-            if (j + k >= n) break;
-            used |= 1u << cls[k];
-            switch (cls[k]) {  // registers stay registers: no indexing by a runtime value
-              case 0: kW == Weight::kColMean ? add_scaled(acc[0], v[k], w[k]) : add(acc[0], v[k]); break;
-              case 1: kW == Weight::kColMean ? add_scaled(acc[1], v[k], w[k]) : add(acc[1], v[k]); break;
-              case 2: kW == Weight::kColMean ? add_scaled(acc[2], v[k], w[k]) : add(acc[2], v[k]); break;
-              default: kW == Weight::kColMean ? add_scaled(acc[3], v[k], w[k]) : add(acc[3], v[k]); break;
-            }
-          }
-        }
-      }
-      // Realign: the classes one after another (lanes of one class touch disjoint slots).
-#pragma unroll
-      for (int o = 0; o < 4; ++o) {
-        if (used & (1u << o)) {
-          float* s = buf + 4 - o + 4 * lane;
-          s[0] += acc[o].x;
-          s[1] += acc[o].y;
-          s[2] += acc[o].z;
-          s[3] += acc[o].w;
-          __syncwarp();
-        }
-      }
-      // Columns c0 - 3 .. c0 + 124 are complete.
-#pragma unroll
-      for (int m = 0; m < kRealignStep / kWarp; ++m) {
-        const int b = 1 + lane + m * kWarp;
-        const int64_t c = c0 - 4 + b;
-        if (c >= 0 && c < F) dst[c] = kW == Weight::kRowMean ? buf[b] * row_scale : buf[b];
-      }
-      const float carry = lane < 3 ? buf[kRealignStep + 1 + lane] : 0.0f;
-      __syncwarp();
-      for (int b = lane; b < kRealignSlots; b += kWarp) buf[b] = 0.0f;
-      __syncwarp();
-      if (lane < 3) buf[1 + lane] = carry;
-      __syncwarp();
-    }
-  }
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
@@ -426,56 +310,15 @@ void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col
     launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
 }
 
-// Resident blocks per SM of a kernel on a device (the occupancy calculator, cached per device:
-// the answer depends only on the kernel and the device).
-template <typename Kernel>
-int resident_blocks(Kernel kernel, int device, std::atomic<int>* cache) {
-  std::atomic<int>& slot = cache[device >= 0 && device < kMaxDevices ? device : 0];
-  int n = slot.load(std::memory_order_relaxed);
-  if (n == 0) {
-    GT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0));
-    if (n < 1) n = 1;
-    slot.store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-// The realigning kernel in one of two register budgets, measured on an H100 (wiki-talk and
-// livejournal forward blocks): 6 edges of loads in flight at 3 blocks per SM was the faster per
-// warp (livejournal 2.15 ms, against 2.27 ms for 4 edges at 4 blocks per SM), but a block of
-// few rows fills the last wave of resident warps poorly (wiki-talk's 8000 rows make 2.5 waves of
-// 3 blocks per SM on 132 SMs, 1.9 of 4: 0.28 against 0.26 ms). So the grid is one resident wave
-// (warps stride over rows) and the smaller budget is taken when its last wave is fuller by 5%.
-template <Weight kW>
-void launch_realign(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_elems,
-                    int64_t rows, int64_t F, float* out, int device, Stream s) {
-  static std::atomic<int> cache_wide[kMaxDevices], cache_narrow[kMaxDevices];
-  auto* wide = pull_realign_kernel<6, 3, kW>;
-  auto* narrow = pull_realign_kernel<4, 4, kW>;
-  int sms = 0;
-  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (sms < 1) sms = 1;
-  const int b_wide = resident_blocks(wide, device, cache_wide), b_narrow = resident_blocks(narrow, device, cache_narrow);
-  // Fraction of the last wave's warps that have a row: waves / ceil(waves).
-  auto fill = [&](int blocks_per_sm) {
-    const double waves = static_cast<double>(rows) / (static_cast<double>(sms) * blocks_per_sm * kWarpsPerBlock);
-    return waves / std::ceil(waves);
-  };
-  const bool use_narrow = fill(b_narrow) > 1.05 * fill(b_wide);
-  const int64_t needed = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int64_t resident = static_cast<int64_t>(sms) * (use_narrow ? b_narrow : b_wide);
-  const unsigned grid = static_cast<unsigned>(needed < resident ? needed : resident);
-  (use_narrow ? narrow : wide)<<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, in_elems, rows, F, out);
-}
-
 template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_rows,
                  int64_t rows, int64_t nnz, int64_t F, float* out, int device, Stream s) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
   if (F % 4 == 0 && aligned16(in) && aligned16(out)) {
     launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
-  } else if (F % 2 == 1 && F >= kRealignMinWidth && nnz >= 4 * rows && aligned16(in) && !long_rows(rows, nnz)) {
-    launch_realign<kW>(ptr, ids, col_ptr, in, in_rows * F, rows, F, out, device, s);
+  } else if (realign::applies(F, rows, nnz, in) && !long_rows(rows, nnz)) {
+    realign::launch<kW == Weight::kRowMean, kW == Weight::kColMean>(ptr, ids, col_ptr, in, in_rows * F, rows, F,
+                                                                   realign::PullOut{out}, device, s);
   } else if (F % 2 == 0 && aligned8(in) && aligned8(out)) {
     launch_vec_shape<float2, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 2, out, s);
   } else {

@@ -126,6 +126,34 @@ GT_DEVICE_TEST(FusedNgcf, ManyWidthsAndGpuVsCpu) {
   }
 }
 
+// Wide odd rows of sampled-like blocks (4+ edges per row) take the realigning gather in the
+// forward (kernels/realign.cuh), with the row's own values loaded per step for y_inter and for
+// add_self; F % 4 = 1 and 3; against the float64 reference and the CPU, and add_self as the plain
+// side plus x_v bit for bit.
+GT_DEVICE_TEST(FusedNgcf, WideOddRowsRealigned) {
+  const int64_t ns = 97, nd = 61;
+  Block b = test::wide_gather_block(ns, nd, 41);
+  ASSERT_GE(b.nnz(), 4 * nd);
+  Block bd = b.to(dev);
+  for (const int64_t F : {int64_t{129}, int64_t{1027}, int64_t{4353}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(ns * F), 81 + static_cast<uint64_t>(F));
+    const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 82 + static_cast<uint64_t>(F));
+    Tensor x = tensor_on(xf, {ns, F}, dev);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      check_ngcf(b, dev, xf, dyf, f, F);
+      Tensor ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev);
+      Tensor ys2 = poisoned({nd, F}, dev), yi2 = poisoned({nd, F}, dev);
+      ngcf_aggregate_forward(bd, x, f, ys, yi);
+      ngcf_aggregate_forward(bd, x, f, ys2, yi2, nullptr, /*add_self=*/true);
+      const auto side = ys.to_vector<float>(), plus = ys2.to_vector<float>();
+      for (int64_t i = 0; i < nd * F; ++i)
+        ASSERT_EQ(plus[static_cast<std::size_t>(i)], side[static_cast<std::size_t>(i)] + xf[static_cast<std::size_t>(i)])
+            << "element " << i << " F=" << F << " " << rname(f);
+      EXPECT_EQ(yi2.to_vector<float>(), yi.to_vector<float>()) << "y_inter changed with add_self, F=" << F;
+    }
+  }
+}
+
 // Long rows (full neighbourhoods of a power-law graph): rows average over 20 edges, some
 // destinations have 400 in-edges and three sources feed every destination, so the GPU spreads
 // those rows' column steps over grid rows, forward and backward (kernels/fused.cu). Float4 and

@@ -75,6 +75,24 @@ inline Block random_block(int64_t num_src, int64_t num_dst, int max_deg, uint64_
   return make_block(num_src, num_dst, indptr, indices);
 }
 
+// A block for the realigning gather of wide odd rows (kernels/realign.cuh): degrees 0 to 45
+// (about 22 on average: several 32-edge chunks, partial edge groups, every source offset class),
+// every eleventh destination without edges, and the last source row read first by every other
+// destination (its final window must not read past the input).
+inline Block wide_gather_block(int64_t num_src, int64_t num_dst, uint64_t seed) {
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  for (int64_t v = 0; v < num_dst; ++v) {
+    const int64_t deg = v % 11 == 3 ? 0 : static_cast<int64_t>(rng() % 46);
+    for (int64_t j = 0; j < deg; ++j)
+      indices.push_back(j == 0 && v % 2 == 0 ? static_cast<int32_t>(num_src - 1)
+                                             : static_cast<int32_t>(rng() % static_cast<uint64_t>(num_src)));
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  return make_block(num_src, num_dst, indptr, indices);
+}
+
 // Expects |got[i] - want[i]| <= tol * scale[i] for all i, where scale[i] = max(1, |want[i]|) when
 // `scale` is empty. NaN never passes. Reports the count and the first few failures.
 inline void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol,

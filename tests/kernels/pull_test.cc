@@ -316,25 +316,16 @@ GT_DEVICE_TEST(Pull, LongRowsSplitAcrossWarps) {
   }
 }
 
-// Rows of F % 4 != 0 and F >= 128 take the realigning kernel (aligned 16-byte windows summed
-// per offset class, realigned per 128-column step): every class of row offset, F % 4 = 1, 2 and
-// 3, the last source row read by many destinations (its final window must not read past the
-// input), degrees 0 to 45 (several 32-edge chunks, partial 8-edge groups), forward and over the
-// transposed block; as the reference and the CPU, deterministic.
+// Odd F >= 128 in blocks of 4+ edges per row take the realigning gather (kernels/realign.cuh:
+// aligned 16-byte windows summed per offset class, realigned per 128-column step); F % 4 = 1 and
+// 3 (and 2, the float2 kernel, beside them), forward and over the transposed block, on
+// test::wide_gather_block; as the reference and the CPU, deterministic.
 GT_DEVICE_TEST(Pull, RealignedWideRowsEveryOffsetClass) {
   Context ctx(dev);
   const Stream st = ctx.stream();
   const int64_t num_src = 97, num_dst = 61;
-  std::mt19937 rng(29);
-  std::vector<int64_t> indptr{0};
-  std::vector<int32_t> indices;
-  for (int64_t v = 0; v < num_dst; ++v) {
-    const int64_t deg = v % 11 == 3 ? 0 : static_cast<int64_t>(rng() % 46);
-    for (int64_t j = 0; j < deg; ++j)
-      indices.push_back(j == 0 && v % 2 == 0 ? static_cast<int32_t>(num_src - 1) : static_cast<int32_t>(rng() % num_src));
-    indptr.push_back(static_cast<int64_t>(indices.size()));
-  }
-  Block b = make_block(num_src, num_dst, indptr, indices);
+  Block b = test::wide_gather_block(num_src, num_dst, 29);
+  ASSERT_GE(b.nnz(), 4 * num_dst);
   Block bd = b.to(dev, st);
   for (const int64_t F : {int64_t{129}, int64_t{130}, int64_t{131}, int64_t{602}, int64_t{1027}, int64_t{4353}}) {
     const auto xf = random_floats(static_cast<std::size_t>(num_src * F), static_cast<uint64_t>(F) + 31);
