@@ -32,6 +32,37 @@ struct GatShape {
   int64_t H, dv;  // heads; feature vectors per head (D / width of V)
 };
 
+// acc[k] += a_q * rows[c_q * ld + off + col] over the n (<= 32) edges of a chunk, q in CSR order,
+// where lane q holds the edge's row index c_q in my_c and its weight a_q in my_a; col = c0 + k *
+// kWarp + lane for the columns below `width`. kEdgeUnroll rows are loaded before any is summed.
+template <typename V>
+__device__ __forceinline__ void gather_weighted_chunk(int n, int my_c, float my_a, const V* __restrict__ rows,
+                                                      int64_t ld, int64_t off, int64_t width, int64_t c0,
+                                                      V (&acc)[kUnroll]) {
+  const int lane = lane_id();
+  for (int j = 0; j < n; j += kEdgeUnroll) {
+    V g[kEdgeUnroll][kUnroll];
+    float aq[kEdgeUnroll];
+#pragma unroll
+    for (int q = 0; q < kEdgeUnroll; ++q) {
+      const int64_t c = __shfl_sync(kFullMask, my_c, j + q);
+      aq[q] = __shfl_sync(kFullMask, my_a, j + q);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t col = c0 + k * kWarp + lane;
+        if (j + q < n && col < width) g[q][k] = __ldg(rows + c * ld + off + col);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kEdgeUnroll; ++q)
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t col = c0 + k * kWarp + lane;
+        if (j + q < n && col < width) vaxpy(acc[k], g[q][k], aq[q]);
+      }
+  }
+}
+
 template <typename V>
 __global__ void __launch_bounds__(kThreads)
     gat_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, GatShape sh,
@@ -65,27 +96,7 @@ __global__ void __launch_bounds__(kThreads)
             if (c0 == 0) alpha[(e0 + lane) * H + h] = my_a;  // once per edge and head
             if (keep) my_a *= keep[(e0 + lane) * H + h];      // the weight the sum uses
           }
-          for (int j = 0; j < n; j += kEdgeUnroll) {
-            V g[kEdgeUnroll][kUnroll];
-            float aq[kEdgeUnroll];
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q) {
-              const int64_t c = __shfl_sync(kFullMask, my_c, j + q);
-              aq[q] = __shfl_sync(kFullMask, my_a, j + q);
-#pragma unroll
-              for (int k = 0; k < kUnroll; ++k) {
-                const int64_t col = c0 + k * kWarp + lane;
-                if (j + q < n && col < dv) g[q][k] = __ldg(z + c * fz + h * dv + col);
-              }
-            }
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q)
-#pragma unroll
-              for (int k = 0; k < kUnroll; ++k) {
-                const int64_t col = c0 + k * kWarp + lane;
-                if (j + q < n && col < dv) vaxpy(acc[k], g[q][k], aq[q]);
-              }
-          }
+          gather_weighted_chunk(n, my_c, my_a, z, fz, h * dv, dv, c0, acc);
         }
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
@@ -182,27 +193,7 @@ __global__ void __launch_bounds__(kThreads)
             const int64_t e = t_eids[e0 + lane];
             my_a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
           }
-          for (int j = 0; j < n; j += kEdgeUnroll) {
-            V g[kEdgeUnroll][kUnroll];
-            float aq[kEdgeUnroll];
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q) {
-              const int64_t v = __shfl_sync(kFullMask, my_v, j + q);
-              aq[q] = __shfl_sync(kFullMask, my_a, j + q);
-#pragma unroll
-              for (int k = 0; k < kUnroll; ++k) {
-                const int64_t col = c0 + k * kWarp + lane;
-                if (j + q < n && col < dv) g[q][k] = __ldg(dy + v * fz + h * dv + col);
-              }
-            }
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q)
-#pragma unroll
-              for (int k = 0; k < kUnroll; ++k) {
-                const int64_t col = c0 + k * kWarp + lane;
-                if (j + q < n && col < dv) vaxpy(acc[k], g[q][k], aq[q]);
-              }
-          }
+          gather_weighted_chunk(n, my_v, my_a, dy, fz, h * dv, dv, c0, acc);
         }
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
