@@ -210,8 +210,9 @@ void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tenso
   const bool mean = f == Reduce::kMean;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    return cuda_impl::ngcf_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), x_src.size(0), b.num_dst, b.nnz(), F, mean,
-                                   add_self, x_src.data<float>(), y_side.data<float>(), y_inter.data<float>(), d.index, s);
+    return cuda_impl::ngcf_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), x_src.size(0), b.num_dst,
+                                   b.nnz(), F, mean, add_self, x_src.data<float>(), y_side.data<float>(),
+                                   y_inter.data<float>(), d.index, s);
 #else
     (void)s;
     throw_built_without_cuda(op);

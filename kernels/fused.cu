@@ -43,12 +43,9 @@ __device__ __forceinline__ void gather_tile(const int32_t* __restrict__ ids, int
   const int lane = lane_id();
   for (int64_t e0 = start; e0 < end; e0 += kWarp) {
     const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-    int my_c = 0;
-    float my_w = 1.0f;
-    if (lane < n) {
-      my_c = ids[e0 + lane];
-      if (deg_ptr) my_w = 1.0f / static_cast<float>(deg_ptr[my_c + 1] - deg_ptr[my_c]);
-    }
+    int my_c;
+    float my_w;
+    load_edge_chunk(ids, deg_ptr, e0, n, my_c, my_w);
     for (int j = 0; j < n; j += kNgcfEdgeUnroll) {
       V t[kNgcfEdgeUnroll][U];
       float wq[kNgcfEdgeUnroll];
@@ -194,7 +191,7 @@ void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64
                                                                      reinterpret_cast<const float4*>(x),
                                                                      reinterpret_cast<float4*>(y_side),
                                                                      reinterpret_cast<float4*>(y_inter));
-  } else if (realign::applies(F, num_dst, nnz, x) && ngcf_tiles(num_dst, nnz, F, kWarp * 4) == 1u) {
+  } else if (realign::applies(F, num_dst, nnz, x) && nnz < kNgcfTiledDegree * num_dst) {
     // Wide odd rows of sampled blocks (F = 4353): aligned 16-byte windows, realigned per step.
     const NgcfOut out{x, y_side, y_inter, add_self};
     if (mean)

@@ -48,6 +48,20 @@ __device__ __forceinline__ int64_t first_warp_row() {
 }
 __device__ __forceinline__ int64_t warp_row_stride() { return static_cast<int64_t>(gridDim.x) * kWarpsPerBlock; }
 
+// Edges in chunks of 32: lane l < n reads entry e0 + l of `ids` (one coalesced read per chunk; the
+// warp then broadcasts the ids by shuffles) and, when deg_ptr is set, the weight 1/deg(id) with the
+// degree from deg_ptr; lanes >= n keep id 0 and weight 1.
+__device__ __forceinline__ void load_edge_chunk(const int32_t* __restrict__ ids, const int64_t* __restrict__ deg_ptr,
+                                                int64_t e0, int n, int& id, float& w) {
+  id = 0;
+  w = 1.0f;
+  const int lane = lane_id();
+  if (lane < n) {
+    id = ids[e0 + lane];
+    if (deg_ptr) w = 1.0f / static_cast<float>(deg_ptr[id + 1] - deg_ptr[id]);
+  }
+}
+
 // Butterfly reductions: every lane ends with the same value, and the order of additions is fixed
 // (deterministic).
 __device__ __forceinline__ float warp_sum(float v) {

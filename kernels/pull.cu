@@ -30,9 +30,9 @@
 //    4 or more edges per row: the realigning kernel of realign.cuh, aligned 16-byte windows summed
 //    per offset class and realigned once per 128-column step: pyg_baseline's livejournal forward
 //    block 2.30-2.68 -> 2.16 ms, wiki-talk 0.27-0.30 -> 0.26 ms (the sum and mean kernels of
-//    the scalar path differed). Summing shuffled-into-place vectors per edge instead was 8-25% slower than scalar
-//    loads, and on transposed blocks (one or two edges per row) the per-step realignment costs
-//    more than it saves.
+//    the scalar path differed). Summing shuffled-into-place vectors per edge instead was 8-25%
+//    slower than scalar loads, and on transposed blocks (one or two edges per row) the per-step
+//    realignment costs more than it saves.
 //  * Other rows (narrow odd F, transposed blocks of odd F, unaligned views): pull_rows_kernel, a
 //    warp per row striding over rows, 4 scalar loads per lane per edge.
 #include <cstdint>
@@ -50,7 +50,6 @@ constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 8;  // 256 threads
 constexpr int kThreads = kWarp * kWarpsPerBlock;
-constexpr int kBlocksPerSm = 8;  // 64 resident warps per SM; pull_rows_kernel strides over rows
 constexpr int kUnroll = 4;       // scalar path: loads per lane per edge (a step of 128 columns)
 // Long rows: a row with this many edges has its column steps spread over warps (grid rows), when
 // the block's rows average kTiledAverageDegree edges or more (full neighbourhoods of power-law
@@ -227,12 +226,9 @@ __global__ void __launch_bounds__(kThreads)
       // coalesced read, then the warp broadcasts them one by one with shuffles.
       for (int64_t e0 = start; e0 < end; e0 += kWarp) {
         const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-        int my_id = 0;
-        float my_w = 1.0f;
-        if (lane < n) {
-          my_id = ids[e0 + lane];
-          if (kW == Weight::kColMean) my_w = 1.0f / static_cast<float>(col_ptr[my_id + 1] - col_ptr[my_id]);
-        }
+        int my_id;
+        float my_w;
+        napa_dev::load_edge_chunk(ids, kW == Weight::kColMean ? col_ptr : nullptr, e0, n, my_id, my_w);
         for (int j = 0; j < n; ++j) {
           const int id = __shfl_sync(kFullMask, my_id, j);
           const V* src = in + static_cast<int64_t>(id) * fv;
@@ -264,7 +260,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+using napa_dev::aligned16;
+using napa_dev::grid_for_rows;
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
 // Column tiles of a row of `width` elements walked in steps of `step`: one per step (a grid
@@ -276,13 +273,6 @@ unsigned column_tiles(int64_t width, int64_t step) {
 
 bool long_rows(int64_t rows, int64_t nnz) { return rows > 0 && nnz >= kTiledAverageDegree * rows; }
 
-int grid_for_rows(int64_t rows, int device) {
-  int sms = 0;
-  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t needed = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int64_t resident = static_cast<int64_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
-  return static_cast<int>(needed < resident ? needed : resident);
-}
 
 template <typename V, int LPR, int U, int E, Weight kW>
 void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
@@ -350,8 +340,8 @@ void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, S
   const int32_t* t_ids = block.t_indices.data<int32_t>();
   const int dev = dy.device().index;
   if (f == Reduce::kMean)
-    launch_pull<Weight::kColMean>(t_ptr, t_ids, block.indptr.data<int64_t>(), dy.data<float>(), dy.size(0), block.num_src,
-                                  block.nnz(), dy.size(1), dx.data<float>(), dev, s);
+    launch_pull<Weight::kColMean>(t_ptr, t_ids, block.indptr.data<int64_t>(), dy.data<float>(), dy.size(0),
+                                  block.num_src, block.nnz(), dy.size(1), dx.data<float>(), dev, s);
   else
     launch_pull<Weight::kNone>(t_ptr, t_ids, nullptr, dy.data<float>(), dy.size(0), block.num_src, block.nnz(),
                                dy.size(1), dx.data<float>(), dev, s);

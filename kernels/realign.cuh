@@ -99,12 +99,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       unsigned used = 0;  // offset classes seen in this step (warp-uniform)
       for (int64_t e0 = start; e0 < end; e0 += kWarp) {
         const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-        int my_id = 0;
-        float my_w = 1.0f;
-        if (lane < n) {
-          my_id = ids[e0 + lane];
-          if (kColWeight) my_w = 1.0f / static_cast<float>(col_ptr[my_id + 1] - col_ptr[my_id]);
-        }
+        int my_id;
+        float my_w;
+        napa_dev::load_edge_chunk(ids, kColWeight ? col_ptr : nullptr, e0, n, my_id, my_w);
         for (int j = 0; j < n; j += E) {
           float4 v[E];
           int cls[E];
