@@ -71,8 +71,9 @@ __device__ __forceinline__ void add4(float4& a, const float4& v, float w) {
 }
 
 // kRowMean: the row's sum is scaled by 1/deg(row); kColWeight: each edge by 1/deg(column), the
-// degree from col_ptr (Pull's mean backward).
-template <int E, int kMinBlocks, bool kRowMean, bool kColWeight, class Out>
+// degree from col_ptr (Pull's mean backward). Ld loads the windows (napa_dev::LoadNc; the probe
+// scripts/gather_probe.cu times cache-hinted loads through the same kernel).
+template <int E, int kMinBlocks, bool kRowMean, bool kColWeight, class Out, class Ld = napa_dev::LoadNc>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     realign_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                    const int64_t* __restrict__ col_ptr, const float* __restrict__ in, int64_t in_elems, int64_t rows,
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (j + k < n && col < F) {
               if (at + 4 <= in_elems) {
-                v[k] = __ldg(reinterpret_cast<const float4*>(in + at));
+                v[k] = Ld::load(reinterpret_cast<const float4*>(in + at));
               } else {  // the input's last window: only the elements that exist
                 v[k].x = __ldg(in + at);
                 if (at + 1 < in_elems) v[k].y = __ldg(in + at + 1);
@@ -187,12 +188,12 @@ int resident_blocks(Kernel kernel, int device, std::atomic<int>* cache) {
 // rows fills the last wave of resident warps poorly (wiki-talk's 8000 rows make 2.5 waves of 3
 // blocks per SM on 132 SMs, 1.9 of 4: 0.28 against 0.26 ms). So the grid is one resident wave
 // (warps stride over rows) and the smaller budget is taken when its last wave is fuller by 5%.
-template <bool kRowMean, bool kColWeight, class Out>
+template <bool kRowMean, bool kColWeight, class Out, class Ld = napa_dev::LoadNc>
 void launch(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_elems,
             int64_t rows, int64_t F, Out out, int device, cudaStream_t s) {
   static std::atomic<int> cache_wide[kMaxDevices], cache_narrow[kMaxDevices];
-  auto* wide = realign_kernel<6, 3, kRowMean, kColWeight, Out>;
-  auto* narrow = realign_kernel<4, 4, kRowMean, kColWeight, Out>;
+  auto* wide = realign_kernel<6, 3, kRowMean, kColWeight, Out, Ld>;
+  auto* narrow = realign_kernel<4, 4, kRowMean, kColWeight, Out, Ld>;
   const int sms = napa_dev::sm_count(device);
   const int b_wide = resident_blocks(wide, device, cache_wide), b_narrow = resident_blocks(narrow, device, cache_narrow);
   // The share of the last wave's warps that have a row: waves / ceil(waves).

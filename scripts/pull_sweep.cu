@@ -6,7 +6,7 @@
 // 32 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
 // kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o pull_sweep scripts/pull_sweep.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o pull_sweep scripts/pull_sweep.cu
 //   ./pull_sweep [workload [F]]    # on the GPU machine; prints one line per variant; F overrides
 //                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
 #include <cuda_runtime.h>
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
+#include "scripts/probe_util.cuh"
 
 constexpr int kWarp = 32;
 constexpr unsigned kFull = 0xffffffffu;
@@ -114,13 +114,6 @@ __global__ void __launch_bounds__(256) cur_k(const int64_t* __restrict__ ptr, co
   }
 }
 
-__global__ void init_k(float* x, int64_t n) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull; h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 29;
-    x[i] = (float)((h >> 40) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f;
-  }
-}
-
 struct Blk { int64_t rows, cols, nnz; std::vector<int64_t> ptr; std::vector<int32_t> ids; };
 
 Blk make_block(int64_t s, int64_t d, int64_t e, uint64_t seed) {
@@ -145,31 +138,7 @@ Blk transpose(const Blk& b) {
 
 struct Dev { int64_t *ptr; int32_t* ids; float *in, *out, *ref; int64_t rows, cols, nnz, F; int64_t distinct; };
 
-double time_ms(const std::function<void()>& f, int iters = 20) {
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();
-  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < iters; ++i) { CK(cudaEventRecord(a)); f(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b)); float ms; CK(cudaEventElapsedTime(&ms, a, b)); t.push_back(ms); }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-__global__ void err_k(const float* o, const float* r, int64_t n, unsigned* m) {
-  float best = 0.f;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float e = fabsf(o[i] - r[i]) / (1.f + fabsf(r[i]));
-    if (!(e <= best)) best = isnan(e) ? 1e9f : e;
-  }
-  atomicMax(m, __float_as_uint(best));
-}
-double max_err(const Dev& d) {
-  unsigned* m; CK(cudaMalloc(&m, 4)); CK(cudaMemset(m, 0, 4));
-  err_k<<<1024, 256>>>(d.out, d.ref, d.rows * d.F, m); CK(cudaGetLastError());
-  unsigned h; CK(cudaMemcpy(&h, m, 4, cudaMemcpyDeviceToHost)); CK(cudaFree(m));
-  float f; memcpy(&f, &h, 4); return f;
-}
+double max_err(const Dev& d) { return max_rel_err(d.out, d.ref, d.rows * d.F); }
 
 int g_sms = 132;
 
@@ -219,7 +188,7 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   CK(cudaMalloc(&d.in, b.cols * F * 4)); CK(cudaMalloc(&d.out, b.rows * F * 4)); CK(cudaMalloc(&d.ref, b.rows * F * 4));
   CK(cudaMemcpy(d.ptr, b.ptr.data(), (b.rows + 1) * 8, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d.ids, b.ids.data(), b.nnz * 4, cudaMemcpyHostToDevice));
-  init_k<<<2048, 256>>>(d.in, b.cols * F); CK(cudaGetLastError());
+  fill_uniform(d.in, b.cols * F, 0);
   const double floor_bytes = (double)(distinct + b.rows) * F * 4 + (double)b.nnz * 4 + (b.rows + 1) * 8.0;
   std::string shape = std::string(name) + (backward ? "/bwd" : "/fwd");
   printf("== %s rows %lld cols %lld nnz %lld F %lld distinct %lld floor %.1f MB\n", shape.c_str(), (long long)b.rows,
