@@ -7,15 +7,16 @@
 //   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o gather_probe scripts/gather_probe.cu framework/error.cc
 //   ./gather_probe [rounds]       # on the GPU machine; one line per (round, workload, variant)
 //   ./gather_probe footprint      # the gather rate as the gathered matrix shrinks to fit in L2
-//   ./gather_probe bands          # band-major gathers (a band of every row before the next),
-//                                 # BANDS_OLD=1 adds the non-resident band kernels
+//   ./gather_probe bands          # wave-synchronised whole-row gathers; BANDS_RESIDENT=1 and
+//                                 # BANDS_OLD=1 add the resident and the plain band-major ones
 //
 // Variants: the warp-per-row vector gather of pull.cu (float4 / float2 rows, E edges of loads in
 // flight, U vectors per lane) and the realigning gather of realign.cuh (also on rows whose width
 // is 2 mod 4), each with __ldg (napa_dev::LoadNc) or the cache-hinted loads below, and plain or
 // streaming (st.global.cs) output stores; band-major gathers of 64-256 B bands, from a static or
 // a dynamic (atomic counter) item order or from a resident cooperative grid that keeps each
-// warp's edge ids in registers. Results: docs/benchmarks.md, "Seventh session".
+// warp's edge ids in registers; whole-row steps synchronised across the grid wave by wave.
+// Results: docs/benchmarks.md, "Seventh session".
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -200,6 +201,63 @@ __global__ void __launch_bounds__(256, MINB) rband_k(const int64_t* __restrict__
   }
 }
 
+// Wave-synchronised whole-row gather: a one-wave (cooperative) grid; in wave k, warp w owns rows
+// (k * W + w) * R .. + R - 1 (W warps in the grid) and walks their column steps of 32 lanes x V,
+// every block waiting at each step until all blocks have finished step g - 1 - LAG (a counter of
+// finished block-steps). Within a wave the grid then reads one step of the wave's source rows at
+// a time, so a source row that several of the wave's edges share can come from L2 the second
+// time: the slice is (distinct sources of the wave) x (32 * sizeof(V)) bytes.
+template <typename V, int E, int R, int LAG>
+__global__ void __launch_bounds__(256) wave_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                              const V* __restrict__ in, int64_t rows, int64_t fv,
+                                              V* __restrict__ out, unsigned* done) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warp = (int64_t)blockIdx.x * 8 + threadIdx.x / kWarp, nwarps = (int64_t)gridDim.x * 8;
+  const int64_t steps = (fv + kWarp - 1) / kWarp, waves = (rows + nwarps * R - 1) / (nwarps * R);
+  unsigned g = 0;  // global step
+  for (int64_t wave = 0; wave < waves; ++wave) {
+    for (int64_t st = 0; st < steps; ++st, ++g) {
+      if (LAG >= 0 && g > (unsigned)LAG) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          const unsigned target = (g - (unsigned)LAG) * gridDim.x;
+          while (*reinterpret_cast<volatile unsigned*>(done) < target) __nanosleep(32);
+        }
+        __syncthreads();
+      }
+      const int64_t c = st * kWarp + lane;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = (wave * nwarps + warp) * R + r;
+        if (row >= rows) break;
+        const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+        V acc;
+        vz(acc);
+        for (int64_t e0 = 0; e0 < deg; e0 += kWarp) {
+          const int my = e0 + lane < deg ? ids[start + e0 + lane] : 0;
+          const int n = (int)(deg - e0 < kWarp ? deg - e0 : kWarp);
+          for (int j = 0; j < n; j += E) {
+            V v[E];
+#pragma unroll
+            for (int k = 0; k < E; ++k) {
+              const int id = __shfl_sync(kFullMask, my, (j + k) & (kWarp - 1));
+              vz(v[k]);
+              if (j + k < n && c < fv) v[k] = ldv(in + (int64_t)id * fv + c);
+            }
+#pragma unroll
+            for (int k = 0; k < E; ++k) va(acc, v[k]);
+          }
+        }
+        if (c < fv) out[row * fv + c] = acc;
+      }
+      if (LAG >= 0) {
+        __syncthreads();
+        if (threadIdx.x == 0) atomicAdd(done, 1u);
+      }
+    }
+  }
+}
+
 struct PullOutCs {
   float* out;
   __device__ __forceinline__ float pre(int64_t, int64_t, int64_t) const { return 0.0f; }
@@ -315,6 +373,33 @@ void run_band(const Dev& d, const char* shape) {
                                                reinterpret_cast<V*>(d.out), counter, items);
   });
   CK(cudaFree(counter));
+}
+
+template <typename V, int E, int R, int LAG>
+void run_wave(const Dev& d, const char* shape) {
+  constexpr int w = sizeof(V) / 4;
+  if (d.F % w) return;
+  const int64_t fv = d.F / w;
+  auto kernel = wave_k<V, E, R, LAG>;
+  int per_sm = 0, sms = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int64_t needed = (d.rows + 8 * R - 1) / (8 * R);
+  const unsigned grid = (unsigned)std::min<int64_t>(needed, (int64_t)per_sm * sms);
+  char name[160];
+  snprintf(name, sizeof name, "wave %dB f%d E%d R%d %s (%d blk/SM)", 32 * (int)sizeof(V), w, E, R,
+           LAG < 0 ? "free" : (std::string("lag") + std::to_string(LAG)).c_str(), per_sm);
+  unsigned* done;
+  CK(cudaMalloc(&done, 4));
+  const V* in = reinterpret_cast<const V*>(d.in);
+  V* out = reinterpret_cast<V*>(d.out);
+  int64_t rows = d.rows, fvv = fv;
+  void* args[] = {(void*)&d.ptr, (void*)&d.ids, (void*)&in, (void*)&rows, (void*)&fvv, (void*)&out, (void*)&done};
+  report(0, d, shape, name, [&] {
+    CK(cudaMemsetAsync(done, 0, 4));
+    CK(cudaLaunchCooperativeKernel((void*)kernel, grid, 256, args, 0, 0));
+  });
+  CK(cudaFree(done));
 }
 
 template <typename V, int LPR, int K, int GMAX, int LAG, int E = K * LPR, int MINB = 1>
@@ -438,32 +523,44 @@ void bands() {
       run_vec<float4, 1, 8, nd::LoadNc>(0, d, n, "ldg");
       run_vec<float2, 1, 8, nd::LoadNc>(0, d, n, "ldg");
       run_realign<nd::LoadNc, ra::PullOut>(0, d, n, "ldg", "plain");
-      run_rband<float4, 8, 2, 4, 0, 8, 4>(d, n);
-      run_rband<float4, 8, 2, 4, 2, 8, 4>(d, n);
-      run_rband<float4, 16, 1, 4, 0, 8, 4>(d, n);
-      run_rband<float4, 16, 1, 4, 2, 8, 4>(d, n);
-      run_rband<float4, 32, 1, 4, 0, 8, 4>(d, n);
-      run_rband<float2, 16, 1, 8, 0, 8, 4>(d, n);
-      run_rband<float2, 16, 1, 8, 2, 8, 4>(d, n);
-      run_rband<float2, 32, 1, 4, 0, 8, 4>(d, n);
-      run_rband<float, 32, 1, 16, 0, 8, 4>(d, n);
-      run_rband<float, 32, 1, 16, 2, 8, 4>(d, n);
-      if (getenv("BANDS_OLD") == nullptr) {
-        free_block(d);
-        continue;
+      run_wave<float4, 8, 1, -1>(d, n);
+      run_wave<float4, 8, 1, 0>(d, n);
+      run_wave<float4, 8, 1, 1>(d, n);
+      run_wave<float4, 8, 2, 0>(d, n);
+      run_wave<float4, 8, 2, 1>(d, n);
+      run_wave<float4, 8, 4, 1>(d, n);
+      run_wave<float2, 8, 1, -1>(d, n);
+      run_wave<float2, 8, 1, 0>(d, n);
+      run_wave<float2, 8, 1, 1>(d, n);
+      run_wave<float2, 8, 2, 0>(d, n);
+      run_wave<float2, 8, 2, 1>(d, n);
+      run_wave<float2, 8, 4, 1>(d, n);
+      if (getenv("BANDS_RESIDENT") != nullptr) {
+        run_rband<float4, 8, 2, 4, 0, 8, 4>(d, n);
+        run_rband<float4, 8, 2, 4, 2, 8, 4>(d, n);
+        run_rband<float4, 16, 1, 4, 0, 8, 4>(d, n);
+        run_rband<float4, 16, 1, 4, 2, 8, 4>(d, n);
+        run_rband<float4, 32, 1, 4, 0, 8, 4>(d, n);
+        run_rband<float2, 16, 1, 8, 0, 8, 4>(d, n);
+        run_rband<float2, 16, 1, 8, 2, 8, 4>(d, n);
+        run_rband<float2, 32, 1, 4, 0, 8, 4>(d, n);
+        run_rband<float, 32, 1, 16, 0, 8, 4>(d, n);
+        run_rband<float, 32, 1, 16, 2, 8, 4>(d, n);
       }
-      run_band<float4, 4, 4, false>(d, n);
-      run_band<float4, 4, 4, true>(d, n);
-      run_band<float4, 8, 8, false>(d, n);
-      run_band<float4, 8, 8, true>(d, n);
-      run_band<float4, 16, 8, true>(d, n);
-      run_band<float2, 8, 8, true>(d, n);
-      run_band<float2, 16, 8, false>(d, n);
-      run_band<float2, 16, 8, true>(d, n);
-      run_band<float2, 32, 8, true>(d, n);
-      run_band<float, 16, 8, true>(d, n);
-      run_band<float, 32, 8, false>(d, n);
-      run_band<float, 32, 8, true>(d, n);
+      if (getenv("BANDS_OLD") != nullptr) {
+        run_band<float4, 4, 4, false>(d, n);
+        run_band<float4, 4, 4, true>(d, n);
+        run_band<float4, 8, 8, false>(d, n);
+        run_band<float4, 8, 8, true>(d, n);
+        run_band<float4, 16, 8, true>(d, n);
+        run_band<float2, 8, 8, true>(d, n);
+        run_band<float2, 16, 8, false>(d, n);
+        run_band<float2, 16, 8, true>(d, n);
+        run_band<float2, 32, 8, true>(d, n);
+        run_band<float, 16, 8, true>(d, n);
+        run_band<float, 32, 8, false>(d, n);
+        run_band<float, 32, 8, true>(d, n);
+      }
       free_block(d);
     }
   }
