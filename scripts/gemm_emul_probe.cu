@@ -93,5 +93,73 @@ int main() {
     CK(cudaFree(B));
     CK(cudaFree(C));
   }
+  // Forward products split by rows into b pieces run as one strided-batched call (the weight
+  // shared: stride 0) or on two streams: the single call covers only M / 128 = 63 (wiki-talk) tiles
+  // of 128 x 64, half the SMs, when cuBLAS picks no split-K.
+  printf("\n%-12s %-8s %10s %10s %10s %10s %10s\n", "shape", "math", "1 call", "batched 2", "batched 4",
+         "2 streams", "batch2 err");
+  cudaStream_t s1, s2;
+  cudaEvent_t fork, join;
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  for (auto& s : shapes) {
+    if (s.ta || s.M % 4) continue;
+    const long lda = s.K, ldb = s.N, ldc = s.N;
+    float *A, *B, *C;
+    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
+    CK(cudaMalloc(&A, na * 4));
+    CK(cudaMalloc(&B, nb * 4));
+    CK(cudaMalloc(&C, nc * 4));
+    fill_uniform(A, na, 3);
+    fill_uniform(B, nb, 4);
+    const float one = 1, zero = 0;
+    for (int tf = 0; tf < 2; ++tf) {
+      const cublasComputeType_t ct = tf ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+      CK(cublasSetMathMode(h, tf ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+      CK(cublasSetStream(h, 0));
+      auto one_call = [&] {
+        CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.N, s.M, s.K, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda,
+                        &zero, C, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+      };
+      auto batched = [&](int b) {
+        const long mb = s.M / b;
+        CK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.N, mb, s.K, &one, B, CUDA_R_32F, ldb, 0, A,
+                                      CUDA_R_32F, lda, mb * lda, &zero, C, CUDA_R_32F, ldc, mb * ldc, b, ct,
+                                      CUBLAS_GEMM_DEFAULT));
+      };
+      auto streams = [&] {
+        const long mb = s.M / 2;
+        CK(cudaEventRecord(fork, 0));
+        CK(cudaStreamWaitEvent(s1, fork));
+        CK(cudaStreamWaitEvent(s2, fork));
+        CK(cublasSetStream(h, s1));
+        CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.N, mb, s.K, &one, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda,
+                        &zero, C, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+        CK(cublasSetStream(h, s2));
+        CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.N, mb, s.K, &one, B, CUDA_R_32F, ldb, A + mb * lda,
+                        CUDA_R_32F, lda, &zero, C + mb * ldc, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+        CK(cudaEventRecord(join, s2));
+        CK(cudaStreamWaitEvent(0, join));
+        CK(cudaEventRecord(fork, s1));
+        CK(cudaStreamWaitEvent(0, fork));
+        CK(cublasSetStream(h, 0));
+      };
+      const double t1 = time_ms(one_call), tb2 = time_ms([&] { batched(2); }), tb4 = time_ms([&] { batched(4); });
+      const double ts = time_ms(streams);
+      CK(cudaMemset(C, 0xff, nc * 4));
+      batched(2);
+      CK(cudaMemset(worst, 0, 8));
+      check<<<1024, 256>>>(A, B, C, s.M, s.N, s.K, false, worst);
+      CK(cudaGetLastError());
+      double w;
+      CK(cudaMemcpy(&w, worst, 8, cudaMemcpyDeviceToHost));
+      printf("%-12s %-8s %10.4f %10.4f %10.4f %10.4f %10.2e\n", s.n, tf ? "tf32" : "float32", t1, tb2, tb4, ts, w);
+    }
+    CK(cudaFree(A));
+    CK(cudaFree(B));
+    CK(cudaFree(C));
+  }
   return 0;
 }
