@@ -1,8 +1,10 @@
-// Float32 GEMM emulation probe: times the wide GEMMs of a 2-layer GraphSAGE step (forward
-// [rows x F] x [F x 64] and dW = X^T dY) with cublasSgemm (pedantic float32, as kernels/dense.cu
-// calls it), with cuBLAS's BF16x9 float32 emulation (CUBLAS_COMPUTE_32F_EMULATED_16BFX9, eager
-// strategy) and with TF32, and measures each result's largest error against a float64 reference
-// on random inputs. A development tool, not part of the CMake build.
+// GEMM probe for the wide products of a 2-layer GraphSAGE step (forward [rows x F] x [F x 64] and
+// dW = X^T dY): cublasSgemm (pedantic float32, as kernels/dense.cu calls it) against cuBLAS's
+// BF16x9 float32 emulation (CUBLAS_COMPUTE_32F_EMULATED_16BFX9, eager strategy) and TF32, each
+// result's largest error against a float64 reference on random inputs; the forward products
+// split by rows (strided-batched, two streams); and a first skinny TF32 tensor-core kernel of our
+// own against cuBLAS TF32. A development tool, not part of the CMake build (docs/benchmarks.md,
+// "Seventh session").
 //
 //   nvcc -O2 -arch=sm_90 -I. -o gemm_emul_probe scripts/gemm_emul_probe.cu -lcublas && ./gemm_emul_probe
 #include <cublas_v2.h>
@@ -35,6 +37,100 @@ __global__ void check(const float* A, const float* B, const float* C, long M, lo
       if (got == old) break;
       old = got;
     }
+  }
+}
+
+
+// A skinny TF32 product C[M x 64] = A[M x K] B[K x 64] (A row-major with any lda, B row-major and
+// 16-byte aligned) on the tensor cores: a CTA of 4 warps computes 64 rows x 64 columns over one
+// K range (blockIdx.y of S), 32 columns of K at a time staged through shared memory (A with
+// 4-byte loads, so rows need no alignment), the next chunk loaded into registers while the
+// current one is multiplied (mma.sync m16n8k8). With S > 1 each K range writes its own partial
+// product and skinny_reduce_k sums them in a fixed order.
+constexpr int kSkM = 64, kSkK = 32, kSkThreads = 128;
+__device__ __forceinline__ unsigned to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__global__ void __launch_bounds__(kSkThreads) skinny_tf32_k(const float* __restrict__ A, long lda,
+                                                            const float* __restrict__ B, float* __restrict__ C,
+                                                            long M, long K, long k_per) {
+  __shared__ unsigned As[kSkM][kSkK + 4];
+  __shared__ unsigned Bs[kSkK][64 + 8];
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32, g = lane / 4, t4 = lane % 4;
+  const long row0 = (long)blockIdx.x * kSkM, kbeg = (long)blockIdx.y * k_per;
+  const long kend = kbeg + k_per < K ? kbeg + k_per : K;
+  float acc[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
+  float ra[16];
+  float4 rb[4];
+  auto load = [&](long k0) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int idx = t + kSkThreads * i, r = idx / kSkK, c = idx % kSkK;
+      const long row = row0 + r, k = k0 + c;
+      ra[i] = row < M && k < kend ? __ldg(A + row * lda + k) : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = t + kSkThreads * i, r = idx / 16, c4 = idx % 16;
+      const long k = k0 + r;
+      rb[i] = k < kend ? __ldg(reinterpret_cast<const float4*>(B + k * 64) + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  auto store = [&] {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int idx = t + kSkThreads * i;
+      As[idx / kSkK][idx % kSkK] = to_tf32(ra[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = t + kSkThreads * i, r = idx / 16, c = 4 * (idx % 16);
+      Bs[r][c] = to_tf32(rb[i].x);
+      Bs[r][c + 1] = to_tf32(rb[i].y);
+      Bs[r][c + 2] = to_tf32(rb[i].z);
+      Bs[r][c + 3] = to_tf32(rb[i].w);
+    }
+  };
+  load(kbeg);
+  for (long k0 = kbeg; k0 < kend; k0 += kSkK) {
+    __syncthreads();
+    store();
+    __syncthreads();
+    if (k0 + kSkK < kend) load(k0 + kSkK);
+    const int r = 16 * warp + g;
+#pragma unroll
+    for (int kk = 0; kk < kSkK; kk += 8) {
+      const unsigned a0 = As[r][kk + t4], a1 = As[r + 8][kk + t4], a2 = As[r][kk + t4 + 4], a3 = As[r + 8][kk + t4 + 4];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const unsigned b0 = Bs[kk + t4][8 * n + g], b1 = Bs[kk + t4 + 4][8 * n + g];
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+f"(acc[n][0]), "+f"(acc[n][1]), "+f"(acc[n][2]), "+f"(acc[n][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      }
+    }
+  }
+  float* out = C + (long)blockIdx.y * M * 64;
+  const long r0 = row0 + 16 * warp + g;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const int c = 8 * n + 2 * t4;
+    if (r0 < M) *reinterpret_cast<float2*>(out + r0 * 64 + c) = make_float2(acc[n][0], acc[n][1]);
+    if (r0 + 8 < M) *reinterpret_cast<float2*>(out + (r0 + 8) * 64 + c) = make_float2(acc[n][2], acc[n][3]);
+  }
+}
+__global__ void skinny_reduce_k(const float* __restrict__ part, int S, long n, float* __restrict__ C) {
+  for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+    float s = 0.f;
+    for (int j = 0; j < S; ++j) s += part[(long)j * n + i];
+    C[i] = s;
   }
 }
 
@@ -160,6 +256,49 @@ int main() {
     CK(cudaFree(A));
     CK(cudaFree(B));
     CK(cudaFree(C));
+  }
+  // The skinny TF32 kernel above against cuBLAS TF32 on the forward products.
+  printf("\n%-12s %10s %10s %10s %10s %10s %10s\n", "shape", "cublas tf32", "skinny S1", "S2", "S4", "S8", "S4 err");
+  for (auto& s : shapes) {
+    if (s.ta) continue;
+    const long lda = s.K;
+    float *A, *B, *C, *P;
+    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
+    CK(cudaMalloc(&A, na * 4));
+    CK(cudaMalloc(&B, nb * 4));
+    CK(cudaMalloc(&C, nc * 4));
+    CK(cudaMalloc(&P, nc * 4 * 8));
+    fill_uniform(A, na, 5);
+    fill_uniform(B, nb, 6);
+    const float one = 1, zero = 0;
+    CK(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH));
+    CK(cublasSetStream(h, 0));
+    const double tc = time_ms([&] {
+      CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.N, s.M, s.K, &one, B, CUDA_R_32F, s.N, A, CUDA_R_32F, lda, &zero,
+                      C, CUDA_R_32F, s.N, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    });
+    auto skinny = [&](int S) {
+      const long k_per = ((s.K + S - 1) / S + kSkK - 1) / kSkK * kSkK;
+      const dim3 grid((unsigned)((s.M + kSkM - 1) / kSkM), (unsigned)S);
+      skinny_tf32_k<<<grid, kSkThreads>>>(A, lda, B, S == 1 ? C : P, s.M, s.K, k_per);
+      if (S > 1) skinny_reduce_k<<<1024, 256>>>(P, S, (long)nc, C);
+    };
+    double ts[4];
+    const int Ss[4] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; ++i) ts[i] = time_ms([&] { skinny(Ss[i]); });
+    CK(cudaMemset(C, 0xff, nc * 4));
+    skinny(4);
+    CK(cudaGetLastError());
+    CK(cudaMemset(worst, 0, 8));
+    check<<<1024, 256>>>(A, B, C, s.M, s.N, s.K, false, worst);
+    CK(cudaGetLastError());
+    double w;
+    CK(cudaMemcpy(&w, worst, 8, cudaMemcpyDeviceToHost));
+    printf("%-12s %10.4f %10.4f %10.4f %10.4f %10.4f %10.2e\n", s.n, tc, ts[0], ts[1], ts[2], ts[3], w);
+    CK(cudaFree(A));
+    CK(cudaFree(B));
+    CK(cudaFree(C));
+    CK(cudaFree(P));
   }
   return 0;
 }
