@@ -27,9 +27,13 @@ class Adam final : public Optimizer {
   void step(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     GT_CHECK_ARG(m_.size() == params.size(), "optimizer was created for ", m_.size(), " parameters, got ", params.size());
-    p_.step = ++t_;
+    std::vector<AdamTensors> group(params.size());
     for (std::size_t i = 0; i < params.size(); ++i)
-      adam_update(params[i]->value, params[i]->grad, m_[i], v_[i], p_, ctx.stream());
+      group[i] = {&params[i]->value, &params[i]->grad, &m_[i], &v_[i]};
+    AdamParams next = p_;
+    next.step = t_ + 1;
+    adam_update_group(group, next, ctx.stream());  // checks every entry before it writes any
+    p_.step = ++t_;
   }
 
  private:

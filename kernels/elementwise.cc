@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+#include <string>
 
 #include "framework/rng.h"
 
@@ -28,6 +29,10 @@ void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s
 void scale(float alpha, float* y, int64_t n, int device, Stream s);
 void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
           float bc1, float bc2, int64_t n, int device, Stream s);
+// count <= kMaxAdamGroup tensors on one device, in one launch.
+void adam_group(float* const* params, const float* const* grads, float* const* ms, float* const* vs,
+                const int64_t* ns, int count, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                int device, Stream s);
 void sgd(float* param, const float* grad, float* buf, float lr, float momentum, float wd, bool first, int64_t n,
          int device, Stream s);
 }  // namespace cuda_impl
@@ -270,40 +275,109 @@ void scale(float alpha, Tensor& y, Stream s) {
   for_each_index(n, [&](int64_t i) { yp[i] *= alpha; });
 }
 
-void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s) {
-  const char* op = "adam_update";
-  check_float(param, "param", op);
-  check_same(param, "param", grad, "grad", op);
-  check_same(param, "param", m, "m", op);
-  check_same(param, "param", v, "v", op);
+namespace {
+
+void check_adam(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamParams& p,
+                const char* op, const std::string& suffix = {}) {
+  const std::string pn = detail::concat("param", suffix), gn = detail::concat("grad", suffix),
+                    mn = detail::concat("m", suffix), vn = detail::concat("v", suffix);
+  check_float(param, pn.c_str(), op);
+  check_same(param, pn.c_str(), grad, gn.c_str(), op);
+  check_same(param, pn.c_str(), m, mn.c_str(), op);
+  check_same(param, pn.c_str(), v, vn.c_str(), op);
   GT_CHECK_ARG(p.step >= 1, op, ": step is 1-based, got ", p.step);
   GT_CHECK_ARG(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
                ": betas must be in [0, 1), got ", p.beta1, ", ", p.beta2);
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  // Bias corrections once per call, in double (beta^t for large t underflows gracefully to 0).
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
-  if (param.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::adam(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), p.lr, p.beta1,
-                           p.beta2, p.eps, p.weight_decay, bc1, bc2, n, dev_of(param), s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+}
+
+// Bias corrections once per step, in double (beta^t for large t underflows gracefully to 0).
+struct AdamCorrections {
+  float bc1, bc2;
+};
+AdamCorrections adam_corrections(const AdamParams& p) {
+  return {static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step))),
+          static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)))};
+}
+
+void adam_cpu(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, AdamCorrections c) {
   float* w = param.data<float>();
   const float* g = grad.data<float>();
   float* mp = m.data<float>();
   float* vp = v.data<float>();
   const float b1 = p.beta1, b2 = p.beta2, lr = p.lr, eps = p.eps, wd = p.weight_decay;
-  for_each_index(n, [&](int64_t i) {
+  const float bc1 = c.bc1, bc2 = c.bc2;
+  for_each_index(param.numel(), [&](int64_t i) {
     const float gi = g[i] + wd * w[i];
     mp[i] = b1 * mp[i] + (1.0f - b1) * gi;
     vp[i] = b2 * vp[i] + (1.0f - b2) * gi * gi;
     w[i] -= lr * (mp[i] / bc1) / (std::sqrt(vp[i] / bc2) + eps);
   });
+}
+
+}  // namespace
+
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s) {
+  const char* op = "adam_update";
+  check_adam(param, grad, m, v, p, op);
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const AdamCorrections c = adam_corrections(p);
+  if (param.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::adam(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), p.lr, p.beta1,
+                           p.beta2, p.eps, p.weight_decay, c.bc1, c.bc2, n, dev_of(param), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  adam_cpu(param, grad, m, v, p, c);
+}
+
+void adam_update_group(const std::vector<AdamTensors>& group, const AdamParams& p, Stream s) {
+  const char* op = "adam_update_group";
+  const Tensor* first_cuda = nullptr;
+  for (std::size_t i = 0; i < group.size(); ++i) {  // everything checked before anything is written
+    const AdamTensors& e = group[i];
+    GT_CHECK_ARG(e.param && e.grad && e.m && e.v, op, ": entry ", i, " has a null tensor");
+    check_adam(*e.param, *e.grad, *e.m, *e.v, p, op, detail::concat("[", i, "]"));
+    if (e.param->is_cuda()) {
+      if (!first_cuda) first_cuda = e.param;
+      GT_CHECK_ARG(e.param->device() == first_cuda->device(), op, ": entry ", i, " is on ",
+                   e.param->device().str(), ", an earlier one on ", first_cuda->device().str());
+    }
+  }
+  const AdamCorrections c = adam_corrections(p);
+  for (const AdamTensors& e : group)
+    if (!e.param->is_cuda() && e.param->numel() > 0) adam_cpu(*e.param, *e.grad, *e.m, *e.v, p, c);
+  if (!first_cuda) return;
+#ifdef GT_WITH_CUDA
+  float* params[kMaxAdamGroup];
+  const float* grads[kMaxAdamGroup];
+  float* ms[kMaxAdamGroup];
+  float* vs[kMaxAdamGroup];
+  int64_t ns[kMaxAdamGroup];
+  int count = 0;
+  auto flush = [&] {
+    if (count > 0)
+      cuda_impl::adam_group(params, grads, ms, vs, ns, count, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, c.bc1,
+                            c.bc2, dev_of(*first_cuda), s);
+    count = 0;
+  };
+  for (const AdamTensors& e : group) {
+    if (!e.param->is_cuda() || e.param->numel() == 0) continue;
+    params[count] = e.param->data<float>();
+    grads[count] = e.grad->data<float>();
+    ms[count] = e.m->data<float>();
+    vs[count] = e.v->data<float>();
+    ns[count] = e.param->numel();
+    if (++count == kMaxAdamGroup) flush();
+  }
+  flush();
+#else
+  (void)s;
+  throw_built_without_cuda(op);
+#endif
 }
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float momentum, float weight_decay,

@@ -10,6 +10,7 @@
 #include "framework/cuda_check.h"
 #include "framework/device.h"
 #include "framework/rng.h"
+#include "kernels/elementwise.h"
 
 namespace gt {
 namespace cuda_impl {
@@ -88,17 +89,43 @@ __global__ void scale_kernel(float alpha, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] *= alpha;
 }
 
+// One element of Adam (both kernels below): adam_update's arithmetic, in its order.
+__device__ __forceinline__ void adam_element(float* param, const float* grad, float* m, float* v, int64_t i, float lr,
+                                             float b1, float b2, float eps, float wd, float bc1, float bc2) {
+  const float w = param[i];
+  const float g = grad[i] + wd * w;
+  const float mi = b1 * m[i] + (1.0f - b1) * g;
+  const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+  m[i] = mi;
+  v[i] = vi;
+  param[i] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+}
+
 __global__ void adam_kernel(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2,
                             float eps, float wd, float bc1, float bc2, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const float w = param[i];
-    const float g = grad[i] + wd * w;
-    const float mi = b1 * m[i] + (1.0f - b1) * g;
-    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-  }
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    adam_element(param, grad, m, v, i, lr, b1, b2, eps, wd, bc1, bc2);
+}
+
+// Up to kMaxAdamGroup tensors, passed by value (1.3 KB of kernel parameters); blockIdx.y picks one.
+struct AdamGroupArgs {
+  float* param[kMaxAdamGroup];
+  const float* grad[kMaxAdamGroup];
+  float* m[kMaxAdamGroup];
+  float* v[kMaxAdamGroup];
+  int64_t n[kMaxAdamGroup];
+};
+
+__global__ void adam_group_kernel(AdamGroupArgs a, float lr, float b1, float b2, float eps, float wd, float bc1,
+                                  float bc2) {
+  const int t = static_cast<int>(blockIdx.y);
+  float* param = a.param[t];
+  const float* grad = a.grad[t];
+  float* m = a.m[t];
+  float* v = a.v[t];
+  const int64_t n = a.n[t];
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    adam_element(param, grad, m, v, i, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
 __global__ void sgd_kernel(float* param, const float* grad, float* buf, float lr, float momentum, float wd,
@@ -164,6 +191,27 @@ void scale(float alpha, float* y, int64_t n, int device, Stream s) {
 void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
           float bc1, float bc2, int64_t n, int device, Stream s) {
   adam_kernel<<<grid_for(n, device), kThreads, 0, s>>>(param, grad, m, v, lr, b1, b2, eps, wd, bc1, bc2, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void adam_group(float* const* params, const float* const* grads, float* const* ms, float* const* vs,
+                const int64_t* ns, int count, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                int device, Stream s) {
+  if (count <= 0) return;
+  AdamGroupArgs a{};
+  int64_t largest = 0;
+  for (int i = 0; i < count && i < kMaxAdamGroup; ++i) {
+    a.param[i] = params[i];
+    a.grad[i] = grads[i];
+    a.m[i] = ms[i];
+    a.v[i] = vs[i];
+    a.n[i] = ns[i];
+    largest = ns[i] > largest ? ns[i] : largest;
+  }
+  if (largest == 0) return;
+  const dim3 grid(static_cast<unsigned>(grid_for(largest, device)),
+                  static_cast<unsigned>(count < kMaxAdamGroup ? count : kMaxAdamGroup));
+  adam_group_kernel<<<grid, kThreads, 0, s>>>(a, lr, b1, b2, eps, wd, bc1, bc2);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "framework/tensor.h"
 
@@ -49,6 +50,18 @@ struct AdamParams {
   int64_t step = 1;  // t, 1-based
 };
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s = nullptr);
+// The same step over several parameters (an optimizer's whole list): every entry is checked
+// before any is written; CPU entries are updated one by one, CUDA entries (all on one device)
+// kMaxAdamGroup at a time in one kernel launch, so a model's many small parameters do not cost
+// a launch each. Each element gets exactly adam_update's arithmetic.
+struct AdamTensors {
+  Tensor* param = nullptr;
+  const Tensor* grad = nullptr;
+  Tensor* m = nullptr;
+  Tensor* v = nullptr;
+};
+constexpr int kMaxAdamGroup = 32;
+void adam_update_group(const std::vector<AdamTensors>& group, const AdamParams& p, Stream s = nullptr);
 // SGD with momentum and L2 weight decay (torch.optim.SGD semantics):
 //   g = grad + wd * param; buf = momentum * buf + g (buf = g at step 1); param -= lr * buf
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float momentum,

@@ -397,6 +397,63 @@ GT_DEVICE_TEST(Optimizer, AdamMatchesScalarReference) {
   }
 }
 
+// The grouped step (one launch per 32 CUDA tensors) gives every element exactly the single-tensor
+// step's value, over sizes from empty to wide and more entries than one launch takes.
+GT_DEVICE_TEST(Optimizer, AdamGroupMatchesSingleUpdates) {
+  const std::vector<int64_t> sizes = {1, 3, 0, 64, 1000, 13059, 7};
+  const int entries = kMaxAdamGroup + 5;
+  AdamParams ap;
+  ap.lr = 0.02f;
+  ap.weight_decay = 0.01f;
+  std::vector<Tensor> pg, mg, vg, ps, ms, vs;
+  for (int i = 0; i < entries; ++i) {
+    const int64_t n = sizes[i % sizes.size()];
+    const auto pf = random_floats(n, 300 + i);
+    pg.push_back(tensor_on(pf, {n}, dev));
+    ps.push_back(tensor_on(pf, {n}, dev));
+    for (auto* s : {&mg, &vg, &ms, &vs}) s->push_back(Tensor::zeros({n}, DType::kFloat32, dev));
+  }
+  for (int64_t t = 1; t <= 3; ++t) {
+    ap.step = t;
+    std::vector<Tensor> grads;
+    for (int i = 0; i < entries; ++i) {
+      const int64_t n = pg[i].numel();
+      grads.push_back(tensor_on(random_floats(n, 400 + 10 * i + t), {n}, dev));
+    }
+    std::vector<AdamTensors> group;
+    for (int i = 0; i < entries; ++i) group.push_back({&pg[i], &grads[i], &mg[i], &vg[i]});
+    adam_update_group(group, ap);
+    for (int i = 0; i < entries; ++i) adam_update(ps[i], grads[i], ms[i], vs[i], ap);
+    for (int i = 0; i < entries; ++i) {
+      const std::string what = "step " + std::to_string(t) + " entry " + std::to_string(i);
+      EXPECT_EQ(pg[i].to_vector<float>(), ps[i].to_vector<float>()) << what;
+      EXPECT_EQ(mg[i].to_vector<float>(), ms[i].to_vector<float>()) << what;
+      EXPECT_EQ(vg[i].to_vector<float>(), vs[i].to_vector<float>()) << what;
+    }
+  }
+}
+
+// A bad entry anywhere in the group stops the step before any parameter changes.
+GT_DEVICE_TEST(Optimizer, AdamGroupRejectsBadEntryBeforeWriting) {
+  const auto pf = random_floats(6, 21);
+  Tensor p0 = tensor_on(pf, {6}, dev), g0 = tensor_on(random_floats(6, 22), {6}, dev);
+  Tensor m0 = Tensor::zeros({6}, DType::kFloat32, dev), v0 = Tensor::zeros({6}, DType::kFloat32, dev);
+  Tensor p1 = tensor_on(random_floats(4, 23), {4}, dev), g1 = poisoned({5}, dev);  // shape differs
+  Tensor m1 = Tensor::zeros({4}, DType::kFloat32, dev), v1 = Tensor::zeros({4}, DType::kFloat32, dev);
+  AdamParams ap;
+  try {
+    adam_update_group({{&p0, &g0, &m0, &v0}, {&p1, &g1, &m1, &v1}}, ap);
+    ADD_FAILURE() << "a grad of the wrong shape was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("grad[1]"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p0.to_vector<float>(), pf);
+  EXPECT_THROW(adam_update_group({{&p0, nullptr, &m0, &v0}}, ap), Error);
+  ap.step = 0;
+  EXPECT_THROW(adam_update_group({{&p0, &g0, &m0, &v0}}, ap), Error);
+  EXPECT_EQ(p0.to_vector<float>(), pf);
+}
+
 GT_DEVICE_TEST(Optimizer, SgdMatchesScalarReference) {
   const int64_t n = 1000;
   const float lr = 0.1f, momentum = 0.9f, wd = 1e-3f;
