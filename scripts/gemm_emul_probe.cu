@@ -134,29 +134,56 @@ __global__ void skinny_reduce_k(const float* __restrict__ part, int S, long n, f
   }
 }
 
+struct Shape {
+  const char* n;
+  long M, N, K;
+  bool ta;
+};
+
+// A product's operands on the device, filled with fresh random values: A [M x K] (or [K x M]
+// when ta), B [K x N], C [M x N].
+struct Operands {
+  float *A = nullptr, *B = nullptr, *C = nullptr;
+  size_t na, nb, nc;
+  Operands(const Shape& s, uint64_t seed) : na((size_t)s.M * s.K), nb((size_t)s.K * s.N), nc((size_t)s.M * s.N) {
+    CK(cudaMalloc(&A, na * 4));
+    CK(cudaMalloc(&B, nb * 4));
+    CK(cudaMalloc(&C, nc * 4));
+    fill_uniform(A, na, seed);
+    fill_uniform(B, nb, seed + 1);
+  }
+  ~Operands() {
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+  }
+  // The largest error of C against the float64 product, relative to its scale.
+  double error(const Shape& s, bool ta) const {
+    double* worst;
+    CK(cudaMalloc(&worst, 8));
+    CK(cudaMemset(worst, 0, 8));
+    check<<<1024, 256>>>(A, B, C, s.M, s.N, s.K, ta, worst);
+    CK(cudaGetLastError());
+    double w;
+    CK(cudaMemcpy(&w, worst, 8, cudaMemcpyDeviceToHost));
+    CK(cudaFree(worst));
+    return w;
+  }
+};
+
 int main() {
   cublasHandle_t h;
   CK(cublasCreate(&h));
-  struct S {
-    const char* n;
-    long M, N, K;
-    bool ta;
-  } shapes[] = {{"wiki fwd", 8000, 64, 4353, 0}, {"wiki dW", 4353, 64, 8000, 1},
+  const Shape shapes[] = {{"wiki fwd", 8000, 64, 4353, 0}, {"wiki dW", 4353, 64, 8000, 1},
                 {"lj fwd", 28000, 64, 4353, 0},  {"lj dW", 4353, 64, 28000, 1},
                 {"reddit2 fwd", 57000, 64, 602, 0}, {"reddit2 dW", 602, 64, 57000, 1}};
-  double* worst;
-  CK(cudaMalloc(&worst, 8));
   printf("%-12s %10s %10s %10s   %9s %9s %9s\n", "shape", "sgemm ms", "bf16x9 ms", "tf32 ms", "sgemm err", "x9 err",
          "tf32 err");
   for (auto& s : shapes) {
     const long lda = s.ta ? s.M : s.K, ldb = s.N, ldc = s.N;
-    float *A, *B, *C;
-    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
-    CK(cudaMalloc(&A, na * 4));
-    CK(cudaMalloc(&B, nb * 4));
-    CK(cudaMalloc(&C, nc * 4));
-    fill_uniform(A, na, 1);
-    fill_uniform(B, nb, 2);
+    const Operands o(s, 1);
+    float *A = o.A, *B = o.B, *C = o.C;
+    const size_t nc = o.nc;
     const float one = 1, zero = 0;
     auto gemm = [&](cublasComputeType_t ct) {
       CK(cublasGemmEx(h, CUBLAS_OP_N, s.ta ? CUBLAS_OP_T : CUBLAS_OP_N, s.N, s.M, s.K, &one, B, CUDA_R_32F, ldb, A,
@@ -165,12 +192,7 @@ int main() {
     auto err = [&](cublasComputeType_t ct) {
       CK(cudaMemset(C, 0xff, nc * 4));
       gemm(ct);
-      CK(cudaMemset(worst, 0, 8));
-      check<<<1024, 256>>>(A, B, C, s.M, s.N, s.K, s.ta, worst);
-      CK(cudaGetLastError());
-      double w;
-      CK(cudaMemcpy(&w, worst, 8, cudaMemcpyDeviceToHost));
-      return w;
+      return o.error(s, s.ta);
     };
     CK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
     const double t32 = time_ms([&] {
@@ -185,9 +207,6 @@ int main() {
     const double ttf = time_ms([&] { gemm(CUBLAS_COMPUTE_32F_FAST_TF32); });
     const double etf = err(CUBLAS_COMPUTE_32F_FAST_TF32);
     printf("%-12s %10.4f %10.4f %10.4f   %9.2e %9.2e %9.2e\n", s.n, t32, tx9, ttf, e32, ex9, etf);
-    CK(cudaFree(A));
-    CK(cudaFree(B));
-    CK(cudaFree(C));
   }
   // Forward products split by rows into b pieces run as one strided-batched call (the weight
   // shared: stride 0) or on two streams: the single call covers only M / 128 = 63 (wiki-talk) tiles
@@ -203,13 +222,9 @@ int main() {
   for (auto& s : shapes) {
     if (s.ta || s.M % 4) continue;
     const long lda = s.K, ldb = s.N, ldc = s.N;
-    float *A, *B, *C;
-    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
-    CK(cudaMalloc(&A, na * 4));
-    CK(cudaMalloc(&B, nb * 4));
-    CK(cudaMalloc(&C, nc * 4));
-    fill_uniform(A, na, 3);
-    fill_uniform(B, nb, 4);
+    const Operands o(s, 3);
+    float *A = o.A, *B = o.B, *C = o.C;
+    const size_t nc = o.nc;
     const float one = 1, zero = 0;
     for (int tf = 0; tf < 2; ++tf) {
       const cublasComputeType_t ct = tf ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
@@ -246,30 +261,19 @@ int main() {
       const double ts = time_ms(streams);
       CK(cudaMemset(C, 0xff, nc * 4));
       batched(2);
-      CK(cudaMemset(worst, 0, 8));
-      check<<<1024, 256>>>(A, B, C, s.M, s.N, s.K, false, worst);
-      CK(cudaGetLastError());
-      double w;
-      CK(cudaMemcpy(&w, worst, 8, cudaMemcpyDeviceToHost));
+      const double w = o.error(s, false);
       printf("%-12s %-8s %10.4f %10.4f %10.4f %10.4f %10.2e\n", s.n, tf ? "tf32" : "float32", t1, tb2, tb4, ts, w);
     }
-    CK(cudaFree(A));
-    CK(cudaFree(B));
-    CK(cudaFree(C));
   }
   // The skinny TF32 kernel above against cuBLAS TF32 on the forward products.
   printf("\n%-12s %10s %10s %10s %10s %10s %10s\n", "shape", "cublas tf32", "skinny S1", "S2", "S4", "S8", "S4 err");
   for (auto& s : shapes) {
     if (s.ta) continue;
     const long lda = s.K;
-    float *A, *B, *C, *P;
-    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
-    CK(cudaMalloc(&A, na * 4));
-    CK(cudaMalloc(&B, nb * 4));
-    CK(cudaMalloc(&C, nc * 4));
+    const Operands o(s, 5);
+    float *A = o.A, *B = o.B, *C = o.C, *P;
+    const size_t nc = o.nc;
     CK(cudaMalloc(&P, nc * 4 * 8));
-    fill_uniform(A, na, 5);
-    fill_uniform(B, nb, 6);
     const float one = 1, zero = 0;
     CK(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH));
     CK(cublasSetStream(h, 0));
@@ -289,15 +293,8 @@ int main() {
     CK(cudaMemset(C, 0xff, nc * 4));
     skinny(4);
     CK(cudaGetLastError());
-    CK(cudaMemset(worst, 0, 8));
-    check<<<1024, 256>>>(A, B, C, s.M, s.N, s.K, false, worst);
-    CK(cudaGetLastError());
-    double w;
-    CK(cudaMemcpy(&w, worst, 8, cudaMemcpyDeviceToHost));
+    const double w = o.error(s, false);
     printf("%-12s %10.4f %10.4f %10.4f %10.4f %10.4f %10.2e\n", s.n, tc, ts[0], ts[1], ts[2], ts[3], w);
-    CK(cudaFree(A));
-    CK(cudaFree(B));
-    CK(cudaFree(C));
     CK(cudaFree(P));
   }
   return 0;
