@@ -2,8 +2,8 @@
 // dW = X^T dY): cublasSgemm (pedantic float32, as kernels/dense.cu calls it) against cuBLAS's
 // BF16x9 float32 emulation (CUBLAS_COMPUTE_32F_EMULATED_16BFX9, eager strategy) and TF32, each
 // result's largest error against a float64 reference on random inputs; the forward products
-// split by rows (strided-batched, two streams); and a first skinny TF32 tensor-core kernel of our
-// own against cuBLAS TF32. A development tool, not part of the CMake build (docs/benchmarks.md,
+// split by rows (strided-batched, two streams); and two skinny TF32 tensor-core kernels of our
+// own (v2: 128-row tiles, a cp.async pipeline) against cuBLAS TF32. A development tool, not part of the CMake build (docs/benchmarks.md,
 // "Seventh session").
 //
 //   nvcc -O2 -arch=sm_90 -I. -o gemm_emul_probe scripts/gemm_emul_probe.cu -lcublas && ./gemm_emul_probe
@@ -125,6 +125,99 @@ __global__ void __launch_bounds__(kSkThreads) skinny_tf32_k(const float* __restr
     if (r0 < M) *reinterpret_cast<float2*>(out + r0 * 64 + c) = make_float2(acc[n][0], acc[n][1]);
     if (r0 + 8 < M) *reinterpret_cast<float2*>(out + (r0 + 8) * 64 + c) = make_float2(acc[n][2], acc[n][3]);
   }
+}
+// Second version: 128 x 64 tiles of 8 warps (B re-read from L2 half as often), and a 3-stage
+// cp.async pipeline (A in 4-byte copies, so rows need no alignment; B in 16-byte copies); operands
+// rounded to TF32 as the fragments are read from shared memory.
+constexpr int kV2M = 128, kV2K = 32, kV2Threads = 256, kV2APitch = kV2K + 4, kV2BPitch = 64 + 8;
+template <int kV2Stages>
+struct V2Smem {
+  float A[kV2Stages][kV2M][kV2APitch];
+  float B[kV2Stages][kV2K][kV2BPitch];
+};
+// kCvtA / kCvtB: round that operand to TF32 as its fragments are read (else the tensor cores
+// take the float32 bits as they are, which truncates; B can be rounded once beforehand).
+__device__ __forceinline__ unsigned frag(float x, bool cvt) { return cvt ? to_tf32(x) : __float_as_uint(x); }
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+template <int kV2Stages, bool kCvtA, bool kCvtB>
+__global__ void __launch_bounds__(kV2Threads) skinny_tf32_v2_k(const float* __restrict__ A, long lda,
+                                                               const float* __restrict__ B, float* __restrict__ C,
+                                                               long M, long K, long k_per) {
+  extern __shared__ float4 smem_raw[];
+  V2Smem<kV2Stages>& sm = *reinterpret_cast<V2Smem<kV2Stages>*>(smem_raw);
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32, g = lane / 4, t4 = lane % 4;
+  const long row0 = (long)blockIdx.x * kV2M, kbeg = (long)blockIdx.y * k_per;
+  const long kend = kbeg + k_per < K ? kbeg + k_per : K;
+  const int chunks = kend > kbeg ? (int)((kend - kbeg + kV2K - 1) / kV2K) : 0;
+  auto issue = [&](int chunk, int stage) {
+    const long k0 = kbeg + (long)chunk * kV2K;
+#pragma unroll
+    for (int i = 0; i < kV2M * kV2K / kV2Threads; ++i) {
+      const int idx = t + kV2Threads * i, r = idx / kV2K, c = idx % kV2K;
+      const long row = row0 + r, k = k0 + c;
+      const bool ok = row < M && k < kend;
+      cp_async4(&sm.A[stage][r][c], ok ? A + row * lda + k : A, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < kV2K * 16 / kV2Threads; ++i) {
+      const int idx = t + kV2Threads * i, r = idx / 16, c = 4 * (idx % 16);
+      const long k = k0 + r;
+      const bool ok = k < kend;
+      cp_async16(&sm.B[stage][r][c], ok ? B + k * 64 + c : B, ok);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < kV2Stages - 1; ++st) {
+    if (st < chunks) issue(st, st);
+    asm volatile("cp.async.commit_group;");
+  }
+  float acc[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kV2Stages - 2));
+    __syncthreads();
+    const int next = chunk + kV2Stages - 1;
+    if (next < chunks) issue(next, next % kV2Stages);
+    asm volatile("cp.async.commit_group;");
+    const int stage = chunk % kV2Stages, r = 16 * warp + g;
+#pragma unroll
+    for (int kk = 0; kk < kV2K; kk += 8) {
+      const unsigned a0 = frag(sm.A[stage][r][kk + t4], kCvtA), a1 = frag(sm.A[stage][r + 8][kk + t4], kCvtA);
+      const unsigned a2 = frag(sm.A[stage][r][kk + t4 + 4], kCvtA), a3 = frag(sm.A[stage][r + 8][kk + t4 + 4], kCvtA);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const unsigned b0 = frag(sm.B[stage][kk + t4][8 * n + g], kCvtB);
+        const unsigned b1 = frag(sm.B[stage][kk + t4 + 4][8 * n + g], kCvtB);
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+f"(acc[n][0]), "+f"(acc[n][1]), "+f"(acc[n][2]), "+f"(acc[n][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;");
+  float* out = C + (long)blockIdx.y * M * 64;
+  const long r0 = row0 + 16 * warp + g;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const int c = 8 * n + 2 * t4;
+    if (r0 < M) *reinterpret_cast<float2*>(out + r0 * 64 + c) = make_float2(acc[n][0], acc[n][1]);
+    if (r0 + 8 < M) *reinterpret_cast<float2*>(out + (r0 + 8) * 64 + c) = make_float2(acc[n][2], acc[n][3]);
+  }
+}
+__global__ void round_tf32_k(const float* x, long n, float* y) {
+  for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+    y[i] = __uint_as_float(to_tf32(x[i]));
 }
 __global__ void skinny_reduce_k(const float* __restrict__ part, int S, long n, float* __restrict__ C) {
   for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
@@ -290,6 +383,34 @@ int main() {
     double ts[4];
     const int Ss[4] = {1, 2, 4, 8};
     for (int i = 0; i < 4; ++i) ts[i] = time_ms([&] { skinny(Ss[i]); });
+    float* Bt;  // B rounded to TF32 once, for the variants that do not round it in the loop
+    CK(cudaMalloc(&Bt, o.nb * 4));
+    round_tf32_k<<<256, 256>>>(B, (long)o.nb, Bt);
+    auto variant = [&](auto kernel, size_t smem, bool pre_b, const char* name) {
+      CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+      auto run = [&](int S) {
+        const long k_per = ((s.K + S - 1) / S + kV2K - 1) / kV2K * kV2K;
+        const dim3 grid((unsigned)((s.M + kV2M - 1) / kV2M), (unsigned)S);
+        kernel<<<grid, kV2Threads, smem>>>(A, lda, pre_b ? Bt : B, S == 1 ? C : P, s.M, s.K, k_per);
+        if (S > 1) skinny_reduce_k<<<1024, 256>>>(P, S, (long)nc, C);
+      };
+      double t2[4], e2[4];
+      for (int i = 0; i < 4; ++i) {
+        t2[i] = time_ms([&] { run(Ss[i]); });
+        CK(cudaMemset(C, 0xff, nc * 4));
+        run(Ss[i]);
+        CK(cudaGetLastError());
+        e2[i] = o.error(s, false);
+      }
+      printf("%-12s %-36s S1 %.4f  S2 %.4f  S4 %.4f  S8 %.4f ms; errors %.1e %.1e %.1e %.1e\n", s.n, name, t2[0],
+             t2[1], t2[2], t2[3], e2[0], e2[1], e2[2], e2[3]);
+    };
+    variant(skinny_tf32_v2_k<3, true, true>, sizeof(V2Smem<3>), false, "v2 3 stages, rounds A and B");
+    variant(skinny_tf32_v2_k<3, true, false>, sizeof(V2Smem<3>), true, "v2 3 stages, B rounded before");
+    variant(skinny_tf32_v2_k<3, false, false>, sizeof(V2Smem<3>), true, "v2 3 stages, A truncated");
+    variant(skinny_tf32_v2_k<4, true, false>, sizeof(V2Smem<4>), true, "v2 4 stages, B rounded before");
+    variant(skinny_tf32_v2_k<2, true, false>, sizeof(V2Smem<2>), true, "v2 2 stages, B rounded before");
+    CK(cudaFree(Bt));
     CK(cudaMemset(C, 0xff, nc * 4));
     skinny(4);
     CK(cudaGetLastError());
