@@ -142,11 +142,18 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok)
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
 }
+__device__ __forceinline__ void cp_async8(float* dst, const float* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src));
+}
 __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
 }
-template <int kV2Stages, bool kCvtA, bool kCvtB>
+// kVecA: a warp copies whole 32-float row chunks of A, with 16-byte copies where the chunk starts
+// 16-byte aligned, 8-byte where it starts 8-byte aligned, 4-byte otherwise (the choice is per row,
+// so it is the same on every lane).
+template <int kV2Stages, bool kCvtA, bool kCvtB, bool kVecA = false>
 __global__ void __launch_bounds__(kV2Threads) skinny_tf32_v2_k(const float* __restrict__ A, long lda,
                                                                const float* __restrict__ B, float* __restrict__ C,
                                                                long M, long K, long k_per) {
@@ -158,12 +165,31 @@ __global__ void __launch_bounds__(kV2Threads) skinny_tf32_v2_k(const float* __re
   const int chunks = kend > kbeg ? (int)((kend - kbeg + kV2K - 1) / kV2K) : 0;
   auto issue = [&](int chunk, int stage) {
     const long k0 = kbeg + (long)chunk * kV2K;
+    if (kVecA) {
+      static_assert(kV2K == 32, "a warp copies 32-float chunks");
+#pragma unroll 4
+      for (int j = 0; j < kV2M / 8; ++j) {
+        const int r = warp + 8 * j;
+        const long row = row0 + r;
+        const float* src = A + row * lda + k0;
+        const long at = row * lda + k0;
+        if (row < M && k0 + kV2K <= kend && at % 4 == 0) {
+          if (lane < 8) cp_async16(&sm.A[stage][r][4 * lane], src + 4 * lane, true);
+        } else if (row < M && k0 + kV2K <= kend && at % 2 == 0) {
+          if (lane < 16) cp_async8(&sm.A[stage][r][2 * lane], src + 2 * lane);
+        } else {
+          const bool ok = row < M && k0 + lane < kend;
+          cp_async4(&sm.A[stage][r][lane], ok ? src + lane : A, ok);
+        }
+      }
+    } else {
 #pragma unroll
-    for (int i = 0; i < kV2M * kV2K / kV2Threads; ++i) {
-      const int idx = t + kV2Threads * i, r = idx / kV2K, c = idx % kV2K;
-      const long row = row0 + r, k = k0 + c;
-      const bool ok = row < M && k < kend;
-      cp_async4(&sm.A[stage][r][c], ok ? A + row * lda + k : A, ok);
+      for (int i = 0; i < kV2M * kV2K / kV2Threads; ++i) {
+        const int idx = t + kV2Threads * i, r = idx / kV2K, c = idx % kV2K;
+        const long row = row0 + r, k = k0 + c;
+        const bool ok = row < M && k < kend;
+        cp_async4(&sm.A[stage][r][c], ok ? A + row * lda + k : A, ok);
+      }
     }
 #pragma unroll
     for (int i = 0; i < kV2K * 16 / kV2Threads; ++i) {
@@ -410,6 +436,8 @@ int main() {
     variant(skinny_tf32_v2_k<3, false, false>, sizeof(V2Smem<3>), true, "v2 3 stages, A truncated");
     variant(skinny_tf32_v2_k<4, true, false>, sizeof(V2Smem<4>), true, "v2 4 stages, B rounded before");
     variant(skinny_tf32_v2_k<2, true, false>, sizeof(V2Smem<2>), true, "v2 2 stages, B rounded before");
+    variant(skinny_tf32_v2_k<3, true, false, true>, sizeof(V2Smem<3>), true, "v2 3 stages, 16/8/4-byte A copies");
+    variant(skinny_tf32_v2_k<4, true, false, true>, sizeof(V2Smem<4>), true, "v2 4 stages, 16/8/4-byte A copies");
     CK(cudaFree(Bt));
     CK(cudaMemset(C, 0xff, nc * 4));
     skinny(4);
