@@ -6,7 +6,7 @@
 // own (v2: 128-row tiles, a cp.async pipeline) against cuBLAS TF32. A development tool, not part of the CMake build (docs/benchmarks.md,
 // "Seventh session").
 //
-//   nvcc -O2 -arch=sm_90 -I. -o gemm_emul_probe scripts/gemm_emul_probe.cu -lcublas && ./gemm_emul_probe
+//   nvcc -O2 -std=c++17 -arch=sm_90 -I. -o gemm_emul_probe scripts/gemm_emul_probe.cu -lcublas && ./gemm_emul_probe
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -129,10 +129,10 @@ __global__ void __launch_bounds__(kSkThreads) skinny_tf32_k(const float* __restr
 // Second version: 128 x 64 tiles of 8 warps (B re-read from L2 half as often), and a 3-stage
 // cp.async pipeline (A in 4-byte copies, so rows need no alignment; B in 16-byte copies); operands
 // rounded to TF32 as the fragments are read from shared memory.
-constexpr int kV2M = 128, kV2K = 32, kV2Threads = 256, kV2APitch = kV2K + 4, kV2BPitch = 64 + 8;
-template <int kV2Stages>
+constexpr int kV2M = 128, kV2Threads = 256, kV2BPitch = 64 + 8;
+template <int kV2Stages, int kV2K = 32>
 struct V2Smem {
-  float A[kV2Stages][kV2M][kV2APitch];
+  float A[kV2Stages][kV2M][kV2K + 4];
   float B[kV2Stages][kV2K][kV2BPitch];
 };
 // kCvtA / kCvtB: round that operand to TF32 as its fragments are read (else the tensor cores
@@ -153,19 +153,19 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok
 // kVecA: a warp copies whole 32-float row chunks of A, with 16-byte copies where the chunk starts
 // 16-byte aligned, 8-byte where it starts 8-byte aligned, 4-byte otherwise (the choice is per row,
 // so it is the same on every lane).
-template <int kV2Stages, bool kCvtA, bool kCvtB, bool kVecA = false>
+template <int kV2Stages, bool kCvtA, bool kCvtB, bool kVecA = false, int kV2K = 32>
 __global__ void __launch_bounds__(kV2Threads) skinny_tf32_v2_k(const float* __restrict__ A, long lda,
                                                                const float* __restrict__ B, float* __restrict__ C,
                                                                long M, long K, long k_per) {
   extern __shared__ float4 smem_raw[];
-  V2Smem<kV2Stages>& sm = *reinterpret_cast<V2Smem<kV2Stages>*>(smem_raw);
+  V2Smem<kV2Stages, kV2K>& sm = *reinterpret_cast<V2Smem<kV2Stages, kV2K>*>(smem_raw);
   const int t = threadIdx.x, lane = t % 32, warp = t / 32, g = lane / 4, t4 = lane % 4;
   const long row0 = (long)blockIdx.x * kV2M, kbeg = (long)blockIdx.y * k_per;
   const long kend = kbeg + k_per < K ? kbeg + k_per : K;
   const int chunks = kend > kbeg ? (int)((kend - kbeg + kV2K - 1) / kV2K) : 0;
   auto issue = [&](int chunk, int stage) {
     const long k0 = kbeg + (long)chunk * kV2K;
-    if (kVecA) {
+    if constexpr (kVecA) {
       static_assert(kV2K == 32, "a warp copies 32-float chunks");
 #pragma unroll 4
       for (int j = 0; j < kV2M / 8; ++j) {
@@ -415,7 +415,7 @@ int main() {
     auto variant = [&](auto kernel, size_t smem, bool pre_b, const char* name) {
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       auto run = [&](int S) {
-        const long k_per = ((s.K + S - 1) / S + kV2K - 1) / kV2K * kV2K;
+        const long k_per = ((s.K + S - 1) / S + 63) / 64 * 64;  // whole chunks of 32 or 64
         const dim3 grid((unsigned)((s.M + kV2M - 1) / kV2M), (unsigned)S);
         kernel<<<grid, kV2Threads, smem>>>(A, lda, pre_b ? Bt : B, S == 1 ? C : P, s.M, s.K, k_per);
         if (S > 1) skinny_reduce_k<<<1024, 256>>>(P, S, (long)nc, C);
@@ -436,8 +436,12 @@ int main() {
     variant(skinny_tf32_v2_k<3, false, false>, sizeof(V2Smem<3>), true, "v2 3 stages, A truncated");
     variant(skinny_tf32_v2_k<4, true, false>, sizeof(V2Smem<4>), true, "v2 4 stages, B rounded before");
     variant(skinny_tf32_v2_k<2, true, false>, sizeof(V2Smem<2>), true, "v2 2 stages, B rounded before");
-    variant(skinny_tf32_v2_k<3, true, false, true>, sizeof(V2Smem<3>), true, "v2 3 stages, 16/8/4-byte A copies");
-    variant(skinny_tf32_v2_k<4, true, false, true>, sizeof(V2Smem<4>), true, "v2 4 stages, 16/8/4-byte A copies");
+    if (getenv("GEMM_VEC_A")) {
+      variant(skinny_tf32_v2_k<3, true, false, true>, sizeof(V2Smem<3>), true, "v2 3 stages, 16/8/4-byte A copies");
+      variant(skinny_tf32_v2_k<4, true, false, true>, sizeof(V2Smem<4>), true, "v2 4 stages, 16/8/4-byte A copies");
+    }
+    variant(skinny_tf32_v2_k<2, true, false, false, 64>, sizeof(V2Smem<2, 64>), true, "v2 2 stages of 64 columns");
+    variant(skinny_tf32_v2_k<3, true, false, false, 64>, sizeof(V2Smem<3, 64>), true, "v2 3 stages of 64 columns");
     CK(cudaFree(Bt));
     CK(cudaMemset(C, 0xff, nc * 4));
     skinny(4);
