@@ -30,10 +30,9 @@ class Adam final : public Optimizer {
     std::vector<AdamTensors> group(params.size());
     for (std::size_t i = 0; i < params.size(); ++i)
       group[i] = {&params[i]->value, &params[i]->grad, &m_[i], &v_[i]};
-    AdamParams next = p_;
-    next.step = t_ + 1;
-    adam_update_group(group, next, ctx.stream());  // checks every entry before it writes any
-    p_.step = ++t_;
+    p_.step = t_ + 1;
+    adam_update_group(group, p_, ctx.stream());  // checks every entry before it writes any
+    ++t_;
   }
 
  private:

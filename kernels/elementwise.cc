@@ -27,8 +27,6 @@ void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int dev
 void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s);
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
 void scale(float alpha, float* y, int64_t n, int device, Stream s);
-void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
-          float bc1, float bc2, int64_t n, int device, Stream s);
 // count <= kMaxAdamGroup tensors on one device, in one launch.
 void adam_group(float* const* params, const float* const* grads, float* const* ms, float* const* vs,
                 const int64_t* ns, int count, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
@@ -314,42 +312,18 @@ void adam_cpu(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Ada
   });
 }
 
-}  // namespace
-
-void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s) {
-  const char* op = "adam_update";
-  check_adam(param, grad, m, v, p, op);
-  const int64_t n = param.numel();
-  if (n == 0) return;
+// The update of entries already checked: CPU ones one by one, CUDA ones (all on one device)
+// kMaxAdamGroup at a time in one launch.
+void adam_apply(const std::vector<AdamTensors>& group, const AdamParams& p, Stream s, const char* op) {
   const AdamCorrections c = adam_corrections(p);
-  if (param.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::adam(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), p.lr, p.beta1,
-                           p.beta2, p.eps, p.weight_decay, c.bc1, c.bc2, n, dev_of(param), s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  adam_cpu(param, grad, m, v, p, c);
-}
-
-void adam_update_group(const std::vector<AdamTensors>& group, const AdamParams& p, Stream s) {
-  const char* op = "adam_update_group";
   const Tensor* first_cuda = nullptr;
-  for (std::size_t i = 0; i < group.size(); ++i) {  // everything checked before anything is written
-    const AdamTensors& e = group[i];
-    GT_CHECK_ARG(e.param && e.grad && e.m && e.v, op, ": entry ", i, " has a null tensor");
-    check_adam(*e.param, *e.grad, *e.m, *e.v, p, op, detail::concat("[", i, "]"));
-    if (e.param->is_cuda()) {
-      if (!first_cuda) first_cuda = e.param;
-      GT_CHECK_ARG(e.param->device() == first_cuda->device(), op, ": entry ", i, " is on ",
-                   e.param->device().str(), ", an earlier one on ", first_cuda->device().str());
-    }
+  for (const AdamTensors& e : group) {
+    if (e.param->numel() == 0) continue;
+    if (e.param->is_cuda())
+      first_cuda = first_cuda ? first_cuda : e.param;
+    else
+      adam_cpu(*e.param, *e.grad, *e.m, *e.v, p, c);
   }
-  const AdamCorrections c = adam_corrections(p);
-  for (const AdamTensors& e : group)
-    if (!e.param->is_cuda() && e.param->numel() > 0) adam_cpu(*e.param, *e.grad, *e.m, *e.v, p, c);
   if (!first_cuda) return;
 #ifdef GT_WITH_CUDA
   float* params[kMaxAdamGroup];
@@ -374,10 +348,35 @@ void adam_update_group(const std::vector<AdamTensors>& group, const AdamParams& 
     if (++count == kMaxAdamGroup) flush();
   }
   flush();
+  (void)op;
 #else
   (void)s;
   throw_built_without_cuda(op);
 #endif
+}
+
+}  // namespace
+
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s) {
+  const char* op = "adam_update";
+  check_adam(param, grad, m, v, p, op);
+  adam_apply({{&param, &grad, &m, &v}}, p, s, op);
+}
+
+void adam_update_group(const std::vector<AdamTensors>& group, const AdamParams& p, Stream s) {
+  const char* op = "adam_update_group";
+  const Tensor* first_cuda = nullptr;
+  for (std::size_t i = 0; i < group.size(); ++i) {  // everything checked before anything is written
+    const AdamTensors& e = group[i];
+    GT_CHECK_ARG(e.param && e.grad && e.m && e.v, op, ": entry ", i, " has a null tensor");
+    check_adam(*e.param, *e.grad, *e.m, *e.v, p, op, detail::concat("[", i, "]"));
+    if (e.param->is_cuda()) {
+      if (!first_cuda) first_cuda = e.param;
+      GT_CHECK_ARG(e.param->device() == first_cuda->device(), op, ": entry ", i, " is on ",
+                   e.param->device().str(), ", an earlier one on ", first_cuda->device().str());
+    }
+  }
+  adam_apply(group, p, s, op);
 }
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float momentum, float weight_decay,

@@ -89,7 +89,7 @@ __global__ void scale_kernel(float alpha, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] *= alpha;
 }
 
-// One element of Adam (both kernels below): adam_update's arithmetic, in its order.
+// One element of Adam: the CPU loop's arithmetic, in its order.
 __device__ __forceinline__ void adam_element(float* param, const float* grad, float* m, float* v, int64_t i, float lr,
                                              float b1, float b2, float eps, float wd, float bc1, float bc2) {
   const float w = param[i];
@@ -99,12 +99,6 @@ __device__ __forceinline__ void adam_element(float* param, const float* grad, fl
   m[i] = mi;
   v[i] = vi;
   param[i] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-}
-
-__global__ void adam_kernel(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2,
-                            float eps, float wd, float bc1, float bc2, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride())
-    adam_element(param, grad, m, v, i, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
 // Up to kMaxAdamGroup tensors, passed by value (1.3 KB of kernel parameters); blockIdx.y picks one.
@@ -185,12 +179,6 @@ void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s
 
 void scale(float alpha, float* y, int64_t n, int device, Stream s) {
   scale_kernel<<<grid_for(n, device), kThreads, 0, s>>>(alpha, y, n);
-  GT_CUDA_LAUNCH_CHECK();
-}
-
-void adam(float* param, const float* grad, float* m, float* v, float lr, float b1, float b2, float eps, float wd,
-          float bc1, float bc2, int64_t n, int device, Stream s) {
-  adam_kernel<<<grid_for(n, device), kThreads, 0, s>>>(param, grad, m, v, lr, b1, b2, eps, wd, bc1, bc2, n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

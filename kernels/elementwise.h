@@ -52,8 +52,8 @@ struct AdamParams {
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p, Stream s = nullptr);
 // The same step over several parameters (an optimizer's whole list): every entry is checked
 // before any is written; CPU entries are updated one by one, CUDA entries (all on one device)
-// kMaxAdamGroup at a time in one kernel launch, so a model's many small parameters do not cost
-// a launch each. Each element gets exactly adam_update's arithmetic.
+// kMaxAdamGroup at a time in one kernel launch (adam_update is a group of one), so a model's many
+// small parameters do not cost a launch each.
 struct AdamTensors {
   Tensor* param = nullptr;
   const Tensor* grad = nullptr;

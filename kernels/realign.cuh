@@ -57,17 +57,13 @@ struct PullOut {
   }
 };
 
-__device__ __forceinline__ void add4(float4& a, const float4& v) {
-  a.x += v.x;
-  a.y += v.y;
-  a.z += v.z;
-  a.w += v.w;
-}
-__device__ __forceinline__ void add4(float4& a, const float4& v, float w) {
-  a.x += v.x * w;
-  a.y += v.y * w;
-  a.z += v.z * w;
-  a.w += v.w * w;
+// acc += v (times w for kColWeight): napa_dev's float4 arithmetic.
+template <bool kColWeight>
+__device__ __forceinline__ void accumulate(float4& acc, const float4& v, float w) {
+  if (kColWeight)
+    napa_dev::vaxpy(acc, v, w);
+  else
+    acc = napa_dev::vadd(acc, v);
 }
 
 // kRowMean: the row's sum is scaled by 1/deg(row); kColWeight: each edge by 1/deg(column), the
@@ -131,10 +127,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             if (j + k >= n) break;
             used |= 1u << cls[k];
             switch (cls[k]) {  // registers stay registers: no indexing by a runtime value
-              case 0: kColWeight ? add4(acc[0], v[k], w[k]) : add4(acc[0], v[k]); break;
-              case 1: kColWeight ? add4(acc[1], v[k], w[k]) : add4(acc[1], v[k]); break;
-              case 2: kColWeight ? add4(acc[2], v[k], w[k]) : add4(acc[2], v[k]); break;
-              default: kColWeight ? add4(acc[3], v[k], w[k]) : add4(acc[3], v[k]); break;
+              case 0: accumulate<kColWeight>(acc[0], v[k], w[k]); break;
+              case 1: accumulate<kColWeight>(acc[1], v[k], w[k]); break;
+              case 2: accumulate<kColWeight>(acc[2], v[k], w[k]); break;
+              default: accumulate<kColWeight>(acc[3], v[k], w[k]); break;
             }
           }
         }

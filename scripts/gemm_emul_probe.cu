@@ -53,6 +53,23 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+// acc (a 16 x 8 tile of C in m16n8k8's fragment layout) += A fragment x B fragment, TF32.
+__device__ __forceinline__ void mma_tf32(float (&acc)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// A lane's part of a warp's 16 x 64 tile of C (rows r and r + 8, columns 8n + 2 t4 and + 1).
+__device__ __forceinline__ void store_rows(float* out, long M, long r, int t4, const float (&acc)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const int c = 8 * n + 2 * t4;
+    if (r < M) *reinterpret_cast<float2*>(out + r * 64 + c) = make_float2(acc[n][0], acc[n][1]);
+    if (r + 8 < M) *reinterpret_cast<float2*>(out + (r + 8) * 64 + c) = make_float2(acc[n][2], acc[n][3]);
+  }
+}
 __global__ void __launch_bounds__(kSkThreads) skinny_tf32_k(const float* __restrict__ A, long lda,
                                                             const float* __restrict__ B, float* __restrict__ C,
                                                             long M, long K, long k_per) {
@@ -110,21 +127,11 @@ __global__ void __launch_bounds__(kSkThreads) skinny_tf32_k(const float* __restr
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const unsigned b0 = Bs[kk + t4][8 * n + g], b1 = Bs[kk + t4 + 4][8 * n + g];
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+f"(acc[n][0]), "+f"(acc[n][1]), "+f"(acc[n][2]), "+f"(acc[n][3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        mma_tf32(acc[n], a0, a1, a2, a3, b0, b1);
       }
     }
   }
-  float* out = C + (long)blockIdx.y * M * 64;
-  const long r0 = row0 + 16 * warp + g;
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-    const int c = 8 * n + 2 * t4;
-    if (r0 < M) *reinterpret_cast<float2*>(out + r0 * 64 + c) = make_float2(acc[n][0], acc[n][1]);
-    if (r0 + 8 < M) *reinterpret_cast<float2*>(out + (r0 + 8) * 64 + c) = make_float2(acc[n][2], acc[n][3]);
-  }
+  store_rows(C + (long)blockIdx.y * M * 64, M, row0 + 16 * warp + g, t4, acc);
 }
 // Second version: 128 x 64 tiles of 8 warps (B re-read from L2 half as often), and a 3-stage
 // cp.async pipeline (A in 4-byte copies, so rows need no alignment; B in 16-byte copies); operands
@@ -224,22 +231,12 @@ __global__ void __launch_bounds__(kV2Threads) skinny_tf32_v2_k(const float* __re
       for (int n = 0; n < 8; ++n) {
         const unsigned b0 = frag(sm.B[stage][kk + t4][8 * n + g], kCvtB);
         const unsigned b1 = frag(sm.B[stage][kk + t4 + 4][8 * n + g], kCvtB);
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+f"(acc[n][0]), "+f"(acc[n][1]), "+f"(acc[n][2]), "+f"(acc[n][3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        mma_tf32(acc[n], a0, a1, a2, a3, b0, b1);
       }
     }
   }
   asm volatile("cp.async.wait_group 0;");
-  float* out = C + (long)blockIdx.y * M * 64;
-  const long r0 = row0 + 16 * warp + g;
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-    const int c = 8 * n + 2 * t4;
-    if (r0 < M) *reinterpret_cast<float2*>(out + r0 * 64 + c) = make_float2(acc[n][0], acc[n][1]);
-    if (r0 + 8 < M) *reinterpret_cast<float2*>(out + (r0 + 8) * 64 + c) = make_float2(acc[n][2], acc[n][3]);
-  }
+  store_rows(C + (long)blockIdx.y * M * 64, M, row0 + 16 * warp + g, t4, acc);
 }
 __global__ void round_tf32_k(const float* x, long n, float* y) {
   for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
