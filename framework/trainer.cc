@@ -396,16 +396,14 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
     const int64_t nl = count_labelled(data.labels, seeds);
     float loss;
+    Tensor logits;
     {
+      // Host time of queueing the forward pass: the graph's loss node queues the loss (and keeps
+      // d loss / d logits for backward) without waiting, so the GPU's forward time falls into the
+      // backward stage below, where the step first waits.
       ScopedStage fw(tr, "forward", "compute", batch->seq, &st.forward_ms);
-      // The graph's loss node computes the loss (and keeps d loss / d logits for backward).
-      Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step,
-                                       nullptr, &batch->labels);
-      loss = r.model->loss();
-      if (!std::isfinite(loss))
-        GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf", "training diverged: the loss is ",
-                 loss, " at epoch ", epoch, ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
-      part.correct += count_correct(logits, batch->labels, r.ctx->stream());
+      logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step, nullptr,
+                                &batch->labels);
     }
     {
       ScopedStage bw(tr, "backward", "compute", batch->seq, &st.backward_ms);
@@ -419,6 +417,13 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       } else {
         r.model->backward_loss(*r.ctx, batch->blocks);
       }
+      // The step's first wait, with the backward pass already queued: a diverged loss stops
+      // training here, before the optimizer writes the parameters.
+      loss = r.model->loss();
+      if (!std::isfinite(loss))
+        GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf", "training diverged: the loss is ",
+                 loss, " at epoch ", epoch, ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
+      part.correct += count_correct(logits, batch->labels, r.ctx->stream());
       r.optimizer->step(*r.ctx, r.model->params());
       // The batch's device buffers go back to the pool below: finish the work that reads them.
       r.ctx->synchronize();

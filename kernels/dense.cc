@@ -22,7 +22,10 @@ namespace cuda_impl {
 void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y);
-void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device);
+// db = column sums of dy; with y, of dt = act'(y) * dy, which is also written to dt (act as in
+// bias_activation).
+void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device,
+                 const float* y = nullptr, int act = 0, float slope = 0.0f, float* dt = nullptr);
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y);
 }  // namespace cuda_impl
 #endif
@@ -238,6 +241,24 @@ void check_activation(Activation act, float slope, const char* op) {
                slope);
 }
 
+// dt = act'(y) * dy (act ReLU or LeakyReLU) and, when db is given, db = column sums of dt: on
+// the GPU one kernel does both (the sums as column_sums does them, bitwise).
+void activation_backward_sums(const Context& ctx, const Tensor& y, Activation act, float slope, const Tensor& dy,
+                              Tensor& dt, Tensor* db) {
+  if (db && ctx.is_cuda() && dy.size(1) > 0) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::column_sums(ctx, dy.data<float>(), dy.size(0), dy.size(1), db->data<float>(), ctx.device().index,
+                           y.data<float>(), static_cast<int>(act), slope, dt.data<float>());
+    return;
+#endif
+  }
+  if (act == Activation::kRelu)
+    relu_backward(y, dy, dt, ctx.stream());
+  else
+    leaky_relu_backward(y, slope, dy, dt, ctx.stream());
+  if (db) column_sums(ctx, dt, *db);
+}
+
 }  // namespace
 
 void apply_forward(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, float slope, Tensor& y,
@@ -261,17 +282,16 @@ void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activatio
   check_shape(y, "y", x.size(0), w.size(1), op);
   check_device(y, "y", ctx, op);
   if (db) check_bias(*db, "db", w.size(1), ctx, op);
-  // dt = dy * act'(t), read from y; then the linear backward with dt. dy itself is left intact.
-  Tensor dt = dy;
-  if (act != Activation::kNone) {
-    dt = Tensor::empty(dy.shape(), DType::kFloat32, ctx.device());
-    if (act == Activation::kRelu)
-      relu_backward(y, dy, dt, ctx.stream());
-    else
-      leaky_relu_backward(y, slope, dy, dt, ctx.stream());
+  // dt = dy * act'(t), read from y (with the bias gradient in the same pass); then the linear
+  // backward with dt. dy itself is left intact.
+  if (act == Activation::kNone) {
+    backward_gemms(x, w, dy, dx, dw, 0.0f, ctx);
+    if (db) column_sums(ctx, dy, *db);
+    return;
   }
+  Tensor dt = Tensor::empty(dy.shape(), DType::kFloat32, ctx.device());
+  activation_backward_sums(ctx, y, act, slope, dy, dt, db);
   backward_gemms(x, w, dt, dx, dw, 0.0f, ctx);
-  if (db) column_sums(ctx, dt, *db);
 }
 
 void bias_activation_forward(const Tensor* b, Activation act, float slope, Tensor& y, const Context& ctx) {
@@ -289,6 +309,21 @@ void bias_backward(const Tensor& dy, Tensor& db, const Context& ctx) {
   check_device(dy, "dy", ctx, op);
   check_bias(db, "db", dy.size(1), ctx, op);
   column_sums(ctx, dy, db);
+}
+
+void bias_activation_backward(const Tensor& y, Activation act, float slope, const Tensor& dy, Tensor& dt, Tensor* db,
+                              const Context& ctx) {
+  const char* op = "bias_activation_backward";
+  check_activation(act, slope, op);
+  GT_CHECK_ARG(act != Activation::kNone, op, ": no activation to differentiate (use bias_backward for the bias alone)");
+  check_mat(dy, "dy", op);
+  check_device(dy, "dy", ctx, op);
+  check_shape(y, "y", dy.size(0), dy.size(1), op);
+  check_device(y, "y", ctx, op);
+  check_shape(dt, "dt", dy.size(0), dy.size(1), op);
+  check_device(dt, "dt", ctx, op);
+  if (db) check_bias(*db, "db", dy.size(1), ctx, op);
+  activation_backward_sums(ctx, y, act, slope, dy, dt, db);
 }
 
 }  // namespace gt

@@ -65,21 +65,42 @@ __global__ void bias_activation_kernel(const float* __restrict__ b, int act, flo
   }
 }
 
+// The activation's backward at one element, read from the epilogue's output y (act: 0 none,
+// 1 ReLU, 2 LeakyReLU): the operations of relu_backward / leaky_relu_backward (elementwise.cu).
+__device__ __forceinline__ float activation_grad(int act, float slope, float y, float g) {
+  if (act == 1) return y > 0.0f ? g : 0.0f;
+  if (act == 2) return y > 0.0f ? g : g * slope;
+  return g;
+}
+
 // First pass of the column sums: block (x, y) sums rows [y * chunk_rows, (y+1) * chunk_rows) of
 // columns [x * kColTile, (x+1) * kColTile). Thread (tx, ty) adds rows ty, ty + kRowLanes, ... of
 // column tx (consecutive tx read consecutive addresses: coalesced); the kRowLanes partials are
 // then added in a fixed order through shared memory. No atomics: every output element has one
 // writer and the order of additions is fixed, so the result is bitwise reproducible.
+// With y given (the activation's backward fused in), each element is first turned into
+// dt = act'(y) * dy, written to dt, and dt is what is summed; the blocks cover every element once.
 __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, int64_t out, int64_t chunk_rows,
-                                      float* __restrict__ partial) {
+                                      float* __restrict__ partial, const float* __restrict__ y = nullptr,
+                                      int act = 0, float slope = 0.0f, float* __restrict__ dt = nullptr) {
   __shared__ float sums[kRowLanes][kColTile + 1];  // +1: no bank conflicts on the column read
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + tx;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
   const int64_t r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
   float acc = 0.0f;
-  if (col < out)
-    for (int64_t r = r0 + ty; r < r1; r += kRowLanes) acc += dy[r * out + col];
+  if (col < out) {
+    if (y) {
+      for (int64_t r = r0 + ty; r < r1; r += kRowLanes) {
+        const int64_t i = r * out + col;
+        const float g = activation_grad(act, slope, y[i], dy[i]);
+        dt[i] = g;
+        acc += g;
+      }
+    } else {
+      for (int64_t r = r0 + ty; r < r1; r += kRowLanes) acc += dy[r * out + col];
+    }
+  }
   sums[ty][tx] = acc;
   __syncthreads();
   if (ty == 0 && col < out) {
@@ -131,7 +152,10 @@ void bias_activation(const Context& ctx, const float* b, int act, float slope, i
   GT_CUDA_LAUNCH_CHECK();
 }
 
-void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device) {
+// db = column sums of dt, where dt = dy (y null) or the activation's backward act'(y) * dy, which
+// is then also written to dt (n x out, every element). Bitwise the same sums either way.
+void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device,
+                 const float* y, int act, float slope, float* dt) {
   if (out == 0) return;
   cudaStream_t s = ctx.stream();
   if (n == 0) {
@@ -144,13 +168,13 @@ void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, fl
   const dim3 block(kColTile, kRowLanes);
   const dim3 grid(static_cast<unsigned>((out + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
   if (chunks == 1) {  // one chunk: the partial sums are the result
-    column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, db);
+    column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, db, y, act, slope, dt);
     GT_CUDA_LAUNCH_CHECK();
     return;
   }
   Scratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), device);
   float* d_partial = static_cast<float*>(partial.ptr);
-  column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial);
+  column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial, y, act, slope, dt);
   GT_CUDA_LAUNCH_CHECK();
   column_finish_kernel<<<grid_for(out, device), kThreads, 0, s>>>(d_partial, chunks, out, db);
   GT_CUDA_LAUNCH_CHECK();

@@ -40,5 +40,10 @@ void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activatio
 // db = column sums of dy (overwritten). Same kernels as apply_forward / linear_backward.
 void bias_activation_forward(const Tensor* b, Activation act, float slope, Tensor& y, const Context& ctx);
 void bias_backward(const Tensor& dy, Tensor& db, const Context& ctx);
+// The epilogue's backward for act ReLU or LeakyReLU: dt = act'(t) * dy, read from the epilogue's
+// output y as apply_backward does, and db = column sums of dt when db is given (both
+// overwritten; dy is left intact). On the GPU one kernel does both, with bias_backward's sums.
+void bias_activation_backward(const Tensor& y, Activation act, float slope, const Tensor& dy, Tensor& dt, Tensor* db,
+                              const Context& ctx);
 
 }  // namespace gt

@@ -13,10 +13,13 @@ namespace gt {
 
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
-// Both synchronise `s` and report the number of labels outside [-1, C) in *bad (the caller throws).
-// softmax_cross_entropy: *loss_sum = sum of the labelled rows' losses, *labelled = their count.
-void softmax_cross_entropy(const float* logits, const int32_t* labels, int64_t n, int64_t C, float* dlogits,
-                           int device, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad);
+// softmax_cross_entropy_launch queues the loss on `s` and returns its device summary (optionally
+// the mean loss into *mean); read_loss_summary synchronises `s` and reads it back: *loss_sum = sum
+// of the labelled rows' losses, *labelled = their count, *bad = labels outside [-1, C) (the caller
+// throws). count_correct synchronises `s` and reports invalid labels the same way.
+std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
+                                                   float* dlogits, int device, Stream s, float* mean);
+void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad);
 void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
                    int64_t* correct, int64_t* bad);
 }  // namespace cuda_impl
@@ -59,7 +62,28 @@ int64_t count_labelled(const int32_t* labels, int64_t n, int64_t C, const char* 
 
 }  // namespace
 
+float PendingLoss::value() const {
+  if (known_) return value_;
+  if (!summary_) return 0.0f;
+#ifdef GT_WITH_CUDA
+  double loss_sum = 0.0;
+  int64_t labelled = 0, bad = 0;
+  cuda_impl::read_loss_summary(summary_.get(), stream_, &loss_sum, &labelled, &bad);
+  if (bad > 0) throw_bad_labels(bad, classes_, "softmax_cross_entropy");
+  value_ = labelled > 0 ? static_cast<float>(loss_sum / static_cast<double>(labelled)) : 0.0f;
+  known_ = true;
+  return value_;
+#else
+  throw_built_without_cuda("softmax_cross_entropy");
+#endif
+}
+
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s) {
+  return softmax_cross_entropy_async(logits, labels, dlogits, s).value();
+}
+
+PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s,
+                                        Tensor* mean) {
   const char* op = "softmax_cross_entropy";
   check_inputs(logits, labels, op);
   GT_CHECK_ARG(dlogits.defined() && dlogits.dtype() == DType::kFloat32 && dlogits.shape() == logits.shape(), op,
@@ -68,15 +92,21 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
   GT_CHECK_ARG(dlogits.device() == logits.device(), op, ": dlogits on ", dlogits.device().str(), ", logits on ",
                logits.device().str());
   const int64_t n = logits.size(0), C = logits.size(1);
-  if (n == 0) return 0.0f;
+  PendingLoss result;
+  if (mean) *mean = n == 0 ? Tensor::zeros({1, 1}, DType::kFloat32, logits.device(), s)
+                           : Tensor::empty({1, 1}, DType::kFloat32, logits.device());  // the kernels write it
+  if (n == 0) {
+    result.known_ = true;
+    return result;
+  }
   if (logits.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    double loss_sum = 0.0;
-    int64_t labelled = 0, bad = 0;
-    cuda_impl::softmax_cross_entropy(logits.data<float>(), labels.data<int32_t>(), n, C, dlogits.data<float>(),
-                                     logits.device().index, s, &loss_sum, &labelled, &bad);
-    if (bad > 0) throw_bad_labels(bad, C, op);
-    return labelled > 0 ? static_cast<float>(loss_sum / static_cast<double>(labelled)) : 0.0f;
+    result.summary_ = cuda_impl::softmax_cross_entropy_launch(logits.data<float>(), labels.data<int32_t>(), n, C,
+                                                              dlogits.data<float>(), logits.device().index, s,
+                                                              mean ? mean->data<float>() : nullptr);
+    result.stream_ = s;
+    result.classes_ = C;
+    return result;
 #else
     (void)s;
     throw_built_without_cuda(op);
@@ -108,8 +138,12 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
   });
   double total = 0.0;  // summed in row order: deterministic
   for (float l : row_loss) total += l;
-  return labelled > 0 ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
+  result.value_ = labelled > 0 ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
+  result.known_ = true;
+  if (mean) mean->data<float>()[0] = result.value_;
+  return result;
 }
+
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s) {
   const char* op = "count_correct";

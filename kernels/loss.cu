@@ -1,16 +1,20 @@
 // Softmax cross-entropy and accuracy on the GPU. Contract in loss.h; argument checks, the
 // final division and the error for invalid labels are in loss.cc.
 //
-// softmax_cross_entropy runs three kernels on `s`:
+// softmax_cross_entropy runs three kernels on `s` (one, softmax_ce_one_block_kernel, for small
+// batches):
 //   1. one block counts labelled rows and invalid labels (dlogits are scaled by 1 / labelled, so
 //      the count must exist before any row is written);
 //   2. one warp per row: stable softmax (row max and sum of exponentials by warp shuffles), the
 //      row's dlogits and its loss into a per-row scratch array;
 //   3. one block sums the per-row losses in a fixed order (in double).
-// No float atomics anywhere, so the loss and the gradients are bitwise reproducible. The summary
-// is copied back with a checked async copy and the stream is synchronised.
+// No float atomics anywhere, so the loss and the gradients are bitwise reproducible. Nothing
+// waits: the summary (loss sum, labelled rows, invalid labels) stays in a device buffer that the
+// caller reads back later (read_loss_summary: a checked async copy, then the stream is
+// synchronised), and the third kernel also writes the mean loss on the device.
 #include <cmath>
 #include <cstdint>
+#include <memory>
 
 #include "framework/cuda_check.h"
 #include "framework/device.h"
@@ -26,7 +30,6 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarp * kWarpsPerBlock;
 constexpr int kBlocksPerSm = 8;
 constexpr int kReduceThreads = 1024;  // the single-block reductions; a power of two
-constexpr std::size_t kRowLossOffset = 256;  // bytes: the summary, then the per-row losses
 
 struct Summary {
   double loss_sum;
@@ -34,7 +37,6 @@ struct Summary {
   unsigned long long bad;
   unsigned long long correct;
 };
-static_assert(sizeof(Summary) <= kRowLossOffset, "summary must fit before the per-row losses");
 
 struct Scratch {
   Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
@@ -77,9 +79,9 @@ __device__ T block_sum(T v, T* shared) {
   return shared[0];
 }
 
-__global__ void __launch_bounds__(kReduceThreads)
-    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
-  __shared__ unsigned long long shared[kReduceThreads];
+// Labelled rows and invalid labels of n, summed by one kReduceThreads block (in thread 0).
+__device__ void count_labels(const int32_t* __restrict__ labels, int64_t n, int64_t C, unsigned long long* shared,
+                             unsigned long long* labelled_out, unsigned long long* bad_out) {
   unsigned long long labelled = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
     const int32_t l = labels[i];
@@ -90,14 +92,45 @@ __global__ void __launch_bounds__(kReduceThreads)
   labelled = block_sum(labelled, shared);
   __syncthreads();  // shared[] is reused below
   bad = block_sum(bad, shared);
+  *labelled_out = labelled;
+  *bad_out = bad;
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
+  __shared__ unsigned long long shared[kReduceThreads];
+  unsigned long long labelled, bad;
+  count_labels(labels, n, C, shared, &labelled, &bad);
   if (threadIdx.x == 0) {
     out->labelled = labelled;
     out->bad = bad;
   }
 }
 
-// One warp per row, lanes strided over the C columns (coalesced). Rows without a valid label get
-// zero gradients and zero loss (invalid labels are reported by count_labels_kernel).
+// One row's softmax cross-entropy by one warp, lanes strided over the C columns (coalesced):
+// writes the row's dlogits (scaled by inv) and returns its loss. Rows without a valid label get
+// zero gradients and zero loss (invalid labels are counted by count_labels).
+__device__ __forceinline__ float softmax_ce_row(const float* __restrict__ z, float* __restrict__ d, int32_t label,
+                                                int64_t C, float inv, int lane) {
+  if (label < 0 || label >= C) {
+    for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
+    return 0.0f;
+  }
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
+  sum = warp_sum(sum);
+  for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
+  return logf(sum) - (z[label] - mx);
+}
+
+__device__ __forceinline__ float inverse_count(unsigned long long labelled) {
+  return labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+}
+
+// One warp per row (softmax_ce_row), grid-strided.
 __global__ void __launch_bounds__(kThreads)
     softmax_ce_rows_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
                            int64_t C, const Summary* __restrict__ summary, float* __restrict__ dlogits,
@@ -105,35 +138,63 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  const unsigned long long labelled = summary->labelled;
-  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+  const float inv = inverse_count(summary->labelled);
   for (int64_t row = first_row; row < n; row += row_stride) {  // warp-uniform: shuffles are safe
-    const float* z = logits + row * C;
-    float* d = dlogits + row * C;
-    const int32_t label = labels[row];
-    if (label < 0 || label >= C) {
-      for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
-      if (lane == 0) row_loss[row] = 0.0f;
-      continue;
-    }
-    float mx = -INFINITY;
-    for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
-    sum = warp_sum(sum);
-    for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
-    if (lane == 0) row_loss[row] = logf(sum) - (z[label] - mx);
+    const float l = softmax_ce_row(logits + row * C, dlogits + row * C, labels[row], C, inv, lane);
+    if (lane == 0) row_loss[row] = l;
   }
 }
 
+// The mean of the summed loss: NaN when a label was invalid, 0 without labelled rows.
+__device__ __forceinline__ float mean_loss(double sum, unsigned long long labelled, unsigned long long bad) {
+  return bad ? __int_as_float(0x7fc00000) : labelled ? static_cast<float>(sum / static_cast<double>(labelled)) : 0.0f;
+}
+
+// Also writes the mean loss to *mean (when given).
 __global__ void __launch_bounds__(kReduceThreads)
-    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out) {
+    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
   __shared__ double shared[kReduceThreads];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
   acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) out->loss_sum = acc;
+  if (threadIdx.x == 0) {
+    out->loss_sum = acc;
+    if (mean) *mean = mean_loss(acc, out->labelled, out->bad);
+  }
+}
+
+// Small batches (n <= kOneBlockRows): the three steps above in one block, the row losses in
+// shared memory. Same per-row code and the same reduction trees, so the same bits.
+constexpr int64_t kOneBlockRows = 2048;
+constexpr int64_t kOneBlockElements = int64_t{1} << 18;
+
+__global__ void __launch_bounds__(kReduceThreads)
+    softmax_ce_one_block_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
+                                int64_t C, float* __restrict__ dlogits, Summary* __restrict__ out,
+                                float* __restrict__ mean) {
+  __shared__ unsigned long long counts[kReduceThreads];
+  __shared__ double sums[kReduceThreads];
+  __shared__ float row_loss[kOneBlockRows];
+  __shared__ float inv;
+  unsigned long long labelled, bad;
+  count_labels(labels, n, C, counts, &labelled, &bad);
+  if (threadIdx.x == 0) inv = inverse_count(labelled);
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  for (int64_t row = threadIdx.x / kWarp; row < n; row += kReduceThreads / kWarp) {
+    const float l = softmax_ce_row(logits + row * C, dlogits + row * C, labels[row], C, inv, lane);
+    if (lane == 0) row_loss[row] = l;
+  }
+  __syncthreads();
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
+  acc = block_sum(acc, sums);
+  if (threadIdx.x == 0) {
+    out->loss_sum = acc;
+    out->labelled = labelled;
+    out->bad = bad;
+    if (mean) *mean = mean_loss(acc, labelled, bad);
+  }
 }
 
 // One warp per row: each lane finds the first maximum of its columns, then the warp combines
@@ -195,21 +256,33 @@ Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
 
 }  // namespace
 
-// Callers (loss.cc) return early for n == 0, so every grid below has at least one block.
-void softmax_cross_entropy(const float* logits, const int32_t* labels, int64_t n, int64_t C, float* dlogits,
-                           int device, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad) {
-  Scratch scratch(kRowLossOffset + static_cast<std::size_t>(n) * sizeof(float), device);
-  auto* d_summary = static_cast<Summary*>(scratch.ptr);
-  auto* d_row_loss = reinterpret_cast<float*>(static_cast<char*>(scratch.ptr) + kRowLossOffset);
-  GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
+// Callers (loss.cc) return early for n == 0, so every grid below has at least one block. The
+// summary buffer is the caller's (stream-ordered frees, framework/memory.h); the per-row losses
+// are scratch, freed here and reused only by later work on `s`.
+std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
+                                                   float* dlogits, int device, Stream s, float* mean) {
+  std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),
+                                [device](void* p) { device_free(p, device); });
+  auto* d_summary = static_cast<Summary*>(summary.get());
+  if (n <= kOneBlockRows && n * C <= kOneBlockElements) {
+    softmax_ce_one_block_kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, dlogits, d_summary, mean);
+    GT_CUDA_LAUNCH_CHECK();
+    return summary;
+  }
+  Scratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
+  auto* d_row_loss = static_cast<float*>(scratch.ptr);
   count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, d_summary);
   GT_CUDA_LAUNCH_CHECK();
   softmax_ce_rows_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits,
                                                                         d_row_loss);
   GT_CUDA_LAUNCH_CHECK();
-  sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, d_summary);
+  sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, d_summary, mean);
   GT_CUDA_LAUNCH_CHECK();
-  const Summary h = fetch_summary(d_summary, s);
+  return summary;
+}
+
+void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad) {
+  const Summary h = fetch_summary(static_cast<const Summary*>(summary), s);
   *loss_sum = h.loss_sum;
   *labelled = static_cast<int64_t>(h.labelled);
   *bad = static_cast<int64_t>(h.bad);

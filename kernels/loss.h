@@ -3,17 +3,44 @@
 // logits float32 [n, C], labels int32 [n] (values in [0, C), or -1 = ignore the row).
 // softmax_cross_entropy returns the mean loss over rows with a label and writes
 // dlogits = (softmax - onehot) / n_labelled (rows without a label get 0). It synchronises the
-// stream to return the loss. count_correct returns the number of labelled rows whose argmax
-// (first maximum on ties) equals the label.
+// stream to return the loss; softmax_cross_entropy_async queues the same kernels and returns a
+// PendingLoss, so a training step can queue its backward pass and optimizer before anything waits.
+// count_correct returns the number of labelled rows whose argmax (first maximum on ties) equals
+// the label.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "framework/tensor.h"
 
 namespace gt {
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s = nullptr);
+
+// The loss of softmax_cross_entropy_async. On the GPU it stays in device memory until value()
+// first reads it: that waits for the stream, and throws as softmax_cross_entropy does when a label
+// was outside [-1, C) (every call, not only the first). On the CPU the value is known at once.
+class PendingLoss {
+ public:
+  bool defined() const { return known_ || summary_ != nullptr; }
+  float value() const;
+
+ private:
+  friend PendingLoss softmax_cross_entropy_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*);
+  std::shared_ptr<void> summary_;  // device: loss sum, labelled rows, invalid labels
+  Stream stream_ = nullptr;
+  int64_t classes_ = 0;
+  mutable bool known_ = false;
+  mutable float value_ = 0.0f;
+};
+
+// As softmax_cross_entropy, without waiting: arguments are checked at once, the kernels queued on
+// `s` (on the CPU everything runs now, and invalid labels throw here). When `mean` is given it is
+// set to a float32 [1, 1] tensor on the logits' device holding the mean loss once the stream gets
+// there (NaN when a label is invalid).
+PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits,
+                                        Stream s = nullptr, Tensor* mean = nullptr);
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
 
 }  // namespace gt

@@ -21,8 +21,9 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   }
   logits_ = h;
   labels_ = graph_.add_input("labels", Rows::dst(last), 0);
-  loss_value_ = graph_.add1(std::make_unique<SoftmaxCrossEntropyOp>(), {{logits_}, {labels_}},
-                            {"loss", Rows::fixed(1), 1}, last);
+  auto loss_op = std::make_unique<SoftmaxCrossEntropyOp>();
+  loss_op_ = loss_op.get();
+  loss_value_ = graph_.add1(std::move(loss_op), {{logits_}, {labels_}}, {"loss", Rows::fixed(1), 1}, last);
   graph_.keep(logits_);
   graph_.keep(loss_value_);
   graph_.keep(last_input_);
@@ -49,9 +50,10 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
   if (dkp_) dkp_->begin_batch(training);
   graph_.forward(ctx, blocks, {{features_, features}, {labels_, labels ? *labels : Tensor()}}, training, step);
   if (final_input) *final_input = graph_.value(last_input_).rows(0, blocks.back().num_dst);
-  if (labels) loss_ = graph_.value(loss_value_).data<float>()[0];
   return graph_.value(logits_);
 }
+
+float Model::loss() const { return loss_op_->loss().value(); }
 
 void Model::run_backward(const Context& ctx, const std::vector<Block>& blocks, int seed_value, const Tensor& seed,
                          const std::function<void(std::size_t)>& layer_done) {

@@ -19,6 +19,8 @@
 
 namespace gt {
 
+class SoftmaxCrossEntropyOp;
+
 class Model {
  public:
   // Builds the graph: `layers` builders applied in order to an in_dim-wide input.
@@ -30,8 +32,9 @@ class Model {
   // [num_seeds], -1 = unlabelled): also runs the loss node.
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
                  uint64_t step, Tensor* final_input = nullptr, const Tensor* labels = nullptr);
-  // The loss of the last forward() given labels.
-  float loss() const { return loss_; }
+  // The loss of the last forward() given labels (0 before any). forward() does not wait for the
+  // GPU; the first loss() call after it does (queue backward and the optimizer step first).
+  float loss() const;
   // layer_done (optional) is called with l as soon as layer l's gradients are final (output side
   // first): data-parallel training starts reducing them while the other layers run.
   void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits,
@@ -59,7 +62,7 @@ class Model {
   Graph graph_;
   std::shared_ptr<DkpPlanner> dkp_;
   int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
-  float loss_ = 0.0f;
+  const SoftmaxCrossEntropyOp* loss_op_ = nullptr;  // owned by graph_
 };
 
 // Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming

@@ -160,15 +160,22 @@ void BiasActOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
 
 void BiasActOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
   Tensor dt = dout[0];
+  const bool bias_grad = bias_ && din[1].wanted();
+  bool bias_done = false;
+  Tensor scratch;
   if (saves_outputs()) {
     dt = empty_like(dout[0]);
-    if (elu_) elu_backward(y_, dout[0], dt, run.ctx.stream());
-    else if (act_ == Activation::kRelu) relu_backward(y_, dout[0], dt, run.ctx.stream());
-    else leaky_relu_backward(y_, slope_, dout[0], dt, run.ctx.stream());
+    if (elu_) {
+      elu_backward(y_, dout[0], dt, run.ctx.stream());
+    } else {
+      // The activation's backward and the bias gradient in one pass.
+      bias_activation_backward(y_, act_, slope_, dout[0], dt, bias_grad ? &grad_target(din[1], scratch) : nullptr,
+                               run.ctx);
+      bias_done = bias_grad;
+    }
   }
-  if (bias_ && din[1].wanted()) {
-    Tensor scratch;
-    bias_backward(dt, grad_target(din[1], scratch), run.ctx);
+  if (bias_grad) {
+    if (!bias_done) bias_backward(dt, grad_target(din[1], scratch), run.ctx);
     grad_commit(run.ctx, din[1], scratch);
   }
   if (din[0].wanted()) din[0].give(run.ctx, dt);
@@ -242,8 +249,9 @@ void GatAggregateOp::backward(const OpRun& run, const std::vector<Tensor>& dout,
 // ---- loss ----
 void SoftmaxCrossEntropyOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   dlogits_ = empty_like(in[0]);
-  const float loss = softmax_cross_entropy(in[0], in[1], dlogits_, run.ctx.stream());
-  out[0] = Tensor::from_vector(std::vector<float>{loss}, {1, 1});
+  // Nothing waits here: the mean loss is a [1, 1] value on the logits' device, and the host reads
+  // it through loss() only when asked (Model::loss), after the step's work is queued.
+  loss_ = softmax_cross_entropy_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0]);
 }
 
 void SoftmaxCrossEntropyOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {

@@ -9,6 +9,7 @@
 
 #include "framework/dkp.h"
 #include "kernels/dense.h"
+#include "kernels/loss.h"
 #include "kernels/pull.h"
 #include "models/graph.h"
 
@@ -154,9 +155,12 @@ class SoftmaxCrossEntropyOp final : public Op {
   void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
   void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
   void release() override { dlogits_ = Tensor(); }
+  // The last forward's loss (read on demand; survives release()).
+  const PendingLoss& loss() const { return loss_; }
 
  private:
   Tensor dlogits_;
+  PendingLoss loss_;
 };
 
 // Cost-DKP (framework/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)

@@ -1,5 +1,6 @@
 // Apply (GEMM + fused bias/activation epilogue) and LeakyReLU: float64 references, finite
 // differences, bad arguments.
+#include <cmath>
 #include <string>
 
 #include "framework/context.h"
@@ -76,6 +77,51 @@ GT_DEVICE_TEST(Apply, ForwardAndBackwardMatchReference) {
         expect_close(db.to_vector<float>(), fb, 1e-4, "db " + what);
       }
     }
+}
+
+// The epilogue's backward with the bias gradient in the same pass: dt exactly the activation's
+// backward, db the column sums of dt, bitwise what bias_backward gives for that dt; shapes with
+// one row chunk and with hundreds (the two-pass sums), odd widths, and without db.
+GT_DEVICE_TEST(Apply, ActivationBackwardWithBiasGradient) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  struct Case {
+    int64_t n, out;
+  };
+  for (const Case c : {Case{1, 1}, Case{300, 16}, Case{8000, 64}, Case{70001, 65}})
+    for (Activation a : {Activation::kRelu, Activation::kLeakyRelu})
+      for (bool with_db : {true, false}) {
+        const std::string what = std::string(aname(a)) + " n=" + std::to_string(c.n) + " out=" +
+                                 std::to_string(c.out) + (with_db ? " with db" : "") + " on " + dev.str();
+        const auto yf = random_floats(c.n * c.out, 5 + c.n), dyf = random_floats(c.n * c.out, 6 + c.n);
+        const Tensor y = tensor_on(yf, {c.n, c.out}, dev, st), dy = tensor_on(dyf, {c.n, c.out}, dev, st);
+        Tensor dt = poisoned({c.n, c.out}, dev, st), db = poisoned({c.out}, dev, st);
+        bias_activation_backward(y, a, kSlope, dy, dt, with_db ? &db : nullptr, ctx);
+        ctx.synchronize();
+        const auto dtv = dt.to_vector<float>();
+        std::vector<float> want(dyf.size());
+        for (std::size_t i = 0; i < want.size(); ++i)
+          want[i] = yf[i] > 0.0f ? dyf[i] : (a == Activation::kRelu ? 0.0f : dyf[i] * kSlope);
+        ASSERT_EQ(dtv, want) << "dt " << what;
+        EXPECT_EQ(dy.to_vector<float>(), dyf) << "dy must not be modified, " << what;
+        if (!with_db) continue;
+        Vec sums(static_cast<std::size_t>(c.out), 0.0);
+        for (int64_t i = 0; i < c.n; ++i)
+          for (int64_t j = 0; j < c.out; ++j) sums[static_cast<std::size_t>(j)] += want[static_cast<std::size_t>(i * c.out + j)];
+        const auto dbv = db.to_vector<float>();
+        expect_close(dbv, sums, 1e-5, "db " + what, Vec(sums.size(), std::sqrt(static_cast<double>(c.n))));
+        Tensor db2 = poisoned({c.out}, dev, st);
+        bias_backward(dt, db2, ctx);
+        ctx.synchronize();
+        EXPECT_EQ(db2.to_vector<float>(), dbv) << "the same sums as bias_backward, " << what;
+      }
+  const Tensor y = tensor_on(random_floats(12, 1), {4, 3}, dev, st);
+  Tensor dt = poisoned({4, 3}, dev, st), db_bad = poisoned({2}, dev, st), dt_bad = poisoned({3, 4}, dev, st);
+  EXPECT_THROW(bias_activation_backward(y, Activation::kNone, 0.0f, y, dt, nullptr, ctx), Error);
+  EXPECT_THROW(bias_activation_backward(y, Activation::kRelu, 0.0f, y, dt, &db_bad, ctx), Error);
+  EXPECT_THROW(bias_activation_backward(y, Activation::kRelu, 0.0f, y, dt_bad, nullptr, ctx), Error);
+  EXPECT_THROW(bias_activation_backward(y, Activation::kLeakyRelu, -1.0f, y, dt, nullptr, ctx), Error);
+  ctx.synchronize();
 }
 
 GT_DEVICE_TEST(Apply, RejectsBadArguments) {

@@ -2,6 +2,7 @@
 // central finite differences; on CUDA also against the CPU results.
 #include "kernels/loss.h"
 
+#include <cmath>
 #include <random>
 #include <utility>
 
@@ -119,6 +120,41 @@ GT_DEVICE_TEST(SoftmaxCrossEntropy, MatchesReference) {
       EXPECT_NEAR(loss, loss_cpu, kLossTol * std::max(1.0, std::fabs(want))) << "GPU vs CPU " << what;
       expect_close(dv, to_double(dc.to_vector<float>()), kSoftmaxTol, "GPU vs CPU dlogits " + what, scale);
     }
+  }
+}
+
+// The queued form: the same loss and gradients bit for bit, the mean also as a [1, 1] tensor on
+// the logits' device; invalid labels throw when the value is read (at once on the CPU), every time,
+// and make the device mean NaN.
+GT_DEVICE_TEST(SoftmaxCrossEntropy, AsyncMatchesSync) {
+  const int64_t n = 777, C = 13;
+  const auto zf = random_floats(n * C, 41, -5.0f, 5.0f);
+  auto labels = random_labels(n, C, 42, 0.2);
+  const Tensor z = tensor_on(zf, {n, C}, dev);
+  Tensor d_sync = poisoned({n, C}, dev), d_async = poisoned({n, C}, dev);
+  const float want = softmax_cross_entropy(z, labels_on(labels, dev), d_sync);
+  Tensor mean;
+  const PendingLoss pending = softmax_cross_entropy_async(z, labels_on(labels, dev), d_async, nullptr, &mean);
+  ASSERT_TRUE(pending.defined());
+  EXPECT_EQ(pending.value(), want);
+  EXPECT_EQ(pending.value(), want) << "a second read";
+  ASSERT_EQ(mean.shape(), (Shape{1, 1}));
+  EXPECT_EQ(mean.device(), dev);
+  EXPECT_EQ(mean.to_vector<float>()[0], want);
+  EXPECT_EQ(d_async.to_vector<float>(), d_sync.to_vector<float>());
+  EXPECT_FALSE(PendingLoss().defined());
+  EXPECT_EQ(PendingLoss().value(), 0.0f);
+
+  labels[5] = static_cast<int32_t>(C);  // invalid
+  Tensor d_bad = poisoned({n, C}, dev);
+  if (dev.is_cuda()) {
+    Tensor bad_mean;
+    const PendingLoss bad = softmax_cross_entropy_async(z, labels_on(labels, dev), d_bad, nullptr, &bad_mean);
+    EXPECT_THROW(bad.value(), Error);
+    EXPECT_THROW(bad.value(), Error) << "every read reports it";
+    EXPECT_TRUE(std::isnan(bad_mean.to_vector<float>()[0]));
+  } else {
+    EXPECT_THROW(softmax_cross_entropy_async(z, labels_on(labels, dev), d_bad), Error);
   }
 }
 
