@@ -99,11 +99,15 @@ Context::Context(Device device) : device_(device) {
   GT_CUDA_CHECK(cudaStreamCreateWithPriority(&c, cudaStreamNonBlocking, lowest));
   stream_ = s;
   copy_stream_ = c;
-  cublasHandle_t h;
-  GT_CUBLAS_CHECK(cublasCreate(&h));
-  GT_CUBLAS_CHECK(cublasSetStream(h, s));
-  GT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
-  cublas_ = h;
+  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device.index));
+  for (void** slot : {&cublas_, &cublas_single_pass_}) {
+    cublasHandle_t h;
+    GT_CUBLAS_CHECK(cublasCreate(&h));
+    *slot = h;
+    GT_CUBLAS_CHECK(cublasSetStream(h, s));
+    GT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+  }
+  GT_CUBLAS_CHECK(cublasSetWorkspace(static_cast<cublasHandle_t>(cublas_single_pass_), nullptr, 0));
 #else
   throw_built_without_cuda("Context");
 #endif
@@ -112,9 +116,10 @@ Context::Context(Device device) : device_(device) {
 void Context::set_tf32(bool on) {
   tf32_ = on;
 #ifdef GT_WITH_CUDA
-  if (cublas_)
-    GT_CUBLAS_CHECK(cublasSetMathMode(static_cast<cublasHandle_t>(cublas_),
-                                      on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+  for (void* h : {cublas_, cublas_single_pass_})
+    if (h)
+      GT_CUBLAS_CHECK(cublasSetMathMode(static_cast<cublasHandle_t>(h),
+                                        on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
 #endif
 }
 
@@ -122,6 +127,7 @@ Context::~Context() {
 #ifdef GT_WITH_CUDA
   // Destructors must not throw: errors here are ignored (the device may already be lost).
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (cublas_single_pass_) cublasDestroy(static_cast<cublasHandle_t>(cublas_single_pass_));
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
 #endif

@@ -25,6 +25,12 @@ class Context {
   Stream copy_stream() const { return copy_stream_; }
   // cublasHandle_t of the compute stream, as void* so this header needs no CUDA headers.
   void* cublas() const { return cublas_; }
+  // A second handle on the same stream and math mode, without a workspace: cuBLAS then runs each
+  // product as one kernel (no split-K reduction pass). kernels/dense.cu uses it for products
+  // whose output tiles already fill the device.
+  void* cublas_single_pass() const { return cublas_single_pass_; }
+  // Streaming multiprocessors of the device (0 on the CPU).
+  int sm_count() const { return sm_count_; }
   // Dense math precision on the GPU: TF32 tensor cores or strict float32.
   void set_tf32(bool on);
   bool tf32() const { return tf32_; }
@@ -38,6 +44,8 @@ class Context {
   Stream stream_ = nullptr;
   Stream copy_stream_ = nullptr;
   void* cublas_ = nullptr;
+  void* cublas_single_pass_ = nullptr;
+  int sm_count_ = 0;
   bool tf32_ = false;
 };
 

@@ -20,6 +20,8 @@ constexpr int kRowLanes = 8;
 // n only (not on the GPU), so the summation order, and the result, are the same on every device.
 constexpr int64_t kMaxChunks = 512;
 constexpr int64_t kMinChunkRows = 256;
+// gemm_row_major's choice between cuBLAS with and without split-K.
+constexpr int64_t kTileRows = 128, kTileCols = 64, kSinglePassMinK = 1024;
 
 int sm_count(int device) {
   int sms = 0;
@@ -90,7 +92,9 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
   const int64_t r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
   float acc = 0.0f;
   if (col < out) {
+    // Unrolled for loads in flight; the additions stay in row order.
     if (y) {
+#pragma unroll 4
       for (int64_t r = r0 + ty; r < r1; r += kRowLanes) {
         const int64_t i = r * out + col;
         const float g = activation_grad(act, slope, y[i], dy[i]);
@@ -98,6 +102,7 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
         acc += g;
       }
     } else {
+#pragma unroll 4
       for (int64_t r = r0 + ty; r < r1; r += kRowLanes) acc += dy[r * out + col];
     }
   }
@@ -130,7 +135,12 @@ __global__ void column_finish_kernel(const float* __restrict__ partial, int64_t 
 void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   GT_CHECK_ARG(ctx.cublas() != nullptr, "gemm: the context on ", ctx.device().str(), " has no cuBLAS handle");
-  auto handle = static_cast<cublasHandle_t>(ctx.cublas());
+  // Split-K only pays while the output tiles leave SMs idle: a product whose 128 x 64 tiles
+  // already number at least one per SM, each with a long K loop, runs as one kernel (no
+  // reduction pass). Measured with scripts/gemm_small_probe.cu (docs/benchmarks.md).
+  const int64_t tiles = ((M + kTileRows - 1) / kTileRows) * ((N + kTileCols - 1) / kTileCols);
+  const bool single_pass = ctx.cublas_single_pass() && K >= kSinglePassMinK && tiles >= ctx.sm_count();
+  auto handle = static_cast<cublasHandle_t>(single_pass ? ctx.cublas_single_pass() : ctx.cublas());
   const float alpha = 1.0f;
   GT_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                               static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,

@@ -1,8 +1,7 @@
 // Softmax cross-entropy and accuracy on the GPU. Contract in loss.h; argument checks, the
 // final division and the error for invalid labels are in loss.cc.
 //
-// softmax_cross_entropy runs three kernels on `s` (one, softmax_ce_one_block_kernel, for small
-// batches):
+// softmax_cross_entropy runs three kernels on `s`:
 //   1. one block counts labelled rows and invalid labels (dlogits are scaled by 1 / labelled, so
 //      the count must exist before any row is written);
 //   2. one warp per row: stable softmax (row max and sum of exponentials by warp shuffles), the
@@ -163,40 +162,6 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// Small batches (n <= kOneBlockRows): the three steps above in one block, the row losses in
-// shared memory. Same per-row code and the same reduction trees, so the same bits.
-constexpr int64_t kOneBlockRows = 2048;
-constexpr int64_t kOneBlockElements = int64_t{1} << 18;
-
-__global__ void __launch_bounds__(kReduceThreads)
-    softmax_ce_one_block_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
-                                int64_t C, float* __restrict__ dlogits, Summary* __restrict__ out,
-                                float* __restrict__ mean) {
-  __shared__ unsigned long long counts[kReduceThreads];
-  __shared__ double sums[kReduceThreads];
-  __shared__ float row_loss[kOneBlockRows];
-  __shared__ float inv;
-  unsigned long long labelled, bad;
-  count_labels(labels, n, C, counts, &labelled, &bad);
-  if (threadIdx.x == 0) inv = inverse_count(labelled);
-  __syncthreads();
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  for (int64_t row = threadIdx.x / kWarp; row < n; row += kReduceThreads / kWarp) {
-    const float l = softmax_ce_row(logits + row * C, dlogits + row * C, labels[row], C, inv, lane);
-    if (lane == 0) row_loss[row] = l;
-  }
-  __syncthreads();
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
-  acc = block_sum(acc, sums);
-  if (threadIdx.x == 0) {
-    out->loss_sum = acc;
-    out->labelled = labelled;
-    out->bad = bad;
-    if (mean) *mean = mean_loss(acc, labelled, bad);
-  }
-}
-
 // One warp per row: each lane finds the first maximum of its columns, then the warp combines
 // (value, index) pairs preferring the larger value and, on ties, the smaller index, which gives
 // the first maximum of the row. Counts are integers, so the shared/global atomics give the same
@@ -264,11 +229,6 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
   std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),
                                 [device](void* p) { device_free(p, device); });
   auto* d_summary = static_cast<Summary*>(summary.get());
-  if (n <= kOneBlockRows && n * C <= kOneBlockElements) {
-    softmax_ce_one_block_kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, dlogits, d_summary, mean);
-    GT_CUDA_LAUNCH_CHECK();
-    return summary;
-  }
   Scratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
   auto* d_row_loss = static_cast<float*>(scratch.ptr);
   count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, d_summary);

@@ -1,5 +1,6 @@
 // Small-GEMM probe: the per-call GPU time of the small row-major products of a 2-layer GNN step
-// (layer 2 of pyg_baseline.py's blocks, products' layer 1) as kernels/dense.cu calls cublasSgemm,
+// (layer 2 of pyg_baseline.py's blocks, products' layer 1, and the wide layer-1 products for
+// comparison) as kernels/dense.cu calls cublasSgemm,
 // with cuBLAS's default workspace (it may split K and add a reduction kernel) against a handle
 // with no workspace (one kernel, no split-K reduction), float32 and TF32. Each time is 50 calls
 // back to back divided by 50, the way a training step queues them. Outputs are compared between
@@ -34,17 +35,20 @@ int main() {
       {"products fwd [50000x100]x[100x64]", 50000, 64, 100, false, false},
       {"products dW  K=50000", 100, 64, 50000, true, false},
       {"wiki fwd [8000x4353]x[4353x64]", 8000, 64, 4353, false, false},
+      {"wiki dW  [8000x4353]^T x [8000x64]", 4353, 64, 8000, true, false},
+      {"reddit2 fwd [57000x602]x[602x64]", 57000, 64, 602, false, false},
+      {"lj fwd [28000x4353]x[4353x64]", 28000, 64, 4353, false, false},
   };
   cublasHandle_t ws, nows;
   CK(cublasCreate(&ws));
   CK(cublasCreate(&nows));
   CK(cublasSetWorkspace(nows, nullptr, 0));
   float *A, *B, *C1, *C2;
-  const size_t cap = size_t(50000) * 4353;
+  const size_t cap = size_t(57000) * 4353;
   CK(cudaMalloc(&A, cap * 4));
   CK(cudaMalloc(&B, cap * 4));
-  CK(cudaMalloc(&C1, size_t(50000) * 128 * 4));
-  CK(cudaMalloc(&C2, size_t(50000) * 128 * 4));
+  CK(cudaMalloc(&C1, size_t(57000) * 128 * 4));
+  CK(cudaMalloc(&C2, size_t(57000) * 128 * 4));
   fill_uniform(A, cap, 1);
   fill_uniform(B, cap, 2);
   printf("| product | math | default workspace us/call | no workspace us/call | max rel diff |\n|---|---|---|---|---|\n");

@@ -170,6 +170,41 @@ void check_linear_shapes(Device dev, bool tf32, double tol) {
 GT_DEVICE_TEST(Linear, MatchesReferenceForManyShapes) { check_linear_shapes(dev, /*tf32=*/false, kDenseTol); }
 GT_DEVICE_TEST(Linear, Tf32StaysWithinTf32Tolerance) { check_linear_shapes(dev, /*tf32=*/true, kTf32Tol); }
 
+// Products with enough output tiles for every SM and a long K loop take cuBLAS's single-pass
+// handle (no split-K) on the GPU: forward and the three backward products, float32 and TF32,
+// against the CPU backend's OpenBLAS on the same inputs.
+TEST(Linear, SinglePassProductsMatchCpuCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 40000, in = 1100, out = 64;
+  const auto xf = random_floats(n * in, 71), wf = random_floats(in * out, 72), gf = random_floats(n * out, 73);
+  Context cpu;
+  const Tensor x = Tensor::from_vector(xf, {n, in}), w = Tensor::from_vector(wf, {in, out});
+  const Tensor dy = Tensor::from_vector(gf, {n, out});
+  Tensor y = Tensor::empty({n, out}, DType::kFloat32, Device::cpu()), dx = Tensor::empty({n, in}, DType::kFloat32, Device::cpu());
+  Tensor dw = Tensor::empty({in, out}, DType::kFloat32, Device::cpu());
+  linear_forward(x, w, nullptr, y, cpu);
+  linear_backward(x, w, dy, &dx, dw, nullptr, cpu);
+  for (bool tf32 : {false, true}) {
+    Context ctx(Device::cuda(0));
+    ctx.set_tf32(tf32);
+    const Stream st = ctx.stream();
+    const Device d = ctx.device();
+    Tensor yg = poisoned({n, out}, d, st), dxg = poisoned({n, in}, d, st), dwg = poisoned({in, out}, d, st);
+    linear_forward(x.to(d), w.to(d), nullptr, yg, ctx);
+    linear_backward(x.to(d), w.to(d), dy.to(d), &dxg, dwg, nullptr, ctx);
+    ctx.synchronize();
+    const double tol = tf32 ? kTf32Tol : kDenseTol;
+    // Scaled by sqrt(K): the size of a sum of K products of values in [-1, 1).
+    const std::string what = tf32 ? " (TF32)" : " (float32)";
+    expect_close(yg.to_vector<float>(), to_double(y.to_vector<float>()), tol, "y" + what,
+                 std::vector<double>(static_cast<std::size_t>(n * out), std::sqrt(double(in))));
+    expect_close(dxg.to_vector<float>(), to_double(dx.to_vector<float>()), tol, "dx" + what,
+                 std::vector<double>(static_cast<std::size_t>(n * in), std::sqrt(double(out))));
+    expect_close(dwg.to_vector<float>(), to_double(dw.to_vector<float>()), tol, "dw" + what,
+                 std::vector<double>(static_cast<std::size_t>(in * out), std::sqrt(double(n))));
+  }
+}
+
 // Empty inner dimension: the product is zero (overwriting variants) or nothing (accumulating).
 GT_DEVICE_TEST(Linear, EmptyInnerDimension) {
   Context ctx(dev);
