@@ -33,8 +33,10 @@ struct EpochStats {
   double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
   double seconds = 0;                    // training time of the epoch (evaluation excluded)
   // Host milliseconds per stage, summed over the epoch's batches. S, R, K and T run in the
-  // pipeline's threads and overlap each other and the trainer; forward and backward (including
-  // the optimizer step) are the trainer thread's time until the GPU finished them.
+  // pipeline's threads and overlap each other and the trainer. forward is the trainer thread's
+  // time to queue the forward pass (nothing waits for the GPU there); backward (backward pass,
+  // reading the loss, optimizer step) lasts until the GPU has finished the whole step, so on the
+  // GPU it holds most of the forward pass's device time too.
   double sample_ms = 0, reindex_ms = 0, gather_ms = 0, transfer_ms = 0, forward_ms = 0, backward_ms = 0;
   // (S + R + K + T + forward + backward) / wall time: above 1 when stages overlapped.
   double overlap() const { return (sample_ms + reindex_ms + gather_ms + transfer_ms + forward_ms + backward_ms) / std::max(seconds * 1e3, 1e-9); }

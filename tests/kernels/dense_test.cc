@@ -115,9 +115,11 @@ void check_linear_shapes(Device dev, bool tf32, double tol) {
   Context ctx(dev);
   const Stream st = ctx.stream();
   ctx.set_tf32(tf32);
-  // (70000, 2, 3) takes the multi-chunk path of the GPU bias gradient; 4353 is wide and odd.
+  // (70000, 2, 3) takes the multi-chunk path of the GPU bias gradient; 4353 is wide and odd;
+  // (300, 64, *) are layer 2 of the benchmark blocks.
   for (const Shape3 s : {Shape3{1, 1, 1}, Shape3{37, 7, 5}, Shape3{256, 64, 47}, Shape3{513, 4353, 16},
-                         Shape3{300, 16, 4353}, Shape3{70000, 2, 3}}) {
+                         Shape3{300, 16, 4353}, Shape3{70000, 2, 3}, Shape3{300, 64, 16}, Shape3{300, 64, 47},
+                         Shape3{64, 4096, 8}, Shape3{2000, 16, 40}}) {
     const std::string what = "[" + std::to_string(s.n) + "x" + std::to_string(s.in) + "] x [" +
                              std::to_string(s.in) + "x" + std::to_string(s.out) + "] on " + dev.str();
     const auto xf = random_floats(s.n * s.in, 10 + s.n), wf = random_floats(s.in * s.out, 20 + s.in);
