@@ -4,7 +4,9 @@
 // with cuBLAS's default workspace (it may split K and add a reduction kernel) against a handle
 // with no workspace (one kernel, no split-K reduction), float32 and TF32. Each time is 50 calls
 // back to back divided by 50, the way a training step queues them. Outputs are compared between
-// the two handles. A development tool, not part of the CMake build (docs/benchmarks.md).
+// the two handles. Then the wiki-talk dW product (K = 8000) with rows of 4353, 4352 and 4356
+// floats on the default handle, one call per timing: what row alignment is worth to cuBLAS.
+// A development tool, not part of the CMake build (docs/benchmarks.md).
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90 -I. -o gemm_small_probe scripts/gemm_small_probe.cu -lcublas
 #include <cublas_v2.h>
@@ -68,6 +70,14 @@ int main() {
         diff = std::max(diff, (double)std::fabs(h1[i] - h2[i]));
       }
       printf("| %s | %s | %.2f | %.2f | %.1e |\n", s.name, tf ? "TF32" : "float32", a, b, diff / scale);
+    }
+  }
+  printf("\n| dW [8000 x M]^T x [8000 x 64], rows of M floats | math | ms |\n|---|---|---|\n");
+  for (int tf = 0; tf < 2; ++tf) {
+    CK(cublasSetMathMode(ws, tf ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+    for (int M : {4353, 4352, 4356}) {
+      const Shape s{"dW", M, 64, 8000, true, false};
+      printf("| M = %d | %s | %.4f |\n", M, tf ? "TF32" : "float32", time_ms([&] { gemm(ws, s, A, B, C1); }));
     }
   }
   return 0;
