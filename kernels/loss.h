@@ -21,6 +21,7 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
 // The loss of softmax_cross_entropy_async. On the GPU it stays in device memory until value()
 // first reads it: that waits for the stream, and throws as softmax_cross_entropy does when a label
 // was outside [-1, C) (every call, not only the first). On the CPU the value is known at once.
+// Read it while the stream it was queued on (its Context) still exists.
 class PendingLoss {
  public:
   bool defined() const { return known_ || summary_ != nullptr; }

@@ -33,7 +33,8 @@ class Model {
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
                  uint64_t step, Tensor* final_input = nullptr, const Tensor* labels = nullptr);
   // The loss of the last forward() given labels (0 before any). forward() does not wait for the
-  // GPU; the first loss() call after it does (queue backward and the optimizer step first).
+  // GPU; the first loss() call after it does (queue backward and the optimizer step first), and
+  // needs the forward's Context to still exist.
   float loss() const;
   // layer_done (optional) is called with l as soon as layer l's gradients are final (output side
   // first): data-parallel training starts reducing them while the other layers run.
