@@ -284,13 +284,13 @@ void apply_backward(const Tensor& x, const Tensor& w, const Tensor& y, Activatio
   if (db) check_bias(*db, "db", w.size(1), ctx, op);
   // dt = dy * act'(t), read from y (with the bias gradient in the same pass); then the linear
   // backward with dt. dy itself is left intact.
-  if (act == Activation::kNone) {
-    backward_gemms(x, w, dy, dx, dw, 0.0f, ctx);
-    if (db) column_sums(ctx, dy, *db);
-    return;
+  Tensor dt = dy;
+  if (act != Activation::kNone) {
+    dt = Tensor::empty(dy.shape(), DType::kFloat32, ctx.device());
+    activation_backward_sums(ctx, y, act, slope, dy, dt, db);
+  } else if (db) {
+    column_sums(ctx, dy, *db);
   }
-  Tensor dt = Tensor::empty(dy.shape(), DType::kFloat32, ctx.device());
-  activation_backward_sums(ctx, y, act, slope, dy, dt, db);
   backward_gemms(x, w, dt, dx, dw, 0.0f, ctx);
 }
 

@@ -78,9 +78,9 @@ __device__ T block_sum(T v, T* shared) {
   return shared[0];
 }
 
-// Labelled rows and invalid labels of n, summed by one kReduceThreads block (in thread 0).
-__device__ void count_labels(const int32_t* __restrict__ labels, int64_t n, int64_t C, unsigned long long* shared,
-                             unsigned long long* labelled_out, unsigned long long* bad_out) {
+__global__ void __launch_bounds__(kReduceThreads)
+    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
+  __shared__ unsigned long long shared[kReduceThreads];
   unsigned long long labelled = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
     const int32_t l = labels[i];
@@ -91,45 +91,14 @@ __device__ void count_labels(const int32_t* __restrict__ labels, int64_t n, int6
   labelled = block_sum(labelled, shared);
   __syncthreads();  // shared[] is reused below
   bad = block_sum(bad, shared);
-  *labelled_out = labelled;
-  *bad_out = bad;
-}
-
-__global__ void __launch_bounds__(kReduceThreads)
-    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
-  __shared__ unsigned long long shared[kReduceThreads];
-  unsigned long long labelled, bad;
-  count_labels(labels, n, C, shared, &labelled, &bad);
   if (threadIdx.x == 0) {
     out->labelled = labelled;
     out->bad = bad;
   }
 }
 
-// One row's softmax cross-entropy by one warp, lanes strided over the C columns (coalesced):
-// writes the row's dlogits (scaled by inv) and returns its loss. Rows without a valid label get
-// zero gradients and zero loss (invalid labels are counted by count_labels).
-__device__ __forceinline__ float softmax_ce_row(const float* __restrict__ z, float* __restrict__ d, int32_t label,
-                                                int64_t C, float inv, int lane) {
-  if (label < 0 || label >= C) {
-    for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
-    return 0.0f;
-  }
-  float mx = -INFINITY;
-  for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
-  mx = warp_max(mx);
-  float sum = 0.0f;
-  for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
-  sum = warp_sum(sum);
-  for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
-  return logf(sum) - (z[label] - mx);
-}
-
-__device__ __forceinline__ float inverse_count(unsigned long long labelled) {
-  return labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
-}
-
-// One warp per row (softmax_ce_row), grid-strided.
+// One warp per row, lanes strided over the C columns (coalesced). Rows without a valid label get
+// zero gradients and zero loss (invalid labels are reported by count_labels_kernel).
 __global__ void __launch_bounds__(kThreads)
     softmax_ce_rows_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
                            int64_t C, const Summary* __restrict__ summary, float* __restrict__ dlogits,
@@ -137,19 +106,30 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  const float inv = inverse_count(summary->labelled);
+  const unsigned long long labelled = summary->labelled;
+  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
   for (int64_t row = first_row; row < n; row += row_stride) {  // warp-uniform: shuffles are safe
-    const float l = softmax_ce_row(logits + row * C, dlogits + row * C, labels[row], C, inv, lane);
-    if (lane == 0) row_loss[row] = l;
+    const float* z = logits + row * C;
+    float* d = dlogits + row * C;
+    const int32_t label = labels[row];
+    if (label < 0 || label >= C) {
+      for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
+      if (lane == 0) row_loss[row] = 0.0f;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
+    sum = warp_sum(sum);
+    for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
+    if (lane == 0) row_loss[row] = logf(sum) - (z[label] - mx);
   }
 }
 
-// The mean of the summed loss: NaN when a label was invalid, 0 without labelled rows.
-__device__ __forceinline__ float mean_loss(double sum, unsigned long long labelled, unsigned long long bad) {
-  return bad ? __int_as_float(0x7fc00000) : labelled ? static_cast<float>(sum / static_cast<double>(labelled)) : 0.0f;
-}
-
-// Also writes the mean loss to *mean (when given).
+// Also writes the mean loss to *mean (when given): NaN when a label was invalid, 0 without
+// labelled rows.
 __global__ void __launch_bounds__(kReduceThreads)
     sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
   __shared__ double shared[kReduceThreads];
@@ -158,7 +138,10 @@ __global__ void __launch_bounds__(kReduceThreads)
   acc = block_sum(acc, shared);
   if (threadIdx.x == 0) {
     out->loss_sum = acc;
-    if (mean) *mean = mean_loss(acc, out->labelled, out->bad);
+    const unsigned long long labelled = out->labelled;
+    if (mean)
+      *mean = out->bad ? __int_as_float(0x7fc00000)
+                       : labelled ? static_cast<float>(acc / static_cast<double>(labelled)) : 0.0f;
   }
 }
 
@@ -222,8 +205,8 @@ Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
 }  // namespace
 
 // Callers (loss.cc) return early for n == 0, so every grid below has at least one block. The
-// summary buffer is the caller's (stream-ordered frees, framework/memory.h); the per-row losses
-// are scratch, freed here and reused only by later work on `s`.
+// summary goes to the caller, who reads it later; the per-row losses are scratch, freed here and
+// reused only by later work on `s` (stream-ordered frees, framework/memory.h).
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
                                                    float* dlogits, int device, Stream s, float* mean) {
   std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),

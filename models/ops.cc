@@ -159,25 +159,16 @@ void BiasActOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
 }
 
 void BiasActOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
-  Tensor dt = dout[0];
-  const bool bias_grad = bias_ && din[1].wanted();
-  bool bias_done = false;
+  Tensor dt = saves_outputs() ? empty_like(dout[0]) : dout[0];
   Tensor scratch;
-  if (saves_outputs()) {
-    dt = empty_like(dout[0]);
-    if (elu_) {
-      elu_backward(y_, dout[0], dt, run.ctx.stream());
-    } else {
-      // The activation's backward and the bias gradient in one pass.
-      bias_activation_backward(y_, act_, slope_, dout[0], dt, bias_grad ? &grad_target(din[1], scratch) : nullptr,
-                               run.ctx);
-      bias_done = bias_grad;
-    }
+  Tensor* db = bias_ && din[1].wanted() ? &grad_target(din[1], scratch) : nullptr;
+  if (act_ != Activation::kNone && !elu_) {
+    bias_activation_backward(y_, act_, slope_, dout[0], dt, db, run.ctx);  // both in one pass
+  } else {
+    if (elu_) elu_backward(y_, dout[0], dt, run.ctx.stream());
+    if (db) bias_backward(dt, *db, run.ctx);
   }
-  if (bias_grad) {
-    if (!bias_done) bias_backward(dt, grad_target(din[1], scratch), run.ctx);
-    grad_commit(run.ctx, din[1], scratch);
-  }
+  if (db) grad_commit(run.ctx, din[1], scratch);
   if (din[0].wanted()) din[0].give(run.ctx, dt);
 }
 
