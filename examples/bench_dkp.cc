@@ -128,6 +128,7 @@ struct Case {
   std::vector<gt::Block> blocks;
   gt::Tensor x, y;
   int64_t feature_dim = 0, hidden = 64, classes = 0;
+  int64_t width = 0;  // x's columns: feature_dim padded with zeros as training gathers rows (dataset.align_rows)
 };
 
 Case synthetic_case(const Workload& w, double scale, const gt::Context& ctx) {
@@ -148,7 +149,8 @@ Case synthetic_case(const Workload& w, double scale, const gt::Context& ctx) {
     prev_dst = s.n_dst;
     c.blocks.push_back(even_block(s, 10 + l).block.to(ctx.device(), ctx.stream()));
   }
-  c.x = random_tensor(c.blocks[0].num_src, w.feature_dim, 4, ctx);
+  c.width = gt::FeatureTable::aligned_width(w.feature_dim);
+  c.x = random_tensor(c.blocks[0].num_src, w.feature_dim, 4, ctx, c.width);
   std::vector<int32_t> labels(static_cast<std::size_t>(c.blocks.back().num_dst));
   std::mt19937_64 gen(5);
   for (auto& v : labels) v = static_cast<int32_t>(gen() % static_cast<uint64_t>(w.classes));
@@ -169,9 +171,11 @@ Case dataset_case(const DkpOptions& o, const gt::Context& ctx) {
   if (batches.empty()) throw gt::Error("the train split of " + o.dataset + " is empty", "gt-bench dkp", "");
   gt::SampledBatch b = sampler.sample(batches[0], uint64_t{1} << 20);
   for (gt::Block& blk : b.blocks) c.blocks.push_back(blk.to(ctx.device(), ctx.stream()));
-  gt::Tensor x = gt::Tensor::empty({static_cast<int64_t>(b.input_nodes.size()), c.feature_dim}, gt::DType::kFloat32,
+  const gt::FeatureTable table = gt::FeatureTable(ds.features).with_width(gt::FeatureTable::aligned_width(c.feature_dim));
+  c.width = table.width();
+  gt::Tensor x = gt::Tensor::empty({static_cast<int64_t>(b.input_nodes.size()), c.width}, gt::DType::kFloat32,
                                    gt::Device::cpu());
-  gt::gather_rows(ds.features, b.input_nodes, x);
+  gt::gather_rows(table, b.input_nodes, x);
   c.x = x.to(ctx.device(), ctx.stream());
   std::vector<int32_t> labels;
   for (int64_t v : b.seeds) labels.push_back(std::max(0, ds.labels[static_cast<std::size_t>(v)]));
@@ -233,7 +237,7 @@ int bench_dkp(int argc, char** argv) {
           mc.dropout = 0.0;
           mc.dkp = modes[m];
           try {
-            run[m].model = gt::build_model(mc, c.feature_dim, c.classes, ctx.device(), 0);
+            run[m].model = gt::build_model(mc, c.width, c.classes, ctx.device(), 0, c.feature_dim);
             gt::DkpPlanner* planner = run[m].model->dkp();
             if (planner) planner->configure("", o.warmup);
             gt::OptimizerConfig oc;
@@ -247,7 +251,7 @@ int bench_dkp(int argc, char** argv) {
               res[m].pred_error = gt::dkp_mean_relative_error(planner->coefficients(), planner->validation_samples());
             }
             for (int i = 0; i < 3; ++i) one_step(run[m]);
-            res[m].orders = planned_orders(planner, blocks, model_type, c.feature_dim, c.hidden, c.classes, ", ");
+            res[m].orders = planned_orders(planner, blocks, model_type, c.width, c.hidden, c.classes, ", ");
           } catch (const gt::Error& e) {
             res[m].error = e.what();
             run[m].model.reset();

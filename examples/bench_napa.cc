@@ -2,15 +2,18 @@
 // four synthetic workloads of shared/bench/pyg_baseline.py, to set beside that script's numbers
 // (scripts/bench_compare.py builds the ratio table).
 //
-//   gt-bench kernels [--workload NAME]... [--iters 30] [--json FILE]
-//   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE] [--json FILE]
+//   gt-bench kernels [--workload NAME]... [--iters 30] [--align] [--json FILE]
+//   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE]
+//                    [--no-align] [--json FILE]
 //
 // Workloads (feature width F, per-layer blocks (n_src, n_dst, nnz), input side first) are those
 // of pyg_baseline.py's WORKLOADS, built the same way: every destination gets nnz / n_dst or one
 // more in-edges, sources drawn uniformly at random (our generator, the same distribution).
 //
 // `kernels` times Pull sum and mean, forward and backward (dx over the transposed block), on the
-// first (large) block with CUDA events: median of --iters after 5 warm-up runs. It reports GB/s
+// first (large) block with CUDA events: median of --iters after 5 warm-up runs. With --align the
+// rows are stored as training stores them (dataset.align_rows: F values, zeros up to a multiple
+// of 4 floats) and the bytes are still counted on F floats per row. It reports GB/s
 // over the FEWEST bytes the op must move (a compulsory-traffic model): forward reads indptr
 // (8 B per destination), indices (4 B per edge) and each DISTINCT source row it needs once
 // (counted exactly on the host), and writes y; backward reads t_indptr, t_indices, indptr (mean:
@@ -28,6 +31,9 @@
 // bound of the peak of allocated memory, inputs included, like PyTorch's max_memory_reserved.
 // --dkp sets model.dkp for gcn, sage and gin (default aggregate-first, the order PyG runs); with
 // auto, 8 untimed warm-up steps fit the cost model first, and the table names the orders chosen.
+// The input rows are padded with zeros to a multiple of 4 floats, as training gathers them by
+// default (dataset.align_rows; the model's extra weight rows are zero and stay zero, so it
+// computes what it would on F-wide rows); --no-align gives the model the F-wide rows instead.
 //
 // Both need a CUDA GPU and say so otherwise.
 #include <algorithm>
@@ -47,6 +53,7 @@
 #include "kernels/loss.h"
 #include "kernels/pull.h"
 #include "models/model.h"
+#include "preprocess/feature_table.h"
 #include "examples/bench_workloads.h"
 #ifdef GT_WITH_CUDA
 #include <cuda_runtime.h>
@@ -61,12 +68,13 @@ using namespace gt_bench;
 struct Options {
   std::vector<std::string> workloads, models = {"gcn", "sage", "ngcf"};
   int iters = 30;
-  bool tf32 = false;
+  bool tf32 = false, align = true;
   std::string json, dkp = "aggregate-first";
 };
 
 Options parse(int argc, char** argv, bool step) {
   Options o;
+  o.align = step;  // step: rows as training gathers them; kernels: F-wide rows, as pyg_baseline.py's
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -83,6 +91,10 @@ Options parse(int argc, char** argv, bool step) {
       o.models = split_list(value());
     } else if (step && a == "--tf32") {
       o.tf32 = true;
+    } else if (step && a == "--no-align") {
+      o.align = false;
+    } else if (!step && a == "--align") {
+      o.align = true;
     } else if (step && a == "--dkp") {
       o.dkp = value();
       gt::parse_dkp_mode(o.dkp);  // throws naming the choices
@@ -168,10 +180,10 @@ int run_kernels(const Options& o) {
     const Shape3& s = w.blocks[0];
     HostBlock hb = even_block(s, 1);
     gt::Block b = hb.block.to(ctx.device(), ctx.stream());
-    const int64_t F = w.feature_dim;
-    gt::Tensor x = random_tensor(s.n_src, F, 2, ctx), dy = random_tensor(s.n_dst, F, 3, ctx);
-    gt::Tensor y = gt::Tensor::empty({s.n_dst, F}, gt::DType::kFloat32, ctx.device());
-    gt::Tensor dx = gt::Tensor::empty({s.n_src, F}, gt::DType::kFloat32, ctx.device());
+    const int64_t F = w.feature_dim, W = o.align ? gt::FeatureTable::aligned_width(F) : F;
+    gt::Tensor x = random_tensor(s.n_src, F, 2, ctx, W), dy = random_tensor(s.n_dst, F, 3, ctx, W);
+    gt::Tensor y = gt::Tensor::empty({s.n_dst, W}, gt::DType::kFloat32, ctx.device());
+    gt::Tensor dx = gt::Tensor::empty({s.n_src, W}, gt::DType::kFloat32, ctx.device());
     const double row = 4.0 * static_cast<double>(F);
     const double fwd_bytes = 8.0 * (s.n_dst + 1) + 4.0 * s.nnz + row * hb.distinct_src + row * s.n_dst;
     const double bwd_sum = 8.0 * (s.n_src + 1) + 4.0 * s.nnz + row * hb.nonempty_dst + row * s.n_src;
@@ -190,12 +202,13 @@ int run_kernels(const Options& o) {
     for (const Op& op : ops) {
       const double ms = median_ms(ctx, op.fn, o.iters);
       const double gbps = op.bytes / ms / 1e6;
-      std::printf("| %s | %lld | %s | %.4f | %.1f | %.1f | %.0f%% |\n", w.name, static_cast<long long>(F), op.name, ms,
+      std::printf("| %s | %lld%s | %s | %.4f | %.1f | %.1f | %.0f%% |\n", w.name, static_cast<long long>(F),
+                  W != F ? (" (rows of " + std::to_string(W) + ")").c_str() : "", op.name, ms,
                   op.bytes / 1e6, gbps, 100.0 * gbps / copy);
       if (!o.json.empty()) {
         gt::JsonRecord r;
         r.add("bench", std::string("kernels")).add("workload", std::string(w.name)).add("op", std::string(op.name));
-        r.add("feature_dim", F).add("n_src", s.n_src).add("n_dst", s.n_dst).add("nnz", s.nnz);
+        r.add("feature_dim", F).add("row_width", W).add("n_src", s.n_src).add("n_dst", s.n_dst).add("nnz", s.nnz);
         r.add("distinct_src", hb.distinct_src).add("ms", ms).add("floor_bytes", op.bytes).add("GBps_floor", gbps);
         r.add("of_d2d_copy", gbps / copy);
         out.write(r);
@@ -229,7 +242,8 @@ int run_step(const Options& o) {
       blocks.push_back(even_block(w.blocks[l], 10 + l).block.to(ctx.device(), ctx.stream()));
       edges += w.blocks[l].nnz;
     }
-    gt::Tensor x = random_tensor(w.blocks[0].n_src, w.feature_dim, 4, ctx);
+    const int64_t width = o.align ? gt::FeatureTable::aligned_width(w.feature_dim) : w.feature_dim;
+    gt::Tensor x = random_tensor(w.blocks[0].n_src, w.feature_dim, 4, ctx, width);
     std::vector<int32_t> labels(static_cast<std::size_t>(w.blocks.back().n_dst));
     std::mt19937_64 gen(5);
     for (auto& c : labels) c = static_cast<int32_t>(gen() % static_cast<uint64_t>(w.classes));
@@ -244,7 +258,7 @@ int run_step(const Options& o) {
       mc.dropout = 0.0;
       // --dkp applies to the models with a placeable pair; NGCF and GAT keep their fixed order.
       if (m == "gcn" || m == "sage" || m == "gin") mc.dkp = o.dkp;
-      auto model = gt::build_model(mc, w.feature_dim, w.classes, ctx.device(), 0);
+      auto model = gt::build_model(mc, width, w.classes, ctx.device(), 0, w.feature_dim);
       gt::OptimizerConfig oc;
       oc.lr = 1e-3;
       auto opt = gt::make_optimizer(oc);
@@ -259,7 +273,7 @@ int run_step(const Options& o) {
           // (no cache file); the timed steps after it run the chosen orders.
           p->configure("", 8);
           for (int i = 0; i < 8 && p->mode() == gt::DkpMode::kAuto; ++i) one_step();
-          orders = planned_orders(p, blocks, m, w.feature_dim, w.hidden, w.classes, ",");
+          orders = planned_orders(p, blocks, m, width, w.hidden, w.classes, ",");
         }
         ms = median_ms(ctx, one_step, o.iters);
       } catch (const gt::Error& e) {
@@ -277,6 +291,7 @@ int run_step(const Options& o) {
         gt::JsonRecord r;
         r.add("bench", std::string("step")).add("workload", std::string(w.name)).add("model", m);
         r.add("tf32", static_cast<int64_t>(o.tf32)).add("edges", edges).add("feature_dim", w.feature_dim);
+        r.add("row_width", width);
         r.add("dkp", mc.dkp);
         if (!orders.empty()) r.add("dkp_orders", orders);
         if (error.empty()) r.add("step_ms", ms).add("reserved_mib", mib);

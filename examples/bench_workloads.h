@@ -65,19 +65,22 @@ inline HostBlock even_block(const Shape3& s, uint64_t seed) {
   return hb;
 }
 
-// A [rows, cols] device tensor of normal draws. Only kPool rows are drawn on the host; the rest
-// repeat them by device copies (values do not matter for timing, distinct addresses do), which
-// keeps a 4 GB feature matrix from costing a minute of host time.
-inline gt::Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed, const gt::Context& ctx) {
+// A [rows, width] device tensor (width = cols when 0) whose first cols columns are normal draws
+// and the rest zeros (feature rows as an aligned FeatureTable gathers them). Only kPool rows are
+// drawn on the host; the rest repeat them by device copies (values do not matter for timing,
+// distinct addresses do), which keeps a 4 GB feature matrix from costing a minute of host time.
+inline gt::Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed, const gt::Context& ctx, int64_t width = 0) {
   constexpr int64_t kPool = 4096;
+  if (width == 0) width = cols;
   const int64_t pool_rows = std::min(rows, kPool);
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist;
-  gt::Tensor host = gt::Tensor::empty({pool_rows, cols}, gt::DType::kFloat32);
+  gt::Tensor host = gt::Tensor::zeros({pool_rows, width}, gt::DType::kFloat32);
   float* p = host.data<float>();
-  for (int64_t i = 0; i < pool_rows * cols; ++i) p[i] = dist(gen);
+  for (int64_t i = 0; i < pool_rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) p[i * width + j] = dist(gen);
   gt::Tensor pool = host.to(ctx.device(), ctx.stream());
-  gt::Tensor d = gt::Tensor::empty({rows, cols}, gt::DType::kFloat32, ctx.device());
+  gt::Tensor d = gt::Tensor::empty({rows, width}, gt::DType::kFloat32, ctx.device());
   for (int64_t r = 0; r < rows; r += pool_rows) {
     const int64_t n = std::min(pool_rows, rows - r);
     gt::Tensor dst = d.rows(r, r + n);

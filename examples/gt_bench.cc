@@ -77,11 +77,13 @@ int bench_pipeline(int argc, char** argv) {
               static_cast<long long>(ds.info.feature_dim),
               std::chrono::duration<double>(Clock::now() - t_load).count());
   gt::Context ctx(gt::Context::parse_device(device));
+  // Rows padded as training gathers them (dataset.align_rows, the default).
+  const gt::FeatureTable table = gt::FeatureTable(ds.features).with_width(gt::FeatureTable::aligned_width(ds.info.feature_dim));
   gt::NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, fanouts, false, 0);
   std::unique_ptr<gt::FeatureCache> cache;
   if (cache_mb > 0 && ctx.is_cuda()) {
-    cache = std::make_unique<gt::FeatureCache>(ds.features, ds.indptr, ds.indices,
-                                               gt::FeatureCache::rows_for_mib(cache_mb, ds.info.feature_dim), ctx.device());
+    cache = std::make_unique<gt::FeatureCache>(table, ds.indptr, ds.indices,
+                                               gt::FeatureCache::rows_for_mib(cache_mb, table.width()), ctx.device());
     std::printf("GPU feature cache: %lld rows (%lld MiB), %.1f%% of CSR entries have a cached source\n",
                 static_cast<long long>(cache->rows()), static_cast<long long>(cache_mb), 100.0 * cache->edge_coverage());
   }
@@ -100,7 +102,7 @@ int bench_pipeline(int argc, char** argv) {
     Row r;
     r.threads = t;
     // Serial schedule: the stages of one batch, then the next batch.
-    gt::BatchLoader loader(ds.features, ds.labels, sampler, ctx);
+    gt::BatchLoader loader(table, ds.labels, sampler, ctx);
     int64_t serial_edges = 0;
     auto t0 = Clock::now();
     for (std::size_t b = 0; b < batches.size(); ++b) {
@@ -112,7 +114,7 @@ int bench_pipeline(int argc, char** argv) {
     // Pipelined schedule.
     t0 = Clock::now();
     {
-      gt::BatchPipeline pipe(ds.features, ds.labels, sampler, ctx, {prefetch, cache.get(), nullptr, prefetch_mb << 20});
+      gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, {prefetch, cache.get(), nullptr, prefetch_mb << 20});
       pipe.start(batches, keys);
       while (auto db = pipe.next()) db->ready.synchronize();
       gt::PipelineTotals tot = pipe.totals();
@@ -151,7 +153,7 @@ int bench_pipeline(int argc, char** argv) {
     o.max_bytes = prefetch_mb << 20;
     for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the allocator and the kernels
       auto t0 = Clock::now();
-      gt::BatchPipeline pipe(ds.features, ds.labels, sampler, ctx, o);
+      gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, o);
       pipe.start(batches, keys);
       while (auto db = pipe.next()) db->ready.synchronize();
       gt::PipelineTotals tot = pipe.totals();
@@ -186,7 +188,7 @@ int bench_pipeline(int argc, char** argv) {
   if (cache)
     std::printf("\nGPU cache hit rate %.1f%%: %.2f GB of feature rows per epoch-of-%zu-batches stayed on the GPU\n",
                 100.0 * static_cast<double>(rows.back().hits) / std::max<double>(1.0, static_cast<double>(rows.back().hits + rows.back().misses)),
-                static_cast<double>(rows.back().hits) * static_cast<double>(ds.info.feature_dim) * 4 / 1e9, batches.size());
+                static_cast<double>(rows.back().hits) * static_cast<double>(table.width()) * 4 / 1e9, batches.size());
   if (!json.empty()) {
     gt::MetricsWriter out(json);
     for (const Row& r : rows) {

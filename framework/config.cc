@@ -187,6 +187,10 @@ const std::vector<Field>& fields() {
       string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
                    "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "
                    "need them; uncompressed float32 tables, as gt-data writes them)"),
+      bool_field("dataset.align_rows", GT_GET(dataset, align_rows),
+                 "feature rows reach the model padded with zeros to a multiple of 4 floats (16-byte aligned rows: "
+                 "the GPU kernels' fast paths); the first layer's weight rows for the padding are zero and stay "
+                 "zero, so the model computes what it would on unpadded rows. Checkpoints record the setting"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
       string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),

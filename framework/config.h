@@ -29,6 +29,7 @@ struct DatasetConfig {
   std::string path = "data/synth-default.h5";
   std::string normalize = "none";  // none | row
   std::string features = "memory";  // memory | mmap
+  bool align_rows = true;  // gathered feature rows padded with zeros to a multiple of 4 floats
   std::string train_split = "train";
   std::string valid_split = "valid";
   std::string test_split = "test";

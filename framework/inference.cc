@@ -51,6 +51,7 @@ struct InferenceSession::Impl {
   std::string model_path;
   Dataset data;
   int64_t emb_dim = 0;
+  FeatureTable table;  // data.features, gathering rows of the width the model was trained on
   std::string device_name;
 
   // Owned and used by the worker thread only (a Context is driven by one thread).
@@ -91,7 +92,10 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   }
   {
     TensorFileReader r(model_path, "model file");
-    m.cfg = parse_config(r.attr_string("config"), model_path + " (stored config)");
+    const std::string yaml = r.attr_string("config");
+    m.cfg = parse_config(yaml, model_path + " (stored config)");
+    // Model files written before dataset.align_rows existed were trained on unpadded rows.
+    if (yaml.find("align_rows") == std::string::npos) m.cfg.dataset.align_rows = false;
   }
   validate_config(m.cfg);
   const int64_t layers = m.cfg.model.layers;
@@ -104,6 +108,9 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   const std::string ds = dataset_path.empty() ? m.cfg.dataset.path : dataset_path;
   m.data = load_dataset(ds);
   if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
+  m.table = FeatureTable(m.data.features);
+  if (m.cfg.dataset.align_rows) m.table = m.table.with_width(FeatureTable::aligned_width(m.table.cols()));
+  // A 1-layer model's embedding is the seed's features: without the padding.
   m.emb_dim = layers == 1 ? m.data.info.feature_dim : m.cfg.model.hidden;
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
                                 : std::make_unique<tbb::task_arena>();
@@ -149,7 +156,7 @@ void InferenceSession::Impl::setup(Device device) {
   ctx = std::make_unique<Context>(device);
   device_name = gt::device_name(device);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
-  model = build_model(cfg.model, data.info.feature_dim, data.info.num_classes, device, seed);
+  model = build_model(cfg.model, table.width(), data.info.num_classes, device, seed, data.info.feature_dim);
   load_weights(model_path, model->params());
   std::vector<int64_t> fanouts = opt.fanouts;
   if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
@@ -199,7 +206,7 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
   try {
     Tensor logits, emb;
     arena->execute([&] {
-      BatchLoader loader(data.features, data.labels, *sampler, *ctx);
+      BatchLoader loader(table, data.labels, *sampler, *ctx);
       // One fixed batch key: draws then depend on (seed, layer, node) only, not on the batch.
       DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
       Tensor last_hidden;
@@ -212,12 +219,13 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
       Request& r = *s.req;
       if (r.failed) continue;
       const Tensor& src = r.what == InferenceOutput::kLogits ? logits : emb;
-      const int64_t width = src.size(1);
+      const int64_t stride = src.size(1);
+      const int64_t width = r.what == InferenceOutput::kLogits ? stride : emb_dim;
       if (s.begin == 0) r.out = Tensor::empty({static_cast<int64_t>(r.ids.size()), width}, DType::kFloat32);
       const float* from = src.data<float>();
       float* to = r.out.data<float>();
       for (std::size_t i = s.begin; i < s.end; ++i)
-        std::memcpy(to + static_cast<int64_t>(i) * width, from + row_of[r.ids[i]] * width,
+        std::memcpy(to + static_cast<int64_t>(i) * width, from + row_of[r.ids[i]] * stride,
                     static_cast<std::size_t>(width) * sizeof(float));
       if (s.end == r.ids.size()) {
         r.promise.set_value(r.out);

@@ -198,13 +198,13 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     set_current_device(d);
     r.ctx = std::make_unique<Context>(d);
     r.ctx->set_tf32(cfg.train.precision == "tf32");
-    r.model = build_model(cfg.model, data.info.feature_dim, data.info.num_classes, d, seed);
+    r.model = build_model(cfg.model, features.width(), data.info.num_classes, d, seed, data.info.feature_dim);
     if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
     r.optimizer = make_optimizer(cfg.optimizer);
     if (d.is_cuda() && cfg.train.gpu_cache_mb > 0)
       r.cache = std::make_unique<FeatureCache>(
           features, data.indptr, data.indices,
-          FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, data.info.feature_dim), d);
+          FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, features.width()), d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
     if (sample_on_gpu(cfg.sampling.device, data, d)) {
@@ -270,6 +270,8 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
     if (cfg_.dataset.normalize == "row") normalize_rows(data_.features);
     impl_->features = FeatureTable(data_.features);
   }
+  if (cfg_.dataset.align_rows)
+    impl_->features = impl_->features.with_width(FeatureTable::aligned_width(impl_->features.cols()));
   for (const std::string* s : {&cfg_.dataset.train_split, &cfg_.dataset.valid_split, &cfg_.dataset.test_split})
     if (!data_.splits.count(*s)) {
       std::string have;
@@ -286,6 +288,7 @@ Trainer::~Trainer() = default;
 
 Model& Trainer::model() { return *impl_->replicas[0].model; }
 const Context& Trainer::context() const { return *impl_->replicas[0].ctx; }
+const FeatureTable& Trainer::features() const { return impl_->features; }
 int64_t Trainer::local_replicas() const { return static_cast<int64_t>(impl_->replicas.size()); }
 Model& Trainer::replica_model(int64_t i) {
   GT_CHECK_ARG(i >= 0 && i < local_replicas(), "replica ", i, " of ", local_replicas());
@@ -544,7 +547,7 @@ TrainResult Trainer::fit(std::ostream* log) {
     rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("h2d_bytes", st.h2d_bytes);
     if (lead.cache)
       rec.add("cache_hit_rate", static_cast<double>(st.cache_hits) / std::max<double>(1.0, static_cast<double>(st.cache_hits + st.cache_misses)))
-          .add("h2d_bytes_saved", st.cache_hits * data_.info.feature_dim * 4);
+          .add("h2d_bytes_saved", st.cache_hits * impl_->features.width() * 4);
     rec.add("device", result.device).add("replicas", result.replicas);
     metrics.write(rec);
     if (writer && !cfg_.train.checkpoint.empty() &&
@@ -577,7 +580,7 @@ TrainResult Trainer::fit(std::ostream* log) {
         std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows%s, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
                       static_cast<long long>(lead.cache->rows()), impl_->world > 1 ? " per GPU" : "",
                       100.0 * hits / total, st.h2d_bytes / 1e9,
-                      hits * static_cast<double>(data_.info.feature_dim) * 4 / 1e9);
+                      hits * static_cast<double>(impl_->features.width()) * 4 / 1e9);
         *log << line;
       }
       *log << std::flush;

@@ -24,6 +24,7 @@
 #include "framework/context.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
+#include "preprocess/feature_table.h"
 
 namespace gt {
 
@@ -77,6 +78,9 @@ class Trainer {
   Model& model();
   const Context& context() const;
   const Dataset& dataset() const { return data_; }
+  // The table batches are gathered from: the dataset's features (or the mapped file), with rows
+  // as wide as the model's input (dataset.align_rows pads them). Feed model() through it.
+  const FeatureTable& features() const;
   // Data-parallel replicas in this process, and one's model (tests compare them).
   int64_t local_replicas() const;
   Model& replica_model(int64_t local_index);

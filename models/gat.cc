@@ -66,7 +66,7 @@ int build_gat_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   GT_CHECK_ARG(o.attn_dropout >= 0.0f && o.attn_dropout < 1.0f, "GAT: attention dropout must be in [0, 1), got ",
                o.attn_dropout);
   const bool concat = o.activation;
-  const int w = weight(g, o, "weight", o.in, HD, d, layer_id(o, 0));
+  const int w = input_weight(g, o, "weight", HD, d, layer_id(o, 0));
   const int al = attention(g, o, "att_src", d, 1);
   const int ar = attention(g, o, "att_dst", d, 2);
   const int b = bias(g, o, "bias", concat ? HD : D, d);

@@ -24,6 +24,18 @@ inline int weight(Graph& g, const LayerOptions& o, const std::string& name, int6
   glorot_uniform(p.value, o.seed, id);
   return g.add_param(std::move(p), o.index);
 }
+// A weight [o.in, out] applied to the layer input: Glorot-uniform over the o.in_features rows
+// that meet values (the same values as weight() gives an unpadded input of that width), zero on
+// the rows that meet the input's zero padding.
+inline int input_weight(Graph& g, const LayerOptions& o, const std::string& name, int64_t out, Device d, uint64_t id) {
+  const int64_t valid = o.in_features > 0 ? o.in_features : o.in;
+  if (valid >= o.in) return weight(g, o, name, o.in, out, d, id);
+  Tensor head = Tensor::empty({valid, out}, DType::kFloat32, d);
+  glorot_uniform(head, o.seed, id);
+  Param p{param_name(o, name), Tensor::zeros({o.in, out}, DType::kFloat32, d), Tensor::zeros({o.in, out}, DType::kFloat32, d)};
+  p.value.rows(0, valid).copy_from(head);
+  return g.add_param(std::move(p), o.index);
+}
 // The ids of the layers without a fixed scheme of their own: kIdsPerLayer * index + k.
 inline constexpr uint64_t kIdsPerLayer = 16;
 inline uint64_t layer_id(const LayerOptions& o, uint64_t k) { return kIdsPerLayer * static_cast<uint64_t>(o.index) + k; }

@@ -9,7 +9,7 @@ using namespace layer_detail;
 
 // Pull(mean) -> MatMul -> Bias + ReLU. The initialisation ids (2 * index) are GCN's own.
 int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
-  const int w = weight(g, o, "weight", o.in, o.out, d, 2 * static_cast<uint64_t>(o.index));
+  const int w = input_weight(g, o, "weight", o.out, d, 2 * static_cast<uint64_t>(o.index));
   const int b = bias(g, o, "bias", o.out, d);
   const int xd = input_dropout(g, o, x);
   const int a = g.add1(std::make_unique<PullOp>(Reduce::kMean), {{xd}}, dst(o, o.in), o.index);
@@ -23,8 +23,8 @@ int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
 // runs first and stores dx; the root GEMM adds its part into dx's first num_dst rows (beta = 1).
 int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const uint64_t id = 3 * static_cast<uint64_t>(o.index);
-  const int wn = weight(g, o, "weight_neigh", o.in, o.out, d, id);
-  const int wr = weight(g, o, "weight_root", o.in, o.out, d, id + 1);
+  const int wn = input_weight(g, o, "weight_neigh", o.out, d, id);
+  const int wr = input_weight(g, o, "weight_root", o.out, d, id + 1);
   const int b = bias(g, o, "bias", o.out, d);
   const int xd = input_dropout(g, o, x);
   const int r = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{xd, true}, {wr}}, dst(o, o.out), o.index);

@@ -21,6 +21,9 @@ namespace gt {
 
 struct LayerOptions {
   int64_t in = 0, out = 0;
+  // Leading input columns that carry values (the rest are zero padding: weight rows that read
+  // them start at zero; see build_model). 0 = in.
+  int64_t in_features = 0;
   bool activation = true;  // ReLU after the layer (all but the last)
   float dropout = 0.0f;
   int64_t index = 0;       // position in the model, keys dropout masks and initialisation

@@ -90,7 +90,7 @@ int64_t Model::num_parameters() {
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
-                                   uint64_t seed) {
+                                   uint64_t seed, int64_t in_features) {
   static const std::map<std::string, LayerBuilder> registry = {{"gcn", build_gcn_layer},
                                                                {"sage", build_sage_layer},
                                                                {"ngcf", build_ngcf_layer},
@@ -100,6 +100,8 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   if (it == registry.end())
     GT_THROW("model.type", "choose gcn, sage, ngcf, gin or gat", "unknown model type '", cfg.type, "'");
   GT_CHECK_ARG(in_dim > 0 && num_classes > 0, "model needs in_dim > 0 and num_classes > 0");
+  GT_CHECK_ARG(in_features >= 0 && in_features <= in_dim, "model input: ", in_features, " of ", in_dim,
+               " columns carry values; need 0 <= in_features <= in_dim");
   if (cfg.aggregation != "mean" && cfg.aggregation != "sum")
     GT_THROW("model.aggregation", "choose mean or sum", "unknown aggregation '", cfg.aggregation, "'");
   const bool gat = cfg.type == "gat";
@@ -111,6 +113,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     const bool last = l == cfg.layers - 1;
     LayerOptions o;
     o.in = l == 0 ? in_dim : hidden_width;
+    o.in_features = l == 0 && in_features > 0 ? in_features : o.in;
     o.out = last ? num_classes : cfg.hidden;
     o.activation = !last;
     o.dropout = static_cast<float>(cfg.dropout);

@@ -67,8 +67,12 @@ class Model {
 };
 
 // Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming
-// model.type otherwise.
+// model.type otherwise. in_features (0 = in_dim) is how many of the in_dim input columns carry
+// values when the rest are zero padding (FeatureTable::with_width, dataset.align_rows): the
+// first layer's weight rows for the padding start at zero, and since the padded inputs are zero
+// their gradients are zero too, so they stay zero and the model computes what it would on
+// in_features-wide rows (its other parameters get the values they would get without padding).
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
-                                   uint64_t seed);
+                                   uint64_t seed, int64_t in_features = 0);
 
 }  // namespace gt

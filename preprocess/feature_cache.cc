@@ -43,7 +43,7 @@ FeatureCache::FeatureCache(const FeatureTable& features, const std::vector<int64
   }
   coverage_ = indices.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(indices.size());
 
-  Tensor host = Tensor::empty({rows, features.cols()}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
+  Tensor host = Tensor::empty({rows, features.width()}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
   gather_rows(features, order, host);
   table_ = host.to(device);
 }

@@ -29,6 +29,14 @@ FeatureTable::FeatureTable(const Tensor& t) : tensor_(t) {
   dense_ = t.data<float>();
   rows_ = t.size(0);
   cols_ = t.size(1);
+  width_ = cols_;
+}
+
+FeatureTable FeatureTable::with_width(int64_t width) const {
+  GT_CHECK_ARG(width >= cols_, "a feature table of ", cols_, "-float rows cannot gather ", width, "-float rows");
+  FeatureTable t = *this;
+  t.width_ = width;
+  return t;
 }
 
 FeatureTable FeatureTable::map_file(const std::string& path) {
@@ -36,6 +44,7 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
   FeatureTable t;
   t.rows_ = layout.num_nodes;
   t.cols_ = layout.feature_dim;
+  t.width_ = t.cols_;
   t.rows_per_block_ = std::max<int64_t>(layout.rows_per_block, 1);
   t.block_offset_ = layout.offsets;
   t.map_ = std::make_shared<Mapping>();
@@ -57,15 +66,18 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
 
 void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   const int64_t n = static_cast<int64_t>(ids.size());
-  GT_CHECK_ARG(out.dim() == 2 && out.size(0) == n && out.size(1) == cols_ && out.dtype() == DType::kFloat32 && !out.is_cuda(),
-               "gather_rows output ", out.str(), " does not fit ", n, " rows of ", cols_, " (float32, host)");
+  GT_CHECK_ARG(out.dim() == 2 && out.size(0) == n && out.size(1) == width_ && out.dtype() == DType::kFloat32 && !out.is_cuda(),
+               "gather_rows output ", out.str(), " does not fit ", n, " rows of ", width_, " (float32, host)");
   float* o = out.data<float>();
   const std::size_t row_bytes = static_cast<std::size_t>(cols_) * sizeof(float);
+  const std::size_t pad_bytes = static_cast<std::size_t>(width_ - cols_) * sizeof(float);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t id = ids[static_cast<std::size_t>(i)];
       if (id < 0 || id >= rows_) GT_THROW("gather_rows", "", "node id ", id, " out of range [0, ", rows_, ")");
-      std::memcpy(o + i * cols_, row(id), row_bytes);
+      float* dst = o + i * width_;
+      std::memcpy(dst, row(id), row_bytes);
+      if (pad_bytes) std::memset(dst + cols_, 0, pad_bytes);
     }
   });
 }

@@ -29,7 +29,16 @@ class FeatureTable {
   static FeatureTable map_file(const std::string& path);
 
   int64_t rows() const { return rows_; }
-  int64_t cols() const { return cols_; }
+  int64_t cols() const { return cols_; }  // values stored per row
+  // Floats per gathered row: cols() values, then zeros up to the width (cols() unless
+  // with_width() set more). Batches, the GPU feature cache and the model's input use this width.
+  int64_t width() const { return width_; }
+  // The same table (shared, not copied) gathering rows of `width` floats, width >= cols(): the
+  // values, then width - cols() zeros. aligned_width() is the one the trainer uses.
+  FeatureTable with_width(int64_t width) const;
+  // cols rounded up to a multiple of 4 floats: rows 16-byte aligned, so the GPU kernels reading
+  // them (the Pull's vector loads, cuBLAS's aligned GEMM kernels) take their fast paths.
+  static int64_t aligned_width(int64_t cols) { return (cols + 3) / 4 * 4; }
   bool mapped() const { return map_ != nullptr; }
   // Row r (0 <= r < rows(), unchecked).
   const float* row(int64_t r) const {
@@ -39,7 +48,8 @@ class FeatureTable {
   }
   // The in-memory tensor (undefined when mapped).
   const Tensor& tensor() const { return tensor_; }
-  // Rows listed in ids into out ([ids.size(), F], any host memory), in parallel; ids are checked.
+  // Rows listed in ids into out ([ids.size(), width()], any host memory), in parallel; ids are
+  // checked.
   void gather(const std::vector<int64_t>& ids, Tensor& out) const;
 
  private:
@@ -50,7 +60,7 @@ class FeatureTable {
   const char* base_ = nullptr;
   std::vector<int64_t> block_offset_;
   int64_t rows_per_block_ = 1;
-  int64_t rows_ = 0, cols_ = 0;
+  int64_t rows_ = 0, cols_ = 0, width_ = 0;
 };
 
 }  // namespace gt

@@ -28,7 +28,7 @@ DeviceBatch BatchLoader::load(const std::vector<int64_t>& seeds, uint64_t batch_
 
   t0 = std::chrono::steady_clock::now();
   const bool cuda = ctx_.is_cuda();
-  b.host_features = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features_.cols()}, DType::kFloat32,
+  b.host_features = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features_.width()}, DType::kFloat32,
                                   Device::cpu(), /*pinned=*/cuda);
   gather_rows(features_, sb.input_nodes, b.host_features);
   std::vector<int32_t> lab(seeds.size());

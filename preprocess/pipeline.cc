@@ -277,7 +277,7 @@ void BatchPipeline::Impl::do_lookup(const Chunk& c, KNode::output_ports_type& po
 bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
   const Msg& w = c.work;
   DeviceBatch& out = *w->out;
-  const int64_t F = features.cols();
+  const int64_t F = features.width();
   const int64_t rows = static_cast<int64_t>(c.ids.size());
   const int64_t need = c.begin + rows;
   const bool cuda = ctx.is_cuda();
@@ -362,7 +362,7 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
   out.features = w->device_features.rows(0, need);
   // The batch's feature bytes: its buffer (device, or host for CPU training) and, on a GPU, the
   // pinned staging of the rows that crossed PCIe.
-  const int64_t bytes = (need + (cuda ? w->cache_misses : 0)) * features.cols() * 4;
+  const int64_t bytes = (need + (cuda ? w->cache_misses : 0)) * features.width() * 4;
   int64_t largest = largest_batch_bytes.load();
   while (bytes > largest && !largest_batch_bytes.compare_exchange_weak(largest, bytes)) {
   }
@@ -417,8 +417,8 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       // Every row is resident (cached in id order, so a node's slot is its id): K is one gather
       // kernel on the device, nothing crosses PCIe but the labels.
       ScopedStage st(trace, "K (GPU)", "lookup", w->seq, &out.gather_ms);
-      w->device_features = Tensor::empty({n_in, features.cols()}, DType::kFloat32, ctx.device());
-      Tensor none = Tensor::empty({0, features.cols()}, DType::kFloat32, ctx.device());
+      w->device_features = Tensor::empty({n_in, features.width()}, DType::kFloat32, ctx.device());
+      Tensor none = Tensor::empty({0, features.width()}, DType::kFloat32, ctx.device());
       gather_mixed_rows(cache->table(), none, g.input_nodes, w->device_features, s);
       out.keep_alive.push_back(g.input_nodes);
       w->rows_done = n_in;
@@ -454,6 +454,10 @@ BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int
   if (opts.gpu)
     GT_CHECK_ARG(ctx.is_cuda() && opts.gpu->device() == ctx.device(), "GPU sampling on ", opts.gpu->device().str(),
                  " for a pipeline that feeds ", ctx.device().str(), ": both must be the same CUDA device");
+  if (opts.cache)
+    GT_CHECK_ARG(opts.cache->table().size(1) == features.width(), "the GPU feature cache holds rows of ",
+                 opts.cache->table().size(1), " floats but the pipeline gathers rows of ", features.width(),
+                 ": build the cache from the same feature table");
   impl_->build(sampler.num_layers());
 }
 

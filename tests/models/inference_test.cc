@@ -83,7 +83,7 @@ class InferenceTest : public ::testing::Test {
     const Dataset& d = trainer_->dataset();
     CsrView g{d.indptr.data(), d.indices.data(), d.info.num_nodes};
     NeighborSampler sampler(g, {-1, -1}, /*self_loops=*/false, /*seed=*/0);
-    BatchLoader loader(d.features, d.labels, sampler, trainer_->context());
+    BatchLoader loader(trainer_->features(), d.labels, sampler, trainer_->context());
     DeviceBatch b = loader.load(ids, 0);
     Tensor hidden;
     Tensor out = trainer_->model().forward(trainer_->context(), b.blocks, b.features, false, 0, &hidden);

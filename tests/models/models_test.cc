@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/optimizer.h"
 #include "framework/trainer.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
@@ -246,6 +247,72 @@ TEST(ModelGradients, GpuMatchesCpuCuda) {
       test::expect_close(pg[k]->grad.to_vector<float>(), test::to_double(pc[k]->grad.to_vector<float>()), 1e-4,
                          pc[k]->name);
   }
+}
+
+// Input rows padded with zeros (dataset.align_rows): a model built for the padded width with
+// in_features = the unpadded one computes what the unpadded model computes, on both devices and
+// for every type, through Adam steps with weight decay; the weight rows that meet the padding
+// start at zero, get zero gradients and stay zero.
+TEST(ModelInputPadding, PaddedInputComputesTheUnpaddedModel) {
+  const int64_t F = 5, W = 8, classes = 3;
+  std::vector<Device> devices{Device::cpu()};
+  if (have_cuda()) devices.push_back(Device::cuda(0));
+  for (Device d : devices)
+    for (std::string type : {"gcn", "sage", "ngcf", "gin", "gat"}) {
+      SCOPED_TRACE(type + " on " + d.str());
+      ModelConfig c = model_config(type);
+      if (type == "gat") c.heads = 2;
+      Batch host = tiny_batch(F, classes, 31);
+      Batch wide_host = host;
+      std::vector<float> x = host.features.to_vector<float>(), xw(static_cast<std::size_t>(14 * W), 0.0f);
+      for (int64_t r = 0; r < 14; ++r)
+        for (int64_t j = 0; j < F; ++j) xw[static_cast<std::size_t>(r * W + j)] = x[static_cast<std::size_t>(r * F + j)];
+      wide_host.features = Tensor::from_vector(xw, {14, W});
+      const Batch plain_b = batch_on(host, d), wide_b = batch_on(wide_host, d);
+      Context ctx(d);
+      auto plain = build_model(c, F, classes, d, 9);
+      auto wide = build_model(c, W, classes, d, 9, F);
+      EXPECT_THROW(build_model(c, W, classes, d, 9, W + 1), Error);
+      OptimizerConfig oc;
+      oc.lr = 0.05;
+      oc.weight_decay = 0.01;
+      auto opt_plain = make_optimizer(oc), opt_wide = make_optimizer(oc);
+      auto pp = plain->params(), pw = wide->params();
+      ASSERT_EQ(pp.size(), pw.size());
+      auto compare_params = [&](const char* when) {
+        for (std::size_t k = 0; k < pp.size(); ++k) {
+          SCOPED_TRACE(pp[k]->name + std::string(" ") + when);
+          const std::vector<float> a = pp[k]->value.to_vector<float>(), b = pw[k]->value.to_vector<float>();
+          const std::vector<float> ga = pp[k]->grad.to_vector<float>(), gb = pw[k]->grad.to_vector<float>();
+          if (a.size() == b.size()) {
+            test::expect_close(b, test::to_double(a), 1e-5, "value");
+            continue;
+          }
+          // A first-layer weight [W, out] against [F, out]: the same head, zero rows after it.
+          ASSERT_EQ(pw[k]->value.size(0), W);
+          const int64_t out = pw[k]->value.size(1);
+          ASSERT_EQ(static_cast<int64_t>(a.size()), F * out);
+          test::expect_close(std::vector<float>(b.begin(), b.begin() + F * out), test::to_double(a), 1e-5, "value head");
+          for (int64_t i = F * out; i < W * out; ++i) {
+            ASSERT_EQ(b[static_cast<std::size_t>(i)], 0.0f) << "padding weight " << i;
+            ASSERT_EQ(gb[static_cast<std::size_t>(i)], 0.0f) << "padding gradient " << i;
+          }
+        }
+      };
+      compare_params("at initialisation");
+      for (uint64_t step = 1; step <= 3; ++step) {
+        Tensor lp = plain->forward(ctx, plain_b.blocks, plain_b.features, true, step, nullptr, &plain_b.labels);
+        Tensor lw = wide->forward(ctx, wide_b.blocks, wide_b.features, true, step, nullptr, &wide_b.labels);
+        test::expect_close(lw.to_vector<float>(), test::to_double(lp.to_vector<float>()), 1e-5, "logits");
+        EXPECT_NEAR(wide->loss(), plain->loss(), 1e-5);
+        plain->backward_loss(ctx, plain_b.blocks);
+        wide->backward_loss(ctx, wide_b.blocks);
+        opt_plain->step(ctx, pp);
+        opt_wide->step(ctx, pw);
+        ctx.synchronize();
+        compare_params(("after step " + std::to_string(step)).c_str());
+      }
+    }
 }
 
 // --- End to end on a synthetic graph --------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "framework/inference.h"
 #include "framework/trainer.h"
 #include "preprocess/synth.h"
 
@@ -141,6 +142,68 @@ TEST_F(TrainTest, MappedFeaturesTrainLikeLoadedFeatures) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dataset.normalize"), std::string::npos) << e.what();
   }
+}
+
+// Feature rows of 13 floats, padded to 16 for the model (dataset.align_rows, the default) or
+// not: without dropout (whose masks are drawn per element position) both runs compute the same
+// model, on the CPU and on a GPU. The model file records the setting: an inference session
+// gathers rows as wide as it was trained on, and a 1-layer model's embedding (the seed's
+// features) comes back without the padding.
+TEST_F(TrainTest, AlignedRowsTrainLikeUnpaddedRows) {
+  SynthOptions o;
+  o.num_nodes = 2000;
+  o.avg_degree = 8;
+  o.feature_dim = 13;
+  o.num_classes = 4;
+  o.seed = 5;
+  const std::string odd = (dir_ / "odd.h5").string();
+  generate_synthetic(o, odd);
+  std::vector<std::string> devices{"cpu"};
+  if (have_gpu()) devices.push_back("cuda");
+  for (const std::string& dev : devices)
+    for (std::string type : {"sage", "gat"}) {
+      SCOPED_TRACE(type + " on " + dev);
+      Config c = config(type, dev);
+      c.dataset.path = odd;
+      c.model.dropout = 0.0;
+      c.model.heads = 2;
+      c.train.epochs = 2;
+      c.train.save_best = (dir_ / ("odd-" + type + ".h5")).string();
+      Trainer aligned(c);
+      EXPECT_EQ(aligned.features().width(), 16);
+      TrainResult a = aligned.fit(nullptr);
+      c.dataset.align_rows = false;
+      c.train.save_best = "";
+      Trainer plain(c);
+      EXPECT_EQ(plain.features().width(), 13);
+      TrainResult b = plain.fit(nullptr);
+      ASSERT_EQ(a.epochs.size(), b.epochs.size());
+      for (std::size_t e = 0; e < a.epochs.size(); ++e)
+        EXPECT_NEAR(a.epochs[e].loss, b.epochs[e].loss, 1e-4 * std::max(1.0, b.epochs[e].loss)) << "epoch " << e;
+      EXPECT_NEAR(a.test_acc_at_best, b.test_acc_at_best, 0.01);
+      InferenceOptions io;
+      io.device = dev;
+      InferenceSession s((dir_ / ("odd-" + type + ".h5")).string(), "", io);
+      const std::vector<int64_t> ids{0, 7, 1999};
+      EXPECT_EQ(s.predict(ids).shape(), (Shape{3, 4}));
+    }
+  Config c = config("gcn", "cpu");
+  c.dataset.path = odd;
+  c.model.layers = 1;
+  c.sampling.fanouts = {5};
+  c.train.epochs = 1;
+  c.train.save_best = (dir_ / "odd-1layer.h5").string();
+  Trainer(c).fit(nullptr);
+  InferenceOptions io;
+  io.device = "cpu";
+  InferenceSession s(c.train.save_best, "", io);
+  EXPECT_EQ(s.embedding_dim(), 13);
+  const Tensor emb = s.embed({3, 1500});
+  ASSERT_EQ(emb.shape(), (Shape{2, 13}));
+  const Dataset ds = load_dataset(odd);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t j = 0; j < 13; ++j)
+      EXPECT_EQ(emb.data<float>()[r * 13 + j], ds.features.data<float>()[(r == 0 ? 3 : 1500) * 13 + j]);
 }
 
 TEST_F(TrainTest, GpuSamplingNeedsAGpu) {

@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "framework/error.h"
 #include "framework/rng.h"
 #include "preprocess/dataset.h"
+#include "preprocess/feature_cache.h"
 #include "preprocess/feature_table.h"
 #include "preprocess/pipeline.h"
 #include "tests/preprocess/temp_dir.h"
@@ -122,6 +124,78 @@ TEST(FeatureTable, PipelineFromMappedTableEqualsMemory) {
     auto b = from_memory.next();
     ASSERT_TRUE(a && b);
     EXPECT_EQ(a->features.to_vector<float>(), b->features.to_vector<float>()) << "batch " << i;
+  }
+}
+
+// Rows gathered wider than stored (dataset.align_rows): the values, then zeros, from memory and
+// from a mapping alike; a width below the stored one is refused; the pipeline's batches are the
+// unpadded batches with zero columns appended.
+TEST(FeatureTable, WiderRowsArePaddedWithZeros) {
+  EXPECT_EQ(FeatureTable::aligned_width(1), 4);
+  EXPECT_EQ(FeatureTable::aligned_width(4), 4);
+  EXPECT_EQ(FeatureTable::aligned_width(4353), 4356);
+  EXPECT_EQ(FeatureTable::aligned_width(602), 604);
+  Dir dir;
+  const int64_t F = 37, W = FeatureTable::aligned_width(F), n = 3000;
+  const std::string path = dir.file("ring.h5");
+  save_dataset(ring(n, F), path);
+  const Dataset ds = load_dataset(path);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 700; ++i) ids.push_back(static_cast<int64_t>(random64(6, 0, static_cast<uint64_t>(i)) % n));
+  for (const FeatureTable& base : {FeatureTable(ds.features), FeatureTable::map_file(path)}) {
+    SCOPED_TRACE(base.mapped() ? "mapped" : "memory");
+    EXPECT_EQ(base.width(), F);
+    const FeatureTable wide = base.with_width(W);
+    EXPECT_EQ(wide.cols(), F);
+    EXPECT_EQ(wide.width(), W);
+    Tensor out = Tensor::empty({static_cast<int64_t>(ids.size()), W}, DType::kFloat32);
+    out.fill_bytes(0xFF);  // NaN: columns the gather leaves unwritten show up
+    gather_rows(wide, ids, out);
+    const float* o = out.data<float>();
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_EQ(std::memcmp(o + i * W, ds.features.data<float>() + ids[i] * F, F * sizeof(float)), 0) << "row " << i;
+      for (int64_t j = F; j < W; ++j) ASSERT_EQ(o[i * W + j], 0.0f) << "row " << i << " column " << j;
+    }
+    Tensor narrow = Tensor::empty({static_cast<int64_t>(ids.size()), F}, DType::kFloat32);
+    EXPECT_NE(error_of([&] { gather_rows(wide, ids, narrow); }).find("does not fit"), std::string::npos);
+    EXPECT_NE(error_of([&] { base.with_width(F - 1); }).find("cannot gather"), std::string::npos);
+  }
+  NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, {3, 2}, false, 1);
+  auto batches = make_batches(ds.split("train"), 100, true, 3, 1);
+  std::vector<uint64_t> keys(batches.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  std::vector<Device> devices{Device::cpu()};
+  if (built_with_cuda() && cuda_device_count() > 0) devices.push_back(Device::cuda(0));
+  for (Device d : devices) {
+    SCOPED_TRACE(d.str());
+    Context ctx(d);
+    const FeatureTable wide = FeatureTable(ds.features).with_width(W);
+    std::unique_ptr<FeatureCache> cache;
+    if (d.is_cuda()) cache = std::make_unique<FeatureCache>(wide, ds.indptr, ds.indices, n / 3, d);  // hits and misses
+    BatchPipeline padded(wide, ds.labels, sampler, ctx, {2, cache.get()});
+    BatchPipeline plain(ds.features, ds.labels, sampler, ctx, {2});
+    padded.start(batches, keys);
+    plain.start(batches, keys);
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      auto x = padded.next();
+      auto y = plain.next();
+      ASSERT_TRUE(x && y);
+      ASSERT_EQ(x->features.size(1), W);
+      const std::vector<float> xv = x->features.to_vector<float>(), yv = y->features.to_vector<float>();
+      const int64_t rows = y->features.size(0);
+      ASSERT_EQ(x->features.size(0), rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < W; ++j)
+          ASSERT_EQ(xv[r * W + j], j < F ? yv[r * F + j] : 0.0f) << "batch " << b << " row " << r << " column " << j;
+    }
+  }
+  // A cache built from the unpadded table cannot feed a padded pipeline.
+  if (built_with_cuda() && cuda_device_count() > 0) {
+    Context ctx(Device::cuda(0));
+    FeatureCache narrow(FeatureTable(ds.features), ds.indptr, ds.indices, 100, Device::cuda(0));
+    EXPECT_NE(error_of([&] { BatchPipeline p(FeatureTable(ds.features).with_width(W), ds.labels, sampler, ctx, {2, &narrow}); })
+                  .find("same feature table"),
+              std::string::npos);
   }
 }
 
