@@ -6,7 +6,8 @@
 // built against the library, not part of the CMake build (docs/benchmarks.md):
 //
 //   g++ -O2 -std=c++20 -I. -I/usr/local/cuda/include -o overlap_probe scripts/overlap_probe.cc \
-//       -Lbuild -lgraphtensor -L/usr/local/cuda/lib64 -lcudart
+//       -Lbuild -lgraphtensor -L/usr/local/cuda/lib64 -lcudart -lcublas
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -51,6 +52,12 @@ int main() {
   using namespace gt;
   Context main_ctx(Device::cuda(0)), side_ctx(Device::cuda(0));
   cudaStream_t ms = main_ctx.stream(), ss = side_ctx.stream();
+  int lo = 0, hi = 0;
+  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  cudaStream_t hp;
+  CK(cudaStreamCreateWithPriority(&hp, cudaStreamNonBlocking, hi));
+  cublasHandle_t hp_blas;
+  if (cublasCreate(&hp_blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(hp_blas, hp) != CUBLAS_STATUS_SUCCESS) return 2;
   cudaEvent_t start, done;
   CK(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -61,10 +68,12 @@ int main() {
       if (std::string(c.name) == name) w = &c;
     const gt_bench::Shape3 s = w->blocks[0];
     const Block b = gt_bench::even_block(s, 10).block.to(main_ctx.device(), ms);
-    const Tensor x = gt_bench::random_tensor(s.n_src, w->feature_dim, 4, main_ctx);
-    const Tensor wr = gt_bench::random_tensor(w->feature_dim, w->hidden, 5, main_ctx);
+    // Rows as training gathers them (dataset.align_rows: padded to a multiple of 4 floats).
+    const int64_t W = (w->feature_dim + 3) / 4 * 4;
+    const Tensor x = gt_bench::random_tensor(s.n_src, w->feature_dim, 4, main_ctx, W);
+    const Tensor wr = gt_bench::random_tensor(W, w->hidden, 5, main_ctx);
     const Tensor x_dst = x.rows(0, s.n_dst);
-    Tensor a = Tensor::empty({s.n_dst, w->feature_dim}, DType::kFloat32, main_ctx.device());
+    Tensor a = Tensor::empty({s.n_dst, W}, DType::kFloat32, main_ctx.device());
     Tensor r1 = Tensor::empty({s.n_dst, w->hidden}, DType::kFloat32, main_ctx.device());
     Tensor r2 = Tensor::empty({s.n_dst, w->hidden}, DType::kFloat32, main_ctx.device());
     for (bool tf32 : {false, true}) {
@@ -84,6 +93,34 @@ int main() {
         pull_forward(b, x, Reduce::kMean, a, ms);
         CK(cudaStreamWaitEvent(ms, done, 0));
       });
+      // The GEMM on a stream of the highest priority (cublasSgemm directly, the call kernels/dense.cu
+      // makes): the block scheduler places its CTAs first as the Pull's blocks retire.
+      CK(static_cast<cudaError_t>(cublasSetMathMode(hp_blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH)));
+      auto hp_gemm = [&](Tensor& out) {
+        const float one = 1.0f, zero = 0.0f;
+        const int M = static_cast<int>(s.n_dst), N = static_cast<int>(w->hidden), K = static_cast<int>(W);
+        if (cublasSgemm(hp_blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, wr.data<float>(), N, x_dst.data<float>(), K,
+                        &zero, out.data<float>(), N) != CUBLAS_STATUS_SUCCESS) std::exit(2);
+      };
+      Tensor r3 = Tensor::empty({s.n_dst, w->hidden}, DType::kFloat32, main_ctx.device());
+      const double prio = median_ms(ms, [&] {
+        CK(cudaEventRecord(start, ms));
+        CK(cudaStreamWaitEvent(hp, start, 0));
+        pull_forward(b, x, Reduce::kMean, a, ms);
+        hp_gemm(r3);
+        CK(cudaEventRecord(done, hp));
+        CK(cudaStreamWaitEvent(ms, done, 0));
+      });
+      const double prio_first = median_ms(ms, [&] {
+        CK(cudaEventRecord(start, ms));
+        CK(cudaStreamWaitEvent(hp, start, 0));
+        hp_gemm(r3);
+        CK(cudaEventRecord(done, hp));
+        pull_forward(b, x, Reduce::kMean, a, ms);
+        CK(cudaStreamWaitEvent(ms, done, 0));
+      });
+      std::printf("| %s | %s | high-priority GEMM stream: Pull queued first %.3f, GEMM queued first %.3f |\n", name,
+                  tf32 ? "TF32" : "float32", prio, prio_first);
       CK(cudaDeviceSynchronize());
       if (r1.to_vector<float>() != r2.to_vector<float>()) {
         std::fprintf(stderr, "%s: the root product differs between the two orders\n", name);

@@ -27,8 +27,11 @@ args=(-S "$SRC/examples/consumer" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -D
 "$CMAKE" --build "$WORK/build" >"$WORK/build.log" 2>&1 ||
   { cat "$WORK/build.log" >&2; echo "FAIL: building the consumer" >&2; exit 1; }
 # It must run from the installed library, not the build tree's.
-ldd "$WORK/build/gt-consumer" | grep -q "$WORK/prefix" ||
-  { ldd "$WORK/build/gt-consumer" >&2; echo "FAIL: the consumer does not link the installed library" >&2; exit 1; }
+# (ldd's output is read whole first: `ldd | grep -q` under pipefail fails whenever grep exits at its
+# first match before ldd has written everything, and ldd dies of SIGPIPE.)
+libs=$(ldd "$WORK/build/gt-consumer")
+grep -q "$WORK/prefix" <<<"$libs" ||
+  { echo "$libs" >&2; echo "FAIL: the consumer does not link the installed library" >&2; exit 1; }
 out=$("$WORK/build/gt-consumer")
 echo "$out"
 [ "$(echo "$out" | tail -1)" = OK ] || { echo "FAIL: the consumer did not print OK" >&2; exit 1; }
