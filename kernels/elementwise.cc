@@ -24,7 +24,8 @@ void leaky_relu_forward(const float* x, float slope, float* y, int64_t n, int de
 void leaky_relu_backward(const float* y, float slope, const float* dy, float* dx, int64_t n, int device, Stream s);
 void elu_forward(const float* x, float* y, int64_t n, int device, Stream s);
 void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s);
-void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s);
+void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width, int64_t key_cols,
+             int device, Stream s);
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
 void scale(float alpha, float* y, int64_t n, int device, Stream s);
 // count <= kMaxAdamGroup tensors on one device, in one launch.
@@ -69,10 +70,19 @@ void check_p(float p, const char* op) {
 
 // The mask and scaling shared with the CUDA kernel: element i is kept when its uniform draw is
 // >= p; kept elements are multiplied by 1 / (1 - p). x == nullptr stands for ones (the mask).
-void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n) {
+// key_cols > 0: rows of `width` elements, the draws of [rows, key_cols], padding set to 0.
+void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width,
+                 int64_t key_cols) {
   const float scale = 1.0f / (1.0f - p);
   for_each_index(n, [&](int64_t i) {
-    const bool keep = u01(philox(key, step, static_cast<uint64_t>(i)).v[0]) >= p;
+    uint64_t counter = static_cast<uint64_t>(i);
+    bool pad = false;
+    if (key_cols > 0) {
+      const int64_t r = i / width, c = i - r * width;
+      pad = c >= key_cols;
+      counter = static_cast<uint64_t>(r * key_cols + c);
+    }
+    const bool keep = !pad && u01(philox(key, step, counter).v[0]) >= p;
     y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;
   });
 }
@@ -200,29 +210,37 @@ namespace {
 
 // The masked scaling of dropout on either device: y = mask * x / (1 - p), or the mask alone
 // (x == nullptr). Arguments are already checked; y holds n elements.
-void run_dropout(const float* x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s, const char* op) {
+void run_dropout(const float* x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s, const char* op,
+                 int64_t key_cols = 0) {
   const int64_t n = y.numel();
+  int64_t width = 0;
+  if (key_cols != 0) {
+    GT_CHECK_ARG(y.dim() == 2 && key_cols > 0 && key_cols <= y.size(1), op, ": ", key_cols,
+                 " keyed columns per row do not fit ", y.str());
+    width = y.size(1);
+    if (key_cols == width) key_cols = 0;  // no padding: the flat draws are the same
+  }
   if (n == 0) return;
   const uint64_t key = rng_key(seed, RngStream::kDropout);
   if (y.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    return cuda_impl::dropout(x, p, key, step, y.data<float>(), n, dev_of(y), s);
+    return cuda_impl::dropout(x, p, key, step, y.data<float>(), n, width, key_cols, dev_of(y), s);
 #else
     (void)s;
     throw_built_without_cuda(op);
 #endif
   }
   (void)op;
-  dropout_cpu(x, p, key, step, y.data<float>(), n);
+  dropout_cpu(x, p, key, step, y.data<float>(), n, width, key_cols);
 }
 
 }  // namespace
 
-void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
+void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s, int64_t key_cols) {
   check_float(x, "x", "dropout_forward");
   check_same(x, "x", y, "y", "dropout_forward");
   check_p(p, "dropout_forward");
-  run_dropout(x.data<float>(), p, seed, step, y, s, "dropout_forward");
+  run_dropout(x.data<float>(), p, seed, step, y, s, "dropout_forward", key_cols);
 }
 
 void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
@@ -232,11 +250,11 @@ void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
 }
 
 // The backward of inverted dropout is the same masked scaling applied to the gradient.
-void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s) {
+void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s, int64_t key_cols) {
   check_float(dy, "dy", "dropout_backward");
   check_same(dy, "dy", dx, "dx", "dropout_backward");
   check_p(p, "dropout_backward");
-  run_dropout(dy.data<float>(), p, seed, step, dx, s, "dropout_backward");
+  run_dropout(dy.data<float>(), p, seed, step, dx, s, "dropout_backward", key_cols);
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s) {

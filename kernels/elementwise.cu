@@ -73,10 +73,19 @@ __global__ void elu_backward_kernel(const float* y, const float* dy, float* dx, 
 
 // Same mask as the CPU: element i is kept when u01(philox(key, step, i).v[0]) >= p. The draw is a
 // pure function of the element index, so the thread/grid layout does not matter.
+// key_cols > 0: rows of `width` elements with key_cols values each, drawn as [rows, key_cols]
+// (elementwise.cc's dropout_cpu); the padding after them comes out 0.
 __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
-                               int64_t n) {
+                               int64_t n, int64_t width, int64_t key_cols) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const bool keep = u01(philox(key, step, static_cast<uint64_t>(i)).v[0]) >= p;
+    uint64_t counter = static_cast<uint64_t>(i);
+    bool pad = false;
+    if (key_cols > 0) {
+      const int64_t r = i / width, c = i - r * width;
+      pad = c >= key_cols;
+      counter = static_cast<uint64_t>(r * key_cols + c);
+    }
+    const bool keep = !pad && u01(philox(key, step, counter).v[0]) >= p;
     y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;  // x == nullptr: the mask itself
   }
 }
@@ -166,9 +175,10 @@ void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int dev
   GT_CUDA_LAUNCH_CHECK();
 }
 
-void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int device, Stream s) {
+void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width, int64_t key_cols,
+             int device, Stream s) {
   const float scale = 1.0f / (1.0f - p);  // computed on the host, as on the CPU path
-  dropout_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, p, scale, key, step, y, n);
+  dropout_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, p, scale, key, step, y, n, width, key_cols);
   GT_CUDA_LAUNCH_CHECK();
 }
 

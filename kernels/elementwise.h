@@ -29,9 +29,15 @@ void elu_backward(const Tensor& y, const Tensor& dy, Tensor& dx, Stream s = null
 // Inverted dropout: keep element i with probability 1 - p, scaling it by 1 / (1 - p).
 // The mask is a pure function of (seed, step, i) (counter-based Philox), so the CPU and the GPU
 // drop the same elements. y may alias x. p = 0 copies.
-void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr);
-// dx = dy * mask / (1 - p) with the same (seed, step). dx may alias dy.
-void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s = nullptr);
+// key_cols > 0: x is [rows, width] with key_cols values per row and zero padding after them
+// (FeatureTable::with_width): element (r, c < key_cols) draws what element (r, c) of a
+// [rows, key_cols] tensor draws, so padded rows are dropped as the unpadded rows would be, and
+// the padding comes out 0.
+void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr,
+                     int64_t key_cols = 0);
+// dx = dy * mask / (1 - p) with the same (seed, step, key_cols). dx may alias dy.
+void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, Tensor& dx, Stream s = nullptr,
+                      int64_t key_cols = 0);
 // The mask dropout_forward applies, as values: y[i] = 1 / (1 - p) where element i is kept, else 0
 // (the same draws as dropout_forward with the same seed, step and shape). For masks applied
 // inside fused kernels (GAT's attention dropout).

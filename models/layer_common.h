@@ -46,10 +46,12 @@ inline int bias(Graph& g, const LayerOptions& o, const std::string& name, int64_
                      o.index);
 }
 
-// The layer input after dropout (a Dropout node when o.dropout > 0, x itself otherwise).
+// The layer input after dropout (a Dropout node when o.dropout > 0, x itself otherwise). Padded
+// input rows (o.in_features < o.in) are dropped as the unpadded rows would be.
 inline int input_dropout(Graph& g, const LayerOptions& o, int x) {
   if (o.dropout <= 0.0f) return x;
-  return g.add1(std::make_unique<DropoutOp>(o.dropout, o.seed, o.index), {{x}},
+  const int64_t key_cols = o.in_features > 0 && o.in_features < o.in ? o.in_features : 0;
+  return g.add1(std::make_unique<DropoutOp>(o.dropout, o.seed, o.index, key_cols), {{x}},
                 {"dropped", Rows::src(o.index), o.in}, o.index);
 }
 

@@ -47,7 +47,7 @@ void DropoutOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
     return;
   }
   out[0] = empty_like(in[0]);
-  dropout_forward(in[0], p_, seed_, key_, out[0], run.ctx.stream());
+  dropout_forward(in[0], p_, seed_, key_, out[0], run.ctx.stream(), key_cols_);
 }
 
 void DropoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
@@ -58,7 +58,7 @@ void DropoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std:
   }
   // dout is this op's alone (the graph drops it after this call): scale it in place.
   Tensor g = dout[0];
-  dropout_backward(g, p_, seed_, key_, g, run.ctx.stream());
+  dropout_backward(g, p_, seed_, key_, g, run.ctx.stream(), key_cols_);
   din[0].give(run.ctx, g);
 }
 

@@ -19,7 +19,10 @@ namespace gt {
 // layer, so CPU and GPU runs drop the same elements); a pass-through otherwise.
 class DropoutOp final : public Op {
  public:
-  DropoutOp(float p, uint64_t seed, int64_t layer) : p_(p), seed_(seed), layer_(layer) {}
+  // key_cols > 0: the input's rows carry key_cols values then zero padding, dropped as the
+  // unpadded rows would be (dropout_forward's key_cols).
+  DropoutOp(float p, uint64_t seed, int64_t layer, int64_t key_cols = 0)
+      : p_(p), seed_(seed), layer_(layer), key_cols_(key_cols) {}
   const char* kind() const override { return "Dropout"; }
   std::string label() const override;
   void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
@@ -30,6 +33,7 @@ class DropoutOp final : public Op {
   float p_;
   uint64_t seed_;
   int64_t layer_;
+  int64_t key_cols_;
   uint64_t key_ = 0;
   bool active_ = false;
 };

@@ -251,8 +251,9 @@ TEST(ModelGradients, GpuMatchesCpuCuda) {
 
 // Input rows padded with zeros (dataset.align_rows): a model built for the padded width with
 // in_features = the unpadded one computes what the unpadded model computes, on both devices and
-// for every type, through Adam steps with weight decay; the weight rows that meet the padding
-// start at zero, get zero gradients and stay zero.
+// for every type, through Adam steps with weight decay and input dropout (drawn as on the
+// unpadded rows); the weight rows that meet the padding start at zero, get zero gradients and
+// stay zero.
 TEST(ModelInputPadding, PaddedInputComputesTheUnpaddedModel) {
   const int64_t F = 5, W = 8, classes = 3;
   std::vector<Device> devices{Device::cpu()};
@@ -262,6 +263,7 @@ TEST(ModelInputPadding, PaddedInputComputesTheUnpaddedModel) {
       SCOPED_TRACE(type + " on " + d.str());
       ModelConfig c = model_config(type);
       if (type == "gat") c.heads = 2;
+      c.dropout = 0.3;
       Batch host = tiny_batch(F, classes, 31);
       Batch wide_host = host;
       std::vector<float> x = host.features.to_vector<float>(), xw(static_cast<std::size_t>(14 * W), 0.0f);

@@ -145,8 +145,8 @@ TEST_F(TrainTest, MappedFeaturesTrainLikeLoadedFeatures) {
 }
 
 // Feature rows of 13 floats, padded to 16 for the model (dataset.align_rows, the default) or
-// not: without dropout (whose masks are drawn per element position) both runs compute the same
-// model, on the CPU and on a GPU. The model file records the setting: an inference session
+// not: both runs compute the same model (input dropout included: the padded rows are dropped as
+// the unpadded ones), on the CPU and on a GPU. The model file records the setting: an inference session
 // gathers rows as wide as it was trained on, and a 1-layer model's embedding (the seed's
 // features) comes back without the padding.
 TEST_F(TrainTest, AlignedRowsTrainLikeUnpaddedRows) {
@@ -165,7 +165,7 @@ TEST_F(TrainTest, AlignedRowsTrainLikeUnpaddedRows) {
       SCOPED_TRACE(type + " on " + dev);
       Config c = config(type, dev);
       c.dataset.path = odd;
-      c.model.dropout = 0.0;
+      c.model.dropout = 0.5;
       c.model.heads = 2;
       c.train.epochs = 2;
       c.train.save_best = (dir_ / ("odd-" + type + ".h5")).string();
