@@ -190,7 +190,8 @@ const std::vector<Field>& fields() {
       bool_field("dataset.align_rows", GT_GET(dataset, align_rows),
                  "feature rows reach the model padded with zeros to a multiple of 4 floats (16-byte aligned rows: "
                  "the GPU kernels' fast paths); the first layer's weight rows for the padding are zero and stay "
-                 "zero, so the model computes what it would on unpadded rows. Checkpoints record the setting"),
+                 "zero and input dropout is drawn on the unpadded columns, so training computes what it would on "
+                 "unpadded rows. Model files and checkpoints record the setting"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
       string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),
