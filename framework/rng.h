@@ -60,4 +60,18 @@ GT_HOST_DEVICE uint64_t rng_key(uint64_t seed, RngStream stream) {
   return z ^ (z >> 31);
 }
 
+// Dropout's draw for element i (kernels/elementwise.h), the same on both devices: kept when its
+// uniform draw under (key, step) is >= p. key_cols > 0: rows of `width` elements carrying key_cols
+// values, element (r, c) draws what element (r, c) of a [rows, key_cols] tensor draws, and the
+// padding (c >= key_cols) is never kept.
+GT_HOST_DEVICE bool dropout_keeps(uint64_t key, uint64_t step, int64_t i, int64_t width, int64_t key_cols, float p) {
+  uint64_t counter = static_cast<uint64_t>(i);
+  if (key_cols > 0) {
+    const int64_t r = i / width, c = i - r * width;
+    if (c >= key_cols) return false;
+    counter = static_cast<uint64_t>(r * key_cols + c);
+  }
+  return u01(philox(key, step, counter).v[0]) >= p;
+}
+
 }  // namespace gt

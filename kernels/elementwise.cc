@@ -68,22 +68,14 @@ void check_p(float p, const char* op) {
 
 [[maybe_unused]] int dev_of(const Tensor& t) { return t.device().index; }
 
-// The mask and scaling shared with the CUDA kernel: element i is kept when its uniform draw is
-// >= p; kept elements are multiplied by 1 / (1 - p). x == nullptr stands for ones (the mask).
-// key_cols > 0: rows of `width` elements, the draws of [rows, key_cols], padding set to 0.
+// The mask and scaling shared with the CUDA kernel: element i is kept as framework/rng.h's
+// dropout_keeps says; kept elements are multiplied by 1 / (1 - p). x == nullptr stands for ones
+// (the mask).
 void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width,
                  int64_t key_cols) {
   const float scale = 1.0f / (1.0f - p);
   for_each_index(n, [&](int64_t i) {
-    uint64_t counter = static_cast<uint64_t>(i);
-    bool pad = false;
-    if (key_cols > 0) {
-      const int64_t r = i / width, c = i - r * width;
-      pad = c >= key_cols;
-      counter = static_cast<uint64_t>(r * key_cols + c);
-    }
-    const bool keep = !pad && u01(philox(key, step, counter).v[0]) >= p;
-    y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;
+    y[i] = dropout_keeps(key, step, i, width, key_cols, p) ? (x ? x[i] : 1.0f) * scale : 0.0f;
   });
 }
 

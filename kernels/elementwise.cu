@@ -73,21 +73,11 @@ __global__ void elu_backward_kernel(const float* y, const float* dy, float* dx, 
 
 // Same mask as the CPU: element i is kept when u01(philox(key, step, i).v[0]) >= p. The draw is a
 // pure function of the element index, so the thread/grid layout does not matter.
-// key_cols > 0: rows of `width` elements with key_cols values each, drawn as [rows, key_cols]
-// (elementwise.cc's dropout_cpu); the padding after them comes out 0.
+// The draws are framework/rng.h's dropout_keeps, as on the CPU (key_cols: padded rows).
 __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
                                int64_t n, int64_t width, int64_t key_cols) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    uint64_t counter = static_cast<uint64_t>(i);
-    bool pad = false;
-    if (key_cols > 0) {
-      const int64_t r = i / width, c = i - r * width;
-      pad = c >= key_cols;
-      counter = static_cast<uint64_t>(r * key_cols + c);
-    }
-    const bool keep = !pad && u01(philox(key, step, counter).v[0]) >= p;
-    y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;  // x == nullptr: the mask itself
-  }
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    y[i] = dropout_keeps(key, step, i, width, key_cols, p) ? (x ? x[i] : 1.0f) * scale : 0.0f;  // x == nullptr: the mask
 }
 
 __global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
