@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "framework/inference.h"
+#include "framework/model_io.h"
 #include "framework/trainer.h"
 #include "preprocess/synth.h"
 
@@ -204,6 +205,47 @@ TEST_F(TrainTest, AlignedRowsTrainLikeUnpaddedRows) {
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t j = 0; j < 13; ++j)
       EXPECT_EQ(emb.data<float>()[r * 13 + j], ds.features.data<float>()[(r == 0 ? 3 : 1500) * 13 + j]);
+}
+
+// A model file written before dataset.align_rows existed (its stored config lacks the key) holds
+// first-layer weights as wide as the unpadded rows: an inference session opens it unpadded.
+TEST_F(TrainTest, ModelFilesFromBeforeAlignRowsOpenUnpadded) {
+  SynthOptions o;
+  o.num_nodes = 500;
+  o.avg_degree = 6;
+  o.feature_dim = 13;
+  o.num_classes = 4;
+  o.seed = 6;
+  const std::string odd = (dir_ / "odd-old.h5").string();
+  generate_synthetic(o, odd);
+  Config c = config("sage", "cpu");
+  c.dataset.path = odd;
+  c.dataset.align_rows = false;
+  c.train.epochs = 1;
+  c.train.save_best = "";
+  Trainer t(c);
+  t.fit(nullptr);
+  std::string yaml = to_yaml(c), old_yaml;
+  for (std::size_t at = 0, next; at < yaml.size(); at = next + 1) {
+    next = yaml.find('\n', at);
+    if (next == std::string::npos) next = yaml.size();
+    const std::string line = yaml.substr(at, next - at);
+    if (line.find("align_rows") == std::string::npos) old_yaml += line + "\n";
+  }
+  ASSERT_EQ(old_yaml.find("align_rows"), std::string::npos);
+  const std::string path = (dir_ / "odd-old-model.h5").string();
+  save_weights(path, t.model().params(), old_yaml, 1);
+  InferenceOptions io;
+  io.device = "cpu";
+  InferenceSession s(path, "", io);
+  const Tensor logits = s.predict({1, 2, 3});
+  EXPECT_EQ(logits.shape(), (Shape{3, 4}));
+  // The same file with the key set (as files written now have it) does not fit the weights.
+  const std::string path_new = (dir_ / "odd-new-model.h5").string();
+  Config aligned = c;
+  aligned.dataset.align_rows = true;
+  save_weights(path_new, t.model().params(), to_yaml(aligned), 1);
+  EXPECT_THROW(InferenceSession(path_new, "", io), Error);
 }
 
 TEST_F(TrainTest, GpuSamplingNeedsAGpu) {
