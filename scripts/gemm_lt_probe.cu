@@ -5,19 +5,23 @@
 // tool, not part of the CMake build (docs/benchmarks.md, sixth session: at most 5% on the wide
 // GEMMs, so kernels/dense.cu keeps cublasSgemm).
 //
-//   nvcc -O2 -arch=sm_90 -o gemm_lt_probe scripts/gemm_lt_probe.cu -lcublasLt -lcublas && ./gemm_lt_probe
+//   nvcc -O2 -arch=sm_90 -o gemm_lt_probe scripts/gemm_lt_probe.cu -lcublasLt -lcublas && ./gemm_lt_probe [aligned]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 #define CK(x) do { auto e_ = (x); if ((int)e_ != 0) { fprintf(stderr, "%s:%d err %d\n", __FILE__, __LINE__, (int)e_); exit(1);} } while (0)
 template <class F> float tms(F f) { cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b); for (int i = 0; i < 3; ++i) f();
   std::vector<float> t; for (int i = 0; i < 15; ++i) { cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b); float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms);} std::sort(t.begin(), t.end()); return t[7]; }
 __global__ void init(float* p, size_t n) { for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (float)((i * 2654435761u) % 1000) / 1000.f - 0.5f; }
-int main() {
+int main(int argc, char** argv) {
+  // `aligned`: feature widths rounded up to a multiple of 4 (rows as dataset.align_rows pads them),
+  // the wiki-talk and livejournal products only.
+  const bool aligned = argc > 1 && std::string(argv[1]) == "aligned";
   cublasHandle_t h; CK(cublasCreate(&h)); cublasLtHandle_t lt; CK(cublasLtCreate(&lt));
   size_t ws_bytes = 64 << 20; void* ws; CK(cudaMalloc(&ws, ws_bytes));
   struct S { const char* n; long M, N, K; bool ta; } shapes[] = {
@@ -28,7 +32,12 @@ int main() {
     {"l2 fwd 57000x64x64", 57000, 64, 64, 0}, {"l2 dX", 57000, 64, 64, 0}};
   for (int tf = 0; tf < 2; ++tf) {
     CK(cublasSetMathMode(h, tf ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
-    for (auto& s : shapes) {
+    for (auto s : shapes) {
+      if (aligned) {
+        if (std::string(s.n).rfind("wiki", 0) != 0 && std::string(s.n).rfind("lj", 0) != 0) continue;
+        s.M = (s.M + 3) / 4 * 4;
+        s.K = (s.K + 3) / 4 * 4;
+      }
       // row-major C[M,N] = op(A) B; A is [M,K] or (ta) [K,M] row-major; B [K,N]
       long lda = s.ta ? s.M : s.K, ldb = s.N, ldc = s.N;
       float *A, *B, *C; size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
