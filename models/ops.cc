@@ -141,7 +141,14 @@ std::string BiasActOp::label() const {
                   : act_ == Activation::kRelu      ? "ReLU"
                   : act_ == Activation::kLeakyRelu ? "LeakyReLU"
                                                    : nullptr;
-  if (a) s += std::string(s.empty() ? "" : " + ") + a + (act_ == Activation::kLeakyRelu ? " " + fmt(slope_) : "");
+  if (a) {
+    if (!s.empty()) s += " + ";
+    s += a;
+    if (act_ == Activation::kLeakyRelu) {
+      s += ' ';
+      s += fmt(slope_);
+    }
+  }
   return s;
 }
 
