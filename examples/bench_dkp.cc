@@ -171,7 +171,7 @@ Case dataset_case(const DkpOptions& o, const gt::Context& ctx) {
   if (batches.empty()) throw gt::Error("the train split of " + o.dataset + " is empty", "gt-bench dkp", "");
   gt::SampledBatch b = sampler.sample(batches[0], uint64_t{1} << 20);
   for (gt::Block& blk : b.blocks) c.blocks.push_back(blk.to(ctx.device(), ctx.stream()));
-  const gt::FeatureTable table = gt::FeatureTable(ds.features).with_width(gt::FeatureTable::aligned_width(c.feature_dim));
+  const gt::FeatureTable table = gt::FeatureTable(ds.features).aligned();
   c.width = table.width();
   gt::Tensor x = gt::Tensor::empty({static_cast<int64_t>(b.input_nodes.size()), c.width}, gt::DType::kFloat32,
                                    gt::Device::cpu());

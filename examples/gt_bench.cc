@@ -78,7 +78,7 @@ int bench_pipeline(int argc, char** argv) {
               std::chrono::duration<double>(Clock::now() - t_load).count());
   gt::Context ctx(gt::Context::parse_device(device));
   // Rows padded as training gathers them (dataset.align_rows, the default).
-  const gt::FeatureTable table = gt::FeatureTable(ds.features).with_width(gt::FeatureTable::aligned_width(ds.info.feature_dim));
+  const gt::FeatureTable table = gt::FeatureTable(ds.features).aligned();
   gt::NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, fanouts, false, 0);
   std::unique_ptr<gt::FeatureCache> cache;
   if (cache_mb > 0 && ctx.is_cuda()) {

@@ -109,7 +109,7 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   m.data = load_dataset(ds);
   if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
   m.table = FeatureTable(m.data.features);
-  if (m.cfg.dataset.align_rows) m.table = m.table.with_width(FeatureTable::aligned_width(m.table.cols()));
+  if (m.cfg.dataset.align_rows) m.table = m.table.aligned();
   // A 1-layer model's embedding is the seed's features: without the padding.
   m.emb_dim = layers == 1 ? m.data.info.feature_dim : m.cfg.model.hidden;
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))

@@ -12,6 +12,7 @@
 
 #include "framework/checkpoint.h"
 #include "framework/comm.h"
+#include "framework/epoch_report.h"
 #include "framework/fp_mode.h"
 #include "framework/grad_reducer.h"
 #include "framework/metrics.h"
@@ -271,7 +272,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
     impl_->features = FeatureTable(data_.features);
   }
   if (cfg_.dataset.align_rows)
-    impl_->features = impl_->features.with_width(FeatureTable::aligned_width(impl_->features.cols()));
+    impl_->features = impl_->features.aligned();
   for (const std::string* s : {&cfg_.dataset.train_split, &cfg_.dataset.valid_split, &cfg_.dataset.test_split})
     if (!data_.splits.count(*s)) {
       std::string have;
@@ -484,6 +485,8 @@ TrainResult Trainer::fit(std::ostream* log) {
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
   const std::string config_yaml = to_yaml(cfg_);
   const int64_t local = local_replicas();
+  const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
+                               impl_->features.width() * static_cast<int64_t>(sizeof(float))};
 
   if (log) {
     *log << "training " << cfg_.model.type << " (" << lead.model->num_parameters() << " parameters) on "
@@ -538,18 +541,7 @@ TrainResult Trainer::fit(std::ostream* log) {
     }
     result.epochs.push_back(st);
 
-    JsonRecord rec;
-    rec.add("epoch", st.epoch).add("loss", st.loss).add("train_acc", st.train_acc);
-    if (st.valid_acc >= 0) rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
-    rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", st.seeds / std::max(st.seconds, 1e-9));
-    rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
-    rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
-    rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("h2d_bytes", st.h2d_bytes);
-    if (lead.cache)
-      rec.add("cache_hit_rate", static_cast<double>(st.cache_hits) / std::max<double>(1.0, static_cast<double>(st.cache_hits + st.cache_misses)))
-          .add("h2d_bytes_saved", st.cache_hits * impl_->features.width() * 4);
-    rec.add("device", result.device).add("replicas", result.replicas);
-    metrics.write(rec);
+    metrics.write(epoch_record(st, report));
     if (writer && !cfg_.train.checkpoint.empty() &&
         (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
@@ -557,34 +549,7 @@ TrainResult Trainer::fit(std::ostream* log) {
       save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx);
     }
 
-    if (log) {
-      char line[256];
-      std::snprintf(line, sizeof line, "epoch %3lld  loss %.4f  train %.4f", static_cast<long long>(epoch), st.loss,
-                    st.train_acc);
-      *log << line;
-      if (st.valid_acc >= 0) {
-        std::snprintf(line, sizeof line, "  valid %.4f  test %.4f", st.valid_acc, st.test_acc);
-        *log << line;
-      }
-      std::snprintf(line, sizeof line, "  %.2fs  %s seeds/s\n", st.seconds,
-                    human_count(st.seeds / std::max(st.seconds, 1e-9)).c_str());
-      *log << line;
-      std::snprintf(line, sizeof line,
-                    "    stages (ms%s): S %.1f  R %.1f  K %.1f  T %.1f  forward %.1f  backward %.1f  wall %.1f  "
-                    "overlap %.2fx\n",
-                    local > 1 ? ", summed over this process's replicas" : "", st.sample_ms, st.reindex_ms,
-                    st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms, st.seconds * 1e3, st.overlap());
-      *log << line;
-      if (lead.cache) {
-        double hits = static_cast<double>(st.cache_hits), total = std::max(1.0, hits + static_cast<double>(st.cache_misses));
-        std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows%s, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
-                      static_cast<long long>(lead.cache->rows()), impl_->world > 1 ? " per GPU" : "",
-                      100.0 * hits / total, st.h2d_bytes / 1e9,
-                      hits * static_cast<double>(impl_->features.width()) * 4 / 1e9);
-        *log << line;
-      }
-      *log << std::flush;
-    }
+    if (log) log_epoch(*log, st, report);
   }
   if (impl_->trace && writer) {
     impl_->trace->write(cfg_.train.trace);

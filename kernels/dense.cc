@@ -24,8 +24,8 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
 void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y);
 // db = column sums of dy; with y, of dt = act'(y) * dy, which is also written to dt (act as in
 // bias_activation).
-void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device,
-                 const float* y = nullptr, int act = 0, float slope = 0.0f, float* dt = nullptr);
+void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, const float* y = nullptr,
+                 int act = 0, float slope = 0.0f, float* dt = nullptr);
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y);
 }  // namespace cuda_impl
 #endif
@@ -119,7 +119,7 @@ void column_sums(const Context& ctx, const Tensor& dy, Tensor& db) {
   if (out == 0) return;
   if (ctx.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    cuda_impl::column_sums(ctx, dy.data<float>(), n, out, db.data<float>(), ctx.device().index);
+    cuda_impl::column_sums(ctx, dy.data<float>(), n, out, db.data<float>());
     return;
 #else
     throw_built_without_cuda("linear_backward");
@@ -247,8 +247,8 @@ void activation_backward_sums(const Context& ctx, const Tensor& y, Activation ac
                               Tensor& dt, Tensor* db) {
   if (db && ctx.is_cuda() && dy.size(1) > 0) {
 #ifdef GT_WITH_CUDA
-    cuda_impl::column_sums(ctx, dy.data<float>(), dy.size(0), dy.size(1), db->data<float>(), ctx.device().index,
-                           y.data<float>(), static_cast<int>(act), slope, dt.data<float>());
+    cuda_impl::column_sums(ctx, dy.data<float>(), dy.size(0), dy.size(1), db->data<float>(), y.data<float>(),
+                           static_cast<int>(act), slope, dt.data<float>());
     return;
 #endif
   }

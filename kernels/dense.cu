@@ -23,15 +23,9 @@ constexpr int64_t kMinChunkRows = 256;
 // gemm_row_major's choice between cuBLAS with and without split-K.
 constexpr int64_t kTileRows = 128, kTileCols = 64, kSinglePassMinK = 1024;
 
-int sm_count(int device) {
-  int sms = 0;
-  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms > 0 ? sms : 1;
-}
-
-int grid_for(int64_t n, int device) {
+int grid_for(int64_t n, const Context& ctx) {
   const int64_t needed = (n + kThreads - 1) / kThreads;
-  const int64_t resident = static_cast<int64_t>(sm_count(device)) * kBlocksPerSm;
+  const int64_t resident = static_cast<int64_t>(ctx.sm_count() > 0 ? ctx.sm_count() : 1) * kBlocksPerSm;
   return static_cast<int>(needed < resident ? needed : resident);
 }
 
@@ -150,22 +144,22 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
 void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y) {
   const int64_t total = n * out;
   if (total == 0) return;
-  add_bias_kernel<<<grid_for(total, ctx.device().index), kThreads, 0, ctx.stream()>>>(b, total, out, y);
+  add_bias_kernel<<<grid_for(total, ctx), kThreads, 0, ctx.stream()>>>(b, total, out, y);
   GT_CUDA_LAUNCH_CHECK();
 }
 
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y) {
   const int64_t total = n * out;
   if (total == 0) return;
-  bias_activation_kernel<<<grid_for(total, ctx.device().index), kThreads, 0, ctx.stream()>>>(b, act, slope, total,
+  bias_activation_kernel<<<grid_for(total, ctx), kThreads, 0, ctx.stream()>>>(b, act, slope, total,
                                                                                              out, y);
   GT_CUDA_LAUNCH_CHECK();
 }
 
 // db = column sums of dt, where dt = dy (y null) or the activation's backward act'(y) * dy, which
 // is then also written to dt (n x out, every element). Bitwise the same sums either way.
-void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, int device,
-                 const float* y, int act, float slope, float* dt) {
+void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, const float* y, int act,
+                 float slope, float* dt) {
   if (out == 0) return;
   cudaStream_t s = ctx.stream();
   if (n == 0) {
@@ -182,11 +176,11 @@ void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, fl
     GT_CUDA_LAUNCH_CHECK();
     return;
   }
-  Scratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), device);
+  Scratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), ctx.device().index);
   float* d_partial = static_cast<float*>(partial.ptr);
   column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial, y, act, slope, dt);
   GT_CUDA_LAUNCH_CHECK();
-  column_finish_kernel<<<grid_for(out, device), kThreads, 0, s>>>(d_partial, chunks, out, db);
+  column_finish_kernel<<<grid_for(out, ctx), kThreads, 0, s>>>(d_partial, chunks, out, db);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -71,9 +71,8 @@ __global__ void elu_backward_kernel(const float* y, const float* dy, float* dx, 
   }
 }
 
-// Same mask as the CPU: element i is kept when u01(philox(key, step, i).v[0]) >= p. The draw is a
-// pure function of the element index, so the thread/grid layout does not matter.
-// The draws are framework/rng.h's dropout_keeps, as on the CPU (key_cols: padded rows).
+// Same mask as the CPU: framework/rng.h's dropout_keeps, a pure function of the element index
+// (key_cols: padded rows), so the thread/grid layout does not matter.
 __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
                                int64_t n, int64_t width, int64_t key_cols) {
   for (int64_t i = first_index(); i < n; i += grid_stride())

@@ -144,7 +144,6 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
   return result;
 }
 
-
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s) {
   const char* op = "count_correct";
   check_inputs(logits, labels, op);

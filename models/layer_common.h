@@ -24,12 +24,15 @@ inline int weight(Graph& g, const LayerOptions& o, const std::string& name, int6
   glorot_uniform(p.value, o.seed, id);
   return g.add_param(std::move(p), o.index);
 }
+// Whether the layer input's rows end in zero padding (o.in_features < o.in columns carry values).
+inline bool padded_input(const LayerOptions& o) { return o.in_features > 0 && o.in_features < o.in; }
+
 // A weight [o.in, out] applied to the layer input: Glorot-uniform over the o.in_features rows
 // that meet values (the same values as weight() gives an unpadded input of that width), zero on
 // the rows that meet the input's zero padding.
 inline int input_weight(Graph& g, const LayerOptions& o, const std::string& name, int64_t out, Device d, uint64_t id) {
-  const int64_t valid = o.in_features > 0 ? o.in_features : o.in;
-  if (valid >= o.in) return weight(g, o, name, o.in, out, d, id);
+  const int64_t valid = padded_input(o) ? o.in_features : o.in;
+  if (valid == o.in) return weight(g, o, name, o.in, out, d, id);
   Tensor head = Tensor::empty({valid, out}, DType::kFloat32, d);
   glorot_uniform(head, o.seed, id);
   Param p{param_name(o, name), Tensor::zeros({o.in, out}, DType::kFloat32, d), Tensor::zeros({o.in, out}, DType::kFloat32, d)};
@@ -50,8 +53,7 @@ inline int bias(Graph& g, const LayerOptions& o, const std::string& name, int64_
 // input rows (o.in_features < o.in) are dropped as the unpadded rows would be.
 inline int input_dropout(Graph& g, const LayerOptions& o, int x) {
   if (o.dropout <= 0.0f) return x;
-  const int64_t key_cols = o.in_features > 0 && o.in_features < o.in ? o.in_features : 0;
-  return g.add1(std::make_unique<DropoutOp>(o.dropout, o.seed, o.index, key_cols), {{x}},
+  return g.add1(std::make_unique<DropoutOp>(o.dropout, o.seed, o.index, padded_input(o) ? o.in_features : 0), {{x}},
                 {"dropped", Rows::src(o.index), o.in}, o.index);
 }
 

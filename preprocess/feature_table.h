@@ -39,6 +39,8 @@ class FeatureTable {
   // cols rounded up to a multiple of 4 floats: rows 16-byte aligned, so the GPU kernels reading
   // them (the Pull's vector loads, cuBLAS's aligned GEMM kernels) take their fast paths.
   static int64_t aligned_width(int64_t cols) { return (cols + 3) / 4 * 4; }
+  // with_width(aligned_width(cols())): rows as dataset.align_rows has them gathered.
+  FeatureTable aligned() const { return with_width(aligned_width(cols_)); }
   bool mapped() const { return map_ != nullptr; }
   // Row r (0 <= r < rows(), unchecked).
   const float* row(int64_t r) const {

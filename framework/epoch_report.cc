@@ -1,0 +1,59 @@
+#include "framework/epoch_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "framework/progress.h"
+
+namespace gt {
+namespace {
+
+double hit_rate(const EpochStats& st) {
+  return static_cast<double>(st.cache_hits) / std::max(1.0, static_cast<double>(st.cache_hits + st.cache_misses));
+}
+
+double seeds_per_s(const EpochStats& st) { return st.seeds / std::max(st.seconds, 1e-9); }
+
+}  // namespace
+
+JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
+  JsonRecord rec;
+  rec.add("epoch", st.epoch).add("loss", st.loss).add("train_acc", st.train_acc);
+  if (st.valid_acc >= 0) rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
+  rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", seeds_per_s(st));
+  rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
+  rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
+  rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("h2d_bytes", st.h2d_bytes);
+  if (info.cache_rows >= 0)
+    rec.add("cache_hit_rate", hit_rate(st)).add("h2d_bytes_saved", st.cache_hits * info.row_bytes);
+  rec.add("device", info.device).add("replicas", info.replicas);
+  return rec;
+}
+
+void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& info) {
+  char line[256];
+  std::snprintf(line, sizeof line, "epoch %3lld  loss %.4f  train %.4f", static_cast<long long>(st.epoch), st.loss,
+                st.train_acc);
+  log << line;
+  if (st.valid_acc >= 0) {
+    std::snprintf(line, sizeof line, "  valid %.4f  test %.4f", st.valid_acc, st.test_acc);
+    log << line;
+  }
+  std::snprintf(line, sizeof line, "  %.2fs  %s seeds/s\n", st.seconds, human_count(seeds_per_s(st)).c_str());
+  log << line;
+  std::snprintf(line, sizeof line,
+                "    stages (ms%s): S %.1f  R %.1f  K %.1f  T %.1f  forward %.1f  backward %.1f  wall %.1f  "
+                "overlap %.2fx\n",
+                info.local_replicas > 1 ? ", summed over this process's replicas" : "", st.sample_ms, st.reindex_ms,
+                st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms, st.seconds * 1e3, st.overlap());
+  log << line;
+  if (info.cache_rows >= 0) {
+    std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows%s, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
+                  static_cast<long long>(info.cache_rows), info.replicas > 1 ? " per GPU" : "", 100.0 * hit_rate(st),
+                  st.h2d_bytes / 1e9, static_cast<double>(st.cache_hits) * static_cast<double>(info.row_bytes) / 1e9);
+    log << line;
+  }
+  log << std::flush;
+}
+
+}  // namespace gt

@@ -1,0 +1,27 @@
+// How Trainer::fit reports an epoch: the JSON metrics record (train.metrics) and the log lines.
+// Internal to framework/.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "framework/metrics.h"
+#include "framework/trainer.h"
+
+namespace gt {
+
+// What the report says besides the epoch's own statistics.
+struct EpochReportInfo {
+  std::string device;
+  int64_t replicas = 1;        // over all processes
+  int64_t local_replicas = 1;  // this process's (its stage times are summed over them)
+  int64_t cache_rows = -1;     // GPU feature cache rows (per GPU); -1 = no cache
+  int64_t row_bytes = 0;       // bytes of one gathered feature row (what a cache hit saves)
+};
+
+JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info);
+// "epoch N  loss ...", the stage line, and the cache line when there is a cache.
+void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& info);
+
+}  // namespace gt
