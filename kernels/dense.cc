@@ -27,6 +27,8 @@ void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float*
 void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, const float* y = nullptr,
                  int act = 0, float slope = 0.0f, float* dt = nullptr);
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y);
+int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                  int64_t ldb, int64_t ldc);
 }  // namespace cuda_impl
 #endif
 
@@ -163,6 +165,15 @@ void backward_gemms(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* 
 }
 
 }  // namespace
+
+int gemm_skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                       int64_t ldb, int64_t ldc) {
+#ifdef GT_WITH_CUDA
+  if (ctx.is_cuda()) return cuda_impl::skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc);
+#endif
+  (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)lda, (void)ldb, (void)ldc;
+  return 0;
+}
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Context& ctx) {
   const char* op = "linear_forward";

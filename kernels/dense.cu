@@ -1,11 +1,17 @@
-// Dense layer math on the GPU: cuBLAS SGEMM plus the bias kernels. Contract in dense.h;
+// Dense layer math on the GPU: cuBLAS SGEMM (and, for float32 products with a narrow output and a
+// long reduction, the skinny FFMA kernels of skinny_sgemm.cuh) plus the bias kernels. Contract in dense.h;
 // argument checks and dispatch in dense.cc. Everything runs on ctx.stream() (the cuBLAS handle
 // is bound to it by Context, which also sets its math mode: pedantic float32 or TF32).
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 
 #include "framework/context.h"
 #include "framework/cuda_check.h"
 #include "framework/memory.h"
+#include "kernels/skinny_sgemm.cuh"
 
 namespace gt {
 namespace cuda_impl {
@@ -121,6 +127,80 @@ __global__ void column_finish_kernel(const float* __restrict__ partial, int64_t 
   }
 }
 
+// The skinny FFMA kernels' configurations (kernels/skinny_sgemm.cuh; chosen with
+// scripts/skinny_sgemm_probe.cu, docs/benchmarks.md "Tenth session").
+constexpr auto kSkinnyNN = skinny::sgemm_kernel<false, 2, 4, false>;
+constexpr auto kSkinnyTN = skinny::sgemm_kernel<true, 2, 8, true>;
+// Where they beat cuBLAS's float32 kernels on an H100: NN products with K >= 2048 whose 128 x 64
+// tiles number at least one per SM (livejournal's layer 1: 1.13x; wiki-talk's 63 tiles: no
+// gain), and TN (weight-gradient) products with at least 2048 output rows and a reduction of at
+// least 4096 rows (wiki-talk dW 1.11-1.16x, livejournal 1.00-1.05x). Shorter reductions (reddit2,
+// products) stay with cuBLAS, which is faster there.
+constexpr int64_t kSkinnyNNMinK = 2048, kSkinnyTNMinRows = 2048, kSkinnyTNMinK = 4096;
+constexpr int kSkinnyMaxSlices = 16;
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+// Reduction slices for the skinny float32 kernels, or 0 where the product goes to cuBLAS (TF32,
+// B transposed, N not a multiple of 64, rows not 16-byte aligned, or a shape where cuBLAS is as
+// fast). NN: about five CTAs per SM in all (livejournal: 3 slices of 219 tiles); TN: just under
+// two per SM (35 tiles: 7 slices), with at least 512 reduction steps per slice.
+// GT_SKINNY_GEMM=0 in the environment sends every product to cuBLAS (A/B timing, or results
+// bitwise equal to cuBLAS's).
+int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                  int64_t ldb, int64_t ldc) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("GT_SKINNY_GEMM");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  if (!enabled || ctx.tf32() || trans_b || ctx.sm_count() <= 0) return 0;
+  if (N % skinny::kBN != 0 || lda % 4 != 0 || ldb % 4 != 0 || ldc % 4 != 0) return 0;
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return 0;
+  const int64_t tiles = (M + skinny::kBM - 1) / skinny::kBM * (N / skinny::kBN);
+  const int64_t sms = ctx.sm_count();
+  int64_t slices;
+  if (!trans_a) {
+    if (K % 4 != 0 || K < kSkinnyNNMinK || tiles < sms) return 0;
+    slices = (5 * sms + tiles / 2) / tiles;
+  } else {
+    if (M % 4 != 0 || M < kSkinnyTNMinRows || K < kSkinnyTNMinK) return 0;
+    slices = 19 * sms / (10 * tiles);
+  }
+  slices = std::min<int64_t>({slices, kSkinnyMaxSlices, K / 512});
+  return static_cast<int>(std::max<int64_t>(slices, 1));
+}
+
+namespace {
+
+// The skinny kernels: one launch per product, plus the fixed-order sum of the slices when there
+// are several (partial products in scratch memory).
+void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_t N, int64_t K, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cudaStream_t s = ctx.stream();
+  int k_per_slice = static_cast<int>((K + slices - 1) / slices);
+  k_per_slice = (k_per_slice + skinny::kBK - 1) / skinny::kBK * skinny::kBK;
+  const int z = static_cast<int>((K + k_per_slice - 1) / k_per_slice);
+  const dim3 grid(static_cast<unsigned>((M + skinny::kBM - 1) / skinny::kBM), static_cast<unsigned>(N / skinny::kBN),
+                  static_cast<unsigned>(z));
+  std::optional<Scratch> partial;
+  if (z > 1) partial.emplace(static_cast<std::size_t>(z) * M * N * sizeof(float), ctx.device().index);
+  float* work = partial ? static_cast<float*>(partial->ptr) : nullptr;
+  const auto kernel = trans_a ? kSkinnyTN : kSkinnyNN;
+  // 72 KiB of dynamic shared memory is above the default limit; the attribute is per device.
+  GT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, skinny::kSmemBytes));
+  kernel<<<grid, skinny::kThreads, skinny::kSmemBytes, s>>>(static_cast<int>(M), static_cast<int>(N),
+                                                            static_cast<int>(K), A, lda, B, ldb, beta, C, ldc, work,
+                                                            k_per_slice);
+  GT_CUDA_LAUNCH_CHECK();
+  if (z > 1) {
+    skinny::sum_slices_kernel<<<grid_for(M * N / 4, ctx), kThreads, 0, s>>>(static_cast<int>(M), static_cast<int>(N),
+                                                                            z, work, beta, C, ldc);
+    GT_CUDA_LAUNCH_CHECK();
+  }
+}
+
 }  // namespace
 
 // Row-major C[M, N] = op(A) op(B) + beta C. cuBLAS is column-major, and a row-major matrix read
@@ -129,6 +209,11 @@ __global__ void column_finish_kernel(const float* __restrict__ partial, int64_t 
 void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   GT_CHECK_ARG(ctx.cublas() != nullptr, "gemm: the context on ", ctx.device().str(), " has no cuBLAS handle");
+  if (const int slices = skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc);
+      slices > 0 && aligned16(A) && aligned16(B) && aligned16(C)) {
+    skinny_gemm(ctx, trans_a, slices, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   // Split-K only pays while the output tiles leave SMs idle: a product whose 128 x 64 tiles
   // already number at least one per SM, each with a long K loop, runs as one kernel (no
   // reduction pass). Measured with scripts/gemm_small_probe.cu (docs/benchmarks.md).

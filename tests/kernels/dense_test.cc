@@ -8,6 +8,10 @@
 #include "kernels/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 namespace gt {
 namespace {
 
@@ -205,6 +209,71 @@ TEST(Linear, SinglePassProductsMatchCpuCuda) {
     expect_close(dwg.to_vector<float>(), to_double(dw.to_vector<float>()), tol, "dw" + what,
                  std::vector<double>(static_cast<std::size_t>(in * out), std::sqrt(double(n))));
   }
+}
+
+// Float32 products with a narrow output and a long reduction take the project's skinny FFMA
+// kernels (kernels/skinny_sgemm.cuh) instead of cuBLAS: forward x W (overwriting and
+// accumulating, with one reduction slice and with several) and the weight gradient x^T dy, on
+// rows that are not a multiple of the 128-row tile and reductions that are not a multiple of the
+// 32-step stage, against the CPU backend's OpenBLAS on the same inputs.
+TEST(Linear, SkinnyFloat32ProductsMatchCpuCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  if (const char* v = std::getenv("GT_SKINNY_GEMM"); v != nullptr && std::string(v) == "0")
+    GTEST_SKIP() << "GT_SKINNY_GEMM=0: every product goes to cuBLAS";
+  Context ctx(Device::cuda(0));
+  const Device d = ctx.device();
+  const Stream st = ctx.stream();
+  const int64_t sms = ctx.sm_count(), in = 2052;
+  struct Case {
+    int64_t n, out;
+  };
+  // 6 column tiles a row tile: the forward product has as many tiles as ~6 per SM and runs as one
+  // slice; 2 column tiles: ~2 per SM, two or more slices. dw = x^T dy reduces over n >= 4096 rows.
+  const Case cases[] = {{std::max<int64_t>(128 * sms + 37, 4133), 384}, {128 * (sms + 3) + 37, 128}};
+  int forward_slices[2] = {0, 0};
+  for (int c = 0; c < 2; ++c) {
+    const int64_t n = cases[c].n, out = cases[c].out;
+    SCOPED_TRACE("n " + std::to_string(n) + ", out " + std::to_string(out));
+    forward_slices[c] = gemm_skinny_slices(ctx, false, false, n, out, in, in, out, out);
+    ASSERT_GT(forward_slices[c], 0) << "the forward product did not take the skinny kernel";
+    ASSERT_GT(gemm_skinny_slices(ctx, true, false, in, out, n, in, out, out), 0)
+        << "the weight gradient did not take the skinny kernel";
+    const auto xf = random_floats(n * in, 81 + c), wf = random_floats(in * out, 83 + c);
+    const auto gf = random_floats(n * out, 85 + c), y0 = random_floats(n * out, 87 + c);
+    Context cpu;
+    const Tensor x = Tensor::from_vector(xf, {n, in}), w = Tensor::from_vector(wf, {in, out});
+    const Tensor dy = Tensor::from_vector(gf, {n, out});
+    Tensor y = Tensor::empty({n, out}, DType::kFloat32, Device::cpu());
+    Tensor y_acc = Tensor::from_vector(y0, {n, out});
+    Tensor dw = Tensor::empty({in, out}, DType::kFloat32, Device::cpu());
+    linear_forward(x, w, nullptr, y, cpu);
+    linear_forward_accumulate(x, w, y_acc, cpu);
+    linear_backward(x, w, dy, nullptr, dw, nullptr, cpu);
+
+    const Tensor xg = x.to(d), wg = w.to(d), dyg = dy.to(d);
+    Tensor yg = poisoned({n, out}, d, st), dwg = poisoned({in, out}, d, st);
+    Tensor yg_acc = tensor_on(y0, {n, out}, d, st);
+    linear_forward(xg, wg, nullptr, yg, ctx);
+    linear_forward_accumulate(xg, wg, yg_acc, ctx);
+    linear_backward(xg, wg, dyg, nullptr, dwg, nullptr, ctx);
+    ctx.synchronize();
+    const std::vector<double> row_scale(static_cast<std::size_t>(n * out), std::sqrt(double(in)));
+    expect_close(yg.to_vector<float>(), to_double(y.to_vector<float>()), kDenseTol, "y", row_scale);
+    expect_close(yg_acc.to_vector<float>(), to_double(y_acc.to_vector<float>()), kDenseTol, "y accumulated",
+                 row_scale);
+    expect_close(dwg.to_vector<float>(), to_double(dw.to_vector<float>()), kDenseTol, "dw",
+                 std::vector<double>(static_cast<std::size_t>(in * out), std::sqrt(double(n))));
+  }
+  EXPECT_EQ(forward_slices[0], 1);
+  EXPECT_GT(forward_slices[1], 1);
+  // Neither TF32 nor a short reduction, nor an output width that is not a multiple of 64, takes it.
+  ctx.set_tf32(true);
+  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 64, in, in, 64, 64), 0);
+  ctx.set_tf32(false);
+  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 64, 604, 604, 64, 64), 0);
+  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 48, in, in, 48, 48), 0);
+  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 64, 4353, 4353, 64, 64), 0);
+  EXPECT_EQ(gemm_skinny_slices(Context(), false, false, 128 * sms, 64, in, in, 64, 64), 0);
 }
 
 // Empty inner dimension: the product is zero (overwriting variants) or nothing (accumulating).
