@@ -116,6 +116,51 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
   }
 }
 
+// Small products (a GNN's last layer: [300 x 64] x [64 x 16] and its two gradients), float32.
+// cuBLAS spends 5-14 us of GPU time on each (one kernel plus, for some, a split-K pass); these
+// take 2-5. K < kSmallWarpMinK: one thread per output element, the K products added in order;
+// longer K: one warp per element, lane l adding k = l, l + 32, ... in order, then the 32 partial
+// sums in a fixed butterfly (the result does not depend on the launch).
+constexpr int kSmallWarpMinK = 64;
+
+template <bool kTransA, bool kTransB>
+__global__ void small_gemm_warp_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
+                                       const float* __restrict__ B, int64_t ldb, float beta, float* __restrict__ C,
+                                       int64_t ldc) {
+  const int64_t idx = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (idx >= static_cast<int64_t>(M) * N) return;  // the whole warp
+  const int lane = threadIdx.x & 31;
+  const int64_t i = idx / N, j = idx % N;
+  const int64_t a_step = kTransA ? lda : 1, b_step = kTransB ? 1 : ldb;
+  const float* a = (kTransA ? A + i : A + i * lda);
+  const float* b = (kTransB ? B + j * ldb : B + j);
+  float acc = 0.0f;
+  for (int k = lane; k < K; k += 32) acc = fmaf(__ldg(a + k * a_step), __ldg(b + k * b_step), acc);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) {
+    float* c = C + i * ldc + j;
+    *c = beta == 0.0f ? acc : fmaf(beta, *c, acc);
+  }
+}
+
+template <bool kTransA, bool kTransB>
+__global__ void small_gemm_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
+                                  const float* __restrict__ B, int64_t ldb, float beta, float* __restrict__ C,
+                                  int64_t ldc) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<int64_t>(M) * N) return;
+  const int64_t i = idx / N, j = idx % N;  // consecutive threads: consecutive columns of a row
+  const float* a = kTransA ? A + i : A + i * lda;
+  const float* b = kTransB ? B + j * ldb : B + j;
+  const int64_t a_step = kTransA ? lda : 1, b_step = kTransB ? 1 : ldb;
+  float acc = 0.0f;
+#pragma unroll 8
+  for (int k = 0; k < K; ++k) acc = fmaf(__ldg(a + k * a_step), __ldg(b + k * b_step), acc);
+  float* c = C + i * ldc + j;
+  *c = beta == 0.0f ? acc : fmaf(beta, *c, acc);
+}
+
 // Second pass: db[j] = sum over chunks (in order) of partial[chunk, j].
 __global__ void column_finish_kernel(const float* __restrict__ partial, int64_t chunks, int64_t out,
                                      float* __restrict__ db) {
@@ -138,6 +183,18 @@ constexpr auto kSkinnyTN = skinny::sgemm_kernel<true, 2, 8, true>;
 // products) stay with cuBLAS, which is faster there.
 constexpr int64_t kSkinnyNNMinK = 2048, kSkinnyTNMinRows = 2048, kSkinnyTNMinK = 4096;
 constexpr int kSkinnyMaxSlices = 16;
+// Products of at most this many multiply-adds (and K <= kSmallMaxK) take small_gemm_kernel.
+constexpr int64_t kSmallMaxFma = int64_t{1} << 22, kSmallMaxK = 1024;
+
+// GT_SKINNY_GEMM=0 in the environment sends every product to cuBLAS (A/B timing, or results
+// bitwise equal to cuBLAS's).
+bool own_gemms_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("GT_SKINNY_GEMM");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
@@ -147,15 +204,13 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 // B transposed, N not a multiple of 64, rows not 16-byte aligned, or a shape where cuBLAS is as
 // fast). NN: about five CTAs per SM in all (livejournal: 3 slices of 219 tiles); TN: just under
 // two per SM (35 tiles: 7 slices), with at least 512 reduction steps per slice.
-// GT_SKINNY_GEMM=0 in the environment sends every product to cuBLAS (A/B timing, or results
-// bitwise equal to cuBLAS's).
+bool small_product(int64_t M, int64_t N, int64_t K) {
+  return own_gemms_enabled() && K <= kSmallMaxK && M * N <= kSmallMaxFma / K;  // M, N <= INT_MAX: no overflow
+}
+
 int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                   int64_t ldb, int64_t ldc) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("GT_SKINNY_GEMM");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  if (!enabled || ctx.tf32() || trans_b || ctx.sm_count() <= 0) return 0;
+  if (!own_gemms_enabled() || ctx.tf32() || trans_b || ctx.sm_count() <= 0) return 0;
   if (N % skinny::kBN != 0 || lda % 4 != 0 || ldb % 4 != 0 || ldc % 4 != 0) return 0;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return 0;
   const int64_t tiles = (M + skinny::kBM - 1) / skinny::kBM * (N / skinny::kBN);
@@ -212,6 +267,19 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
   if (const int slices = skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc);
       slices > 0 && aligned16(A) && aligned16(B) && aligned16(C)) {
     skinny_gemm(ctx, trans_a, slices, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (small_product(M, N, K)) {  // in float32 also under TF32
+    const bool warp = K >= kSmallWarpMinK;
+    const auto kernel =
+        warp ? (trans_a ? (trans_b ? small_gemm_warp_kernel<true, true> : small_gemm_warp_kernel<true, false>)
+                        : (trans_b ? small_gemm_warp_kernel<false, true> : small_gemm_warp_kernel<false, false>))
+             : (trans_a ? (trans_b ? small_gemm_kernel<true, true> : small_gemm_kernel<true, false>)
+                        : (trans_b ? small_gemm_kernel<false, true> : small_gemm_kernel<false, false>));
+    const unsigned blocks = static_cast<unsigned>(((warp ? 32 : 1) * M * N + kThreads - 1) / kThreads);
+    kernel<<<blocks, kThreads, 0, ctx.stream()>>>(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), A,
+                                                  lda, B, ldb, beta, C, ldc);
+    GT_CUDA_LAUNCH_CHECK();
     return;
   }
   // Split-K only pays while the output tiles leave SMs idle: a product whose 128 x 64 tiles

@@ -2,9 +2,9 @@
 //
 // Shapes: x float32 [n, in], w float32 [in, out], b float32 [out] (optional), y [n, out].
 // linear_backward writes dw = x^T dy, db = column sums of dy, and dx = dy w^T when dx is given
-// (all overwritten). GPU: cuBLAS SGEMM on the context's stream (TF32 when ctx.tf32()), or in
-// float32 for products with a narrow output (a multiple of 64 columns) and a long reduction, the
-// project's FFMA kernels (kernels/skinny_sgemm.cuh), where they beat cuBLAS; bias and its
+// (all overwritten). GPU: cuBLAS SGEMM on the context's stream (TF32 when ctx.tf32()), except
+// where the project's own kernels are faster (gemm_choice below): float32 products with a narrow
+// output and a long reduction (kernels/skinny_sgemm.cuh) and small products; bias and its
 // gradient in small kernels; CPU: OpenBLAS SGEMM and oneTBB.
 #pragma once
 
@@ -13,12 +13,20 @@
 
 namespace gt {
 
-// Which kernel a GPU product takes: row-major C[M, N] = op(A) op(B) with the stored row lengths
-// lda, ldb, ldc gives the number of reduction slices of the skinny FFMA kernel, or 0 for cuBLAS
-// (always 0 on a CPU context, with TF32, or with GT_SKINNY_GEMM=0 in the environment). The
-// products of linear_forward are (false, false, n, out, in, in, out, out); linear_backward's dw is
-// (true, false, in, out, n, in, out, out). Operands must also be 16-byte aligned, as tensors are.
-int gemm_skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+// Which kernel a product takes: row-major C[M, N] = op(A) op(B) with the stored row lengths lda,
+// ldb, ldc. On the GPU: the skinny FFMA kernel (float32, N a multiple of 64, a long reduction,
+// 16-byte aligned rows; `slices` reduction slices), the small-product kernel (at most 2^22
+// multiply-adds and K <= 1024, in float32 also under TF32), or cuBLAS; GT_SKINNY_GEMM=0 in the
+// environment sends all of them to cuBLAS. The products of linear_forward are (false, false, n,
+// out, in, in, out, out); linear_backward's dw is (true, false, in, out, n, in, out, out) and its
+// dx (false, true, n, in, out, out, out, in). Operands must also be 16-byte aligned for the skinny
+// kernel, as tensors are.
+enum class GemmKernel { kCpuBlas, kCublas, kSkinny, kSmall };
+struct GemmChoice {
+  GemmKernel kernel;
+  int slices;  // kSkinny: reduction slices (1 = no second pass)
+};
+GemmChoice gemm_choice(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                        int64_t ldb, int64_t ldc);
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, const Context& ctx);

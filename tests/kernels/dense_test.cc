@@ -234,9 +234,10 @@ TEST(Linear, SkinnyFloat32ProductsMatchCpuCuda) {
   for (int c = 0; c < 2; ++c) {
     const int64_t n = cases[c].n, out = cases[c].out;
     SCOPED_TRACE("n " + std::to_string(n) + ", out " + std::to_string(out));
-    forward_slices[c] = gemm_skinny_slices(ctx, false, false, n, out, in, in, out, out);
-    ASSERT_GT(forward_slices[c], 0) << "the forward product did not take the skinny kernel";
-    ASSERT_GT(gemm_skinny_slices(ctx, true, false, in, out, n, in, out, out), 0)
+    const GemmChoice fwd = gemm_choice(ctx, false, false, n, out, in, in, out, out);
+    ASSERT_EQ(fwd.kernel, GemmKernel::kSkinny) << "the forward product did not take the skinny kernel";
+    forward_slices[c] = fwd.slices;
+    ASSERT_EQ(gemm_choice(ctx, true, false, in, out, n, in, out, out).kernel, GemmKernel::kSkinny)
         << "the weight gradient did not take the skinny kernel";
     const auto xf = random_floats(n * in, 81 + c), wf = random_floats(in * out, 83 + c);
     const auto gf = random_floats(n * out, 85 + c), y0 = random_floats(n * out, 87 + c);
@@ -266,14 +267,22 @@ TEST(Linear, SkinnyFloat32ProductsMatchCpuCuda) {
   }
   EXPECT_EQ(forward_slices[0], 1);
   EXPECT_GT(forward_slices[1], 1);
-  // Neither TF32 nor a short reduction, nor an output width that is not a multiple of 64, takes it.
+  // Neither TF32 nor a short reduction, nor an output width that is not a multiple of 64, nor
+  // unaligned rows take it.
+  const auto kernel = [&](const Context& c, int64_t n, int64_t out, int64_t k) {
+    return gemm_choice(c, false, false, n, out, k, k, out, out).kernel;
+  };
   ctx.set_tf32(true);
-  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 64, in, in, 64, 64), 0);
+  EXPECT_EQ(kernel(ctx, 128 * sms, 64, in), GemmKernel::kCublas);
   ctx.set_tf32(false);
-  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 64, 604, 604, 64, 64), 0);
-  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 48, in, in, 48, 48), 0);
-  EXPECT_EQ(gemm_skinny_slices(ctx, false, false, 128 * sms, 64, 4353, 4353, 64, 64), 0);
-  EXPECT_EQ(gemm_skinny_slices(Context(), false, false, 128 * sms, 64, in, in, 64, 64), 0);
+  EXPECT_EQ(kernel(ctx, 128 * sms, 64, 604), GemmKernel::kCublas);
+  EXPECT_EQ(kernel(ctx, 128 * sms, 48, in), GemmKernel::kCublas);
+  EXPECT_EQ(kernel(ctx, 128 * sms, 64, 4353), GemmKernel::kCublas);
+  EXPECT_EQ(kernel(Context(), 128 * sms, 64, in), GemmKernel::kCpuBlas);
+  // A last layer's products take the small-product kernel, in float32 and under TF32.
+  EXPECT_EQ(kernel(ctx, 300, 16, 64), GemmKernel::kSmall);
+  ctx.set_tf32(true);
+  EXPECT_EQ(gemm_choice(ctx, true, false, 64, 16, 300, 64, 16, 16).kernel, GemmKernel::kSmall);
 }
 
 // Empty inner dimension: the product is zero (overwriting variants) or nothing (accumulating).
