@@ -29,7 +29,7 @@ void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, fl
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y);
 int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                   int64_t ldb, int64_t ldc);
-bool small_product(int64_t M, int64_t N, int64_t K);
+bool small_product(const Context& ctx, int64_t M, int64_t N, int64_t K);
 }  // namespace cuda_impl
 #endif
 
@@ -173,7 +173,7 @@ GemmChoice gemm_choice(const Context& ctx, bool trans_a, bool trans_b, int64_t M
   if (ctx.is_cuda() && M > 0 && N > 0 && K > 0) {
     if (const int slices = cuda_impl::skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc); slices > 0)
       return {GemmKernel::kSkinny, slices};
-    if (cuda_impl::small_product(M, N, K)) return {GemmKernel::kSmall, 1};
+    if (cuda_impl::small_product(ctx, M, N, K)) return {GemmKernel::kSmall, 1};
     return {GemmKernel::kCublas, 0};
   }
 #endif

@@ -204,8 +204,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 // B transposed, N not a multiple of 64, rows not 16-byte aligned, or a shape where cuBLAS is as
 // fast). NN: about five CTAs per SM in all (livejournal: 3 slices of 219 tiles); TN: just under
 // two per SM (35 tiles: 7 slices), with at least 512 reduction steps per slice.
-bool small_product(int64_t M, int64_t N, int64_t K) {
-  return own_gemms_enabled() && K <= kSmallMaxK && M * N <= kSmallMaxFma / K;  // M, N <= INT_MAX: no overflow
+// Float32 only: under TF32, cuBLAS's tensor-core kernels are as fast for these shapes or faster
+// (products and reddit2 steps 1-4% slower with ours, tenth session).
+bool small_product(const Context& ctx, int64_t M, int64_t N, int64_t K) {
+  return own_gemms_enabled() && !ctx.tf32() && K <= kSmallMaxK && M * N <= kSmallMaxFma / K;  // no overflow
 }
 
 int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
@@ -269,7 +271,7 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
     skinny_gemm(ctx, trans_a, slices, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (small_product(M, N, K)) {  // in float32 also under TF32
+  if (small_product(ctx, M, N, K)) {
     const bool warp = K >= kSmallWarpMinK;
     const auto kernel =
         warp ? (trans_a ? (trans_b ? small_gemm_warp_kernel<true, true> : small_gemm_warp_kernel<true, false>)

@@ -15,8 +15,8 @@ namespace gt {
 
 // Which kernel a product takes: row-major C[M, N] = op(A) op(B) with the stored row lengths lda,
 // ldb, ldc. On the GPU: the skinny FFMA kernel (float32, N a multiple of 64, a long reduction,
-// 16-byte aligned rows; `slices` reduction slices), the small-product kernel (at most 2^22
-// multiply-adds and K <= 1024, in float32 also under TF32), or cuBLAS; GT_SKINNY_GEMM=0 in the
+// 16-byte aligned rows; `slices` reduction slices), the small-product kernel (float32, at most
+// 2^22 multiply-adds and K <= 1024), or cuBLAS; GT_SKINNY_GEMM=0 in the
 // environment sends all of them to cuBLAS. The products of linear_forward are (false, false, n,
 // out, in, in, out, out); linear_backward's dw is (true, false, in, out, n, in, out, out) and its
 // dx (false, true, n, in, out, out, out, in). Operands must also be 16-byte aligned for the skinny

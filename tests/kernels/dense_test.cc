@@ -279,10 +279,11 @@ TEST(Linear, SkinnyFloat32ProductsMatchCpuCuda) {
   EXPECT_EQ(kernel(ctx, 128 * sms, 48, in), GemmKernel::kCublas);
   EXPECT_EQ(kernel(ctx, 128 * sms, 64, 4353), GemmKernel::kCublas);
   EXPECT_EQ(kernel(Context(), 128 * sms, 64, in), GemmKernel::kCpuBlas);
-  // A last layer's products take the small-product kernel, in float32 and under TF32.
+  // A last layer's products take the small-product kernel in float32; under TF32, cuBLAS.
   EXPECT_EQ(kernel(ctx, 300, 16, 64), GemmKernel::kSmall);
-  ctx.set_tf32(true);
   EXPECT_EQ(gemm_choice(ctx, true, false, 64, 16, 300, 64, 16, 16).kernel, GemmKernel::kSmall);
+  ctx.set_tf32(true);
+  EXPECT_EQ(gemm_choice(ctx, true, false, 64, 16, 300, 64, 16, 16).kernel, GemmKernel::kCublas);
 }
 
 // Empty inner dimension: the product is zero (overwriting variants) or nothing (accumulating).
