@@ -394,12 +394,18 @@ std::vector<std::string> Graph::node_kinds() const {
 }
 
 std::string Graph::value_shape(const Value& v, const std::vector<Block>& blocks) const {
-  return "[" + std::to_string(rows_of(v.rows, blocks)) + " x " + std::to_string(v.cols) + "]";
+  std::string s = "[";  // appended piece by piece: g++ 12 warns (-Wrestrict) on const char* + std::string&&
+  s += std::to_string(rows_of(v.rows, blocks));
+  s += " x ";
+  s += std::to_string(v.cols);
+  return s += "]";
 }
 
 std::string Graph::describe(const std::vector<Block>& blocks) const {
   std::string out;
-  auto name = [&](int v) { return values_[v].kind == Kind::kNode ? "%" + std::to_string(v) : values_[v].name; };
+  auto name = [&](int v) {
+    return values_[v].kind == Kind::kNode ? std::string("%").append(std::to_string(v)) : values_[v].name;
+  };
   for (int64_t l = 0; l < num_layers_ && l < static_cast<int64_t>(blocks.size()); ++l) {
     const Block& b = block_of(l, blocks);
     out += "layer " + std::to_string(l) + ": block " + std::to_string(b.num_src) + " sources -> " +
@@ -413,12 +419,14 @@ std::string Graph::describe(const std::vector<Block>& blocks) const {
       if (n.layer != l) continue;
       out += n.op->plan(b);
       std::string lhs;
-      for (int o : n.outputs) lhs += (lhs.empty() ? "" : ", ") + name(o);
+      for (int o : n.outputs) lhs.append(lhs.empty() ? "" : ", ").append(name(o));
       std::string args;
-      for (const Input& x : n.inputs) args += (args.empty() ? "" : ", ") + name(x.value) + (x.dst_rows ? "[dst]" : "");
-      std::string line = "  " + lhs + " = " + n.op->label() + " (" + args + ")";
+      for (const Input& x : n.inputs)
+        args.append(args.empty() ? "" : ", ").append(name(x.value)).append(x.dst_rows ? "[dst]" : "");
+      std::string line = "  ";
+      line.append(lhs).append(" = ").append(n.op->label()).append(" (").append(args).append(")");
       std::string shapes;
-      for (int o : n.outputs) shapes += (shapes.empty() ? "" : " ") + value_shape(values_[o], blocks);
+      for (int o : n.outputs) shapes.append(shapes.empty() ? "" : " ").append(value_shape(values_[o], blocks));
       line += std::string(line.size() < 76 ? 76 - line.size() : 1, ' ') + shapes + "\n";
       out += line;
     }
