@@ -27,9 +27,9 @@ void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float*
 void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, float* db, const float* y = nullptr,
                  int act = 0, float slope = 0.0f, float* dt = nullptr);
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y);
-int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
-                  int64_t ldb, int64_t ldc);
-bool small_product(const Context& ctx, int64_t M, int64_t N, int64_t K);
+// The GPU product's kernel; `aligned`: A, B and C start on 16-byte boundaries.
+GemmChoice choose_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                       int64_t ldb, int64_t ldc, bool aligned);
 }  // namespace cuda_impl
 #endif
 
@@ -170,12 +170,8 @@ void backward_gemms(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* 
 GemmChoice gemm_choice(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                        int64_t ldb, int64_t ldc) {
 #ifdef GT_WITH_CUDA
-  if (ctx.is_cuda() && M > 0 && N > 0 && K > 0) {
-    if (const int slices = cuda_impl::skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc); slices > 0)
-      return {GemmKernel::kSkinny, slices};
-    if (cuda_impl::small_product(ctx, M, N, K)) return {GemmKernel::kSmall, 1};
-    return {GemmKernel::kCublas, 0};
-  }
+  if (ctx.is_cuda() && M > 0 && N > 0 && K > 0)
+    return cuda_impl::choose_gemm(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc, /*aligned=*/true);
 #endif
   (void)trans_a, (void)trans_b, (void)lda, (void)ldb, (void)ldc;
   return {ctx.is_cuda() ? GemmKernel::kCublas : GemmKernel::kCpuBlas, 0};

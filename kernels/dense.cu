@@ -11,6 +11,7 @@
 #include "framework/context.h"
 #include "framework/cuda_check.h"
 #include "framework/memory.h"
+#include "kernels/dense.h"
 #include "kernels/skinny_sgemm.cuh"
 
 namespace gt {
@@ -118,47 +119,47 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
 
 // Small products (a GNN's last layer: [300 x 64] x [64 x 16] and its two gradients), float32.
 // cuBLAS spends 5-14 us of GPU time on each (one kernel plus, for some, a split-K pass); these
-// take 2-5. K < kSmallWarpMinK: one thread per output element, the K products added in order;
-// longer K: one warp per element, lane l adding k = l, l + 32, ... in order, then the 32 partial
-// sums in a fixed butterfly (the result does not depend on the launch).
+// take 4-6. kLanes threads per output element: lane l adds k = l, l + kLanes, ... in order, then
+// (kLanes = 32) the 32 partial sums in a fixed butterfly, so the result does not depend on the
+// launch. One lane for K < kSmallWarpMinK, a warp above.
 constexpr int kSmallWarpMinK = 64;
 
-template <bool kTransA, bool kTransB>
-__global__ void small_gemm_warp_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
-                                       const float* __restrict__ B, int64_t ldb, float beta, float* __restrict__ C,
-                                       int64_t ldc) {
-  const int64_t idx = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (idx >= static_cast<int64_t>(M) * N) return;  // the whole warp
-  const int lane = threadIdx.x & 31;
-  const int64_t i = idx / N, j = idx % N;
+template <bool kTransA, bool kTransB, int kLanes>
+__global__ void small_gemm_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
+                                  const float* __restrict__ B, int64_t ldb, float beta, float* __restrict__ C,
+                                  int64_t ldc) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t idx = t / kLanes;
+  if (idx >= static_cast<int64_t>(M) * N) return;  // all lanes of an element alike
+  const int lane = static_cast<int>(t % kLanes);
+  const int64_t i = idx / N, j = idx % N;  // consecutive elements: consecutive columns of a row
+  const float* a = kTransA ? A + i : A + i * lda;
+  const float* b = kTransB ? B + j * ldb : B + j;
   const int64_t a_step = kTransA ? lda : 1, b_step = kTransB ? 1 : ldb;
-  const float* a = (kTransA ? A + i : A + i * lda);
-  const float* b = (kTransB ? B + j * ldb : B + j);
   float acc = 0.0f;
-  for (int k = lane; k < K; k += 32) acc = fmaf(__ldg(a + k * a_step), __ldg(b + k * b_step), acc);
+#pragma unroll 8
+  for (int k = lane; k < K; k += kLanes) acc = fmaf(__ldg(a + k * a_step), __ldg(b + k * b_step), acc);
+  if constexpr (kLanes > 1) {
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  }
   if (lane == 0) {
     float* c = C + i * ldc + j;
     *c = beta == 0.0f ? acc : fmaf(beta, *c, acc);
   }
 }
 
-template <bool kTransA, bool kTransB>
-__global__ void small_gemm_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
-                                  const float* __restrict__ B, int64_t ldb, float beta, float* __restrict__ C,
-                                  int64_t ldc) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= static_cast<int64_t>(M) * N) return;
-  const int64_t i = idx / N, j = idx % N;  // consecutive threads: consecutive columns of a row
-  const float* a = kTransA ? A + i : A + i * lda;
-  const float* b = kTransB ? B + j * ldb : B + j;
-  const int64_t a_step = kTransA ? lda : 1, b_step = kTransB ? 1 : ldb;
-  float acc = 0.0f;
-#pragma unroll 8
-  for (int k = 0; k < K; ++k) acc = fmaf(__ldg(a + k * a_step), __ldg(b + k * b_step), acc);
-  float* c = C + i * ldc + j;
-  *c = beta == 0.0f ? acc : fmaf(beta, *c, acc);
+template <int kLanes>
+void launch_small_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  using Kernel = decltype(&small_gemm_kernel<false, false, kLanes>);
+  const Kernel nn = small_gemm_kernel<false, false, kLanes>, nt = small_gemm_kernel<false, true, kLanes>;
+  const Kernel tn = small_gemm_kernel<true, false, kLanes>, tt = small_gemm_kernel<true, true, kLanes>;
+  const Kernel kernel = trans_a ? (trans_b ? tt : tn) : (trans_b ? nt : nn);
+  const unsigned blocks = static_cast<unsigned>((kLanes * M * N + kThreads - 1) / kThreads);
+  kernel<<<blocks, kThreads, 0, ctx.stream()>>>(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), A, lda,
+                                                B, ldb, beta, C, ldc);
+  GT_CUDA_LAUNCH_CHECK();
 }
 
 // Second pass: db[j] = sum over chunks (in order) of partial[chunk, j].
@@ -200,19 +201,21 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 
 }  // namespace
 
-// Reduction slices for the skinny float32 kernels, or 0 where the product goes to cuBLAS (TF32,
-// B transposed, N not a multiple of 64, rows not 16-byte aligned, or a shape where cuBLAS is as
-// fast). NN: about five CTAs per SM in all (livejournal: 3 slices of 219 tiles); TN: just under
-// two per SM (35 tiles: 7 slices), with at least 512 reduction steps per slice.
+namespace {
+
 // Float32 only: under TF32, cuBLAS's tensor-core kernels are as fast for these shapes or faster
 // (products and reddit2 steps 1-4% slower with ours, tenth session).
 bool small_product(const Context& ctx, int64_t M, int64_t N, int64_t K) {
-  return own_gemms_enabled() && !ctx.tf32() && K <= kSmallMaxK && M * N <= kSmallMaxFma / K;  // no overflow
+  return !ctx.tf32() && K <= kSmallMaxK && M * N <= kSmallMaxFma / K;  // M, N <= INT_MAX: no overflow
 }
 
+// Reduction slices for the skinny float32 kernels, or 0 where they do not apply (TF32, B
+// transposed, N not a multiple of 64, rows not 16-byte aligned, or a shape where cuBLAS is as
+// fast). NN: about five CTAs per SM in all (livejournal: 3 slices of 219 tiles); TN: just under
+// two per SM (35 tiles: 7 slices), with at least 512 reduction steps per slice.
 int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                   int64_t ldb, int64_t ldc) {
-  if (!own_gemms_enabled() || ctx.tf32() || trans_b || ctx.sm_count() <= 0) return 0;
+  if (ctx.tf32() || trans_b || ctx.sm_count() <= 0) return 0;
   if (N % skinny::kBN != 0 || lda % 4 != 0 || ldb % 4 != 0 || ldc % 4 != 0) return 0;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return 0;
   const int64_t tiles = (M + skinny::kBM - 1) / skinny::kBM * (N / skinny::kBN);
@@ -227,6 +230,20 @@ int skinny_slices(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int
   }
   slices = std::min<int64_t>({slices, kSkinnyMaxSlices, K / 512});
   return static_cast<int>(std::max<int64_t>(slices, 1));
+}
+
+}  // namespace
+
+// The one place that picks a product's kernel (gemm_row_major runs it, gemm_choice reports it).
+GemmChoice choose_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                       int64_t ldb, int64_t ldc, bool aligned) {
+  if (!own_gemms_enabled()) return {GemmKernel::kCublas, 0};
+  if (aligned) {
+    if (const int slices = skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc); slices > 0)
+      return {GemmKernel::kSkinny, slices};
+  }
+  if (small_product(ctx, M, N, K)) return {GemmKernel::kSmall, 1};
+  return {GemmKernel::kCublas, 0};
 }
 
 namespace {
@@ -266,22 +283,15 @@ void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_
 void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   GT_CHECK_ARG(ctx.cublas() != nullptr, "gemm: the context on ", ctx.device().str(), " has no cuBLAS handle");
-  if (const int slices = skinny_slices(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc);
-      slices > 0 && aligned16(A) && aligned16(B) && aligned16(C)) {
-    skinny_gemm(ctx, trans_a, slices, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  const GemmChoice choice = choose_gemm(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc,
+                                        aligned16(A) && aligned16(B) && aligned16(C));
+  if (choice.kernel == GemmKernel::kSkinny) {
+    skinny_gemm(ctx, trans_a, choice.slices, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  if (small_product(ctx, M, N, K)) {
-    const bool warp = K >= kSmallWarpMinK;
-    const auto kernel =
-        warp ? (trans_a ? (trans_b ? small_gemm_warp_kernel<true, true> : small_gemm_warp_kernel<true, false>)
-                        : (trans_b ? small_gemm_warp_kernel<false, true> : small_gemm_warp_kernel<false, false>))
-             : (trans_a ? (trans_b ? small_gemm_kernel<true, true> : small_gemm_kernel<true, false>)
-                        : (trans_b ? small_gemm_kernel<false, true> : small_gemm_kernel<false, false>));
-    const unsigned blocks = static_cast<unsigned>(((warp ? 32 : 1) * M * N + kThreads - 1) / kThreads);
-    kernel<<<blocks, kThreads, 0, ctx.stream()>>>(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), A,
-                                                  lda, B, ldb, beta, C, ldc);
-    GT_CUDA_LAUNCH_CHECK();
+  if (choice.kernel == GemmKernel::kSmall) {
+    if (K >= kSmallWarpMinK) launch_small_gemm<32>(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    else launch_small_gemm<1>(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   // Split-K only pays while the output tiles leave SMs idle: a product whose 128 x 64 tiles

@@ -10,9 +10,10 @@
 // 13 us): docs/benchmarks.md, tenth session. Here each CTA of 128 threads computes a 128 x 64
 // tile, every thread an 8 x 8 block of it, from operands staged through shared memory by a
 // cp.async pipeline of kStages stages (16-byte copies, so the staged rows must be 16-byte
-// aligned: the caller checks can_use()). The reduction is split over gridDim.z slices when the
-// tiles alone would leave SMs idle; each slice writes its partial product to a workspace and a
-// second kernel adds the slices in a fixed order (and beta C), so results are reproducible.
+// aligned: kernels/dense.cu checks rows and pointers before it launches them). The reduction is
+// split over gridDim.z slices when the tiles alone would leave SMs idle; each slice writes its
+// partial product to a workspace and a second kernel adds the slices in a fixed order (and
+// beta C), so results are reproducible.
 #pragma once
 
 #include <cuda_runtime.h>
