@@ -89,7 +89,7 @@ Context::Context(Device device) : device_(device) {
   if (!device.is_cuda()) return;
 #ifdef GT_WITH_CUDA
   GT_CUDA_CHECK(cudaSetDevice(device.index));
-  cudaStream_t s, c;
+  cudaStream_t s, c, side;
   // Training kernels before preprocessing kernels: the compute stream gets the highest priority
   // and the copy stream (transfers, and with GPU sampling the sampling kernels) the lowest, so
   // sampling fills the SMs the training step leaves idle instead of delaying it.
@@ -97,8 +97,11 @@ Context::Context(Device device) : device_(device) {
   GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
   GT_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest));
   GT_CUDA_CHECK(cudaStreamCreateWithPriority(&c, cudaStreamNonBlocking, lowest));
+  // Numerically lower is higher priority; with a range of one level both compute streams share it.
+  GT_CUDA_CHECK(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, highest < lowest ? highest + 1 : highest));
   stream_ = s;
   copy_stream_ = c;
+  side_stream_ = side;
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device.index));
   for (void** slot : {&cublas_, &cublas_single_pass_}) {
     cublasHandle_t h;
@@ -130,6 +133,7 @@ Context::~Context() {
   if (cublas_single_pass_) cublasDestroy(static_cast<cublasHandle_t>(cublas_single_pass_));
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
+  if (side_stream_) cudaStreamDestroy(side_stream_);
 #endif
 }
 

@@ -23,6 +23,11 @@ class Context {
   bool is_cuda() const { return device_.is_cuda(); }
   Stream stream() const { return stream_; }
   Stream copy_stream() const { return copy_stream_; }
+  // A second compute stream, one priority below stream() (and above copy_stream()): an op may
+  // run a memory-bound kernel there while a compute-bound one runs on stream(), which the block
+  // scheduler then serves first (CostDkpOp's Pull beside GraphSAGE's root product). The op joins
+  // it back (an event) before it returns, and allocates nothing while it is forked.
+  Stream side_stream() const { return side_stream_; }
   // cublasHandle_t of the compute stream, as void* so this header needs no CUDA headers.
   void* cublas() const { return cublas_; }
   // A second handle on the same stream and math mode, without a workspace: cuBLAS then runs each
@@ -43,6 +48,7 @@ class Context {
   Device device_;
   Stream stream_ = nullptr;
   Stream copy_stream_ = nullptr;
+  Stream side_stream_ = nullptr;
   void* cublas_ = nullptr;
   void* cublas_single_pass_ = nullptr;
   int sm_count_ = 0;

@@ -105,6 +105,11 @@ std::vector<int> Graph::add(std::unique_ptr<Op> op, std::vector<Input> inputs, s
   return nodes_.back().outputs;
 }
 
+const Op& Graph::op(std::size_t i) const {
+  GT_CHECK_ARG(i < nodes_.size(), "Graph::op: no node ", i, " (", nodes_.size(), " nodes)");
+  return *nodes_[i].op;
+}
+
 void Graph::keep(int value) {
   GT_CHECK_ARG(value >= 0 && value < static_cast<int>(values_.size()), "Graph::keep: no value ", value);
   values_[value].kept = true;
@@ -178,8 +183,32 @@ int Graph::rewrite_placement(const std::shared_ptr<DkpPlanner>& planner) {
     const Input x = pn.inputs[0];
     std::vector<Input> inputs = {x, nodes_[i].inputs[1]};
     if (mm->has_addend()) inputs.push_back(nodes_[i].inputs[2]);
-    nodes_[i].op = std::make_unique<CostDkpOp>(planner, pull->reduce(), self, mm->in(), mm->out(), mm->has_addend(),
-                                               values_[x.value].requires_grad);
+    // GraphSAGE: the addend is a root product x_r W_r read only here; absorbing it lets the node
+    // run that product beside the Pull (CostDkpOp, "root").
+    int root_node = -1;
+    if (mm->has_addend()) {
+      const int c = nodes_[i].inputs[2].value;
+      if (values_[c].kind == Kind::kNode && private_to(c, static_cast<int>(i))) {
+        const int rp = values_[c].producer;
+        auto* root = dynamic_cast<MatMulOp*>(node_of(c).op.get());
+        if (root && !root->has_addend() && !root->has_grad_mask() && root->out() == mm->out() &&
+            node_of(c).outputs.size() == 1 && !remove[static_cast<std::size_t>(rp)])
+          root_node = rp;
+      }
+    }
+    if (root_node >= 0) {
+      const Node& rn = nodes_[static_cast<std::size_t>(root_node)];
+      inputs.pop_back();
+      inputs.push_back(rn.inputs[0]);
+      inputs.push_back(rn.inputs[1]);
+      const int64_t root_in = dynamic_cast<MatMulOp*>(rn.op.get())->in();
+      nodes_[i].op = std::make_unique<CostDkpOp>(planner, pull->reduce(), self, mm->in(), mm->out(), false,
+                                                 values_[x.value].requires_grad, true, root_in);
+      remove[static_cast<std::size_t>(root_node)] = 1;
+    } else {
+      nodes_[i].op = std::make_unique<CostDkpOp>(planner, pull->reduce(), self, mm->in(), mm->out(), mm->has_addend(),
+                                                 values_[x.value].requires_grad);
+    }
     nodes_[i].inputs = std::move(inputs);
     remove[static_cast<std::size_t>(producer)] = 1;
     if (add_node >= 0) remove[static_cast<std::size_t>(add_node)] = 1;
@@ -336,6 +365,13 @@ void Graph::backward(const Context& ctx, const std::vector<Block>& blocks,
     }
     std::vector<GradSlot> din(n.inputs.size());
     views.assign(n.inputs.size(), Tensor());
+    // A dst_rows input accumulates into a gradient of the whole value, created (zero) first, so
+    // that a whole-value input of the same node sees it and adds to it too.
+    for (const Input& x : n.inputs) {
+      const Value& v = values_[x.value];
+      if (x.dst_rows && v.requires_grad && v.kind != Kind::kParam && !grads_[x.value].defined())
+        grads_[x.value] = Tensor::zeros({rows_of(v.rows, blocks), v.cols}, DType::kFloat32, ctx.device(), ctx.stream());
+    }
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const Input& x = n.inputs[j];
       Value& v = values_[x.value];

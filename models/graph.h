@@ -168,6 +168,8 @@ class Graph {
   std::vector<Param*> params_of_layer(int64_t layer);
   int64_t num_layers() const { return num_layers_; }
   std::size_t num_nodes() const { return nodes_.size(); }
+  // The op of node i (in forward order), for tests and tools that inspect what a pass built.
+  const Op& op(std::size_t i) const;
   // Node kinds in order (tests).
   std::vector<std::string> node_kinds() const;
   // Per layer: its block, then one line per node (output, op, inputs, output shape), with the

@@ -1,8 +1,11 @@
 #include "models/ops.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "framework/error.h"
+#include "framework/memory.h"
 #include "kernels/elementwise.h"
 #include "kernels/fused.h"
 #include "kernels/loss.h"
@@ -264,7 +267,8 @@ std::string CostDkpOp::label() const {
   std::string agg = std::string("Pull ") + reduce_name(f_);
   if (self_ != 0.0f) agg += " + " + fmt(self_) + " x_v";
   return "CostDkp(" + agg + ", MatMul " + std::to_string(in_) + " x " + std::to_string(out_) + ")" +
-         (addend_ ? " + addend" : "");
+         (addend_ ? " + addend" : "") +
+         (root_ ? " + root MatMul " + std::to_string(root_in_) + " x " + std::to_string(out_) : "");
 }
 
 std::string CostDkpOp::plan(const Block& block) const {
@@ -290,9 +294,9 @@ void CostDkpOp::timed(const Context& ctx, const DkpFeatures& f, const std::funct
   planner_->timed(ctx, f, call);
 }
 
-void CostDkpOp::aggregate(const OpRun& run, const Tensor& x, Tensor& y) const {
-  pull_forward(run.block, x, f_, y, run.ctx.stream());
-  if (self_ != 0.0f) axpy(self_, x.rows(0, run.block.num_dst), y, run.ctx.stream());
+void CostDkpOp::aggregate(const OpRun& run, const Tensor& x, Tensor& y, Stream s) const {
+  pull_forward(run.block, x, f_, y, s);
+  if (self_ != 0.0f) axpy(self_, x.rows(0, run.block.num_dst), y, s);
 }
 
 Tensor CostDkpOp::aggregate_backward(const OpRun& run, const Tensor& dy) const {
@@ -305,30 +309,71 @@ Tensor CostDkpOp::aggregate_backward(const OpRun& run, const Tensor& dy) const {
   return dx;
 }
 
+namespace {
+
+// The side stream pays where the root product is long enough to hide part of a Pull under it
+// (event overhead dominates tiny layers). GT_OVERLAP=0 keeps one stream (A/B timing, tests);
+// read per call, so a process may switch it.
+bool overlap_enabled() {
+  const char* v = std::getenv("GT_OVERLAP");
+  return !(v && std::string(v) == "0");
+}
+constexpr double kMinOverlapMacs = 1 << 26;
+
+}  // namespace
+
 void CostDkpOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Block& b = run.block;
   const Tensor& x = in[0];
   w_ = in[1];
   order_ = planner_->choose(shape(b));
+  forked_ = false;
   const Device dev = x.device();
-  Tensor y = addend_ ? reuse_or_copy(run, in[2]) : empty2(b.num_dst, out_, dev);
+  const Stream main = run.ctx.stream();
+  Tensor y;
+  if (root_) {
+    x_root_ = in[2];
+    w_root_ = in[3];
+    y = empty2(b.num_dst, out_, dev);
+  } else {
+    y = addend_ ? reuse_or_copy(run, in[2]) : empty2(b.num_dst, out_, dev);
+  }
+  // y = x_r W_r first (as the MatMul node this one absorbed computed it), the neighbour term added.
+  auto root_product = [&] { linear_forward(x_root_, w_root_, nullptr, y, run.ctx); };
   if (order_ == DkpOrder::kAggregateFirst) {
     saved_ = empty2(b.num_dst, in_, dev);
-    timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, in_), [&] { aggregate(run, x, saved_); });
+    const bool fork = root_ && run.ctx.is_cuda() && run.ctx.side_stream() && !planner_->measuring() &&
+                      overlap_enabled() &&
+                      static_cast<double>(b.num_dst) * static_cast<double>(root_in_) * static_cast<double>(out_) >=
+                          kMinOverlapMacs;
+    if (fork) {
+      // The side stream's work allocates and frees nothing (the device pool orders reuse by the
+      // compute stream); the compute stream waits for it before anything reads saved_ or frees x.
+      const Stream side = run.ctx.side_stream();
+      Event::record(main).wait(side);
+      aggregate(run, x, saved_, side);
+      root_product();
+      Event::record(side).wait(main);
+      forked_ = true;
+    } else {
+      if (root_) root_product();
+      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, in_), [&] { aggregate(run, x, saved_, main); });
+    }
     timed(run.ctx, gemm_features(b.num_dst, in_, out_), [&] {
-      if (addend_) linear_forward_accumulate(saved_, w_, y, run.ctx);
+      if (addend_ || root_) linear_forward_accumulate(saved_, w_, y, run.ctx);
       else linear_forward(saved_, w_, nullptr, y, run.ctx);
     });
   } else {
+    if (root_) root_product();
     saved_ = x;
     Tensor z = empty2(b.num_src, out_, dev);
     timed(run.ctx, gemm_features(b.num_src, in_, out_), [&] { linear_forward(x, w_, nullptr, z, run.ctx); });
-    if (addend_) {
+    if (addend_ || root_) {
       Tensor t = empty2(b.num_dst, out_, dev);
-      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, out_), [&] { aggregate(run, z, t); });
-      axpy(1.0f, t, y, run.ctx.stream());
+      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, out_), [&] { aggregate(run, z, t, main); });
+      axpy(1.0f, t, y, main);
     } else {
-      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, out_), [&] { aggregate(run, z, y); });
+      timed(run.ctx, pull_forward_features(b.nnz(), b.num_dst, out_), [&] { aggregate(run, z, y, main); });
     }
   }
   out[0] = y;
@@ -364,6 +409,21 @@ void CostDkpOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std:
   if (want_dx && order_ == DkpOrder::kCombineFirst) grad_commit(run.ctx, din[0], dx_scratch);
   if (din[1].wanted()) grad_commit(run.ctx, din[1], dw_scratch);
   if (addend_ && din[2].wanted()) din[2].give(run.ctx, dy);
+  if (root_) {
+    // The absorbed MatMul's backward, after the neighbour term's as the graph ran them before:
+    // dW_r = x_r^T dy, and dx_r += dy W_r^T (x_r is the destinations' rows of x: the graph made
+    // din[2] a view that accumulates into x's gradient).
+    Tensor dwr_scratch;
+    Tensor& dwr = din[3].wanted() ? grad_target(din[3], dwr_scratch) : (dwr_scratch = empty_like(w_root_));
+    if (din[2].wanted()) {
+      Tensor& dxr = din[2].target();
+      if (din[2].accumulating()) linear_backward_accumulate(x_root_, w_root_, dy, &dxr, dwr, run.ctx);
+      else linear_backward(x_root_, w_root_, dy, &dxr, dwr, nullptr, run.ctx);
+    } else {
+      linear_backward(x_root_, w_root_, dy, nullptr, dwr, nullptr, run.ctx);
+    }
+    if (din[3].wanted()) grad_commit(run.ctx, din[3], dwr_scratch);
+  }
 }
 
 }  // namespace gt

@@ -85,6 +85,7 @@ class MatMulOp final : public Op {
   bool has_addend() const { return addend_; }
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
+  bool has_grad_mask() const { return mask_.defined(); }
 
  private:
   int64_t in_, out_;
@@ -171,34 +172,42 @@ class SoftmaxCrossEntropyOp final : public Op {
 // plus, optionally, self * x[:num_dst] (GIN). Per batch it asks the planner for the order:
 //   aggregate first: a = A(x) [n_dst, in], y = a W;   combine first: z = x W [n_src, out], y = A(z).
 // Backward in the same order (see framework/dkp.h for the calls). Inputs (x, W) or (x, W, c).
+// With a root product (GraphSAGE: y = x_r W_r + A(x) W, inputs (x, W, x_r, W_r), where the DKP
+// pass absorbed the MatMul that produced c): on the GPU, aggregating first, the Pull runs on the
+// side stream while x_r W_r runs on the compute stream (a memory-bound and a compute-bound
+// kernel at once); the sums are added in the same order as with c, so results are the same bits.
 class CostDkpOp final : public Op {
  public:
   CostDkpOp(std::shared_ptr<DkpPlanner> planner, Reduce f, float self, int64_t in, int64_t out, bool addend,
-            bool need_input_grad)
-      : planner_(std::move(planner)), f_(f), self_(self), in_(in), out_(out), addend_(addend),
-        need_input_grad_(need_input_grad) {}
+            bool need_input_grad, bool root = false, int64_t root_in = 0)
+      : planner_(std::move(planner)), f_(f), self_(self), in_(in), out_(out), root_in_(root_in), addend_(addend),
+        root_(root), need_input_grad_(need_input_grad) {}
   const char* kind() const override { return "CostDkp"; }
   std::string label() const override;
   void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
   void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
-  void release() override { saved_ = w_ = Tensor(); }
+  void release() override { saved_ = w_ = x_root_ = w_root_ = Tensor(); }
   int in_place_input() const override { return addend_ ? 2 : -1; }
   std::string plan(const Block& block) const override;
   DkpOrder order() const { return order_; }
+  // Whether the last forward ran the Pull on the side stream beside the root product.
+  bool forked() const { return forked_; }
 
  private:
   DkpShape shape(const Block& b) const { return DkpShape{b.num_src, b.num_dst, b.nnz(), in_, out_, need_input_grad_}; }
   void timed(const Context& ctx, const DkpFeatures& f, const std::function<void()>& call) const;
-  void aggregate(const OpRun& run, const Tensor& x, Tensor& y) const;
+  void aggregate(const OpRun& run, const Tensor& x, Tensor& y, Stream s) const;
   Tensor aggregate_backward(const OpRun& run, const Tensor& dy) const;
 
   std::shared_ptr<DkpPlanner> planner_;
   Reduce f_;
   float self_;
-  int64_t in_, out_;
-  bool addend_, need_input_grad_;
+  int64_t in_, out_, root_in_;
+  bool addend_, root_, need_input_grad_;
+  bool forked_ = false;
   DkpOrder order_ = DkpOrder::kAggregateFirst;
-  Tensor saved_, w_;  // aggregate first: A(x); combine first: x
+  Tensor saved_, w_;          // aggregate first: A(x); combine first: x
+  Tensor x_root_, w_root_;    // the root product's operands
 };
 
 }  // namespace gt

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -15,7 +16,9 @@
 #include "framework/dkp.h"
 #include "framework/error.h"
 #include "kernels/loss.h"
+#include "models/layers.h"
 #include "models/model.h"
+#include "models/ops.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {
@@ -82,6 +85,60 @@ TEST(Dkp, OrdersAgreeOnLayer) { expect_orders_agree(Device::cpu()); }
 TEST(Dkp, OrdersAgreeOnLayerCuda) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
   expect_orders_agree(Device::cuda(0));
+}
+
+// GraphSAGE's root product absorbed by the Cost-DKP node: on the GPU, with a root product of at
+// least 2^26 multiply-adds, the Pull runs on the side stream while x_r W_r runs on the compute
+// stream. Outputs and gradients (dx too: the destinations' rows get both terms) are the bits of
+// the one-stream order (GT_OVERLAP=0) and agree with the CPU backend.
+LayerRun run_wide_sage(Device dev, bool* forked) {
+  Context ctx(dev);
+  LayerOptions o;
+  o.in = 516;
+  o.out = 64;
+  o.activation = true;
+  o.index = 0;
+  o.seed = 5;
+  Graph g;
+  const int x = g.add_input("x", Rows::src(0), o.in, /*requires_grad=*/true);
+  const int y = build_sage_layer(g, o, dev, x);
+  g.keep(y);
+  g.finalize();
+  EXPECT_EQ(g.rewrite_placement(std::make_shared<DkpPlanner>(DkpMode::kAggregateFirst, "sage", "test")), 1);
+  EXPECT_EQ(g.node_kinds(), (std::vector<std::string>{"CostDkp", "BiasAct"}));
+  const int64_t ns = 5000, nd = 2048;
+  std::vector<Block> blocks = {test::random_block(ns, nd, 7, 61).to(dev)};
+  Tensor xt = test::tensor_on(test::random_floats(static_cast<std::size_t>(ns * o.in), 62), {ns, o.in}, dev);
+  Tensor dy = test::tensor_on(test::random_floats(static_cast<std::size_t>(nd * o.out), 63), {nd, o.out}, dev);
+  g.forward(ctx, blocks, {{x, xt}}, /*training=*/true, 1);
+  *forked = dynamic_cast<const CostDkpOp&>(g.op(0)).forked();
+  LayerRun r{g.value(y).to_vector<float>(), {}, {}};
+  g.backward(ctx, blocks, {{y, dy}});
+  ctx.synchronize();
+  r.dx = g.input_grad(x).to_vector<float>();
+  for (Param* p : g.params()) r.grads.push_back(p->grad.to_vector<float>());
+  return r;
+}
+
+TEST(Dkp, RootProductBesidePullCuda) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  bool forked = false;
+  const LayerRun cpu = run_wide_sage(Device::cpu(), &forked);
+  EXPECT_FALSE(forked);
+  const LayerRun two = run_wide_sage(Device::cuda(0), &forked);
+  EXPECT_TRUE(forked) << "the root product did not run beside the Pull";
+  ::setenv("GT_OVERLAP", "0", 1);
+  const LayerRun one = run_wide_sage(Device::cuda(0), &forked);
+  ::unsetenv("GT_OVERLAP");
+  EXPECT_FALSE(forked);
+  EXPECT_EQ(two.y, one.y) << "two streams changed the output's bits";
+  EXPECT_EQ(two.dx, one.dx);
+  ASSERT_EQ(two.grads.size(), 3u);
+  for (std::size_t k = 0; k < two.grads.size(); ++k) EXPECT_EQ(two.grads[k], one.grads[k]) << "parameter " << k;
+  test::expect_close(two.y, cpu.y, 1e-4, "y");
+  test::expect_close(two.dx, cpu.dx, 1e-4, "dx");
+  for (std::size_t k = 0; k < cpu.grads.size(); ++k)
+    test::expect_close(two.grads[k], cpu.grads[k], 1e-4, "gradient of parameter " + std::to_string(k));
 }
 
 // Whole 2-layer models (the first layer skips dx): logits and every parameter gradient agree.

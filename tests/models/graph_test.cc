@@ -177,7 +177,7 @@ TEST(Graph, DescribeListsNodesInputsAndShapes) {
   auto model = build_model(mc, 6, 3, Device::cpu(), 1);
   std::vector<Block> blocks = {test::random_block(40, 12, 5, 41), test::random_block(12, 4, 3, 42)};
   const std::string d = model->describe(blocks);
-  for (const char* want : {"CostDkp(Pull mean, MatMul 6 x 4) + addend", "order aggregate-first", "Dropout p=0.5", "MatMul 6 x 4", "(%", "[dst]",
+  for (const char* want : {"CostDkp(Pull mean, MatMul 6 x 4) + root MatMul 6 x 4", "order aggregate-first", "Dropout p=0.5", "MatMul 6 x 4", "(%", "[dst]",
                            "layer0.weight_root", "[12 x 4]", "SoftmaxCrossEntropy", "[1 x 1]"})
     EXPECT_NE(d.find(want), std::string::npos) << want << " missing from:\n" << d;
 }
