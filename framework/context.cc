@@ -134,10 +134,33 @@ Context::~Context() {
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (counters_) cudaFree(counters_);
 #endif
 }
 
 void Context::synchronize() const { stream_synchronize(stream_); }
+
+unsigned* Context::tile_counters(int64_t n) const {
+#ifdef GT_WITH_CUDA
+  GT_CHECK_ARG(device_.is_cuda(), "Context::tile_counters: a CPU context has no device counters");
+  if (n > counter_capacity_) {
+    const int64_t cap = n > 4096 ? n : 4096;
+    if (counters_) {
+      GT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // kernels still using the old array
+      GT_CUDA_CHECK(cudaFree(counters_));
+      counters_ = nullptr;
+      counter_capacity_ = 0;
+    }
+    GT_CUDA_CHECK(cudaMalloc(&counters_, static_cast<std::size_t>(cap) * sizeof(unsigned)));
+    GT_CUDA_CHECK(cudaMemsetAsync(counters_, 0, static_cast<std::size_t>(cap) * sizeof(unsigned), stream_));
+    counter_capacity_ = cap;
+  }
+  return counters_;
+#else
+  (void)n;
+  throw_built_without_cuda("Context::tile_counters");
+#endif
+}
 
 #ifndef GT_WITH_CUDA
 // CPU-only build: host memory stands in for pinned memory and device entry points throw.

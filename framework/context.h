@@ -40,6 +40,10 @@ class Context {
   void set_tf32(bool on);
   bool tf32() const { return tf32_; }
   void synchronize() const;
+  // At least n device counters, zero, for kernels on stream() whose last CTA to finish a tile
+  // adds the tile's partial results (a fixed-order reduction without a second launch); such a
+  // kernel leaves its counters at zero again. Grown (and zeroed) on demand; CUDA only.
+  unsigned* tile_counters(int64_t n) const;
 
   // Parses "cpu", "cuda", "cuda:1" or "auto" (CUDA device 0 when one is usable, else CPU).
   static Device parse_device(const std::string& spec);
@@ -49,6 +53,8 @@ class Context {
   Stream stream_ = nullptr;
   Stream copy_stream_ = nullptr;
   Stream side_stream_ = nullptr;
+  mutable unsigned* counters_ = nullptr;
+  mutable int64_t counter_capacity_ = 0;
   void* cublas_ = nullptr;
   void* cublas_single_pass_ = nullptr;
   int sm_count_ = 0;

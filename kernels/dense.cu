@@ -85,7 +85,8 @@ __device__ __forceinline__ float activation_grad(int act, float slope, float y, 
 // dt = act'(y) * dy, written to dt, and dt is what is summed; the blocks cover every element once.
 __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, int64_t out, int64_t chunk_rows,
                                       float* __restrict__ partial, const float* __restrict__ y = nullptr,
-                                      int act = 0, float slope = 0.0f, float* __restrict__ dt = nullptr) {
+                                      int act = 0, float slope = 0.0f, float* __restrict__ dt = nullptr,
+                                      unsigned* __restrict__ counters = nullptr, float* __restrict__ db = nullptr) {
   __shared__ float sums[kRowLanes][kColTile + 1];  // +1: no bank conflicts on the column read
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + tx;
@@ -115,6 +116,22 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
     for (int k = 0; k < kRowLanes; ++k) total += sums[k][tx];
     partial[static_cast<int64_t>(blockIdx.y) * out + col] = total;
   }
+  if (!counters) return;
+  // Several chunks: the last CTA of this column tile to finish adds the chunks' partial sums in
+  // chunk order: the sums of a second pass, without its launch.
+  __shared__ bool last;
+  __threadfence();  // this CTA's partial sums visible device-wide before it is counted
+  __syncthreads();
+  if (tx == 0 && ty == 0) {
+    last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+    if (last) counters[blockIdx.x] = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last || ty != 0 || col >= out) return;
+  __threadfence();
+  float total = 0.0f;
+  for (unsigned c = 0; c < gridDim.y; ++c) total += __ldcg(partial + static_cast<int64_t>(c) * out + col);
+  db[col] = total;
 }
 
 // Small products (a GNN's last layer: [300 x 64] x [64 x 16] and its two gradients), float32.
@@ -160,17 +177,6 @@ void launch_small_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M
   kernel<<<blocks, kThreads, 0, ctx.stream()>>>(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), A, lda,
                                                 B, ldb, beta, C, ldc);
   GT_CUDA_LAUNCH_CHECK();
-}
-
-// Second pass: db[j] = sum over chunks (in order) of partial[chunk, j].
-__global__ void column_finish_kernel(const float* __restrict__ partial, int64_t chunks, int64_t out,
-                                     float* __restrict__ db) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < out; j += stride) {
-    float total = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) total += partial[c * out + j];
-    db[j] = total;
-  }
 }
 
 // The skinny FFMA kernels' configurations (kernels/skinny_sgemm.cuh; chosen with
@@ -248,8 +254,8 @@ GemmChoice choose_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M
 
 namespace {
 
-// The skinny kernels: one launch per product, plus the fixed-order sum of the slices when there
-// are several (partial products in scratch memory).
+// The skinny kernels: one launch per product; with several slices their partial products go to
+// scratch memory and each tile's last slice to finish adds them (tile counters of the context).
 void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_t N, int64_t K, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cudaStream_t s = ctx.stream();
@@ -266,13 +272,9 @@ void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_
   GT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, skinny::kSmemBytes));
   kernel<<<grid, skinny::kThreads, skinny::kSmemBytes, s>>>(static_cast<int>(M), static_cast<int>(N),
                                                             static_cast<int>(K), A, lda, B, ldb, beta, C, ldc, work,
-                                                            k_per_slice);
+                                                            k_per_slice,
+                                                            z > 1 ? ctx.tile_counters(grid.x * grid.y) : nullptr);
   GT_CUDA_LAUNCH_CHECK();
-  if (z > 1) {
-    skinny::sum_slices_kernel<<<grid_for(M * N / 4, ctx), kThreads, 0, s>>>(static_cast<int>(M), static_cast<int>(N),
-                                                                            z, work, beta, C, ldc);
-    GT_CUDA_LAUNCH_CHECK();
-  }
 }
 
 }  // namespace
@@ -343,9 +345,8 @@ void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, fl
   }
   Scratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), ctx.device().index);
   float* d_partial = static_cast<float*>(partial.ptr);
-  column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial, y, act, slope, dt);
-  GT_CUDA_LAUNCH_CHECK();
-  column_finish_kernel<<<grid_for(out, ctx), kThreads, 0, s>>>(d_partial, chunks, out, db);
+  column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial, y, act, slope, dt,
+                                                ctx.tile_counters(grid.x), db);
   GT_CUDA_LAUNCH_CHECK();
 }
 

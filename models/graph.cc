@@ -10,8 +10,22 @@
 namespace gt {
 
 // ---- GradSlot ----
+GradSlot GradSlot::rows_of(Tensor* whole, Shape whole_shape, int64_t rows, Device device, Stream s) {
+  GradSlot g(whole, true, {rows, whole_shape.size() > 1 ? whole_shape[1] : 1}, device);
+  g.rows_view_ = true;
+  g.whole_shape_ = std::move(whole_shape);
+  g.rows_ = rows;
+  g.stream_ = s;
+  return g;
+}
+
 Tensor& GradSlot::target() {
   GT_CHECK_ARG(dest_ != nullptr, "GradSlot: no gradient wanted");
+  if (rows_view_) {
+    if (!dest_->defined()) *dest_ = Tensor::zeros(whole_shape_, DType::kFloat32, device_, stream_);
+    view_ = dest_->rows(0, rows_);
+    return view_;
+  }
   if (!dest_->defined()) *dest_ = Tensor::empty(shape_, DType::kFloat32, device_);
   return *dest_;
 }
@@ -21,7 +35,7 @@ void GradSlot::give(const Context& ctx, const Tensor& g, float alpha) {
   GT_CHECK_ARG(g.shape() == shape_, "GradSlot: gradient of shape ", shape_str(g.shape()), " for a value of shape ",
            shape_str(shape_));
   if (accumulate_) {
-    axpy(alpha, g, *dest_, ctx.stream());
+    axpy(alpha, g, target(), ctx.stream());
   } else if (dest_->defined()) {  // a parameter's gradient: overwrite its storage
     dest_->copy_from(g, ctx.stream());
     if (alpha != 1.0f) scale(alpha, *dest_, ctx.stream());
@@ -344,7 +358,6 @@ void Graph::backward(const Context& ctx, const std::vector<Block>& blocks,
     if (layer_done) layer_done(l);
   };
   int64_t layer = num_layers_ - 1;
-  std::vector<Tensor> views;
   for (std::size_t i = nodes_.size(); i-- > 0;) {
     Node& n = nodes_[i];
     while (layer > n.layer) finish_layer(layer--);
@@ -364,14 +377,6 @@ void Graph::backward(const Context& ctx, const std::vector<Block>& blocks,
                                     ctx.stream());
     }
     std::vector<GradSlot> din(n.inputs.size());
-    views.assign(n.inputs.size(), Tensor());
-    // A dst_rows input accumulates into a gradient of the whole value, created (zero) first, so
-    // that a whole-value input of the same node sees it and adds to it too.
-    for (const Input& x : n.inputs) {
-      const Value& v = values_[x.value];
-      if (x.dst_rows && v.requires_grad && v.kind != Kind::kParam && !grads_[x.value].defined())
-        grads_[x.value] = Tensor::zeros({rows_of(v.rows, blocks), v.cols}, DType::kFloat32, ctx.device(), ctx.stream());
-    }
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const Input& x = n.inputs[j];
       Value& v = values_[x.value];
@@ -385,9 +390,7 @@ void Graph::backward(const Context& ctx, const std::vector<Block>& blocks,
       }
       const Shape full = {rows_of(v.rows, blocks), v.cols};
       if (x.dst_rows) {
-        if (!grads_[x.value].defined()) grads_[x.value] = Tensor::zeros(full, DType::kFloat32, ctx.device(), ctx.stream());
-        views[j] = grads_[x.value].rows(0, b.num_dst);
-        din[j] = GradSlot(&views[j], true, views[j].shape(), ctx.device());
+        din[j] = GradSlot::rows_of(&grads_[x.value], full, b.num_dst, ctx.device(), ctx.stream());
       } else {
         din[j] = GradSlot(&grads_[x.value], grads_[x.value].defined(), full, ctx.device());
       }

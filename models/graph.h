@@ -72,6 +72,12 @@ class GradSlot {
   GradSlot() = default;  // no gradient wanted
   GradSlot(Tensor* dest, bool accumulate, Shape shape, Device device)
       : dest_(dest), accumulate_(accumulate), shape_(std::move(shape)), device_(device) {}
+  // An input read as the first `rows` rows of a value (Input::dst_rows): the slot adds into those
+  // rows of the value's gradient `*whole` (of shape whole_shape), which it creates, zero on
+  // stream s, only if no gradient of the value exists when the op first reaches for it. So an op
+  // that reads a value whole and as its first rows can give() the whole gradient first (stored,
+  // not added) and then add the rows' part.
+  static GradSlot rows_of(Tensor* whole, Shape whole_shape, int64_t rows, Device device, Stream s);
   bool wanted() const { return dest_ != nullptr; }
   // true: another reader's gradient is already there, add to it.
   bool accumulating() const { return accumulate_; }
@@ -88,6 +94,12 @@ class GradSlot {
   bool accumulate_ = false;
   Shape shape_;
   Device device_;
+  // rows_of() slots: dest_ is the whole value's gradient, view_ its first rows_ rows.
+  bool rows_view_ = false;
+  Shape whole_shape_;
+  int64_t rows_ = 0;
+  Stream stream_ = nullptr;
+  Tensor view_;
 };
 
 class Op {

@@ -311,14 +311,19 @@ Tensor CostDkpOp::aggregate_backward(const OpRun& run, const Tensor& dy) const {
 
 namespace {
 
-// The side stream pays where the root product is long enough to hide part of a Pull under it
-// (event overhead dominates tiny layers). GT_OVERLAP=0 keeps one stream (A/B timing, tests);
-// read per call, so a process may switch it.
-bool overlap_enabled() {
+// The side stream pays where the root product leaves SMs to the Pull: its 128 x 64 output tiles
+// fewer than the SMs (wiki-talk's 8000 destinations: 63 tiles on 132 SMs, float32 step 0.81 ->
+// 0.78 ms), and it is long enough to hide part of the Pull (event overhead dominates tiny
+// layers). A product that fills the device alone (livejournal, 219 tiles) only slows the Pull
+// beside it (3.79 -> 3.87 ms): docs/benchmarks.md, eleventh session. GT_OVERLAP=0 keeps one
+// stream (A/B timing, tests); read per call, so a process may switch it.
+bool overlap_pays(const Context& ctx, int64_t rows, int64_t in, int64_t out) {
   const char* v = std::getenv("GT_OVERLAP");
-  return !(v && std::string(v) == "0");
+  if (v && std::string(v) == "0") return false;
+  const int64_t tiles = ((rows + 127) / 128) * ((out + 63) / 64);
+  return tiles < ctx.sm_count() &&
+         static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out) >= 67108864.0;  // 2^26
 }
-constexpr double kMinOverlapMacs = 1 << 26;
 
 }  // namespace
 
@@ -343,9 +348,7 @@ void CostDkpOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
   if (order_ == DkpOrder::kAggregateFirst) {
     saved_ = empty2(b.num_dst, in_, dev);
     const bool fork = root_ && run.ctx.is_cuda() && run.ctx.side_stream() && !planner_->measuring() &&
-                      overlap_enabled() &&
-                      static_cast<double>(b.num_dst) * static_cast<double>(root_in_) * static_cast<double>(out_) >=
-                          kMinOverlapMacs;
+                      overlap_pays(run.ctx, b.num_dst, root_in_, out_);
     if (fork) {
       // The side stream's work allocates and frees nothing (the device pool orders reuse by the
       // compute stream); the compute stream waits for it before anything reads saved_ or frees x.
