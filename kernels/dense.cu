@@ -254,8 +254,8 @@ GemmChoice choose_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M
 
 namespace {
 
-// The skinny kernels: one launch per product; with several slices their partial products go to
-// scratch memory and each tile's last slice to finish adds them (tile counters of the context).
+// The skinny kernels: one launch per product, plus the fixed-order sum of the slices when there
+// are several (partial products in scratch memory).
 void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_t N, int64_t K, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cudaStream_t s = ctx.stream();
@@ -272,9 +272,13 @@ void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_
   GT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, skinny::kSmemBytes));
   kernel<<<grid, skinny::kThreads, skinny::kSmemBytes, s>>>(static_cast<int>(M), static_cast<int>(N),
                                                             static_cast<int>(K), A, lda, B, ldb, beta, C, ldc, work,
-                                                            k_per_slice,
-                                                            z > 1 ? ctx.tile_counters(grid.x * grid.y) : nullptr);
+                                                            k_per_slice);
   GT_CUDA_LAUNCH_CHECK();
+  if (z > 1) {
+    skinny::sum_slices_kernel<<<grid_for(M * N / 4, ctx), kThreads, 0, s>>>(static_cast<int>(M), static_cast<int>(N),
+                                                                            z, work, beta, C, ldc);
+    GT_CUDA_LAUNCH_CHECK();
+  }
 }
 
 }  // namespace
