@@ -173,9 +173,10 @@ class SoftmaxCrossEntropyOp final : public Op {
 //   aggregate first: a = A(x) [n_dst, in], y = a W;   combine first: z = x W [n_src, out], y = A(z).
 // Backward in the same order (see framework/dkp.h for the calls). Inputs (x, W) or (x, W, c).
 // With a root product (GraphSAGE: y = x_r W_r + A(x) W, inputs (x, W, x_r, W_r), where the DKP
-// pass absorbed the MatMul that produced c): on the GPU, aggregating first, the Pull runs on the
-// side stream while x_r W_r runs on the compute stream (a memory-bound and a compute-bound
-// kernel at once); the sums are added in the same order as with c, so results are the same bits.
+// pass absorbed the MatMul that produced c): on the GPU, aggregating first, where x_r W_r leaves
+// SMs free (ops.cc, overlap_pays), the Pull runs on the side stream while x_r W_r runs on the
+// compute stream (a memory-bound and a compute-bound kernel at once); the sums are added in the
+// same order as with c, so results are the same bits.
 class CostDkpOp final : public Op {
  public:
   CostDkpOp(std::shared_ptr<DkpPlanner> planner, Reduce f, float self, int64_t in, int64_t out, bool addend,
