@@ -37,6 +37,24 @@ void grad_commit(const Context& ctx, GradSlot& slot, const Tensor& scratch) {
   if (slot.accumulating()) slot.give(ctx, scratch);
 }
 
+// The backward of y = x W (MatMulOp, and the root product a Cost-DKP node absorbed): dW into its
+// slot (a scratch tensor when W is a constant or shared), times the 0/1 mask when one is given;
+// dx = dy W^T stored in, or added to, x's slot when wanted.
+void matmul_backward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& mask, const Tensor& dy,
+                     GradSlot& dx_slot, GradSlot& dw_slot) {
+  Tensor dw_scratch;
+  Tensor& dw = dw_slot.wanted() ? grad_target(dw_slot, dw_scratch) : (dw_scratch = empty_like(w));
+  if (dx_slot.wanted()) {
+    Tensor& dx = dx_slot.target();
+    if (dx_slot.accumulating()) linear_backward_accumulate(x, w, dy, &dx, dw, ctx);
+    else linear_backward(x, w, dy, &dx, dw, nullptr, ctx);
+  } else {
+    linear_backward(x, w, dy, nullptr, dw, nullptr, ctx);
+  }
+  if (mask.defined()) relu_backward(mask, dw, dw, ctx.stream());
+  if (dw_slot.wanted()) grad_commit(ctx, dw_slot, dw_scratch);
+}
+
 }  // namespace
 
 // ---- Dropout ----
@@ -121,20 +139,8 @@ void MatMulOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vec
 }
 
 void MatMulOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
-  const Tensor& dy = dout[0];
-  // dW: into the parameter's gradient, or a scratch tensor when W is a constant or shared.
-  Tensor dw_scratch;
-  Tensor& dw = din[1].wanted() ? grad_target(din[1], dw_scratch) : (dw_scratch = empty_like(w_));
-  if (din[0].wanted()) {
-    Tensor& dx = din[0].target();
-    if (din[0].accumulating()) linear_backward_accumulate(x_, w_, dy, &dx, dw, run.ctx);
-    else linear_backward(x_, w_, dy, &dx, dw, nullptr, run.ctx);
-  } else {
-    linear_backward(x_, w_, dy, nullptr, dw, nullptr, run.ctx);
-  }
-  if (mask_.defined()) relu_backward(mask_, dw, dw, run.ctx.stream());
-  if (din[1].wanted()) grad_commit(run.ctx, din[1], dw_scratch);
-  if (addend_ && din[2].wanted()) din[2].give(run.ctx, dy);
+  matmul_backward(run.ctx, x_, w_, mask_, dout[0], din[0], din[1]);
+  if (addend_ && din[2].wanted()) din[2].give(run.ctx, dout[0]);
 }
 
 // ---- BiasAct ----
@@ -414,18 +420,9 @@ void CostDkpOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std:
   if (addend_ && din[2].wanted()) din[2].give(run.ctx, dy);
   if (root_) {
     // The absorbed MatMul's backward, after the neighbour term's as the graph ran them before:
-    // dW_r = x_r^T dy, and dx_r += dy W_r^T (x_r is the destinations' rows of x: the graph made
-    // din[2] a view that accumulates into x's gradient).
-    Tensor dwr_scratch;
-    Tensor& dwr = din[3].wanted() ? grad_target(din[3], dwr_scratch) : (dwr_scratch = empty_like(w_root_));
-    if (din[2].wanted()) {
-      Tensor& dxr = din[2].target();
-      if (din[2].accumulating()) linear_backward_accumulate(x_root_, w_root_, dy, &dxr, dwr, run.ctx);
-      else linear_backward(x_root_, w_root_, dy, &dxr, dwr, nullptr, run.ctx);
-    } else {
-      linear_backward(x_root_, w_root_, dy, nullptr, dwr, nullptr, run.ctx);
-    }
-    if (din[3].wanted()) grad_commit(run.ctx, din[3], dwr_scratch);
+    // dW_r = x_r^T dy, and dx_r = dy W_r^T added into x's gradient (din[2] is the view of its
+    // destinations' rows, created only if din[0] stored nothing).
+    matmul_backward(run.ctx, x_root_, w_root_, Tensor(), dy, din[2], din[3]);
   }
 }
 

@@ -31,6 +31,19 @@ struct LayerRun {
   std::vector<std::vector<float>> grads;  // one per parameter
 };
 
+// Forward (training, at `step`) and backward from dy of a one-layer graph whose input x needs a
+// gradient: y, dx and every parameter's gradient.
+LayerRun forward_backward(const Context& ctx, Graph& g, int x, int y, const std::vector<Block>& blocks,
+                          const Tensor& xt, const Tensor& dy, uint64_t step) {
+  g.forward(ctx, blocks, {{x, xt}}, /*training=*/true, step);
+  LayerRun r{g.value(y).to_vector<float>(), {}, {}};
+  g.backward(ctx, blocks, {{y, dy}});
+  ctx.synchronize();
+  r.dx = g.input_grad(x).to_vector<float>();
+  for (Param* p : g.params()) r.grads.push_back(p->grad.to_vector<float>());
+  return r;
+}
+
 // One layer of `type` as a graph of its own whose input needs a gradient (so it returns dx),
 // placed in the given order by the DKP pass, forward and backward.
 LayerRun run_layer(const std::string& type, DkpMode mode, Device dev, bool activation, float dropout) {
@@ -55,13 +68,7 @@ LayerRun run_layer(const std::string& type, DkpMode mode, Device dev, bool activ
   std::vector<Block> blocks = {test::random_block(17, 6, 5, 11).to(dev)};
   Tensor xt = test::tensor_on(test::random_floats(17 * 9, 12), {17, 9}, dev);
   Tensor dy = test::tensor_on(test::random_floats(6 * 5, 13), {6, 5}, dev);
-  g.forward(ctx, blocks, {{x, xt}}, /*training=*/true, 4);
-  LayerRun r{g.value(y).to_vector<float>(), {}, {}};
-  g.backward(ctx, blocks, {{y, dy}});
-  ctx.synchronize();
-  r.dx = g.input_grad(x).to_vector<float>();
-  for (Param* p : g.params()) r.grads.push_back(p->grad.to_vector<float>());
-  return r;
+  return forward_backward(ctx, g, x, y, blocks, xt, dy, 4);
 }
 
 void expect_orders_agree(Device dev) {
@@ -110,13 +117,8 @@ LayerRun run_wide_sage(Device dev, bool* forked) {
   std::vector<Block> blocks = {test::random_block(ns, nd, 7, 61).to(dev)};
   Tensor xt = test::tensor_on(test::random_floats(static_cast<std::size_t>(ns * o.in), 62), {ns, o.in}, dev);
   Tensor dy = test::tensor_on(test::random_floats(static_cast<std::size_t>(nd * o.out), 63), {nd, o.out}, dev);
-  g.forward(ctx, blocks, {{x, xt}}, /*training=*/true, 1);
+  LayerRun r = forward_backward(ctx, g, x, y, blocks, xt, dy, 1);
   *forked = dynamic_cast<const CostDkpOp&>(g.op(0)).forked();
-  LayerRun r{g.value(y).to_vector<float>(), {}, {}};
-  g.backward(ctx, blocks, {{y, dy}});
-  ctx.synchronize();
-  r.dx = g.input_grad(x).to_vector<float>();
-  for (Param* p : g.params()) r.grads.push_back(p->grad.to_vector<float>());
   return r;
 }
 
