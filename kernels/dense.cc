@@ -21,6 +21,11 @@ namespace cuda_impl {
 // (lda/ldb/ldc = row lengths as stored); K == 0 is handled by the caller.
 void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// C = op(A) op(B), C1 = op(A1) op(B) (beta 0, same shapes), in one launch where both take the
+// same kernel of our own.
+void gemm_row_major_pair(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                         const float* A, const float* A1, int64_t lda, const float* B, int64_t ldb, float* C, float* C1,
+                         int64_t ldc);
 void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y);
 // db = column sums of dy; with y, of dt = act'(y) * dy, which is also written to dt (act as in
 // bias_activation).
@@ -210,6 +215,52 @@ void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& 
                                 const Context& ctx) {
   check_backward(x, w, dy, dx, dw, ctx, "linear_backward_accumulate");
   backward_gemms(x, w, dy, dx, dw, 1.0f, ctx);
+}
+
+void linear_weight_grads(const Tensor& x0, const Tensor& x1, const Tensor& dy, Tensor& dw0, Tensor& dw1,
+                         const Context& ctx) {
+  const char* op = "linear_weight_grads";
+  check_mat(x0, "x0", op);
+  check_device(x0, "x0", ctx, op);
+  const int64_t n = x0.size(0), in = x0.size(1);
+  check_shape(x1, "x1", n, in, op);
+  check_device(x1, "x1", ctx, op);
+  check_mat(dy, "dy", op);
+  check_device(dy, "dy", ctx, op);
+  GT_CHECK_ARG(dy.size(0) == n, op, ": dy has ", dy.size(0), " rows, x0 and x1 have ", n);
+  const int64_t out = dy.size(1);
+  check_shape(dw0, "dw0", in, out, op);
+  check_device(dw0, "dw0", ctx, op);
+  check_shape(dw1, "dw1", in, out, op);
+  check_device(dw1, "dw1", ctx, op);
+  if (in == 0 || out == 0) return;
+  // dw_i[in, out] = x_i^T[in, n] dy[n, out]
+  if (ctx.is_cuda() && n > 0) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::gemm_row_major_pair(ctx, true, false, in, out, n, x0.data<float>(), x1.data<float>(), in,
+                                   dy.data<float>(), out, dw0.data<float>(), dw1.data<float>(), out);
+    return;
+#else
+    throw_built_without_cuda(op);
+#endif
+  }
+  gemm(ctx, true, false, in, out, n, x0.data<float>(), in, dy.data<float>(), out, 0.0f, dw0);
+  gemm(ctx, true, false, in, out, n, x1.data<float>(), in, dy.data<float>(), out, 0.0f, dw1);
+}
+
+void linear_input_grad(const Tensor& w, const Tensor& dy, Tensor& dx, bool accumulate, const Context& ctx) {
+  const char* op = "linear_input_grad";
+  check_mat(w, "w", op);
+  check_device(w, "w", ctx, op);
+  const int64_t in = w.size(0), out = w.size(1);
+  check_mat(dy, "dy", op);
+  check_device(dy, "dy", ctx, op);
+  const int64_t n = dy.size(0);
+  check_shape(dy, "dy", n, out, op);
+  check_shape(dx, "dx", n, in, op);
+  check_device(dx, "dx", ctx, op);
+  // dx[n, in] = dy[n, out] w^T[out, in] (+ dx)
+  gemm(ctx, false, true, n, in, out, dy.data<float>(), out, w.data<float>(), out, accumulate ? 1.0f : 0.0f, dx);
 }
 
 namespace {

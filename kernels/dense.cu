@@ -19,14 +19,16 @@ namespace cuda_impl {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerSm = 4;
+constexpr int kBlocksPerSm = 8;  // 2048 threads: a full SM on the H100 and the A100
 // Column sums: a block covers kColTile columns with kRowLanes threads per column.
 constexpr int kColTile = 32;
 constexpr int kRowLanes = 8;
 // Rows are cut into at most kMaxChunks chunks of at least kMinChunkRows rows. The cut depends on
 // n only (not on the GPU), so the summation order, and the result, are the same on every device.
-constexpr int64_t kMaxChunks = 512;
-constexpr int64_t kMinChunkRows = 256;
+// Short chunks keep the first pass's loads in flight across many CTAs (a thread adds at most
+// 4-8 rows of a chunk up to 8000 rows: wiki-talk's layer 1 took 9.7 us with 256-row chunks).
+constexpr int64_t kMaxChunks = 128;
+constexpr int64_t kMinChunkRows = 32;
 // gemm_row_major's choice between cuBLAS with and without split-K.
 constexpr int64_t kTileRows = 128, kTileCols = 64, kSinglePassMinK = 1024;
 
@@ -117,8 +119,8 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
     partial[static_cast<int64_t>(blockIdx.y) * out + col] = total;
   }
   if (!counters) return;
-  // Several chunks: the last CTA of this column tile to finish adds the chunks' partial sums in
-  // chunk order: the sums of a second pass, without its launch.
+  // Several chunks: the last CTA of this column tile to finish adds the chunks' partial sums (in
+  // a fixed order): the sums of a second pass, without its launch.
   __shared__ bool last;
   __threadfence();  // this CTA's partial sums visible device-wide before it is counted
   __syncthreads();
@@ -127,10 +129,19 @@ __global__ void column_partial_kernel(const float* __restrict__ dy, int64_t n, i
     if (last) counters[blockIdx.x] = 0;  // ready for the next launch
   }
   __syncthreads();
-  if (!last || ty != 0 || col >= out) return;
+  if (!last) return;
   __threadfence();
+  // Lane ty adds chunks ty, ty + kRowLanes, ... in order, then lane 0 adds the lanes' sums in
+  // lane order (the shared array is free again: every thread passed the barrier above).
+  float part = 0.0f;
+  if (col < out)
+    for (unsigned c = ty; c < gridDim.y; c += kRowLanes) part += __ldcg(partial + static_cast<int64_t>(c) * out + col);
+  sums[ty][tx] = part;
+  __syncthreads();
+  if (ty != 0 || col >= out) return;
   float total = 0.0f;
-  for (unsigned c = 0; c < gridDim.y; ++c) total += __ldcg(partial + static_cast<int64_t>(c) * out + col);
+#pragma unroll
+  for (int k = 0; k < kRowLanes; ++k) total += sums[k][tx];
   db[col] = total;
 }
 
@@ -144,7 +155,11 @@ constexpr int kSmallWarpMinK = 64;
 template <bool kTransA, bool kTransB, int kLanes>
 __global__ void small_gemm_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
                                   const float* __restrict__ B, int64_t ldb, float beta, float* __restrict__ C,
-                                  int64_t ldc) {
+                                  int64_t ldc, const float* __restrict__ A1, float* __restrict__ C1) {
+  if (blockIdx.y == 1) {  // a pair (gridDim.y == 2): the second product, same B and shapes
+    A = A1;
+    C = C1;
+  }
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t idx = t / kLanes;
   if (idx >= static_cast<int64_t>(M) * N) return;  // all lanes of an element alike
@@ -166,16 +181,18 @@ __global__ void small_gemm_kernel(int M, int N, int K, const float* __restrict__
   }
 }
 
+// A1 and C1 given: the pair C = op(A) op(B) + beta C, C1 = op(A1) op(B) + beta C1 in one launch.
 template <int kLanes>
 void launch_small_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                       const float* A1 = nullptr, float* C1 = nullptr) {
   using Kernel = decltype(&small_gemm_kernel<false, false, kLanes>);
   const Kernel nn = small_gemm_kernel<false, false, kLanes>, nt = small_gemm_kernel<false, true, kLanes>;
   const Kernel tn = small_gemm_kernel<true, false, kLanes>, tt = small_gemm_kernel<true, true, kLanes>;
   const Kernel kernel = trans_a ? (trans_b ? tt : tn) : (trans_b ? nt : nn);
-  const unsigned blocks = static_cast<unsigned>((kLanes * M * N + kThreads - 1) / kThreads);
+  const dim3 blocks(static_cast<unsigned>((kLanes * M * N + kThreads - 1) / kThreads), C1 ? 2u : 1u);
   kernel<<<blocks, kThreads, 0, ctx.stream()>>>(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), A, lda,
-                                                B, ldb, beta, C, ldc);
+                                                B, ldb, beta, C, ldc, A1, C1);
   GT_CUDA_LAUNCH_CHECK();
 }
 
@@ -256,27 +273,30 @@ namespace {
 
 // The skinny kernels: one launch per product, plus the fixed-order sum of the slices when there
 // are several (partial products in scratch memory).
+// With A1 and C1, a pair sharing B (the same slices for each: the bits of two launches).
 void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_t N, int64_t K, const float* A,
-                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                 const float* A1 = nullptr, float* C1 = nullptr) {
   cudaStream_t s = ctx.stream();
+  const int64_t pair = C1 ? 2 : 1;
   int k_per_slice = static_cast<int>((K + slices - 1) / slices);
   k_per_slice = (k_per_slice + skinny::kBK - 1) / skinny::kBK * skinny::kBK;
   const int z = static_cast<int>((K + k_per_slice - 1) / k_per_slice);
-  const dim3 grid(static_cast<unsigned>((M + skinny::kBM - 1) / skinny::kBM), static_cast<unsigned>(N / skinny::kBN),
-                  static_cast<unsigned>(z));
+  const dim3 grid(static_cast<unsigned>((M + skinny::kBM - 1) / skinny::kBM),
+                  static_cast<unsigned>(pair * N / skinny::kBN), static_cast<unsigned>(z));
   std::optional<Scratch> partial;
-  if (z > 1) partial.emplace(static_cast<std::size_t>(z) * M * N * sizeof(float), ctx.device().index);
+  if (z > 1) partial.emplace(static_cast<std::size_t>(pair * z) * M * N * sizeof(float), ctx.device().index);
   float* work = partial ? static_cast<float*>(partial->ptr) : nullptr;
   const auto kernel = trans_a ? kSkinnyTN : kSkinnyNN;
   // 72 KiB of dynamic shared memory is above the default limit; the attribute is per device.
   GT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, skinny::kSmemBytes));
   kernel<<<grid, skinny::kThreads, skinny::kSmemBytes, s>>>(static_cast<int>(M), static_cast<int>(N),
                                                             static_cast<int>(K), A, lda, B, ldb, beta, C, ldc, work,
-                                                            k_per_slice);
+                                                            k_per_slice, A1, C1);
   GT_CUDA_LAUNCH_CHECK();
   if (z > 1) {
-    skinny::sum_slices_kernel<<<grid_for(M * N / 4, ctx), kThreads, 0, s>>>(static_cast<int>(M), static_cast<int>(N),
-                                                                            z, work, beta, C, ldc);
+    skinny::sum_slices_kernel<<<grid_for(pair * M * N / 4, ctx), kThreads, 0, s>>>(
+        static_cast<int>(M), static_cast<int>(N), z, work, beta, C, ldc, C1);
     GT_CUDA_LAUNCH_CHECK();
   }
 }
@@ -310,6 +330,25 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
   GT_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                               static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
                               static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
+}
+
+// C = op(A) op(B) and C1 = op(A1) op(B) (beta 0), the same shapes: one launch where the pair takes
+// the skinny or the small kernel (the bits of two gemm_row_major calls), else two calls.
+void gemm_row_major_pair(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                         const float* A, const float* A1, int64_t lda, const float* B, int64_t ldb, float* C, float* C1,
+                         int64_t ldc) {
+  GT_CHECK_ARG(ctx.cublas() != nullptr, "gemm: the context on ", ctx.device().str(), " has no cuBLAS handle");
+  const bool aligned = aligned16(A) && aligned16(A1) && aligned16(B) && aligned16(C) && aligned16(C1);
+  const GemmChoice choice = choose_gemm(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc, aligned);
+  if (choice.kernel == GemmKernel::kSkinny) {
+    skinny_gemm(ctx, trans_a, choice.slices, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, A1, C1);
+  } else if (choice.kernel == GemmKernel::kSmall) {
+    if (K >= kSmallWarpMinK) launch_small_gemm<32>(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, A1, C1);
+    else launch_small_gemm<1>(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, A1, C1);
+  } else {
+    gemm_row_major(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, C, ldc);
+    gemm_row_major(ctx, trans_a, trans_b, M, N, K, A1, lda, B, ldb, 0.0f, C1, ldc);
+  }
 }
 
 void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float* y) {

@@ -37,6 +37,14 @@ void linear_forward_accumulate(const Tensor& x, const Tensor& w, Tensor& y, cons
 // dx += dy w^T (accumulating), dw = x^T dy.
 void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
                                 Tensor& dw, const Context& ctx);
+// Two weight gradients of one output gradient: dw0 = x0^T dy and dw1 = x1^T dy (overwritten),
+// x0 and x1 of one shape (GraphSAGE's neighbour and root products). On the GPU one launch where
+// both products take a kernel of our own (gemm_choice: skinny or small), the bits of two
+// linear_backward calls; otherwise two products.
+void linear_weight_grads(const Tensor& x0, const Tensor& x1, const Tensor& dy, Tensor& dw0, Tensor& dw1,
+                         const Context& ctx);
+// The input gradient alone: dx = dy w^T, or dx += dy w^T when accumulate.
+void linear_input_grad(const Tensor& w, const Tensor& dy, Tensor& dx, bool accumulate, const Context& ctx);
 
 // Apply (NAPA): y = act(x W + b). The GEMM writes y, then ONE epilogue kernel adds the bias and
 // applies the activation in place (a single extra pass over y instead of two).

@@ -1,7 +1,8 @@
 // Softmax cross-entropy and accuracy on the GPU. Contract in loss.h; argument checks, the
 // final division and the error for invalid labels are in loss.cc.
 //
-// softmax_cross_entropy runs three kernels on `s`:
+// softmax_cross_entropy runs three kernels on `s` (one, doing all three steps in a block, for at
+// most 1024 rows of at most 32 classes):
 //   1. one block counts labelled rows and invalid labels (dlogits are scaled by 1 / labelled, so
 //      the count must exist before any row is written);
 //   2. one warp per row: stable softmax (row max and sum of exponentials by warp shuffles), the
@@ -78,9 +79,10 @@ __device__ T block_sum(T v, T* shared) {
   return shared[0];
 }
 
-__global__ void __launch_bounds__(kReduceThreads)
-    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
-  __shared__ unsigned long long shared[kReduceThreads];
+// Labelled rows and invalid labels among labels[0, n), counted by the kReduceThreads threads of
+// one block; the totals go to *out (thread 0), and every thread gets the labelled count.
+__device__ unsigned long long count_labels(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out,
+                             unsigned long long* shared) {
   unsigned long long labelled = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
     const int32_t l = labels[i];
@@ -95,10 +97,35 @@ __global__ void __launch_bounds__(kReduceThreads)
     out->labelled = labelled;
     out->bad = bad;
   }
+  return labelled;
 }
 
-// One warp per row, lanes strided over the C columns (coalesced). Rows without a valid label get
-// zero gradients and zero loss (invalid labels are reported by count_labels_kernel).
+__global__ void __launch_bounds__(kReduceThreads)
+    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
+  __shared__ unsigned long long shared[kReduceThreads];
+  count_labels(labels, n, C, out, shared);
+}
+
+// One row by one warp, lanes strided over the C columns (coalesced): stable softmax (row max and
+// sum of exponentials by butterflies), the row's dlogits scaled by inv, and its loss (returned,
+// the same in every lane). A row without a valid label gets zero gradients and zero loss.
+__device__ __forceinline__ float softmax_ce_row(const float* __restrict__ z, float* __restrict__ d, int32_t label,
+                                                int64_t C, float inv, int lane) {
+  if (label < 0 || label >= C) {
+    for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
+    return 0.0f;
+  }
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
+  sum = warp_sum(sum);
+  for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
+  return logf(sum) - (z[label] - mx);
+}
+
+// One warp per row (invalid labels are reported by count_labels_kernel).
 __global__ void __launch_bounds__(kThreads)
     softmax_ce_rows_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
                            int64_t C, const Summary* __restrict__ summary, float* __restrict__ dlogits,
@@ -109,32 +136,14 @@ __global__ void __launch_bounds__(kThreads)
   const unsigned long long labelled = summary->labelled;
   const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
   for (int64_t row = first_row; row < n; row += row_stride) {  // warp-uniform: shuffles are safe
-    const float* z = logits + row * C;
-    float* d = dlogits + row * C;
-    const int32_t label = labels[row];
-    if (label < 0 || label >= C) {
-      for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
-      if (lane == 0) row_loss[row] = 0.0f;
-      continue;
-    }
-    float mx = -INFINITY;
-    for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
-    sum = warp_sum(sum);
-    for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
-    if (lane == 0) row_loss[row] = logf(sum) - (z[label] - mx);
+    const float loss = softmax_ce_row(logits + row * C, dlogits + row * C, labels[row], C, inv, lane);
+    if (lane == 0) row_loss[row] = loss;
   }
 }
 
-// Also writes the mean loss to *mean (when given): NaN when a label was invalid, 0 without
-// labelled rows.
-__global__ void __launch_bounds__(kReduceThreads)
-    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
-  __shared__ double shared[kReduceThreads];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
+// Thread 0 stores the loss total and, when mean is given, the mean loss: NaN when a label was
+// invalid, 0 without labelled rows. acc: this thread's share of the total (in double).
+__device__ void finish_losses(double acc, double* shared, Summary* __restrict__ out, float* __restrict__ mean) {
   acc = block_sum(acc, shared);
   if (threadIdx.x == 0) {
     out->loss_sum = acc;
@@ -143,6 +152,63 @@ __global__ void __launch_bounds__(kReduceThreads)
       *mean = out->bad ? __int_as_float(0x7fc00000)
                        : labelled ? static_cast<float>(acc / static_cast<double>(labelled)) : 0.0f;
   }
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
+  __shared__ double shared[kReduceThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
+  finish_losses(acc, shared, out, mean);
+}
+
+// All three steps in one block for n <= kReduceThreads rows of at most kWarp classes (a
+// mini-batch's output layer: 300 rows of 16-41 classes in the paper's shapes), where three
+// launches cost more than the work. Warp w takes rows w, w + 32, ...; lane j holds column j of
+// each (registers, every load issued before any is used: a warp walking its 10 rows one after
+// another, or a thread per row, took 12-19 us for 300 rows) and lane r the label of the warp's
+// r-th row. The arithmetic is softmax_ce_row's with one column a lane, so the same bits; the
+// losses are kept in shared memory and added in sum_losses_kernel's order.
+__global__ void __launch_bounds__(kReduceThreads)
+    softmax_ce_one_block_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
+                                int64_t C, Summary* __restrict__ out, float* __restrict__ dlogits,
+                                float* __restrict__ mean) {
+  constexpr int kRows = kReduceThreads / kWarp;  // rows a warp takes at most
+  __shared__ unsigned long long counts[kReduceThreads];
+  __shared__ double sums[kReduceThreads];
+  __shared__ float row_loss[kReduceThreads];
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  float z[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = warp + static_cast<int64_t>(r) * kRows;
+    z[r] = row < n && lane < C ? logits[row * C + lane] : -INFINITY;
+  }
+  const int64_t my_row = warp + static_cast<int64_t>(lane) * kRows;
+  const int32_t my_label = my_row < n ? labels[my_row] : -1;
+  const unsigned long long labelled = count_labels(labels, n, C, out, counts);
+  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = warp + static_cast<int64_t>(r) * kRows;
+    if (row >= n) break;  // warp-uniform
+    const int32_t label = __shfl_sync(kFullMask, my_label, r);
+    float* d = dlogits + row * C;
+    float loss = 0.0f;
+    if (label < 0 || label >= C) {
+      if (lane < C) d[lane] = 0.0f;
+    } else {
+      const float mx = warp_max(z[r]);
+      const float e = lane < C ? expf(z[r] - mx) : 0.0f;
+      const float sum = warp_sum(e);
+      if (lane < C) d[lane] = (e / sum - (lane == label ? 1.0f : 0.0f)) * inv;
+      loss = logf(sum) - (__shfl_sync(kFullMask, z[r], label) - mx);
+    }
+    if (lane == 0) row_loss[row] = loss;
+  }
+  __syncthreads();
+  finish_losses(threadIdx.x < n ? 0.0 + row_loss[threadIdx.x] : 0.0, sums, out, mean);
 }
 
 // One warp per row: each lane finds the first maximum of its columns, then the warp combines
@@ -212,6 +278,11 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
   std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),
                                 [device](void* p) { device_free(p, device); });
   auto* d_summary = static_cast<Summary*>(summary.get());
+  if (n <= kReduceThreads && C <= kWarp) {
+    softmax_ce_one_block_kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits, mean);
+    GT_CUDA_LAUNCH_CHECK();
+    return summary;
+  }
   Scratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
   auto* d_row_loss = static_cast<float*>(scratch.ptr);
   count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, d_summary);

@@ -58,18 +58,27 @@ __device__ __forceinline__ void fma_row(float (&acc)[8], float a, const float4& 
 // kTransA = false: A is [M, K] (lda >= K), staged as As[row][step]; true: A is [K, M] (lda >= M),
 // staged as As[step][row]. B is [K, N] (ldb >= N), staged as Bs[step][col].
 // out: C itself (gridDim.z == 1: out = acc + beta C) or the slice's partial product [M, N].
+// A pair of products with the same B and shapes (a layer's two weight gradients, x0^T dY and
+// x1^T dY) runs as one launch: gridDim.y covers the column tiles twice, the second time with A1
+// and C1, and the second product's slices follow the first's in the workspace.
 // kUnroll: reduction steps (NN: groups of 4) unrolled in the inner loop; a fully unrolled stage
 // (2048 FFMA a thread) outgrows the instruction cache.
 template <bool kTransA, int kMinBlocks, int kUnroll, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     sgemm_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda, const float* __restrict__ B,
                  int64_t ldb, float beta, float* __restrict__ C, int64_t ldc, float* __restrict__ partial,
-                 int k_per_slice) {
+                 int k_per_slice, const float* __restrict__ A1 = nullptr, float* __restrict__ C1 = nullptr) {
   extern __shared__ float4 smem4[];
   float* const As = reinterpret_cast<float*>(smem4);
   float* const Bs = As + kStages * kBM * kBK;
+  const int n_tiles = N / kBN;
+  const int second = static_cast<int>(blockIdx.y) >= n_tiles;  // of a pair: the second product
+  if (second) {
+    A = A1;
+    C = C1;
+  }
   const int m0 = blockIdx.x * kBM;
-  const int n0 = blockIdx.y * kBN;
+  const int n0 = (static_cast<int>(blockIdx.y) - second * n_tiles) * kBN;
   const int k0 = blockIdx.z * k_per_slice;
   const int k1 = min(K, k0 + k_per_slice);
   const int tiles = (k1 - k0 + kBK - 1) / kBK;
@@ -211,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   cp_async_wait<0>();
 
   const bool direct = gridDim.z == 1;
-  float* const out = direct ? C : partial + static_cast<int64_t>(blockIdx.z) * M * N;
+  float* const out = direct ? C : partial + static_cast<int64_t>(second * gridDim.z + blockIdx.z) * M * N;
   const int64_t ldo = direct ? ldc : N;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -233,24 +242,29 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// C[r, c] = sum over slices s (in order) of partial[s, r, c] + beta C[r, c]; N % 4 == 0.
+// C[r, c] = sum over slices s (in order) of partial[s, r, c] + beta C[r, c]; N % 4 == 0. With C1,
+// a pair: C1 gets the sums of the next `slices` planes.
 __global__ void sum_slices_kernel(int M, int N, int slices, const float* __restrict__ partial, float beta,
-                                  float* __restrict__ C, int64_t ldc) {
+                                  float* __restrict__ C, int64_t ldc, float* __restrict__ C1 = nullptr) {
   const int64_t quads = static_cast<int64_t>(M) * (N / 4);
   const int64_t plane = static_cast<int64_t>(M) * N;
-  for (int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < quads;
-       q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t all = C1 ? 2 * quads : quads;
+  for (int64_t qq = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; qq < all;
+       qq += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const bool second = qq >= quads;
+    const int64_t q = second ? qq - quads : qq;
+    const float* const part = second ? partial + slices * plane : partial;
     const int64_t r = q / (N / 4);
     const int64_t c = (q % (N / 4)) * 4;
-    float4 s = *reinterpret_cast<const float4*>(partial + r * N + c);
+    float4 s = *reinterpret_cast<const float4*>(part + r * N + c);
     for (int z = 1; z < slices; ++z) {
-      const float4 p = *reinterpret_cast<const float4*>(partial + z * plane + r * N + c);
+      const float4 p = *reinterpret_cast<const float4*>(part + z * plane + r * N + c);
       s.x += p.x;
       s.y += p.y;
       s.z += p.z;
       s.w += p.w;
     }
-    float4* o = reinterpret_cast<float4*>(C + r * ldc + c);
+    float4* o = reinterpret_cast<float4*>((second ? C1 : C) + r * ldc + c);
     if (beta != 0.0f) {
       const float4 v = *o;
       s.x = fmaf(beta, v.x, s.x);

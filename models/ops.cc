@@ -404,6 +404,21 @@ void CostDkpOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std:
     Tensor* dx = want_dx ? &grad_target(din[0], dx_scratch) : nullptr;
     timed(run.ctx, gemm_backward_features(b.num_src, in_, out_, grads),
           [&] { linear_backward(saved_, w_, dz, dx, dw, nullptr, run.ctx); });
+  } else if (root_ && root_in_ == in_ && !planner_->measuring()) {
+    // Both weight gradients read dy: dW = a^T dy and dW_r = x_r^T dy in one launch (the bits of
+    // two), then the input gradients, each term added where and when it was before.
+    Tensor dwr_scratch;
+    Tensor& dwr = din[3].wanted() ? grad_target(din[3], dwr_scratch) : (dwr_scratch = empty_like(w_root_));
+    linear_weight_grads(saved_, x_root_, dy, dw, dwr, run.ctx);
+    if (want_dx) {
+      Tensor da = empty2(b.num_dst, in_, dy.device());
+      linear_input_grad(w_, dy, da, false, run.ctx);
+      din[0].give(run.ctx, aggregate_backward(run, da));
+    }
+    if (din[1].wanted()) grad_commit(run.ctx, din[1], dw_scratch);
+    if (din[2].wanted()) linear_input_grad(w_root_, dy, din[2].target(), din[2].accumulating(), run.ctx);
+    if (din[3].wanted()) grad_commit(run.ctx, din[3], dwr_scratch);
+    return;
   } else {
     Tensor da;
     if (want_dx) da = empty2(b.num_dst, in_, dy.device());

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 namespace gt {
@@ -284,6 +285,72 @@ TEST(Linear, SkinnyFloat32ProductsMatchCpuCuda) {
   EXPECT_EQ(gemm_choice(ctx, true, false, 64, 16, 300, 64, 16, 16).kernel, GemmKernel::kSmall);
   ctx.set_tf32(true);
   EXPECT_EQ(gemm_choice(ctx, true, false, 64, 16, 300, 64, 16, 16).kernel, GemmKernel::kCublas);
+}
+
+// linear_weight_grads (two weight gradients of one dy, one launch where both products take a
+// kernel of our own) gives the bits of two linear_backward calls on the same device, and matches
+// float64; linear_input_grad gives linear_backward's dx and linear_backward_accumulate's. Shapes:
+// a last layer (the small-product kernel in float32), a wide layer's weight gradient with a
+// 4133-row reduction (the skinny kernel, several slices) and one that stays with cuBLAS.
+GT_DEVICE_TEST(Linear, WeightGradientPairAndInputGradient) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  struct Case {
+    int64_t n, in, out;
+    GemmKernel gpu_kernel;
+  };
+  const Case cases[] = {{300, 64, 16, GemmKernel::kSmall}, {4133, 2052, 64, GemmKernel::kSkinny},
+                        {2000, 700, 64, GemmKernel::kCublas}};
+  for (const Case& c : cases) {
+    const std::string what = std::to_string(c.n) + " x " + std::to_string(c.in) + " -> " + std::to_string(c.out) +
+                             " on " + dev.str();
+    if (dev.is_cuda() && !std::getenv("GT_SKINNY_GEMM"))
+      EXPECT_EQ(gemm_choice(ctx, true, false, c.in, c.out, c.n, c.in, c.out, c.out).kernel, c.gpu_kernel) << what;
+    const auto x0f = random_floats(c.n * c.in, 91), x1f = random_floats(c.n * c.in, 92);
+    const auto wf = random_floats(c.in * c.out, 93), gf = random_floats(c.n * c.out, 94);
+    const auto dx0 = random_floats(c.n * c.in, 95);
+    const Tensor x0 = tensor_on(x0f, {c.n, c.in}, dev, st), x1 = tensor_on(x1f, {c.n, c.in}, dev, st);
+    const Tensor w = tensor_on(wf, {c.in, c.out}, dev, st), dy = tensor_on(gf, {c.n, c.out}, dev, st);
+    Tensor dw0 = poisoned({c.in, c.out}, dev, st), dw1 = poisoned({c.in, c.out}, dev, st);
+    linear_weight_grads(x0, x1, dy, dw0, dw1, ctx);
+    Tensor one0 = poisoned({c.in, c.out}, dev, st), one1 = poisoned({c.in, c.out}, dev, st);
+    Tensor dx = poisoned({c.n, c.in}, dev, st), dx_acc = tensor_on(dx0, {c.n, c.in}, dev, st);
+    linear_backward(x0, w, dy, &dx, one0, nullptr, ctx);
+    linear_backward_accumulate(x1, w, dy, &dx_acc, one1, ctx);
+    Tensor dx_alone = poisoned({c.n, c.in}, dev, st), dx_alone_acc = tensor_on(dx0, {c.n, c.in}, dev, st);
+    linear_input_grad(w, dy, dx_alone, false, ctx);
+    linear_input_grad(w, dy, dx_alone_acc, true, ctx);
+    ctx.synchronize();
+    const auto v0 = dw0.to_vector<float>(), v1 = dw1.to_vector<float>();
+    EXPECT_EQ(v0, one0.to_vector<float>()) << "dw0 " << what;
+    EXPECT_EQ(v1, one1.to_vector<float>()) << "dw1 " << what;
+    EXPECT_EQ(dx_alone.to_vector<float>(), dx.to_vector<float>()) << "dx " << what;
+    EXPECT_EQ(dx_alone_acc.to_vector<float>(), dx_acc.to_vector<float>()) << "dx accumulated " << what;
+    if (c.n * c.in * c.out > 100000000) continue;  // the skinny kernel's float64 check: SkinnyFloat32Products...
+    const auto gd = to_double(gf);
+    const Ref r0 = ref_gemm(to_double(x0f), true, gd, false, c.in, c.out, c.n);
+    const Ref r1 = ref_gemm(to_double(x1f), true, gd, false, c.in, c.out, c.n);
+    expect_close(v0, r0.val, kDenseTol, "dw0 " + what, r0.mag);
+    expect_close(v1, r1.val, kDenseTol, "dw1 " + what, r1.mag);
+    const Ref rx = ref_gemm(gd, false, to_double(wf), true, c.n, c.in, c.out);
+    expect_close(dx_alone.to_vector<float>(), rx.val, kDenseTol, "dx " + what, rx.mag);
+  }
+  // Shapes that do not match are named.
+  const Tensor x = Tensor::zeros({4, 3}, DType::kFloat32, dev), x_short = Tensor::zeros({3, 3}, DType::kFloat32, dev);
+  const Tensor dy = Tensor::zeros({4, 2}, DType::kFloat32, dev);
+  Tensor a = Tensor::zeros({3, 2}, DType::kFloat32, dev), b = Tensor::zeros({3, 2}, DType::kFloat32, dev);
+  Tensor wrong = Tensor::zeros({2, 3}, DType::kFloat32, dev);
+  const auto names = [](const std::function<void()>& call, const std::string& name) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one that names " << name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  };
+  names([&] { linear_weight_grads(x, x_short, dy, a, b, ctx); }, "x1");
+  names([&] { linear_weight_grads(x, x, dy, a, wrong, ctx); }, "dw1");
+  names([&] { linear_input_grad(a, dy, wrong, false, ctx); }, "dx");
 }
 
 // Empty inner dimension: the product is zero (overwriting variants) or nothing (accumulating).

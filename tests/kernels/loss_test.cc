@@ -93,8 +93,11 @@ GT_DEVICE_TEST(SoftmaxCrossEntropy, MatchesReference) {
   };
   // C = 1: the loss is 0 and the gradient 0; 4353 classes: many lanes' worth per warp; spread 60:
   // exp would overflow without the max shift.
+  // On the GPU up to 1024 rows of up to 32 classes take the one-block kernel, more rows or
+  // classes the three kernels.
   for (const Case c : {Case{1, 1, 2.0f}, Case{1000, 7, 4.0f}, Case{517, 47, 8.0f}, Case{64, 4353, 3.0f},
-                       Case{3000, 2, 60.0f}}) {
+                       Case{3000, 2, 60.0f}, Case{1024, 16, 5.0f}, Case{1025, 16, 5.0f}, Case{333, 32, 6.0f},
+                       Case{333, 33, 6.0f}}) {
     const std::string what = "n=" + std::to_string(c.n) + " C=" + std::to_string(c.C) + " on " + dev.str();
     const auto zf = random_floats(c.n * c.C, 10 + c.C, -c.spread, c.spread);
     const auto labels = random_labels(c.n, c.C, 20 + c.C, c.n > 10 ? 0.1 : 0.0);
