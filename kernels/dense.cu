@@ -273,7 +273,7 @@ namespace {
 
 // The skinny kernels: one launch per product, plus the fixed-order sum of the slices when there
 // are several (partial products in scratch memory).
-// With A1 and C1, a pair sharing B (the same slices for each: the bits of two launches).
+// With A1 and C1, a pair sharing B (each product split into the same slices).
 void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_t N, int64_t K, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
                  const float* A1 = nullptr, float* C1 = nullptr) {
@@ -332,8 +332,20 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
                               static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
 }
 
+// Reduction slices for a pair of TN products in one launch: twice the tiles of one product, so
+// the single product's "just under two CTAs per SM" would leave the second wave 80% full. About
+// 2.8 waves of 2 CTAs per SM instead (wiki-talk's 8000-row dW pair, 34 tiles each: 11 slices,
+// 232.7 -> 222.5 us with the slice sums; livejournal's 28000 rows: 754.7 -> 712.5 us; 9, 13 and
+// 15 slices measured too: docs/benchmarks.md, twelfth session).
+int pair_tn_slices(const Context& ctx, int64_t M, int64_t N, int64_t K) {
+  const int64_t tiles = (M + skinny::kBM - 1) / skinny::kBM * (N / skinny::kBN);
+  const int64_t slices = std::min<int64_t>({17 * ctx.sm_count() / (6 * tiles), kSkinnyMaxSlices, K / 512});
+  return static_cast<int>(std::max<int64_t>(slices, 1));
+}
+
 // C = op(A) op(B) and C1 = op(A1) op(B) (beta 0), the same shapes: one launch where the pair takes
-// the skinny or the small kernel (the bits of two gemm_row_major calls), else two calls.
+// the skinny kernel (TN: its own slice count, so not the bits of two calls) or the small kernel
+// (the bits of two gemm_row_major calls), else two calls.
 void gemm_row_major_pair(const Context& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                          const float* A, const float* A1, int64_t lda, const float* B, int64_t ldb, float* C, float* C1,
                          int64_t ldc) {
@@ -341,7 +353,8 @@ void gemm_row_major_pair(const Context& ctx, bool trans_a, bool trans_b, int64_t
   const bool aligned = aligned16(A) && aligned16(A1) && aligned16(B) && aligned16(C) && aligned16(C1);
   const GemmChoice choice = choose_gemm(ctx, trans_a, trans_b, M, N, K, lda, ldb, ldc, aligned);
   if (choice.kernel == GemmKernel::kSkinny) {
-    skinny_gemm(ctx, trans_a, choice.slices, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, A1, C1);
+    skinny_gemm(ctx, trans_a, trans_a ? pair_tn_slices(ctx, M, N, K) : choice.slices, M, N, K, A, lda, B, ldb, 0.0f,
+                C, ldc, A1, C1);
   } else if (choice.kernel == GemmKernel::kSmall) {
     if (K >= kSmallWarpMinK) launch_small_gemm<32>(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, A1, C1);
     else launch_small_gemm<1>(ctx, trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, A1, C1);

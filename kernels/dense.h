@@ -39,8 +39,9 @@ void linear_backward_accumulate(const Tensor& x, const Tensor& w, const Tensor& 
                                 Tensor& dw, const Context& ctx);
 // Two weight gradients of one output gradient: dw0 = x0^T dy and dw1 = x1^T dy (overwritten),
 // x0 and x1 of one shape (GraphSAGE's neighbour and root products). On the GPU one launch where
-// both products take a kernel of our own (gemm_choice: skinny or small), the bits of two
-// linear_backward calls; otherwise two products.
+// both products take a kernel of our own (gemm_choice: skinny or small); the small kernel gives
+// the bits of two linear_backward calls, the skinny one splits the reduction for the pair (more
+// slices than one product takes), so its sums are grouped differently. Otherwise two products.
 void linear_weight_grads(const Tensor& x0, const Tensor& x1, const Tensor& dy, Tensor& dw0, Tensor& dw1,
                          const Context& ctx);
 // The input gradient alone: dx = dy w^T, or dx += dy w^T when accumulate.

@@ -405,8 +405,8 @@ void CostDkpOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std:
     timed(run.ctx, gemm_backward_features(b.num_src, in_, out_, grads),
           [&] { linear_backward(saved_, w_, dz, dx, dw, nullptr, run.ctx); });
   } else if (root_ && root_in_ == in_ && !planner_->measuring()) {
-    // Both weight gradients read dy: dW = a^T dy and dW_r = x_r^T dy in one launch (the bits of
-    // two), then the input gradients, each term added where and when it was before.
+    // Both weight gradients read dy: dW = a^T dy and dW_r = x_r^T dy in one launch, then the
+    // input gradients, each term added where and when it was before.
     Tensor dwr_scratch;
     Tensor& dwr = din[3].wanted() ? grad_target(din[3], dwr_scratch) : (dwr_scratch = empty_like(w_root_));
     linear_weight_grads(saved_, x_root_, dy, dw, dwr, run.ctx);
