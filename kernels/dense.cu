@@ -70,6 +70,28 @@ __global__ void bias_activation_kernel(const float* __restrict__ b, int act, flo
   }
 }
 
+// bias_activation_kernel on float4 quads (out % 4 == 0, y and b 16-byte aligned): a quarter of
+// the threads, four elements a load; the same operations on every element.
+__device__ __forceinline__ float bias_act(float t, float bias, int act, float slope) {
+  t = t + bias;
+  if (act == 1) t = t > 0.0f ? t : 0.0f;
+  else if (act == 2) t = t > 0.0f ? t : t * slope;
+  return t;
+}
+__global__ void bias_activation4_kernel(const float4* __restrict__ b, int act, float slope, int64_t quads,
+                                        int64_t out_quads, float4* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += stride) {
+    float4 t = y[i];
+    const float4 c = b[i % out_quads];
+    t.x = bias_act(t.x, c.x, act, slope);
+    t.y = bias_act(t.y, c.y, act, slope);
+    t.z = bias_act(t.z, c.z, act, slope);
+    t.w = bias_act(t.w, c.w, act, slope);
+    y[i] = t;
+  }
+}
+
 // The activation's backward at one element, read from the epilogue's output y (act: 0 none,
 // 1 ReLU, 2 LeakyReLU): the operations of relu_backward / leaky_relu_backward (elementwise.cu).
 __device__ __forceinline__ float activation_grad(int act, float slope, float y, float g) {
@@ -374,6 +396,12 @@ void add_bias(const Context& ctx, const float* b, int64_t n, int64_t out, float*
 void bias_activation(const Context& ctx, const float* b, int act, float slope, int64_t n, int64_t out, float* y) {
   const int64_t total = n * out;
   if (total == 0) return;
+  if (b && out % 4 == 0 && aligned16(b) && aligned16(y)) {
+    bias_activation4_kernel<<<grid_for(total / 4, ctx), kThreads, 0, ctx.stream()>>>(
+        reinterpret_cast<const float4*>(b), act, slope, total / 4, out / 4, reinterpret_cast<float4*>(y));
+    GT_CUDA_LAUNCH_CHECK();
+    return;
+  }
   bias_activation_kernel<<<grid_for(total, ctx), kThreads, 0, ctx.stream()>>>(b, act, slope, total,
                                                                                              out, y);
   GT_CUDA_LAUNCH_CHECK();

@@ -164,51 +164,95 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 // All three steps in one block for n <= kReduceThreads rows of at most kWarp classes (a
 // mini-batch's output layer: 300 rows of 16-41 classes in the paper's shapes), where three
-// launches cost more than the work. Warp w takes rows w, w + 32, ...; lane j holds column j of
-// each (registers, every load issued before any is used: a warp walking its 10 rows one after
-// another, or a thread per row, took 12-19 us for 300 rows) and lane r the label of the warp's
-// r-th row. The arithmetic is softmax_ce_row's with one column a lane, so the same bits; the
-// losses are kept in shared memory and added in sum_losses_kernel's order.
+// launches cost more than the work. A row takes G lanes (16 for up to 16 classes, else 32), lane j
+// column j, so a warp takes 32 / G rows at a time; every row's values are loaded before any is
+// used. Max and sum are butterflies over the G lanes: for C <= 16 the 32-lane butterfly of
+// softmax_ce_rows_kernel adds zeros first, so the rows' values are its bits. The counts and the
+// loss total are warp butterflies and then one warp's (a fixed order; a 1024-thread shared-memory
+// tree per reduction, and a warp walking its rows one after another, took 13-19 us for 300 rows).
+__device__ __forceinline__ unsigned long long warp_count(unsigned long long v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+template <int G>
 __global__ void __launch_bounds__(kReduceThreads)
     softmax_ce_one_block_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
                                 int64_t C, Summary* __restrict__ out, float* __restrict__ dlogits,
                                 float* __restrict__ mean) {
-  constexpr int kRows = kReduceThreads / kWarp;  // rows a warp takes at most
-  __shared__ unsigned long long counts[kReduceThreads];
-  __shared__ double sums[kReduceThreads];
+  constexpr int kPerWarp = kWarp / G;               // rows a warp takes at once
+  constexpr int kSlots = kReduceThreads / G;        // rows the block takes at once
+  constexpr int kRounds = kReduceThreads / kSlots;  // = G: lane j of a row's lanes holds round j's label
+  __shared__ unsigned long long warp_counts[2][kWarp];
+  __shared__ double warp_loss[kWarp];
   __shared__ float row_loss[kReduceThreads];
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  float z[kRows];
+  const int t = static_cast<int>(threadIdx.x);
+  const int lane = t % kWarp, warp = t / kWarp;
+  const int col = lane % G;
+  const int slot = t / G;  // this thread's rows: slot, slot + kSlots, ...
+  float z[kRounds];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t row = warp + static_cast<int64_t>(r) * kRows;
-    z[r] = row < n && lane < C ? logits[row * C + lane] : -INFINITY;
+  for (int r = 0; r < kRounds; ++r) {
+    const int64_t row = slot + static_cast<int64_t>(r) * kSlots;
+    z[r] = row < n && col < C ? logits[row * C + col] : -INFINITY;
   }
-  const int64_t my_row = warp + static_cast<int64_t>(lane) * kRows;
+  const int64_t my_row = slot + static_cast<int64_t>(col) * kSlots;
   const int32_t my_label = my_row < n ? labels[my_row] : -1;
-  const unsigned long long labelled = count_labels(labels, n, C, out, counts);
-  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t row = warp + static_cast<int64_t>(r) * kRows;
-    if (row >= n) break;  // warp-uniform
-    const int32_t label = __shfl_sync(kFullMask, my_label, r);
-    float* d = dlogits + row * C;
-    float loss = 0.0f;
-    if (label < 0 || label >= C) {
-      if (lane < C) d[lane] = 0.0f;
-    } else {
-      const float mx = warp_max(z[r]);
-      const float e = lane < C ? expf(z[r] - mx) : 0.0f;
-      const float sum = warp_sum(e);
-      if (lane < C) d[lane] = (e / sum - (lane == label ? 1.0f : 0.0f)) * inv;
-      loss = logf(sum) - (__shfl_sync(kFullMask, z[r], label) - mx);
-    }
-    if (lane == 0) row_loss[row] = loss;
+  // Labelled rows and invalid labels: thread t looks at label t.
+  unsigned long long labelled = 0, bad = 0;
+  if (t < n) {
+    const int32_t l = labels[t];
+    if (l >= 0 && l < C) labelled = 1;
+    else if (l != -1) bad = 1;
+  }
+  labelled = warp_count(labelled);
+  bad = warp_count(bad);
+  if (lane == 0) {
+    warp_counts[0][warp] = labelled;
+    warp_counts[1][warp] = bad;
   }
   __syncthreads();
-  finish_losses(threadIdx.x < n ? 0.0 + row_loss[threadIdx.x] : 0.0, sums, out, mean);
+  labelled = warp_count(warp_counts[0][lane]);
+  bad = warp_count(warp_counts[1][lane]);
+  if (t == 0) {
+    out->labelled = labelled;
+    out->bad = bad;
+  }
+  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) {
+    if (static_cast<int64_t>(warp) * kPerWarp + static_cast<int64_t>(r) * kSlots >= n) break;  // warp-uniform
+    const int64_t row = slot + static_cast<int64_t>(r) * kSlots;
+    const int32_t label = __shfl_sync(kFullMask, my_label, r, G);
+    const bool valid = row < n && label >= 0 && label < C;
+    float mx = z[r];
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o, G));
+    const float e = col < C ? expf(z[r] - mx) : 0.0f;
+    float sum = e;
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(kFullMask, sum, o, G);
+    const float zl = __shfl_sync(kFullMask, z[r], valid ? label : 0, G);
+    if (row < n && col < C) dlogits[row * C + col] = valid ? (e / sum - (col == label ? 1.0f : 0.0f)) * inv : 0.0f;
+    if (row < n && col == 0) row_loss[row] = valid ? logf(sum) - (zl - mx) : 0.0f;
+  }
+  __syncthreads();
+  // The total: the rows' losses in thread order, a butterfly per warp, then one over the warps.
+  double acc = t < n ? static_cast<double>(row_loss[t]) : 0.0;
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
+  if (lane == 0) warp_loss[warp] = acc;
+  __syncthreads();
+  if (warp != 0) return;
+  acc = warp_loss[lane];
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
+  if (lane == 0) {
+    out->loss_sum = acc;
+    if (mean)
+      *mean = bad ? __int_as_float(0x7fc00000)
+                  : labelled ? static_cast<float>(acc / static_cast<double>(labelled)) : 0.0f;
+  }
 }
 
 // One warp per row: each lane finds the first maximum of its columns, then the warp combines
@@ -279,7 +323,11 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
                                 [device](void* p) { device_free(p, device); });
   auto* d_summary = static_cast<Summary*>(summary.get());
   if (n <= kReduceThreads && C <= kWarp) {
-    softmax_ce_one_block_kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits, mean);
+    if (C <= kWarp / 2)
+      softmax_ce_one_block_kernel<kWarp / 2><<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits,
+                                                                          mean);
+    else
+      softmax_ce_one_block_kernel<kWarp><<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits, mean);
     GT_CUDA_LAUNCH_CHECK();
     return summary;
   }
