@@ -52,6 +52,28 @@ double time_ms(F&& f, int iters = 20) {
   return t[t.size() / 2];
 }
 
+// Median of 20 timings of f() on stream s (after 3 warm-ups), in ms; f may use other streams
+// that s waits for.
+template <class F>
+double stream_ms(cudaStream_t s, F&& f) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> t;
+  for (int i = 0; i < 20; ++i) {
+    CK(cudaEventRecord(a, s));
+    f();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 __global__ void fill_uniform_k(float* x, int64_t n, uint64_t seed) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull + seed;

@@ -23,27 +23,6 @@
 
 using namespace gt;
 
-// Median of 20 timings of f() on stream s (after 3 warm-ups), in ms.
-template <class F>
-double stream_ms(cudaStream_t s, F&& f) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> t;
-  for (int i = 0; i < 20; ++i) {
-    CK(cudaEventRecord(a, s));
-    f();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 template <int BM, int T, int MAXD, int MINB = 1, bool STAGE = true>
 void variant2(const Block& b, const Tensor& x, const Tensor& w, Tensor& agg, Tensor& y, cudaStream_t s) {
   const int64_t rows = b.num_dst;
