@@ -79,10 +79,9 @@ __device__ T block_sum(T v, T* shared) {
   return shared[0];
 }
 
-// Labelled rows and invalid labels among labels[0, n), counted by the kReduceThreads threads of
-// one block; the totals go to *out (thread 0), and every thread gets the labelled count.
-__device__ unsigned long long count_labels(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out,
-                             unsigned long long* shared) {
+__global__ void __launch_bounds__(kReduceThreads)
+    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
+  __shared__ unsigned long long shared[kReduceThreads];
   unsigned long long labelled = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
     const int32_t l = labels[i];
@@ -97,35 +96,10 @@ __device__ unsigned long long count_labels(const int32_t* __restrict__ labels, i
     out->labelled = labelled;
     out->bad = bad;
   }
-  return labelled;
 }
 
-__global__ void __launch_bounds__(kReduceThreads)
-    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
-  __shared__ unsigned long long shared[kReduceThreads];
-  count_labels(labels, n, C, out, shared);
-}
-
-// One row by one warp, lanes strided over the C columns (coalesced): stable softmax (row max and
-// sum of exponentials by butterflies), the row's dlogits scaled by inv, and its loss (returned,
-// the same in every lane). A row without a valid label gets zero gradients and zero loss.
-__device__ __forceinline__ float softmax_ce_row(const float* __restrict__ z, float* __restrict__ d, int32_t label,
-                                                int64_t C, float inv, int lane) {
-  if (label < 0 || label >= C) {
-    for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
-    return 0.0f;
-  }
-  float mx = -INFINITY;
-  for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
-  mx = warp_max(mx);
-  float sum = 0.0f;
-  for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
-  sum = warp_sum(sum);
-  for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
-  return logf(sum) - (z[label] - mx);
-}
-
-// One warp per row (invalid labels are reported by count_labels_kernel).
+// One warp per row, lanes strided over the C columns (coalesced). Rows without a valid label get
+// zero gradients and zero loss (invalid labels are reported by count_labels_kernel).
 __global__ void __launch_bounds__(kThreads)
     softmax_ce_rows_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
                            int64_t C, const Summary* __restrict__ summary, float* __restrict__ dlogits,
@@ -136,14 +110,32 @@ __global__ void __launch_bounds__(kThreads)
   const unsigned long long labelled = summary->labelled;
   const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
   for (int64_t row = first_row; row < n; row += row_stride) {  // warp-uniform: shuffles are safe
-    const float loss = softmax_ce_row(logits + row * C, dlogits + row * C, labels[row], C, inv, lane);
-    if (lane == 0) row_loss[row] = loss;
+    const float* z = logits + row * C;
+    float* d = dlogits + row * C;
+    const int32_t label = labels[row];
+    if (label < 0 || label >= C) {
+      for (int64_t j = lane; j < C; j += kWarp) d[j] = 0.0f;
+      if (lane == 0) row_loss[row] = 0.0f;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < C; j += kWarp) mx = fmaxf(mx, z[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
+    sum = warp_sum(sum);
+    for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
+    if (lane == 0) row_loss[row] = logf(sum) - (z[label] - mx);
   }
 }
 
-// Thread 0 stores the loss total and, when mean is given, the mean loss: NaN when a label was
-// invalid, 0 without labelled rows. acc: this thread's share of the total (in double).
-__device__ void finish_losses(double acc, double* shared, Summary* __restrict__ out, float* __restrict__ mean) {
+// Also writes the mean loss to *mean (when given): NaN when a label was invalid, 0 without
+// labelled rows.
+__global__ void __launch_bounds__(kReduceThreads)
+    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
+  __shared__ double shared[kReduceThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
   acc = block_sum(acc, shared);
   if (threadIdx.x == 0) {
     out->loss_sum = acc;
@@ -152,14 +144,6 @@ __device__ void finish_losses(double acc, double* shared, Summary* __restrict__ 
       *mean = out->bad ? __int_as_float(0x7fc00000)
                        : labelled ? static_cast<float>(acc / static_cast<double>(labelled)) : 0.0f;
   }
-}
-
-__global__ void __launch_bounds__(kReduceThreads)
-    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
-  __shared__ double shared[kReduceThreads];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
-  finish_losses(acc, shared, out, mean);
 }
 
 // All three steps in one block for n <= kReduceThreads rows of at most kWarp classes (a
