@@ -22,8 +22,6 @@
 
 #include <cstdint>
 
-#include "kernels/cp_async.cuh"
-
 namespace gt::skinny {
 
 constexpr int kThreads = 128;
@@ -33,9 +31,16 @@ constexpr int kBK = 32;   // reduction steps per stage
 constexpr int kStages = 3;
 constexpr int kSmemBytes = kStages * (kBM * kBK + kBK * kBN) * 4;  // 72 KiB
 
-using cp_async::cp_async16;
-using cp_async::cp_async_commit;
-using cp_async::cp_async_wait;
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool full) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  // src-size 0 writes 16 zero bytes without reading: rows past the matrix, steps past the slice.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(full ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // acc[0..7] += a * (b0, b1): one row of a thread's 8 x 8 block.
 __device__ __forceinline__ void fma_row(float (&acc)[8], float a, const float4& b0, const float4& b1) {
