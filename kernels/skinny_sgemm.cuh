@@ -243,8 +243,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 }
 
 // C[r, c] = sum over slices s (in order) of partial[s, r, c] + beta C[r, c]; N % 4 == 0. With C1,
-// a pair: C1 gets the sums of the next `slices` planes.
-__global__ void sum_slices_kernel(int M, int N, int slices, const float* __restrict__ partial, float beta,
+// a pair: C1 gets the sums of the next `slices` planes. (static: each .cu that includes this
+// header, kernels/dense.cu and kernels/pull_linear.cu, has its own.)
+static __global__ void sum_slices_kernel(int M, int N, int slices, const float* __restrict__ partial, float beta,
                                   float* __restrict__ C, int64_t ldc, float* __restrict__ C1 = nullptr) {
   const int64_t quads = static_cast<int64_t>(M) * (N / 4);
   const int64_t plane = static_cast<int64_t>(M) * N;

@@ -9,6 +9,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/fused.h"
 #include "kernels/loss.h"
+#include "kernels/pull_linear.h"
 
 namespace gt {
 namespace {
@@ -338,7 +339,7 @@ void CostDkpOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
   const Tensor& x = in[0];
   w_ = in[1];
   order_ = planner_->choose(shape(b));
-  forked_ = false;
+  forked_ = fused_ = false;
   const Device dev = x.device();
   const Stream main = run.ctx.stream();
   Tensor y;
@@ -353,6 +354,15 @@ void CostDkpOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
   auto root_product = [&] { linear_forward(x_root_, w_root_, nullptr, y, run.ctx); };
   if (order_ == DkpOrder::kAggregateFirst) {
     saved_ = empty2(b.num_dst, in_, dev);
+    // Wide inputs on the GPU in float32: the Pull and both products in one kernel (producer warps
+    // gather while consumer warps multiply, kernels/pull_linear.h); false where it did not run.
+    if (!addend_ && self_ == 0.0f && (!root_ || root_in_ == in_) && !planner_->measuring() &&
+        pull_linear_fuses(run.ctx, b.num_dst, in_, out_)) {
+      fused_ = pull_linear_forward(b, x, f_, w_, root_ ? &x_root_ : nullptr, root_ ? &w_root_ : nullptr, saved_, y,
+                                   run.ctx);
+      out[0] = y;
+      return;
+    }
     const bool fork = root_ && run.ctx.is_cuda() && run.ctx.side_stream() && !planner_->measuring() &&
                       overlap_pays(run.ctx, b.num_dst, root_in_, out_);
     if (fork) {

@@ -176,7 +176,10 @@ class SoftmaxCrossEntropyOp final : public Op {
 // pass absorbed the MatMul that produced c): on the GPU, aggregating first, where x_r W_r leaves
 // SMs free (ops.cc, overlap_pays), the Pull runs on the side stream while x_r W_r runs on the
 // compute stream (a memory-bound and a compute-bound kernel at once); the sums are added in the
-// same order as with c, so results are the same bits.
+// same order as with c, so results are the same bits. Wide inputs in float32 on the GPU whose
+// products alone would leave SMs idle (pull_linear_fuses: F >= 1024, out <= 64, fewer 128-row
+// tiles than SMs), without an addend or a self term: the Pull and both products run as one
+// warp-specialised kernel (kernels/pull_linear.h) instead, which agrees to rounding, not bits.
 class CostDkpOp final : public Op {
  public:
   CostDkpOp(std::shared_ptr<DkpPlanner> planner, Reduce f, float self, int64_t in, int64_t out, bool addend,
@@ -193,6 +196,8 @@ class CostDkpOp final : public Op {
   DkpOrder order() const { return order_; }
   // Whether the last forward ran the Pull on the side stream beside the root product.
   bool forked() const { return forked_; }
+  // Whether the last forward ran the Pull and the products as one kernel (kernels/pull_linear.h).
+  bool fused() const { return fused_; }
 
  private:
   DkpShape shape(const Block& b) const { return DkpShape{b.num_src, b.num_dst, b.nnz(), in_, out_, need_input_grad_}; }
@@ -206,6 +211,7 @@ class CostDkpOp final : public Op {
   int64_t in_, out_, root_in_;
   bool addend_, root_, need_input_grad_;
   bool forked_ = false;
+  bool fused_ = false;
   DkpOrder order_ = DkpOrder::kAggregateFirst;
   Tensor saved_, w_;          // aggregate first: A(x); combine first: x
   Tensor x_root_, w_root_;    // the root product's operands

@@ -98,10 +98,10 @@ TEST(Dkp, OrdersAgreeOnLayerCuda) {
 // least 2^26 multiply-adds, the Pull runs on the side stream while x_r W_r runs on the compute
 // stream. Outputs and gradients (dx too: the destinations' rows get both terms) are the bits of
 // the one-stream order (GT_OVERLAP=0) and agree with the CPU backend.
-LayerRun run_wide_sage(Device dev, bool* forked) {
+LayerRun run_wide_sage(Device dev, bool* forked, int64_t in = 516, bool* fused = nullptr) {
   Context ctx(dev);
   LayerOptions o;
-  o.in = 516;
+  o.in = in;
   o.out = 64;
   o.activation = true;
   o.index = 0;
@@ -119,6 +119,7 @@ LayerRun run_wide_sage(Device dev, bool* forked) {
   Tensor dy = test::tensor_on(test::random_floats(static_cast<std::size_t>(nd * o.out), 63), {nd, o.out}, dev);
   LayerRun r = forward_backward(ctx, g, x, y, blocks, xt, dy, 1);
   *forked = dynamic_cast<const CostDkpOp&>(g.op(0)).forked();
+  if (fused) *fused = dynamic_cast<const CostDkpOp&>(g.op(0)).fused();
   return r;
 }
 
@@ -141,6 +142,30 @@ TEST(Dkp, RootProductBesidePullCuda) {
   test::expect_close(two.dx, cpu.dx, 1e-4, "dx");
   for (std::size_t k = 0; k < cpu.grads.size(); ++k)
     test::expect_close(two.grads[k], cpu.grads[k], 1e-4, "gradient of parameter " + std::to_string(k));
+}
+
+// Wide inputs (F >= 1024) in float32 on the GPU: the Pull and both products run as one kernel
+// (kernels/pull_linear.h); outputs and gradients agree with the unfused GPU order
+// (GT_FUSE_PULL_LINEAR=0) and with the CPU backend.
+TEST(Dkp, FusedPullAndProductsCuda) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  bool forked = false, fused = false;
+  const LayerRun cpu = run_wide_sage(Device::cpu(), &forked, 1032, &fused);
+  EXPECT_FALSE(fused);
+  const LayerRun one = run_wide_sage(Device::cuda(0), &forked, 1032, &fused);
+  EXPECT_TRUE(fused) << "the wide layer did not take the fused kernel";
+  EXPECT_FALSE(forked);
+  ::setenv("GT_FUSE_PULL_LINEAR", "0", 1);
+  const LayerRun apart = run_wide_sage(Device::cuda(0), &forked, 1032, &fused);
+  ::unsetenv("GT_FUSE_PULL_LINEAR");
+  EXPECT_FALSE(fused);
+  for (const LayerRun* other : {&apart, &cpu}) {
+    test::expect_close(one.y, other->y, 1e-4, "y");
+    test::expect_close(one.dx, other->dx, 1e-4, "dx");
+    ASSERT_EQ(one.grads.size(), other->grads.size());
+    for (std::size_t k = 0; k < one.grads.size(); ++k)
+      test::expect_close(one.grads[k], other->grads[k], 1e-4, "gradient of parameter " + std::to_string(k));
+  }
 }
 
 // Whole 2-layer models (the first layer skips dx): logits and every parameter gradient agree.
