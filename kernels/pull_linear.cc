@@ -14,9 +14,9 @@ namespace gt {
 
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
-void pull_linear_fused(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64_t num_dst, int64_t F,
-                       bool mean, const float* x, const float* x_root, const float* w, const float* w_root, int64_t out,
-                       float* agg, float* y, int sm_count, int device, Stream s);
+void pull_linear_fused(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, const float* x,
+                       const float* x_root, const float* w, const float* w_root, int64_t out, float* agg, float* y,
+                       int sm_count, int device, Stream s);
 bool pull_linear_fusable_rows(int64_t F, const void* x, const void* x_root, const void* agg);
 }  // namespace cuda_impl
 #endif
@@ -25,7 +25,8 @@ bool pull_linear_fuses(const Context& ctx, int64_t num_dst, int64_t in, int64_t 
   const char* v = std::getenv("GT_FUSE_PULL_LINEAR");
   const std::string mode = v ? v : "";
   if (mode == "0") return false;
-  if (!ctx.is_cuda() || ctx.tf32() || out <= 0 || out > 64 || out % 4 != 0 || num_dst <= 0 || in > INT_MAX) return false;
+  if (!ctx.is_cuda() || ctx.tf32() || out <= 0 || out > 64 || out % 4 != 0 || num_dst <= 0 || in > INT_MAX)
+    return false;
   return mode == "1" || (in >= 1024 && (num_dst + 127) / 128 < ctx.sm_count());
 }
 
@@ -58,7 +59,7 @@ bool pull_linear_forward(const Block& b, const Tensor& x, Reduce f, const Tensor
   if (pull_linear_fuses(ctx, b.num_dst, F, out) &&
       cuda_impl::pull_linear_fusable_rows(F, x.data<float>(), x_root ? x_root->data<float>() : nullptr,
                                           agg.data<float>())) {
-    cuda_impl::pull_linear_fused(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_src, b.num_dst, F,
+    cuda_impl::pull_linear_fused(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, F,
                                  f == Reduce::kMean, x.data<float>(), x_root ? x_root->data<float>() : nullptr,
                                  w.data<float>(), w_root ? w_root->data<float>() : nullptr, out, agg.data<float>(),
                                  y.data<float>(), ctx.sm_count(), d.index, ctx.stream());

@@ -233,14 +233,16 @@ void launch(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, 
   GT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const int64_t tiles = (num_dst + kBM - 1) / kBM;
   const int64_t steps = (F + kBK - 1) / kBK;
-  // One CTA an SM: slices of the reduction while the tiles leave SMs idle.
+  // One CTA an SM: slices of the reduction while the tiles leave SMs idle (GT_PL_SLICES=n sets
+  // them, for measurements: docs/benchmarks.md, thirteenth session).
   int64_t slices = tiles < sm_count ? sm_count / tiles : 1;
   if (const char* sv = std::getenv("GT_PL_SLICES")) slices = std::atoi(sv);
   if (slices < 1) slices = 1;
   if (slices > steps) slices = steps;
   const int64_t per = (steps + slices - 1) / slices;
   slices = (steps + per - 1) / per;
-  float* target = slices > 1 ? static_cast<float*>(device_alloc(static_cast<std::size_t>(slices * num_dst * out) * 4, device)) : y;
+  const std::size_t ws_bytes = static_cast<std::size_t>(slices * num_dst * out) * sizeof(float);
+  float* target = slices > 1 ? static_cast<float*>(device_alloc(ws_bytes, device)) : y;
   kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), kThreads, kSmemBytes, s>>>(
       ptr, ids, num_dst, F, x, x_root, w, w_root, out, agg, target, per);
   cudaError_t e = cudaGetLastError();
@@ -265,10 +267,9 @@ bool pull_linear_fusable_rows(int64_t F, const void* x, const void* x_root, cons
   return F % 4 == 0 && al(x) && al(x_root) && al(agg);
 }
 
-void pull_linear_fused(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64_t num_dst, int64_t F,
-                       bool mean, const float* x, const float* x_root, const float* w, const float* w_root, int64_t out,
-                       float* agg, float* y, int sm_count, int device, Stream s) {
-  (void)num_src;
+void pull_linear_fused(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, bool mean, const float* x,
+                       const float* x_root, const float* w, const float* w_root, int64_t out, float* agg, float* y,
+                       int sm_count, int device, Stream s) {
   GT_CHECK_ARG(out > 0 && out <= kBN && out % 4 == 0, "pull_linear_fused: out must be a multiple of 4 in [4, 64], got ",
                out);
   GT_CHECK_ARG(pull_linear_fusable_rows(F, x, x_root, agg) && reinterpret_cast<std::uintptr_t>(w) % 16 == 0 &&

@@ -189,7 +189,8 @@ TEST(PullLinear, RejectsBadArguments) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  fails([&] { pull_linear_forward(b, x, Reduce::kMax, w, nullptr, nullptr, agg, y, ctx); }, "Reduce::kSum and Reduce::kMean");
+  fails([&] { pull_linear_forward(b, x, Reduce::kMax, w, nullptr, nullptr, agg, y, ctx); },
+        "Reduce::kSum and Reduce::kMean");
   fails([&] { pull_linear_forward(b, x, Reduce::kSum, w, &xr, nullptr, agg, y, ctx); }, "x_root and w_root");
   Tensor w_bad = tensor_on(random_floats(7 * 4, 2), {7, 4}, cpu);
   fails([&] { pull_linear_forward(b, x, Reduce::kSum, w_bad, nullptr, nullptr, agg, y, ctx); }, "w");
