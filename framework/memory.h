@@ -35,6 +35,16 @@ class AllocPoolScope {
   int prev_;
 };
 void device_free(void* ptr, int device);
+// Scratch space from the device allocator for the span of a scope, returned on exit (also when a
+// check throws); reuse by later work on the same stream is ordered after the kernels using it.
+struct DeviceScratch {
+  DeviceScratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
+  ~DeviceScratch() { device_free(ptr, dev); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  void* ptr;
+  int dev;
+};
 void* pinned_alloc(std::size_t bytes);  // page-locked host memory (plain host memory without CUDA)
 void pinned_free(void* ptr);
 void release_cached_memory();

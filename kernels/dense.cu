@@ -38,17 +38,6 @@ int grid_for(int64_t n, const Context& ctx) {
   return static_cast<int>(needed < resident ? needed : resident);
 }
 
-// Scratch from the caching allocator, returned on scope exit (also when a check throws). Reuse
-// by later work on the same stream is ordered after the kernels that use it.
-struct Scratch {
-  Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
-  ~Scratch() { device_free(ptr, dev); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* ptr;
-  int dev;
-};
-
 // y[i, j] += b[j]; grid-stride over the n * out elements (int64 indices: n * out may exceed 2^31).
 __global__ void add_bias_kernel(const float* __restrict__ b, int64_t total, int64_t out, float* __restrict__ y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -306,7 +295,7 @@ void skinny_gemm(const Context& ctx, bool trans_a, int slices, int64_t M, int64_
   const int z = static_cast<int>((K + k_per_slice - 1) / k_per_slice);
   const dim3 grid(static_cast<unsigned>((M + skinny::kBM - 1) / skinny::kBM),
                   static_cast<unsigned>(pair * N / skinny::kBN), static_cast<unsigned>(z));
-  std::optional<Scratch> partial;
+  std::optional<DeviceScratch> partial;
   if (z > 1) partial.emplace(static_cast<std::size_t>(pair * z) * M * N * sizeof(float), ctx.device().index);
   float* work = partial ? static_cast<float*>(partial->ptr) : nullptr;
   const auto kernel = trans_a ? kSkinnyTN : kSkinnyNN;
@@ -427,7 +416,7 @@ void column_sums(const Context& ctx, const float* dy, int64_t n, int64_t out, fl
     GT_CUDA_LAUNCH_CHECK();
     return;
   }
-  Scratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), ctx.device().index);
+  DeviceScratch partial(static_cast<std::size_t>(chunks * out) * sizeof(float), ctx.device().index);
   float* d_partial = static_cast<float*>(partial.ptr);
   column_partial_kernel<<<grid, block, 0, s>>>(dy, n, out, chunk_rows, d_partial, y, act, slope, dt,
                                                 ctx.tile_counters(grid.x), db);

@@ -209,17 +209,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Scratch from the caching allocator, returned on scope exit (also when a check throws). Reuse by
-// later work on the same stream is ordered after the kernels that use it (framework/memory.h).
-struct Scratch {
-  Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
-  ~Scratch() { device_free(ptr, dev); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* ptr;
-  int dev;
-};
-
 }  // namespace
 
 void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t H, int64_t D, float slope,
@@ -242,7 +231,7 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
                   float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
                   const float* dy, float* dz, float* del, float* der, int device, Stream s) {
   if (H == 0) return;
-  Scratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
+  DeviceScratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
   float* d_ds = static_cast<float*>(ds.ptr);
   const bool vec = D % 4 == 0 && aligned16(z) && aligned16(dy) && aligned16(dz);
   if (num_dst > 0) {

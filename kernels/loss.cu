@@ -38,15 +38,6 @@ struct Summary {
   unsigned long long correct;
 };
 
-struct Scratch {
-  Scratch(std::size_t bytes, int device) : ptr(device_alloc(bytes, device)), dev(device) {}
-  ~Scratch() { device_free(ptr, dev); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* ptr;
-  int dev;
-};
-
 int grid_for_rows(int64_t rows, int device) {
   int sms = 0;
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -315,7 +306,7 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
     GT_CUDA_LAUNCH_CHECK();
     return summary;
   }
-  Scratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
+  DeviceScratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
   auto* d_row_loss = static_cast<float*>(scratch.ptr);
   count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, d_summary);
   GT_CUDA_LAUNCH_CHECK();
@@ -336,7 +327,7 @@ void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t*
 
 void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
                    int64_t* correct, int64_t* bad) {
-  Scratch scratch(sizeof(Summary), device);
+  DeviceScratch scratch(sizeof(Summary), device);
   auto* d_summary = static_cast<Summary*>(scratch.ptr);
   GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
   count_correct_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, d_summary);

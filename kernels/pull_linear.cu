@@ -25,6 +25,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 
 #include "framework/cuda_check.h"
 #include "framework/error.h"
@@ -241,23 +242,19 @@ void launch(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t F, 
   if (slices > steps) slices = steps;
   const int64_t per = (steps + slices - 1) / slices;
   slices = (steps + per - 1) / per;
-  const std::size_t ws_bytes = static_cast<std::size_t>(slices * num_dst * out) * sizeof(float);
-  float* target = slices > 1 ? static_cast<float*>(device_alloc(ws_bytes, device)) : y;
+  std::optional<DeviceScratch> partial;
+  if (slices > 1) partial.emplace(static_cast<std::size_t>(slices * num_dst * out) * sizeof(float), device);
+  float* target = partial ? static_cast<float*>(partial->ptr) : y;
   kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), kThreads, kSmemBytes, s>>>(
       ptr, ids, num_dst, F, x, x_root, w, w_root, out, agg, target, per);
-  cudaError_t e = cudaGetLastError();
+  GT_CUDA_LAUNCH_CHECK();
   if (slices > 1) {
-    const int64_t n = num_dst * out;
-    if (e == cudaSuccess) {
-      // The slices' partial products added in slice order (reproducible); out % 4 == 0.
-      skinny::sum_slices_kernel<<<static_cast<unsigned>((n / 4 + 255) / 256 < 4096 ? (n / 4 + 255) / 256 : 4096), 256,
-                                  0, s>>>(static_cast<int>(num_dst), out, static_cast<int>(slices), target, 0.0f, y,
-                                          out);
-      e = cudaGetLastError();
-    }
-    device_free(target, device);  // reuse is ordered after the kernels on this stream
+    // The slices' partial products added in slice order (reproducible); out % 4 == 0.
+    const int64_t quads = num_dst * out / 4;
+    skinny::sum_slices_kernel<<<static_cast<unsigned>((quads + 255) / 256 < 4096 ? (quads + 255) / 256 : 4096), 256,
+                                0, s>>>(static_cast<int>(num_dst), out, static_cast<int>(slices), target, 0.0f, y, out);
+    GT_CUDA_LAUNCH_CHECK();
   }
-  GT_CUDA_CHECK(e);
 }
 
 }  // namespace
