@@ -2,9 +2,9 @@
 // four synthetic workloads of shared/bench/pyg_baseline.py, to set beside that script's numbers
 // (scripts/bench_compare.py builds the ratio table).
 //
-//   gt-bench kernels [--workload NAME]... [--iters 30] [--align] [--json FILE]
+//   gt-bench kernels [--workload NAME]... [--iters 30] [--align] [--row-alignment B] [--json FILE]
 //   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE]
-//                    [--no-align] [--json FILE]
+//                    [--no-align] [--row-alignment B] [--json FILE]
 //
 // Workloads (feature width F, per-layer blocks (n_src, n_dst, nnz), input side first) are those
 // of pyg_baseline.py's WORKLOADS, built the same way: every destination gets nnz / n_dst or one
@@ -12,8 +12,9 @@
 //
 // `kernels` times Pull sum and mean, forward and backward (dx over the transposed block), on the
 // first (large) block with CUDA events: median of --iters after 5 warm-up runs. With --align the
-// rows are stored as training stores them (dataset.align_rows: F values, zeros up to a multiple
-// of 4 floats) and the bytes are still counted on F floats per row. It reports GB/s
+// rows are stored as training stores them (dataset.align_rows: F values, then zeros up to
+// FeatureTable::aligned_width(F, --row-alignment), 128 bytes by default as dataset.row_alignment)
+// and the bytes are still counted on F floats per row. It reports GB/s
 // over the FEWEST bytes the op must move (a compulsory-traffic model): forward reads indptr
 // (8 B per destination), indices (4 B per edge) and each DISTINCT source row it needs once
 // (counted exactly on the host), and writes y; backward reads t_indptr, t_indices, indptr (mean:
@@ -31,9 +32,9 @@
 // bound of the peak of allocated memory, inputs included, like PyTorch's max_memory_reserved.
 // --dkp sets model.dkp for gcn, sage and gin (default aggregate-first, the order PyG runs); with
 // auto, 8 untimed warm-up steps fit the cost model first, and the table names the orders chosen.
-// The input rows are padded with zeros to a multiple of 4 floats, as training gathers them by
-// default (dataset.align_rows; the model's extra weight rows are zero and stay zero, so it
-// computes what it would on F-wide rows); --no-align gives the model the F-wide rows instead.
+// The input rows are padded with zeros as training gathers them by default (dataset.align_rows,
+// dataset.row_alignment = --row-alignment; the model's extra weight rows are zero and stay zero,
+// so it computes what it would on F-wide rows); --no-align gives the model the F-wide rows instead.
 //
 // Both need a CUDA GPU and say so otherwise.
 #include <algorithm>
@@ -69,6 +70,7 @@ struct Options {
   std::vector<std::string> workloads, models = {"gcn", "sage", "ngcf"};
   int iters = 30;
   bool tf32 = false, align = true;
+  int64_t row_alignment = gt::FeatureTable::kDefaultRowAlignment;  // bytes, as dataset.row_alignment
   std::string json, dkp = "aggregate-first";
 };
 
@@ -95,6 +97,10 @@ Options parse(int argc, char** argv, bool step) {
       o.align = false;
     } else if (!step && a == "--align") {
       o.align = true;
+    } else if (a == "--row-alignment") {
+      o.row_alignment = gt_bench::int_value(value(), "--row-alignment", 16, 128);
+      if (o.row_alignment & (o.row_alignment - 1))
+        throw gt::Error("--row-alignment must be 16, 32, 64 or 128", "gt-bench", "");
     } else if (step && a == "--dkp") {
       o.dkp = value();
       gt::parse_dkp_mode(o.dkp);  // throws naming the choices
@@ -180,7 +186,7 @@ int run_kernels(const Options& o) {
     const Shape3& s = w.blocks[0];
     HostBlock hb = even_block(s, 1);
     gt::Block b = hb.block.to(ctx.device(), ctx.stream());
-    const int64_t F = w.feature_dim, W = o.align ? gt::FeatureTable::aligned_width(F) : F;
+    const int64_t F = w.feature_dim, W = o.align ? gt::FeatureTable::aligned_width(F, o.row_alignment) : F;
     gt::Tensor x = random_tensor(s.n_src, F, 2, ctx, W), dy = random_tensor(s.n_dst, F, 3, ctx, W);
     gt::Tensor y = gt::Tensor::empty({s.n_dst, W}, gt::DType::kFloat32, ctx.device());
     gt::Tensor dx = gt::Tensor::empty({s.n_src, W}, gt::DType::kFloat32, ctx.device());
@@ -242,7 +248,7 @@ int run_step(const Options& o) {
       blocks.push_back(even_block(w.blocks[l], 10 + l).block.to(ctx.device(), ctx.stream()));
       edges += w.blocks[l].nnz;
     }
-    const int64_t width = o.align ? gt::FeatureTable::aligned_width(w.feature_dim) : w.feature_dim;
+    const int64_t width = o.align ? gt::FeatureTable::aligned_width(w.feature_dim, o.row_alignment) : w.feature_dim;
     gt::Tensor x = random_tensor(w.blocks[0].n_src, w.feature_dim, 4, ctx, width);
     std::vector<int32_t> labels(static_cast<std::size_t>(w.blocks.back().n_dst));
     std::mt19937_64 gen(5);

@@ -11,7 +11,7 @@ namespace {
 constexpr const char* kFormatName = "graphtensor-checkpoint";
 constexpr const char* kMismatchHint =
     "was it saved from the same model config and dataset? (checkpoints written before dataset.align_rows existed need "
-    "dataset.align_rows: false)";
+    "dataset.align_rows: false, those written before dataset.row_alignment existed dataset.row_alignment: 16)";
 
 // "key: value" lines of one section of to_yaml's output, in declaration order.
 std::vector<std::pair<std::string, std::string>> section_lines(const std::string& yaml, const std::string& section) {

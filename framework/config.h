@@ -29,7 +29,8 @@ struct DatasetConfig {
   std::string path = "data/synth-default.h5";
   std::string normalize = "none";  // none | row
   std::string features = "memory";  // memory | mmap
-  bool align_rows = true;  // gathered feature rows padded with zeros to a multiple of 4 floats
+  bool align_rows = true;  // gathered feature rows padded with zeros (FeatureTable::aligned_width)
+  int64_t row_alignment = 128;  // bytes the padded rows are aligned to, where padding costs <= 1/64 of a row
   std::string train_split = "train";
   std::string valid_split = "valid";
   std::string test_split = "test";

@@ -96,6 +96,8 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
     m.cfg = parse_config(yaml, model_path + " (stored config)");
     // Model files written before dataset.align_rows existed were trained on unpadded rows.
     if (yaml.find("align_rows") == std::string::npos) m.cfg.dataset.align_rows = false;
+    // ... and those written before dataset.row_alignment existed on rows of a multiple of 16 bytes.
+    if (yaml.find("row_alignment") == std::string::npos) m.cfg.dataset.row_alignment = 16;
   }
   validate_config(m.cfg);
   const int64_t layers = m.cfg.model.layers;
@@ -109,7 +111,7 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   m.data = load_dataset(ds);
   if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
   m.table = FeatureTable(m.data.features);
-  if (m.cfg.dataset.align_rows) m.table = m.table.aligned();
+  if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
   // A 1-layer model's embedding is the seed's features: without the padding.
   m.emb_dim = layers == 1 ? m.data.info.feature_dim : m.cfg.model.hidden;
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))

@@ -272,7 +272,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
     impl_->features = FeatureTable(data_.features);
   }
   if (cfg_.dataset.align_rows)
-    impl_->features = impl_->features.aligned();
+    impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
   for (const std::string* s : {&cfg_.dataset.train_split, &cfg_.dataset.valid_split, &cfg_.dataset.test_split})
     if (!data_.splits.count(*s)) {
       std::string have;

@@ -32,6 +32,14 @@ FeatureTable::FeatureTable(const Tensor& t) : tensor_(t) {
   width_ = cols_;
 }
 
+int64_t FeatureTable::aligned_width(int64_t cols, int64_t align_bytes) {
+  for (int64_t m = align_bytes / 4; m > 4; m /= 2) {
+    const int64_t w = (cols + m - 1) / m * m;
+    if ((w - cols) * 64 <= cols) return w;
+  }
+  return (cols + 3) / 4 * 4;
+}
+
 FeatureTable FeatureTable::with_width(int64_t width) const {
   GT_CHECK_ARG(width >= cols_, "a feature table of ", cols_, "-float rows cannot gather ", width, "-float rows");
   FeatureTable t = *this;

@@ -32,6 +32,11 @@ def main():
         xv = xp[:, :F]
         r = {"spmm F": pb.median_ms(lambda: torch.sparse.mm(A, x)),
              "spmm Fpad": pb.median_ms(lambda: torch.sparse.mm(A, xp))}
+        for m in (8, 16, 32):
+            xm = torch.zeros(s, (F + m - 1) // m * m, device=dev)
+            xm[:, :F] = x
+            r[f"spmm pad{m}"] = pb.median_ms(lambda: torch.sparse.mm(A, xm))
+            del xm
         W = torch.randn(F, hid, device=dev)
         G = torch.randn(s, hid, device=dev)
         for tf in (False, True):

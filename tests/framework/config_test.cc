@@ -77,6 +77,26 @@ TEST(Config, OverridesAndCrossChecks) {
   EXPECT_THROW(apply_override(c, "model.hidden=x"), Error);
 }
 
+// dataset.row_alignment: a power of two from 16 to 128 bytes, named when it is not.
+TEST(Config, RowAlignmentIsAPowerOfTwo) {
+  Config c;
+  EXPECT_EQ(c.dataset.row_alignment, 128);
+  for (const char* ok : {"16", "32", "64", "128"}) {
+    apply_override(c, std::string("dataset.row_alignment=") + ok);
+    EXPECT_NO_THROW(validate_config(c)) << ok;
+  }
+  apply_override(c, "dataset.row_alignment=48");
+  try {
+    validate_config(c);
+    FAIL() << "row_alignment 48 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dataset.row_alignment must be a power of two"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(error_of("dataset: {row_alignment: 256}").find("dataset.row_alignment' must be in [16, 128]"),
+            std::string::npos);
+  EXPECT_NE(error_of("dataset: {row_alignment: 8}").find("dataset.row_alignment"), std::string::npos);
+}
+
 TEST(Config, YamlRoundTripAndDocs) {
   Config c;
   c.model.type = "sage";

@@ -248,6 +248,49 @@ TEST_F(TrainTest, ModelFilesFromBeforeAlignRowsOpenUnpadded) {
   EXPECT_THROW(InferenceSession(path_new, "", io), Error);
 }
 
+// A model file written before dataset.row_alignment existed (its stored config lacks the key) was
+// trained on rows padded to 16 bytes: an inference session opens it with that width (506 floats:
+// 508 then, 512 with 128-byte rows).
+TEST_F(TrainTest, ModelFilesFromBeforeRowAlignmentOpenWith16ByteRows) {
+  SynthOptions o;
+  o.num_nodes = 400;
+  o.avg_degree = 6;
+  o.feature_dim = 506;
+  o.num_classes = 4;
+  o.seed = 8;
+  const std::string data = (dir_ / "wide-old.h5").string();
+  generate_synthetic(o, data);
+  Config c = config("gcn", "cpu");
+  c.dataset.path = data;
+  c.dataset.row_alignment = 16;
+  c.train.epochs = 1;
+  c.train.save_best = "";
+  Trainer t(c);
+  t.fit(nullptr);
+  ASSERT_EQ(t.model().params()[0]->value.size(0), 508);
+  std::string yaml = to_yaml(c), old_yaml;
+  for (std::size_t at = 0, next; at < yaml.size(); at = next + 1) {
+    next = yaml.find('\n', at);
+    if (next == std::string::npos) next = yaml.size();
+    const std::string line = yaml.substr(at, next - at);
+    if (line.find("row_alignment") == std::string::npos) old_yaml += line + "\n";
+  }
+  ASSERT_EQ(old_yaml.find("row_alignment"), std::string::npos);
+  ASSERT_NE(old_yaml.find("align_rows: true"), std::string::npos);
+  const std::string path = (dir_ / "wide-old-model.h5").string();
+  save_weights(path, t.model().params(), old_yaml, 1);
+  InferenceOptions io;
+  io.device = "cpu";
+  InferenceSession s(path, "", io);
+  EXPECT_EQ(s.predict({1, 2, 3}).shape(), (Shape{3, 4}));
+  // Stored with today's default (128-byte rows, 512 floats) the weights do not fit, and the error says so.
+  Config now = c;
+  now.dataset.row_alignment = 128;
+  const std::string path_new = (dir_ / "wide-new-model.h5").string();
+  save_weights(path_new, t.model().params(), to_yaml(now), 1);
+  EXPECT_THROW(InferenceSession(path_new, "", io), Error);
+}
+
 TEST_F(TrainTest, GpuSamplingNeedsAGpu) {
   Config c = config("sage", "cpu");
   c.sampling.device = "gpu";

@@ -131,10 +131,26 @@ TEST(FeatureTable, PipelineFromMappedTableEqualsMemory) {
 // from a mapping alike; a width below the stored one is refused; the pipeline's batches are the
 // unpadded batches with zero columns appended.
 TEST(FeatureTable, WiderRowsArePaddedWithZeros) {
+  // 128-byte rows where they add at most 1/64 of a row, else the widest boundary that does.
   EXPECT_EQ(FeatureTable::aligned_width(1), 4);
   EXPECT_EQ(FeatureTable::aligned_width(4), 4);
-  EXPECT_EQ(FeatureTable::aligned_width(4353), 4356);
-  EXPECT_EQ(FeatureTable::aligned_width(602), 604);
+  EXPECT_EQ(FeatureTable::aligned_width(100), 100);
+  EXPECT_EQ(FeatureTable::aligned_width(506), 512);
+  EXPECT_EQ(FeatureTable::aligned_width(602), 608);
+  EXPECT_EQ(FeatureTable::aligned_width(1433), 1440);
+  EXPECT_EQ(FeatureTable::aligned_width(4353), 4384);
+  EXPECT_EQ(FeatureTable::aligned_width(4353, 64), 4368);
+  EXPECT_EQ(FeatureTable::aligned_width(4353, 32), 4360);
+  EXPECT_EQ(FeatureTable::aligned_width(4353, 16), 4356);
+  EXPECT_EQ(FeatureTable::aligned_width(602, 16), 604);
+  for (int64_t a : {16, 32, 64, 128})
+    for (int64_t cols = 1; cols <= 5000; ++cols) {
+      const int64_t w = FeatureTable::aligned_width(cols, a), m = a / 4, full = (cols + m - 1) / m * m;
+      ASSERT_GE(w, cols) << cols << " " << a;
+      ASSERT_EQ(w % 4, 0) << cols << " " << a;
+      ASSERT_LE(w - cols, std::max<int64_t>(3, cols / 64)) << cols << " " << a;
+      if ((full - cols) * 64 <= cols) ASSERT_EQ(w, full) << cols << " " << a;
+    }
   Dir dir;
   const int64_t F = 37, W = FeatureTable::aligned_width(F), n = 3000;
   const std::string path = dir.file("ring.h5");
