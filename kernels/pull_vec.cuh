@@ -69,11 +69,17 @@ __device__ __forceinline__ void scale(float4& a, float w) {
 // steps), E neighbour rows loaded before accumulating. One warp per row group (no striding: the
 // grid covers every group). Loop bounds use the warp's largest degree so shuffles stay
 // full-mask; each row's own degree predicates its loads.
+//
+// Column bands (band_steps > 0): every warp takes only the column tiles blockIdx.y,
+// blockIdx.y + gridDim.y, ... of its rows, a tile being band_steps column steps. blockIdx.x
+// varies fastest in the order blocks are started, so the device walks one band of all rows
+// before the next, and the band's slice of the source matrix (rows x band bytes) can stay in L2
+// for the edges that read the same source row again (launch rules in pull.cu).
 template <typename V, int LPR, int U, int E, Weight kW, class Ld = napa_dev::LoadNc>
 __global__ void __launch_bounds__(kThreads)
     pull_vec_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                     const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
-                    V* __restrict__ out) {
+                    V* __restrict__ out, int band_steps = 0) {
   static_assert(LPR % E == 0 && kWarp % LPR == 0, "an edge group must not straddle an id chunk");
   constexpr int kRowsPerWarp = kWarp / LPR;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -93,14 +99,17 @@ __global__ void __launch_bounds__(kThreads)
     max_deg = t > max_deg ? t : max_deg;
   }
   const float row_scale = (kW == Weight::kRowMean && deg > 0) ? 1.0f / static_cast<float>(deg) : 1.0f;
-  // Column tiles (launch_vec: gridDim.y > 1 only for blocks with long rows on average): a warp
-  // whose rows have kSplitDegree or more edges takes column steps y, y + gridDim.y, ... (so the
-  // steps of a hub row run on different warps); other warps take every step in grid row 0.
-  const bool split = max_deg >= kSplitDegree;
+  // Column tiles (launch_vec: gridDim.y > 1 for column bands, or for blocks with long rows on
+  // average): with bands every warp takes tiles y, y + gridDim.y, ... of band_steps steps; else a
+  // warp whose rows have kSplitDegree or more edges takes single steps y, y + gridDim.y, ... (so
+  // the steps of a hub row run on different warps) and other warps every step in grid row 0.
+  const bool split = band_steps > 0 || max_deg >= kSplitDegree;
   if (!split && blockIdx.y > 0) return;
   const int64_t step = static_cast<int64_t>(LPR) * U;
-  const int64_t c_stride = split ? static_cast<int64_t>(gridDim.y) * step : step;
-  for (int64_t c0 = split ? static_cast<int64_t>(blockIdx.y) * step : 0; c0 < fv; c0 += c_stride) {
+  const int64_t span = split ? (band_steps > 0 ? band_steps : 1) * step : fv;
+  const int64_t t_stride = split ? static_cast<int64_t>(gridDim.y) * span : fv;
+  for (int64_t t0 = split ? static_cast<int64_t>(blockIdx.y) * span : 0; t0 < fv; t0 += t_stride)
+  for (int64_t c0 = t0, c_end = t0 + span < fv ? t0 + span : fv; c0 < c_end; c0 += step) {
     V acc[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) set_zero(acc[u]);

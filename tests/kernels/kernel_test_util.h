@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -19,6 +21,27 @@
 namespace gt::test {
 
 inline bool have_cuda() { return built_with_cuda() && cuda_device_count() > 0; }
+
+// Sets (or, with nullopt, unsets) an environment variable for the scope, e.g. a kernel-choice
+// switch such as GT_FUSE_PULL_LINEAR or GT_PULL_BANDS that is read at each launch.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+    if (const char* v = std::getenv(name_.c_str())) old_ = std::string(v);
+    if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // GT_DEVICE_TEST(Suite, Name) { body using `dev` }: the body is written once and registered as
 // Suite.Name on the CPU and as Suite.NameCuda on CUDA device 0 (skipped without a GPU).

@@ -23,23 +23,9 @@ using test::tensor_on;
 using test::to_double;
 using test::Vec;
 
-// Sets GT_FUSE_PULL_LINEAR for the scope (unset: the default choice).
-class FuseMode {
- public:
-  explicit FuseMode(std::optional<std::string> mode) {
-    if (const char* v = std::getenv("GT_FUSE_PULL_LINEAR")) old_ = std::string(v);
-    if (mode) setenv("GT_FUSE_PULL_LINEAR", mode->c_str(), 1);
-    else unsetenv("GT_FUSE_PULL_LINEAR");
-  }
-  ~FuseMode() {
-    if (old_) setenv("GT_FUSE_PULL_LINEAR", old_->c_str(), 1);
-    else unsetenv("GT_FUSE_PULL_LINEAR");
-  }
-  FuseMode(const FuseMode&) = delete;
-  FuseMode& operator=(const FuseMode&) = delete;
-
- private:
-  std::optional<std::string> old_;
+// GT_FUSE_PULL_LINEAR for the scope (nullopt: unset, the default choice).
+struct FuseMode : test::ScopedEnv {
+  explicit FuseMode(std::optional<std::string> mode) : test::ScopedEnv("GT_FUSE_PULL_LINEAR", std::move(mode)) {}
 };
 
 struct Case {

@@ -344,6 +344,63 @@ GT_DEVICE_TEST(Pull, RealignedWideRowsEveryOffsetClass) {
   }
 }
 
+// Rows of whole 128-byte lines (F a multiple of 32, as dataset.row_alignment pads wide rows) from
+// matrices larger than half the L2 are gathered in column bands on the GPU (kernels/pull.cu);
+// GT_PULL_BANDS forces bands of 1, 2 and 4 lines on these small matrices. One band (F = 32),
+// several (96), 608 and 4384 (reddit2's and livejournal's padded widths), on a block of 0-45 edges
+// per row (forward-shaped) and over its transpose (not banded). Each band width as the float64
+// reference and the CPU and bit for bit as the whole-row kernel (GT_PULL_BANDS=0: the same
+// summation order); and views 16 bytes past a 128-byte boundary (never banded) the same bits.
+GT_DEVICE_TEST(Pull, ColumnBandsOfWholeCacheLines) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t num_src = 83, num_dst = 57;
+  Block b = test::wide_gather_block(num_src, num_dst, 41);
+  ASSERT_GE(b.nnz(), 4 * num_dst);
+  Block bd = b.to(dev, st);
+  for (const int64_t F : {int64_t{32}, int64_t{96}, int64_t{608}, int64_t{4384}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(num_src * F), static_cast<uint64_t>(F) + 51);
+    const auto gf = random_floats(static_cast<std::size_t>(num_dst * F), static_cast<uint64_t>(F) + 52);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      const std::string what = std::string(name(f)) + " F=" + std::to_string(F) + " on " + dev.str();
+      PullRun whole;
+      {
+        test::ScopedEnv off("GT_PULL_BANDS", std::string("0"));
+        whole = run_pull_checked(ctx, b, bd, F, xf, gf, f, "whole rows, " + what);
+      }
+      for (const char* lines : {"1", "2", "4"}) {
+        test::ScopedEnv bands("GT_PULL_BANDS", std::string(lines));
+        const std::string w = std::string("bands of ") + lines + " lines, " + what;
+        const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, w);
+        EXPECT_EQ(r.y, whole.y) << w;
+        EXPECT_EQ(r.dx, whole.dx) << w;
+        if (dev.is_cuda()) {
+          Tensor yc = poisoned({num_dst, F}, Device::cpu()), dxc = poisoned({num_src, F}, Device::cpu());
+          pull_forward(b, Tensor::from_vector(xf, {num_src, F}), f, yc);
+          pull_backward(b, Tensor::from_vector(gf, {num_dst, F}), f, dxc);
+          expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + w, r.yr.mag);
+          expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + w, r.dxr.mag);
+        }
+        // 16 bytes past a 128-byte boundary (inputs and outputs): whole rows of float4.
+        std::vector<float> xpad(4, 0.5f), gpad(4, 0.5f);
+        xpad.insert(xpad.end(), xf.begin(), xf.end());
+        gpad.insert(gpad.end(), gf.begin(), gf.end());
+        Tensor x = tensor_on(xpad, {num_src * F + 4}, dev, st).rows(4, num_src * F + 4).reshape({num_src, F});
+        Tensor dy = tensor_on(gpad, {num_dst * F + 4}, dev, st).rows(4, num_dst * F + 4).reshape({num_dst, F});
+        Tensor y_parent = poisoned({num_dst * F + 4}, dev, st), dx_parent = poisoned({num_src * F + 4}, dev, st);
+        Tensor y = y_parent.rows(4, num_dst * F + 4).reshape({num_dst, F});
+        Tensor dx = dx_parent.rows(4, num_src * F + 4).reshape({num_src, F});
+        pull_forward(bd, x, f, y, st);
+        pull_backward(bd, dy, f, dx, st);
+        ctx.synchronize();
+        EXPECT_EQ(y.to_vector<float>(), whole.y) << "16-byte view forward, " << w;
+        EXPECT_EQ(dx.to_vector<float>(), whole.dx) << "16-byte view backward, " << w;
+        EXPECT_TRUE(std::isnan(y_parent.to_vector<float>()[3])) << "forward wrote before its view, " << w;
+      }
+    }
+  }
+}
+
 // Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
 // parent buffer just before each output view must stay untouched.
 GT_DEVICE_TEST(Pull, UnalignedViews) {
