@@ -15,6 +15,7 @@
 
 #include "framework/device.h"
 #include "kernels/napa_cuda.cuh"
+#include "kernels/pull_vec.cuh"
 #include "kernels/realign.cuh"
 
 namespace gt::cuda_impl {
@@ -179,13 +180,38 @@ struct NgcfOut {
   }
 };
 
+// NGCF's outputs for the banded gather (pull_vec.cuh): the row's own x_v, then side and inter.
+struct NgcfStore4 {
+  const float4* x;
+  float4* y_side;
+  float4* y_inter;
+  bool add_self;
+  static constexpr bool kSelf = true;
+  __device__ __forceinline__ float4 pre(int64_t row, int64_t c, int64_t fv) const { return __ldg(x + row * fv + c); }
+  __device__ __forceinline__ void put(int64_t row, int64_t c, int64_t fv, const float4& side, const float4& self) const {
+    y_side[row * fv + c] = add_self ? vadd(side, self) : side;
+    y_inter[row * fv + c] = vmul(side, self);
+  }
+};
+
 }  // namespace
 
 void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F,
                   bool mean, bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s) {
   if (num_dst == 0 || F == 0) return;  // nothing to write; keeps the grid non-empty
   const unsigned grid = static_cast<unsigned>(grid_for_rows(num_dst, device));
-  if (F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter)) {
+  const bool vec = F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter);
+  // Rows of whole 128-byte lines from a matrix larger than half the L2: the Pull's column bands.
+  const int bands =
+      vec ? pull_vec::band_steps(num_src, num_dst, nnz, F / 4, x, nnz >= kNgcfTiledDegree * num_dst, device) : 0;
+  if (bands > 0) {
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    const NgcfStore4 out{x4, reinterpret_cast<float4*>(y_side), reinterpret_cast<float4*>(y_inter), add_self};
+    if (mean)
+      pull_vec::launch_bands<pull_vec::Weight::kRowMean>(ptr, ids, nullptr, x4, num_dst, F / 4, out, bands, s);
+    else
+      pull_vec::launch_bands<pull_vec::Weight::kNone>(ptr, ids, nullptr, x4, num_dst, F / 4, out, bands, s);
+  } else if (vec) {
     const dim3 blocks(grid, ngcf_tiles(num_dst, nnz, F / 4, kWarp * kUnroll));
     ngcf_forward_kernel<float4, kUnroll><<<blocks, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean, add_self,
                                                                      reinterpret_cast<const float4*>(x),

@@ -22,7 +22,7 @@
 //    The gather runs at 2.4-2.7 TB/s of gathered bytes there (the copy limit is ~3 TB/s).
 //    Rows of whole 128-byte lines (F a multiple of 32 floats, 128-byte aligned: dataset.row_alignment
 //    pads wide rows so) in forward-shaped blocks whose source matrix is larger than half the L2
-//    are gathered in column bands instead (8 lanes per row, band_steps() below): the device
+//    are gathered in column bands instead (8 lanes per row, pull_vec::band_steps()): the device
 //    walks one band of 1-4 lines of every row at a time, so the edges that read a source row
 //    again find its band in L2 (reddit2 0.63 -> 0.42 ms, livejournal 2.02 -> 1.58 ms).
 //  * Long rows (blocks averaging kTiledAverageDegree or more edges per row: full neighbourhoods
@@ -41,7 +41,6 @@
 //  * Other rows (narrow odd F, transposed blocks of odd F, unaligned views): pull_rows_kernel, a
 //    warp per row striding over rows, 4 scalar loads per lane per edge.
 #include <cstdint>
-#include <cstdlib>
 
 #include "framework/cuda_check.h"
 #include "framework/error.h"
@@ -153,15 +152,13 @@ bool long_rows(int64_t rows, int64_t nnz) { return rows > 0 && nnz >= kTiledAver
 
 template <typename V, int LPR, int U, int E, Weight kW>
 void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
-                int64_t nnz, int64_t fv, float* out, Stream s, int band_steps = 0) {
+                int64_t nnz, int64_t fv, float* out, Stream s) {
   const int64_t groups = (rows + kWarp / LPR - 1) / (kWarp / LPR);
   const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
   GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
-  const unsigned tiles = band_steps > 0         ? column_tiles(fv, static_cast<int64_t>(LPR) * U * band_steps)
-                         : long_rows(rows, nnz) ? column_tiles(fv, LPR * U)
-                                                : 1u;
-  pull_vec_kernel<V, LPR, U, E, kW><<<dim3(static_cast<unsigned>(grid), tiles), kThreads, 0, s>>>(
-      ptr, ids, col_ptr, reinterpret_cast<const V*>(in), rows, fv, reinterpret_cast<V*>(out), band_steps);
+  const dim3 blocks(static_cast<unsigned>(grid), long_rows(rows, nnz) ? column_tiles(fv, LPR * U) : 1u);
+  pull_vec_kernel<V, LPR, U, E, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, reinterpret_cast<const V*>(in),
+                                                                rows, fv, reinterpret_cast<V*>(out));
 }
 
 // Shape choice (the sweep's winners): several edges per row -> a warp per row, 8 edges of loads
@@ -179,39 +176,16 @@ void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col
     launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
 }
 
-// Column bands (pull_vec_kernel, band_steps > 0) for rows of whole 128-byte lines: float4 rows of
-// a multiple of 8 vectors from a 128-byte aligned matrix (dataset.row_alignment pads wide rows so),
-// in forward-shaped blocks (4+ edges per row on average, not long rows) whose source matrix is
-// larger than half the L2: the device then walks one band of every row at a time and the band's
-// slice of the matrix stays in L2 for the edges that read a source row again. A band is the most
-// 128-byte steps (1, 2 or 4) whose slice, in_rows x band, fits in half the L2; 1 at least.
-// H100, pyg_baseline's blocks on 608- and 4384-float rows: reddit2 0.63 -> 0.42 ms, livejournal
-// 2.02 -> 1.59 ms (docs/benchmarks.md, fourteenth session). Over transposed blocks (one or two
-// edges per row) bands were slower and are not used. GT_PULL_BANDS=0 turns them off; =1, 2 or 4
-// forces bands of that many steps wherever the rows allow them (tests); read at each launch.
-int band_steps(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, const float* in, int device) {
-  const char* env = std::getenv("GT_PULL_BANDS");
-  const int forced = env && *env ? std::atoi(env) : -1;
-  if (forced == 0 || fv % 8 != 0 || reinterpret_cast<std::uintptr_t>(in) % 128 != 0 || nnz < 4 * rows ||
-      long_rows(rows, nnz))
-    return 0;
-  if (forced == 1 || forced == 2 || forced == 4) return forced;
-  int l2 = 0;
-  GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  const double half_l2 = 0.5 * static_cast<double>(l2), line_slice = 128.0 * static_cast<double>(in_rows);
-  if (line_slice * static_cast<double>(fv / 8) <= half_l2) return 0;  // fits in L2 whole
-  int steps = 1;
-  while (steps < 4 && 2.0 * steps * line_slice <= half_l2) steps *= 2;
-  return steps;
-}
-
 template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_rows,
                  int64_t rows, int64_t nnz, int64_t F, float* out, int device, Stream s) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
-  const int bands = F % 4 == 0 && aligned16(in) && aligned16(out) ? band_steps(in_rows, rows, nnz, F / 4, in, device) : 0;
+  const int bands = F % 4 == 0 && aligned16(in) && aligned16(out)
+                        ? pull_vec::band_steps(in_rows, rows, nnz, F / 4, in, long_rows(rows, nnz), device)
+                        : 0;
   if (bands > 0) {
-    launch_vec<float4, 8, 1, 8, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s, bands);
+    pull_vec::launch_bands<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
+                               pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), bands, s);
   } else if (F % 4 == 0 && aligned16(in) && aligned16(out)) {
     launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
   } else if (realign::applies(F, rows, nnz, in) && !long_rows(rows, nnz)) {

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
+#include "framework/cuda_check.h"
+#include "framework/error.h"
 #include "kernels/napa_cuda.cuh"
 
 namespace gt::cuda_impl::pull_vec {
@@ -64,6 +67,26 @@ __device__ __forceinline__ void scale(float4& a, float w) {
 //   out[r, :] = sum_{e in [ptr[r], ptr[r+1])} weight(e) * in[ids[e], :]  (times 1/deg(r) for kRowMean)
 // with one writer per output element, accumulating in CSR order.
 
+// Where pull_vec_kernel puts a row's vectors: out[row * fv + c]. Other outputs (NGCF's side and
+// inter rows, kernels/fused.cu) have the same shape: kSelf says whether put() also needs the
+// row's own input vector, which pre() loads before the gather so its latency hides behind it.
+// Keeps a kernel argument out of template deduction (so Out is StoreRows<V> unless named).
+template <class T>
+struct NoDeduce {
+  using type = T;
+};
+
+template <typename V>
+struct StoreRows {
+  V* out;
+  StoreRows(V* p) : out(p) {}  // NOLINT: implicit, so a plain output pointer passes for it
+  static constexpr bool kSelf = false;
+  __device__ __forceinline__ V pre(int64_t, int64_t, int64_t) const { return V{}; }
+  __device__ __forceinline__ void put(int64_t row, int64_t c, int64_t fv, const V& v, const V&) const {
+    out[row * fv + c] = v;
+  }
+};
+
 // Vector rows (V = float4 / float2). LPR lanes per row (32 / LPR rows per warp), U
 // vectors per lane per column step (a step covers LPR * U vectors; wider rows take several
 // steps), E neighbour rows loaded before accumulating. One warp per row group (no striding: the
@@ -75,11 +98,11 @@ __device__ __forceinline__ void scale(float4& a, float w) {
 // varies fastest in the order blocks are started, so the device walks one band of all rows
 // before the next, and the band's slice of the source matrix (rows x band bytes) can stay in L2
 // for the edges that read the same source row again (launch rules in pull.cu).
-template <typename V, int LPR, int U, int E, Weight kW, class Ld = napa_dev::LoadNc>
+template <typename V, int LPR, int U, int E, Weight kW, class Ld = napa_dev::LoadNc, class Out = StoreRows<V>>
 __global__ void __launch_bounds__(kThreads)
     pull_vec_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                     const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
-                    V* __restrict__ out, int band_steps = 0) {
+                    typename NoDeduce<Out>::type out, int band_steps = 0) {
   static_assert(LPR % E == 0 && kWarp % LPR == 0, "an edge group must not straddle an id chunk");
   constexpr int kRowsPerWarp = kWarp / LPR;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -110,9 +133,13 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t t_stride = split ? static_cast<int64_t>(gridDim.y) * span : fv;
   for (int64_t t0 = split ? static_cast<int64_t>(blockIdx.y) * span : 0; t0 < fv; t0 += t_stride)
   for (int64_t c0 = t0, c_end = t0 + span < fv ? t0 + span : fv; c0 < c_end; c0 += step) {
-    V acc[U];
+    V acc[U], self[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) set_zero(acc[u]);
+    for (int u = 0; u < U; ++u) {
+      set_zero(acc[u]);
+      set_zero(self[u]);
+      if (Out::kSelf && row < rows && c0 + u * LPR + sub < fv) self[u] = out.pre(row, c0 + u * LPR + sub, fv);
+    }
     for (int64_t e0 = 0; e0 < max_deg; e0 += LPR) {
       // One coalesced read of LPR edge ids (and weights) per row, broadcast by shuffles.
       int my_id = 0;
@@ -157,11 +184,51 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t c = c0 + u * LPR + sub;
         if (c < fv) {
           if (kW == Weight::kRowMean) scale(acc[u], row_scale);
-          out[row * fv + c] = acc[u];
+          out.put(row, c, fv, acc[u], self[u]);
         }
       }
     }
   }
+}
+
+// Column bands for float4 rows of whole 128-byte lines (fv a multiple of 8 vectors, `in` 128-byte
+// aligned: dataset.row_alignment pads wide rows so) in forward-shaped blocks (4+ edges per row on
+// average, not long rows) whose source matrix of in_rows rows is larger than half the L2: the
+// device then walks one band of every row at a time, and the band's slice of the matrix stays in
+// L2 for the edges that read a source row again. Returns the band's width in 128-byte lines (1, 2
+// or 4: the most whose slice, in_rows x band, fits half the L2), or 0 for whole rows. Bands over
+// transposed blocks (one or two edges per row) were slower and are not used. GT_PULL_BANDS=0
+// turns bands off; =1, 2 or 4 forces that width wherever the rows allow (tests); read per launch.
+// H100, pyg_baseline's blocks on 608- and 4384-float rows: Pull reddit2 0.63 -> 0.42 ms,
+// livejournal 2.02 -> 1.58 ms (docs/benchmarks.md, fourteenth session).
+inline int band_steps(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, const void* in, bool long_rows,
+                      int device) {
+  const char* env = std::getenv("GT_PULL_BANDS");
+  const int forced = env && *env ? std::atoi(env) : -1;
+  if (forced == 0 || fv % 8 != 0 || reinterpret_cast<std::uintptr_t>(in) % 128 != 0 || nnz < 4 * rows || long_rows)
+    return 0;
+  if (forced == 1 || forced == 2 || forced == 4) return forced;
+  int l2 = 0;
+  GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  const double half_l2 = 0.5 * static_cast<double>(l2), line_slice = 128.0 * static_cast<double>(in_rows);
+  if (line_slice * static_cast<double>(fv / 8) <= half_l2) return 0;  // fits in L2 whole
+  int steps = 1;
+  while (steps < 4 && 2.0 * steps * line_slice <= half_l2) steps *= 2;
+  return steps;
+}
+
+// The banded launch: 8 lanes per row (a 128-byte step), 8 edges of loads in flight.
+template <Weight kW, class Out>
+void launch_bands(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
+                  int64_t fv, Out out, int steps, cudaStream_t s) {
+  constexpr int kLanes = 8;
+  const int64_t groups = (rows + kWarp / kLanes - 1) / (kWarp / kLanes);
+  const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t bands = (fv + kLanes * steps - 1) / (kLanes * steps);
+  GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
+  const dim3 blocks(static_cast<unsigned>(grid), static_cast<unsigned>(bands < 65535 ? bands : 65535));
+  pull_vec_kernel<float4, kLanes, 1, 8, kW, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in,
+                                                                                            rows, fv, out, steps);
 }
 
 }  // namespace gt::cuda_impl::pull_vec

@@ -154,6 +154,42 @@ GT_DEVICE_TEST(FusedNgcf, WideOddRowsRealigned) {
   }
 }
 
+// Rows of whole 128-byte lines (F a multiple of 32) from matrices larger than half the L2 take the
+// Pull's column-band gather in the forward (kernels/pull_vec.cuh, with NGCF's outputs);
+// GT_PULL_BANDS forces bands of 1, 2 and 4 lines on these small matrices (0: the whole-row
+// kernel). Each against the float64 reference and the CPU; the band widths bit for bit alike
+// (same summation order), and add_self as the plain side plus x_v bit for bit.
+GT_DEVICE_TEST(FusedNgcf, ColumnBandsOfWholeCacheLines) {
+  const int64_t ns = 83, nd = 57;
+  Block b = test::wide_gather_block(ns, nd, 43);
+  ASSERT_GE(b.nnz(), 4 * nd);
+  Block bd = b.to(dev);
+  for (const int64_t F : {int64_t{32}, int64_t{608}, int64_t{4384}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(ns * F), 91 + static_cast<uint64_t>(F));
+    const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 92 + static_cast<uint64_t>(F));
+    Tensor x = tensor_on(xf, {ns, F}, dev);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+      std::vector<float> first;
+      for (const char* lines : {"0", "1", "2", "4"}) {
+        test::ScopedEnv bands("GT_PULL_BANDS", std::string(lines));
+        SCOPED_TRACE(std::string("GT_PULL_BANDS=") + lines);
+        check_ngcf(b, dev, xf, dyf, f, F);
+        Tensor ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev);
+        Tensor ys2 = poisoned({nd, F}, dev), yi2 = poisoned({nd, F}, dev);
+        ngcf_aggregate_forward(bd, x, f, ys, yi);
+        ngcf_aggregate_forward(bd, x, f, ys2, yi2, nullptr, /*add_self=*/true);
+        const auto side = ys.to_vector<float>(), plus = ys2.to_vector<float>();
+        for (int64_t i = 0; i < nd * F; ++i)
+          ASSERT_EQ(plus[static_cast<std::size_t>(i)], side[static_cast<std::size_t>(i)] + xf[static_cast<std::size_t>(i)])
+              << "element " << i << " F=" << F << " " << rname(f);
+        EXPECT_EQ(yi2.to_vector<float>(), yi.to_vector<float>()) << "y_inter changed with add_self, F=" << F;
+        if (lines[0] == '1') first = side;
+        if (lines[0] == '2' || lines[0] == '4') EXPECT_EQ(side, first) << "F=" << F << " " << rname(f);
+      }
+    }
+  }
+}
+
 // Long rows (full neighbourhoods of a power-law graph): rows average over 20 edges, some
 // destinations have 400 in-edges and three sources feed every destination, so the GPU spreads
 // those rows' column steps over grid rows, forward and backward (kernels/fused.cu). Float4 and
