@@ -77,6 +77,27 @@ void check_ngcf(const Block& b, Device dev, const std::vector<float>& xf, const 
   }
 }
 
+// The forward on x (rows xf) with and without add_self: with it, y_side is the plain side plus
+// x_v bit for bit and y_inter is unchanged. Returns the plain side.
+std::vector<float> side_plus_self(const Block& bd, Device dev, const Tensor& x, const std::vector<float>& xf,
+                                  Reduce f, int64_t F) {
+  const int64_t nd = bd.num_dst;
+  Tensor ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev);
+  Tensor ys2 = poisoned({nd, F}, dev), yi2 = poisoned({nd, F}, dev);
+  ngcf_aggregate_forward(bd, x, f, ys, yi);
+  ngcf_aggregate_forward(bd, x, f, ys2, yi2, nullptr, /*add_self=*/true);
+  const auto side = ys.to_vector<float>(), plus = ys2.to_vector<float>();
+  for (int64_t i = 0; i < nd * F; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (plus[k] != side[k] + xf[k]) {
+      ADD_FAILURE() << "add_self: element " << i << " F=" << F << " " << rname(f);
+      break;
+    }
+  }
+  EXPECT_EQ(yi2.to_vector<float>(), yi.to_vector<float>()) << "y_inter changed with add_self, F=" << F;
+  return side;
+}
+
 // add_self forms side + x_v in the same pass: the same bits as the plain side plus x_v, and the
 // same y_inter. Float4 (F = 8) and scalar (F = 5) rows.
 GT_DEVICE_TEST(FusedNgcf, AddSelfIsSidePlusOwnRow) {
@@ -141,15 +162,7 @@ GT_DEVICE_TEST(FusedNgcf, WideOddRowsRealigned) {
     Tensor x = tensor_on(xf, {ns, F}, dev);
     for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
       check_ngcf(b, dev, xf, dyf, f, F);
-      Tensor ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev);
-      Tensor ys2 = poisoned({nd, F}, dev), yi2 = poisoned({nd, F}, dev);
-      ngcf_aggregate_forward(bd, x, f, ys, yi);
-      ngcf_aggregate_forward(bd, x, f, ys2, yi2, nullptr, /*add_self=*/true);
-      const auto side = ys.to_vector<float>(), plus = ys2.to_vector<float>();
-      for (int64_t i = 0; i < nd * F; ++i)
-        ASSERT_EQ(plus[static_cast<std::size_t>(i)], side[static_cast<std::size_t>(i)] + xf[static_cast<std::size_t>(i)])
-            << "element " << i << " F=" << F << " " << rname(f);
-      EXPECT_EQ(yi2.to_vector<float>(), yi.to_vector<float>()) << "y_inter changed with add_self, F=" << F;
+      side_plus_self(bd, dev, x, xf, f, F);
     }
   }
 }
@@ -174,15 +187,7 @@ GT_DEVICE_TEST(FusedNgcf, ColumnBandsOfWholeCacheLines) {
         test::ScopedEnv bands("GT_PULL_BANDS", std::string(lines));
         SCOPED_TRACE(std::string("GT_PULL_BANDS=") + lines);
         check_ngcf(b, dev, xf, dyf, f, F);
-        Tensor ys = poisoned({nd, F}, dev), yi = poisoned({nd, F}, dev);
-        Tensor ys2 = poisoned({nd, F}, dev), yi2 = poisoned({nd, F}, dev);
-        ngcf_aggregate_forward(bd, x, f, ys, yi);
-        ngcf_aggregate_forward(bd, x, f, ys2, yi2, nullptr, /*add_self=*/true);
-        const auto side = ys.to_vector<float>(), plus = ys2.to_vector<float>();
-        for (int64_t i = 0; i < nd * F; ++i)
-          ASSERT_EQ(plus[static_cast<std::size_t>(i)], side[static_cast<std::size_t>(i)] + xf[static_cast<std::size_t>(i)])
-              << "element " << i << " F=" << F << " " << rname(f);
-        EXPECT_EQ(yi2.to_vector<float>(), yi.to_vector<float>()) << "y_inter changed with add_self, F=" << F;
+        const std::vector<float> side = side_plus_self(bd, dev, x, xf, f, F);
         if (lines[0] == '1') first = side;
         if (lines[0] == '2' || lines[0] == '4') EXPECT_EQ(side, first) << "F=" << F << " " << rname(f);
       }

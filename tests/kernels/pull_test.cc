@@ -222,6 +222,18 @@ GT_DEVICE_TEST(Block, ToCopiesAllArrays) {
   EXPECT_NO_THROW(back.validate());
 }
 
+// On CUDA, r (a run of run_pull_checked) against the CPU kernel, the oracle of the GPU one, on the
+// same inputs; nothing on the CPU.
+void expect_like_cpu(Device dev, const Block& b, int64_t F, const std::vector<float>& xf,
+                     const std::vector<float>& gf, Reduce f, const PullRun& r, const std::string& what) {
+  if (!dev.is_cuda()) return;
+  Tensor yc = poisoned({b.num_dst, F}, Device::cpu()), dxc = poisoned({b.num_src, F}, Device::cpu());
+  pull_forward(b, Tensor::from_vector(xf, {b.num_src, F}), f, yc);
+  pull_backward(b, Tensor::from_vector(gf, {b.num_dst, F}), f, dxc);
+  expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + what, r.yr.mag);
+  expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + what, r.dxr.mag);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pull
 
@@ -275,13 +287,7 @@ GT_DEVICE_TEST(Pull, MatchesReferenceForManyWidths) {
     for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
       const std::string what = std::string(name(f)) + " F=" + std::to_string(c.F) + " on " + dev.str();
       const PullRun r = run_pull_checked(ctx, b, bd, c.F, xf, gf, f, what);
-      if (dev.is_cuda()) {  // the CPU kernel is the oracle of the GPU one
-        Tensor yc = poisoned({c.num_dst, c.F}, Device::cpu()), dxc = poisoned({c.num_src, c.F}, Device::cpu());
-        pull_forward(b, Tensor::from_vector(xf, {c.num_src, c.F}), f, yc);
-        pull_backward(b, Tensor::from_vector(gf, {c.num_dst, c.F}), f, dxc);
-        expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + what, r.yr.mag);
-        expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + what, r.dxr.mag);
-      }
+      expect_like_cpu(dev, b, c.F, xf, gf, f, r, what);
     }
   }
 }
@@ -333,13 +339,7 @@ GT_DEVICE_TEST(Pull, RealignedWideRowsEveryOffsetClass) {
     for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
       const std::string what = std::string(name(f)) + " F=" + std::to_string(F) + " on " + dev.str();
       const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, what);
-      if (dev.is_cuda()) {
-        Tensor yc = poisoned({num_dst, F}, Device::cpu()), dxc = poisoned({num_src, F}, Device::cpu());
-        pull_forward(b, Tensor::from_vector(xf, {num_src, F}), f, yc);
-        pull_backward(b, Tensor::from_vector(gf, {num_dst, F}), f, dxc);
-        expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + what, r.yr.mag);
-        expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + what, r.dxr.mag);
-      }
+      expect_like_cpu(dev, b, F, xf, gf, f, r, what);
     }
   }
 }
@@ -374,13 +374,7 @@ GT_DEVICE_TEST(Pull, ColumnBandsOfWholeCacheLines) {
         const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, w);
         EXPECT_EQ(r.y, whole.y) << w;
         EXPECT_EQ(r.dx, whole.dx) << w;
-        if (dev.is_cuda()) {
-          Tensor yc = poisoned({num_dst, F}, Device::cpu()), dxc = poisoned({num_src, F}, Device::cpu());
-          pull_forward(b, Tensor::from_vector(xf, {num_src, F}), f, yc);
-          pull_backward(b, Tensor::from_vector(gf, {num_dst, F}), f, dxc);
-          expect_close(r.y, to_double(yc.to_vector<float>()), kPullTol, "GPU vs CPU forward " + w, r.yr.mag);
-          expect_close(r.dx, to_double(dxc.to_vector<float>()), kPullTol, "GPU vs CPU backward " + w, r.dxr.mag);
-        }
+        expect_like_cpu(dev, b, F, xf, gf, f, r, w);
         // 16 bytes past a 128-byte boundary (inputs and outputs): whole rows of float4.
         std::vector<float> xpad(4, 0.5f), gpad(4, 0.5f);
         xpad.insert(xpad.end(), xf.begin(), xf.end());

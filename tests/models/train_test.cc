@@ -207,6 +207,18 @@ TEST_F(TrainTest, AlignedRowsTrainLikeUnpaddedRows) {
       EXPECT_EQ(emb.data<float>()[r * 13 + j], ds.features.data<float>()[(r == 0 ? 3 : 1500) * 13 + j]);
 }
 
+// yaml without the lines that contain `key`: a stored config as an older version wrote it.
+std::string without_lines(const std::string& yaml, const std::string& key) {
+  std::string out;
+  for (std::size_t at = 0, next; at < yaml.size(); at = next + 1) {
+    next = yaml.find('\n', at);
+    if (next == std::string::npos) next = yaml.size();
+    const std::string line = yaml.substr(at, next - at);
+    if (line.find(key) == std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
 // A model file written before dataset.align_rows existed (its stored config lacks the key) holds
 // first-layer weights as wide as the unpadded rows: an inference session opens it unpadded.
 TEST_F(TrainTest, ModelFilesFromBeforeAlignRowsOpenUnpadded) {
@@ -225,13 +237,7 @@ TEST_F(TrainTest, ModelFilesFromBeforeAlignRowsOpenUnpadded) {
   c.train.save_best = "";
   Trainer t(c);
   t.fit(nullptr);
-  std::string yaml = to_yaml(c), old_yaml;
-  for (std::size_t at = 0, next; at < yaml.size(); at = next + 1) {
-    next = yaml.find('\n', at);
-    if (next == std::string::npos) next = yaml.size();
-    const std::string line = yaml.substr(at, next - at);
-    if (line.find("align_rows") == std::string::npos) old_yaml += line + "\n";
-  }
+  const std::string old_yaml = without_lines(to_yaml(c), "align_rows");
   ASSERT_EQ(old_yaml.find("align_rows"), std::string::npos);
   const std::string path = (dir_ / "odd-old-model.h5").string();
   save_weights(path, t.model().params(), old_yaml, 1);
@@ -268,13 +274,7 @@ TEST_F(TrainTest, ModelFilesFromBeforeRowAlignmentOpenWith16ByteRows) {
   Trainer t(c);
   t.fit(nullptr);
   ASSERT_EQ(t.model().params()[0]->value.size(0), 508);
-  std::string yaml = to_yaml(c), old_yaml;
-  for (std::size_t at = 0, next; at < yaml.size(); at = next + 1) {
-    next = yaml.find('\n', at);
-    if (next == std::string::npos) next = yaml.size();
-    const std::string line = yaml.substr(at, next - at);
-    if (line.find("row_alignment") == std::string::npos) old_yaml += line + "\n";
-  }
+  const std::string old_yaml = without_lines(to_yaml(c), "row_alignment");
   ASSERT_EQ(old_yaml.find("row_alignment"), std::string::npos);
   ASSERT_NE(old_yaml.find("align_rows: true"), std::string::npos);
   const std::string path = (dir_ / "wide-old-model.h5").string();
@@ -283,7 +283,7 @@ TEST_F(TrainTest, ModelFilesFromBeforeRowAlignmentOpenWith16ByteRows) {
   io.device = "cpu";
   InferenceSession s(path, "", io);
   EXPECT_EQ(s.predict({1, 2, 3}).shape(), (Shape{3, 4}));
-  // Stored with today's default (128-byte rows, 512 floats) the weights do not fit, and the error says so.
+  // Stored with today's default (128-byte rows, 512 floats) the weights do not fit.
   Config now = c;
   now.dataset.row_alignment = 128;
   const std::string path_new = (dir_ / "wide-new-model.h5").string();
