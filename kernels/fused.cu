@@ -7,6 +7,8 @@
 // Backward: the warp that owns SOURCE row u gathers its source term over the transposed block,
 // sum_v c(v) (dy_side[v] + dy_inter[v] * x_v), and, when u is also a destination, the destination
 // term c(u) dy_inter[u] * sum_w x_w over its CSR row; it writes dx[u] once. No atomics.
+// Rows of whole 128-byte lines (dataset.row_alignment) from a source matrix larger than half the
+// L2 gather in the forward through the Pull's column bands (pull_vec.cuh, with NGCF's outputs).
 // Wide odd rows (F = 4353) of sampled blocks gather in the forward through realign.cuh (aligned
 // 16-byte windows); other scalar rows (odd F) take 4 columns per lane; the row's own values (x_v,
 // or dy_inter[u] in backward) are loaded before the gather; long rows split their column steps
