@@ -67,15 +67,15 @@ __device__ __forceinline__ void scale(float4& a, float w) {
 //   out[r, :] = sum_{e in [ptr[r], ptr[r+1])} weight(e) * in[ids[e], :]  (times 1/deg(r) for kRowMean)
 // with one writer per output element, accumulating in CSR order.
 
-// Where pull_vec_kernel puts a row's vectors: out[row * fv + c]. Other outputs (NGCF's side and
-// inter rows, kernels/fused.cu) have the same shape: kSelf says whether put() also needs the
-// row's own input vector, which pre() loads before the gather so its latency hides behind it.
 // Keeps a kernel argument out of template deduction (so Out is StoreRows<V> unless named).
 template <class T>
 struct NoDeduce {
   using type = T;
 };
 
+// Where pull_vec_kernel puts a row's vectors: out[row * fv + c]. Other outputs (NGCF's side and
+// inter rows, kernels/fused.cu) have the same shape: kSelf says whether put() also needs the
+// row's own input vector, which pre() loads before the gather so its latency hides behind it.
 template <typename V>
 struct StoreRows {
   V* out;
@@ -131,6 +131,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t step = static_cast<int64_t>(LPR) * U;
   const int64_t span = split ? (band_steps > 0 ? band_steps : 1) * step : fv;
   const int64_t t_stride = split ? static_cast<int64_t>(gridDim.y) * span : fv;
+  // One loop nest: this warp's tiles, then the column steps of each tile.
   for (int64_t t0 = split ? static_cast<int64_t>(blockIdx.y) * span : 0; t0 < fv; t0 += t_stride)
   for (int64_t c0 = t0, c_end = t0 + span < fv ? t0 + span : fv; c0 < c_end; c0 += step) {
     V acc[U], self[U];
