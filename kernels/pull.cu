@@ -153,10 +153,7 @@ bool long_rows(int64_t rows, int64_t nnz) { return rows > 0 && nnz >= kTiledAver
 template <typename V, int LPR, int U, int E, Weight kW>
 void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
                 int64_t nnz, int64_t fv, float* out, Stream s) {
-  const int64_t groups = (rows + kWarp / LPR - 1) / (kWarp / LPR);
-  const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
-  const dim3 blocks(static_cast<unsigned>(grid), long_rows(rows, nnz) ? column_tiles(fv, LPR * U) : 1u);
+  const dim3 blocks(pull_vec::grid_for_groups(rows, LPR), long_rows(rows, nnz) ? column_tiles(fv, LPR * U) : 1u);
   pull_vec_kernel<V, LPR, U, E, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, reinterpret_cast<const V*>(in),
                                                                 rows, fv, reinterpret_cast<V*>(out));
 }
@@ -180,13 +177,12 @@ template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_rows,
                  int64_t rows, int64_t nnz, int64_t F, float* out, int device, Stream s) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
-  const int bands = F % 4 == 0 && aligned16(in) && aligned16(out)
-                        ? pull_vec::band_steps(in_rows, rows, nnz, F / 4, in, long_rows(rows, nnz), device)
-                        : 0;
+  const bool vec4 = F % 4 == 0 && aligned16(in) && aligned16(out);
+  const int bands = vec4 ? pull_vec::band_steps(in_rows, rows, nnz, F / 4, in, long_rows(rows, nnz), device) : 0;
   if (bands > 0) {
     pull_vec::launch_bands<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
                                pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), bands, s);
-  } else if (F % 4 == 0 && aligned16(in) && aligned16(out)) {
+  } else if (vec4) {
     launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
   } else if (realign::applies(F, rows, nnz, in) && !long_rows(rows, nnz)) {
     realign::launch<kW == Weight::kRowMean, kW == Weight::kColMean>(ptr, ids, col_ptr, in, in_rows * F, rows, F,

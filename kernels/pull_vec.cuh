@@ -218,16 +218,22 @@ inline int band_steps(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, co
   return steps;
 }
 
+// Blocks of pull_vec_kernel for `rows` rows at `lanes` lanes a row (one warp per row group, no
+// striding).
+inline unsigned grid_for_groups(int64_t rows, int lanes) {
+  const int64_t groups = (rows + kWarp / lanes - 1) / (kWarp / lanes);
+  const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
+  return static_cast<unsigned>(grid);
+}
+
 // The banded launch: 8 lanes per row (a 128-byte step), 8 edges of loads in flight.
 template <Weight kW, class Out>
 void launch_bands(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
                   int64_t fv, Out out, int steps, cudaStream_t s) {
   constexpr int kLanes = 8;
-  const int64_t groups = (rows + kWarp / kLanes - 1) / (kWarp / kLanes);
-  const int64_t grid = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int64_t bands = (fv + kLanes * steps - 1) / (kLanes * steps);
-  GT_CHECK_ARG(grid <= 0x7fffffff, "pull: too many rows for one launch (", rows, ")");
-  const dim3 blocks(static_cast<unsigned>(grid), static_cast<unsigned>(bands < 65535 ? bands : 65535));
+  const dim3 blocks(grid_for_groups(rows, kLanes), static_cast<unsigned>(bands < 65535 ? bands : 65535));
   pull_vec_kernel<float4, kLanes, 1, 8, kW, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in,
                                                                                             rows, fv, out, steps);
 }
