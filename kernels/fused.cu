@@ -204,15 +204,13 @@ void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64
   const unsigned grid = static_cast<unsigned>(grid_for_rows(num_dst, device));
   const bool vec = F % 4 == 0 && aligned16(x) && aligned16(y_side) && aligned16(y_inter);
   // Rows of whole 128-byte lines from a matrix larger than half the L2: the Pull's column bands.
-  const int bands =
-      vec ? pull_vec::band_steps(num_src, num_dst, nnz, F / 4, x, nnz >= kNgcfTiledDegree * num_dst, device) : 0;
-  if (bands > 0) {
+  if (vec && pull_vec::use_bands(num_src, num_dst, nnz, F / 4, x, nnz >= kNgcfTiledDegree * num_dst, device)) {
     const auto* x4 = reinterpret_cast<const float4*>(x);
     const NgcfStore4 out{x4, reinterpret_cast<float4*>(y_side), reinterpret_cast<float4*>(y_inter), add_self};
     if (mean)
-      pull_vec::launch_bands<pull_vec::Weight::kRowMean>(ptr, ids, nullptr, x4, num_dst, F / 4, out, bands, s);
+      pull_vec::launch_bands<pull_vec::Weight::kRowMean>(ptr, ids, nullptr, x4, num_dst, F / 4, out, s);
     else
-      pull_vec::launch_bands<pull_vec::Weight::kNone>(ptr, ids, nullptr, x4, num_dst, F / 4, out, bands, s);
+      pull_vec::launch_bands<pull_vec::Weight::kNone>(ptr, ids, nullptr, x4, num_dst, F / 4, out, s);
   } else if (vec) {
     const dim3 blocks(grid, ngcf_tiles(num_dst, nnz, F / 4, kWarp * kUnroll));
     ngcf_forward_kernel<float4, kUnroll><<<blocks, kThreads, 0, s>>>(ptr, ids, num_dst, F / 4, mean, add_self,

@@ -22,9 +22,11 @@
 //    The gather runs at 2.4-2.7 TB/s of gathered bytes there (the copy limit is ~3 TB/s).
 //    Rows of whole 128-byte lines (F a multiple of 32 floats, 128-byte aligned: dataset.row_alignment
 //    pads wide rows so) in forward-shaped blocks whose source matrix is larger than half the L2
-//    are gathered in column bands instead (8 lanes per row, pull_vec::band_steps()): the device
-//    walks one band of 1-4 lines of every row at a time, so the edges that read a source row
-//    again find its band in L2 (reddit2 0.63 -> 0.42 ms, livejournal 2.02 -> 1.58 ms).
+//    are gathered in column bands instead (pull_vec::use_bands()): the device walks one line of
+//    every row at a time, so the edges that read a source row again find it in L2, with the lane
+//    gather of pull_vec.cuh (8 lanes per row, each lane reading the row's ids itself, 16 edges of
+//    loads in flight; reddit2 0.63 -> 0.32 ms, livejournal 2.02 -> 1.38 ms). Whole rows of at most
+//    32 vectors in such blocks (products) also take the lane gather.
 //  * Long rows (blocks averaging kTiledAverageDegree or more edges per row: full neighbourhoods
 //    of power-law graphs): a row of kSplitDegree or more edges has its column steps spread over
 //    grid rows (blockIdx.y), so a hub is walked by many warps instead of one (one warp walking a
@@ -173,15 +175,35 @@ void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col
     launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
 }
 
+// Whole float4 rows of at most 32 vectors in forward-shaped blocks (4+ edges per row, not long
+// rows): the lane gather, the fewest lanes (8, 16 or 32) that cover the row, 4 edges of loads in
+// flight (products, 25 vectors: 0.099 -> 0.093 ms against a warp per row of pull_vec_kernel).
+bool lane_rows(int64_t rows, int64_t nnz, int64_t fv) { return fv <= 32 && nnz >= 4 * rows && !long_rows(rows, nnz); }
+
+template <Weight kW>
+void launch_lane_rows(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
+                      int64_t fv, float4* out, Stream s) {
+  const int lanes = fv > 16 ? 32 : fv > 8 ? 16 : 8;
+  const dim3 blocks(pull_vec::grid_for_groups(rows, lanes));  // one grid row: whole rows
+  if (lanes == 32)
+    pull_vec::pull_lane_kernel<32, 4, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+  else if (lanes == 16)
+    pull_vec::pull_lane_kernel<16, 4, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+  else
+    pull_vec::pull_lane_kernel<8, 4, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+}
+
 template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_rows,
                  int64_t rows, int64_t nnz, int64_t F, float* out, int device, Stream s) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
   const bool vec4 = F % 4 == 0 && aligned16(in) && aligned16(out);
-  const int bands = vec4 ? pull_vec::band_steps(in_rows, rows, nnz, F / 4, in, long_rows(rows, nnz), device) : 0;
-  if (bands > 0) {
+  if (vec4 && pull_vec::use_bands(in_rows, rows, nnz, F / 4, in, long_rows(rows, nnz), device)) {
     pull_vec::launch_bands<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
-                               pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), bands, s);
+                               pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), s);
+  } else if (vec4 && lane_rows(rows, nnz, F / 4)) {
+    launch_lane_rows<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
+                         reinterpret_cast<float4*>(out), s);
   } else if (vec4) {
     launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
   } else if (realign::applies(F, rows, nnz, in) && !long_rows(rows, nnz)) {

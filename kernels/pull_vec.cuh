@@ -67,13 +67,13 @@ __device__ __forceinline__ void scale(float4& a, float w) {
 //   out[r, :] = sum_{e in [ptr[r], ptr[r+1])} weight(e) * in[ids[e], :]  (times 1/deg(r) for kRowMean)
 // with one writer per output element, accumulating in CSR order.
 
-// Keeps a kernel argument out of template deduction (so Out is StoreRows<V> unless named).
+// Keeps a kernel argument out of template deduction (so Out is StoreRows<float4> unless named).
 template <class T>
 struct NoDeduce {
   using type = T;
 };
 
-// Where pull_vec_kernel puts a row's vectors: out[row * fv + c]. Other outputs (NGCF's side and
+// Where pull_lane_kernel puts a row's vectors: out[row * fv + c]. Other outputs (NGCF's side and
 // inter rows, kernels/fused.cu) have the same shape: kSelf says whether put() also needs the
 // row's own input vector, which pre() loads before the gather so its latency hides behind it.
 template <typename V>
@@ -92,17 +92,11 @@ struct StoreRows {
 // steps), E neighbour rows loaded before accumulating. One warp per row group (no striding: the
 // grid covers every group). Loop bounds use the warp's largest degree so shuffles stay
 // full-mask; each row's own degree predicates its loads.
-//
-// Column bands (band_steps > 0): every warp takes only the column tiles blockIdx.y,
-// blockIdx.y + gridDim.y, ... of its rows, a tile being band_steps column steps. blockIdx.x
-// varies fastest in the order blocks are started, so the device walks one band of all rows
-// before the next, and the band's slice of the source matrix (rows x band bytes) can stay in L2
-// for the edges that read the same source row again (launch rules in pull.cu).
-template <typename V, int LPR, int U, int E, Weight kW, class Ld = napa_dev::LoadNc, class Out = StoreRows<V>>
+template <typename V, int LPR, int U, int E, Weight kW, class Ld = napa_dev::LoadNc>
 __global__ void __launch_bounds__(kThreads)
     pull_vec_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                     const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
-                    typename NoDeduce<Out>::type out, int band_steps = 0) {
+                    V* __restrict__ out) {
   static_assert(LPR % E == 0 && kWarp % LPR == 0, "an edge group must not straddle an id chunk");
   constexpr int kRowsPerWarp = kWarp / LPR;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -122,25 +116,17 @@ __global__ void __launch_bounds__(kThreads)
     max_deg = t > max_deg ? t : max_deg;
   }
   const float row_scale = (kW == Weight::kRowMean && deg > 0) ? 1.0f / static_cast<float>(deg) : 1.0f;
-  // Column tiles (launch_vec: gridDim.y > 1 for column bands, or for blocks with long rows on
-  // average): with bands every warp takes tiles y, y + gridDim.y, ... of band_steps steps; else a
-  // warp whose rows have kSplitDegree or more edges takes single steps y, y + gridDim.y, ... (so
-  // the steps of a hub row run on different warps) and other warps every step in grid row 0.
-  const bool split = band_steps > 0 || max_deg >= kSplitDegree;
+  // Column tiles (launch_vec: gridDim.y > 1 only for blocks with long rows on average): a warp
+  // whose rows have kSplitDegree or more edges takes column steps y, y + gridDim.y, ... (so the
+  // steps of a hub row run on different warps); other warps take every step in grid row 0.
+  const bool split = max_deg >= kSplitDegree;
   if (!split && blockIdx.y > 0) return;
   const int64_t step = static_cast<int64_t>(LPR) * U;
-  const int64_t span = split ? (band_steps > 0 ? band_steps : 1) * step : fv;
-  const int64_t t_stride = split ? static_cast<int64_t>(gridDim.y) * span : fv;
-  // One loop nest: this warp's tiles, then the column steps of each tile.
-  for (int64_t t0 = split ? static_cast<int64_t>(blockIdx.y) * span : 0; t0 < fv; t0 += t_stride)
-  for (int64_t c0 = t0, c_end = t0 + span < fv ? t0 + span : fv; c0 < c_end; c0 += step) {
-    V acc[U], self[U];
+  const int64_t c_stride = split ? static_cast<int64_t>(gridDim.y) * step : step;
+  for (int64_t c0 = split ? static_cast<int64_t>(blockIdx.y) * step : 0; c0 < fv; c0 += c_stride) {
+    V acc[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      set_zero(acc[u]);
-      set_zero(self[u]);
-      if (Out::kSelf && row < rows && c0 + u * LPR + sub < fv) self[u] = out.pre(row, c0 + u * LPR + sub, fv);
-    }
+    for (int u = 0; u < U; ++u) set_zero(acc[u]);
     for (int64_t e0 = 0; e0 < max_deg; e0 += LPR) {
       // One coalesced read of LPR edge ids (and weights) per row, broadcast by shuffles.
       int my_id = 0;
@@ -185,40 +171,111 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t c = c0 + u * LPR + sub;
         if (c < fv) {
           if (kW == Weight::kRowMean) scale(acc[u], row_scale);
-          out.put(row, c, fv, acc[u], self[u]);
+          out[row * fv + c] = acc[u];
         }
       }
     }
   }
 }
 
+// Lane gathers of float4 rows: LPR lanes own one row (a warp holds 32 / LPR rows) and every lane
+// reads the row's edge ids itself (the lanes of a row read the same addresses, one transaction),
+// then E neighbour vectors, before accumulating any of them. Nothing is shuffled and each row
+// runs to its own degree, so a warp's rows need not wait for its longest one (the kernel has no
+// warp collectives). Each grid row y takes the column steps y, y + gridDim.y, ... (a step: LPR
+// vectors, lane sub the vector sub of it). With one step per grid row and blockIdx.x varying
+// fastest in the order blocks are started, the device walks one step of every row before the
+// next: column bands of one 128-byte line for 8 lanes (launch_bands); with a row of at most LPR
+// vectors, gridDim.y = 1, whole rows. Sums run in CSR order as pull_vec_kernel's do, so both
+// give the same bits. H100, pyg_baseline's blocks (scripts/pull_sweep.cu): bands of one line,
+// 8 lanes, E = 16: reddit2 0.39 -> 0.32 ms, livejournal 1.53 -> 1.38 ms against pull_vec_kernel's
+// bands; whole rows of 25 vectors (products), 32 lanes, E = 4: 0.099 -> 0.093 ms. The compiler
+// keeps this shape at 32 registers a thread (a full SM) with fewer than E vectors in flight; a
+// variant at 40 registers (E = 16 all in flight) took 0.40 ms on reddit2.
+template <int LPR, int E, Weight kW, class Ld = napa_dev::LoadNc, class Out = StoreRows<float4>>
+__global__ void __launch_bounds__(kThreads)
+    pull_lane_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                     const int64_t* __restrict__ col_ptr, const float4* __restrict__ in, int64_t rows, int64_t fv,
+                     typename NoDeduce<Out>::type out) {
+  static_assert(kWarp % LPR == 0, "a warp holds whole row groups");
+  constexpr int kRowsPerWarp = kWarp / LPR;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int sub = lane % LPR;
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (group * kRowsPerWarp >= rows) return;  // the whole warp
+  const int64_t row = group * kRowsPerWarp + lane / LPR;
+  int64_t start = 0, deg = 0;  // rows past the end run with no edges and store nothing
+  if (row < rows) {
+    start = ptr[row];
+    deg = ptr[row + 1] - start;
+  }
+  for (int64_t t = blockIdx.y; t * LPR < fv; t += gridDim.y) {
+    const int64_t c = t * LPR + sub;
+    const bool live = c < fv && row < rows;
+    float4 acc, self;
+    set_zero(acc);
+    set_zero(self);
+    if (Out::kSelf && live) self = out.pre(row, c, fv);
+    for (int64_t e0 = 0; e0 < deg; e0 += E) {
+      int id[E];
+      float w[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
+        w[k] = 1.0f;
+        if (kW == Weight::kColMean && id[k] >= 0)
+          w[k] = 1.0f / static_cast<float>(col_ptr[id[k] + 1] - col_ptr[id[k]]);
+      }
+      float4 v[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        set_zero(v[k]);
+        if (id[k] >= 0 && c < fv) v[k] = Ld::load(in + static_cast<int64_t>(id[k]) * fv + c);
+      }
+      // In CSR order (absent edges loaded zeros).
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        if (kW == Weight::kColMean)
+          add_scaled(acc, v[k], w[k]);
+        else
+          add(acc, v[k]);
+      }
+    }
+    if (live) {
+      if (kW == Weight::kRowMean && deg > 0) scale(acc, 1.0f / static_cast<float>(deg));
+      out.put(row, c, fv, acc, self);
+    }
+  }
+}
+
+// Grid rows for `steps` column steps (a grid dimension holds at most 65535; the kernels stride).
+inline unsigned step_tiles(int64_t steps) {
+  return static_cast<unsigned>(steps < 1 ? 1 : steps > 65535 ? 65535 : steps);
+}
+
 // Column bands for float4 rows of whole 128-byte lines (fv a multiple of 8 vectors, `in` 128-byte
 // aligned: dataset.row_alignment pads wide rows so) in forward-shaped blocks (4+ edges per row on
 // average, not long rows) whose source matrix of in_rows rows is larger than half the L2: the
-// device then walks one band of every row at a time, and the band's slice of the matrix stays in
-// L2 for the edges that read a source row again. Returns the band's width in 128-byte lines (1, 2
-// or 4: the most whose slice, in_rows x band, fits half the L2), or 0 for whole rows. Bands over
-// transposed blocks (one or two edges per row) were slower and are not used. GT_PULL_BANDS=0
-// turns bands off; =1, 2 or 4 forces that width wherever the rows allow (tests); read per launch.
-// H100, pyg_baseline's blocks on 608- and 4384-float rows: Pull reddit2 0.63 -> 0.42 ms,
-// livejournal 2.02 -> 1.58 ms (docs/benchmarks.md, fourteenth session).
-inline int band_steps(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, const void* in, bool long_rows,
+// device then walks one line of every row at a time (launch_bands), and the edges that read a
+// source row again find that line in L2. Bands of 2 and 4 lines (pull_sweep.cu's nb_k) were as
+// fast on wiki-talk and slower on reddit2 and livejournal; bands over transposed blocks (one or
+// two edges per row) were slower than whole rows. GT_PULL_BANDS=0 turns bands off, =1 forces them
+// wherever the rows allow (tests); read per launch. H100, pyg_baseline's blocks on 608- and
+// 4384-float rows: Pull reddit2 0.63 -> 0.32 ms, livejournal 2.02 -> 1.38 ms against whole rows
+// (docs/benchmarks.md, fourteenth and fifteenth sessions).
+inline bool use_bands(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, const void* in, bool long_rows,
                       int device) {
   const char* env = std::getenv("GT_PULL_BANDS");
   const int forced = env && *env ? std::atoi(env) : -1;
   if (forced == 0 || fv % 8 != 0 || reinterpret_cast<std::uintptr_t>(in) % 128 != 0 || nnz < 4 * rows || long_rows)
-    return 0;
-  if (forced == 1 || forced == 2 || forced == 4) return forced;
+    return false;
+  if (forced == 1) return true;
   int l2 = 0;
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  const double half_l2 = 0.5 * static_cast<double>(l2), line_slice = 128.0 * static_cast<double>(in_rows);
-  if (line_slice * static_cast<double>(fv / 8) <= half_l2) return 0;  // fits in L2 whole
-  int steps = 1;
-  while (steps < 4 && 2.0 * steps * line_slice <= half_l2) steps *= 2;
-  return steps;
+  return 128.0 * static_cast<double>(in_rows) * static_cast<double>(fv / 8) > 0.5 * static_cast<double>(l2);
 }
 
-// Blocks of pull_vec_kernel for `rows` rows at `lanes` lanes a row (one warp per row group, no
+// Blocks of pull_vec_kernel and pull_lane_kernel for `rows` rows at `lanes` lanes a row (one warp per row group, no
 // striding).
 inline unsigned grid_for_groups(int64_t rows, int lanes) {
   const int64_t groups = (rows + kWarp / lanes - 1) / (kWarp / lanes);
@@ -227,15 +284,15 @@ inline unsigned grid_for_groups(int64_t rows, int lanes) {
   return static_cast<unsigned>(grid);
 }
 
-// The banded launch: 8 lanes per row (a 128-byte step), 8 edges of loads in flight.
+// The banded launch: the lane gather, 8 lanes per row (a step of one 128-byte line), 16 edges of
+// loads.
 template <Weight kW, class Out>
 void launch_bands(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
-                  int64_t fv, Out out, int steps, cudaStream_t s) {
+                  int64_t fv, Out out, cudaStream_t s) {
   constexpr int kLanes = 8;
-  const int64_t bands = (fv + kLanes * steps - 1) / (kLanes * steps);
-  const dim3 blocks(grid_for_groups(rows, kLanes), static_cast<unsigned>(bands < 65535 ? bands : 65535));
-  pull_vec_kernel<float4, kLanes, 1, 8, kW, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in,
-                                                                                            rows, fv, out, steps);
+  const dim3 blocks(grid_for_groups(rows, kLanes), step_tiles((fv + kLanes - 1) / kLanes));
+  pull_lane_kernel<kLanes, 16, kW, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows,
+                                                                                     fv, out);
 }
 
 }  // namespace gt::cuda_impl::pull_vec

@@ -6,7 +6,7 @@
 // 32 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
 // kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o pull_sweep scripts/pull_sweep.cu
+//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o pull_sweep scripts/pull_sweep.cu framework/error.cc
 //   ./pull_sweep [workload [F]]    # on the GPU machine; prints one line per variant; F overrides
 //                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
 #include <cuda_runtime.h>
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/pull_vec.cuh"
 #include "scripts/probe_util.cuh"
 
 constexpr int kWarp = 32;
@@ -83,6 +84,56 @@ __global__ void __launch_bounds__(256) pull_k(const int64_t* __restrict__ ptr, c
         const int64_t c = c0 + u * LPR + sub;
         if (c < ce) out[row * fv + c] = acc[u];
       }
+    }
+  }
+}
+
+// Narrow bands: a band of STEPS x U x VPB float4 vectors per row, blockIdx.y = band (a band
+// wider than the row: whole rows). LPR lanes per row: lane sub covers vectors sub % VPB + u * VPB
+// of one column step for the edges sub / VPB, sub / VPB + LPR / VPB, ... (E of them in flight,
+// each lane loading its own edge ids), and the edge slots are summed by shuffles at the end.
+template <int VPB, int LPR, int E, int U = 1, int STEPS = 1>
+__global__ void __launch_bounds__(256) nb_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                            const float4* __restrict__ in, int64_t rows, int64_t fv,
+                                            float4* __restrict__ out) {
+  constexpr int RPW = kWarp / LPR, SLOTS = LPR / VPB;
+  const int lane = threadIdx.x % kWarp, sub = lane % LPR, vec = sub % VPB, slot = sub / VPB;
+  const int64_t group = (int64_t)blockIdx.x * 8 + threadIdx.x / kWarp;
+  const int64_t row = group * RPW + lane / LPR;
+  if (group * RPW >= rows) return;  // whole warp
+  int64_t start = 0, deg = 0;
+  if (row < rows) { start = ptr[row]; deg = ptr[row + 1] - start; }
+  for (int st = 0; st < STEPS; ++st) {
+    const int64_t c0 = ((int64_t)blockIdx.y * STEPS + st) * U * VPB + vec;
+    if (c0 - vec >= fv) break;  // the whole warp: every lane has the same c0 - vec
+    float4 acc[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) vz(acc[u]);
+    for (int64_t e = slot; e < deg; e += SLOTS * E) {
+      int id[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) id[k] = e + k * SLOTS < deg ? ids[start + e + k * SLOTS] : -1;
+      float4 v[E][U];
+#pragma unroll
+      for (int k = 0; k < E; ++k)
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          vz(v[k][u]);
+          if (id[k] >= 0 && c0 + u * VPB < fv) v[k][u] = __ldg(in + (int64_t)id[k] * fv + c0 + u * VPB);
+        }
+#pragma unroll
+      for (int k = 0; k < E; ++k)
+#pragma unroll
+        for (int u = 0; u < U; ++u) va(acc[u], v[k][u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int o = VPB; o < LPR; o *= 2) {
+        acc[u].x += __shfl_xor_sync(kFull, acc[u].x, o); acc[u].y += __shfl_xor_sync(kFull, acc[u].y, o);
+        acc[u].z += __shfl_xor_sync(kFull, acc[u].z, o); acc[u].w += __shfl_xor_sync(kFull, acc[u].w, o);
+      }
+      if (slot == 0 && row < rows && c0 + u * VPB < fv) out[row * fv + c0 + u * VPB] = acc[u];
     }
   }
 }
@@ -163,6 +214,47 @@ void run_gen(const char* shape, Dev& d, int64_t span_bytes, double floor_bytes) 
   fflush(stdout);
 }
 
+template <int VPB, int LPR, int E, int U = 1, int STEPS = 1>
+void run_nb(const char* shape, Dev& d, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4;
+  const int64_t groups = (d.rows + kWarp / LPR - 1) / (kWarp / LPR);
+  constexpr int kBand = VPB * U * STEPS;
+  dim3 grid((unsigned)((groups + 7) / 8), (unsigned)((fv + kBand - 1) / kBand));
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] { nb_k<VPB, LPR, E, U, STEPS><<<grid, 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out); };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  double err = max_err(d);
+  double ms = time_ms(f);
+  printf("%-18s NARROW band %4dB VPB%2d LPR%2d E%2d U%d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, kBand * 16, VPB, LPR, E, U, ms,
+         floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
+// The library's lane gather (kernels/pull_vec.cuh) on the same block: bands of one step (steps =
+// 1) or whole rows (steps = 0, rows of at most LPR vectors); kW = kRowMean times the mean (not
+// checked against the sum).
+template <int LPR, int E, gt::cuda_impl::pull_vec::Weight kW>
+void run_lib(const char* shape, Dev& d, int steps, double floor_bytes) {
+  namespace pv = gt::cuda_impl::pull_vec;
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4;
+  const unsigned bands = steps > 0 ? pv::step_tiles((fv + LPR - 1) / LPR) : 1u;
+  const dim3 grid(pv::grid_for_groups(d.rows, LPR), bands);
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] {
+    pv::pull_lane_kernel<LPR, E, kW><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in, d.rows, fv,
+                                                    (float4*)d.out);
+  };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const bool sum = kW == pv::Weight::kNone;
+  const double err = sum ? max_err(d) : 0.0;
+  const double ms = time_ms(f);
+  printf("%-18s LIB %s steps %d LPR%2d E%2d          %8.4f ms  %7.1f GB/s  err %.1e\n", shape, sum ? "sum " : "mean",
+         steps, LPR, E, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
 template <typename V>
 void run_cur(const char* shape, Dev& d, double floor_bytes, bool as_ref) {
   const int w = sizeof(V) / 4;
@@ -177,7 +269,9 @@ void run_cur(const char* shape, Dev& d, double floor_bytes, bool as_ref) {
   printf("%-18s CURRENT V%d                       %8.4f ms  %7.1f GB/s\n", shape, w, ms, floor_bytes / ms / 1e6);
 }
 
-void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool backward) {
+void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool backward, int64_t floor_f = 0,
+           bool narrow = false) {
+  if (floor_f <= 0) floor_f = F;
   Blk b = make_block(s, dd, e, 42);
   if (backward) b = transpose(b);
   Dev d{};
@@ -189,7 +283,7 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   CK(cudaMemcpy(d.ptr, b.ptr.data(), (b.rows + 1) * 8, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d.ids, b.ids.data(), b.nnz * 4, cudaMemcpyHostToDevice));
   fill_uniform(d.in, b.cols * F, 0);
-  const double floor_bytes = (double)(distinct + b.rows) * F * 4 + (double)b.nnz * 4 + (b.rows + 1) * 8.0;
+  const double floor_bytes = (double)(distinct + b.rows) * floor_f * 4 + (double)b.nnz * 4 + (b.rows + 1) * 8.0;
   std::string shape = std::string(name) + (backward ? "/bwd" : "/fwd");
   printf("== %s rows %lld cols %lld nnz %lld F %lld distinct %lld floor %.1f MB\n", shape.c_str(), (long long)b.rows,
          (long long)b.cols, (long long)b.nnz, (long long)F, (long long)distinct, floor_bytes / 1e6);
@@ -197,8 +291,44 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
   if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
   if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
+  if (narrow && backward) {  // the library's whole-row shapes for transposed blocks against lane gathers
+    run_gen<float4, 8, 2, 4>(sh, d, 0, floor_bytes);
+    run_gen<float4, 32, 2, 4>(sh, d, 0, floor_bytes);
+    run_nb<8, 8, 2, 2, 64>(sh, d, floor_bytes); run_nb<8, 8, 4, 2, 64>(sh, d, floor_bytes);
+    run_nb<8, 8, 4, 1, 128>(sh, d, floor_bytes); run_nb<16, 16, 4, 1, 64>(sh, d, floor_bytes);
+    run_nb<16, 16, 2, 2, 32>(sh, d, floor_bytes);
+    run_nb<32, 32, 2, 1, 64>(sh, d, floor_bytes); run_nb<32, 32, 4, 1, 64>(sh, d, floor_bytes);
+    run_nb<32, 32, 2, 2, 32>(sh, d, floor_bytes);
+  } else if (narrow) {  // whole rows and the library's bands against narrow-band shapes (rows padded by F)
+    using gt::cuda_impl::pull_vec::Weight;
+    for (int rep = 0; rep < 2; ++rep) {
+      if (d.F <= 128) {
+        run_lib<32, 4, Weight::kNone>(sh, d, 0, floor_bytes); run_lib<32, 4, Weight::kRowMean>(sh, d, 0, floor_bytes);
+      }
+      run_lib<8, 8, Weight::kNone>(sh, d, 1, floor_bytes); run_lib<8, 8, Weight::kRowMean>(sh, d, 1, floor_bytes);
+      run_lib<8, 12, Weight::kNone>(sh, d, 1, floor_bytes); run_lib<8, 12, Weight::kRowMean>(sh, d, 1, floor_bytes);
+      run_lib<8, 16, Weight::kNone>(sh, d, 1, floor_bytes); run_lib<8, 16, Weight::kRowMean>(sh, d, 1, floor_bytes);
+      run_nb<8, 8, 16>(sh, d, floor_bytes);
+    }
+    for (int rep = 0; rep < 2; ++rep) {
+      run_gen<float4, 32, 1, 8>(sh, d, 0, floor_bytes);
+      run_gen<float4, 8, 1, 8>(sh, d, 128, floor_bytes);
+      if (d.F <= 128) {  // whole rows of at most 32 vectors
+        run_nb<16, 16, 4>(sh, d, floor_bytes); run_nb<16, 16, 8>(sh, d, floor_bytes);
+        run_nb<8, 8, 4, 1, 4>(sh, d, floor_bytes);
+        run_nb<32, 32, 2>(sh, d, floor_bytes); run_nb<32, 32, 4>(sh, d, floor_bytes);
+        run_nb<32, 32, 6>(sh, d, floor_bytes); run_nb<32, 32, 8>(sh, d, floor_bytes);
+      }
+      run_nb<8, 8, 4>(sh, d, floor_bytes); run_nb<8, 8, 8>(sh, d, floor_bytes);
+      run_nb<8, 8, 12>(sh, d, floor_bytes); run_nb<8, 8, 16>(sh, d, floor_bytes);
+      run_nb<8, 8, 8, 1, 2>(sh, d, floor_bytes); run_nb<8, 8, 12, 1, 2>(sh, d, floor_bytes);
+      run_nb<8, 8, 16, 1, 2>(sh, d, floor_bytes); run_nb<8, 8, 8, 1, 4>(sh, d, floor_bytes);
+      run_nb<8, 8, 12, 1, 4>(sh, d, floor_bytes);
+    }
+  }
   const int64_t spans[] = {0, 32, 64, 128, 256, 512, 1024};
   for (int64_t sp : spans) {
+    if (narrow) break;
     if (v4) {
       run_gen<float4, 4, 1, 4>(sh, d, sp, floor_bytes);
       run_gen<float4, 4, 2, 4>(sh, d, sp, floor_bytes);
@@ -234,12 +364,29 @@ int main(int argc, char** argv) {
     printf("d2d copy %.1f GB/s\n", 2.0 * n * 4 / ms / 1e6); CK(cudaFree(a)); CK(cudaFree(b)); }
   std::string only = argc > 1 ? argv[1] : "";
   const int64_t f_override = argc > 2 ? std::atoll(argv[2]) : 0;
+  // Optional third argument: the width the floor bytes count (the unpadded F), which also selects
+  // the narrow-band sweep, forward blocks only, once per L2 fetch granularity (32/64/128 B).
+  const int64_t floor_f = argc > 3 ? std::atoll(argv[3]) : 0;
+  if (floor_f > 0) {
+    size_t g0 = 0; CK(cudaDeviceGetLimit(&g0, cudaLimitMaxL2FetchGranularity));
+    printf("L2 fetch granularity (default) %zu B\n", g0);
+  }
   struct W { const char* n; int64_t s, d, e, F; } ws[] = {
       {"products", 351000, 50000, 767000 - 150000, 100}, {"reddit2", 185000, 57000, 912000 - 171000, 602},
       {"wiki-talk", 29000, 8000, 60000 - 24000, 4353}, {"livejournal", 233000, 28000, 393000 - 84000, 4353}};
   for (auto& w : ws) {
     if (!only.empty() && only.find(w.n) == std::string::npos) continue;
     const int64_t F = f_override > 0 ? f_override : w.F;
+    if (floor_f > 0) {
+      for (size_t g : {0}) {
+        if (g) CK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, g));
+        size_t now = 0; CK(cudaDeviceGetLimit(&now, cudaLimitMaxL2FetchGranularity));
+        printf("-- L2 fetch granularity %zu B\n", now);
+        sweep(w.n, w.s, w.d, w.e, F, false, floor_f, true);
+        sweep(w.n, w.s, w.d, w.e, F, true, floor_f, true);
+      }
+      continue;
+    }
     sweep(w.n, w.s, w.d, w.e, F, false);
     sweep(w.n, w.s, w.d, w.e, F, true);
   }

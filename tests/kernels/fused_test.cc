@@ -169,9 +169,9 @@ GT_DEVICE_TEST(FusedNgcf, WideOddRowsRealigned) {
 
 // Rows of whole 128-byte lines (F a multiple of 32) from matrices larger than half the L2 take the
 // Pull's column-band gather in the forward (kernels/pull_vec.cuh, with NGCF's outputs);
-// GT_PULL_BANDS forces bands of 1, 2 and 4 lines on these small matrices (0: the whole-row
-// kernel). Each against the float64 reference and the CPU; the band widths bit for bit alike
-// (same summation order), and add_self as the plain side plus x_v bit for bit.
+// GT_PULL_BANDS=1 forces bands of one line on these small matrices (0: the whole-row kernel).
+// Each against the float64 reference and the CPU, and add_self as the plain side plus x_v bit for
+// bit.
 GT_DEVICE_TEST(FusedNgcf, ColumnBandsOfWholeCacheLines) {
   const int64_t ns = 83, nd = 57;
   Block b = test::wide_gather_block(ns, nd, 43);
@@ -182,14 +182,11 @@ GT_DEVICE_TEST(FusedNgcf, ColumnBandsOfWholeCacheLines) {
     const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 92 + static_cast<uint64_t>(F));
     Tensor x = tensor_on(xf, {ns, F}, dev);
     for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
-      std::vector<float> first;
-      for (const char* lines : {"0", "1", "2", "4"}) {
-        test::ScopedEnv bands("GT_PULL_BANDS", std::string(lines));
-        SCOPED_TRACE(std::string("GT_PULL_BANDS=") + lines);
+      for (const char* bands : {"0", "1"}) {
+        test::ScopedEnv env("GT_PULL_BANDS", std::string(bands));
+        SCOPED_TRACE(std::string("GT_PULL_BANDS=") + bands);
         check_ngcf(b, dev, xf, dyf, f, F);
-        const std::vector<float> side = side_plus_self(bd, dev, x, xf, f, F);
-        if (lines[0] == '1') first = side;
-        if (lines[0] == '2' || lines[0] == '4') EXPECT_EQ(side, first) << "F=" << F << " " << rname(f);
+        side_plus_self(bd, dev, x, xf, f, F);
       }
     }
   }
