@@ -175,22 +175,39 @@ void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col
     launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
 }
 
-// Whole float4 rows of at most 32 vectors in forward-shaped blocks (4+ edges per row, not long
-// rows): the lane gather, the fewest lanes (8, 16 or 32) that cover the row, 4 edges of loads in
-// flight (products, 25 vectors: 0.099 -> 0.093 ms against a warp per row of pull_vec_kernel).
-bool lane_rows(int64_t rows, int64_t nnz, int64_t fv) { return fv <= 32 && nnz >= 4 * rows && !long_rows(rows, nnz); }
+// Whole float4 rows by the lane gather (one grid row): in forward-shaped blocks (4+ edges per row,
+// not long rows) rows of at most 32 vectors, on the fewest lanes (8, 16 or 32) that cover the row
+// with 4 edges of loads (products, 25 vectors: 0.099 -> 0.093 ms against a warp per row of
+// pull_vec_kernel); in transposed-shaped blocks (fewer than 4 edges per row: backward) every
+// width, 8 lanes and 4 edges for rows of at most 32 vectors, else 32 lanes and 2 edges
+// (pull_sweep, transposed pyg_baseline blocks: products 0.159 -> 0.132 ms, reddit2
+// 0.738 -> 0.690, wiki-talk 0.448 -> 0.433, livejournal 3.47 -> 3.39).
+bool lane_rows(int64_t rows, int64_t nnz, int64_t fv) {
+  return nnz < 4 * rows || (fv <= 32 && !long_rows(rows, nnz));
+}
+
+template <int LPR, int E, Weight kW>
+void launch_lane(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
+                 int64_t fv, float4* out, Stream s) {
+  pull_vec::pull_lane_kernel<LPR, E, kW>
+      <<<pull_vec::grid_for_groups(rows, LPR), kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+}
 
 template <Weight kW>
 void launch_lane_rows(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
-                      int64_t fv, float4* out, Stream s) {
-  const int lanes = fv > 16 ? 32 : fv > 8 ? 16 : 8;
-  const dim3 blocks(pull_vec::grid_for_groups(rows, lanes));  // one grid row: whole rows
-  if (lanes == 32)
-    pull_vec::pull_lane_kernel<32, 4, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
-  else if (lanes == 16)
-    pull_vec::pull_lane_kernel<16, 4, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
-  else
-    pull_vec::pull_lane_kernel<8, 4, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+                      int64_t nnz, int64_t fv, float4* out, Stream s) {
+  if (nnz < 4 * rows) {
+    if (fv <= 32)
+      launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    else
+      launch_lane<32, 2, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+  } else if (fv > 16) {
+    launch_lane<32, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+  } else if (fv > 8) {
+    launch_lane<16, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+  } else {
+    launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+  }
 }
 
 template <Weight kW>
@@ -202,7 +219,7 @@ void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr,
     pull_vec::launch_bands<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
                                pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), s);
   } else if (vec4 && lane_rows(rows, nnz, F / 4)) {
-    launch_lane_rows<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
+    launch_lane_rows<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, nnz, F / 4,
                          reinterpret_cast<float4*>(out), s);
   } else if (vec4) {
     launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
