@@ -189,8 +189,11 @@ bool lane_rows(int64_t rows, int64_t nnz, int64_t fv) {
 template <int LPR, int E, Weight kW>
 void launch_lane(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
                  int64_t fv, float4* out, Stream s) {
-  pull_vec::pull_lane_kernel<LPR, E, kW>
-      <<<pull_vec::grid_for_groups(rows, LPR), kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+  const unsigned grid = pull_vec::grid_for_groups(rows, LPR);
+  if (fv <= LPR)  // one column step
+    pull_vec::pull_lane_kernel<LPR, E, kW, true><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+  else
+    pull_vec::pull_lane_kernel<LPR, E, kW, false><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
 }
 
 template <Weight kW>

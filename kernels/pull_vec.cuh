@@ -192,11 +192,11 @@ __global__ void __launch_bounds__(kThreads)
 // bands; whole rows of 25 vectors (products), 32 lanes, E = 4: 0.099 -> 0.093 ms. The compiler
 // keeps this shape at 32 registers a thread (a full SM) with fewer than E vectors in flight; a
 // variant at 40 registers (E = 16 all in flight) took 0.40 ms on reddit2.
-template <int LPR, int E, Weight kW, class Ld = napa_dev::LoadNc, class Out = StoreRows<float4>>
+template <int LPR, int E, Weight kW, bool kOneStep, class Ld = napa_dev::LoadNc, class Out = StoreRows<float4>>
 __global__ void __launch_bounds__(kThreads)
     pull_lane_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                      const int64_t* __restrict__ col_ptr, const float4* __restrict__ in, int64_t rows, int64_t fv,
-                     typename NoDeduce<Out>::type out) {
+                     typename NoDeduce<Out>::type out, int64_t first_step = 0) {
   static_assert(kWarp % LPR == 0, "a warp holds whole row groups");
   constexpr int kRowsPerWarp = kWarp / LPR;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -209,7 +209,9 @@ __global__ void __launch_bounds__(kThreads)
     start = ptr[row];
     deg = ptr[row + 1] - start;
   }
-  for (int64_t t = blockIdx.y; t * LPR < fv; t += gridDim.y) {
+  // kOneStep: grid row y does step first_step + y only (no loop: 3-5% faster on the banded
+  // blocks than the strided loop, pull_sweep); else steps y, y + gridDim.y, ...
+  for (int64_t t = first_step + blockIdx.y; t * LPR < fv; t += gridDim.y) {
     const int64_t c = t * LPR + sub;
     const bool live = c < fv && row < rows;
     float4 acc, self;
@@ -245,6 +247,7 @@ __global__ void __launch_bounds__(kThreads)
       if (kW == Weight::kRowMean && deg > 0) scale(acc, 1.0f / static_cast<float>(deg));
       out.put(row, c, fv, acc, self);
     }
+    if (kOneStep) break;
   }
 }
 
@@ -292,9 +295,12 @@ template <Weight kW, class Out>
 void launch_bands(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
                   int64_t fv, Out out, cudaStream_t s) {
   constexpr int kLanes = 8, kEdges = kW == Weight::kColMean ? 4 : 16;
-  const dim3 blocks(grid_for_groups(rows, kLanes), step_tiles((fv + kLanes - 1) / kLanes));
-  pull_lane_kernel<kLanes, kEdges, kW, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, in,
-                                                                                         rows, fv, out);
+  const int64_t steps = (fv + kLanes - 1) / kLanes;
+  for (int64_t first = 0; first < steps; first += 65535) {  // a grid dimension holds 65535 steps
+    const dim3 blocks(grid_for_groups(rows, kLanes), step_tiles(steps - first));
+    pull_lane_kernel<kLanes, kEdges, kW, true, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(
+        ptr, ids, col_ptr, in, rows, fv, out, first);
+  }
 }
 
 }  // namespace gt::cuda_impl::pull_vec

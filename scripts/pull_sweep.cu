@@ -231,11 +231,47 @@ void run_nb(const char* shape, Dev& d, double floor_bytes) {
   fflush(stdout);
 }
 
+// Cache policies for the library's lane gather (run_lib): gathered loads marked L2 evict-last,
+// output stores streaming (st.global.cs) or L2 evict-first, so that a band's slice of the source
+// matrix is what the L2 keeps.
+struct LoadEvictLast {
+  static __device__ __forceinline__ float4 load(const float4* p) {
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    float4 v;
+    asm("ld.global.nc.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(pol));
+    return v;
+  }
+};
+struct StoreCs {
+  float4* out;
+  StoreCs(float4* p) : out(p) {}  // NOLINT
+  static constexpr bool kSelf = false;
+  __device__ __forceinline__ float4 pre(int64_t, int64_t, int64_t) const { return float4{}; }
+  __device__ __forceinline__ void put(int64_t row, int64_t c, int64_t fv, const float4& v, const float4&) const {
+    __stcs(out + row * fv + c, v);
+  }
+};
+struct StoreEvictFirst {
+  float4* out;
+  StoreEvictFirst(float4* p) : out(p) {}  // NOLINT
+  static constexpr bool kSelf = false;
+  __device__ __forceinline__ float4 pre(int64_t, int64_t, int64_t) const { return float4{}; }
+  __device__ __forceinline__ void put(int64_t row, int64_t c, int64_t fv, const float4& v, const float4&) const {
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(out + row * fv + c),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(pol) : "memory");
+  }
+};
+
 // The library's lane gather (kernels/pull_vec.cuh) on the same block: bands of one step (steps =
 // 1) or whole rows (steps = 0, rows of at most LPR vectors); kW = kRowMean times the mean (not
 // checked against the sum).
-template <int LPR, int E, gt::cuda_impl::pull_vec::Weight kW>
-void run_lib(const char* shape, Dev& d, int steps, double floor_bytes) {
+template <int LPR, int E, gt::cuda_impl::pull_vec::Weight kW, class Ld = gt::cuda_impl::napa_dev::LoadNc,
+          class Out = gt::cuda_impl::pull_vec::StoreRows<float4>>
+void run_lib(const char* shape, Dev& d, int steps, double floor_bytes, const char* tag = "") {
   namespace pv = gt::cuda_impl::pull_vec;
   if (d.F % 4) return;
   const int64_t fv = d.F / 4;
@@ -243,15 +279,15 @@ void run_lib(const char* shape, Dev& d, int steps, double floor_bytes) {
   const dim3 grid(pv::grid_for_groups(d.rows, LPR), bands);
   CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
-    pv::pull_lane_kernel<LPR, E, kW><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in, d.rows, fv,
-                                                    (float4*)d.out);
+    pv::pull_lane_kernel<LPR, E, kW, true, Ld, Out><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in, d.rows,
+                                                             fv, Out((float4*)d.out));
   };
   f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
   const bool sum = kW == pv::Weight::kNone;
   const double err = sum ? max_err(d) : 0.0;
   const double ms = time_ms(f);
-  printf("%-18s LIB %s steps %d LPR%2d E%2d          %8.4f ms  %7.1f GB/s  err %.1e\n", shape, sum ? "sum " : "mean",
-         steps, LPR, E, ms, floor_bytes / ms / 1e6, err);
+  printf("%-18s LIB %s steps %d LPR%2d E%2d %-8s %8.4f ms  %7.1f GB/s  err %.1e\n", shape, sum ? "sum " : "mean",
+         steps, LPR, E, tag, ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
 }
 
@@ -305,9 +341,13 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
       if (d.F <= 128) {
         run_lib<32, 4, Weight::kNone>(sh, d, 0, floor_bytes); run_lib<32, 4, Weight::kRowMean>(sh, d, 0, floor_bytes);
       }
-      run_lib<8, 8, Weight::kNone>(sh, d, 1, floor_bytes); run_lib<8, 8, Weight::kRowMean>(sh, d, 1, floor_bytes);
-      run_lib<8, 12, Weight::kNone>(sh, d, 1, floor_bytes); run_lib<8, 12, Weight::kRowMean>(sh, d, 1, floor_bytes);
-      run_lib<8, 16, Weight::kNone>(sh, d, 1, floor_bytes); run_lib<8, 16, Weight::kRowMean>(sh, d, 1, floor_bytes);
+      using gt::cuda_impl::napa_dev::LoadNc;
+      run_lib<8, 16, Weight::kNone>(sh, d, 1, floor_bytes);
+      run_lib<8, 16, Weight::kNone, LoadNc, StoreCs>(sh, d, 1, floor_bytes, "st.cs");
+      run_lib<8, 16, Weight::kNone, LoadNc, StoreEvictFirst>(sh, d, 1, floor_bytes, "st.ef");
+      run_lib<8, 16, Weight::kNone, LoadEvictLast>(sh, d, 1, floor_bytes, "ld.el");
+      run_lib<8, 16, Weight::kNone, LoadEvictLast, StoreEvictFirst>(sh, d, 1, floor_bytes, "el+ef");
+      run_lib<8, 16, Weight::kNone, LoadEvictLast, StoreCs>(sh, d, 1, floor_bytes, "el+cs");
       run_nb<8, 8, 16>(sh, d, floor_bytes);
     }
     for (int rep = 0; rep < 2; ++rep) {
