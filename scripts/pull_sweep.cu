@@ -9,6 +9,8 @@
 //   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o pull_sweep scripts/pull_sweep.cu framework/error.cc
 //   ./pull_sweep [workload [F]]    # on the GPU machine; prints one line per variant; F overrides
 //                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
+//   ./pull_sweep workload F F0 [S] # narrow bands and lane gathers, floor bytes counted on F0
+//                                  # floats per row; S: sources drawn from S rows only
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -92,8 +94,8 @@ __global__ void __launch_bounds__(256) pull_k(const int64_t* __restrict__ ptr, c
 // wider than the row: whole rows). LPR lanes per row: lane sub covers vectors sub % VPB + u * VPB
 // of one column step for the edges sub / VPB, sub / VPB + LPR / VPB, ... (E of them in flight,
 // each lane loading its own edge ids), and the edge slots are summed by shuffles at the end.
-template <int VPB, int LPR, int E, int U = 1, int STEPS = 1>
-__global__ void __launch_bounds__(256) nb_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+template <int VPB, int LPR, int E, int U = 1, int STEPS = 1, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) nb_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                                             const float4* __restrict__ in, int64_t rows, int64_t fv,
                                             float4* __restrict__ out) {
   constexpr int RPW = kWarp / LPR, SLOTS = LPR / VPB;
@@ -214,7 +216,7 @@ void run_gen(const char* shape, Dev& d, int64_t span_bytes, double floor_bytes) 
   fflush(stdout);
 }
 
-template <int VPB, int LPR, int E, int U = 1, int STEPS = 1>
+template <int VPB, int LPR, int E, int U = 1, int STEPS = 1, int MINB = 1>
 void run_nb(const char* shape, Dev& d, double floor_bytes) {
   if (d.F % 4) return;
   const int64_t fv = d.F / 4;
@@ -222,11 +224,11 @@ void run_nb(const char* shape, Dev& d, double floor_bytes) {
   constexpr int kBand = VPB * U * STEPS;
   dim3 grid((unsigned)((groups + 7) / 8), (unsigned)((fv + kBand - 1) / kBand));
   CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
-  auto f = [&] { nb_k<VPB, LPR, E, U, STEPS><<<grid, 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out); };
+  auto f = [&] { nb_k<VPB, LPR, E, U, STEPS, MINB><<<grid, 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out); };
   f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
   double err = max_err(d);
   double ms = time_ms(f);
-  printf("%-18s NARROW band %4dB VPB%2d LPR%2d E%2d U%d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, kBand * 16, VPB, LPR, E, U, ms,
+  printf("%-18s NARROW band %4dB VPB%2d LPR%2d E%2d U%d MINB%d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, kBand * 16, VPB, LPR, E, U, MINB, ms,
          floor_bytes / ms / 1e6, err);
   fflush(stdout);
 }
@@ -349,6 +351,9 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
       run_lib<8, 16, Weight::kNone, LoadEvictLast, StoreEvictFirst>(sh, d, 1, floor_bytes, "el+ef");
       run_lib<8, 16, Weight::kNone, LoadEvictLast, StoreCs>(sh, d, 1, floor_bytes, "el+cs");
       run_nb<8, 8, 16>(sh, d, floor_bytes);
+      run_nb<8, 8, 16, 1, 1, 4>(sh, d, floor_bytes); run_nb<8, 8, 16, 1, 1, 5>(sh, d, floor_bytes);
+      run_nb<8, 8, 16, 1, 1, 6>(sh, d, floor_bytes); run_nb<8, 8, 8, 1, 1, 4>(sh, d, floor_bytes);
+      run_nb<8, 8, 32, 1, 1, 3>(sh, d, floor_bytes); run_nb<8, 8, 24, 1, 1, 4>(sh, d, floor_bytes);
     }
     for (int rep = 0; rep < 2; ++rep) {
       run_gen<float4, 32, 1, 8>(sh, d, 0, floor_bytes);
@@ -407,6 +412,9 @@ int main(int argc, char** argv) {
   // Optional third argument: the width the floor bytes count (the unpadded F), which also selects
   // the narrow-band sweep, forward blocks only, once per L2 fetch granularity (32/64/128 B).
   const int64_t floor_f = argc > 3 ? std::atoll(argv[3]) : 0;
+  // Optional fourth: draw the sources from this many rows only (a matrix that fits in L2: the
+  // block's time when no gathered row comes from DRAM).
+  const int64_t src_rows = argc > 4 ? std::atoll(argv[4]) : 0;
   if (floor_f > 0) {
     size_t g0 = 0; CK(cudaDeviceGetLimit(&g0, cudaLimitMaxL2FetchGranularity));
     printf("L2 fetch granularity (default) %zu B\n", g0);
@@ -422,8 +430,8 @@ int main(int argc, char** argv) {
         if (g) CK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, g));
         size_t now = 0; CK(cudaDeviceGetLimit(&now, cudaLimitMaxL2FetchGranularity));
         printf("-- L2 fetch granularity %zu B\n", now);
-        sweep(w.n, w.s, w.d, w.e, F, false, floor_f, true);
-        sweep(w.n, w.s, w.d, w.e, F, true, floor_f, true);
+        sweep(w.n, src_rows > 0 ? src_rows : w.s, w.d, w.e, F, false, floor_f, true);
+        if (src_rows <= 0) sweep(w.n, w.s, w.d, w.e, F, true, floor_f, true);
       }
       continue;
     }
