@@ -87,6 +87,27 @@ struct StoreRows {
   }
 };
 
+// A lane's place in the row groups of a launch (LPR lanes per row, 32 / LPR rows per warp, one
+// warp per row group, no striding): its index within the row and the row, with the row's CSR
+// bounds (rows past the end: no edges). False when the whole warp is past the last row.
+template <int LPR>
+__device__ __forceinline__ bool row_group(const int64_t* __restrict__ ptr, int64_t rows, int& sub, int64_t& row,
+                                          int64_t& start, int64_t& deg) {
+  constexpr int kRowsPerWarp = kWarp / LPR;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  sub = lane % LPR;
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (group * kRowsPerWarp >= rows) return false;
+  row = group * kRowsPerWarp + lane / LPR;
+  start = 0;
+  deg = 0;
+  if (row < rows) {
+    start = ptr[row];
+    deg = ptr[row + 1] - start;
+  }
+  return true;
+}
+
 // Vector rows (V = float4 / float2). LPR lanes per row (32 / LPR rows per warp), U
 // vectors per lane per column step (a step covers LPR * U vectors; wider rows take several
 // steps), E neighbour rows loaded before accumulating. One warp per row group (no striding: the
@@ -98,17 +119,9 @@ __global__ void __launch_bounds__(kThreads)
                     const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
                     V* __restrict__ out) {
   static_assert(LPR % E == 0 && kWarp % LPR == 0, "an edge group must not straddle an id chunk");
-  constexpr int kRowsPerWarp = kWarp / LPR;
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int sub = lane % LPR;
-  const int64_t group = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (group * kRowsPerWarp >= rows) return;  // the whole warp
-  const int64_t row = group * kRowsPerWarp + lane / LPR;
-  int64_t start = 0, deg = 0;
-  if (row < rows) {
-    start = ptr[row];
-    deg = ptr[row + 1] - start;
-  }
+  int sub;
+  int64_t row, start, deg;
+  if (!row_group<LPR>(ptr, rows, sub, row, start, deg)) return;  // the whole warp
   int64_t max_deg = deg;
 #pragma unroll
   for (int o = LPR; o < kWarp; o *= 2) {
@@ -198,17 +211,9 @@ __global__ void __launch_bounds__(kThreads)
                      const int64_t* __restrict__ col_ptr, const float4* __restrict__ in, int64_t rows, int64_t fv,
                      typename NoDeduce<Out>::type out, int64_t first_step = 0) {
   static_assert(kWarp % LPR == 0, "a warp holds whole row groups");
-  constexpr int kRowsPerWarp = kWarp / LPR;
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int sub = lane % LPR;
-  const int64_t group = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (group * kRowsPerWarp >= rows) return;  // the whole warp
-  const int64_t row = group * kRowsPerWarp + lane / LPR;
-  int64_t start = 0, deg = 0;  // rows past the end run with no edges and store nothing
-  if (row < rows) {
-    start = ptr[row];
-    deg = ptr[row + 1] - start;
-  }
+  int sub;
+  int64_t row, start, deg;  // rows past the end run with no edges and store nothing
+  if (!row_group<LPR>(ptr, rows, sub, row, start, deg)) return;  // the whole warp
   // kOneStep: grid row y does step first_step + y only (no loop: 3-5% faster on the banded
   // blocks than the strided loop, pull_sweep); else steps y, y + gridDim.y, ...
   for (int64_t t = first_step + blockIdx.y; t * LPR < fv; t += gridDim.y) {

@@ -246,27 +246,27 @@ struct LoadEvictLast {
     return v;
   }
 };
-struct StoreCs {
+// Output stores streaming (st.global.cs) or, with kEvictFirst, marked L2 evict-first.
+template <bool kEvictFirst>
+struct StoreHint {
   float4* out;
-  StoreCs(float4* p) : out(p) {}  // NOLINT
+  StoreHint(float4* p) : out(p) {}  // NOLINT
   static constexpr bool kSelf = false;
   __device__ __forceinline__ float4 pre(int64_t, int64_t, int64_t) const { return float4{}; }
   __device__ __forceinline__ void put(int64_t row, int64_t c, int64_t fv, const float4& v, const float4&) const {
-    __stcs(out + row * fv + c, v);
-  }
-};
-struct StoreEvictFirst {
-  float4* out;
-  StoreEvictFirst(float4* p) : out(p) {}  // NOLINT
-  static constexpr bool kSelf = false;
-  __device__ __forceinline__ float4 pre(int64_t, int64_t, int64_t) const { return float4{}; }
-  __device__ __forceinline__ void put(int64_t row, int64_t c, int64_t fv, const float4& v, const float4&) const {
+    float4* p = out + row * fv + c;
+    if (!kEvictFirst) {
+      __stcs(p, v);
+      return;
+    }
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(out + row * fv + c),
-                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(pol) : "memory");
+    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(v.x), "f"(v.y),
+                 "f"(v.z), "f"(v.w), "l"(pol) : "memory");
   }
 };
+using StoreCs = StoreHint<false>;
+using StoreEvictFirst = StoreHint<true>;
 
 // The library's lane gather (kernels/pull_vec.cuh) on the same block: bands of one step (steps =
 // 1) or whole rows (steps = 0, rows of at most LPR vectors); kW = kRowMean times the mean (not
