@@ -140,6 +140,45 @@ __global__ void __launch_bounds__(256, MINB) nb_k(const int64_t* __restrict__ pt
   }
 }
 
+// Band-major input: the gathered matrix stored as bands of W4 float4 vectors, band b holding
+// [cols x W4] contiguously (the last band zero-padded), so one band's slice of the source rows
+// fills whole lines even when a row is not a whole number of lines. Lanes per row = W4, one band
+// per grid row, E edges of loads; output rows as usual (fv vectors each).
+template <int W4, int E>
+__global__ void __launch_bounds__(256) bm_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                            const float4* __restrict__ bm, int64_t rows, int64_t cols, int64_t fv,
+                                            float4* __restrict__ out) {
+  constexpr int RPW = kWarp / W4;
+  const int lane = threadIdx.x % kWarp, sub = lane % W4;
+  const int64_t group = (int64_t)blockIdx.x * 8 + threadIdx.x / kWarp;
+  if (group * RPW >= rows) return;  // whole warp
+  const int64_t row = group * RPW + lane / W4;
+  int64_t start = 0, deg = 0;
+  if (row < rows) { start = ptr[row]; deg = ptr[row + 1] - start; }
+  const float4* base = bm + (int64_t)blockIdx.y * cols * W4 + sub;
+  float4 acc; vz(acc);
+  for (int64_t e0 = 0; e0 < deg; e0 += E) {
+    int id[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
+    float4 v[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) { vz(v[k]); if (id[k] >= 0) v[k] = __ldg(base + (int64_t)id[k] * W4); }
+#pragma unroll
+    for (int k = 0; k < E; ++k) va(acc, v[k]);
+  }
+  const int64_t c = (int64_t)blockIdx.y * W4 + sub;
+  if (row < rows && c < fv) out[row * fv + c] = acc;
+}
+
+__global__ void to_band_major(const float* in, int64_t cols, int64_t F, int W, int64_t bands, float* bm) {
+  const int64_t n = bands * cols * W;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = i % W, r = (i / W) % cols, b = i / W / cols, col = b * W + j;
+    bm[i] = col < F ? in[r * F + col] : 0.0f;
+  }
+}
+
 // The production kernel as of 8bc5515 (warp per row, kUnroll 4, no edge unroll, grid-stride).
 template <typename V>
 __global__ void __launch_bounds__(256) cur_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
@@ -293,6 +332,26 @@ void run_lib(const char* shape, Dev& d, int steps, double floor_bytes, const cha
   fflush(stdout);
 }
 
+template <int W4, int E>
+void run_bm(const char* shape, Dev& d, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4, bands = (fv + W4 - 1) / W4;
+  float* bm;
+  CK(cudaMalloc(&bm, bands * d.cols * W4 * 16));
+  to_band_major<<<1024, 256>>>(d.in, d.cols, d.F, W4 * 4, bands, bm);
+  CK(cudaGetLastError());
+  const int64_t groups = (d.rows + kWarp / W4 - 1) / (kWarp / W4);
+  const dim3 grid((unsigned)((groups + 7) / 8), (unsigned)bands);
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] { bm_k<W4, E><<<grid, 256>>>(d.ptr, d.ids, (const float4*)bm, d.rows, d.cols, fv, (float4*)d.out); };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s BANDMAJOR band %3dB E%2d           %8.4f ms  %7.1f GB/s  err %.1e\n", shape, W4 * 16, E, ms,
+         floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(bm));
+}
+
 template <typename V>
 void run_cur(const char* shape, Dev& d, double floor_bytes, bool as_ref) {
   const int w = sizeof(V) / 4;
@@ -340,6 +399,8 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   } else if (narrow) {  // whole rows and the library's bands against narrow-band shapes (rows padded by F)
     using gt::cuda_impl::pull_vec::Weight;
     for (int rep = 0; rep < 2; ++rep) {
+      run_bm<4, 8>(sh, d, floor_bytes); run_bm<4, 16>(sh, d, floor_bytes);
+      run_bm<2, 16>(sh, d, floor_bytes); run_bm<8, 16>(sh, d, floor_bytes);
       if (d.F <= 128) {
         run_lib<32, 4, Weight::kNone>(sh, d, 0, floor_bytes); run_lib<32, 4, Weight::kRowMean>(sh, d, 0, floor_bytes);
       }
