@@ -179,6 +179,29 @@ __global__ void to_band_major(const float* in, int64_t cols, int64_t F, int W, i
   }
 }
 
+// Flat lanes: thread t owns vector t % fv of row t / fv (rows of any width share warps; no idle
+// lanes for widths that are not a power of two), E edges of loads.
+template <int E>
+__global__ void __launch_bounds__(256) flat_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                              const float4* __restrict__ in, int64_t rows, int64_t fv,
+                                              float4* __restrict__ out) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, row = t / fv, c = t % fv;
+  if (row >= rows) return;
+  const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+  float4 acc; vz(acc);
+  for (int64_t e0 = 0; e0 < deg; e0 += E) {
+    int id[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
+    float4 v[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) { vz(v[k]); if (id[k] >= 0) v[k] = __ldg(in + (int64_t)id[k] * fv + c); }
+#pragma unroll
+    for (int k = 0; k < E; ++k) va(acc, v[k]);
+  }
+  out[row * fv + c] = acc;
+}
+
 // The production kernel as of 8bc5515 (warp per row, kUnroll 4, no edge unroll, grid-stride).
 template <typename V>
 __global__ void __launch_bounds__(256) cur_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
@@ -308,8 +331,7 @@ using StoreCs = StoreHint<false>;
 using StoreEvictFirst = StoreHint<true>;
 
 // The library's lane gather (kernels/pull_vec.cuh) on the same block: bands of one step (steps =
-// 1) or whole rows (steps = 0, rows of at most LPR vectors); kW = kRowMean times the mean (not
-// checked against the sum).
+// 1) or whole rows (steps = 0); kW = kRowMean times the mean (not checked against the sum).
 template <int LPR, int E, gt::cuda_impl::pull_vec::Weight kW, class Ld = gt::cuda_impl::napa_dev::LoadNc,
           class Out = gt::cuda_impl::pull_vec::StoreRows<float4>>
 void run_lib(const char* shape, Dev& d, int steps, double floor_bytes, const char* tag = "") {
@@ -319,9 +341,14 @@ void run_lib(const char* shape, Dev& d, int steps, double floor_bytes, const cha
   const unsigned bands = steps > 0 ? pv::step_tiles((fv + LPR - 1) / LPR) : 1u;
   const dim3 grid(pv::grid_for_groups(d.rows, LPR), bands);
   CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  const bool one_step = steps > 0 || fv <= LPR;  // else whole rows of several steps: the strided loop
   auto f = [&] {
-    pv::pull_lane_kernel<LPR, E, kW, true, Ld, Out><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in, d.rows,
-                                                             fv, Out((float4*)d.out));
+    if (one_step)
+      pv::pull_lane_kernel<LPR, E, kW, true, Ld, Out><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in,
+                                                                     d.rows, fv, Out((float4*)d.out));
+    else
+      pv::pull_lane_kernel<LPR, E, kW, false, Ld, Out><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in,
+                                                                      d.rows, fv, Out((float4*)d.out));
   };
   f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
   const bool sum = kW == pv::Weight::kNone;
@@ -350,6 +377,21 @@ void run_bm(const char* shape, Dev& d, double floor_bytes) {
          floor_bytes / ms / 1e6, err);
   fflush(stdout);
   CK(cudaFree(bm));
+}
+
+template <int E>
+void run_flat(const char* shape, Dev& d, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4, threads = d.rows * fv;
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] {
+    flat_k<E><<<(unsigned)((threads + 255) / 256), 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out);
+  };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s FLAT E%2d                          %8.4f ms  %7.1f GB/s  err %.1e\n", shape, E, ms,
+         floor_bytes / ms / 1e6, err);
+  fflush(stdout);
 }
 
 template <typename V>
@@ -388,6 +430,15 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
   if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
   if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
+  if (narrow && d.F <= 128) {  // rows of at most 32 vectors: flat lanes against the library's lane rows
+    using gt::cuda_impl::pull_vec::Weight;
+    for (int rep = 0; rep < 2; ++rep) {
+      run_flat<2>(sh, d, floor_bytes); run_flat<4>(sh, d, floor_bytes); run_flat<8>(sh, d, floor_bytes);
+      run_lib<32, 4, Weight::kNone>(sh, d, 0, floor_bytes); run_lib<16, 4, Weight::kNone>(sh, d, 0, floor_bytes);
+      run_lib<8, 4, Weight::kNone>(sh, d, 0, floor_bytes); run_nb<32, 32, 4>(sh, d, floor_bytes);
+      run_nb<32, 32, 8>(sh, d, floor_bytes);
+    }
+  }
   if (narrow && backward) {  // the library's whole-row shapes for transposed blocks against lane gathers
     run_gen<float4, 8, 2, 4>(sh, d, 0, floor_bytes);
     run_gen<float4, 32, 2, 4>(sh, d, 0, floor_bytes);
