@@ -25,8 +25,10 @@
 //    are gathered in column bands instead (pull_vec::use_bands()): the device walks one line of
 //    every row at a time, so the edges that read a source row again find it in L2, with the lane
 //    gather of pull_vec.cuh (8 lanes per row, each lane reading the row's ids itself, 16 edges of
-//    loads in flight; reddit2 0.63 -> 0.32 ms, livejournal 2.02 -> 1.38 ms). Whole rows of at most
-//    32 vectors in such blocks (products) also take the lane gather.
+//    loads in flight; reddit2 0.63 -> 0.32 ms, livejournal 2.02 -> 1.38 ms). Whole float4 rows of
+//    at most 32 vectors in such blocks (products) and every float4 row of transposed-shaped
+//    blocks (backward) also take the lane gather (lane_rows below); pull_vec_kernel keeps float2
+//    rows and the float4 rows of forward-shaped blocks that are neither banded nor short.
 //  * Long rows (blocks averaging kTiledAverageDegree or more edges per row: full neighbourhoods
 //    of power-law graphs): a row of kSplitDegree or more edges has its column steps spread over
 //    grid rows (blockIdx.y), so a hub is walked by many warps instead of one (one warp walking a
@@ -160,9 +162,10 @@ void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, 
                                                                 rows, fv, reinterpret_cast<V*>(out));
 }
 
-// Shape choice (the sweep's winners): several edges per row -> a warp per row, 8 edges of loads
-// in flight; one or two edges per row (transposed blocks) -> for rows of <= 32 vectors, 8 lanes
-// per row and 2 vectors each, else a warp per row with 2 vectors x 4 edges.
+// Shape choice (the sweep's winners; float4 rows reach it only from forward-shaped blocks):
+// several edges per row -> a warp per row, 8 edges of loads in flight; one or two edges per row
+// (transposed blocks) -> for rows of <= 32 vectors, 8 lanes per row and 2 vectors each, else a
+// warp per row with 2 vectors x 4 edges.
 template <typename V, Weight kW>
 void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in,
                       int64_t rows, int64_t nnz, int64_t fv, float* out, Stream s) {
