@@ -182,9 +182,11 @@ void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col
 // not long rows) rows of at most 32 vectors, on the fewest lanes (8, 16 or 32) that cover the row
 // with 4 edges of loads (products, 25 vectors: 0.099 -> 0.093 ms against a warp per row of
 // pull_vec_kernel); in transposed-shaped blocks (fewer than 4 edges per row: backward) every
-// width, 8 lanes and 4 edges for rows of at most 32 vectors, else 32 lanes and 2 edges
-// (pull_sweep, transposed pyg_baseline blocks: products 0.159 -> 0.132 ms, reddit2
-// 0.738 -> 0.690, wiki-talk 0.448 -> 0.433, livejournal 3.47 -> 3.39).
+// width: rows of at most 32 vectors in two column steps of 8 or 16 lanes with 4 edges (one step
+// of 16 or 32 lanes, or four of 8, were 4-15% slower: products' 25 vectors 0.159 -> 0.108 ms,
+// livejournal's at F = 64 0.039 ms with 8 lanes against 0.046 with 16), wider rows 32 lanes and
+// 2 edges (pull_sweep, transposed pyg_baseline blocks: reddit2 0.738 -> 0.690, wiki-talk
+// 0.448 -> 0.433, livejournal 3.47 -> 3.39).
 bool lane_rows(int64_t rows, int64_t nnz, int64_t fv) {
   return nnz < 4 * rows || (fv <= 32 && !long_rows(rows, nnz));
 }
@@ -203,8 +205,10 @@ template <Weight kW>
 void launch_lane_rows(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
                       int64_t nnz, int64_t fv, float4* out, Stream s) {
   if (nnz < 4 * rows) {
-    if (fv <= 32)
+    if (fv <= 16)
       launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    else if (fv <= 32)
+      launch_lane<16, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
     else
       launch_lane<32, 2, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
   } else if (fv > 16) {
