@@ -140,6 +140,25 @@ __global__ void __launch_bounds__(256, MINB) nb_k(const int64_t* __restrict__ pt
   }
 }
 
+// The edge loop of bm_k and flat_k: the sum over a row's edges [start, start + deg) of
+// col[ids[e] * stride], E ids then E vectors loaded before any is added, in CSR order.
+template <int E>
+__device__ __forceinline__ float4 sum_edges(const int32_t* __restrict__ ids, int64_t start, int64_t deg,
+                                            const float4* __restrict__ col, int64_t stride) {
+  float4 acc; vz(acc);
+  for (int64_t e0 = 0; e0 < deg; e0 += E) {
+    int id[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
+    float4 v[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) { vz(v[k]); if (id[k] >= 0) v[k] = __ldg(col + (int64_t)id[k] * stride); }
+#pragma unroll
+    for (int k = 0; k < E; ++k) va(acc, v[k]);
+  }
+  return acc;
+}
+
 // Band-major input: the gathered matrix stored as bands of W4 float4 vectors, band b holding
 // [cols x W4] contiguously (the last band zero-padded), so one band's slice of the source rows
 // fills whole lines even when a row is not a whole number of lines. Lanes per row = W4, one band
@@ -148,25 +167,11 @@ template <int W4, int E>
 __global__ void __launch_bounds__(256) bm_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                                             const float4* __restrict__ bm, int64_t rows, int64_t cols, int64_t fv,
                                             float4* __restrict__ out) {
-  constexpr int RPW = kWarp / W4;
-  const int lane = threadIdx.x % kWarp, sub = lane % W4;
-  const int64_t group = (int64_t)blockIdx.x * 8 + threadIdx.x / kWarp;
-  if (group * RPW >= rows) return;  // whole warp
-  const int64_t row = group * RPW + lane / W4;
-  int64_t start = 0, deg = 0;
-  if (row < rows) { start = ptr[row]; deg = ptr[row + 1] - start; }
+  int sub;
+  int64_t row, start, deg;
+  if (!gt::cuda_impl::pull_vec::row_group<W4>(ptr, rows, sub, row, start, deg)) return;  // whole warp
   const float4* base = bm + (int64_t)blockIdx.y * cols * W4 + sub;
-  float4 acc; vz(acc);
-  for (int64_t e0 = 0; e0 < deg; e0 += E) {
-    int id[E];
-#pragma unroll
-    for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
-    float4 v[E];
-#pragma unroll
-    for (int k = 0; k < E; ++k) { vz(v[k]); if (id[k] >= 0) v[k] = __ldg(base + (int64_t)id[k] * W4); }
-#pragma unroll
-    for (int k = 0; k < E; ++k) va(acc, v[k]);
-  }
+  const float4 acc = sum_edges<E>(ids, start, deg, base, W4);
   const int64_t c = (int64_t)blockIdx.y * W4 + sub;
   if (row < rows && c < fv) out[row * fv + c] = acc;
 }
@@ -188,17 +193,7 @@ __global__ void __launch_bounds__(256) flat_k(const int64_t* __restrict__ ptr, c
   const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, row = t / fv, c = t % fv;
   if (row >= rows) return;
   const int64_t start = ptr[row], deg = ptr[row + 1] - start;
-  float4 acc; vz(acc);
-  for (int64_t e0 = 0; e0 < deg; e0 += E) {
-    int id[E];
-#pragma unroll
-    for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
-    float4 v[E];
-#pragma unroll
-    for (int k = 0; k < E; ++k) { vz(v[k]); if (id[k] >= 0) v[k] = __ldg(in + (int64_t)id[k] * fv + c); }
-#pragma unroll
-    for (int k = 0; k < E; ++k) va(acc, v[k]);
-  }
+  const float4 acc = sum_edges<E>(ids, start, deg, in + c, fv);
   out[row * fv + c] = acc;
 }
 

@@ -23,13 +23,20 @@ class TrainTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = std::filesystem::temp_directory_path() / ("gt_train_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
+    write_synth("synth.h5", 3000, 10, 32, 3);
+  }
+  // Writes a synthetic dataset of 4 classes into the suite's folder; returns its path.
+  static std::string write_synth(const std::string& name, int64_t nodes, double avg_degree, int64_t feature_dim,
+                                 uint64_t seed) {
     SynthOptions o;
-    o.num_nodes = 3000;
-    o.avg_degree = 10;
-    o.feature_dim = 32;
+    o.num_nodes = nodes;
+    o.avg_degree = avg_degree;
+    o.feature_dim = feature_dim;
     o.num_classes = 4;
-    o.seed = 3;
-    generate_synthetic(o, (dir_ / "synth.h5").string());
+    o.seed = seed;
+    const std::string path = (dir_ / name).string();
+    generate_synthetic(o, path);
+    return path;
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
 
@@ -151,14 +158,7 @@ TEST_F(TrainTest, MappedFeaturesTrainLikeLoadedFeatures) {
 // gathers rows as wide as it was trained on, and a 1-layer model's embedding (the seed's
 // features) comes back without the padding.
 TEST_F(TrainTest, AlignedRowsTrainLikeUnpaddedRows) {
-  SynthOptions o;
-  o.num_nodes = 2000;
-  o.avg_degree = 8;
-  o.feature_dim = 13;
-  o.num_classes = 4;
-  o.seed = 5;
-  const std::string odd = (dir_ / "odd.h5").string();
-  generate_synthetic(o, odd);
+  const std::string odd = write_synth("odd.h5", 2000, 8, 13, 5);
   std::vector<std::string> devices{"cpu"};
   if (have_gpu()) devices.push_back("cuda");
   for (const std::string& dev : devices)
@@ -222,14 +222,7 @@ std::string without_lines(const std::string& yaml, const std::string& key) {
 // A model file written before dataset.align_rows existed (its stored config lacks the key) holds
 // first-layer weights as wide as the unpadded rows: an inference session opens it unpadded.
 TEST_F(TrainTest, ModelFilesFromBeforeAlignRowsOpenUnpadded) {
-  SynthOptions o;
-  o.num_nodes = 500;
-  o.avg_degree = 6;
-  o.feature_dim = 13;
-  o.num_classes = 4;
-  o.seed = 6;
-  const std::string odd = (dir_ / "odd-old.h5").string();
-  generate_synthetic(o, odd);
+  const std::string odd = write_synth("odd-old.h5", 500, 6, 13, 6);
   Config c = config("sage", "cpu");
   c.dataset.path = odd;
   c.dataset.align_rows = false;
@@ -258,14 +251,7 @@ TEST_F(TrainTest, ModelFilesFromBeforeAlignRowsOpenUnpadded) {
 // trained on rows padded to 16 bytes: an inference session opens it with that width (506 floats:
 // 508 then, 512 with 128-byte rows).
 TEST_F(TrainTest, ModelFilesFromBeforeRowAlignmentOpenWith16ByteRows) {
-  SynthOptions o;
-  o.num_nodes = 400;
-  o.avg_degree = 6;
-  o.feature_dim = 506;
-  o.num_classes = 4;
-  o.seed = 8;
-  const std::string data = (dir_ / "wide-old.h5").string();
-  generate_synthetic(o, data);
+  const std::string data = write_synth("wide-old.h5", 400, 6, 506, 8);
   Config c = config("gcn", "cpu");
   c.dataset.path = data;
   c.dataset.row_alignment = 16;
