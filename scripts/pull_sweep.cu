@@ -11,6 +11,12 @@
 //                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
 //   ./pull_sweep workload F F0 [S] # narrow bands and lane gathers, floor bytes counted on F0
 //                                  # floats per row; S: sources drawn from S rows only
+//   ./pull_sweep workload F F0 0 ls # source-bin schedules on rows sorted by source id: the
+//                                  # library's kernel once per band (perband), all rows resident
+//                                  # walking bins in step (lockstep, ls_k), bins as grid phases
+//                                  # with partial sums (phased, ph_k), persistent row-resident
+//                                  # bands (resident, rr_k); GT_SWEEP_PARTS picks some of them,
+//                                  # GT_SWEEP_NB one bin count
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -140,12 +146,12 @@ __global__ void __launch_bounds__(256, MINB) nb_k(const int64_t* __restrict__ pt
   }
 }
 
-// The edge loop of bm_k and flat_k: the sum over a row's edges [start, start + deg) of
-// col[ids[e] * stride], E ids then E vectors loaded before any is added, in CSR order.
+// The edge loop of bm_k, flat_k, ph_k and rr_k: acc plus the sum over a row's edges [start,
+// start + deg) of col[ids[e] * stride], E ids then E vectors loaded before any is added, in CSR order.
 template <int E>
 __device__ __forceinline__ float4 sum_edges(const int32_t* __restrict__ ids, int64_t start, int64_t deg,
-                                            const float4* __restrict__ col, int64_t stride) {
-  float4 acc; vz(acc);
+                                            const float4* __restrict__ col, int64_t stride,
+                                            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f)) {
   for (int64_t e0 = 0; e0 < deg; e0 += E) {
     int id[E];
 #pragma unroll
@@ -224,6 +230,159 @@ __global__ void __launch_bounds__(256) cur_k(const int64_t* __restrict__ ptr, co
   }
 }
 
+// Lockstep source bins: every row is resident at once (block b owns rows [b * rpb, b * rpb + rpb),
+// team t of LPR lanes the rows t, t + 256 / LPR, ... of them) and, for each column band of
+// LPR x U vectors, all teams walk the source ids in nbins ascending bins, a row taking the edges
+// of bin h (its ids sorted: a contiguous run from its cursor) before any of bin h + 1. So the
+// device reads one bin's slice of the gathered matrix at a time, whatever the L2 holds of the
+// rest. Accumulators and cursors live in shared memory (team-private: no block barrier);
+// an accumulator is loaded, summed edge by edge and stored, so the sum runs in CSR order.
+template <int LPR, int U, int E, bool SYNC = false>
+__global__ void __launch_bounds__(256) ls_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                            const float4* __restrict__ in, int64_t rows, int64_t fv, int64_t rpb,
+                                            int nbins, int64_t bin_rows, float4* __restrict__ out) {
+  extern __shared__ float4 sm[];
+  constexpr int BWV = LPR * U, TEAMS = 256 / LPR;
+  float4* acc_s = sm;
+  int64_t* cur_s = reinterpret_cast<int64_t*>(sm + rpb * BWV);
+  const int team = threadIdx.x / LPR, sub = threadIdx.x % LPR;
+  const unsigned mask = (LPR == 32 ? kFull : ((1u << LPR) - 1u)) << ((threadIdx.x % kWarp) / LPR * LPR);
+  const int64_t r0 = (int64_t)blockIdx.x * rpb;
+  if (r0 >= rows) return;
+  const int64_t nr = rows - r0 < rpb ? rows - r0 : rpb;
+  for (int64_t c0 = 0; c0 < fv; c0 += BWV) {
+    for (int64_t lr = team; lr < nr; lr += TEAMS) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) vz(acc_s[lr * BWV + u * LPR + sub]);
+      if (sub == 0) cur_s[lr] = ptr[r0 + lr];
+    }
+    __syncwarp(mask);
+    for (int h = 0; h < nbins; ++h) {
+      const int64_t hi = h + 1 == nbins ? INT64_MAX : (int64_t)(h + 1) * bin_rows;
+      for (int64_t lr = team; lr < nr; lr += TEAMS) {
+        int64_t e = cur_s[lr];
+        const int64_t end = ptr[r0 + lr + 1];
+        float4 a[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) a[u] = acc_s[lr * BWV + u * LPR + sub];
+        for (;;) {
+          int id[E];
+          bool ok[E];
+          int n = 0;
+#pragma unroll
+          for (int k = 0; k < E; ++k) {
+            id[k] = e + k < end ? ids[e + k] : -1;
+            ok[k] = id[k] >= 0 && id[k] < hi;
+            n += ok[k];
+          }
+          float4 v[E][U];
+#pragma unroll
+          for (int k = 0; k < E; ++k)
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+              const int64_t c = c0 + u * LPR + sub;
+              vz(v[k][u]);
+              if (ok[k] && c < fv) v[k][u] = __ldg(in + (int64_t)id[k] * fv + c);
+            }
+#pragma unroll
+          for (int k = 0; k < E; ++k)
+#pragma unroll
+            for (int u = 0; u < U; ++u) va(a[u], v[k][u]);
+          e += n;
+          if (n < E) break;
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc_s[lr * BWV + u * LPR + sub] = a[u];
+        __syncwarp(mask);
+        if (sub == 0) cur_s[lr] = e;
+        __syncwarp(mask);
+      }
+      if (SYNC) __syncthreads();  // the block's teams start each bin together (no drift within a block)
+    }
+    for (int64_t lr = team; lr < nr; lr += TEAMS)
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * LPR + sub;
+        if (c < fv) out[(r0 + lr) * fv + c] = acc_s[lr * BWV + u * LPR + sub];
+      }
+  }
+}
+
+// Phased bands: the lane gather's grid (blockIdx.x row groups, one column band of LPR vectors
+// per phase) with each band split into nbins phases by source id: phase (t, h) sums a row's
+// edges whose source lies in bin h (bptr[row * (nbins + 1) + h] .. [+ h + 1], rows sorted by
+// source id), continuing the partial sum that phase (t, h - 1) stored in the output (read
+// through L2), so that the device reads one bin of one band's slice at a time. Blocks take
+// tickets in start order (phase-major, then row groups); a block of phase h > 0 waits for its
+// row group's phase h - 1 (an earlier ticket: already running or done). flags[bx * bands + t]
+// counts the phases done, offset by epoch * 64 so that they never need resetting. Sums run in
+// CSR order.
+template <int LPR, int E, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) ph_k(const int64_t* __restrict__ bptr, const int32_t* __restrict__ ids,
+                                                  const float4* __restrict__ in, int64_t rows, int64_t fv, int nbins,
+                                                  unsigned xblocks, unsigned bands, unsigned* counter,
+                                                  unsigned* flags, unsigned epoch, float4* out) {
+  __shared__ unsigned s_ticket;
+  if (threadIdx.x == 0) {
+    const unsigned tk = atomicAdd(counter, 1u);
+    if (tk == gridDim.x * gridDim.y - 1) atomicExch(counter, 0u);
+    s_ticket = tk;
+  }
+  __syncthreads();
+  const unsigned tk = s_ticket, bx = tk % xblocks, p = tk / xblocks, t = p / nbins, h = p % nbins;
+  unsigned* flag = flags + (size_t)bx * bands + t;
+  if (h > 0) {
+    if (threadIdx.x == 0) {
+      const unsigned want = epoch * 64u + h;
+      while (atomicAdd(flag, 0u) < want) __nanosleep(64);
+      __threadfence();
+    }
+    __syncthreads();
+  }
+  constexpr int RPW = kWarp / LPR;
+  const int lane = threadIdx.x % kWarp, sub = lane % LPR;
+  const int64_t group = (int64_t)bx * 8 + threadIdx.x / kWarp, row = group * RPW + lane / LPR;
+  const int64_t c = (int64_t)t * LPR + sub;
+  const bool live = row < rows && c < fv;
+  if (group * RPW < rows) {
+    int64_t start = 0, deg = 0;
+    if (row < rows) {
+      const int64_t* b = bptr + row * (nbins + 1) + h;
+      start = b[0];
+      deg = b[1] - start;
+    }
+    float4 acc;
+    vz(acc);
+    if (h > 0 && live) acc = __ldcg(out + row * fv + c);
+    if (c < fv) acc = sum_edges<E>(ids, start, deg, in + c, fv, acc);
+    if (live) __stcg(out + row * fv + c, acc);
+  }
+  if (h + 1 < (unsigned)nbins) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) atomicExch(flag, epoch * 64u + h + 1);
+  }
+}
+
+// Row-resident bands: a persistent grid of LPR-lane teams, team g owning rows g, g + teams, ...
+// for the whole kernel and walking the bands in order (band t of all its rows, then band t + 1),
+// so that the device moves from one band's slice to the next together (no wave of rows still on
+// band t while others start t + 1, apart from drift). The lane gather's edge loop otherwise.
+template <int LPR, int E, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) rr_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                                  const float4* __restrict__ in, int64_t rows, int64_t fv,
+                                                  float4* __restrict__ out) {
+  const int sub = threadIdx.x % LPR;
+  const int64_t team = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LPR;
+  const int64_t teams = (int64_t)gridDim.x * blockDim.x / LPR;
+  for (int64_t c = sub; c - sub < fv; c += LPR) {
+    for (int64_t row = team; row < rows; row += teams) {
+      const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+      if (c < fv) out[row * fv + c] = sum_edges<E>(ids, start, deg, in + c, fv);
+    }
+  }
+}
+
 struct Blk { int64_t rows, cols, nnz; std::vector<int64_t> ptr; std::vector<int32_t> ids; };
 
 Blk make_block(int64_t s, int64_t d, int64_t e, uint64_t seed) {
@@ -251,6 +410,8 @@ struct Dev { int64_t *ptr; int32_t* ids; float *in, *out, *ref; int64_t rows, co
 double max_err(const Dev& d) { return max_rel_err(d.out, d.ref, d.rows * d.F); }
 
 int g_sms = 132;
+std::vector<int64_t> g_ptr;  // the host copy of the block being swept (run_ph's bin offsets)
+std::vector<int32_t> g_ids;
 
 template <typename V, int LPR, int U, int E>
 void run_gen(const char* shape, Dev& d, int64_t span_bytes, double floor_bytes) {
@@ -354,6 +515,115 @@ void run_lib(const char* shape, Dev& d, int steps, double floor_bytes, const cha
   fflush(stdout);
 }
 
+// The lockstep kernel over `nbins` source bins, sized so that every row is resident at once
+// (the grid is the device's resident block count; rows per block from it). Needs sorted rows.
+template <int LPR, int U, int E, bool SYNC = false>
+void run_ls(const char* shape, Dev& d, int nbins, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4;
+  constexpr int BWV = LPR * U;
+  int occ = 0;
+  int64_t rpb = 0, grid = 0;
+  for (int pass = 0, guess = 8; pass < 3; ++pass) {  // occupancy depends on shared memory and back
+    grid = (int64_t)g_sms * guess;
+    rpb = (d.rows + grid - 1) / grid;
+    const size_t smem = rpb * (BWV * 16 + 8);
+    if (smem > 48 * 1024)
+      CK(cudaFuncSetAttribute(ls_k<LPR, U, E, SYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ls_k<LPR, U, E, SYNC>, 256, smem));
+    if (occ < 1) { printf("%-18s LOCKSTEP LPR%2d U%d: no occupancy\n", shape, LPR, U); return; }
+    if (occ == guess) break;
+    guess = occ;
+  }
+  grid = (d.rows + rpb - 1) / rpb;
+  const size_t smem = rpb * (BWV * 16 + 8);
+  const int64_t bin_rows = (d.cols + nbins - 1) / nbins;
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] {
+    ls_k<LPR, U, E, SYNC><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rpb, nbins,
+                                                        bin_rows, (float4*)d.out);
+  };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s LOCKSTEP%s LPR%2d U%d E%d bins %3d occ %d rpb %4lld %8.4f ms  %7.1f GB/s  err %.1e\n", shape,
+         SYNC ? "+sync" : "", LPR, U, E, nbins, occ, (long long)rpb, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
+// Phased bands (ph_k) over `nbins` source bins.
+template <int LPR, int E, int MINB = 1>
+void run_ph(const char* shape, Dev& d, int nbins, double floor_bytes) {
+  if (d.F % 4 || nbins >= 64) return;  // the flags count phases in steps of 64
+  const int64_t fv = d.F / 4;
+  const unsigned bands = (unsigned)((fv + LPR - 1) / LPR);
+  const unsigned xblocks = gt::cuda_impl::pull_vec::grid_for_groups(d.rows, LPR);
+  unsigned *counter, *flags;
+  CK(cudaMalloc(&counter, 4)); CK(cudaMemset(counter, 0, 4));
+  CK(cudaMalloc(&flags, (size_t)xblocks * bands * 4)); CK(cudaMemset(flags, 0, (size_t)xblocks * bands * 4));
+  const int64_t bin_rows = (d.cols + nbins - 1) / nbins;
+  std::vector<int64_t> hb((size_t)d.rows * (nbins + 1));
+  for (int64_t r = 0; r < d.rows; ++r)
+    for (int h = 0; h <= nbins; ++h) {
+      const int32_t* a = g_ids.data() + g_ptr[r];
+      const int32_t* z = g_ids.data() + g_ptr[r + 1];
+      const auto lo = (int32_t)std::min<int64_t>(h * bin_rows, INT32_MAX);
+      hb[(size_t)r * (nbins + 1) + h] = g_ptr[r] + (std::lower_bound(a, z, lo) - a);
+    }
+  int64_t* bptr;
+  CK(cudaMalloc(&bptr, hb.size() * 8));
+  CK(cudaMemcpy(bptr, hb.data(), hb.size() * 8, cudaMemcpyHostToDevice));
+  unsigned epoch = 0;
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] {
+    ++epoch;
+    ph_k<LPR, E, MINB><<<dim3(xblocks, bands * nbins), 256>>>(bptr, d.ids, (const float4*)d.in, d.rows, fv, nbins,
+                                                               xblocks, bands, counter, flags, epoch, (float4*)d.out);
+  };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s PHASED LPR%2d E%2d M%d bins %2d bands %3u %8.4f ms  %7.1f GB/s  err %.1e\n", shape, LPR, E, MINB,
+         nbins, bands, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(counter)); CK(cudaFree(flags)); CK(cudaFree(bptr));
+}
+
+// Row-resident bands (rr_k) on `per_sm` blocks an SM (0: the occupancy limit).
+template <int LPR, int E, int MINB = 1>
+void run_rr(const char* shape, Dev& d, int per_sm, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4;
+  int occ = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, rr_k<LPR, E, MINB>, 256, 0));
+  const int blocks = g_sms * (per_sm > 0 ? std::min(per_sm, occ) : occ);
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] { rr_k<LPR, E, MINB><<<blocks, 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out); };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s RESIDENT LPR%2d E%2d M%d occ %d blocks %5d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, LPR, E, MINB, occ,
+         blocks, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
+// The library's banded lane gather launched once per band (a kernel boundary between bands, so
+// no two bands' slices are read at once).
+void run_perband(const char* shape, Dev& d, double floor_bytes) {
+  namespace pv = gt::cuda_impl::pull_vec;
+  if (d.F % 32) return;
+  const int64_t fv = d.F / 4, steps = fv / 8;
+  const dim3 grid(pv::grid_for_groups(d.rows, 8), 1);
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] {
+    for (int64_t t = 0; t < steps; ++t)
+      pv::pull_lane_kernel<8, 16, pv::Weight::kNone, true><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in,
+                                                                          d.rows, fv, (float4*)d.out, t);
+  };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s PERBAND launches %3lld              %8.4f ms  %7.1f GB/s  err %.1e\n", shape, (long long)steps, ms,
+         floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
 template <int W4, int E>
 void run_bm(const char* shape, Dev& d, double floor_bytes) {
   if (d.F % 4) return;
@@ -404,16 +674,20 @@ void run_cur(const char* shape, Dev& d, double floor_bytes, bool as_ref) {
 }
 
 void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool backward, int64_t floor_f = 0,
-           bool narrow = false) {
+           bool narrow = false, bool lockstep = false) {
   if (floor_f <= 0) floor_f = F;
   Blk b = make_block(s, dd, e, 42);
   if (backward) b = transpose(b);
+  if (lockstep)  // rows sorted by source id (the lockstep kernel's contract; a transposed block is)
+    for (int64_t r = 0; r < b.rows; ++r) std::sort(b.ids.begin() + b.ptr[r], b.ids.begin() + b.ptr[r + 1]);
   Dev d{};
   d.rows = b.rows; d.cols = b.cols; d.nnz = b.nnz; d.F = F;
   std::vector<char> seen(b.cols, 0); int64_t distinct = 0;
   for (auto c : b.ids) if (!seen[c]) { seen[c] = 1; ++distinct; }
   CK(cudaMalloc(&d.ptr, (b.rows + 1) * 8)); CK(cudaMalloc(&d.ids, std::max<int64_t>(1, b.nnz) * 4));
   CK(cudaMalloc(&d.in, b.cols * F * 4)); CK(cudaMalloc(&d.out, b.rows * F * 4)); CK(cudaMalloc(&d.ref, b.rows * F * 4));
+  g_ptr = b.ptr;
+  g_ids = b.ids;
   CK(cudaMemcpy(d.ptr, b.ptr.data(), (b.rows + 1) * 8, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d.ids, b.ids.data(), b.nnz * 4, cudaMemcpyHostToDevice));
   fill_uniform(d.in, b.cols * F, 0);
@@ -425,6 +699,48 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
   if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
   if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
+  if (lockstep) {  // GT_SWEEP_PARTS (default all): lib, perband, lockstep, phased, resident; GT_SWEEP_NB: one bin count
+    using gt::cuda_impl::pull_vec::Weight;
+    const char* parts_env = std::getenv("GT_SWEEP_PARTS");
+    const std::string parts = parts_env ? parts_env : "lib,perband,lockstep,phased,resident";
+    auto part = [&](const char* name) { return parts.find(name) != std::string::npos; };
+    const char* nb_env = std::getenv("GT_SWEEP_NB");
+    std::vector<int> nbs = {1, 2, 3, 4, 6, 8, 16};
+    if (nb_env) nbs = {std::atoi(nb_env)};
+    for (int rep = 0; rep < 2; ++rep) {
+      if (part("lib")) {
+        if (d.F <= 128) run_lib<32, 4, Weight::kNone>(sh, d, 0, floor_bytes);
+        else run_lib<8, 16, Weight::kNone>(sh, d, 1, floor_bytes);
+      }
+      if (part("perband")) run_perband(sh, d, floor_bytes);
+      for (int nb : nbs) {
+        if (part("lockstep") && d.F <= 128) {  // whole rows (a band of 32 vectors)
+          run_ls<8, 4, 2>(sh, d, nb, floor_bytes); run_ls<8, 4, 4>(sh, d, nb, floor_bytes);
+          run_ls<16, 2, 4>(sh, d, nb, floor_bytes); run_ls<32, 1, 4>(sh, d, nb, floor_bytes);
+          run_ls<8, 4, 2, true>(sh, d, nb, floor_bytes); run_ls<32, 1, 4, true>(sh, d, nb, floor_bytes);
+        } else if (part("lockstep")) {
+          run_ls<8, 1, 4>(sh, d, nb, floor_bytes); run_ls<8, 2, 4>(sh, d, nb, floor_bytes);
+          run_ls<16, 1, 4>(sh, d, nb, floor_bytes); run_ls<8, 4, 2>(sh, d, nb, floor_bytes);
+          run_ls<8, 1, 8>(sh, d, nb, floor_bytes);
+          run_ls<8, 1, 8, true>(sh, d, nb, floor_bytes); run_ls<8, 2, 4, true>(sh, d, nb, floor_bytes);
+        }
+        if (part("phased")) {
+          run_ph<8, 16>(sh, d, nb, floor_bytes); run_ph<8, 16, 5>(sh, d, nb, floor_bytes);
+          run_ph<8, 8, 6>(sh, d, nb, floor_bytes); run_ph<8, 8, 8>(sh, d, nb, floor_bytes);
+          run_ph<8, 4, 8>(sh, d, nb, floor_bytes);
+          if (d.F <= 128) { run_ph<32, 4>(sh, d, nb, floor_bytes); run_ph<16, 8>(sh, d, nb, floor_bytes); }
+        }
+      }
+      if (part("resident"))
+        for (int per_sm : {0, 4, 2}) {
+          run_rr<8, 16>(sh, d, per_sm, floor_bytes); run_rr<8, 16, 8>(sh, d, per_sm, floor_bytes);
+          run_rr<8, 8, 8>(sh, d, per_sm, floor_bytes); run_rr<4, 16>(sh, d, per_sm, floor_bytes);
+          run_rr<4, 8, 8>(sh, d, per_sm, floor_bytes);
+        }
+    }
+    CK(cudaFree(d.ptr)); CK(cudaFree(d.ids)); CK(cudaFree(d.in)); CK(cudaFree(d.out)); CK(cudaFree(d.ref));
+    return;
+  }
   if (narrow && d.F <= 128) {  // rows of at most 32 vectors: flat lanes against the library's lane rows
     using gt::cuda_impl::pull_vec::Weight;
     for (int rep = 0; rep < 2; ++rep) {
@@ -522,6 +838,18 @@ int main(int argc, char** argv) {
   // Optional fourth: draw the sources from this many rows only (a matrix that fits in L2: the
   // block's time when no gathered row comes from DRAM).
   const int64_t src_rows = argc > 4 ? std::atoll(argv[4]) : 0;
+  // Optional fifth: "ls", the lockstep source-bin kernels on sorted forward rows only.
+  const bool lockstep = argc > 5 && std::string(argv[5]) == "ls";
+  if (lockstep) {
+    struct W { const char* n; int64_t s, d, e, F; } ws[] = {
+        {"products", 351000, 50000, 767000 - 150000, 100}, {"reddit2", 185000, 57000, 912000 - 171000, 602},
+        {"wiki-talk", 29000, 8000, 60000 - 24000, 4353}, {"livejournal", 233000, 28000, 393000 - 84000, 4353}};
+    for (auto& w : ws)
+      if (only.empty() || only.find(w.n) != std::string::npos)
+        sweep(w.n, src_rows > 0 ? src_rows : w.s, w.d, w.e, f_override > 0 ? f_override : w.F, false,
+              floor_f > 0 ? floor_f : w.F, false, true);
+    return 0;
+  }
   if (floor_f > 0) {
     size_t g0 = 0; CK(cudaDeviceGetLimit(&g0, cudaLimitMaxL2FetchGranularity));
     printf("L2 fetch granularity (default) %zu B\n", g0);
