@@ -15,8 +15,9 @@
 //                                  # library's kernel once per band (perband), all rows resident
 //                                  # walking bins in step (lockstep, ls_k), bins as grid phases
 //                                  # with partial sums (phased, ph_k), persistent row-resident
-//                                  # bands (resident, rr_k); GT_SWEEP_PARTS picks some of them,
-//                                  # GT_SWEEP_NB one bin count
+//                                  # bands (resident, rr_k), ids staged in shared memory (staged,
+//                                  # ls3_k); GT_SWEEP_PARTS picks some of them, GT_SWEEP_NB one
+//                                  # bin count, GT_SWEEP_UNSORTED=1 keeps the rows as drawn
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -383,6 +384,84 @@ __global__ void __launch_bounds__(256, MINB) rr_k(const int64_t* __restrict__ pt
   }
 }
 
+// Lockstep with staged ids, for rows of at most 32 vectors: a warp owns rpw consecutive rows for
+// the whole kernel (lane = vector of the row), copies their edge ids into shared memory once, and
+// for each source bin scans them there, loading only the bin's vectors: K rows at a time, up to
+// E edges of each, all loads issued before any is added to the row's accumulator (shared memory).
+// No dependent id load per visit and K x E loads in flight. Rows need not be sorted: the sum runs
+// bin by bin, in CSR order within a bin (CSR order overall when rows are sorted).
+template <int K, int E>
+__global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                             const float4* __restrict__ in, int64_t rows, int64_t fv, int rpw,
+                                             int max_ids, int nbins, int64_t bin_rows, float4* __restrict__ out) {
+  extern __shared__ float4 sm[];
+  const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float4* acc_s = sm + (size_t)w * rpw * fv;
+  int* off_s = reinterpret_cast<int*>(sm + (size_t)8 * rpw * fv) + w * (rpw + 1 + max_ids);
+  int* ids_s = off_s + rpw + 1;
+  const int64_t r0 = ((int64_t)blockIdx.x * 8 + w) * rpw;
+  if (r0 >= rows) return;  // the whole warp
+  const int nr = (int)(rows - r0 < rpw ? rows - r0 : rpw);
+  const int64_t base = ptr[r0];
+  for (int k = lane; k <= nr; k += kWarp) off_s[k] = (int)(ptr[r0 + k] - base);
+  const int n_ids = (int)(ptr[r0 + nr] - base);
+  for (int j = lane; j < n_ids; j += kWarp) ids_s[j] = ids[base + j];
+  const bool live = lane < fv;
+  for (int k = 0; k < nr; ++k)
+    if (live) vz(acc_s[k * fv + lane]);
+  __syncwarp();
+  for (int h = 0; h < nbins; ++h) {
+    const int lo = (int)(h * bin_rows);
+    const unsigned width = h + 1 == nbins ? 0x7fffffffu : (unsigned)bin_rows;
+    for (int k0 = 0; k0 < nr; k0 += K) {
+      int pos[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) pos[k] = k0 + k < nr ? off_s[k0 + k] : 0;
+      bool more = true;
+      while (more) {
+        more = false;
+        int id[K][E];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const int end = k0 + k < nr ? off_s[k0 + k + 1] : 0;
+          int found = 0;
+#pragma unroll
+          for (int j = 0; j < E; ++j) id[k][j] = -1;
+          while (pos[k] < end && found < E) {
+            const int x = ids_s[pos[k]++];
+            if (static_cast<unsigned>(x - lo) < width) {
+#pragma unroll
+              for (int j = 0; j < E; ++j)
+                if (j == found) id[k][j] = x;
+              ++found;
+            }
+          }
+          more |= pos[k] < end;
+        }
+        float4 v[K][E];
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+          for (int j = 0; j < E; ++j) {
+            vz(v[k][j]);
+            if (id[k][j] >= 0 && live) v[k][j] = __ldg(in + (int64_t)id[k][j] * fv + lane);
+          }
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (k0 + k >= nr || !live || id[k][0] < 0) continue;
+          float4 a = acc_s[(k0 + k) * fv + lane];
+#pragma unroll
+          for (int j = 0; j < E; ++j)
+            if (id[k][j] >= 0) va(a, v[k][j]);
+          acc_s[(k0 + k) * fv + lane] = a;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < nr; ++k)
+    if (live) out[(r0 + k) * fv + lane] = acc_s[k * fv + lane];
+}
+
 struct Blk { int64_t rows, cols, nnz; std::vector<int64_t> ptr; std::vector<int32_t> ids; };
 
 Blk make_block(int64_t s, int64_t d, int64_t e, uint64_t seed) {
@@ -550,6 +629,42 @@ void run_ls(const char* shape, Dev& d, int nbins, double floor_bytes) {
   fflush(stdout);
 }
 
+// ls3_k over `nbins` source bins (rows of at most 32 vectors), sized so that every row is
+// resident at once.
+template <int K, int E>
+void run_ls3(const char* shape, Dev& d, int nbins, double floor_bytes) {
+  if (d.F % 4 || d.F > 128) return;
+  const int64_t fv = d.F / 4;
+  int occ = 0, rpw = 0, max_ids = 0;
+  size_t smem = 0;
+  for (int pass = 0, guess = 6; pass < 4; ++pass) {  // occupancy depends on shared memory and back
+    const int64_t warps = (int64_t)g_sms * guess * 8;
+    rpw = (int)((d.rows + warps - 1) / warps);
+    max_ids = 0;
+    for (int64_t r0 = 0; r0 < d.rows; r0 += rpw)
+      max_ids = std::max<int>(max_ids, (int)(g_ptr[std::min<int64_t>(r0 + rpw, d.rows)] - g_ptr[r0]));
+    smem = (size_t)8 * rpw * fv * 16 + (size_t)8 * (rpw + 1 + max_ids) * 4;
+    if (smem > 227 * 1024) { printf("%-18s LOCKSTEP3 K%d E%d: %zu B of shared memory\n", shape, K, E, smem); return; }
+    CK(cudaFuncSetAttribute(ls3_k<K, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ls3_k<K, E>, 256, smem));
+    if (occ < 1) { printf("%-18s LOCKSTEP3 K%d E%d: no occupancy\n", shape, K, E); return; }
+    if (occ == guess) break;
+    guess = occ;
+  }
+  const int64_t per_block = (int64_t)8 * rpw, grid = (d.rows + per_block - 1) / per_block;
+  const int64_t bin_rows = (d.cols + nbins - 1) / nbins;
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  auto f = [&] {
+    ls3_k<K, E><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rpw, max_ids, nbins,
+                                               bin_rows, (float4*)d.out);
+  };
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d), ms = time_ms(f);
+  printf("%-18s LOCKSTEP3 K%d E%d bins %3d occ %d rpw %3d smem %6zu %8.4f ms  %7.1f GB/s  err %.1e\n", shape, K, E,
+         nbins, occ, rpw, smem, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
 // Phased bands (ph_k) over `nbins` source bins.
 template <int LPR, int E, int MINB = 1>
 void run_ph(const char* shape, Dev& d, int nbins, double floor_bytes) {
@@ -678,7 +793,7 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   if (floor_f <= 0) floor_f = F;
   Blk b = make_block(s, dd, e, 42);
   if (backward) b = transpose(b);
-  if (lockstep)  // rows sorted by source id (the lockstep kernel's contract; a transposed block is)
+  if (lockstep && !std::getenv("GT_SWEEP_UNSORTED"))  // rows sorted by source id (ls_k, ph_k need it)
     for (int64_t r = 0; r < b.rows; ++r) std::sort(b.ids.begin() + b.ptr[r], b.ids.begin() + b.ptr[r + 1]);
   Dev d{};
   d.rows = b.rows; d.cols = b.cols; d.nnz = b.nnz; d.F = F;
@@ -699,10 +814,10 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
   if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
   if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
-  if (lockstep) {  // GT_SWEEP_PARTS (default all): lib, perband, lockstep, phased, resident; GT_SWEEP_NB: one bin count
+  if (lockstep) {  // GT_SWEEP_PARTS (default all): lib, perband, lockstep, staged, phased, resident; GT_SWEEP_NB: bins
     using gt::cuda_impl::pull_vec::Weight;
     const char* parts_env = std::getenv("GT_SWEEP_PARTS");
-    const std::string parts = parts_env ? parts_env : "lib,perband,lockstep,phased,resident";
+    const std::string parts = parts_env ? parts_env : "lib,perband,lockstep,staged,phased,resident";
     auto part = [&](const char* name) { return parts.find(name) != std::string::npos; };
     const char* nb_env = std::getenv("GT_SWEEP_NB");
     std::vector<int> nbs = {1, 2, 3, 4, 6, 8, 16};
@@ -723,6 +838,11 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
           run_ls<16, 1, 4>(sh, d, nb, floor_bytes); run_ls<8, 4, 2>(sh, d, nb, floor_bytes);
           run_ls<8, 1, 8>(sh, d, nb, floor_bytes);
           run_ls<8, 1, 8, true>(sh, d, nb, floor_bytes); run_ls<8, 2, 4, true>(sh, d, nb, floor_bytes);
+        }
+        if (part("staged")) {
+          run_ls3<1, 2>(sh, d, nb, floor_bytes); run_ls3<2, 2>(sh, d, nb, floor_bytes);
+          run_ls3<4, 1>(sh, d, nb, floor_bytes); run_ls3<4, 2>(sh, d, nb, floor_bytes);
+          run_ls3<2, 4>(sh, d, nb, floor_bytes); run_ls3<8, 1>(sh, d, nb, floor_bytes);
         }
         if (part("phased")) {
           run_ph<8, 16>(sh, d, nb, floor_bytes); run_ph<8, 16, 5>(sh, d, nb, floor_bytes);
