@@ -16,8 +16,10 @@
 //                                  # walking bins in step (lockstep, ls_k), bins as grid phases
 //                                  # with partial sums (phased, ph_k), persistent row-resident
 //                                  # bands (resident, rr_k), ids staged in shared memory (staged,
-//                                  # ls3_k); GT_SWEEP_PARTS picks some of them, GT_SWEEP_NB one
-//                                  # bin count, GT_SWEEP_UNSORTED=1 keeps the rows as drawn
+//                                  # and sorted: cursors across bins, ls3_k); GT_SWEEP_PARTS
+//                                  # picks some of them (lib,perband,lockstep,staged,sorted,
+//                                  # phased,resident), GT_SWEEP_NB one bin count,
+//                                  # GT_SWEEP_UNSORTED=1 keeps the rows as drawn
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -389,16 +391,19 @@ __global__ void __launch_bounds__(256, MINB) rr_k(const int64_t* __restrict__ pt
 // for each source bin scans them there, loading only the bin's vectors: K rows at a time, up to
 // E edges of each, all loads issued before any is added to the row's accumulator (shared memory).
 // No dependent id load per visit and K x E loads in flight. Rows need not be sorted: the sum runs
-// bin by bin, in CSR order within a bin (CSR order overall when rows are sorted).
-template <int K, int E>
+// bin by bin, in CSR order within a bin (CSR order overall when rows are sorted). SORTED (rows
+// sorted by source id): each row keeps a cursor across bins and a bin's scan stops at the first
+// id past it, so the ids are scanned once in all instead of once per bin.
+template <int K, int E, bool SORTED = false>
 __global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                                              const float4* __restrict__ in, int64_t rows, int64_t fv, int rpw,
                                              int max_ids, int nbins, int64_t bin_rows, float4* __restrict__ out) {
   extern __shared__ float4 sm[];
   const int w = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   float4* acc_s = sm + (size_t)w * rpw * fv;
-  int* off_s = reinterpret_cast<int*>(sm + (size_t)8 * rpw * fv) + w * (rpw + 1 + max_ids);
-  int* ids_s = off_s + rpw + 1;
+  int* off_s = reinterpret_cast<int*>(sm + (size_t)8 * rpw * fv) + w * (2 * rpw + 1 + max_ids);
+  int* cur_s = off_s + rpw + 1;  // SORTED: where each row's next bin starts
+  int* ids_s = cur_s + rpw;
   const int64_t r0 = ((int64_t)blockIdx.x * 8 + w) * rpw;
   if (r0 >= rows) return;  // the whole warp
   const int nr = (int)(rows - r0 < rpw ? rows - r0 : rpw);
@@ -410,13 +415,15 @@ __global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, co
   for (int k = 0; k < nr; ++k)
     if (live) vz(acc_s[k * fv + lane]);
   __syncwarp();
+  for (int k = lane; k < nr; k += kWarp) cur_s[k] = off_s[k];
+  __syncwarp();
   for (int h = 0; h < nbins; ++h) {
     const int lo = (int)(h * bin_rows);
     const unsigned width = h + 1 == nbins ? 0x7fffffffu : (unsigned)bin_rows;
     for (int k0 = 0; k0 < nr; k0 += K) {
       int pos[K];
 #pragma unroll
-      for (int k = 0; k < K; ++k) pos[k] = k0 + k < nr ? off_s[k0 + k] : 0;
+      for (int k = 0; k < K; ++k) pos[k] = k0 + k < nr ? (SORTED ? cur_s[k0 + k] : off_s[k0 + k]) : 0;
       bool more = true;
       while (more) {
         more = false;
@@ -428,7 +435,9 @@ __global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, co
 #pragma unroll
           for (int j = 0; j < E; ++j) id[k][j] = -1;
           while (pos[k] < end && found < E) {
-            const int x = ids_s[pos[k]++];
+            const int x = ids_s[pos[k]];
+            if (SORTED && static_cast<unsigned>(x - lo) >= width) break;  // the next bin's
+            ++pos[k];
             if (static_cast<unsigned>(x - lo) < width) {
 #pragma unroll
               for (int j = 0; j < E; ++j)
@@ -436,7 +445,7 @@ __global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, co
               ++found;
             }
           }
-          more |= pos[k] < end;
+          more |= pos[k] < end && (!SORTED || found == E);
         }
         float4 v[K][E];
 #pragma unroll
@@ -455,6 +464,13 @@ __global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, co
             if (id[k][j] >= 0) va(a, v[k][j]);
           acc_s[(k0 + k) * fv + lane] = a;
         }
+      }
+      if (SORTED) {
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+          if (lane == 0 && k0 + k < nr) cur_s[k0 + k] = pos[k];
+        __syncwarp();
       }
     }
   }
@@ -631,7 +647,7 @@ void run_ls(const char* shape, Dev& d, int nbins, double floor_bytes) {
 
 // ls3_k over `nbins` source bins (rows of at most 32 vectors), sized so that every row is
 // resident at once.
-template <int K, int E>
+template <int K, int E, bool SORTED = false>
 void run_ls3(const char* shape, Dev& d, int nbins, double floor_bytes) {
   if (d.F % 4 || d.F > 128) return;
   const int64_t fv = d.F / 4;
@@ -643,10 +659,10 @@ void run_ls3(const char* shape, Dev& d, int nbins, double floor_bytes) {
     max_ids = 0;
     for (int64_t r0 = 0; r0 < d.rows; r0 += rpw)
       max_ids = std::max<int>(max_ids, (int)(g_ptr[std::min<int64_t>(r0 + rpw, d.rows)] - g_ptr[r0]));
-    smem = (size_t)8 * rpw * fv * 16 + (size_t)8 * (rpw + 1 + max_ids) * 4;
+    smem = (size_t)8 * rpw * fv * 16 + (size_t)8 * (2 * rpw + 1 + max_ids) * 4;
     if (smem > 227 * 1024) { printf("%-18s LOCKSTEP3 K%d E%d: %zu B of shared memory\n", shape, K, E, smem); return; }
-    CK(cudaFuncSetAttribute(ls3_k<K, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ls3_k<K, E>, 256, smem));
+    CK(cudaFuncSetAttribute(ls3_k<K, E, SORTED>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ls3_k<K, E, SORTED>, 256, smem));
     if (occ < 1) { printf("%-18s LOCKSTEP3 K%d E%d: no occupancy\n", shape, K, E); return; }
     if (occ == guess) break;
     guess = occ;
@@ -655,13 +671,13 @@ void run_ls3(const char* shape, Dev& d, int nbins, double floor_bytes) {
   const int64_t bin_rows = (d.cols + nbins - 1) / nbins;
   CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
-    ls3_k<K, E><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rpw, max_ids, nbins,
-                                               bin_rows, (float4*)d.out);
+    ls3_k<K, E, SORTED><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rpw, max_ids,
+                                                       nbins, bin_rows, (float4*)d.out);
   };
   f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
   const double err = max_err(d), ms = time_ms(f);
-  printf("%-18s LOCKSTEP3 K%d E%d bins %3d occ %d rpw %3d smem %6zu %8.4f ms  %7.1f GB/s  err %.1e\n", shape, K, E,
-         nbins, occ, rpw, smem, ms, floor_bytes / ms / 1e6, err);
+  printf("%-18s LOCKSTEP3%s K%d E%d bins %3d occ %d rpw %3d smem %6zu %8.4f ms  %7.1f GB/s  err %.1e\n", shape,
+         SORTED ? "s" : "", K, E, nbins, occ, rpw, smem, ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
 }
 
@@ -814,10 +830,10 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   const bool v4 = F % 4 == 0, v2 = F % 2 == 0;
   if (v4) run_cur<float4>(sh, d, floor_bytes, true); else run_cur<float>(sh, d, floor_bytes, true);
   if (v4) run_cur<float4>(sh, d, floor_bytes, false); else run_cur<float>(sh, d, floor_bytes, false);
-  if (lockstep) {  // GT_SWEEP_PARTS (default all): lib, perband, lockstep, staged, phased, resident; GT_SWEEP_NB: bins
+  if (lockstep) {  // GT_SWEEP_PARTS (default all; see the header), GT_SWEEP_NB: one bin count
     using gt::cuda_impl::pull_vec::Weight;
     const char* parts_env = std::getenv("GT_SWEEP_PARTS");
-    const std::string parts = parts_env ? parts_env : "lib,perband,lockstep,staged,phased,resident";
+    const std::string parts = parts_env ? parts_env : "lib,perband,lockstep,staged,sorted,phased,resident";
     auto part = [&](const char* name) { return parts.find(name) != std::string::npos; };
     const char* nb_env = std::getenv("GT_SWEEP_NB");
     std::vector<int> nbs = {1, 2, 3, 4, 6, 8, 16};
@@ -843,6 +859,12 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
           run_ls3<1, 2>(sh, d, nb, floor_bytes); run_ls3<2, 2>(sh, d, nb, floor_bytes);
           run_ls3<4, 1>(sh, d, nb, floor_bytes); run_ls3<4, 2>(sh, d, nb, floor_bytes);
           run_ls3<2, 4>(sh, d, nb, floor_bytes); run_ls3<8, 1>(sh, d, nb, floor_bytes);
+        }
+        if (part("sorted") && !std::getenv("GT_SWEEP_UNSORTED")) {
+          run_ls3<1, 2, true>(sh, d, nb, floor_bytes); run_ls3<2, 2, true>(sh, d, nb, floor_bytes);
+          run_ls3<4, 1, true>(sh, d, nb, floor_bytes); run_ls3<4, 2, true>(sh, d, nb, floor_bytes);
+          run_ls3<2, 4, true>(sh, d, nb, floor_bytes); run_ls3<8, 1, true>(sh, d, nb, floor_bytes);
+          run_ls3<1, 4, true>(sh, d, nb, floor_bytes);
         }
         if (part("phased")) {
           run_ph<8, 16>(sh, d, nb, floor_bytes); run_ph<8, 16, 5>(sh, d, nb, floor_bytes);
