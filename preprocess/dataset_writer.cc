@@ -15,6 +15,7 @@
 
 #include "framework/error.h"
 #include "framework/hdf5_util.h"
+#include "framework/metrics.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
 
@@ -54,13 +55,14 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   m.n = num_nodes;
   m.f = feature_dim;
   const std::string tmp = path + ".tmp";
+  make_parent_dirs(path);  // as the model and metrics writers do: an output folder need not exist yet
   H5Id fapl = h5::file_access_plist(tmp);
   errno = 0;
   hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (file < 0) {
     int err = errno;
     H5Eclear2(H5E_DEFAULT);
-    GT_THROW({}, "check that the output folder exists and is writable", "cannot create dataset file '", path,
+    GT_THROW({}, "check that the output folder is writable", "cannot create dataset file '", path,
              "' (writing '", tmp, "' first): ", err ? std::strerror(err) : "HDF5 error");
   }
   m.file = H5Id(file, H5Fclose);

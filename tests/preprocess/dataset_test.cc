@@ -176,9 +176,19 @@ TEST(DatasetTest, FailedWriteLeavesNoFile) {
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 
-  // A folder that does not exist.
-  msg = error_of([&] { save_dataset(small_dataset(), dir.file("no/such/dir.h5")); });
-  EXPECT_NE(msg.find("no/such/dir.h5"), std::string::npos) << msg;
+  // A folder that cannot be made (its parent is a file): the error names the output file.
+  std::ofstream(dir.file("plain")) << "a file, not a folder\n";
+  msg = error_of([&] { save_dataset(small_dataset(), dir.file("plain/sub/dir.h5")); });
+  EXPECT_NE(msg.find("plain/sub/dir.h5"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir.file("plain/sub")));
+}
+
+TEST(DatasetTest, WriterMakesMissingOutputFolders) {
+  TempDir dir;
+  const std::string path = dir.file("new/nested/small.h5");
+  save_dataset(small_dataset(), path);
+  EXPECT_EQ(load_dataset(path).indices, small_dataset().indices);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
 TEST(DatasetTest, FailedWriteKeepsExistingFile) {
