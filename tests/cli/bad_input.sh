@@ -110,6 +110,17 @@ expect_error "edge id >= num_nodes" 1 "edgeid/raw/edge.csv.gz:3" "$WORK/out3.h5"
 expect_error "missing folder" 1 "$WORK/does-not-exist" "$WORK/out4.h5" -- \
   "$GT_DATA" import-ogb "$WORK/does-not-exist" "$WORK/out4.h5"
 
+# An output folder that cannot be made (a file is in the way); a missing one is made.
+: >"$WORK/plainfile"
+expect_error "output folder under a file" 1 "plainfile" "$WORK/plainfile/sub/out.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/good" "$WORK/plainfile/sub/out.h5"
+if "$GT_DATA" import-ogb "$WORK/good" "$WORK/new/folder/out.h5" >/dev/null 2>"$WORK/stderr.txt"; then
+  [ -s "$WORK/new/folder/out.h5" ] || fail "import into a new folder: no output file"
+  echo "ok: missing output folder made"
+else
+  fail "import into a new folder failed: $(cat "$WORK/stderr.txt")"
+fi
+
 # A missing feature file.
 make_ogb "$WORK/nofeat"
 rm "$WORK/nofeat/raw/node-feat.csv.gz"
