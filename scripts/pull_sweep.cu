@@ -30,6 +30,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/pull_vec.cuh"
@@ -500,13 +501,44 @@ Blk transpose(const Blk& b) {
   return t;
 }
 
-struct Dev { int64_t *ptr; int32_t* ids; float *in, *out, *ref; int64_t rows, cols, nnz, F; int64_t distinct; };
+int g_sms = 132;
+
+// The block on the device (and its host copy, for runners that precompute from it).
+struct Dev {
+  int64_t *ptr; int32_t* ids; float *in, *out, *ref; int64_t rows, cols, nnz, F; int64_t distinct; const Blk* host;
+};
 
 double max_err(const Dev& d) { return max_rel_err(d.out, d.ref, d.rows * d.F); }
 
-int g_sms = 132;
-std::vector<int64_t> g_ptr;  // the host copy of the block being swept (run_ph's bin offsets)
-std::vector<int32_t> g_ids;
+// Poisons the output, runs f once (checked), compares with the reference and times f: {err, ms}.
+template <class F>
+std::pair<double, double> check_and_time(Dev& d, F&& f) {
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d);
+  return {err, time_ms(f)};
+}
+
+// For kernels that keep every row resident: the rows per unit (a block or a warp, `units` per
+// block) for which the grid fits on the device at once. Occupancy depends on the shared memory,
+// which depends on the rows per unit, so this iterates from a guess of blocks per SM. False (and
+// a line naming `what`) when the kernel cannot run.
+template <class Kern, class Smem>
+bool size_resident(Kern kern, int64_t rows, int units, int guess, Smem smem_for, const char* what, int64_t& per_unit,
+                   int& occ, size_t& smem) {
+  for (int pass = 0; pass < 4; ++pass) {
+    const int64_t n = (int64_t)g_sms * guess * units;
+    per_unit = (rows + n - 1) / n;
+    smem = smem_for(per_unit);
+    if (smem > 227 * 1024) { printf("%s: %zu B of shared memory\n", what, smem); return false; }
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, 256, smem));
+    if (occ < 1) { printf("%s: no occupancy\n", what); return false; }
+    if (occ == guess) break;
+    guess = occ;
+  }
+  return true;
+}
 
 template <typename V, int LPR, int U, int E>
 void run_gen(const char* shape, Dev& d, int64_t span_bytes, double floor_bytes) {
@@ -519,11 +551,8 @@ void run_gen(const char* shape, Dev& d, int64_t span_bytes, double floor_bytes) 
   const int64_t tiles = (fv + span - 1) / span;
   const int64_t groups = (d.rows + kWarp / LPR - 1) / (kWarp / LPR);
   dim3 grid((unsigned)((groups + 7) / 8), (unsigned)tiles);
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] { pull_k<V, LPR, U, E><<<grid, 256>>>(d.ptr, d.ids, (const V*)d.in, d.rows, fv, span, (V*)d.out); };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  double err = max_err(d);
-  double ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s V%d LPR%2d U%d E%d span %6lldB  %8.4f ms  %7.1f GB/s  err %.1e\n", shape, w, LPR, U, E,
          (long long)(span * sizeof(V)), ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -536,11 +565,8 @@ void run_nb(const char* shape, Dev& d, double floor_bytes) {
   const int64_t groups = (d.rows + kWarp / LPR - 1) / (kWarp / LPR);
   constexpr int kBand = VPB * U * STEPS;
   dim3 grid((unsigned)((groups + 7) / 8), (unsigned)((fv + kBand - 1) / kBand));
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] { nb_k<VPB, LPR, E, U, STEPS, MINB><<<grid, 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out); };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  double err = max_err(d);
-  double ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s NARROW band %4dB VPB%2d LPR%2d E%2d U%d MINB%d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, kBand * 16, VPB, LPR, E, U, MINB, ms,
          floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -618,28 +644,17 @@ void run_ls(const char* shape, Dev& d, int nbins, double floor_bytes) {
   const int64_t fv = d.F / 4;
   constexpr int BWV = LPR * U;
   int occ = 0;
-  int64_t rpb = 0, grid = 0;
-  for (int pass = 0, guess = 8; pass < 3; ++pass) {  // occupancy depends on shared memory and back
-    grid = (int64_t)g_sms * guess;
-    rpb = (d.rows + grid - 1) / grid;
-    const size_t smem = rpb * (BWV * 16 + 8);
-    if (smem > 48 * 1024)
-      CK(cudaFuncSetAttribute(ls_k<LPR, U, E, SYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ls_k<LPR, U, E, SYNC>, 256, smem));
-    if (occ < 1) { printf("%-18s LOCKSTEP LPR%2d U%d: no occupancy\n", shape, LPR, U); return; }
-    if (occ == guess) break;
-    guess = occ;
-  }
-  grid = (d.rows + rpb - 1) / rpb;
-  const size_t smem = rpb * (BWV * 16 + 8);
+  int64_t rpb = 0;
+  size_t smem = 0;
+  auto smem_for = [](int64_t rows_per_block) { return (size_t)rows_per_block * (BWV * 16 + 8); };
+  if (!size_resident(ls_k<LPR, U, E, SYNC>, d.rows, 1, 8, smem_for, shape, rpb, occ, smem)) return;
+  const int64_t grid = (d.rows + rpb - 1) / rpb;
   const int64_t bin_rows = (d.cols + nbins - 1) / nbins;
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
     ls_k<LPR, U, E, SYNC><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rpb, nbins,
                                                         bin_rows, (float4*)d.out);
   };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s LOCKSTEP%s LPR%2d U%d E%d bins %3d occ %d rpb %4lld %8.4f ms  %7.1f GB/s  err %.1e\n", shape,
          SYNC ? "+sync" : "", LPR, U, E, nbins, occ, (long long)rpb, ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -651,33 +666,26 @@ template <int K, int E, bool SORTED = false>
 void run_ls3(const char* shape, Dev& d, int nbins, double floor_bytes) {
   if (d.F % 4 || d.F > 128) return;
   const int64_t fv = d.F / 4;
-  int occ = 0, rpw = 0, max_ids = 0;
+  int occ = 0, max_ids = 0;
+  int64_t rpw = 0;
   size_t smem = 0;
-  for (int pass = 0, guess = 6; pass < 4; ++pass) {  // occupancy depends on shared memory and back
-    const int64_t warps = (int64_t)g_sms * guess * 8;
-    rpw = (int)((d.rows + warps - 1) / warps);
+  const std::vector<int64_t>& ptr = d.host->ptr;
+  auto smem_for = [&](int64_t rows_per_warp) {  // the warp's rows: accumulators, offsets, cursors, ids
     max_ids = 0;
-    for (int64_t r0 = 0; r0 < d.rows; r0 += rpw)
-      max_ids = std::max<int>(max_ids, (int)(g_ptr[std::min<int64_t>(r0 + rpw, d.rows)] - g_ptr[r0]));
-    smem = (size_t)8 * rpw * fv * 16 + (size_t)8 * (2 * rpw + 1 + max_ids) * 4;
-    if (smem > 227 * 1024) { printf("%-18s LOCKSTEP3 K%d E%d: %zu B of shared memory\n", shape, K, E, smem); return; }
-    CK(cudaFuncSetAttribute(ls3_k<K, E, SORTED>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ls3_k<K, E, SORTED>, 256, smem));
-    if (occ < 1) { printf("%-18s LOCKSTEP3 K%d E%d: no occupancy\n", shape, K, E); return; }
-    if (occ == guess) break;
-    guess = occ;
-  }
+    for (int64_t r0 = 0; r0 < d.rows; r0 += rows_per_warp)
+      max_ids = std::max<int>(max_ids, (int)(ptr[std::min<int64_t>(r0 + rows_per_warp, d.rows)] - ptr[r0]));
+    return (size_t)8 * rows_per_warp * fv * 16 + (size_t)8 * (2 * rows_per_warp + 1 + max_ids) * 4;
+  };
+  if (!size_resident(ls3_k<K, E, SORTED>, d.rows, 8, 6, smem_for, shape, rpw, occ, smem)) return;
   const int64_t per_block = (int64_t)8 * rpw, grid = (d.rows + per_block - 1) / per_block;
   const int64_t bin_rows = (d.cols + nbins - 1) / nbins;
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
-    ls3_k<K, E, SORTED><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rpw, max_ids,
-                                                       nbins, bin_rows, (float4*)d.out);
+    ls3_k<K, E, SORTED><<<(unsigned)grid, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (int)rpw,
+                                                       max_ids, nbins, bin_rows, (float4*)d.out);
   };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s LOCKSTEP3%s K%d E%d bins %3d occ %d rpw %3d smem %6zu %8.4f ms  %7.1f GB/s  err %.1e\n", shape,
-         SORTED ? "s" : "", K, E, nbins, occ, rpw, smem, ms, floor_bytes / ms / 1e6, err);
+         SORTED ? "s" : "", K, E, nbins, occ, (int)rpw, smem, ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
 }
 
@@ -695,23 +703,21 @@ void run_ph(const char* shape, Dev& d, int nbins, double floor_bytes) {
   std::vector<int64_t> hb((size_t)d.rows * (nbins + 1));
   for (int64_t r = 0; r < d.rows; ++r)
     for (int h = 0; h <= nbins; ++h) {
-      const int32_t* a = g_ids.data() + g_ptr[r];
-      const int32_t* z = g_ids.data() + g_ptr[r + 1];
+      const int32_t* a = d.host->ids.data() + d.host->ptr[r];
+      const int32_t* z = d.host->ids.data() + d.host->ptr[r + 1];
       const auto lo = (int32_t)std::min<int64_t>(h * bin_rows, INT32_MAX);
-      hb[(size_t)r * (nbins + 1) + h] = g_ptr[r] + (std::lower_bound(a, z, lo) - a);
+      hb[(size_t)r * (nbins + 1) + h] = d.host->ptr[r] + (std::lower_bound(a, z, lo) - a);
     }
   int64_t* bptr;
   CK(cudaMalloc(&bptr, hb.size() * 8));
   CK(cudaMemcpy(bptr, hb.data(), hb.size() * 8, cudaMemcpyHostToDevice));
   unsigned epoch = 0;
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
     ++epoch;
     ph_k<LPR, E, MINB><<<dim3(xblocks, bands * nbins), 256>>>(bptr, d.ids, (const float4*)d.in, d.rows, fv, nbins,
                                                                xblocks, bands, counter, flags, epoch, (float4*)d.out);
   };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s PHASED LPR%2d E%2d M%d bins %2d bands %3u %8.4f ms  %7.1f GB/s  err %.1e\n", shape, LPR, E, MINB,
          nbins, bands, ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -726,10 +732,8 @@ void run_rr(const char* shape, Dev& d, int per_sm, double floor_bytes) {
   int occ = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, rr_k<LPR, E, MINB>, 256, 0));
   const int blocks = g_sms * (per_sm > 0 ? std::min(per_sm, occ) : occ);
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] { rr_k<LPR, E, MINB><<<blocks, 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out); };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s RESIDENT LPR%2d E%2d M%d occ %d blocks %5d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, LPR, E, MINB, occ,
          blocks, ms, floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -742,14 +746,12 @@ void run_perband(const char* shape, Dev& d, double floor_bytes) {
   if (d.F % 32) return;
   const int64_t fv = d.F / 4, steps = fv / 8;
   const dim3 grid(pv::grid_for_groups(d.rows, 8), 1);
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
     for (int64_t t = 0; t < steps; ++t)
       pv::pull_lane_kernel<8, 16, pv::Weight::kNone, true><<<grid, 256>>>(d.ptr, d.ids, nullptr, (const float4*)d.in,
                                                                           d.rows, fv, (float4*)d.out, t);
   };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s PERBAND launches %3lld              %8.4f ms  %7.1f GB/s  err %.1e\n", shape, (long long)steps, ms,
          floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -765,10 +767,8 @@ void run_bm(const char* shape, Dev& d, double floor_bytes) {
   CK(cudaGetLastError());
   const int64_t groups = (d.rows + kWarp / W4 - 1) / (kWarp / W4);
   const dim3 grid((unsigned)((groups + 7) / 8), (unsigned)bands);
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] { bm_k<W4, E><<<grid, 256>>>(d.ptr, d.ids, (const float4*)bm, d.rows, d.cols, fv, (float4*)d.out); };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s BANDMAJOR band %3dB E%2d           %8.4f ms  %7.1f GB/s  err %.1e\n", shape, W4 * 16, E, ms,
          floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -779,12 +779,10 @@ template <int E>
 void run_flat(const char* shape, Dev& d, double floor_bytes) {
   if (d.F % 4) return;
   const int64_t fv = d.F / 4, threads = d.rows * fv;
-  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
   auto f = [&] {
     flat_k<E><<<(unsigned)((threads + 255) / 256), 256>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, (float4*)d.out);
   };
-  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
-  const double err = max_err(d), ms = time_ms(f);
+  const auto [err, ms] = check_and_time(d, f);
   printf("%-18s FLAT E%2d                          %8.4f ms  %7.1f GB/s  err %.1e\n", shape, E, ms,
          floor_bytes / ms / 1e6, err);
   fflush(stdout);
@@ -817,8 +815,7 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
   for (auto c : b.ids) if (!seen[c]) { seen[c] = 1; ++distinct; }
   CK(cudaMalloc(&d.ptr, (b.rows + 1) * 8)); CK(cudaMalloc(&d.ids, std::max<int64_t>(1, b.nnz) * 4));
   CK(cudaMalloc(&d.in, b.cols * F * 4)); CK(cudaMalloc(&d.out, b.rows * F * 4)); CK(cudaMalloc(&d.ref, b.rows * F * 4));
-  g_ptr = b.ptr;
-  g_ids = b.ids;
+  d.host = &b;
   CK(cudaMemcpy(d.ptr, b.ptr.data(), (b.rows + 1) * 8, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(d.ids, b.ids.data(), b.nnz * 4, cudaMemcpyHostToDevice));
   fill_uniform(d.in, b.cols * F, 0);
