@@ -18,8 +18,11 @@
 //                                  # bands (resident, rr_k), ids staged in shared memory (staged,
 //                                  # and sorted: cursors across bins, ls3_k); GT_SWEEP_PARTS
 //                                  # picks some of them (lib,perband,lockstep,staged,sorted,
-//                                  # phased,resident), GT_SWEEP_NB one bin count,
-//                                  # GT_SWEEP_UNSORTED=1 keeps the rows as drawn
+//                                  # phased,resident; and, only when named, tma: the gather by
+//                                  # bulk copies, tma_k, GT_SWEEP_TMA="band C S per_sm slack";
+//                                  # balanced: even resident bands with a grid fence, rb_k,
+//                                  # GT_SWEEP_RB="per_sm rows_per_team"), GT_SWEEP_NB one bin
+//                                  # count, GT_SWEEP_UNSORTED=1 keeps the rows as drawn
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -479,6 +482,181 @@ __global__ void __launch_bounds__(256) ls3_k(const int64_t* __restrict__ ptr, co
     if (live) out[(r0 + k) * fv + lane] = acc_s[k * fv + lane];
 }
 
+// Balanced row-resident bands with a grid fence (rb_k): a persistent grid whose blocks own equal
+// runs of rows and whose 8-lane teams own equal numbers of them (rows_per_team consecutive rows;
+// the runner sizes the blocks so that the split is even), walking the 128-byte bands in order
+// with a block barrier after each band; slack > 0: a block starts band b only after every block
+// finished band b - slack (counters in `done`, cumulative over launches). rr_k without the
+// uneven split (teams of 1 and 2 rows drifting apart) and with the drift bounded.
+template <int E, int MINB = 1>
+__global__ void __launch_bounds__(1024, MINB)
+    rb_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, const float4* __restrict__ in,
+         int64_t rows, int64_t fv, int rows_per_team, float4* __restrict__ out, unsigned* done, int slack,
+         unsigned epoch) {
+  const int sub = threadIdx.x % 8, team = threadIdx.x / 8;
+  const int64_t r0 = (int64_t)blockIdx.x * rows / gridDim.x, r1 = (int64_t)(blockIdx.x + 1) * rows / gridDim.x;
+  const int64_t mine = r0 + (int64_t)team * rows_per_team;
+  const unsigned target = (epoch + 1) * gridDim.x;
+  for (int64_t band = 0; band * 8 < fv; ++band) {
+    if (slack > 0 && band >= slack) {
+      if (threadIdx.x == 0)
+        while (*(volatile unsigned*)(done + band - slack) < target) __nanosleep(32);
+      __syncthreads();
+    }
+    const int64_t c = band * 8 + sub;
+    for (int k = 0; k < rows_per_team; ++k) {
+      const int64_t row = mine + k;
+      if (row >= r1) break;
+      const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+      if (c < fv) out[row * fv + c] = sum_edges<E>(ids, start, deg, in + c, fv);
+    }
+    if (slack >= 0) {
+      __syncthreads();
+      if (threadIdx.x == 0 && slack > 0) { __threadfence(); atomicAdd(done + band, 1u); }
+    }
+  }
+}
+
+// Bulk-copy gather (tma_k): a persistent grid (per_sm blocks an SM), block c owning a contiguous
+// run of rows for the whole kernel and walking the column bands in order (as rr_k does), with
+// the gather done by the copy engine instead of by registers: a producer warp issues one
+// cp.async.bulk of a source row's band per edge into a ring of S shared-memory stages of C edge
+// slots, each stage's bytes counted on its mbarrier (complete_tx); NC consumer warps (LPR-lane
+// teams, team t owning the rows r with r % teams == t) sum the slots of their rows in CSR order
+// and store the band. A stage is a run of C consecutive edges of the block, so a row may start in
+// one stage and end in a later one: its team carries the partial sum in shared memory. The bytes
+// in flight no longer depend on registers or resident warps, so the grid can be small enough
+// that the device reads one band's slice at a time. The block's row offsets and edge ids are
+// staged in shared memory once. slack > 0: a producer starts band b only after every consumer
+// warp of the grid finished band b - slack (counters in `done`, cumulative over launches: the
+// target is (epoch + 1) x warps).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mb_init(uint64_t* b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mb_arrive_tx(uint64_t* b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mb_wait(uint64_t* b, unsigned parity) {
+  uint32_t ok = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok) : "r"(smem_u32(b)), "r"(parity) : "memory");
+  } while (!ok);
+}
+__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+
+struct TmaLayout {  // byte offsets into the dynamic shared memory of tma_k
+  int S, C, band_bytes, teams, nr_max, ne_max;
+  __host__ __device__ int bars() const { return 0; }                       // full[S], empty[S]
+  __host__ __device__ int meta() const { return 16 * S; }                  // int[S][8]
+  __host__ __device__ int slots() const { return (meta() + 32 * S + 127) / 128 * 128; }
+  __host__ __device__ int carry() const { return slots() + S * C * band_bytes; }
+  __host__ __device__ int ptr() const { return carry() + teams * band_bytes; }
+  __host__ __device__ int ids() const { return ptr() + (nr_max + 1) * 4; }
+  __host__ __device__ int total() const { return ids() + ne_max * 4; }
+};
+
+template <int LPR, int NC, int MINB = 1>
+__global__ void __launch_bounds__(32 * (NC + 1), MINB)
+    tma_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, const float* __restrict__ in,
+          int64_t rows, int64_t F, TmaLayout L, float* __restrict__ out, unsigned* done, int slack, unsigned epoch) {
+  extern __shared__ __align__(128) char tsm[];
+  uint64_t* full = (uint64_t*)(tsm + L.bars());
+  uint64_t* empty = full + L.S;
+  int* meta = (int*)(tsm + L.meta());
+  char* slots = tsm + L.slots();
+  float4* carry = (float4*)(tsm + L.carry());
+  int* ptr_l = (int*)(tsm + L.ptr());
+  int* ids_l = (int*)(tsm + L.ids());
+  const int64_t r0 = (int64_t)blockIdx.x * rows / gridDim.x, r1 = (int64_t)(blockIdx.x + 1) * rows / gridDim.x;
+  const int nr = (int)(r1 - r0);
+  const int64_t e0 = ptr[r0];
+  const int ne = (int)(ptr[r1] - e0);
+  for (int i = threadIdx.x; i <= nr; i += blockDim.x) ptr_l[i] = (int)(ptr[r0 + i] - e0);
+  for (int i = threadIdx.x; i < ne; i += blockDim.x) ids_l[i] = ids[e0 + i];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < L.S; ++s) { mb_init(full + s, 1); mb_init(empty + s, NC); }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row_bytes = (int)(F * 4), nb = (row_bytes + L.band_bytes - 1) / L.band_bytes;
+  const unsigned target = (epoch + 1) * gridDim.x * NC;
+  int stage = 0;
+  unsigned phase = 0;
+  if (warp == 0) {  // producer
+    for (int band = 0; band < nb; ++band) {
+      if (slack > 0 && band >= slack) {
+        if (lane == 0)
+          while (*(volatile unsigned*)(done + band - slack) < target) __nanosleep(64);
+        __syncwarp();
+      }
+      const unsigned bytes = (unsigned)min(L.band_bytes, row_bytes - band * L.band_bytes);
+      const char* base = (const char*)in + (int64_t)band * L.band_bytes;
+      int eb = 0, rA = 0;
+      do {
+        const int ee = min(eb + L.C, ne);
+        int rB = nr;
+        if (ee < ne) { rB = rA; while (ptr_l[rB] < ee) ++rB; }
+        mb_wait(empty + stage, phase ^ 1);
+        if (lane == 0) {
+          int* m = meta + stage * 8;
+          m[0] = eb; m[1] = ee; m[2] = rA; m[3] = rB; m[4] = band; m[5] = ee == ne;
+          mb_arrive_tx(full + stage, (unsigned)(ee - eb) * bytes);
+        }
+        __syncwarp();
+        char* dst = slots + (size_t)stage * L.C * L.band_bytes;
+        for (int k = lane; k < ee - eb; k += 32)
+          bulk_g2s(dst + (size_t)k * L.band_bytes, base + (int64_t)ids_l[eb + k] * row_bytes, bytes, full + stage);
+        rA = (rB > rA && ptr_l[rB] > ee) ? rB - 1 : rB;
+        eb = ee;
+        if (++stage == L.S) { stage = 0; phase ^= 1; }
+      } while (eb < ne);
+    }
+    return;
+  }
+  const int teams = NC * 32 / LPR, t = (warp - 1) * (32 / LPR) + lane / LPR, sub = lane % LPR;
+  const int fv = (int)(F / 4);
+  for (;;) {
+    mb_wait(full + stage, phase);
+    const int* m = meta + stage * 8;
+    const int eb = m[0], ee = m[1], rA = m[2], rB = m[3], band = m[4], last = m[5];
+    const int nv = min(L.band_bytes, row_bytes - band * L.band_bytes) / 16;
+    const float4* sl = (const float4*)(slots + (size_t)stage * L.C * L.band_bytes);
+    const int sv = L.band_bytes / 16;  // float4 per slot
+    for (int r = rA + ((t - rA % teams) + teams) % teams; r < rB; r += teams) {
+      const int ps = ptr_l[r], pe = ptr_l[r + 1], lo = max(ps, eb), hi = min(pe, ee);
+      for (int v = sub; v < nv; v += LPR) {
+        float4 a = ps >= eb ? make_float4(0.f, 0.f, 0.f, 0.f) : carry[t * sv + v];
+        int k = lo;
+        for (; k + 4 <= hi; k += 4) {
+          const float4 x0 = sl[(k - eb) * sv + v], x1 = sl[(k + 1 - eb) * sv + v];
+          const float4 x2 = sl[(k + 2 - eb) * sv + v], x3 = sl[(k + 3 - eb) * sv + v];
+          va(a, x0); va(a, x1); va(a, x2); va(a, x3);
+        }
+        for (; k < hi; ++k) va(a, sl[(k - eb) * sv + v]);
+        if (pe <= ee) ((float4*)out)[(r0 + r) * fv + band * (L.band_bytes / 16) + v] = a;
+        else carry[t * sv + v] = a;
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      mb_arrive(empty + stage);
+      if (last && slack > 0) atomicAdd(done + band, 1u);
+    }
+    if (++stage == L.S) { stage = 0; phase ^= 1; }
+    if (last && band == nb - 1) break;
+  }
+}
+
 struct Blk { int64_t rows, cols, nnz; std::vector<int64_t> ptr; std::vector<int32_t> ids; };
 
 Blk make_block(int64_t s, int64_t d, int64_t e, uint64_t seed) {
@@ -739,6 +917,71 @@ void run_rr(const char* shape, Dev& d, int per_sm, double floor_bytes) {
   fflush(stdout);
 }
 
+// tma_k with stages of C edges (S of them), bands of band_bytes, per_sm blocks an SM and the band
+// fence `slack` (0: none). Rows are split evenly over the blocks; shared memory sized from the
+// largest block's rows and edges.
+template <int LPR, int NC, int MINB = 1>
+void run_tma(const char* shape, Dev& d, int band_bytes, int C, int S, int per_sm, int slack, double floor_bytes) {
+  if (d.F % 4 || band_bytes % 16) return;
+  const int blocks = g_sms * per_sm;
+  TmaLayout L{S, C, band_bytes, NC * 32 / LPR, 0, 0};
+  for (int b = 0; b < blocks; ++b) {
+    const int64_t r0 = (int64_t)b * d.rows / blocks, r1 = (int64_t)(b + 1) * d.rows / blocks;
+    L.nr_max = std::max(L.nr_max, (int)(r1 - r0));
+    L.ne_max = std::max(L.ne_max, (int)(d.host->ptr[r1] - d.host->ptr[r0]));
+  }
+  const size_t smem = L.total();
+  auto kern = tma_k<LPR, NC, MINB>;
+  if (smem > 227 * 1024) { printf("%s TMA: %zu B of shared memory\n", shape, smem); return; }
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int occ = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, 32 * (NC + 1), smem));
+  if (occ < per_sm) { printf("%s TMA: occupancy %d < %d\n", shape, occ, per_sm); return; }
+  const int nb = (int)((d.F * 4 + band_bytes - 1) / band_bytes);
+  unsigned* done;
+  CK(cudaMalloc(&done, nb * 4));
+  CK(cudaMemset(done, 0, nb * 4));
+  unsigned epoch = 0;
+  auto f = [&] {
+    kern<<<blocks, 32 * (NC + 1), smem>>>(d.ptr, d.ids, d.in, d.rows, d.F, L, d.out, done, slack, epoch++);
+  };
+  const auto [err, ms] = check_and_time(d, f);
+  printf("%-18s TMA LPR%2d NC%d band %4dB C%4d S%d per_sm %d slack %d smem %6zu %8.4f ms  %7.1f GB/s  err %.1e\n",
+         shape, LPR, NC, band_bytes, C, S, per_sm, slack, smem, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(done));
+}
+
+// rb_k with per_sm blocks an SM and rows_per_team rows a team: blocks of as many 8-lane teams as
+// their rows need (at most 128: 1024 threads); slack -1: no block barrier either.
+template <int E, int MINB = 1>
+void run_rb(const char* shape, Dev& d, int per_sm, int rows_per_team, int slack, double floor_bytes) {
+  if (d.F % 32) return;
+  const int64_t fv = d.F / 4;
+  const int blocks = g_sms * per_sm;
+  const int64_t rpb = (d.rows + blocks - 1) / blocks;
+  const int teams = (int)((rpb + rows_per_team - 1) / rows_per_team);
+  const int threads = (teams * 8 + 31) / 32 * 32;
+  if (threads > 1024) { printf("%s RB: %d threads\n", shape, threads); return; }
+  int occ = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, rb_k<E, MINB>, threads, 0));
+  if (occ < per_sm) { printf("%s RB: occupancy %d < %d (threads %d)\n", shape, occ, per_sm, threads); return; }
+  const int nb = (int)(fv / 8);
+  unsigned* done;
+  CK(cudaMalloc(&done, nb * 4));
+  CK(cudaMemset(done, 0, nb * 4));
+  unsigned epoch = 0;
+  auto f = [&] {
+    rb_k<E, MINB><<<blocks, threads>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, rows_per_team,
+                                       (float4*)d.out, done, slack, epoch++);
+  };
+  const auto [err, ms] = check_and_time(d, f);
+  printf("%-18s RB E%2d M%d per_sm %d rows/team %d threads %4d slack %2d %8.4f ms  %7.1f GB/s  err %.1e\n", shape, E,
+         MINB, per_sm, rows_per_team, threads, slack, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(done));
+}
+
 // The library's banded lane gather launched once per band (a kernel boundary between bands, so
 // no two bands' slices are read at once).
 void run_perband(const char* shape, Dev& d, double floor_bytes) {
@@ -870,6 +1113,34 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
           if (d.F <= 128) { run_ph<32, 4>(sh, d, nb, floor_bytes); run_ph<16, 8>(sh, d, nb, floor_bytes); }
         }
       }
+      if (part("tma")) {  // GT_SWEEP_TMA="band C S per_sm slack" overrides the list
+        const char* te = std::getenv("GT_SWEEP_TMA");
+        int bb = d.F <= 128 ? (int)d.F * 4 : 128, c = 256, s = 4, ps = 1, sl = 0;
+        if (te) sscanf(te, "%d %d %d %d %d", &bb, &c, &s, &ps, &sl);
+        if (te) {
+          run_tma<8, 4>(sh, d, bb, c, s, ps, sl, floor_bytes); run_tma<8, 2, 8>(sh, d, bb, c, s, ps, sl, floor_bytes);
+          run_tma<8, 1, 16>(sh, d, bb, c, s, ps, sl, floor_bytes); run_tma<8, 2, 16>(sh, d, bb, c, s, ps, sl, floor_bytes);
+        }
+        else {
+          run_tma<8, 4>(sh, d, bb, c, s, ps, 0, floor_bytes); run_tma<8, 8>(sh, d, bb, c, s, ps, 0, floor_bytes);
+          run_tma<8, 4>(sh, d, bb, c / 2, s * 2, ps, 0, floor_bytes); run_tma<8, 4>(sh, d, bb, c, s, ps, 2, floor_bytes);
+          run_tma<8, 4>(sh, d, bb, c, s, ps, 1, floor_bytes); run_tma<8, 4>(sh, d, bb, c / 2, s, 2, 0, floor_bytes);
+          run_tma<8, 8>(sh, d, bb, c / 2, s * 2, ps, 2, floor_bytes);
+          if (d.F <= 128) { run_tma<32, 4>(sh, d, bb, c / 4, s, ps, 0, floor_bytes); run_tma<16, 4>(sh, d, bb, c / 4, s, ps, 0, floor_bytes); }
+        }
+      }
+      if (part("balanced"))  // GT_SWEEP_RB="per_sm rows_per_team" overrides the list
+        for (int sl : {-1, 0, 1, 2, 4}) {
+          if (const char* re = std::getenv("GT_SWEEP_RB")) {
+            int ps = 2, rpt = 2;
+            sscanf(re, "%d %d", &ps, &rpt);
+            run_rb<4, 2>(sh, d, ps, rpt, sl, floor_bytes); run_rb<8, 2>(sh, d, ps, rpt, sl, floor_bytes);
+            continue;
+          }
+          run_rb<4, 2>(sh, d, 2, 2, sl, floor_bytes); run_rb<8, 2>(sh, d, 2, 2, sl, floor_bytes);
+          run_rb<8, 2>(sh, d, 2, 3, sl, floor_bytes); run_rb<8, 2>(sh, d, 2, 4, sl, floor_bytes);
+          run_rb<16>(sh, d, 1, 4, sl, floor_bytes);
+        }
       if (part("resident"))
         for (int per_sm : {0, 4, 2}) {
           run_rr<8, 16>(sh, d, per_sm, floor_bytes); run_rr<8, 16, 8>(sh, d, per_sm, floor_bytes);
