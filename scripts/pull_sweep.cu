@@ -1113,21 +1113,11 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
           if (d.F <= 128) { run_ph<32, 4>(sh, d, nb, floor_bytes); run_ph<16, 8>(sh, d, nb, floor_bytes); }
         }
       }
-      if (part("tma")) {  // GT_SWEEP_TMA="band C S per_sm slack" overrides the list
-        const char* te = std::getenv("GT_SWEEP_TMA");
-        int bb = d.F <= 128 ? (int)d.F * 4 : 128, c = 256, s = 4, ps = 1, sl = 0;
-        if (te) sscanf(te, "%d %d %d %d %d", &bb, &c, &s, &ps, &sl);
-        if (te) {
-          run_tma<8, 4>(sh, d, bb, c, s, ps, sl, floor_bytes); run_tma<8, 2, 8>(sh, d, bb, c, s, ps, sl, floor_bytes);
-          run_tma<8, 1, 16>(sh, d, bb, c, s, ps, sl, floor_bytes); run_tma<8, 2, 16>(sh, d, bb, c, s, ps, sl, floor_bytes);
-        }
-        else {
-          run_tma<8, 4>(sh, d, bb, c, s, ps, 0, floor_bytes); run_tma<8, 8>(sh, d, bb, c, s, ps, 0, floor_bytes);
-          run_tma<8, 4>(sh, d, bb, c / 2, s * 2, ps, 0, floor_bytes); run_tma<8, 4>(sh, d, bb, c, s, ps, 2, floor_bytes);
-          run_tma<8, 4>(sh, d, bb, c, s, ps, 1, floor_bytes); run_tma<8, 4>(sh, d, bb, c / 2, s, 2, 0, floor_bytes);
-          run_tma<8, 8>(sh, d, bb, c / 2, s * 2, ps, 2, floor_bytes);
-          if (d.F <= 128) { run_tma<32, 4>(sh, d, bb, c / 4, s, ps, 0, floor_bytes); run_tma<16, 4>(sh, d, bb, c / 4, s, ps, 0, floor_bytes); }
-        }
+      if (part("tma")) {  // GT_SWEEP_TMA="band C S per_sm slack"; the default is the fastest measured
+        int bb = d.F <= 128 ? (int)d.F * 4 : 128, c = bb > 128 ? 8 : 32, s = 4, ps = 8, sl = 0;
+        if (const char* te = std::getenv("GT_SWEEP_TMA")) sscanf(te, "%d %d %d %d %d", &bb, &c, &s, &ps, &sl);
+        run_tma<8, 4>(sh, d, bb, c, s, ps, sl, floor_bytes); run_tma<8, 2, 8>(sh, d, bb, c, s, ps, sl, floor_bytes);
+        run_tma<8, 1, 16>(sh, d, bb, c, s, ps, sl, floor_bytes); run_tma<8, 2, 16>(sh, d, bb, c, s, ps, sl, floor_bytes);
       }
       if (part("balanced"))  // GT_SWEEP_RB="per_sm rows_per_team" overrides the list
         for (int sl : {-1, 0, 1, 2, 4}) {
