@@ -36,7 +36,7 @@ std::vector<std::pair<std::string, std::string>> section_lines(const std::string
 }  // namespace
 
 void save_checkpoint(const std::string& path, const std::string& config_yaml, const TrainingState& st, Model& model,
-                     Optimizer& optimizer, const Context& ctx) {
+                     Optimizer& optimizer, const Context& ctx, const DataShape& data) {
   // Weights and state are updated asynchronously on ctx's stream, and the state may have just been
   // created with an asynchronous memset: settle both before the host copies.
   std::vector<Param*> params = model.params();
@@ -54,6 +54,7 @@ void save_checkpoint(const std::string& path, const std::string& config_yaml, co
   w.attr("test_acc_at_best", st.test_acc_at_best);
   w.attr("optimizer_type", std::string(optimizer.type()));
   w.attr("optimizer_step", optimizer.steps());
+  write_data_shape(w, data);
   for (Param* p : params) w.tensor("params/" + p->name, p->value);
   for (auto& [name, t] : state) w.tensor("optimizer/" + name, *t);
   w.commit();
@@ -80,6 +81,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   info.state.test_acc_at_best = r.attr_real("test_acc_at_best");
   info.optimizer_type = r.attr_string("optimizer_type");
   info.optimizer_step = r.attr_int("optimizer_step");
+  info.data = read_data_shape(r);
   if (info.state.epoch < 0 || info.state.step < 0 || info.optimizer_step < 0)
     GT_THROW(path, "the file is corrupt", "checkpoint '", path, "' has a negative epoch or step");
   return info;

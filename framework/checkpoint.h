@@ -7,7 +7,8 @@
 //                    config (the training config as YAML, parse_config round-trips it),
 //                    epoch (last completed), step (trainer steps so far: keys dropout masks),
 //                    seed, best_epoch, best_valid_acc, test_acc_at_best,
-//                    optimizer_type ("adam" | "sgd"), optimizer_step
+//                    optimizer_type ("adam" | "sgd"), optimizer_step,
+//                    feature_dim, num_classes (the dataset's: DataShape, framework/model_io.h)
 //   /params/<param name>                 float32, the model's weights
 //   /optimizer/<slot>/<param name>       float32, Adam m/ and v/, SGD momentum/
 //
@@ -20,6 +21,7 @@
 
 #include "framework/config.h"
 #include "framework/context.h"
+#include "framework/model_io.h"
 #include "framework/optimizer.h"
 #include "models/model.h"
 
@@ -42,10 +44,11 @@ struct CheckpointInfo {
   TrainingState state;
   std::string optimizer_type;
   int64_t optimizer_step = 0;
+  DataShape data;  // 0 = not recorded (older checkpoints)
 };
 
 void save_checkpoint(const std::string& path, const std::string& config_yaml, const TrainingState& state,
-                     Model& model, Optimizer& optimizer, const Context& ctx);
+                     Model& model, Optimizer& optimizer, const Context& ctx, const DataShape& data = {});
 
 // Reads and checks the attributes (not the tensors). Throws gt::Error naming the file when it is
 // missing, not HDF5, not a checkpoint, of another format version, or its config does not parse.

@@ -4,6 +4,9 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
+#include <set>
+#include <type_traits>
 #include <functional>
 #include <limits>
 #include <map>
@@ -14,12 +17,15 @@
 namespace gt {
 namespace {
 
-// A declared field: how to read it from YAML and how to print it.
+// A declared field: how to read it from YAML, how to check the value a Config holds (the same
+// bounds and choices whether it came from YAML, --set or code: validate_config runs every check)
+// and how to print it.
 struct Field {
   std::string key;   // "section.name"
   std::string type;  // for docs and messages
   std::string desc;
   std::function<void(Config&, const YAML::Node&, const std::string& where)> set;
+  std::function<void(const Config&, const std::string& where)> check;
   std::function<std::string(const Config&)> show;
 };
 
@@ -37,6 +43,17 @@ std::string where_of(const std::string& source, const YAML::Node& n) {
 template <typename T>
 T scalar_as(const std::string& key, const std::string& expected, const YAML::Node& n, const std::string& where) {
   if (!n.IsScalar()) type_error(key, expected, n, where);
+  if constexpr (std::is_same_v<T, int64_t>) {
+    // Decimal only: yaml-cpp reads "010" as octal 8 and "0x10" as 16, which nobody means in a config.
+    const std::string& text = n.Scalar();
+    const char* b = text.data();
+    const char* e = b + text.size();
+    if (b != e && *b == '+') ++b;
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(b, e, v);
+    if (ec != std::errc() || end != e || b == e) type_error(key, expected, n, where);
+    return v;
+  }
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
@@ -46,26 +63,34 @@ T scalar_as(const std::string& key, const std::string& expected, const YAML::Nod
 
 template <typename Get>
 Field int_field(std::string key, Get get, int64_t lo, int64_t hi, std::string desc) {
-  Field f{key, "int", std::move(desc), {}, {}};
-  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
-    auto v = scalar_as<int64_t>(key, "an integer", n, where);
+  Field f{key, "int", std::move(desc), {}, {}, {}};
+  auto in_range = [=](int64_t v, const std::string& where) {
     if (v < lo || v > hi)
       GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+  };
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<int64_t>(key, "an integer", n, where);
+    in_range(v, where);
     get(c) = v;
   };
+  f.check = [=](const Config& c, const std::string& where) { in_range(get(const_cast<Config&>(c)), where); };
   f.show = [=](const Config& c) { return std::to_string(get(const_cast<Config&>(c))); };
   return f;
 }
 
 template <typename Get>
 Field real_field(std::string key, Get get, double lo, double hi, std::string desc) {
-  Field f{key, "float", std::move(desc), {}, {}};
+  Field f{key, "float", std::move(desc), {}, {}, {}};
+  auto in_range = [=](double v, const std::string& where) {
+    if (!(v >= lo && v <= hi))  // NaN fails too
+      GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+  };
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
     auto v = scalar_as<double>(key, "a number", n, where);
-    if (!(v >= lo && v <= hi))
-      GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+    in_range(v, where);
     get(c) = v;
   };
+  f.check = [=](const Config& c, const std::string& where) { in_range(get(const_cast<Config&>(c)), where); };
   f.show = [=](const Config& c) {
     // Shortest text that reads back as the same double (to_yaml must round-trip exactly).
     char buf[64];
@@ -77,10 +102,11 @@ Field real_field(std::string key, Get get, double lo, double hi, std::string des
 
 template <typename Get>
 Field bool_field(std::string key, Get get, std::string desc) {
-  Field f{key, "bool", std::move(desc), {}, {}};
+  Field f{key, "bool", std::move(desc), {}, {}, {}};
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
     get(c) = scalar_as<bool>(key, "true or false", n, where);
   };
+  f.check = [](const Config&, const std::string&) {};
   f.show = [=](const Config& c) { return std::string(get(const_cast<Config&>(c)) ? "true" : "false"); };
   return f;
 }
@@ -112,36 +138,45 @@ Field string_field(std::string key, Get get, std::vector<std::string> choices, s
     type.clear();
     for (auto& ch : choices) type += (type.empty() ? "" : " \\| ") + ch;
   }
-  Field f{key, type, std::move(desc), {}, {}};
+  Field f{key, type, std::move(desc), {}, {}, {}};
+  auto allowed = [=](const std::string& v, const std::string& where) {
+    if (choices.empty()) return;
+    bool ok = false;
+    std::string list;
+    for (auto& ch : choices) {
+      ok |= (v == ch);
+      list += (list.empty() ? "" : ", ") + ch;
+    }
+    if (!ok) GT_THROW(where, "", "config key '", key, "' must be one of ", list, ", got '", v, "'");
+  };
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
     auto v = scalar_as<std::string>(key, "a string", n, where);
-    if (!choices.empty()) {
-      bool ok = false;
-      std::string list;
-      for (auto& ch : choices) {
-        ok |= (v == ch);
-        list += (list.empty() ? "" : ", ") + ch;
-      }
-      if (!ok) GT_THROW(where, "", "config key '", key, "' must be one of ", list, ", got '", v, "'");
-    }
+    allowed(v, where);
     get(c) = v;
   };
+  f.check = [=](const Config& c, const std::string& where) { allowed(get(const_cast<Config&>(c)), where); };
   f.show = [=](const Config& c) { return yaml_quote(get(const_cast<Config&>(c))); };
   return f;
 }
 
 template <typename Get>
 Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
-  Field f{key, "list of int", std::move(desc), {}, {}};
+  Field f{key, "list of int", std::move(desc), {}, {}, {}};
+  auto in_range = [=](int64_t v, const std::string& where) {
+    if (v < lo) GT_THROW(where, "", "config key '", key, "' entries must be >= ", lo, ", got ", v);
+  };
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
     if (!n.IsSequence()) type_error(key, "a list of integers", n, where);
     std::vector<int64_t> out;
     for (const auto& item : n) {
       auto v = scalar_as<int64_t>(key, "a list of integers", item, where);
-      if (v < lo) GT_THROW(where, "", "config key '", key, "' entries must be >= ", lo, ", got ", v);
+      in_range(v, where);
       out.push_back(v);
     }
     get(c) = out;
+  };
+  f.check = [=](const Config& c, const std::string& where) {
+    for (auto v : get(const_cast<Config&>(c))) in_range(v, where);
   };
   f.show = [=](const Config& c) {
     std::string s = "[";
@@ -300,8 +335,11 @@ Config parse_config(const std::string& text, const std::string& source) {
   if (root.IsNull()) return cfg;
   if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train)");
   static const char* kSections[] = {"model", "dataset", "sampling", "optimizer", "train"};
+  std::set<std::string> seen;  // sections and keys: a second one would silently replace the first
   for (const auto& sec : root) {
     std::string name = key_text(sec.first, source);
+    if (!seen.insert(name).second)
+      GT_THROW(where_of(source, sec.first), "merge the two", "config section '", name, "' appears twice");
     bool known = false;
     for (auto* s : kSections) known |= (name == s);
     if (!known)
@@ -315,6 +353,8 @@ Config parse_config(const std::string& text, const std::string& source) {
       if (!f)
         GT_THROW(where_of(source, kv.first), "known keys of '" + name + "': " + known_keys(name),
                  "unknown config key '", key, "'");
+      if (!seen.insert(key).second)
+        GT_THROW(where_of(source, kv.first), "keep one of them", "config key '", key, "' appears twice");
       f->set(cfg, kv.second, where_of(source, kv.second));
     }
   }
@@ -325,12 +365,20 @@ Config load_config(const std::string& path) {
   YAML::Node probe;
   std::string text;
   {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      GT_THROW(path, "give the path of a YAML file", "config '", path, "' is a directory");
     FILE* fp = std::fopen(path.c_str(), "rb");
     if (!fp) GT_THROW(path, "check the path", "cannot open config file '", path, "'");
+    constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;  // a config is a few KiB
     char buf[65536];
     std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) text.append(buf, n);
+    while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0 && text.size() <= kMaxConfigBytes) text.append(buf, n);
+    const bool failed = std::ferror(fp) != 0;
     std::fclose(fp);
+    if (failed) GT_THROW(path, "", "cannot read config file '", path, "'");
+    if (text.size() > kMaxConfigBytes)
+      GT_THROW(path, "is it a config?", "config file '", path, "' is larger than 16 MiB");
   }
   return parse_config(text, path);
 }
@@ -348,12 +396,19 @@ void apply_override(Config& cfg, const std::string& assignment) {
   } catch (const YAML::Exception&) {
     GT_THROW("--set " + assignment, "", "config key '", key, "': cannot parse value '", value, "'");
   }
-  if (n.IsNull()) n = YAML::Node(value);  // "--set train.metrics=" means the empty string
+  if (n.IsNull()) {
+    // "--set train.metrics=" means the empty string; "~" or "null" is no value, as in a file.
+    if (!value.empty()) GT_THROW("--set " + assignment, "write --set " + key + "= for an empty string",
+                                 "config key '", key, "' needs a value, got '", value, "'");
+    n = YAML::Node(value);
+  }
   f->set(cfg, n, "--set " + key);
 }
 
 void validate_config(const Config& cfg) {
-  const std::string& src = cfg.source;
+  // A Config filled in by code never went through the parser's checks: run them all here.
+  const std::string src = cfg.source.empty() ? std::string("gt::Config") : cfg.source;
+  for (const auto& f : fields()) f.check(cfg, src);
   if (static_cast<int64_t>(cfg.sampling.fanouts.size()) != cfg.model.layers)
     GT_THROW(src, "give one fanout per layer, input side first",
              "sampling.fanouts has ", cfg.sampling.fanouts.size(), " entries but model.layers is ", cfg.model.layers);
@@ -364,6 +419,8 @@ void validate_config(const Config& cfg) {
              cfg.model.layers);
   for (auto f : cfg.sampling.fanouts)
     if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.fanouts entries must be >= 1 or -1");
+  for (auto f : cfg.sampling.eval_fanouts)
+    if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.eval_fanouts entries must be >= 1 or -1");
   if (cfg.dataset.path.empty()) GT_THROW(src, "", "dataset.path is empty");
   const int64_t ra = cfg.dataset.row_alignment;
   if (ra != 16 && ra != 32 && ra != 64 && ra != 128)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "framework/error.h"
+#include "framework/metrics.h"
 
 #ifdef GT_WITH_CUDA
 #include <cuda_runtime.h>
@@ -224,8 +225,7 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   // A name of its own per writer: data-parallel replicas (threads, or processes sharing the
   // folder) may fit and save the same device's model at the same time; the last rename wins.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+  const std::string tmp = temp_path_for(path);
   {
     std::ofstream out(tmp);
     if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");

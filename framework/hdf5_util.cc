@@ -64,6 +64,14 @@ void write_attr(hid_t file, const std::string& path, const char* name, hid_t fty
   GT_H5_CHECK(H5Awrite(attr.get(), mtype, v), path, name);
 }
 
+void require_one_value(hid_t attr, const std::string& path, const std::string& name) {
+  H5Id space(GT_H5_CHECK(H5Aget_space(attr), path, name), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n != 1)
+    GT_THROW(path, "the file is damaged or was not written by GraphTensor", "attribute '", name, "' of '", path,
+             "' holds ", n, " values, not one");
+}
+
 void write_attr_string(hid_t file, const std::string& path, const char* name, const std::string& s) {
   H5Id type(GT_H5_CHECK(H5Tcopy(H5T_C_S1), path, name), H5Tclose);
   GT_H5_CHECK(H5Tset_size(type.get(), s.size() + 1), path, name);

@@ -101,6 +101,10 @@ void write_1d(hid_t loc, const std::string& path, const std::string& name, const
 void write_attr(hid_t file, const std::string& path, const char* name, hid_t ftype, hid_t mtype, const void* v);
 // A fixed-length, NUL-terminated string attribute.
 void write_attr_string(hid_t file, const std::string& path, const char* name, const std::string& s);
+// Throws naming the file and attribute unless `attr` holds exactly one value (a scalar or a
+// one-element array): every reader reads one value, and HDF5 writes all of an array's values
+// into the buffer it is given, whatever its size.
+void require_one_value(hid_t attr, const std::string& path, const std::string& name);
 
 }  // namespace h5
 }  // namespace gt

@@ -49,6 +49,7 @@ struct InferenceSession::Impl {
   InferenceOptions opt;
   Config cfg;
   std::string model_path;
+  std::string dataset_path;  // the file `data` came from
   Dataset data;
   int64_t emb_dim = 0;
   FeatureTable table;  // data.features, gathering rows of the width the model was trained on
@@ -108,12 +109,15 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
     if (f == 0 || f < -1) GT_THROW("fanouts", "use -1 for all neighbours", "inference fanouts must be >= 1 or -1, got ", f);
 
   const std::string ds = dataset_path.empty() ? m.cfg.dataset.path : dataset_path;
+  m.dataset_path = ds;
   m.data = load_dataset(ds);
   if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
   m.table = FeatureTable(m.data.features);
   if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
-  // A 1-layer model's embedding is the seed's features: without the padding.
-  m.emb_dim = layers == 1 ? m.data.info.feature_dim : m.cfg.model.hidden;
+  // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
+  // concatenates its heads (model.hidden x model.heads wide).
+  const int64_t hidden_width = m.cfg.model.hidden * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
+  m.emb_dim = layers == 1 ? m.data.info.feature_dim : hidden_width;
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
                                 : std::make_unique<tbb::task_arena>();
 
@@ -159,7 +163,8 @@ void InferenceSession::Impl::setup(Device device) {
   device_name = gt::device_name(device);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   model = build_model(cfg.model, table.width(), data.info.num_classes, device, seed, data.info.feature_dim);
-  load_weights(model_path, model->params());
+  load_weights(model_path, model->params(), DataShape{data.info.feature_dim, data.info.num_classes},
+               dataset_path);
   std::vector<int64_t> fanouts = opt.fanouts;
   if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
@@ -217,6 +222,8 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
       if (want_logits) logits = out.to(Device::cpu());
       if (want_emb) emb = last_hidden.to(Device::cpu());
     });
+    GT_CHECK_ARG(!want_emb || emb.size(1) >= emb_dim, "inference: the model's last hidden rows are ", emb.size(1),
+                 " wide, fewer than the embedding width ", emb_dim);
     for (const Slice& s : slices) {
       Request& r = *s.req;
       if (r.failed) continue;

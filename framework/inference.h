@@ -70,7 +70,7 @@ class InferenceSession {
 
   int64_t num_nodes() const;
   int64_t num_classes() const;
-  int64_t embedding_dim() const;  // model.hidden, or the feature width for a 1-layer model
+  int64_t embedding_dim() const;  // model.hidden (GAT: hidden x heads), or the feature width for a 1-layer model
   const Config& config() const;   // the stored training config
   std::string device() const;     // "cpu" or the GPU's name
 

@@ -1,8 +1,14 @@
 #include "framework/metrics.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "framework/error.h"
@@ -28,6 +34,11 @@ std::string json_escape(const std::string& s) {
     }
   }
   return out;
+}
+
+std::string temp_path_for(const std::string& path) {
+  static std::atomic<uint64_t> next{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(next.fetch_add(1));
 }
 
 void make_parent_dirs(const std::string& path) {
@@ -64,9 +75,47 @@ std::string JsonRecord::str() const {
   return s + "}";
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+namespace {
+
+// The epoch of a line "{"epoch": N, ...}" as JsonRecord writes them; -1 for any other line.
+int64_t epoch_of(const std::string& line) {
+  static const std::string kKey = "{\"epoch\": ";
+  if (line.rfind(kKey, 0) != 0) return -1;
+  char* end = nullptr;
+  const long long v = std::strtoll(line.c_str() + kKey.size(), &end, 10);
+  return end && (*end == ',' || *end == '}') ? static_cast<int64_t>(v) : -1;
+}
+
+// Rewrites `path` (atomically) without the lines of epochs after `keep`.
+void drop_epochs_after(const std::string& path, int64_t keep) {
+  std::ifstream in(path);
+  if (!in) return;  // no file yet: nothing to drop
+  std::string line, kept;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    if (epoch_of(line) > keep) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (!dropped) return;
+  const std::string tmp = temp_path_for(path);
+  std::FILE* fp = std::fopen(tmp.c_str(), "w");
+  bool ok = fp && std::fwrite(kept.data(), 1, kept.size(), fp) == kept.size();
+  if (fp) ok = std::fclose(fp) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    GT_THROW(path, "check that the directory is writable", "cannot rewrite metrics file '", path, "'");
+  }
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append, int64_t keep_through_epoch) : path_(path) {
   if (path.empty()) return;
   make_parent_dirs(path);
+  if (append && keep_through_epoch >= 0) drop_epochs_after(path, keep_through_epoch);
   fp_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!fp_) GT_THROW(path, "check that the directory is writable", "cannot open metrics file '", path, "'");
 }

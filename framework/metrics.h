@@ -2,6 +2,7 @@
 // crashed or interrupted run keeps what it measured.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -23,8 +24,10 @@ class JsonRecord {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // "" = disabled; creates parent directories; append keeps existing lines (a resumed run).
-  explicit MetricsWriter(const std::string& path, bool append = false);
+  // "" = disabled; creates parent directories; append keeps existing lines (a resumed run), and
+  // with keep_through_epoch >= 0 only those of epochs up to it (a run resumed from a checkpoint
+  // older than the file's last line would otherwise repeat the epochs after the checkpoint).
+  explicit MetricsWriter(const std::string& path, bool append = false, int64_t keep_through_epoch = -1);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
@@ -39,5 +42,9 @@ class MetricsWriter {
 std::string json_escape(const std::string& s);
 // Creates the parent directories of a file path; throws naming the path on failure.
 void make_parent_dirs(const std::string& path);
+// "<path>.tmp.<pid>.<n>": the temporary file an atomic writer fills before renaming it over
+// `path`. A name of its own per writer (process and call), so that two writers of one path never
+// share, truncate or delete each other's temporary file (nor a user's "<path>.tmp").
+std::string temp_path_for(const std::string& path);
 
 }  // namespace gt

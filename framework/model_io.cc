@@ -43,8 +43,8 @@ TensorFileWriter::TensorFileWriter(const std::string& path) : impl_(std::make_un
   std::lock_guard lock(hdf5_mutex());
   make_parent_dirs(path);
   impl_->path = path;
-  impl_->tmp = path + ".tmp";
-  impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  impl_->tmp = temp_path_for(path);
+  impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
   if (impl_->file < 0) GT_THROW(path, "check that the directory is writable", "cannot create '", impl_->tmp, "'");
 }
 
@@ -172,6 +172,7 @@ bool TensorFileReader::has_tensor(const std::string& name) const {
 int64_t TensorFileReader::attr_int(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
   H5Id a(impl_->open_attr(name), H5Aclose);
+  h5::require_one_value(a.get(), impl_->path, name);
   if (impl_->attr_class(a.get()) != H5T_INTEGER) impl_->wrong_type(name, "an integer");
   int64_t v = 0;
   check(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0, impl_->path, "reading attribute " + name);
@@ -181,6 +182,7 @@ int64_t TensorFileReader::attr_int(const std::string& name) const {
 double TensorFileReader::attr_real(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
   H5Id a(impl_->open_attr(name), H5Aclose);
+  h5::require_one_value(a.get(), impl_->path, name);
   if (impl_->attr_class(a.get()) != H5T_FLOAT) impl_->wrong_type(name, "a number");
   double v = 0;
   check(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0, impl_->path, "reading attribute " + name);
@@ -190,6 +192,7 @@ double TensorFileReader::attr_real(const std::string& name) const {
 std::string TensorFileReader::attr_string(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
   H5Id a(impl_->open_attr(name), H5Aclose);
+  h5::require_one_value(a.get(), impl_->path, name);
   H5Id type(H5Aget_type(a.get()), H5Tclose);
   if (type.get() < 0 || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0)
     impl_->wrong_type(name, "a fixed-length string");
@@ -224,18 +227,43 @@ void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::
 
 // --- Best-model weights ----------------------------------------------------------------------
 
+void write_data_shape(TensorFileWriter& w, const DataShape& shape) {
+  w.attr("feature_dim", shape.feature_dim);
+  w.attr("num_classes", shape.num_classes);
+}
+
+DataShape read_data_shape(const TensorFileReader& r) {
+  DataShape s;
+  if (r.has_attr("feature_dim")) s.feature_dim = r.attr_int("feature_dim");
+  if (r.has_attr("num_classes")) s.num_classes = r.attr_int("num_classes");
+  return s;
+}
+
+void check_data_shape(const std::string& path, const DataShape& stored, const DataShape& now,
+                      const std::string& dataset) {
+  if (stored.feature_dim > 0 && stored.feature_dim != now.feature_dim)
+    GT_THROW(path, "use the dataset the model was trained on", "'", path, "' was trained on ", stored.feature_dim,
+             " features, dataset '", dataset, "' has ", now.feature_dim);
+  if (stored.num_classes > 0 && stored.num_classes != now.num_classes)
+    GT_THROW(path, "use the dataset the model was trained on", "'", path, "' was trained on ", stored.num_classes,
+             " classes, dataset '", dataset, "' has ", now.num_classes);
+}
+
 void save_weights(const std::string& path, const std::vector<Param*>& params, const std::string& config_yaml,
-                  int64_t epoch) {
+                  int64_t epoch, const DataShape& shape) {
   TensorFileWriter w(path);
   w.attr("format_version", static_cast<int64_t>(kWeightsFormatVersion));
   w.attr("epoch", epoch);
   w.attr("config", config_yaml);
+  write_data_shape(w, shape);
   for (Param* p : params) w.tensor("params/" + p->name, p->value);
   w.commit();
 }
 
-void load_weights(const std::string& path, const std::vector<Param*>& params) {
+void load_weights(const std::string& path, const std::vector<Param*>& params, const DataShape& shape,
+                  const std::string& dataset) {
   TensorFileReader r(path, "weights file");
+  check_data_shape(path, read_data_shape(r), shape, dataset);
   for (Param* p : params) r.read_into("params/" + p->name, p->value, "was it saved from the same model config?");
 }
 

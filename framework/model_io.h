@@ -65,12 +65,29 @@ class TensorFileReader {
   std::unique_ptr<Impl> impl_;
 };
 
+// The dataset a model was trained on, as far as its weights depend on it: the unpadded feature
+// width and the number of classes. Weight shapes alone do not tell (rows are padded, so 62- and
+// 64-wide features give the same first layer). Stored as root attributes "feature_dim" and
+// "num_classes" of weights files and checkpoints; 0 = unknown (files written before they were).
+struct DataShape {
+  int64_t feature_dim = 0;
+  int64_t num_classes = 0;
+};
+void write_data_shape(TensorFileWriter& w, const DataShape& shape);
+DataShape read_data_shape(const TensorFileReader& r);
+// Throws naming the file when `stored` (known) differs from the dataset in use.
+void check_data_shape(const std::string& path, const DataShape& stored, const DataShape& now,
+                      const std::string& dataset);
+
 // The best-model weights file: /params/<name> datasets plus root attributes "config" (the
-// training config as YAML), "epoch" and "format_version".
+// training config as YAML), "epoch", "format_version" and the DataShape.
 void save_weights(const std::string& path, const std::vector<Param*>& params, const std::string& config_yaml,
-                  int64_t epoch);
+                  int64_t epoch, const DataShape& shape = {});
 // Loads into existing parameters (same names and shapes, any device); throws naming the file
-// and the parameter on a mismatch. Works on checkpoints too (they store /params the same way).
-void load_weights(const std::string& path, const std::vector<Param*>& params);
+// and the parameter on a mismatch, or when the file records another DataShape than `shape`
+// (dataset: the dataset file, for the message). Works on checkpoints too (they store /params
+// the same way).
+void load_weights(const std::string& path, const std::vector<Param*>& params, const DataShape& shape = {},
+                  const std::string& dataset = {});
 
 }  // namespace gt

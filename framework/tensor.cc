@@ -58,13 +58,30 @@ Storage::~Storage() {
   else ::operator delete(data_, std::align_val_t(64));
 }
 
+namespace {
+
+// Elements of `shape`, checked: no negative dimension, and the byte count fits in int64.
+int64_t checked_numel(const Shape& shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    GT_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_str(shape));
+    GT_CHECK_ARG(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(shape), " has too many elements");
+  }
+  int64_t bytes = 0;
+  GT_CHECK_ARG(!__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes), "shape ",
+               shape_str(shape), " of ", dtype_name(dtype), " is too large");
+  return n;
+}
+
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned) {
-  for (int64_t d : shape) GT_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_str(shape));
+  const int64_t n = checked_numel(shape, dtype);
   GT_CHECK_ARG(!(pinned && device.is_cuda()), "pinned applies to host tensors only");
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(t.nbytes(), device, pinned);
+  t.storage_ = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(dtype), device, pinned);
   return t;
 }
 
@@ -80,6 +97,7 @@ int64_t Tensor::size(int64_t i) const {
 }
 
 int64_t Tensor::numel() const {
+  if (!storage_) return 0;  // undefined: no elements (its shape is empty)
   return std::accumulate(shape_.begin(), shape_.end(), int64_t{1}, std::multiplies<int64_t>());
 }
 
@@ -107,20 +125,22 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  GT_CHECK_ARG(defined(), "reshape of an undefined tensor");
   Tensor t = *this;
   t.shape_ = shape;
-  GT_CHECK_ARG(t.numel() == numel(), "cannot reshape ", shape_str(shape_), " to ", shape_str(shape));
+  GT_CHECK_ARG(checked_numel(shape, dtype_) == numel(), "cannot reshape ", shape_str(shape_), " to ", shape_str(shape));
   return t;
 }
 
 Tensor Tensor::to(Device device, Stream s) const {
-  if (device == this->device()) return *this;
+  if (!defined() || device == this->device()) return *this;
   Tensor t = empty(shape_, dtype_, device);
   t.copy_from(*this, s);
   return t;
 }
 
 Tensor Tensor::clone(Stream s) const {
+  if (!defined()) return *this;
   Tensor t = empty(shape_, dtype_, device());
   t.copy_from(*this, s);
   return t;
@@ -128,6 +148,7 @@ Tensor Tensor::clone(Stream s) const {
 
 void Tensor::copy_from(const Tensor& src, Stream s) {
   GT_CHECK_ARG(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: ", src.str(), " into ", str());
+  GT_CHECK_ARG(src.defined() || nbytes() == 0, "copy_from: an undefined tensor into ", str());
   if (nbytes() == 0) return;
   copy_bytes(raw(), device(), src.raw(), src.device(), nbytes(), s);
 }

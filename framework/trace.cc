@@ -28,7 +28,7 @@ std::size_t TraceRecorder::size() const {
 
 void TraceRecorder::write(const std::string& path) const {
   make_parent_dirs(path);
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path_for(path);
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   if (!fp) GT_THROW(path, "check that the directory is writable", "cannot write trace file '", path, "'");
   bool ok = std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", fp) >= 0;

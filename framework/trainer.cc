@@ -3,9 +3,15 @@
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <ostream>
 #include <thread>
@@ -30,6 +36,56 @@ namespace gt {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Two paths naming the same file (existing or not).
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  auto norm = [](const std::string& p) {
+    std::error_code e;
+    fs::path c = fs::weakly_canonical(p, e);
+    return e ? fs::absolute(p, e).lexically_normal() : c;
+  };
+  return norm(a) == norm(b);
+}
+
+// Before anything is trained: the files a run writes must not be the files it reads (a metrics
+// file named like the dataset would truncate it) nor one another, and their folders must exist
+// (or be creatable) and be writable, so that a bad path fails now and not after an epoch.
+void check_output_paths(const Config& cfg) {
+  const std::pair<const char*, const std::string*> outputs[] = {{"train.metrics", &cfg.train.metrics},
+                                                                {"train.save_best", &cfg.train.save_best},
+                                                                {"train.checkpoint", &cfg.train.checkpoint},
+                                                                {"train.trace", &cfg.train.trace}};
+  std::error_code ec;
+  std::vector<std::pair<std::string, std::string>> inputs = {{"dataset.path", cfg.dataset.path}};
+  if (!cfg.source.empty() && std::filesystem::is_regular_file(cfg.source, ec))
+    inputs.emplace_back("the config file", cfg.source);
+  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [key, path] = outputs[i];
+    if (path->empty()) continue;
+    for (const auto& [what, in] : inputs)
+      if (same_file(*path, in))
+        GT_THROW(key, "write outputs to files of their own", key, " '", *path, "' is ", what);
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].second->empty() && same_file(*path, *outputs[j].second))
+        GT_THROW(key, "give each output a file of its own", key, " and ", outputs[j].first, " are both '", *path, "'");
+    if (std::filesystem::is_directory(*path, ec))
+      GT_THROW(key, "give a file name", key, " '", *path, "' is a directory");
+    make_parent_dirs(*path);
+    // A file of our own next to it, created and removed: what the atomic writers will do.
+    const std::string probe = temp_path_for(*path);
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const int err = errno;
+      GT_THROW(key, "check the folder and its permissions", "cannot write ", key, " '", *path, "': ",
+               std::strerror(err));
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+}
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids) {
@@ -106,6 +162,7 @@ struct Trainer::Impl {
   std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
   FeatureTable features;                 // data_.features, or the file's /features mapped (dataset.features)
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
+  bool fitted = false;    // fit() has run (or started): a Trainer trains once
 
   // Runs f(replica) on every replica of this process: in the calling thread when there is one,
   // else a thread each. When one fails, the others are released from their collectives (they
@@ -250,6 +307,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
 
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   validate_config(cfg_);
+  check_output_paths(cfg_);
   if (cfg_.train.threads > 0)
     impl_->threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                            static_cast<std::size_t>(cfg_.train.threads));
@@ -299,8 +357,12 @@ int64_t Trainer::world_size() const { return impl_->world; }
 int Trainer::process_rank() const { return impl_->procs.rank; }
 
 void Trainer::resume(const std::string& checkpoint_path) {
+  if (impl_->fitted)
+    GT_THROW("Trainer::resume", "resume() a new Trainer before its fit()", "fit() was already called on this Trainer");
   CheckpointInfo info = read_checkpoint_info(checkpoint_path);
   check_resumable(info, cfg_);
+  check_data_shape(checkpoint_path, info.data, DataShape{data_.info.feature_dim, data_.info.num_classes},
+                   cfg_.dataset.path);
   if (info.state.epoch >= cfg_.train.epochs)
     GT_THROW(checkpoint_path, "raise train.epochs to train further", "checkpoint '", checkpoint_path,
              "' is at epoch ", info.state.epoch, " and train.epochs is ", cfg_.train.epochs, ": nothing left to train");
@@ -468,6 +530,12 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
 }
 
 TrainResult Trainer::fit(std::ostream* log) {
+  // A second fit() would number the epochs from 1 again on trained weights, truncate the metrics
+  // file and write checkpoints whose epoch disagrees with their step and optimizer state.
+  if (impl_->fitted)
+    GT_THROW("Trainer::fit", "make a new Trainer (with resume() from train.checkpoint to continue a run)",
+             "fit() was already called on this Trainer");
+  impl_->fitted = true;
   TrainResult result;
   Replica& lead = impl_->replicas[0];
   result.device = device_name(lead.ctx->device());
@@ -475,7 +543,8 @@ TrainResult Trainer::fit(std::ostream* log) {
   // With several processes, the one of rank 0 logs and writes the files.
   const bool writer = impl_->procs.rank == 0;
   if (!writer) log = nullptr;
-  MetricsWriter metrics(writer ? cfg_.train.metrics : std::string(), /*append=*/impl_->resumed.epoch > 0);
+  MetricsWriter metrics(writer ? cfg_.train.metrics : std::string(), /*append=*/impl_->resumed.epoch > 0,
+                        /*keep_through_epoch=*/impl_->resumed.epoch);
   result.best_epoch = impl_->resumed.best_epoch;
   result.best_valid_acc = impl_->resumed.best_valid_acc;
   result.test_acc_at_best = impl_->resumed.test_acc_at_best;
@@ -484,6 +553,7 @@ TrainResult Trainer::fit(std::ostream* log) {
   const auto& test_ids = data_.split(cfg_.dataset.test_split);
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
   const std::string config_yaml = to_yaml(cfg_);
+  const DataShape data_shape{data_.info.feature_dim, data_.info.num_classes};
   const int64_t local = local_replicas();
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
                                impl_->features.width() * static_cast<int64_t>(sizeof(float))};
@@ -536,7 +606,7 @@ TrainResult Trainer::fit(std::ostream* log) {
         result.test_acc_at_best = st.test_acc;
         result.best_epoch = epoch;
         if (writer && !cfg_.train.save_best.empty())
-          save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, epoch);
+          save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, epoch, data_shape);
       }
     }
     result.epochs.push_back(st);
@@ -546,7 +616,7 @@ TrainResult Trainer::fit(std::ostream* log) {
         (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
                        result.best_valid_acc, result.test_acc_at_best};
-      save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx);
+      save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx, data_shape);
     }
 
     if (log) log_epoch(*log, st, report);

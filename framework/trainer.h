@@ -68,6 +68,7 @@ class Trainer {
   // its model config, train.seed or optimizer.type differ from this config, or no epoch is left.
   void resume(const std::string& checkpoint_path);
   // Runs all epochs (after a resume(), the remaining ones; TrainResult::epochs lists only those).
+  // Once per Trainer: a second call throws gt::Error.
   // Per-epoch lines go to `log` (nullptr = silent). Writes train.checkpoint every
   // train.checkpoint_every epochs and after the last.
   TrainResult fit(std::ostream* log);

@@ -78,6 +78,9 @@ H5Id open_attr(hid_t file, const std::string& path, const char* name) {
 
 int64_t read_attr_int(hid_t file, const std::string& path, const char* name) {
   H5Id attr = open_attr(file, path, name);
+  h5::require_one_value(attr.get(), path, name);
+  H5Id type(GT_H5_CHECK(H5Aget_type(attr.get()), path, name), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER) GT_THROW(path + ":" + name, {}, "attribute '", name, "' is not an integer");
   int64_t v = 0;
   GT_H5_CHECK(H5Aread(attr.get(), H5T_NATIVE_INT64, &v), path, name);
   return v;
@@ -85,6 +88,7 @@ int64_t read_attr_int(hid_t file, const std::string& path, const char* name) {
 
 std::string read_attr_string(hid_t file, const std::string& path, const char* name) {
   H5Id attr = open_attr(file, path, name);
+  h5::require_one_value(attr.get(), path, name);
   H5Id type(GT_H5_CHECK(H5Aget_type(attr.get()), path, name), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING) GT_THROW(path + ":" + name, {}, "attribute '", name, "' is not a string");
   if (GT_H5_CHECK(H5Tis_variable_str(type.get()), path, name) > 0) {  // as h5py writes strings

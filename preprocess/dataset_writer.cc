@@ -31,6 +31,10 @@ struct DatasetWriter::Impl {
   int64_t n = 0, f = 0;
   H5Id file, features;
   bool graph_written = false, labels_written = false, committed = false;
+  // After commit() the file is final (and the HDF5 handle closed): a later write is the caller's error.
+  void check_open() const {
+    GT_CHECK_ARG(!committed, "'", path, "' was already committed: nothing more can be written");
+  }
   int64_t num_edges = 0, num_classes = 0;
   bool directed = false;
   std::string source;
@@ -54,11 +58,11 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   m.path = path;
   m.n = num_nodes;
   m.f = feature_dim;
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path_for(path);
   make_parent_dirs(path);  // as the model and metrics writers do: an output folder need not exist yet
   H5Id fapl = h5::file_access_plist(tmp);
   errno = 0;
-  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
   if (file < 0) {
     int err = errno;
     H5Eclear2(H5E_DEFAULT);
@@ -88,6 +92,7 @@ DatasetWriter::~DatasetWriter() = default;
 void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices,
                                 bool directed) {
   Impl& m = *impl_;
+  m.check_open();
   GT_CHECK_ARG(!m.graph_written, "the graph of '", m.path, "' was already written");
   detail::check_graph(indptr, indices, m.n, m.path);
   std::lock_guard lock(hdf5_mutex());
@@ -100,6 +105,7 @@ void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::v
 
 void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
   Impl& m = *impl_;
+  m.check_open();
   GT_CHECK_ARG(rows.defined() && rows.dtype() == DType::kFloat32 && rows.dim() == 2 && !rows.is_cuda() &&
                    rows.size(1) == m.f,
                "feature rows must be float32[n, ", m.f, "] on cpu, got ", rows.defined() ? rows.str() : "undefined");
@@ -120,6 +126,7 @@ void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
 
 void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num_classes) {
   Impl& m = *impl_;
+  m.check_open();
   GT_CHECK_ARG(!m.labels_written, "the labels of '", m.path, "' were already written");
   GT_CHECK_ARG(num_classes >= 0, "num_classes = ", num_classes, " is negative");
   detail::check_labels(labels, m.n, num_classes, m.path);
@@ -131,6 +138,7 @@ void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num
 
 void DatasetWriter::write_split(const std::string& name, const std::vector<int64_t>& ids) {
   Impl& m = *impl_;
+  m.check_open();
   detail::check_split(name, ids, m.n, m.path);
   GT_CHECK_ARG(!m.splits.count(name), "split '", name, "' of '", m.path, "' was already written");
   std::lock_guard lock(hdf5_mutex());

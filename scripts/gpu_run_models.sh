@@ -32,7 +32,10 @@ run 200 pyg_models.log python3 scripts/pyg_models.py devrun/data/cora --json "$O
 grep -E "loaded|mean test|Error|error" "$OUT/pyg_models.log"
 
 step "gt-bench kernels (Pull fwd/bwd vs device copy) and step (gcn, sage, ngcf; float32 and TF32)"
-run 120 gt-kernels.log "$B/gt-bench" kernels --json "$OUT/gt-kernels.jsonl"; cat "$OUT/gt-kernels.log"
+# Pull on rows as training stores them (dataset.align_rows, 128-byte rows: the comparison), then on
+# F-wide rows as pyg_baseline.py's (the path a caller with unpadded tensors gets; not compared).
+run 120 gt-kernels.log "$B/gt-bench" kernels --align --json "$OUT/gt-kernels.jsonl"; cat "$OUT/gt-kernels.log"
+run 120 gt-kernels-fwide.log "$B/gt-bench" kernels; grep "_fwd" "$OUT/gt-kernels-fwide.log"
 run 150 gt-step.log "$B/gt-bench" step --json "$OUT/gt-step.jsonl"; cat "$OUT/gt-step.log"
 run 120 gt-step-tf32.log "$B/gt-bench" step --tf32 --json "$OUT/gt-step-tf32.jsonl"; cat "$OUT/gt-step-tf32.log"
 # The same steps with kernel placement (model.dkp=auto: fitted on 8 warm-up steps, then timed).

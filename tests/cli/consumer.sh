@@ -18,6 +18,16 @@ trap 'rm -rf "$WORK"' EXIT
   { cat "$WORK/install.log" >&2; echo "FAIL: cmake --install" >&2; exit 1; }
 # The consumer uses the compiler the library was built with.
 CXX_COMPILER=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+# Every installed header compiles on its own (nothing internal or CUDA-only is installed).
+INC="$WORK/prefix/include/graphtensor"
+bad=0
+while IFS= read -r h; do
+  rel=${h#"$INC"/}
+  printf '#include "%s"\n' "$rel" > "$WORK/one_header.cc"
+  "${CXX_COMPILER:-c++}" -std=c++20 -fsyntax-only -I"$INC" "$WORK/one_header.cc" 2>"$WORK/header.log" ||
+    { cat "$WORK/header.log" >&2; echo "FAIL: installed header $rel does not compile on its own" >&2; bad=1; }
+done < <(find "$INC" -name '*.h' | sort)
+[ $bad -eq 0 ] || exit 1
 LAUNCHER=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 args=(-S "$SRC/examples/consumer" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$WORK/prefix")
 [ -z "$CXX_COMPILER" ] || args+=(-DCMAKE_CXX_COMPILER="$CXX_COMPILER")

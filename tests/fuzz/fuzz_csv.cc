@@ -23,6 +23,7 @@
 #include "preprocess/dataset.h"
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
+#include "tests/temp_files.h"
 
 namespace {
 
@@ -123,7 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The expected outcome of malformed input.
   }
   std::remove(out.c_str());
-  if (access((out + ".tmp").c_str(), F_OK) == 0) abort();  // a failed import leaves no temporary
+  if (gt::test::temp_files_of(out) != 0) abort();  // an import, failed or not, leaves no temporary
   if (which < kNumFiles) gt::write_gzip_file(target, kFiles[which].contents);
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "framework/error.h"
 #include "preprocess/dataset.h"
 #include "tests/preprocess/temp_dir.h"
+#include "tests/temp_files.h"
 
 namespace gt {
 namespace {
@@ -65,7 +66,7 @@ TEST(DatasetTest, RoundTripKeepsEverything) {
   const std::string path = dir.file("small.h5");
   Dataset ds = small_dataset();
   save_dataset(ds, path);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(path), 0);
 
   Dataset back = load_dataset(path);
   EXPECT_EQ(back.info.num_nodes, 5);
@@ -153,16 +154,16 @@ TEST(DatasetTest, FailedWriteLeavesNoFile) {
   std::string msg = error_of([&] { save_dataset(ds, path); });
   EXPECT_NE(msg.find("labels[1] = 7"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(path), 0);
 
   // An abandoned writer (an exception between writes) removes its temporary file.
   {
     DatasetWriter w(path, 5, 3);
     w.write_graph(small_dataset().indptr, small_dataset().indices, true);
-    EXPECT_TRUE(fs::exists(path + ".tmp"));
+    EXPECT_GT(test::temp_files_of(path), 0);
   }
   EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(path), 0);
 
   // commit() refuses an incomplete dataset.
   {
@@ -174,7 +175,7 @@ TEST(DatasetTest, FailedWriteLeavesNoFile) {
     EXPECT_NE(msg.find("feature row 4"), std::string::npos) << msg;
   }
   EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(path), 0);
 
   // A folder that cannot be made (its parent is a file): the error names the output file.
   std::ofstream(dir.file("plain")) << "a file, not a folder\n";
@@ -188,7 +189,7 @@ TEST(DatasetTest, WriterMakesMissingOutputFolders) {
   const std::string path = dir.file("new/nested/small.h5");
   save_dataset(small_dataset(), path);
   EXPECT_EQ(load_dataset(path).indices, small_dataset().indices);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(path), 0);
 }
 
 TEST(DatasetTest, FailedWriteKeepsExistingFile) {
@@ -206,7 +207,7 @@ TEST(DatasetTest, FailedWriteKeepsExistingFile) {
     w.write_feature_rows(0, small_dataset().features);
   }
   EXPECT_EQ(read_bytes(path), before);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(path), 0);
 
   // A successful write replaces the file.
   Dataset other = small_dataset();
