@@ -73,7 +73,11 @@ void check_output_paths(const Config& cfg) {
         GT_THROW(key, "give each output a file of its own", key, " and ", outputs[j].first, " are both '", *path, "'");
     if (std::filesystem::is_directory(*path, ec))
       GT_THROW(key, "give a file name", key, " '", *path, "' is a directory");
-    make_parent_dirs(*path);
+    try {
+      make_parent_dirs(*path);
+    } catch (const Error& e) {
+      GT_THROW(key, e.hint(), "cannot write ", key, " '", *path, "': ", e.message());
+    }
     // A file of our own next to it, created and removed: what the atomic writers will do.
     const std::string probe = temp_path_for(*path);
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -152,7 +152,7 @@ DatasetInfo read_info(hid_t file, const std::string& path) {
   info.directed = read_attr_int(file, path, "directed") != 0;
   info.source = read_attr_string(file, path, "source");
   if (info.num_nodes < 0 || info.num_nodes > INT32_MAX || info.num_edges < 0 || info.feature_dim < 0 ||
-      info.num_classes < 0)
+      info.num_classes < 0 || info.num_classes > std::max<int64_t>(info.num_nodes, 1))
     GT_THROW(path, "re-create the dataset", "dataset file '", path, "' has invalid size attributes (num_nodes ",
              info.num_nodes, ", num_edges ", info.num_edges, ", feature_dim ", info.feature_dim, ")");
   for (const std::string& name : split_names(file, path)) {
@@ -238,6 +238,9 @@ void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>&
 }
 
 void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where) {
+  if (num_classes > std::max<int64_t>(n, 1))
+    GT_THROW(where, "labels are class ids 0..num_classes-1", "num_classes = ", num_classes, " exceeds the ", n,
+             " nodes");
   if (static_cast<int64_t>(labels.size()) != n)
     GT_THROW(where, {}, "there are ", labels.size(), " labels for ", n, " nodes");
   for (std::size_t v = 0; v < labels.size(); ++v)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -112,6 +113,13 @@ void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
   GT_CHECK_ARG(begin >= 0 && begin + rows.size(0) <= m.n, "feature rows [", begin, ", ", begin + rows.size(0),
                ") out of range for ", m.n, " nodes");
   if (rows.size(0) == 0) return;
+  // load_dataset refuses NaN and infinite features: refuse to write them (e.g. gt-data synth
+  // --signal 1e39, finite as a double and infinite as a float).
+  const float* v = rows.data<float>();
+  for (int64_t i = 0; i < rows.numel(); ++i)
+    if (!std::isfinite(v[i]))
+      GT_THROW(m.path, "features must be finite", "feature row ", begin + i / m.f, ", column ", i % m.f, " is ",
+               v[i]);
   std::lock_guard lock(hdf5_mutex());
   H5Id fspace(GT_H5_CHECK(H5Dget_space(m.features.get()), m.tmp, "/features"), H5Sclose);
   hsize_t start[2] = {static_cast<hsize_t>(begin), 0};

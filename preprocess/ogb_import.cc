@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,11 +26,20 @@ namespace fs = std::filesystem;
 // Feature rows are parsed into a block of about this size, then written to HDF5.
 constexpr int64_t kFeatureBlockBytes = int64_t{64} << 20;
 
-// Shortens a line for an error message.
+// The start of a line for a message, quoted; bytes that are not printable ASCII (a binary or
+// double-compressed file, a NUL) are written as \xNN so the message stays one readable line.
 std::string excerpt(std::string_view line) {
   constexpr std::size_t kMax = 60;
   std::string s(1, '\'');
-  s.append(line.substr(0, kMax));
+  for (unsigned char ch : line.substr(0, kMax)) {
+    if (ch >= 0x20 && ch < 0x7f) {
+      s += static_cast<char>(ch);
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      s += esc;
+    }
+  }
   s.append(line.size() > kMax ? "...'" : "'");
   return s;
 }
@@ -155,6 +165,11 @@ int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& la
       label = std::isnan(f) ? -1 : static_cast<int64_t>(f);
     }
     if (label < -1 || label > INT32_MAX - 1) r.fail("label " + excerpt(line) + " is out of range (-1 = unlabelled)");
+    // Class ids are 0..C-1 with C at most the number of nodes (a class per node at most): a label
+    // of 10^8 on a small graph is a wrong column, and would size every per-class table.
+    if (label >= n)
+      r.fail("label " + excerpt(line) + " is not a class id below the number of nodes (" + std::to_string(n) + ")",
+             "labels are class ids 0..C-1");
     labels.push_back(static_cast<int32_t>(label));
     max_label = std::max(max_label, label);
   }

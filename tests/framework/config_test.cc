@@ -1,6 +1,7 @@
 // Config parsing: defaults, every type, unknown keys and wrong types named with file:line.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -75,6 +76,83 @@ TEST(Config, OverridesAndCrossChecks) {
   EXPECT_THROW(apply_override(c, "model.nope=1"), Error);
   EXPECT_THROW(apply_override(c, "model.hidden"), Error);
   EXPECT_THROW(apply_override(c, "model.hidden=x"), Error);
+}
+
+std::string validate_error(const Config& c) {
+  try {
+    validate_config(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A Config filled in by code gets the parser's bounds and choices from validate_config.
+TEST(Config, ValuesSetInCodeAreChecked) {
+  Config c;
+  c.train.checkpoint_every = 0;  // was a division by zero in Trainer::fit
+  EXPECT_NE(validate_error(c).find("train.checkpoint_every' must be in [1, "), std::string::npos) << validate_error(c);
+  EXPECT_NE(validate_error(c).find("gt::Config"), std::string::npos) << validate_error(c);
+  c = Config();
+  c.train.replicas = 0;
+  EXPECT_NE(validate_error(c).find("train.replicas"), std::string::npos);
+  c = Config();
+  c.model.hidden = 0;
+  EXPECT_NE(validate_error(c).find("model.hidden"), std::string::npos);
+  c = Config();
+  c.train.precision = "fp8";
+  EXPECT_NE(validate_error(c).find("train.precision' must be one of float32, tf32, got 'fp8'"), std::string::npos)
+      << validate_error(c);
+  c = Config();
+  c.model.dropout = std::nan("");
+  EXPECT_NE(validate_error(c).find("model.dropout"), std::string::npos);
+  c = Config();
+  c.sampling.eval_fanouts = {0, 5};
+  EXPECT_NE(validate_error(c).find("sampling.eval_fanouts entries must be >= 1 or -1"), std::string::npos)
+      << validate_error(c);
+  EXPECT_EQ(validate_error(Config()), "");
+}
+
+TEST(Config, IntegersAreDecimal) {
+  EXPECT_EQ(parse_config("model: {hidden: 064}", "t.yaml").model.hidden, 64);  // not octal 52
+  EXPECT_EQ(parse_config("model: {hidden: +8}", "t.yaml").model.hidden, 8);
+  EXPECT_NE(error_of("model: {hidden: 0x10}").find("expects an integer, got '0x10'"), std::string::npos);
+  Config c;
+  apply_override(c, "sampling.fanouts=[010, 015]");
+  EXPECT_EQ(c.sampling.fanouts, (std::vector<int64_t>{10, 15}));
+  EXPECT_THROW(apply_override(c, "train.epochs=1e3"), Error);
+}
+
+TEST(Config, RepeatedKeysAndSectionsAreErrors) {
+  std::string e = error_of("train:\n  epochs: 3\n  epochs: 4\n");
+  EXPECT_NE(e.find("config key 'train.epochs' appears twice"), std::string::npos) << e;
+  EXPECT_NE(e.find("test.yaml:3"), std::string::npos) << e;
+  e = error_of("model: {hidden: 8}\ntrain: {epochs: 2}\nmodel: {layers: 1}\n");
+  EXPECT_NE(e.find("config section 'model' appears twice"), std::string::npos) << e;
+}
+
+TEST(Config, OverrideNeedsAValue) {
+  Config c;
+  for (const char* v : {"train.metrics=~", "train.metrics=null"}) {
+    try {
+      apply_override(c, v);
+      ADD_FAILURE() << v << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("needs a value"), std::string::npos) << e.what();
+    }
+  }
+  apply_override(c, "train.metrics=");
+  EXPECT_EQ(c.train.metrics, "");
+}
+
+TEST(Config, DirectoryIsNotAConfig) {
+  const std::string dir = ::testing::TempDir();
+  try {
+    load_config(dir);
+    FAIL() << "a directory loaded as a config";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
 }
 
 // dataset.row_alignment: a power of two from 16 to 128 bytes, named when it is not.

@@ -41,6 +41,31 @@ TEST(Tensor, CloneIsDeep) {
   EXPECT_THROW(c.copy_from(Tensor::zeros({4}, DType::kFloat32)), Error);
 }
 
+// A default-constructed (undefined) tensor has no elements: reading, copying or filling it is
+// harmless or an error, never a dereference of its null storage.
+TEST(Tensor, UndefinedTensorHasNoElements) {
+  Tensor u;
+  EXPECT_FALSE(u.defined());
+  EXPECT_EQ(u.numel(), 0);
+  EXPECT_EQ(u.nbytes(), 0u);
+  EXPECT_TRUE(u.to_vector<float>().empty());
+  EXPECT_FALSE(u.clone().defined());
+  EXPECT_FALSE(u.to(Device::cpu()).defined());
+  EXPECT_NO_THROW(u.fill_bytes(0));
+  Tensor scalar = Tensor::empty({}, DType::kFloat32);  // a 0-dimensional tensor holds one value
+  EXPECT_EQ(scalar.numel(), 1);
+  EXPECT_THROW(scalar.copy_from(u), Error);
+  EXPECT_THROW(u.reshape({1}), Error);
+}
+
+TEST(Tensor, ShapesThatOverflowAreErrors) {
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 31, int64_t{1} << 31}, DType::kFloat32), Error);  // 2^62 x 4 bytes
+  EXPECT_THROW(Tensor::zeros({int64_t{1} << 40, int64_t{1} << 40}, DType::kInt64), Error);
+  Tensor t = Tensor::from_vector<float>({1, 2, 3, 4});
+  EXPECT_THROW(t.reshape({-2, -2}), Error);
+  EXPECT_EQ(t.reshape({2, 2}).numel(), 4);
+}
+
 TEST(Tensor, PinnedHostMemory) {
   Tensor p = Tensor::empty({1000}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
   EXPECT_TRUE(p.pinned());

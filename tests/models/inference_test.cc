@@ -230,6 +230,32 @@ TEST_F(InferenceTest, OpenErrors) {
   }
 }
 
+// A hidden GAT layer concatenates its heads: the embedding is hidden x heads wide, all of it.
+TEST_F(InferenceTest, GatEmbeddingsHaveEveryHead) {
+  Config c = config();
+  c.model.type = "gat";
+  c.model.hidden = 8;
+  c.model.heads = 3;
+  c.dataset.normalize = "none";
+  c.train.epochs = 1;
+  c.train.checkpoint = path("gat.ckpt.h5");
+  Trainer t(c);
+  t.fit(nullptr);
+  InferenceSession s(c.train.checkpoint, "", cpu_options());
+  EXPECT_EQ(s.embedding_dim(), 24);
+  const std::vector<int64_t> ids = {3, 4};
+  Tensor emb = s.embed(ids);
+  ASSERT_EQ(emb.shape(), (Shape{2, 24}));
+  const Dataset& d = t.dataset();
+  CsrView g{d.indptr.data(), d.indices.data(), d.info.num_nodes};
+  NeighborSampler sampler(g, {-1, -1}, /*self_loops=*/true, /*seed=*/0);
+  BatchLoader loader(t.features(), d.labels, sampler, t.context());
+  DeviceBatch b = loader.load(ids, 0);
+  Tensor hidden;
+  t.model().forward(t.context(), b.blocks, b.features, false, 0, &hidden);
+  EXPECT_TRUE(Close(emb.to_vector<float>(), hidden.to_vector<float>()));
+}
+
 TEST_F(InferenceTest, SampledFanoutsAreBatchIndependent) {
   InferenceOptions o = cpu_options();
   o.fanouts = {3, 3};

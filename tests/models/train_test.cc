@@ -101,6 +101,75 @@ TEST_F(TrainTest, BadSplitOrFileIsAnError) {
   EXPECT_THROW(Trainer{c}, Error);
 }
 
+std::string trainer_error(const Config& c) {
+  try {
+    Trainer t(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The files a run writes are checked before it trains: never one of its inputs or another
+// output, and in a folder that can be written.
+TEST_F(TrainTest, OutputsAreCheckedBeforeTraining) {
+  const std::string data = (dir_ / "victim.h5").string();
+  std::filesystem::copy_file(dir_ / "synth.h5", data, std::filesystem::copy_options::overwrite_existing);
+  const auto size = std::filesystem::file_size(data);
+  Config c = config("gcn", "cpu");
+  c.dataset.path = data;
+  c.train.metrics = (dir_ / "." / "victim.h5").string();  // the same file, spelt differently
+  std::string e = trainer_error(c);
+  EXPECT_NE(e.find("train.metrics '"), std::string::npos) << e;
+  EXPECT_NE(e.find("' is dataset.path"), std::string::npos) << e;
+  EXPECT_EQ(std::filesystem::file_size(data), size);  // untouched
+  c = config("gcn", "cpu");
+  c.train.checkpoint = c.train.save_best;
+  e = trainer_error(c);
+  EXPECT_NE(e.find("train.checkpoint and train.save_best are both"), std::string::npos) << e;
+  c = config("gcn", "cpu");
+  c.train.save_best = (dir_ / "synth.h5" / "best.h5").string();  // its folder is a file
+  EXPECT_NE(trainer_error(c).find("train.save_best"), std::string::npos) << trainer_error(c);
+  c = config("gcn", "cpu");
+  c.train.trace = dir_.string();
+  EXPECT_NE(trainer_error(c).find("is a directory"), std::string::npos) << trainer_error(c);
+}
+
+TEST_F(TrainTest, FitRunsOnce) {
+  Config c = config("gcn", "cpu");
+  c.train.epochs = 1;
+  Trainer t(c);
+  t.fit(nullptr);
+  try {
+    t.fit(nullptr);
+    FAIL() << "a second fit() ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fit() was already called"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.resume(c.train.save_best), Error);
+}
+
+// A run resumed from a checkpoint older than the metrics file's last epoch rewrites the file
+// without the epochs after the checkpoint, so that each epoch has one line.
+TEST_F(TrainTest, ResumedMetricsHaveEachEpochOnce) {
+  Config c = config("gcn", "cpu");
+  c.train.epochs = 2;
+  c.train.checkpoint = (dir_ / "metrics-resume.ckpt.h5").string();
+  Trainer(c).fit(nullptr);
+  {  // a later run, not checkpointed, got to epoch 4 before it stopped
+    std::ofstream m(c.train.metrics, std::ios::app);
+    m << "{\"epoch\": 3, \"loss\": 1}\n{\"epoch\": 4, \"loss\": 1}\n";
+  }
+  c.train.epochs = 4;
+  Trainer resumed(c);
+  resumed.resume(c.train.checkpoint);
+  resumed.fit(nullptr);
+  std::ifstream in(c.train.metrics);
+  std::vector<int> epochs;
+  for (std::string line; std::getline(in, line);) epochs.push_back(std::stoi(line.substr(line.find(':') + 1)));
+  EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3, 4}));
+}
+
 TEST_F(TrainTest, GpuFollowsCpuLossCurveCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   for (std::string model : {"gcn", "sage"}) {

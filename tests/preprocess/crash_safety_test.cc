@@ -222,6 +222,48 @@ TEST(CrashSafety, FileDeclaringHugeArraysIsAnErrorNotAnAllocation) {
   EXPECT_NE(feat.find("/features declares"), std::string::npos) << feat;
 }
 
+// Replaces attribute `name` of `path` by an array of three values (int64, or fixed strings).
+void make_attr_an_array(const std::string& path, const char* name, bool strings) {
+  H5 file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
+  ASSERT_GE(H5Adelete(file.id, name), 0) << name;
+  const hsize_t three = 3;
+  H5 space{H5Screate_simple(1, &three, nullptr), H5Sclose};
+  if (strings) {
+    H5 type{H5Tcopy(H5T_C_S1), H5Tclose};
+    H5Tset_size(type.id, 4);
+    H5 attr{H5Acreate2(file.id, name, type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+    ASSERT_GE(H5Awrite(attr.id, type.id, "abcdefghijkl"), 0);
+  } else {
+    const int64_t v[3] = {1, 2, 3};
+    H5 attr{H5Acreate2(file.id, name, H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+    ASSERT_GE(H5Awrite(attr.id, H5T_NATIVE_INT64, v), 0);
+  }
+}
+
+// Every attribute is read as one value: an array in its place (a crafted file) is named, not
+// written past the one value's buffer (it was: a stack overflow whose bytes the file chose).
+TEST(CrashSafety, AttributeArraysAreErrorsNotOverflows) {
+  TempDir dir;
+  for (const char* name : {"format_version", "num_nodes", "num_classes", "source"}) {
+    const std::string path = dir.file(std::string(name) + ".h5");
+    save_dataset(cycle_dataset(6, 3, 0.5f), path);
+    make_attr_an_array(path, name, std::string(name) == "source");
+    const std::string err = error_of([&] { load_dataset(path); });
+    EXPECT_NE(err.find(std::string("attribute '") + name + "' of '" + path + "' holds 3 values, not one"),
+              std::string::npos) << err;
+  }
+  const std::string weights = dir.file("w.h5");
+  Param p;
+  p.name = "layer0.weight";
+  p.value = Tensor::from_vector(std::vector<float>{1.0f, 2.0f});
+  save_weights(weights, {&p}, "model: {}\n", 4);
+  make_attr_an_array(weights, "epoch", false);
+  make_attr_an_array(weights, "config", true);
+  TensorFileReader r(weights, "weights file");
+  EXPECT_NE(error_of([&] { r.attr_int("epoch"); }).find("holds 3 values"), std::string::npos);
+  EXPECT_NE(error_of([&] { r.attr_string("config"); }).find("holds 3 values"), std::string::npos);
+}
+
 TEST(CrashSafety, NanOrInfFeaturesAreRejectedNamingRowAndColumn) {
   TempDir dir;
   Dataset ds = cycle_dataset(6, 3, 0.5f);
@@ -234,16 +276,29 @@ TEST(CrashSafety, NanOrInfFeaturesAreRejectedNamingRowAndColumn) {
   EXPECT_NE(err.find("feature row 0, column 1 is -inf"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir.file("inf.h5")));
 
-  // A file written by another tool (DatasetWriter does not scan the rows it streams).
+  // The streaming writer refuses them too (gt-data synth --signal 1e39: finite as a double,
+  // infinite as a float).
   const std::string path = dir.file("nan.h5");
   {
-    Dataset good = cycle_dataset(6, 3, 0.5f);
+    Dataset bad = cycle_dataset(6, 3, 0.5f);
+    bad.features.data<float>()[5 * 3] = std::numeric_limits<float>::infinity();
     DatasetWriter w(path, 6, 3);
-    w.write_graph(good.indptr, good.indices, true);
-    good.features.data<float>()[5 * 3] = std::numeric_limits<float>::infinity();
-    w.write_feature_rows(0, good.features);
-    w.write_labels(good.labels, 2);
-    w.commit();
+    err = error_of([&] { w.write_feature_rows(0, bad.features); });
+    EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;
+  }
+  EXPECT_FALSE(fs::exists(path));
+
+  // A file changed by another tool: written good, then one value overwritten through HDF5.
+  save_dataset(cycle_dataset(6, 3, 0.5f), path);
+  {
+    H5 file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
+    H5 features{H5Dopen2(file.id, "/features", H5P_DEFAULT), H5Dclose};
+    H5 fspace{H5Dget_space(features.id), H5Sclose};
+    hsize_t start[2] = {5, 0}, count[2] = {1, 1};
+    ASSERT_GE(H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start, nullptr, count, nullptr), 0);
+    H5 mspace{H5Screate_simple(2, count, nullptr), H5Sclose};
+    const float inf = std::numeric_limits<float>::infinity();
+    ASSERT_GE(H5Dwrite(features.id, H5T_NATIVE_FLOAT, mspace.id, fspace.id, H5P_DEFAULT, &inf), 0);
   }
   err = error_of([&] { load_dataset(path); });
   EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;

@@ -15,6 +15,7 @@
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
+#include "tests/temp_files.h"
 
 namespace gt {
 namespace {
@@ -131,7 +132,7 @@ void expect_import_error(TinyOgb& t, const std::string& file_part, const std::st
   EXPECT_NE(msg.find(text_part), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(t.out));
-  EXPECT_FALSE(fs::exists(t.out + ".tmp"));
+  EXPECT_EQ(test::temp_files_of(t.out), 0);
 }
 
 TEST(OgbImportTest, TruncatedGzip) {
@@ -185,6 +186,22 @@ TEST(OgbImportTest, BadFeaturesLabelsAndSplits) {
   TinyOgb v;
   put(v.dir + "/split/scheme/valid.csv.gz", "1\n6\n");
   expect_import_error(v, "valid.csv.gz:2", "not a node id");
+}
+
+// A class id of at least the node count is a wrong column, not a class: it would size the
+// per-class tables (a label of 10^8 on a small graph imported, then failed to allocate).
+TEST(OgbImportTest, ClassIdsStayBelowTheNodeCount) {
+  TinyOgb t;
+  put(t.dir + "/raw/node-label.csv.gz", "0\n1\n100000000\n0\n0\n0\n");
+  expect_import_error(t, "node-label.csv.gz:3", "label '100000000' is not a class id below the number of nodes (6)");
+  EXPECT_FALSE(fs::exists(t.out));
+}
+
+// Bytes that are not printable (a NUL, a binary file) are escaped in messages, which stay whole.
+TEST(OgbImportTest, BinaryBytesAreEscapedInMessages) {
+  TinyOgb t;
+  put(t.dir + "/raw/edge.csv.gz", std::string("0,1\n1,2\0x\x01\n", 11));
+  expect_import_error(t, "edge.csv.gz:2", "malformed edge line '1,2\\x00x\\x01'");
 }
 
 TEST(OgbImportTest, MissingInputs) {
