@@ -8,7 +8,18 @@ namespace gt {
 namespace {
 
 herr_t innermost_error(unsigned n, const H5E_error2_t* e, void* out) {
-  if (n == 0 && e->desc) *static_cast<std::string*>(out) = e->desc;
+  if (n == 0 && e->desc) {
+    // One line: some descriptions (a failed write) hold newlines.
+    std::string& d = *static_cast<std::string*>(out);
+    d.clear();
+    for (const char* c = e->desc; *c; ++c) {
+      if (*c == '\n' || *c == '\r') {
+        if (!d.empty() && d.back() != ' ') d += ' ';
+      } else {
+        d += *c;
+      }
+    }
+  }
   return 0;
 }
 
@@ -17,7 +28,13 @@ herr_t innermost_error(unsigned n, const H5E_error2_t* e, void* out) {
 std::recursive_mutex& hdf5_mutex() {
   static std::recursive_mutex m;
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    // No library shutdown at exit: after a failed close (a full disk) HDF5 keeps the file in its
+    // table, and closing it again at exit crashed the process after its error was printed. Our
+    // files are all closed (and fsynced) explicitly; the OS reclaims the rest.
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
   return m;
 }
 

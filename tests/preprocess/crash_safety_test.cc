@@ -5,6 +5,7 @@
 #include <hdf5.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +123,36 @@ TEST(CrashSafety, DatasetWriterKilledMidWriteKeepsPreviousFile) {
   save_dataset(cycle_dataset(10, 2, 3.0f), path);
   EXPECT_EQ(load_dataset(path).info.num_nodes, 10);
   EXPECT_EQ(test::temp_files_of(path), stale);
+}
+
+// A full disk (here a file-size limit) mid-write: the writer reports the error in one line,
+// removes its temporary file, keeps the previous file, and the process then exits normally (it
+// crashed at exit: HDF5 closed the file it could not close a second time).
+TEST(CrashSafety, FullDiskIsAnErrorAndACleanExit) {
+  TempDir dir;
+  const std::string path = dir.file("full.h5");
+  save_dataset(cycle_dataset(10, 2, 1.0f), path);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+    rlimit lim{64 << 10, 64 << 10};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    int status = 3;
+    try {
+      save_dataset(cycle_dataset(100000, 2, 1.0f), path);  // 100000 x 2 floats and more: past 64 KiB
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      status = m.find('\n') == std::string::npos && m.find("HDF5") != std::string::npos ? 0 : 4;
+    }
+    std::exit(status);  // runs the exit handlers, where the crash was
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the writer died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: no error; 4: not a one-line HDF5 error";
+  EXPECT_EQ(load_dataset(path).info.num_nodes, 10);
+  EXPECT_EQ(test::temp_files_of(path), 0);
 }
 
 TEST(CrashSafety, SaveWeightsKilledAtAnyMomentLeavesALoadableFile) {
