@@ -2,17 +2,23 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <set>
-#include <type_traits>
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "framework/error.h"
+#include "framework/metrics.h"
 
 namespace gt {
 namespace {
@@ -321,6 +327,19 @@ std::string key_text(const YAML::Node& key, const std::string& source) {
   return key.Scalar();
 }
 
+// Two paths naming the same file (existing or not).
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  auto norm = [](const std::string& p) {
+    std::error_code e;
+    fs::path c = fs::weakly_canonical(p, e);
+    return e ? fs::absolute(p, e).lexically_normal() : c;
+  };
+  return norm(a) == norm(b);
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& source) {
@@ -429,6 +448,46 @@ void validate_config(const Config& cfg) {
       cfg.model.type != "gin")
     GT_THROW(src, "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first",
              "model.dkp is '", cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
+}
+
+// Before anything is read or trained, so that a bad path fails now and not after an epoch (a
+// metrics file named like the dataset truncated it).
+void check_output_paths(const Config& cfg) {
+  const std::pair<const char*, const std::string*> outputs[] = {{"train.metrics", &cfg.train.metrics},
+                                                                {"train.save_best", &cfg.train.save_best},
+                                                                {"train.checkpoint", &cfg.train.checkpoint},
+                                                                {"train.trace", &cfg.train.trace}};
+  std::error_code ec;
+  std::vector<std::pair<std::string, std::string>> inputs = {{"dataset.path", cfg.dataset.path}};
+  if (!cfg.source.empty() && std::filesystem::is_regular_file(cfg.source, ec))
+    inputs.emplace_back("the config file", cfg.source);
+  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [key, path] = outputs[i];
+    if (path->empty()) continue;
+    for (const auto& [what, in] : inputs)
+      if (same_file(*path, in))
+        GT_THROW(key, "write outputs to files of their own", key, " '", *path, "' is ", what);
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].second->empty() && same_file(*path, *outputs[j].second))
+        GT_THROW(key, "give each output a file of its own", key, " and ", outputs[j].first, " are both '", *path, "'");
+    if (std::filesystem::is_directory(*path, ec))
+      GT_THROW(key, "give a file name", key, " '", *path, "' is a directory");
+    try {
+      make_parent_dirs(*path);
+    } catch (const Error& e) {
+      GT_THROW(key, e.hint(), "cannot write ", key, " '", *path, "': ", e.message());
+    }
+    // A file of our own next to it, created and removed: what the atomic writers will do.
+    const std::string probe = temp_path_for(*path);
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const int err = errno;
+      GT_THROW(key, "check the folder and its permissions", "cannot write ", key, " '", *path, "': ",
+               std::strerror(err));
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
 }
 
 std::string to_yaml(const Config& cfg) {

@@ -89,8 +89,13 @@ Config load_config(const std::string& path);
 Config parse_config(const std::string& yaml_text, const std::string& source_name);
 // Applies "section.key=value" (value in YAML syntax, e.g. fanouts=[5,5]).
 void apply_override(Config& cfg, const std::string& assignment);
-// Cross-field checks (fanouts length = layers, ...); throws naming the keys.
+// Every key's bounds and choices, then cross-field checks (fanouts length = layers, ...); throws
+// naming the keys.
 void validate_config(const Config& cfg);
+// The files a training run writes (train.metrics, save_best, checkpoint, trace): none is an input
+// (dataset.path, the config file) or another output, none is a directory, and each one's folder
+// exists (created if need be) and takes a new file. Trainer runs it before it reads anything.
+void check_output_paths(const Config& cfg);
 // The config as YAML text (round-trips through parse_config).
 std::string to_yaml(const Config& cfg);
 // Markdown table of every key: key | type | default | description.

@@ -3,15 +3,9 @@
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <exception>
-#include <filesystem>
 #include <mutex>
 #include <ostream>
 #include <thread>
@@ -36,60 +30,6 @@ namespace gt {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Two paths naming the same file (existing or not).
-bool same_file(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-  auto norm = [](const std::string& p) {
-    std::error_code e;
-    fs::path c = fs::weakly_canonical(p, e);
-    return e ? fs::absolute(p, e).lexically_normal() : c;
-  };
-  return norm(a) == norm(b);
-}
-
-// Before anything is trained: the files a run writes must not be the files it reads (a metrics
-// file named like the dataset would truncate it) nor one another, and their folders must exist
-// (or be creatable) and be writable, so that a bad path fails now and not after an epoch.
-void check_output_paths(const Config& cfg) {
-  const std::pair<const char*, const std::string*> outputs[] = {{"train.metrics", &cfg.train.metrics},
-                                                                {"train.save_best", &cfg.train.save_best},
-                                                                {"train.checkpoint", &cfg.train.checkpoint},
-                                                                {"train.trace", &cfg.train.trace}};
-  std::error_code ec;
-  std::vector<std::pair<std::string, std::string>> inputs = {{"dataset.path", cfg.dataset.path}};
-  if (!cfg.source.empty() && std::filesystem::is_regular_file(cfg.source, ec))
-    inputs.emplace_back("the config file", cfg.source);
-  for (std::size_t i = 0; i < std::size(outputs); ++i) {
-    const auto& [key, path] = outputs[i];
-    if (path->empty()) continue;
-    for (const auto& [what, in] : inputs)
-      if (same_file(*path, in))
-        GT_THROW(key, "write outputs to files of their own", key, " '", *path, "' is ", what);
-    for (std::size_t j = 0; j < i; ++j)
-      if (!outputs[j].second->empty() && same_file(*path, *outputs[j].second))
-        GT_THROW(key, "give each output a file of its own", key, " and ", outputs[j].first, " are both '", *path, "'");
-    if (std::filesystem::is_directory(*path, ec))
-      GT_THROW(key, "give a file name", key, " '", *path, "' is a directory");
-    try {
-      make_parent_dirs(*path);
-    } catch (const Error& e) {
-      GT_THROW(key, e.hint(), "cannot write ", key, " '", *path, "': ", e.message());
-    }
-    // A file of our own next to it, created and removed: what the atomic writers will do.
-    const std::string probe = temp_path_for(*path);
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      const int err = errno;
-      GT_THROW(key, "check the folder and its permissions", "cannot write ", key, " '", *path, "': ",
-               std::strerror(err));
-    }
-    ::close(fd);
-    ::unlink(probe.c_str());
-  }
-}
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids) {
