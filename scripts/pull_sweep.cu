@@ -22,7 +22,10 @@
 //                                  # bulk copies, tma_k, GT_SWEEP_TMA="band C S per_sm slack";
 //                                  # balanced: even resident bands with a grid fence, rb_k,
 //                                  # GT_SWEEP_RB="per_sm rows_per_team"), GT_SWEEP_NB one bin
-//                                  # count, GT_SWEEP_UNSORTED=1 keeps the rows as drawn
+//                                  # count, GT_SWEEP_UNSORTED=1 keeps the rows as drawn;
+//                                  # home (only when named): each SM gathers the lines homed
+//                                  # in its own L2 half (see l2_probe.cu), GT_SWEEP_HOME picks
+//                                  # persistent, mask and/or csr schedules (default csr)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -657,6 +660,431 @@ __global__ void __launch_bounds__(32 * (NC + 1), MINB)
   }
 }
 
+// ---- Home-side gathers (nineteenth session, GT_SWEEP_PARTS=...,home) ----
+// Each 128-byte line of device memory has a home in one of the two halves of the H100's L2
+// (scripts/l2_probe.cu: within a 2 MiB page the half is the parity of address bits 12, 13, 16,
+// 17 and 19, XOR a bit per page); an SM's request for a line homed in the other half crosses
+// the fabric between the halves, which ncu finds 84-94% busy in the library's Pull. hs_k lets
+// every SM gather only lines homed in its own half: both halves walk every (column step, row
+// chunk) item, each summing the edges whose line is near it, and the two partial sums meet in
+// the output (kTicket: the first half to finish an item stores its partial, the second adds its
+// own to it; else each half stores into its own output, for timing the gather alone).
+namespace home {
+constexpr uint32_t kMask = (1u << 12) | (1u << 13) | (1u << 16) | (1u << 17) | (1u << 19);
+
+__device__ __forceinline__ unsigned smid_reg() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ long long clk_after(unsigned dep) {
+  long long t;
+  asm volatile("{\n\t.reg .u32 d;\n\tadd.u32 d, %1, 0;\n\tmov.u64 %0, %%clock64;\n\t}" : "=l"(t) : "r"(dep) : "memory");
+  return t;
+}
+// One thread on SM `target` times a chain of 8 dependent atomics (adding 0: nothing changes)
+// on each listed line, keeping the minimum of 3 chains, in cycles per atomic.
+__global__ void lat_k(const char* base, const uint64_t* offs, int n, unsigned target, int* claim, unsigned* out) {
+  if (threadIdx.x != 0 || smid_reg() != target) return;
+  if (atomicCAS(claim, 0, 1) != 0) return;
+  unsigned acc = 0;
+  for (int i = 0; i < n; ++i) {
+    unsigned* p = (unsigned*)(base + offs[i]);
+    unsigned best = 0xffffffffu;
+    for (int r = 0; r < 3; ++r) {
+      unsigned v = 0;
+      const long long t0 = clk_after(acc);
+      for (int k = 0; k < 8; ++k) v = atomicAdd(p + (v >> 30), 0u);
+      const long long t1 = clk_after(v);
+      acc += v & 1;
+      const unsigned dt = unsigned(t1 - t0) / 8;
+      best = dt < best ? dt : best;
+    }
+    out[i] = best;
+  }
+  if (acc == 0xdeadbeef) out[0] = 0;
+}
+
+__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Items: (column step of LPR vectors, chunk of 8 warps x RG groups x 32 / LPR rows), step-major.
+// kSplit = false: one queue for all SMs, every line loaded (the same schedule without sides).
+template <int LPR, int E, int RG, bool kSplit, bool kTicket>
+__global__ void __launch_bounds__(256) hs_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                            const float4* __restrict__ in, int64_t rows, int64_t fv, int64_t steps,
+                                            int64_t chunks, float4* outA, float4* outB,
+                                            const unsigned char* __restrict__ sm_side,
+                                            const unsigned char* __restrict__ page_par, int npages,
+                                            unsigned long long* counters, unsigned* tickets, unsigned* ready) {
+  constexpr int kRowsPerWarp = 32 / LPR;
+  constexpr int kRowsPerItem = 8 * RG * kRowsPerWarp;
+  extern __shared__ float4 smem4[];
+  float4* part = smem4;                                            // kRowsPerItem x LPR
+  unsigned char* pp = reinterpret_cast<unsigned char*>(smem4 + kRowsPerItem * LPR);  // npages
+  __shared__ long long item_s;
+  __shared__ unsigned tick_s;
+  for (int i = threadIdx.x; i < npages; i += blockDim.x) pp[i] = page_par[i];
+  const unsigned side = kSplit ? sm_side[smid_reg()] : 0u;
+  const uint64_t base = reinterpret_cast<uint64_t>(in);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % LPR, rsub = lane / LPR;
+  const long long total = (long long)steps * chunks;
+  for (;;) {
+    __syncthreads();
+    if (threadIdx.x == 0) item_s = (long long)atomicAdd(&counters[side], 1ull);
+    __syncthreads();
+    const long long it = item_s;
+    if (it >= total) break;
+    const int64_t step = it / chunks, chunk = it % chunks;
+    const int64_t c = step * LPR + sub;
+    for (int g = 0; g < RG; ++g) {
+      const int local = (warp * RG + g) * kRowsPerWarp + rsub;
+      const int64_t row = chunk * kRowsPerItem + local;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (row < rows && c < fv) {
+        const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+        for (int64_t e0 = 0; e0 < deg; e0 += E) {
+          int id[E];
+#pragma unroll
+          for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids[start + e0 + k] : -1;
+          float4 v[E];
+#pragma unroll
+          for (int k = 0; k < E; ++k) {
+            v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (id[k] >= 0) {
+              const float4* p = in + (int64_t)id[k] * fv + c;
+              bool mine = true;
+              if (kSplit) {
+                const uint64_t a = reinterpret_cast<uint64_t>(p);
+                mine = ((__popc((unsigned)a & kMask) ^ pp[(a - base) >> 21]) & 1u) == side;
+              }
+              if (mine) v[k] = gt::cuda_impl::napa_dev::LoadNc::load(p);
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < E; ++k) va(acc, v[k]);
+        }
+      }
+      if (!kTicket) {
+        if (row < rows && c < fv) (side ? outB : outA)[row * fv + c] = acc;
+      } else {
+        part[local * LPR + sub] = acc;
+      }
+    }
+    if (kTicket) {
+      __syncthreads();
+      if (threadIdx.x == 0) tick_s = atomicAdd(&tickets[it], 1u);
+      __syncthreads();
+      const unsigned t = tick_s;
+      if (t == 1 && threadIdx.x == 0)
+        while (ld_acquire(&ready[it]) == 0) {
+        }
+      __syncthreads();
+      for (int i = threadIdx.x; i < kRowsPerItem * LPR; i += blockDim.x) {
+        const int local = i / LPR, s2 = i % LPR;
+        const int64_t row = chunk * kRowsPerItem + local, cc = step * LPR + s2;
+        if (row < rows && cc < fv) {
+          float4 x = part[i];
+          if (t == 1) va(x, __ldcg(outA + row * fv + cc));
+          outA[row * fv + cc] = x;
+        }
+      }
+      if (t == 0) {
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) st_release(&ready[it], 1u);
+      }
+    }
+  }
+}
+
+__global__ void add2_k(const float* a, const float* b, float* o, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    o[i] = a[i] + b[i];
+}
+}  // namespace home
+
+namespace home {
+// Per edge, the L2 half that homes its source row's line in each column step of 8 vectors (one
+// bit a step, `words` words an edge).
+__global__ void edge_home_k(const int32_t* __restrict__ ids, int64_t nnz, const char* base, int64_t row_bytes,
+                            int64_t steps, int words, const unsigned char* __restrict__ page_par, unsigned* emask) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nnz * words; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t e = i / words; const int w = (int)(i % words);
+    const uint64_t row = (uint64_t)ids[e] * (uint64_t)row_bytes;
+    unsigned m = 0;
+    for (int b = 0; b < 32; ++b) {
+      const int64_t s = (int64_t)w * 32 + b;
+      if (s >= steps) break;
+      const uint64_t off = row + (uint64_t)s * 128;
+      m |= ((__popc((unsigned)off & kMask) ^ page_par[off >> 21]) & 1u) << b;
+    }
+    emask[i] = m;
+  }
+}
+
+// One block an item (32 rows x one step of 8 vectors), claimed at start from the queue of the
+// block's L2 half (or, once that is empty, the other's); 2 x items blocks are launched so every
+// item-half is taken. kSplit = false: one queue and every line (the same schedule, no halves).
+template <int E, bool kSplit, bool kTicket, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) hs2_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                             const unsigned* __restrict__ emask, int words,
+                                             const float4* __restrict__ in, int64_t rows, int64_t fv, int64_t chunks,
+                                             int64_t items, float4* outA, float4* outB,
+                                             const unsigned char* __restrict__ sm_side, unsigned long long* counters,
+                                             unsigned* tickets, unsigned* ready) {
+  __shared__ float4 part[256];
+  __shared__ long long item_s;
+  __shared__ unsigned side_s, tick_s;
+  if (threadIdx.x == 0) {
+    unsigned side = kSplit ? sm_side[smid_reg()] : 0u;
+    long long it = (long long)atomicAdd(&counters[side], 1ull);
+    if (it >= items && kSplit) {
+      side ^= 1u;
+      it = (long long)atomicAdd(&counters[side], 1ull);
+    }
+    item_s = it < items ? it : -1;
+    side_s = side;
+  }
+  __syncthreads();
+  const long long it = item_s;
+  if (it < 0) return;
+  const unsigned side = side_s;
+  const int64_t step = it / chunks, chunk = it % chunks;
+  const int lane = threadIdx.x % 32, sub = lane % 8;
+  const int local = threadIdx.x / 8;  // row within the item
+  const int64_t row = chunk * 32 + local;
+  const int64_t c = step * 8 + sub;
+  const int wsel = (int)(step / 32), bit = (int)(step % 32);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (row < rows) {
+    const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+    for (int64_t e0 = 0; e0 < deg; e0 += E) {
+      int id[E];
+      unsigned mk[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        id[k] = -1;
+        mk[k] = side << bit;
+        if (e0 + k < deg) {
+          id[k] = ids[start + e0 + k];
+          if (kSplit) mk[k] = emask[(start + e0 + k) * words + wsel];
+        }
+      }
+      float4 v[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (id[k] >= 0 && ((mk[k] >> bit) & 1u) == side)
+          v[k] = gt::cuda_impl::napa_dev::LoadNc::load(in + (int64_t)id[k] * fv + c);
+      }
+#pragma unroll
+      for (int k = 0; k < E; ++k) va(acc, v[k]);
+    }
+  }
+  if (!kSplit || !kTicket) {
+    if (row < rows) (side ? outB : outA)[row * fv + c] = acc;
+    return;
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) tick_s = atomicAdd(&tickets[it], 1u);
+  __syncthreads();
+  const unsigned t = tick_s;
+  if (t == 1 && threadIdx.x == 0)
+    while (ld_acquire(&ready[it]) == 0) {
+    }
+  __syncthreads();
+  if (row < rows) {
+    float4 x = part[threadIdx.x];
+    if (t == 1) va(x, __ldcg(outA + row * fv + c));
+    outA[row * fv + c] = x;
+  }
+  if (t == 0) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) st_release(&ready[it], 1u);
+  }
+}
+}  // namespace home
+
+namespace home {
+// The split with nothing to decide at run time: for each half and column step, a CSR of the
+// edges whose line that half homes (built on the host, not timed): an upper bound on the split.
+template <int E, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) hs3_k(const int64_t* __restrict__ ptr2, const int32_t* __restrict__ ids2,
+                                                   const float4* __restrict__ in, int64_t rows, int64_t fv,
+                                                   int64_t chunks, int64_t items, int64_t steps, float4* outA,
+                                                   float4* outB, const unsigned char* __restrict__ sm_side,
+                                                   unsigned long long* counters) {
+  __shared__ long long item_s;
+  __shared__ unsigned side_s;
+  if (threadIdx.x == 0) {
+    unsigned side = sm_side[smid_reg()];
+    long long it = (long long)atomicAdd(&counters[side], 1ull);
+    if (it >= items) {
+      side ^= 1u;
+      it = (long long)atomicAdd(&counters[side], 1ull);
+    }
+    item_s = it < items ? it : -1;
+    side_s = side;
+  }
+  __syncthreads();
+  const long long it = item_s;
+  if (it < 0) return;
+  const unsigned side = side_s;
+  const int64_t step = it / chunks, chunk = it % chunks;
+  const int sub = threadIdx.x % 8;
+  const int64_t row = chunk * 32 + threadIdx.x / 8;
+  const int64_t c = step * 8 + sub;
+  if (row >= rows) return;
+  const int64_t* ptr = ptr2 + ((int64_t)side * steps + step) * (rows + 1);
+  const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t e0 = 0; e0 < deg; e0 += E) {
+    int id[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) id[k] = e0 + k < deg ? ids2[start + e0 + k] : -1;
+    float4 v[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (id[k] >= 0) v[k] = gt::cuda_impl::napa_dev::LoadNc::load(in + (int64_t)id[k] * fv + c);
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) va(acc, v[k]);
+  }
+  (side ? outB : outA)[row * fv + c] = acc;
+}
+}  // namespace home
+
+namespace home {
+// hs3_k in the shape of the library's lane gather (kernels/pull_vec.cuh, 32 registers there),
+// with R rows a lane group (each row has about half its edges in one half, so R = 2 keeps as
+// many loads in flight as the library's one row).
+template <int E, int R>
+__global__ void __launch_bounds__(256) hs4_k(const int64_t* __restrict__ ptr2, const int32_t* __restrict__ ids2,
+                                             const float4* __restrict__ in, int64_t rows, int64_t fv, int64_t chunks,
+                                             int64_t items, int64_t steps, float4* outA, float4* outB,
+                                             const unsigned char* __restrict__ sm_side, unsigned long long* counters) {
+  __shared__ long long item_s;
+  __shared__ unsigned side_s;
+  if (threadIdx.x == 0) {
+    unsigned side = sm_side[smid_reg()];
+    long long it = (long long)atomicAdd(&counters[side], 1ull);
+    if (it >= items) {
+      side ^= 1u;
+      it = (long long)atomicAdd(&counters[side], 1ull);
+    }
+    item_s = it < items ? it : -1;
+    side_s = side;
+  }
+  __syncthreads();
+  const long long it = item_s;
+  if (it < 0) return;
+  const unsigned side = side_s;
+  const int64_t step = it / chunks, chunk = it % chunks;
+  const int sub = threadIdx.x % 8;
+  const int64_t* ptr = ptr2 + ((int64_t)side * steps + step) * (rows + 1);
+  const float4* src = in + step * 8 + sub;
+  float4* out = (side ? outB : outA) + step * 8 + sub;
+  int64_t start[R], deg[R], row[R];
+#pragma unroll
+  for (int q = 0; q < R; ++q) {
+    row[q] = chunk * 32 * R + q * 32 + threadIdx.x / 8;
+    start[q] = 0;
+    deg[q] = 0;
+    if (row[q] < rows) {
+      start[q] = ptr[row[q]];
+      deg[q] = ptr[row[q] + 1] - start[q];
+    }
+  }
+  float4 acc[R];
+#pragma unroll
+  for (int q = 0; q < R; ++q) acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+  int64_t most = deg[0];
+#pragma unroll
+  for (int q = 1; q < R; ++q) most = deg[q] > most ? deg[q] : most;
+  for (int64_t e0 = 0; e0 < most; e0 += E) {
+    int id[R][E];
+#pragma unroll
+    for (int q = 0; q < R; ++q)
+#pragma unroll
+      for (int k = 0; k < E; ++k) id[q][k] = e0 + k < deg[q] ? ids2[start[q] + e0 + k] : -1;
+    float4 v[R][E];
+#pragma unroll
+    for (int q = 0; q < R; ++q)
+#pragma unroll
+      for (int k = 0; k < E; ++k) {
+        v[q][k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (id[q][k] >= 0) v[q][k] = gt::cuda_impl::napa_dev::LoadNc::load(src + (int64_t)id[q][k] * fv);
+      }
+#pragma unroll
+    for (int q = 0; q < R; ++q)
+#pragma unroll
+      for (int k = 0; k < E; ++k) va(acc[q], v[q][k]);
+  }
+#pragma unroll
+  for (int q = 0; q < R; ++q)
+    if (row[q] < rows) out[row[q] * fv] = acc[q];
+}
+}  // namespace home
+
+namespace home {
+// hs4_k (R = 1) with the gathered vectors landing in shared memory by cp.async (LDGSTS): a load
+// in flight holds no register, so E vectors a lane are all in flight at once.
+template <int E>
+__global__ void __launch_bounds__(256) hs5_k(const int64_t* __restrict__ ptr2, const int32_t* __restrict__ ids2,
+                                             const float4* __restrict__ in, int64_t rows, int64_t fv, int64_t chunks,
+                                             int64_t items, int64_t steps, float4* outA, float4* outB,
+                                             const unsigned char* __restrict__ sm_side, unsigned long long* counters) {
+  extern __shared__ float4 slots[];  // 256 x E
+  __shared__ long long item_s;
+  __shared__ unsigned side_s;
+  if (threadIdx.x == 0) {
+    unsigned side = sm_side[smid_reg()];
+    long long it = (long long)atomicAdd(&counters[side], 1ull);
+    if (it >= items) {
+      side ^= 1u;
+      it = (long long)atomicAdd(&counters[side], 1ull);
+    }
+    item_s = it < items ? it : -1;
+    side_s = side;
+  }
+  __syncthreads();
+  const long long it = item_s;
+  if (it < 0) return;
+  const unsigned side = side_s;
+  const int64_t step = it / chunks, chunk = it % chunks;
+  const int sub = threadIdx.x % 8;
+  const int64_t* ptr = ptr2 + ((int64_t)side * steps + step) * (rows + 1);
+  const float4* src = in + step * 8 + sub;
+  float4* out = (side ? outB : outA) + step * 8 + sub;
+  const int64_t row = chunk * 32 + threadIdx.x / 8;
+  if (row >= rows) return;
+  const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+  float4* my = slots + threadIdx.x * E;
+  const unsigned my_s = (unsigned)__cvta_generic_to_shared(my);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t e0 = 0; e0 < deg; e0 += E) {
+    const int n = deg - e0 < E ? (int)(deg - e0) : E;
+    for (int k = 0; k < n; ++k) {
+      const float4* p = src + (int64_t)ids2[start + e0 + k] * fv;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(my_s + k * 16), "l"(p) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+    for (int k = 0; k < n; ++k) va(acc, my[k]);
+  }
+  out[row * fv] = acc;
+}
+}  // namespace home
+
 struct Blk { int64_t rows, cols, nnz; std::vector<int64_t> ptr; std::vector<int32_t> ids; };
 
 Blk make_block(int64_t s, int64_t d, int64_t e, uint64_t seed) {
@@ -984,6 +1412,230 @@ void run_rb(const char* shape, Dev& d, int per_sm, int rows_per_team, int slack,
 
 // The library's banded lane gather launched once per band (a kernel boundary between bands, so
 // no two bands' slices are read at once).
+// The two L2 halves for the source matrix d.in: which SMs share SM 0's half (sm_side 0) and each
+// 2 MiB page's parity bit, from atomic latencies (scripts/l2_probe.cu), then a check of the
+// prediction on random lines from SM 0 and from an SM of the other half. False when the
+// latencies are not two clear groups (then the home gathers are not run).
+struct HomeMap { std::vector<unsigned char> sm_side, page_par; };
+bool map_homes(const Dev& d, HomeMap& m) {
+  const uint64_t bytes = (uint64_t)d.cols * d.F * 4;
+  if (reinterpret_cast<uintptr_t>(d.in) % (2u << 20) != 0) { printf("home: matrix not 2 MiB aligned\n"); return false; }
+  int* claim; unsigned* out; uint64_t* offs;
+  const int kMax = 8192;
+  CK(cudaMalloc(&claim, 4)); CK(cudaMalloc(&out, kMax * 4)); CK(cudaMalloc(&offs, kMax * 8));
+  auto lat = [&](const std::vector<uint64_t>& o, unsigned sm) {
+    CK(cudaMemcpy(offs, o.data(), o.size() * 8, cudaMemcpyHostToDevice));
+    CK(cudaMemset(out, 0xff, o.size() * 4)); CK(cudaMemset(claim, 0, 4));
+    home::lat_k<<<4 * g_sms, 32>>>((const char*)d.in, offs, (int)o.size(), sm, claim, out);
+    CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+    std::vector<unsigned> r(o.size()); CK(cudaMemcpy(r.data(), out, o.size() * 4, cudaMemcpyDeviceToHost));
+    return r;
+  };
+  auto par = [](uint64_t off) { return (unsigned)__builtin_popcountll(off & home::kMask) & 1u; };
+  // Lines 0, 4K, ..., 28K: parities 0 1 1 0 0 1 1 0 in page 0.
+  std::vector<uint64_t> cal; for (int k = 0; k < 8; ++k) cal.push_back((uint64_t)k * 4096);
+  auto r0 = lat(cal, 0);
+  unsigned lo = *std::min_element(r0.begin(), r0.end()), hi = *std::max_element(r0.begin(), r0.end());
+  const unsigned thr = (lo + hi) / 2;
+  printf("home: SM 0 latencies %u..%u cycles, threshold %u\n", lo, hi, thr);
+  if (hi < lo + 60) { printf("home: no two groups\n"); return false; }
+  std::vector<unsigned> ref(8); for (int k = 0; k < 8; ++k) ref[k] = r0[k] > thr;
+  m.sm_side.assign(g_sms, 0);
+  int other = -1, n1 = 0;
+  for (int s = 0; s < g_sms; ++s) {
+    auto r = lat(cal, (unsigned)s);
+    int agree = 0; for (int k = 0; k < 8; ++k) agree += (r[k] > thr) == ref[k];
+    if (agree != 8 && agree != 0) { printf("home: SM %d agrees with SM 0 on %d of 8 lines\n", s, agree); return false; }
+    m.sm_side[s] = agree == 0; if (agree == 0) { ++n1; other = s; }
+  }
+  printf("home: %d SMs in SM 0's half, %d in the other\n", g_sms - n1, n1);
+  if (other < 0) return false;
+  // Far from SM 0 = home in half 1. Page parity: home(line) = par(offset) ^ page_par.
+  const int64_t pages = (int64_t)((bytes + (2u << 20) - 1) / (2u << 20));
+  m.page_par.assign(pages, 0);
+  for (int64_t g0 = 0; g0 < pages; g0 += kMax / 4) {
+    std::vector<uint64_t> o;
+    for (int64_t g = g0; g < std::min<int64_t>(pages, g0 + kMax / 4); ++g)
+      for (int k : {0, 1, 2, 3}) o.push_back(std::min<uint64_t>((uint64_t)g * (2u << 20) + (uint64_t)k * 4096, bytes - 128));
+    auto r = lat(o, 0);
+    for (size_t i = 0; i < r.size(); i += 4) {
+      int votes = 0;
+      for (int k = 0; k < 4; ++k) votes += ((r[i + k] > thr) ^ par(o[i + k])) & 1u;
+      m.page_par[g0 + i / 4] = votes >= 2;
+    }
+  }
+  // Check on random lines from both halves.
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> o(2000);
+  for (auto& x : o) x = (rng() % (bytes / 128)) * 128;
+  int ok0 = 0, ok1 = 0;
+  auto ra = lat(o, 0), rb = lat(o, (unsigned)other);
+  for (size_t i = 0; i < o.size(); ++i) {
+    const unsigned h = par(o[i]) ^ m.page_par[o[i] >> 21];
+    ok0 += (ra[i] > thr) == (h == 1);
+    ok1 += (rb[i] > thr) == (h == 0);
+  }
+  printf("home: %lld pages; prediction right on %d / %d lines from SM 0, %d / %d from SM %d\n", (long long)pages, ok0,
+         (int)o.size(), ok1, (int)o.size(), other);
+  CK(cudaFree(claim)); CK(cudaFree(out)); CK(cudaFree(offs));
+  return ok0 > 1980 && ok1 > 1980;
+}
+
+template <int LPR, int E, int RG, bool kSplit, bool kTicket>
+void run_home(const char* shape, Dev& d, const HomeMap& m, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4;
+  const int64_t steps = (fv + LPR - 1) / LPR;
+  constexpr int kRowsPerItem = 8 * RG * (32 / LPR);
+  const int64_t chunks = (d.rows + kRowsPerItem - 1) / kRowsPerItem;
+  const int npages = (int)m.page_par.size();
+  const size_t smem = (size_t)kRowsPerItem * LPR * 16 + npages;
+  auto kern = home::hs_k<LPR, E, RG, kSplit, kTicket>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, 256, smem));
+  cudaFuncAttributes fa; CK(cudaFuncGetAttributes(&fa, kern));
+  unsigned char *side, *pp; unsigned long long* ctr; unsigned *tick, *ready; float* outB;
+  const int64_t items = steps * chunks;
+  CK(cudaMalloc(&side, g_sms)); CK(cudaMalloc(&pp, std::max(1, npages))); CK(cudaMalloc(&ctr, 16));
+  CK(cudaMalloc(&tick, items * 4)); CK(cudaMalloc(&ready, items * 4)); CK(cudaMalloc(&outB, d.rows * d.F * 4));
+  CK(cudaMemcpy(side, m.sm_side.data(), g_sms, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(pp, m.page_par.data(), npages, cudaMemcpyHostToDevice));
+  auto f = [&] {
+    CK(cudaMemsetAsync(ctr, 0, 16));
+    if (kTicket) { CK(cudaMemsetAsync(tick, 0, items * 4)); CK(cudaMemsetAsync(ready, 0, items * 4)); }
+    kern<<<occ * g_sms, 256, smem>>>(d.ptr, d.ids, (const float4*)d.in, d.rows, fv, steps, chunks, (float4*)d.out,
+                                     (float4*)outB, side, pp, npages, ctr, tick, ready);
+  };
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4)); CK(cudaMemset(outB, 0xff, d.rows * d.F * 4));
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  if (kSplit && !kTicket) {
+    home::add2_k<<<1024, 256>>>(d.out, outB, d.out, d.rows * d.F);
+    CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  }
+  const double err = max_err(d);
+  const double ms = time_ms(f);
+  printf("%-18s HOME %s%s LPR%2d E%2d RG%d occ %d regs %d  %8.4f ms  %7.1f GB/s  err %.1e\n", shape,
+         kSplit ? "split" : "one-queue", kTicket ? "+ticket" : (kSplit ? " 2-out" : ""), LPR, E, RG, occ, fa.numRegs, ms,
+         floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(side)); CK(cudaFree(pp)); CK(cudaFree(ctr)); CK(cudaFree(tick)); CK(cudaFree(ready)); CK(cudaFree(outB));
+}
+
+template <int E, bool kSplit, bool kTicket, int MINB = 1>
+void run_home2(const char* shape, Dev& d, const HomeMap& m, double floor_bytes) {
+  if (d.F % 32) return;
+  const int64_t fv = d.F / 4, steps = fv / 8, chunks = (d.rows + 31) / 32, items = steps * chunks;
+  const int words = (int)((steps + 31) / 32);
+  unsigned char *side, *pp; unsigned long long* ctr; unsigned *tick, *ready, *emask; float* outB;
+  CK(cudaMalloc(&side, g_sms)); CK(cudaMalloc(&pp, m.page_par.size())); CK(cudaMalloc(&ctr, 16));
+  CK(cudaMalloc(&tick, items * 4)); CK(cudaMalloc(&ready, items * 4)); CK(cudaMalloc(&outB, d.rows * d.F * 4));
+  CK(cudaMalloc(&emask, d.nnz * words * 4));
+  CK(cudaMemcpy(side, m.sm_side.data(), g_sms, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(pp, m.page_par.data(), m.page_par.size(), cudaMemcpyHostToDevice));
+  auto kern = home::hs2_k<E, kSplit, kTicket, MINB>;
+  cudaFuncAttributes fa; CK(cudaFuncGetAttributes(&fa, kern));
+  const int64_t blocks = kSplit ? 2 * items : items;
+  auto f = [&] {
+    CK(cudaMemsetAsync(ctr, 0, 16));
+    if (kSplit) {
+      home::edge_home_k<<<2 * g_sms * 8, 256>>>(d.ids, d.nnz, (const char*)d.in, fv * 16, steps, words, pp, emask);
+      if (kTicket) { CK(cudaMemsetAsync(tick, 0, items * 4)); CK(cudaMemsetAsync(ready, 0, items * 4)); }
+    }
+    kern<<<(unsigned)blocks, 256>>>(d.ptr, d.ids, emask, words, (const float4*)d.in, d.rows, fv, chunks, items,
+                                    (float4*)d.out, (float4*)outB, side, ctr, tick, ready);
+  };
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4)); CK(cudaMemset(outB, 0xff, d.rows * d.F * 4));
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  if (kSplit && !kTicket) {
+    home::add2_k<<<1024, 256>>>(d.out, outB, d.out, d.rows * d.F);
+    CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  }
+  const double err = max_err(d);
+  const double ms = time_ms(f);
+  // The gather alone (without the mask kernel and the memsets), for the split variants.
+  double ms_k = ms;
+  if (kSplit) {
+    auto g = [&] {
+      CK(cudaMemsetAsync(ctr, 0, 16));
+      kern<<<(unsigned)blocks, 256>>>(d.ptr, d.ids, emask, words, (const float4*)d.in, d.rows, fv, chunks, items,
+                                      (float4*)d.out, (float4*)outB, side, ctr, tick, ready);
+    };
+    if (!kTicket) ms_k = time_ms(g);
+  }
+  printf("%-18s HOME2 %s%s E%2d MINB%d regs %d  %8.4f ms (gather %.4f)  %7.1f GB/s  err %.1e\n", shape,
+         kSplit ? "split" : "one-queue", kTicket ? "+ticket" : (kSplit ? " 2-out" : ""), E, MINB, fa.numRegs, ms, ms_k,
+         floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(side)); CK(cudaFree(pp)); CK(cudaFree(ctr)); CK(cudaFree(tick)); CK(cudaFree(ready));
+  CK(cudaFree(outB)); CK(cudaFree(emask));
+}
+
+template <int E, int MINB = 1, int R = 0>
+void run_home3(const char* shape, Dev& d, const HomeMap& m, double floor_bytes, bool all_one_side = false) {
+  if (d.F % 32) return;
+  const int64_t fv = d.F / 4, steps = fv / 8, chunks = (d.rows + 32 * (R > 0 ? R : 1) - 1) / (32 * (R > 0 ? R : 1)),
+                items = steps * chunks;
+  const Blk& b = *d.host;
+  // ptr2[side][step][row]; ids2 in the same order. all_one_side: half 0 gets every edge (control).
+  std::vector<int64_t> ptr2((size_t)2 * steps * (d.rows + 1));
+  std::vector<int32_t> ids2;
+  ids2.reserve((size_t)(all_one_side ? 2 : 1) * d.nnz * steps);
+  auto par = [](uint64_t off) { return (unsigned)__builtin_popcountll(off & home::kMask) & 1u; };
+  for (int s = 0; s < 2; ++s)
+    for (int64_t t = 0; t < steps; ++t) {
+      int64_t* p = ptr2.data() + ((int64_t)s * steps + t) * (d.rows + 1);
+      for (int64_t r = 0; r < d.rows; ++r) {
+        p[r] = (int64_t)ids2.size();
+        for (int64_t k = b.ptr[r]; k < b.ptr[r + 1]; ++k) {
+          const uint64_t off = (uint64_t)b.ids[k] * fv * 16 + (uint64_t)t * 128;
+          const unsigned h = par(off) ^ m.page_par[off >> 21];
+          if (all_one_side ? true : h == (unsigned)s) ids2.push_back(b.ids[k]);
+        }
+      }
+      p[d.rows] = (int64_t)ids2.size();
+    }
+  std::vector<unsigned char> sides = m.sm_side;
+  if (all_one_side) { sides.assign(g_sms, 0); }
+  unsigned char* side; unsigned long long* ctr; int64_t* dptr; int32_t* dids; float* outB;
+  CK(cudaMalloc(&side, g_sms)); CK(cudaMalloc(&ctr, 16)); CK(cudaMalloc(&outB, d.rows * d.F * 4));
+  CK(cudaMalloc(&dptr, ptr2.size() * 8)); CK(cudaMalloc(&dids, ids2.size() * 4));
+  CK(cudaMemcpy(side, sides.data(), g_sms, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dptr, ptr2.data(), ptr2.size() * 8, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dids, ids2.data(), ids2.size() * 4, cudaMemcpyHostToDevice));
+  auto kern3 = home::hs3_k<E, MINB>;
+  auto kern4 = home::hs4_k<E, (R > 0 ? R : 1)>;
+  auto kern5 = home::hs5_k<E>;
+  const size_t smem5 = (size_t)256 * E * 16;
+  if (R < 0) CK(cudaFuncSetAttribute(kern5, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem5));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, R < 0 ? (const void*)kern5 : R ? (const void*)kern4 : (const void*)kern3));
+  // Control: one queue (every SM "half 0"), so outB stays unwritten: zero it.
+  auto f = [&] {
+    CK(cudaMemsetAsync(ctr, 0, 16));
+    const unsigned blocks = (unsigned)(all_one_side ? items : 2 * items);
+    if (R < 0)
+      kern5<<<blocks, 256, smem5>>>(dptr, dids, (const float4*)d.in, d.rows, fv, chunks, items, steps, (float4*)d.out,
+                                    (float4*)outB, side, ctr);
+    else if (R)
+      kern4<<<blocks, 256>>>(dptr, dids, (const float4*)d.in, d.rows, fv, chunks, items, steps, (float4*)d.out,
+                             (float4*)outB, side, ctr);
+    else
+      kern3<<<blocks, 256>>>(dptr, dids, (const float4*)d.in, d.rows, fv, chunks, items, steps, (float4*)d.out,
+                             (float4*)outB, side, ctr);
+  };
+  CK(cudaMemset(d.out, 0xff, d.rows * d.F * 4));
+  CK(cudaMemset(outB, all_one_side ? 0 : 0xff, d.rows * d.F * 4));
+  f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  home::add2_k<<<1024, 256>>>(d.out, outB, d.out, d.rows * d.F);
+  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  const double err = max_err(d);
+  const double ms = time_ms(f);
+  printf("%-18s HOME%d %s E%2d MINB%d R%d regs %d  %8.4f ms  %7.1f GB/s  err %.1e\n", shape, R < 0 ? 5 : R ? 4 : 3,
+         all_one_side ? "one-queue" : "split 2-out", E, MINB, R, fa.numRegs, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(side)); CK(cudaFree(ctr)); CK(cudaFree(outB)); CK(cudaFree(dptr)); CK(cudaFree(dids));
+}
+
 void run_perband(const char* shape, Dev& d, double floor_bytes) {
   namespace pv = gt::cuda_impl::pull_vec;
   if (d.F % 32) return;
@@ -1131,6 +1783,37 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
           run_rb<8, 2>(sh, d, 2, 3, sl, floor_bytes); run_rb<8, 2>(sh, d, 2, 4, sl, floor_bytes);
           run_rb<16>(sh, d, 1, 4, sl, floor_bytes);
         }
+      if (part("home")) {  // only when named: gathers of lines homed in the SM's own L2 half
+        static HomeMap hm;  // GT_SWEEP_HOME: any of persistent, mask, csr (default csr)
+        static bool have = false;
+        if (rep == 0) have = map_homes(d, hm);
+        const char* he = std::getenv("GT_SWEEP_HOME");
+        const std::string hs = he ? he : "csr";
+        auto hset = [&](const char* n) { return hs.find(n) != std::string::npos; };
+        if (have && d.F <= 128) {  // products: persistent grid, whole rows
+          run_home<32, 4, 4, false, false>(sh, d, hm, floor_bytes); run_home<32, 4, 4, true, false>(sh, d, hm, floor_bytes);
+          run_home<32, 4, 4, true, true>(sh, d, hm, floor_bytes); run_home<32, 8, 2, true, true>(sh, d, hm, floor_bytes);
+          run_home<32, 4, 1, true, true>(sh, d, hm, floor_bytes);
+        } else if (have) {
+          if (hset("persistent")) {
+            run_home<8, 16, 4, false, false>(sh, d, hm, floor_bytes); run_home<8, 16, 4, true, false>(sh, d, hm, floor_bytes);
+            run_home<8, 16, 4, true, true>(sh, d, hm, floor_bytes); run_home<8, 8, 4, true, true>(sh, d, hm, floor_bytes);
+          }
+          if (hset("mask")) {
+            run_home2<16, false, false>(sh, d, hm, floor_bytes); run_home2<16, true, false>(sh, d, hm, floor_bytes);
+            run_home2<16, true, true>(sh, d, hm, floor_bytes); run_home2<8, true, true>(sh, d, hm, floor_bytes);
+            run_home2<8, true, false>(sh, d, hm, floor_bytes); run_home2<16, true, false, 4>(sh, d, hm, floor_bytes);
+          }
+          if (hset("csr")) {
+            run_home3<8>(sh, d, hm, floor_bytes, true); run_home3<8>(sh, d, hm, floor_bytes);
+            run_home3<16, 1, 1>(sh, d, hm, floor_bytes, true); run_home3<16, 1, 1>(sh, d, hm, floor_bytes);
+            run_home3<8, 1, 1>(sh, d, hm, floor_bytes); run_home3<8, 1, 2>(sh, d, hm, floor_bytes);
+            run_home3<4, 1, 4>(sh, d, hm, floor_bytes);
+            run_home3<16, 1, -1>(sh, d, hm, floor_bytes, true); run_home3<8, 1, -1>(sh, d, hm, floor_bytes);
+            run_home3<4, 1, -1>(sh, d, hm, floor_bytes);
+          }
+        }
+      }
       if (part("resident"))
         for (int per_sm : {0, 4, 2}) {
           run_rr<8, 16>(sh, d, per_sm, floor_bytes); run_rr<8, 16, 8>(sh, d, per_sm, floor_bytes);
