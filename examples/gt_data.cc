@@ -11,7 +11,8 @@
 //       Generates a synthetic power-law graph whose features and homophilous edges make a GNN
 //       beat an MLP. The products preset has the size of ogbn-products.
 //   gt-data info FILE
-//       Prints sizes, degree statistics, splits and label counts.
+//       Prints sizes, how the feature table is stored, degree statistics, splits and label
+//       counts; a feature table of the wrong shape or type is an error.
 //
 // Output files are written atomically: a failed command leaves no file behind. Errors are
 // printed as one line "gt-data: error: ..." (exit status 1); a bad command line gives a usage
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/temp_files.h"
 #include "preprocess/dataset.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
@@ -60,7 +62,8 @@ synth  generates a synthetic power-law graph with class-homophilous edges
   --seed S         random seed (default 0); the output depends only on the options
   --threads T      worker threads (default: all cores)
 
-info  prints sizes, in-degree statistics, splits and label counts of a dataset file
+info  prints sizes, the feature table's type and storage, in-degree statistics, splits and
+  label counts of a dataset file
 )";
 
 struct UsageError {
@@ -111,6 +114,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 void print_summary(const std::string& path) {
   gt::Dataset ds = gt::load_dataset_without_features(path);
+  // /features is checked (rank, rows, columns, element type) as a load would, without reading it.
+  const gt::FeatureStorage feat = gt::feature_storage(path);
   const gt::DatasetInfo& info = ds.info;
   int64_t min_d = info.num_nodes ? INT64_MAX : 0, max_d = 0, isolated = 0;
   for (int64_t v = 0; v < info.num_nodes; ++v) {
@@ -125,7 +130,15 @@ void print_summary(const std::string& path) {
             << "nodes:     " << info.num_nodes << "\n"
             << "edges:     " << info.num_edges
             << (info.directed ? " (directed as stored)" : " (both directions of each undirected edge)") << "\n"
-            << "features:  " << info.feature_dim << "\n"
+            << "features:  " << info.feature_dim << " per node: " << feat.type
+            << (feat.byte_order == "little-endian" ? "" : " " + feat.byte_order) << " [" << feat.rows << ", "
+            << feat.cols << "], " << feat.layout
+            << (feat.layout == "chunked"
+                    ? " (" + std::to_string(feat.chunk_rows) + " x " + std::to_string(feat.chunk_cols) + " per chunk)"
+                    : std::string())
+            << (feat.filters > 0 ? ", compressed (" + std::to_string(feat.filters) + " HDF5 filters)" : ", uncompressed")
+            << ", " << feat.stored_bytes << " bytes stored ("
+            << static_cast<double>(feat.stored_bytes) / static_cast<double>(1 << 20) << " MiB)\n"
             << "classes:   " << info.num_classes << "\n"
             << "in-degree: min " << min_d << ", mean "
             << (info.num_nodes ? static_cast<double>(info.num_edges) / static_cast<double>(info.num_nodes) : 0.0)
@@ -206,6 +219,7 @@ int cmd_info(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gt::install_temp_file_signal_cleanup();  // SIGINT/SIGTERM: no temporary output file left behind
   try {
     if (argc < 2) usage_error("missing command");
     const std::string cmd = argv[1];

@@ -16,7 +16,10 @@
 // status is 0 only when training finished with a finite loss.
 //
 // Errors (a missing file, a bad key, a malformed dataset) are printed as one line,
-// "gt-train: error: ...", with exit status 1; a usage error exits with 2.
+// "gt-train: error: ...", with exit status 1; a usage error exits with 2. SIGINT, SIGTERM or SIGHUP
+// stop the run as before (the files written so far stay: metrics lines, the best weights, the
+// last checkpoint), and a file being written when the signal came is not left half-written as a
+// temporary file (framework/temp_files.h).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -24,6 +27,7 @@
 
 #include "framework/config.h"
 #include "framework/error.h"
+#include "framework/temp_files.h"
 #include "framework/trainer.h"
 #include "preprocess/sampler.h"
 
@@ -44,6 +48,7 @@ int usage(const char* msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gt::install_temp_file_signal_cleanup();
   std::string config_path;
   std::vector<std::string> overrides;
   std::string resume;

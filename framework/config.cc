@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <set>
@@ -265,7 +266,8 @@ const std::vector<Field>& fields() {
                 "seed of initialisation, sampling, shuffling and dropout"),
       int_field("train.threads", GT_GET(train, threads), 0, 4096, "CPU threads for preprocessing and CPU kernels; 0 = all"),
       int_field("train.eval_every", GT_GET(train, eval_every), 0, 1000000,
-                "evaluate every N epochs (and after the last); 0 = never (benchmarks)"),
+                "evaluate every N epochs (and after the last); 0 = never (benchmarks); an epoch without evaluation "
+                "logs - and writes null for valid and test"),
       string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
@@ -342,6 +344,14 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+Config file_config_defaults() {
+  Config cfg;
+  cfg.train.metrics = "out/metrics.jsonl";
+  cfg.train.save_best = "out/best-model.h5";
+  cfg.train.dkp_cache = "out/dkp-cache";
+  return cfg;
+}
+
 Config parse_config(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
@@ -349,7 +359,7 @@ Config parse_config(const std::string& text, const std::string& source) {
   } catch (const YAML::ParserException& e) {
     GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "", "YAML syntax error: ", e.msg);
   }
-  Config cfg;
+  Config cfg = file_config_defaults();
   cfg.source = source;
   if (root.IsNull()) return cfg;
   if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train)");
@@ -375,6 +385,7 @@ Config parse_config(const std::string& text, const std::string& source) {
       if (!seen.insert(key).second)
         GT_THROW(where_of(source, kv.first), "keep one of them", "config key '", key, "' appears twice");
       f->set(cfg, kv.second, where_of(source, kv.second));
+      cfg.where[key] = where_of(source, kv.first);
     }
   }
   return cfg;
@@ -422,37 +433,73 @@ void apply_override(Config& cfg, const std::string& assignment) {
     n = YAML::Node(value);
   }
   f->set(cfg, n, "--set " + key);
+  cfg.where[key] = "--set " + key;
 }
 
 void validate_config(const Config& cfg) {
   // A Config filled in by code never went through the parser's checks: run them all here.
   const std::string src = cfg.source.empty() ? std::string("gt::Config") : cfg.source;
   for (const auto& f : fields()) f.check(cfg, src);
+  // The rules below concern keys whose values each passed: point at the first of `keys` the file
+  // (or a --set) gave, the one to change, else at the config as a whole.
+  auto at = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+      if (auto it = cfg.where.find(k); it != cfg.where.end()) return it->second;
+    return src;
+  };
   if (static_cast<int64_t>(cfg.sampling.fanouts.size()) != cfg.model.layers)
-    GT_THROW(src, "give one fanout per layer, input side first",
+    GT_THROW(at({"sampling.fanouts", "model.layers"}), "give one fanout per layer, input side first",
              "sampling.fanouts has ", cfg.sampling.fanouts.size(), " entries but model.layers is ", cfg.model.layers);
   if (!cfg.sampling.eval_fanouts.empty() &&
       static_cast<int64_t>(cfg.sampling.eval_fanouts.size()) != cfg.model.layers)
-    GT_THROW(src, "give one fanout per layer, or [] for all neighbours",
+    GT_THROW(at({"sampling.eval_fanouts", "model.layers"}), "give one fanout per layer, or [] for all neighbours",
              "sampling.eval_fanouts has ", cfg.sampling.eval_fanouts.size(), " entries but model.layers is ",
              cfg.model.layers);
   for (auto f : cfg.sampling.fanouts)
-    if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.fanouts entries must be >= 1 or -1");
+    if (f == 0)
+      GT_THROW(at({"sampling.fanouts"}), "use -1 for all neighbours", "sampling.fanouts entries must be >= 1 or -1");
   for (auto f : cfg.sampling.eval_fanouts)
-    if (f == 0) GT_THROW(src, "use -1 for all neighbours", "sampling.eval_fanouts entries must be >= 1 or -1");
-  if (cfg.dataset.path.empty()) GT_THROW(src, "", "dataset.path is empty");
+    if (f == 0)
+      GT_THROW(at({"sampling.eval_fanouts"}), "use -1 for all neighbours",
+               "sampling.eval_fanouts entries must be >= 1 or -1");
+  if (cfg.dataset.path.empty()) GT_THROW(at({"dataset.path"}), "", "dataset.path is empty");
   const int64_t ra = cfg.dataset.row_alignment;
   if (ra != 16 && ra != 32 && ra != 64 && ra != 128)
-    GT_THROW(src, "use 16, 32, 64 or 128", "dataset.row_alignment must be a power of two from 16 to 128 bytes, got ", ra);
+    GT_THROW(at({"dataset.row_alignment"}), "use 16, 32, 64 or 128",
+             "dataset.row_alignment must be a power of two from 16 to 128 bytes, got ", ra);
+  if (cfg.dataset.features == "mmap" && cfg.dataset.normalize != "none")
+    GT_THROW(at({"dataset.normalize", "dataset.features"}), "set dataset.normalize=none, or dataset.features=memory",
+             "a memory-mapped feature table is read-only: dataset.normalize=", cfg.dataset.normalize,
+             " needs dataset.features=memory");
   if (cfg.model.dkp != "aggregate-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
       cfg.model.type != "gin")
-    GT_THROW(src, "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first",
-             "model.dkp is '", cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
+    GT_THROW(at({"model.dkp", "model.type"}),
+             "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first", "model.dkp is '",
+             cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
 }
 
-// Before anything is read or trained, so that a bad path fails now and not after an epoch (a
-// metrics file named like the dataset truncated it).
-void check_output_paths(const Config& cfg) {
+namespace {
+
+// The parent folders of `path`, created as make_parent_dirs does, each one created here noted in
+// `made` (outermost first; one that appeared meanwhile is not ours).
+void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path();
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(fs::symlink_status(p, ec))) break;
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (fs::create_directory(*it, ec)) made.push_back(it->string());
+    if (ec) GT_THROW(path, "", "cannot create directory '", parent.string(), "': ", ec.message());
+  }
+}
+
+// The checks of check_output_paths, noting the folders they create in `made`.
+void check_outputs(const Config& cfg, std::vector<std::string>& made) {
   const std::pair<const char*, const std::string*> outputs[] = {{"train.metrics", &cfg.train.metrics},
                                                                 {"train.save_best", &cfg.train.save_best},
                                                                 {"train.checkpoint", &cfg.train.checkpoint},
@@ -473,12 +520,12 @@ void check_output_paths(const Config& cfg) {
     if (std::filesystem::is_directory(*path, ec))
       GT_THROW(key, "give a file name", key, " '", *path, "' is a directory");
     try {
-      make_parent_dirs(*path);
+      make_parent_dirs_noted(*path, made);
     } catch (const Error& e) {
       GT_THROW(key, e.hint(), "cannot write ", key, " '", *path, "': ", e.message());
     }
     // A file of our own next to it, created and removed: what the atomic writers will do.
-    const std::string probe = temp_path_for(*path);
+    const TempFile probe(*path);  // removed when done
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
       const int err = errno;
@@ -486,8 +533,26 @@ void check_output_paths(const Config& cfg) {
                std::strerror(err));
     }
     ::close(fd);
-    ::unlink(probe.c_str());
   }
+}
+
+}  // namespace
+
+void remove_empty_dirs(const std::vector<std::string>& dirs) {
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) ::rmdir(it->c_str());  // fails unless empty
+}
+
+// Before anything is read or trained, so that a bad path fails now and not after an epoch (a
+// metrics file named like the dataset truncated it). A failure removes the folders made here.
+std::vector<std::string> check_output_paths(const Config& cfg) {
+  std::vector<std::string> made;
+  try {
+    check_outputs(cfg, made);
+  } catch (...) {
+    remove_empty_dirs(made);
+    throw;
+  }
+  return made;
 }
 
 std::string to_yaml(const Config& cfg) {
@@ -504,7 +569,7 @@ std::string to_yaml(const Config& cfg) {
 }
 
 std::string config_keys_markdown() {
-  Config defaults;
+  const Config defaults = file_config_defaults();  // the table documents config files
   std::string out = "| key | type | default | description |\n|---|---|---|---|\n";
   for (const auto& f : fields()) out += "| `" + f.key + "` | " + f.type + " | `" + f.show(defaults) + "` | " + f.desc + " |\n";
   return out;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,10 @@ struct TrainConfig {
   int64_t threads = 0;          // 0 = all cores
   int64_t eval_every = 1;       // evaluate valid and test every N epochs (and at the end); 0 = never
   std::string precision = "float32";  // float32 | tf32 (GPU dense math)
-  std::string metrics = "out/metrics.jsonl";  // JSON lines, one per epoch; "" = off
-  std::string save_best = "out/best-model.h5";  // weights of the best-validation epoch; "" = off
+  // Outputs are off ("") in a Config built in code; a config file's defaults write them under
+  // out/ (file_config_defaults).
+  std::string metrics = "";        // JSON lines, one per epoch; "" = off
+  std::string save_best = "";      // weights of the best-validation epoch; "" = off
   std::string checkpoint = "";     // training checkpoint (framework/checkpoint.h); "" = off
   int64_t checkpoint_every = 1;    // write the checkpoint every N epochs (and after the last)
   bool progress = true;
@@ -68,7 +71,7 @@ struct TrainConfig {
   int64_t prefetch_mb = 0;      // byte budget of the batches in flight (MiB; 0 = none)
   std::string trace = "";       // Chrome-trace JSON of the pipeline timeline; "" = off
   int64_t gpu_cache_mb = 0;     // device memory for a cache of the most-sampled feature rows; 0 = off
-  std::string dkp_cache = "out/dkp-cache";  // folder of fitted DKP cost models; "" = always refit
+  std::string dkp_cache = "";   // folder of fitted DKP cost models; "" = always refit
   int64_t dkp_warmup = 16;      // training batches measured (both orders alternately) before the fit
   int64_t replicas = 1;         // data-parallel model replicas in this process (GPUs, or CPU replicas)
   std::string comm = "auto";    // gradient all-reduce: auto | nccl | host
@@ -82,20 +85,35 @@ struct Config {
   OptimizerConfig optimizer;
   TrainConfig train;
   std::string source;  // file the config came from, for messages
+  // Where each key was set: "<file>:<line>" (parse_config) or "--set <key>" (apply_override); keys
+  // set in code have no entry. validate_config's errors name the place of the key they concern.
+  std::map<std::string, std::string> where;
 };
 
-// Loads a YAML file; throws gt::Error naming file:line and key on any problem.
+// The defaults of a config file (parse_config, load_config): those of Config, plus the outputs
+// gt-train writes unless the file says otherwise: train.metrics out/metrics.jsonl,
+// train.save_best out/best-model.h5, train.dkp_cache out/dkp-cache. A Config built in code
+// writes no file it does not name.
+Config file_config_defaults();
+
+// Loads a YAML file (keys it does not set keep file_config_defaults()); throws gt::Error naming
+// file:line and key on any problem.
 Config load_config(const std::string& path);
 Config parse_config(const std::string& yaml_text, const std::string& source_name);
 // Applies "section.key=value" (value in YAML syntax, e.g. fanouts=[5,5]).
 void apply_override(Config& cfg, const std::string& assignment);
 // Every key's bounds and choices, then cross-field checks (fanouts length = layers, ...); throws
-// naming the keys.
+// naming the keys, and for a config from a file the file and line of the key to change (the
+// first of the keys concerned that the file or a --set gave).
 void validate_config(const Config& cfg);
 // The files a training run writes (train.metrics, save_best, checkpoint, trace): none is an input
 // (dataset.path, the config file) or another output, none is a directory, and each one's folder
 // exists (created if need be) and takes a new file. Trainer runs it before it reads anything.
-void check_output_paths(const Config& cfg);
+// Returns the folders it created, outermost first; when it throws, it has removed them again.
+std::vector<std::string> check_output_paths(const Config& cfg);
+// Removes those of `dirs` that are empty, the last first (the folders check_output_paths made,
+// when what comes after it fails).
+void remove_empty_dirs(const std::vector<std::string>& dirs);
 // The config as YAML text (round-trips through parse_config).
 std::string to_yaml(const Config& cfg);
 // Markdown table of every key: key | type | default | description.

@@ -225,9 +225,9 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   // A name of its own per writer: data-parallel replicas (threads, or processes sharing the
   // folder) may fit and save the same device's model at the same time; the last rename wins.
-  const std::string tmp = temp_path_for(path);
+  TempFile tmp(path);  // removed unless renamed (a failed write left it before)
   {
-    std::ofstream out(tmp);
+    std::ofstream out(tmp.path());
     if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
     out << "# GraphTensor DKP cost model (ms per unit), device " << device << ", model " << model << ", fitted on "
         << samples << " kernel timings\n";
@@ -238,9 +238,9 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
     }
     if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
   }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp);
+  std::filesystem::rename(tmp.path(), path, ec);
   if (ec) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache: ", ec.message());
+  tmp.renamed();
 }
 
 bool load_dkp_cache(const std::string& path, DkpCoefficients& c) {

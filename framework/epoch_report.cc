@@ -19,7 +19,10 @@ double seeds_per_s(const EpochStats& st) { return st.seeds / std::max(st.seconds
 JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
   JsonRecord rec;
   rec.add("epoch", st.epoch).add("loss", st.loss).add("train_acc", st.train_acc);
-  if (st.valid_acc >= 0) rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
+  if (st.valid_acc >= 0)
+    rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
+  else
+    rec.add_null("valid_acc").add_null("test_acc");  // not evaluated this epoch
   rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", seeds_per_s(st));
   rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
   rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
@@ -35,10 +38,11 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
   std::snprintf(line, sizeof line, "epoch %3lld  loss %.4f  train %.4f", static_cast<long long>(st.epoch), st.loss,
                 st.train_acc);
   log << line;
-  if (st.valid_acc >= 0) {
+  if (st.valid_acc >= 0)
     std::snprintf(line, sizeof line, "  valid %.4f  test %.4f", st.valid_acc, st.test_acc);
-    log << line;
-  }
+  else
+    std::snprintf(line, sizeof line, "  valid %-6s  test %-6s", "-", "-");  // not evaluated this epoch
+  log << line;
   std::snprintf(line, sizeof line, "  %.2fs  %s seeds/s\n", st.seconds, human_count(seeds_per_s(st)).c_str());
   log << line;
   std::snprintf(line, sizeof line,
@@ -54,6 +58,17 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
     log << line;
   }
   log << std::flush;
+}
+
+void log_result(std::ostream& log, const TrainResult& r) {
+  if (r.best_epoch <= 0) {  // best_valid_acc and test_acc_at_best hold -1
+    log << "best valid -, test - (no epoch was evaluated: train.eval_every)\n" << std::flush;
+    return;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "best valid %.4f at epoch %lld, test %.4f\n", r.best_valid_acc,
+                static_cast<long long>(r.best_epoch), r.test_acc_at_best);
+  log << line << std::flush;
 }
 
 }  // namespace gt

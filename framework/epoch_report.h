@@ -20,8 +20,13 @@ struct EpochReportInfo {
   int64_t row_bytes = 0;       // bytes of one gathered feature row (what a cache hit saves)
 };
 
+// valid_acc and test_acc are null in an epoch without evaluation (train.eval_every).
 JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info);
-// "epoch N  loss ...", the stage line, and the cache line when there is a cache.
+// "epoch N  loss ...", the stage line, and the cache line when there is a cache. An epoch without
+// evaluation shows "-" for valid and test.
 void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& info);
+// The last line of a run: "best valid V at epoch N, test T", or "-" for both when no epoch was
+// evaluated.
+void log_result(std::ostream& log, const TrainResult& r);
 
 }  // namespace gt

@@ -1,8 +1,5 @@
 #include "framework/metrics.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -36,11 +33,6 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-std::string temp_path_for(const std::string& path) {
-  static std::atomic<uint64_t> next{0};
-  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(next.fetch_add(1));
-}
-
 void make_parent_dirs(const std::string& path) {
   auto parent = std::filesystem::path(path).parent_path();
   if (parent.empty()) return;
@@ -66,6 +58,10 @@ JsonRecord& JsonRecord::add(const std::string& key, int64_t v) {
 }
 JsonRecord& JsonRecord::add(const std::string& key, const std::string& v) {
   fields_.emplace_back(key, "\"" + json_escape(v) + "\"");
+  return *this;
+}
+JsonRecord& JsonRecord::add_null(const std::string& key) {
+  fields_.emplace_back(key, "null");
   return *this;
 }
 std::string JsonRecord::str() const {
@@ -100,14 +96,13 @@ void drop_epochs_after(const std::string& path, int64_t keep) {
     kept += line + "\n";
   }
   if (!dropped) return;
-  const std::string tmp = temp_path_for(path);
+  TempFile tmp(path);  // removed unless renamed
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   bool ok = fp && std::fwrite(kept.data(), 1, kept.size(), fp) == kept.size();
   if (fp) ok = std::fclose(fp) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
     GT_THROW(path, "check that the directory is writable", "cannot rewrite metrics file '", path, "'");
-  }
+  tmp.renamed();
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "framework/temp_files.h"  // temp_path_for, for the atomic writers
+
 namespace gt {
 
 class JsonRecord {
@@ -15,6 +17,7 @@ class JsonRecord {
   JsonRecord& add(const std::string& key, double v);
   JsonRecord& add(const std::string& key, int64_t v);
   JsonRecord& add(const std::string& key, const std::string& v);
+  JsonRecord& add_null(const std::string& key);  // "key": null (a figure that was not measured)
   std::string str() const;
 
  private:
@@ -42,9 +45,5 @@ class MetricsWriter {
 std::string json_escape(const std::string& s);
 // Creates the parent directories of a file path; throws naming the path on failure.
 void make_parent_dirs(const std::string& path);
-// "<path>.tmp.<pid>.<n>": the temporary file an atomic writer fills before renaming it over
-// `path`. A name of its own per writer (process and call), so that two writers of one path never
-// share, truncate or delete each other's temporary file (nor a user's "<path>.tmp").
-std::string temp_path_for(const std::string& path);
 
 }  // namespace gt

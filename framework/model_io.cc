@@ -45,7 +45,10 @@ TensorFileWriter::TensorFileWriter(const std::string& path) : impl_(std::make_un
   impl_->path = path;
   impl_->tmp = temp_path_for(path);
   impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-  if (impl_->file < 0) GT_THROW(path, "check that the directory is writable", "cannot create '", impl_->tmp, "'");
+  if (impl_->file < 0) {
+    release_temp_path(impl_->tmp);
+    GT_THROW(path, "check that the directory is writable", "cannot create '", impl_->tmp, "'");
+  }
 }
 
 TensorFileWriter::~TensorFileWriter() {
@@ -53,6 +56,7 @@ TensorFileWriter::~TensorFileWriter() {
   std::lock_guard lock(hdf5_mutex());
   if (impl_->file >= 0) H5Fclose(impl_->file);
   std::remove(impl_->tmp.c_str());
+  release_temp_path(impl_->tmp);
 }
 
 void TensorFileWriter::attr(const std::string& name, int64_t value) {
@@ -103,6 +107,7 @@ void TensorFileWriter::commit() {
   if (std::rename(tmp.c_str(), impl_->path.c_str()) != 0)
     GT_THROW(impl_->path, "", "cannot rename '", tmp, "' to '", impl_->path, "'");
   impl_->committed = true;
+  release_temp_path(tmp);
   // Makes the rename itself durable.
   auto parent = std::filesystem::path(impl_->path).parent_path();
   fsync_path(parent.empty() ? "." : parent.string(), true);

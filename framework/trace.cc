@@ -28,7 +28,7 @@ std::size_t TraceRecorder::size() const {
 
 void TraceRecorder::write(const std::string& path) const {
   make_parent_dirs(path);
-  const std::string tmp = temp_path_for(path);
+  TempFile tmp(path);  // removed unless renamed
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   if (!fp) GT_THROW(path, "check that the directory is writable", "cannot write trace file '", path, "'");
   bool ok = std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", fp) >= 0;
@@ -46,10 +46,9 @@ void TraceRecorder::write(const std::string& path) const {
   }
   ok = ok && std::fputs("\n]}\n", fp) >= 0;
   ok = (std::fclose(fp) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
     GT_THROW(path, "is the disk full?", "cannot write trace file '", path, "'");
-  }
+  tmp.renamed();
 }
 
 }  // namespace gt

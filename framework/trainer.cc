@@ -249,9 +249,18 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   });
 }
 
+namespace {
+// The output folders check_output_paths made, removed again (when empty) unless the Trainer was
+// built: a run that fails before training (a missing dataset, a split it lacks) leaves none.
+struct MadeDirs {
+  std::vector<std::string> dirs;
+  ~MadeDirs() { remove_empty_dirs(dirs); }
+};
+}  // namespace
+
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   validate_config(cfg_);
-  check_output_paths(cfg_);
+  MadeDirs made{check_output_paths(cfg_)};
   if (cfg_.train.threads > 0)
     impl_->threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                            static_cast<std::size_t>(cfg_.train.threads));
@@ -261,11 +270,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   } catch (const Error& e) {
     GT_THROW("train.device", e.hint(), e.message());
   }
-  if (cfg_.dataset.features == "mmap") {
-    if (cfg_.dataset.normalize != "none")
-      GT_THROW("dataset.normalize", "set dataset.normalize=none, or dataset.features=memory",
-               "a memory-mapped feature table is read-only: dataset.normalize=", cfg_.dataset.normalize,
-               " needs dataset.features=memory");
+  if (cfg_.dataset.features == "mmap") {  // validate_config made sure dataset.normalize is none
     data_ = load_dataset_without_features(cfg_.dataset.path);
     impl_->features = FeatureTable::map_file(cfg_.dataset.path);
   } else {
@@ -285,6 +290,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
     GT_THROW(cfg_.dataset.path, "", "the training split has no labelled nodes");
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
   impl_->setup(cfg_, data_, device);
+  made.dirs.clear();  // built: the folders stay for the outputs
 }
 
 Trainer::~Trainer() = default;
@@ -569,12 +575,7 @@ TrainResult Trainer::fit(std::ostream* log) {
     impl_->trace->write(cfg_.train.trace);
     if (log) *log << "trace: " << cfg_.train.trace << " (" << impl_->trace->size() << " events)\n";
   }
-  if (log) {
-    char line[256];
-    std::snprintf(line, sizeof line, "best valid %.4f at epoch %lld, test %.4f\n", result.best_valid_acc,
-                  static_cast<long long>(result.best_epoch), result.test_acc_at_best);
-    *log << line;
-  }
+  if (log) log_result(*log, result);
   return result;
 }
 

@@ -25,6 +25,31 @@ H5Id open_dataset(hid_t file, const std::string& path, const std::string& name, 
   return H5Id(GT_H5_CHECK(H5Dopen2(file, name.c_str(), dapl), path, name), H5Dclose);
 }
 
+// An HDF5 element type in words, for messages and gt-data info: "float32", "int64", "uint8",
+// "string", ...; odd sizes as "20-byte float".
+std::string type_name(hid_t type) {
+  const std::size_t bytes = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT:
+      return bytes == 2 || bytes == 4 || bytes == 8 ? "float" + std::to_string(8 * bytes)
+                                                    : std::to_string(bytes) + "-byte float";
+    case H5T_INTEGER: {
+      const std::string sign = H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int";
+      return bytes <= 8 ? sign + std::to_string(8 * bytes) : std::to_string(bytes) + "-byte " + sign;
+    }
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "variable-length";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_REFERENCE: return "reference";
+    case H5T_TIME: return "time";
+    default: return "unknown";
+  }
+}
+
 // A file's header can declare arrays of any size and element type, and reading one allocates
 // it. Before allocating, refuse element types other than the expected class (int or float of 1
 // to 8 bytes; HDF5 1.10 over-reads its buffers converting odd ones, found by fuzz_hdf5), arrays
@@ -38,8 +63,9 @@ void check_storage(hid_t file, hid_t ds, const std::string& path, const std::str
   const std::size_t elem = H5Tget_size(type.get());
   const bool is_float = expect_class == H5T_FLOAT;
   if (cls != expect_class || (is_float ? (elem != 4 && elem != 8) : (elem != 1 && elem != 2 && elem != 4 && elem != 8)))
-    GT_THROW(where, "the file is damaged or not written by gt-data; re-create it", name, " has elements of ", elem,
-             " bytes and HDF5 type class ", static_cast<int>(cls), ", expected ", is_float ? "floats" : "integers");
+    GT_THROW(where, "the file is damaged or not written by gt-data; re-create it", name, " has elements of type ",
+             type_name(type.get()), " (", elem, " bytes, HDF5 type class ", static_cast<int>(cls), "), expected ",
+             is_float ? "floats (float32 or float64)" : "integers");
   hsize_t file_size = 0;
   GT_H5_CHECK(H5Fget_filesize(file, &file_size), path, name);
   H5Id dcpl(GT_H5_CHECK(H5Dget_create_plist(ds), path, name), H5Pclose);
@@ -187,10 +213,18 @@ H5Id open_features(hid_t file, const std::string& path, const DatasetInfo& info)
   GT_H5_CHECK(H5Pset_chunk_cache(dapl.get(), 521, std::size_t{8} << 20, 1.0), path, "/features");
   H5Id ds = open_dataset(file, path, "/features", dapl.get());
   std::vector<hsize_t> dims = h5::dataset_dims(ds.get(), path, "/features");
-  if (dims.size() != 2 || dims[0] != static_cast<hsize_t>(info.num_nodes) ||
-      dims[1] != static_cast<hsize_t>(info.feature_dim))
-    GT_THROW(path + ":/features", "re-create the dataset", "/features does not have shape [num_nodes ",
-             info.num_nodes, ", feature_dim ", info.feature_dim, "]");
+  std::string shape;
+  for (hsize_t d : dims) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  const std::string where = path + ":/features", hint = "re-create the dataset";
+  if (dims.size() != 2)
+    GT_THROW(where, hint, "/features has shape [", shape, "] of rank ", dims.size(),
+             ", expected a table of rank 2 [num_nodes ", info.num_nodes, ", feature_dim ", info.feature_dim, "]");
+  if (dims[0] != static_cast<hsize_t>(info.num_nodes))
+    GT_THROW(where, hint, "/features has ", dims[0], " rows (shape [", shape, "]), but the dataset has ",
+             info.num_nodes, " nodes (expected [", info.num_nodes, ", ", info.feature_dim, "])");
+  if (dims[1] != static_cast<hsize_t>(info.feature_dim))
+    GT_THROW(where, hint, "/features has ", dims[1], " columns (shape [", shape, "]), but feature_dim is ",
+             info.feature_dim, " (expected [", info.num_nodes, ", ", info.feature_dim, "])");
   check_storage(file, ds.get(), path, "/features", dims, H5T_FLOAT);
   return ds;
 }
@@ -262,6 +296,11 @@ void check_split(const std::string& name, const std::vector<int64_t>& ids, int64
   }
 }
 
+void throw_non_finite_feature(const std::string& where, int64_t row, int64_t column, float value) {
+  GT_THROW(where, "clean the source data (NaN/Inf features make training diverge)", "feature row ", row, ", column ",
+           column, " is ", value, ", not a finite number");
+}
+
 }  // namespace detail
 
 
@@ -289,8 +328,7 @@ void Dataset::validate(const std::string& where) const {
         },
         [](int64_t a, int64_t b) { return std::min(a, b); });
     if (first < total)
-      GT_THROW(where, "clean the source data (NaN/Inf features make training diverge)", "feature row ",
-               first / info.feature_dim, ", column ", first % info.feature_dim, " is ", x[first], ", not a finite number");
+      detail::throw_non_finite_feature(where, first / info.feature_dim, first % info.feature_dim, x[first]);
   }
   detail::check_labels(labels, n, info.num_classes, where);
   for (const auto& [name, ids] : splits) detail::check_split(name, ids, n, where);
@@ -394,6 +432,34 @@ FeatureLayout feature_layout(const std::string& path) {
       GT_THROW(where, "the file is truncated or damaged; re-create it", "row block ", b,
                " of /features lies beyond the end of the ", out.file_size, "-byte file");
   }
+  return out;
+}
+
+FeatureStorage feature_storage(const std::string& path) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Id file = open_for_read(path);
+  const DatasetInfo info = read_info(file.get(), path);
+  H5Id ds = open_features(file.get(), path, info);  // the checks of every reader
+  FeatureStorage out;
+  out.rows = info.num_nodes;
+  out.cols = info.feature_dim;
+  H5Id type(GT_H5_CHECK(H5Dget_type(ds.get()), path, "/features"), H5Tclose);
+  out.type = type_name(type.get());
+  const H5T_order_t order = H5Tget_order(type.get());
+  out.byte_order = order == H5T_ORDER_LE ? "little-endian" : order == H5T_ORDER_BE ? "big-endian" : "mixed";
+  H5Id dcpl(GT_H5_CHECK(H5Dget_create_plist(ds.get()), path, "/features"), H5Pclose);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  out.layout = layout == H5D_CHUNKED ? "chunked" : layout == H5D_CONTIGUOUS ? "contiguous"
+               : layout == H5D_COMPACT  ? "compact" : "other";
+  if (layout == H5D_CHUNKED) {
+    hsize_t chunk[2] = {0, 0};
+    if (GT_H5_CHECK(H5Pget_chunk(dcpl.get(), 2, chunk), path, "/features") == 2) {
+      out.chunk_rows = static_cast<int64_t>(chunk[0]);
+      out.chunk_cols = static_cast<int64_t>(chunk[1]);
+    }
+  }
+  out.filters = GT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, "/features");
+  out.stored_bytes = static_cast<int64_t>(H5Dget_storage_size(ds.get()));
   return out;
 }
 

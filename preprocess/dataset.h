@@ -87,6 +87,21 @@ struct FeatureLayout {
 // never written or lies beyond the end of the file.
 FeatureLayout feature_layout(const std::string& path);
 
+// How /features is stored, for tools (gt-data info). feature_storage() opens it as every reader
+// does, so a table of another rank, with a row count other than the node count, a column count
+// other than feature_dim, or elements that are not floats, is a gt::Error naming the file and
+// /features; the values are not read.
+struct FeatureStorage {
+  int64_t rows = 0, cols = 0;
+  std::string type;        // element type: "float32" or "float64"
+  std::string byte_order;  // "little-endian", "big-endian"
+  std::string layout;      // "chunked" (as gt-data writes it), "contiguous" or "compact"
+  int64_t chunk_rows = 0, chunk_cols = 0;  // chunk shape when chunked
+  int filters = 0;         // compression and other HDF5 filters
+  int64_t stored_bytes = 0;  // bytes the table takes in the file
+};
+FeatureStorage feature_storage(const std::string& path);
+
 // Rows per HDF5 chunk of the feature table (about 1 MiB per chunk). Writers that stream
 // features do best with row blocks that are multiples of this.
 int64_t feature_chunk_rows(int64_t feature_dim);

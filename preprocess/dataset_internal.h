@@ -1,6 +1,7 @@
-// Internal to preprocess/dataset.cc (the reader and Dataset::validate) and
-// preprocess/dataset_writer.cc (DatasetWriter): the checks that both apply, defined in dataset.cc,
-// so that a dataset is held to the same rules when it is written as when it is read.
+// Internal to preprocess/dataset.cc (the reader and Dataset::validate),
+// preprocess/dataset_writer.cc (DatasetWriter) and preprocess/feature_table.cc (mapped tables):
+// the checks that they apply, defined in dataset.cc, so that a dataset is held to the same rules
+// when it is written as when it is read.
 // Not installed.
 #pragma once
 
@@ -15,5 +16,11 @@ void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>&
                  const std::string& where);
 void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where);
 void check_split(const std::string& name, const std::vector<int64_t>& ids, int64_t n, const std::string& where);
+
+// The error for a NaN or infinite feature value, the same wherever one is found: in a table read
+// whole (Dataset::validate, at load) or in rows of a memory-mapped table gathered for a batch
+// (FeatureTable::gather, preprocess/feature_table.cc). `where` is the dataset file; the row is
+// the node id.
+[[noreturn]] void throw_non_finite_feature(const std::string& where, int64_t row, int64_t column, float value);
 
 }  // namespace gt::detail

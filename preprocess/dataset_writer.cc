@@ -47,6 +47,7 @@ struct DatasetWriter::Impl {
     features.reset();
     file.reset();
     if (!committed && !tmp.empty()) std::remove(tmp.c_str());
+    if (!tmp.empty()) release_temp_path(tmp);  // framework/temp_files.h: no longer removed on a signal
   }
 };
 
@@ -59,14 +60,15 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   m.path = path;
   m.n = num_nodes;
   m.f = feature_dim;
-  const std::string tmp = temp_path_for(path);
   make_parent_dirs(path);  // as the model and metrics writers do: an output folder need not exist yet
+  const std::string tmp = temp_path_for(path);
   H5Id fapl = h5::file_access_plist(tmp);
   errno = 0;
   hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
   if (file < 0) {
     int err = errno;
     H5Eclear2(H5E_DEFAULT);
+    release_temp_path(tmp);
     GT_THROW({}, "check that the output folder is writable", "cannot create dataset file '", path,
              "' (writing '", tmp, "' first): ", err ? std::strerror(err) : "HDF5 error");
   }

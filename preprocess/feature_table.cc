@@ -6,11 +6,16 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "framework/error.h"
 #include "preprocess/dataset.h"
+#include "preprocess/dataset_internal.h"
 
 namespace gt {
 
@@ -56,6 +61,7 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
   t.rows_per_block_ = std::max<int64_t>(layout.rows_per_block, 1);
   t.block_offset_ = layout.offsets;
   t.map_ = std::make_shared<Mapping>();
+  t.path_ = path;
   if (layout.file_size > 0) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) GT_THROW(path, "", "cannot open dataset file '", path, "' for mapping: ", std::strerror(errno));
@@ -72,6 +78,25 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
   return t;
 }
 
+namespace {
+
+// Whether n floats are all finite. A float is NaN or infinite when its exponent bits are all ones;
+// adding one to the exponent field then carries into bit 31, which no finite value reaches, so
+// the test is an and, an add and an or per value, which the compiler vectorises.
+bool all_finite(const float* x, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc |= (std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) + 0x00800000u;
+  return (acc & 0x80000000u) == 0;
+}
+
+// Rows of a mapped table are checked in groups of about this many bytes, right after they are
+// copied: the group is still in the L1 cache, while the copies themselves (memcpy) keep their
+// full speed. (A check inside the copy loop costs as much as the copy for 400-byte rows: the
+// copy is bound by cache misses, and the extra work per value keeps fewer misses in flight.)
+constexpr int64_t kCheckBytes = 16 << 10;
+
+}  // namespace
+
 void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   GT_CHECK_ARG(out.dim() == 2 && out.size(0) == n && out.size(1) == width_ && out.dtype() == DType::kFloat32 && !out.is_cuda(),
@@ -79,13 +104,25 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   float* o = out.data<float>();
   const std::size_t row_bytes = static_cast<std::size_t>(cols_) * sizeof(float);
   const std::size_t pad_bytes = static_cast<std::size_t>(width_ - cols_) * sizeof(float);
+  // A tensor was checked when it was loaded (Dataset::validate); a mapping was not read then.
+  const bool check = mapped();
+  const int64_t check_rows = std::max<int64_t>(1, kCheckBytes / std::max<int64_t>(1, width_ * 4));
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
+    int64_t unchecked = r.begin();  // rows [unchecked, i) are copied but not checked yet
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t id = ids[static_cast<std::size_t>(i)];
       if (id < 0 || id >= rows_) GT_THROW("gather_rows", "", "node id ", id, " out of range [0, ", rows_, ")");
       float* dst = o + i * width_;
       std::memcpy(dst, row(id), row_bytes);
       if (pad_bytes) std::memset(dst + cols_, 0, pad_bytes);
+      if (check && (i + 1 - unchecked == check_rows || i + 1 == r.end())) {
+        if (!all_finite(o + unchecked * width_, (i + 1 - unchecked) * width_))
+          for (int64_t k = unchecked; k <= i; ++k)  // rare: find the first bad value
+            for (int64_t c = 0; c < cols_; ++c)
+              if (!std::isfinite(o[k * width_ + c]))
+                detail::throw_non_finite_feature(path_, ids[static_cast<std::size_t>(k)], c, o[k * width_ + c]);
+        unchecked = i + 1;
+      }
     }
   });
 }

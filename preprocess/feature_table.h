@@ -7,7 +7,10 @@
 // library here is not thread-safe, so row-range reads would serialise K's threads on one lock).
 // The operating system keeps the hot rows resident and evicts the others under memory pressure;
 // nothing is read until a batch needs it. The layout is checked when the table is opened
-// (preprocess/dataset.h: feature_layout).
+// (preprocess/dataset.h: feature_layout). The values are not: reading them all would defeat the
+// mapping, so gather() checks the rows it copies (a pass over each small group of rows just
+// copied, while they are in the L1 cache) and refuses NaN and infinite values with the error that
+// load_dataset gives for them, naming the dataset file, the row (the node id) and the column.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +52,8 @@ class FeatureTable {
     return with_width(aligned_width(cols_, align_bytes));
   }
   bool mapped() const { return map_ != nullptr; }
+  // The dataset file of a mapped table ("" for a tensor).
+  const std::string& path() const { return path_; }
   // Row r (0 <= r < rows(), unchecked).
   const float* row(int64_t r) const {
     if (!map_) return dense_ + r * cols_;
@@ -58,7 +63,8 @@ class FeatureTable {
   // The in-memory tensor (undefined when mapped).
   const Tensor& tensor() const { return tensor_; }
   // Rows listed in ids into out ([ids.size(), width()], any host memory), in parallel; ids are
-  // checked.
+  // checked, and so are the values of a mapped table (NaN/Inf: gt::Error naming the file, row and
+  // column; a tensor's values are the caller's, checked by load_dataset when read from a file).
   void gather(const std::vector<int64_t>& ids, Tensor& out) const;
 
  private:
@@ -66,6 +72,7 @@ class FeatureTable {
   Tensor tensor_;
   const float* dense_ = nullptr;
   std::shared_ptr<Mapping> map_;
+  std::string path_;
   const char* base_ = nullptr;
   std::vector<int64_t> block_offset_;
   int64_t rows_per_block_ = 1;

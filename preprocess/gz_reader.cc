@@ -1,6 +1,8 @@
 #include "preprocess/gz_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -17,13 +19,79 @@ namespace gt {
 namespace {
 
 constexpr std::size_t kInitialBuffer = std::size_t{4} << 20;  // grows for longer lines
-constexpr unsigned kZlibBuffer = 256u << 10;
+constexpr std::size_t kInputBuffer = std::size_t{256} << 10;  // compressed bytes read at a time
+// How far fail() decodes ahead (bytes of output) to find damage that may have garbled the line.
+constexpr std::size_t kDamageLookahead = std::size_t{64} << 20;
 
-gzFile as_gz(void* p) { return static_cast<gzFile>(p); }
+bool is_gzip_magic(const unsigned char* p) { return p[0] == 0x1f && p[1] == 0x8b; }
 
 }  // namespace
 
-GzLineReader::GzLineReader(const std::string& path) : path_(path) {
+// The open file, the compressed bytes read from it but not yet inflated (zs.next_in, avail_in),
+// and zlib's inflate state.
+struct GzLineReader::Input {
+  int fd = -1;
+  z_stream zs{};
+  bool inflating = false;  // inflateInit2 succeeded: the file is gzip
+  bool file_eof = false;
+  std::vector<unsigned char> in;
+  ~Input() {
+    if (inflating) inflateEnd(&zs);
+    if (fd >= 0) ::close(fd);
+  }
+  // Reads more of the file behind the unread input. Returns the bytes read (0 at the end of the
+  // file; file_eof is set), or -1 with errno set.
+  ssize_t fill() {
+    if (zs.avail_in > 0 && zs.next_in != in.data()) std::memmove(in.data(), zs.next_in, zs.avail_in);
+    zs.next_in = in.data();
+    ssize_t n;
+    do n = ::read(fd, in.data() + zs.avail_in, in.size() - zs.avail_in);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) file_eof = true;
+    if (n > 0) zs.avail_in += static_cast<uInt>(n);
+    return n;
+  }
+  // Inflates what it can into [out, out + room) (got: the bytes written, maybe 0), reading the
+  // file as needed and moving on to a next gzip member. Returns Z_OK, Z_STREAM_END when the last
+  // member has ended (bytes after it that do not start another member are ignored, as gzip and
+  // gzread() do), or an error with msg set: Z_BUF_ERROR (the file ends inside a member), Z_ERRNO
+  // (a read failed), Z_DATA_ERROR, Z_MEM_ERROR, ... The bytes decoded before an error are in
+  // `got`: inflate() reports them even when it fails.
+  int step(char* out, std::size_t room, std::size_t& got, std::string& msg) {
+    got = 0;
+    if (zs.avail_in == 0 && !file_eof && fill() < 0) {
+      msg = std::strerror(errno);
+      return Z_ERRNO;
+    }
+    if (zs.avail_in == 0) {
+      msg = "unexpected end of file";
+      return Z_BUF_ERROR;
+    }
+    room = std::min<std::size_t>(room, UINT_MAX);
+    zs.next_out = reinterpret_cast<Bytef*>(out);
+    zs.avail_out = static_cast<uInt>(room);
+    const int ret = inflate(&zs, Z_NO_FLUSH);
+    got = room - zs.avail_out;
+    if (ret == Z_OK || ret == Z_BUF_ERROR) return Z_OK;  // Z_BUF_ERROR: no progress, more input needed
+    if (ret == Z_STREAM_END) {
+      while (zs.avail_in < 2 && !file_eof)
+        if (fill() < 0) {
+          msg = std::strerror(errno);
+          return Z_ERRNO;
+        }
+      if (zs.avail_in < 2 || !is_gzip_magic(zs.next_in)) return Z_STREAM_END;
+      if (inflateReset(&zs) != Z_OK) {
+        msg = "inflateReset failed";
+        return Z_STREAM_ERROR;
+      }
+      return Z_OK;
+    }
+    msg = ret == Z_MEM_ERROR ? "out of memory" : zs.msg ? zs.msg : "compressed data error";
+    return ret;
+  }
+};
+
+GzLineReader::GzLineReader(const std::string& path) : path_(path), in_(std::make_unique<Input>()) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     int err = errno;
@@ -31,33 +99,48 @@ GzLineReader::GzLineReader(const std::string& path) : path_(path) {
              "cannot open '", path, "': ", err == ENOENT ? "no such file" : std::strerror(err));
   }
   if (S_ISDIR(st.st_mode)) GT_THROW({}, {}, "cannot open '", path, "': it is a directory, not a file");
-  errno = 0;
-  gzFile gz = gzopen(path.c_str(), "rb");
-  if (!gz) {
-    int err = errno;
-    GT_THROW({}, {}, "cannot open '", path, "': ", err ? std::strerror(err) : "out of memory");
+  in_->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in_->fd < 0) GT_THROW({}, {}, "cannot open '", path, "': ", std::strerror(errno));
+  in_->in.resize(kInputBuffer);
+  in_->zs.next_in = in_->in.data();
+  // The first two bytes tell a gzip file from a plain one.
+  while (in_->zs.avail_in < 2 && !in_->file_eof)
+    if (in_->fill() < 0) GT_THROW({}, {}, "cannot read '", path, "': ", std::strerror(errno));
+  if (in_->zs.avail_in >= 2 && is_gzip_magic(in_->zs.next_in)) {
+    // 15 + 16: a gzip wrapper (header, CRC-32 and length checked), the largest window.
+    if (inflateInit2(&in_->zs, 15 + 16) != Z_OK)
+      GT_THROW({}, {}, "cannot read '", path, "': zlib could not be initialised (out of memory)");
+    in_->inflating = true;
   }
-  gz_ = gz;
-  gzbuffer(gz, kZlibBuffer);
   buf_.resize(kInitialBuffer);
 }
 
-GzLineReader::~GzLineReader() {
-  if (gz_) gzclose_r(as_gz(gz_));
-}
+GzLineReader::~GzLineReader() = default;
 
 std::string GzLineReader::where() const { return path_ + ":" + std::to_string(line_); }
 
 void GzLineReader::fail(const std::string& what, const std::string& hint) const {
+  // Damaged deflate data can decode to garbage for a long while before zlib detects it (at the
+  // latest by the CRC at the end of the member): when the stream is damaged further on, a line
+  // that does not parse is most likely that garbage, so the damage is what is reported (with the
+  // line's own error, in case it is not).
+  const std::string damage = line_ > 0 ? damage_ahead() : std::string();
+  if (!damage.empty())
+    throw Error("corrupt gzip data after line " + std::to_string(line_ - 1) + " (" + damage + "); line " +
+                    std::to_string(line_) + ", decoded from the damaged data: " + what,
+                where(), "the file is damaged; copy or download it again");
   throw Error(what, where(), hint);
 }
 
-void GzLineReader::fail_stream(int errnum, const char* msg) const {
-  std::string at = path_ + ":" + std::to_string(line_ + 1);
+void GzLineReader::fail_stream(int errnum, const std::string& msg) const {
   if (errnum == Z_BUF_ERROR)
     throw Error("truncated gzip file: the data ends in the middle of line " + std::to_string(line_ + 1),
-                at, "the file is incomplete; copy or download it again");
-  throw Error(std::string("corrupt gzip data (") + (msg && *msg ? msg : "read error") + ")", at,
+                path_ + ":" + std::to_string(line_ + 1), "the file is incomplete; copy or download it again");
+  // The lines up to line_ were decoded and handed out; the damage lies after them.
+  const std::string after = line_ > 0 ? "after line " + std::to_string(line_) : "before the first line";
+  const std::string at = line_ > 0 ? where() : path_;
+  if (errnum == Z_ERRNO) throw Error("cannot read the file " + after + ": " + msg, at, {});
+  throw Error("corrupt gzip data " + after + " (" + (msg.empty() ? "read error" : msg) + ")", at,
               "the file is damaged; copy or download it again");
 }
 
@@ -68,27 +151,77 @@ bool GzLineReader::refill() {
     begin_ = 0;
   }
   if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);  // one line longer than the buffer
-  std::size_t room = std::min<std::size_t>(buf_.size() - end_, INT_MAX);
-  int n = gzread(as_gz(gz_), buf_.data() + end_, static_cast<unsigned>(room));
-  int errnum = Z_OK;
-  const char* msg = gzerror(as_gz(gz_), &errnum);
-  if (n < 0 || errnum != Z_OK) {
-    // zlib reports a truncated stream as Z_BUF_ERROR next to a short (successful) read, and
-    // corrupt data as a failed read. Either way, hand out the complete lines read so far and
-    // raise the error where the good data ends.
-    pending_errnum_ = errnum == Z_OK ? Z_ERRNO : errnum;
-    pending_msg_ = msg ? msg : "";
-    if (errnum == Z_ERRNO) pending_msg_ = std::strerror(errno);
-    eof_ = true;
-    if (n > 0) end_ += static_cast<std::size_t>(n);
-    return n > 0;
+  if (in_->inflating) return inflate_more();
+  // A plain file: the bytes read ahead to look for the gzip magic first, then the file.
+  Input& in = *in_;
+  std::size_t n = 0;
+  if (in.zs.avail_in > 0) {
+    n = std::min<std::size_t>(in.zs.avail_in, buf_.size() - end_);
+    std::memcpy(buf_.data() + end_, in.zs.next_in, n);
+    in.zs.next_in += n;
+    in.zs.avail_in -= static_cast<uInt>(n);
+  } else if (!in.file_eof) {
+    ssize_t got;
+    do got = ::read(in.fd, buf_.data() + end_, buf_.size() - end_);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) {
+      pending_errnum_ = Z_ERRNO;
+      pending_msg_ = std::strerror(errno);
+      eof_ = true;
+      return false;
+    }
+    n = static_cast<std::size_t>(got);
   }
   if (n == 0) {
     eof_ = true;
     return false;
   }
-  end_ += static_cast<std::size_t>(n);
+  end_ += n;
   return true;
+}
+
+// Inflates into the free part of the buffer until some output is there, the stream ends or an
+// error. On an error, the output decoded before it stays in the buffer, so that the complete lines
+// before the damage are handed out and the error names the last of them.
+bool GzLineReader::inflate_more() {
+  std::size_t produced = 0;
+  for (;;) {
+    std::size_t got = 0;
+    std::string msg;
+    const int ret = in_->step(buf_.data() + end_, buf_.size() - end_, got, msg);
+    end_ += got;
+    produced += got;
+    if (ret != Z_OK) {
+      if (ret != Z_STREAM_END) {
+        pending_errnum_ = ret;
+        pending_msg_ = msg;
+      }
+      eof_ = true;
+      return produced > 0;
+    }
+    if (produced > 0) return true;
+  }
+}
+
+std::string GzLineReader::damage_ahead() const {
+  // A stream that ends too early counts: damage can derail the decoder into waiting for data that
+  // never comes (a file merely cut short gives no garbage, but it is as unusable).
+  auto describe = [](int errnum, const std::string& msg) {
+    if (errnum == Z_OK || errnum == Z_ERRNO) return std::string();
+    return errnum == Z_BUF_ERROR ? std::string("the data ends before the gzip stream does") : msg;
+  };
+  if (pending_errnum_ != 0) return describe(pending_errnum_, pending_msg_);
+  if (!in_->inflating || eof_) return {};
+  std::vector<char> scratch(std::size_t{1} << 20);
+  for (std::size_t total = 0; total < kDamageLookahead;) {
+    std::size_t got = 0;
+    std::string msg;
+    const int ret = in_->step(scratch.data(), scratch.size(), got, msg);
+    total += got;
+    if (ret == Z_STREAM_END) return {};
+    if (ret != Z_OK) return describe(ret, msg);
+  }
+  return {};
 }
 
 bool GzLineReader::next(std::string_view& line) {
@@ -105,7 +238,7 @@ bool GzLineReader::next(std::string_view& line) {
       ++line_;
       return true;
     }
-    if (pending_errnum_ != 0) fail_stream(pending_errnum_, pending_msg_.c_str());
+    if (pending_errnum_ != 0) fail_stream(pending_errnum_, pending_msg_);
     if (eof_) {
       if (begin_ == end_) return false;
       // Last line without a trailing newline.

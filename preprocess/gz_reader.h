@@ -2,15 +2,23 @@
 //
 // GzLineReader decompresses in large blocks and hands out lines as string_views into its
 // buffer, so reading and splitting a file costs little more than inflating it. A plain
-// (uncompressed) file is read as is. Errors are gt::Error with where = "<file>:<line>":
-//   - a missing or unreadable file (line 0),
-//   - a corrupt gzip stream (bad header, bad data, CRC mismatch),
+// (uncompressed) file is read as is; so are several gzip members one after the other (as
+// `cat a.gz b.gz` gives), and bytes after the last member that do not start another one are
+// ignored, as gzip does. Errors are gt::Error naming the file:
+//   - a missing or unreadable file,
+//   - a corrupt gzip stream (bad header, bad data, CRC mismatch) or a failed read: the complete
+//     lines decoded before the damage are returned first, then next() throws "corrupt gzip data
+//     after line N" with where = "<file>:<N>", N the last line returned,
 //   - a truncated gzip stream: the complete lines before the cut are returned first, then
-//     next() throws naming the line where the data ends.
+//     next() throws naming the line where the data ends ("<file>:<N + 1>").
+// The stream is inflated with zlib's inflate() directly rather than gzread(), which drops all
+// the output of a call that meets corrupt data (up to megabytes), so that the line named is the
+// last one that was actually decoded.
 // Not thread-safe; use one reader per thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,15 +40,22 @@ class GzLineReader {
   int64_t line_number() const { return line_; }  // 1-based number of the last line returned
   std::string where() const;                      // "<path>:<line>"
 
-  // Throws gt::Error at the current line: "<what>" [at <path>:<line>].
+  // Throws gt::Error at the current line: "<what>" [at <path>:<line>]. Damaged gzip data can
+  // decode to garbage lines before zlib detects the damage, so when the stream turns out to be
+  // damaged within the next 64 MiB (decoded to find out; the reader is spent afterwards), the
+  // error is the damage: "corrupt gzip data after line <line - 1> (...); line <line>, decoded
+  // from the damaged data: <what>".
   [[noreturn]] void fail(const std::string& what, const std::string& hint = {}) const;
 
  private:
+  struct Input;  // the file and zlib's stream; kept opaque so this header does not pull in zlib.h
   bool refill();  // reads more data behind the unread part; false at the end of the stream
-  [[noreturn]] void fail_stream(int errnum, const char* msg) const;
+  bool inflate_more();   // refill() for a gzip file
+  std::string damage_ahead() const;  // zlib's message for damage met decoding ahead, or ""
+  [[noreturn]] void fail_stream(int errnum, const std::string& msg) const;
 
   std::string path_;
-  void* gz_ = nullptr;  // gzFile; kept opaque so this header does not pull in zlib.h
+  std::unique_ptr<Input> in_;
   std::vector<char> buf_;
   std::size_t begin_ = 0, end_ = 0;  // unread bytes are buf_[begin_, end_)
   bool eof_ = false;

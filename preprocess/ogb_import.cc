@@ -179,9 +179,15 @@ int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& la
   return max_label + 1;
 }
 
-std::vector<int64_t> read_split(const std::string& path, int64_t n) {
+// The node ids of one split file, sorted. Splits are read one after the other with one `owner`
+// table (owner[v] = 1 + the index in `files` of the split that lists v, 0 = none yet), so that a
+// node listed twice, or in two splits, is an error naming both places; so is a split that lists
+// no nodes (OGB splits always have train, valid and test nodes).
+std::vector<int64_t> read_split(const std::string& path, const char* name, int64_t n, std::vector<uint8_t>& owner,
+                                std::vector<std::string>& files) {
+  files.push_back(path);
+  const uint8_t self = static_cast<uint8_t>(files.size());
   std::vector<int64_t> ids;
-  std::vector<bool> seen(static_cast<std::size_t>(n), false);
   GzLineReader r(path);
   std::string_view line;
   while (r.next(line)) {
@@ -189,10 +195,19 @@ std::vector<int64_t> read_split(const std::string& path, int64_t n) {
     int64_t id = 0;
     if (!parse_int64(line, id)) r.fail("split entry " + excerpt(line) + " is not a node id");
     if (id < 0 || id >= n) r.fail("split entry " + std::to_string(id) + " is not a node id in [0, " + std::to_string(n) + ")");
-    if (seen[static_cast<std::size_t>(id)]) r.fail("node " + std::to_string(id) + " is listed twice");
-    seen[static_cast<std::size_t>(id)] = true;
+    const uint8_t other = owner[static_cast<std::size_t>(id)];
+    if (other == self) r.fail("node " + std::to_string(id) + " is listed twice");
+    if (other != 0)
+      r.fail("node " + std::to_string(id) + " is in two splits: '" + files[other - 1u] + "' and '" + path + "'",
+             "the splits overlap; each node belongs to one of train, valid and test at most");
+    owner[static_cast<std::size_t>(id)] = self;
     ids.push_back(id);
   }
+  if (ids.empty())
+    GT_THROW(path, std::string(name) == "train" ? "training needs train nodes; check the file"
+                                                : "an OGB split lists train, valid and test nodes; leave the file "
+                                                  "out if the dataset has no " + std::string(name) + " split",
+             "the ", name, " split '", path, "' lists no nodes");
   std::sort(ids.begin(), ids.end());
   return ids;
 }
@@ -300,10 +315,12 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
   const std::string scheme = choose_split(dir, opts.split);
   const fs::path split_dir = fs::path(dir) / "split" / scheme;
   std::vector<std::pair<std::string, std::vector<int64_t>>> splits;
+  std::vector<uint8_t> owner(static_cast<std::size_t>(n), 0);
+  std::vector<std::string> split_files;
   for (const char* name : {"train", "valid", "test"}) {
     const fs::path file = split_dir / (std::string(name) + ".csv.gz");
     if (std::string(name) != "train" && !fs::exists(file, ec)) continue;  // valid/test are optional
-    splits.emplace_back(name, read_split(file.string(), n));
+    splits.emplace_back(name, read_split(file.string(), name, n, owner, split_files));
   }
   std::vector<int32_t> labels;
   const int64_t num_classes = read_labels(raw + "node-label.csv.gz", n, labels);

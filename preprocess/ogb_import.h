@@ -5,7 +5,9 @@
 //   DIR/raw/num-node-list.csv.gz  the number of nodes
 //   DIR/split/<name>/{train,valid,test}.csv.gz   node ids, one per line
 // Undirected graphs (the default) get both directions of every edge; duplicate edges and
-// self-loops are dropped. Every parse error throws gt::Error naming the file and line.
+// self-loops are dropped. train.csv.gz is required, valid and test are optional; a split that
+// lists no nodes, or a node listed in two splits, is an error. Every parse error throws gt::Error
+// naming the file and line; a failed import writes nothing.
 #pragma once
 
 #include <string>

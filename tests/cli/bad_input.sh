@@ -81,6 +81,8 @@ if "$GT_DATA" import-ogb "$WORK/good" "$WORK/good.h5" >"$WORK/stdout.txt" 2>"$WO
   [ ! -s "$WORK/stderr.txt" ] || fail "good import: unexpected stderr: $(cat "$WORK/stderr.txt")"
   "$GT_DATA" info "$WORK/good.h5" >"$WORK/info.txt" 2>&1 || fail "info of a good file failed: $(cat "$WORK/info.txt")"
   grep -q "edges: *10" "$WORK/info.txt" || fail "info: expected 10 directed edges: $(cat "$WORK/info.txt")"
+  grep -qF "features:  3 per node: float32 [5, 3], chunked (5 x 3 per chunk), uncompressed, 60 bytes stored" \
+    "$WORK/info.txt" || fail "info: expected the feature table's type and storage: $(cat "$WORK/info.txt")"
   echo "ok: good import and info"
 else
   fail "good import failed: $(cat "$WORK/stderr.txt")"
@@ -93,6 +95,19 @@ head -c $(($(stat -c %s "$WORK/edges.gz") / 2)) "$WORK/edges.gz" >"$WORK/truncat
 rm "$WORK/truncated/raw/num-edge-list.csv.gz"
 expect_error "truncated edge.csv.gz" 1 "truncated/raw/edge.csv.gz:" "$WORK/out1.h5" -- \
   "$GT_DATA" import-ogb "$WORK/truncated" "$WORK/out1.h5"
+
+# An edge file damaged in the middle: the error names the last line decoded before the damage
+# (it named line 1 wherever the damage was).
+make_ogb "$WORK/corrupt"
+seq 0 199999 | awk '{ print ($1 % 5) "," (($1 * 3 + 1) % 5) }' | gzip >"$WORK/corrupt/raw/edge.csv.gz"
+rm "$WORK/corrupt/raw/num-edge-list.csv.gz"
+SIZE=$(stat -c %s "$WORK/corrupt/raw/edge.csv.gz")
+head -c 64 /dev/zero | tr '\0' '\377' |
+  dd of="$WORK/corrupt/raw/edge.csv.gz" bs=1 seek=$((SIZE / 2)) conv=notrunc status=none
+expect_error "corrupt edge.csv.gz" 1 "corrupt gzip data after line " "$WORK/out8.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/corrupt" "$WORK/out8.h5"
+grep -q "corrupt gzip data after line [1-9][0-9][0-9][0-9]" "$WORK/stderr.txt" ||
+  fail "corrupt edge.csv.gz: not named after a line in the middle: $(cat "$WORK/stderr.txt")"
 
 # A label file with the wrong number of rows.
 make_ogb "$WORK/labels"
@@ -121,6 +136,18 @@ else
   fail "import into a new folder failed: $(cat "$WORK/stderr.txt")"
 fi
 
+# A node in two splits (2 is the valid node), and an empty train split: errors naming the files.
+make_ogb "$WORK/overlap"
+printf '3\n2\n' | gzip >"$WORK/overlap/split/random/test.csv.gz"
+expect_error "overlapping splits" 1 \
+  "node 2 is in two splits: '$WORK/overlap/split/random/valid.csv.gz' and '$WORK/overlap/split/random/test.csv.gz' [at $WORK/overlap/split/random/test.csv.gz:2]" \
+  "$WORK/out6.h5" -- "$GT_DATA" import-ogb "$WORK/overlap" "$WORK/out6.h5"
+make_ogb "$WORK/emptytrain"
+printf '' | gzip >"$WORK/emptytrain/split/random/train.csv.gz"
+expect_error "empty train split" 1 "the train split '$WORK/emptytrain/split/random/train.csv.gz' lists no nodes" \
+  "$WORK/out7.h5" -- "$GT_DATA" import-ogb "$WORK/emptytrain" "$WORK/out7.h5"
+compgen -G "$WORK/out[67].h5*" >/dev/null && fail "a failed import left $(echo "$WORK"/out[67].h5*)"
+
 # A missing feature file.
 make_ogb "$WORK/nofeat"
 rm "$WORK/nofeat/raw/node-feat.csv.gz"
@@ -138,6 +165,11 @@ echo "ok: existing output kept"
 echo "not hdf5" >"$WORK/garbage.h5"
 expect_error "info of a non-HDF5 file" 1 "$WORK/garbage.h5" - -- "$GT_DATA" info "$WORK/garbage.h5"
 expect_error "info of a missing file" 1 "$WORK/missing.h5" - -- "$GT_DATA" info "$WORK/missing.h5"
+# The good 5-node import with /features rewritten as float32 [4, 3] through the HDF5 C API
+# (tests/preprocess/dataset_test.cc BadFeatureTablesAreNamed makes such files itself).
+expect_error "info of a file whose /features has 4 rows for 5 nodes" 1 \
+  "/features has 4 rows (shape [4, 3]), but the dataset has 5 nodes (expected [5, 3]) [at $SOURCE_DIR/tests/cli/data/features-4-rows.h5:/features]" - -- \
+  "$GT_DATA" info "$SOURCE_DIR/tests/cli/data/features-4-rows.h5"
 
 # Command-line mistakes are usage errors (status 2).
 expect_error "unknown option" 2 "--frobnicate" - -- "$GT_DATA" synth "$WORK/s.h5" --frobnicate 3
@@ -183,3 +215,29 @@ expect_error "bad override" 1 "model.depth" "$WORK/train/metrics.jsonl" -- \
 expect_error "fanouts vs layers" 1 "sampling.fanouts" "$WORK/train/metrics.jsonl" -- \
   "$GT_TRAIN" "$WORK/good.yaml" --set model.layers=3
 expect_error "unknown option" 2 "--frob" - -- "$GT_TRAIN" "$WORK/good.yaml" --frob
+
+# A SIGTERM while gt-data writes a dataset: it dies of the signal (status 143) and leaves neither
+# the output nor its temporary file (framework/temp_files.h). (SIGINT is ignored by background
+# jobs of a script, so it is the SIGTERM that is sent here; framework_test covers SIGINT.)
+"$GT_DATA" synth "$WORK/killed.h5" --nodes 2000000 --features 100 >/dev/null 2>&1 &
+SYNTH_PID=$!
+SEEN=0
+for _ in $(seq 1 1200); do
+  if compgen -G "$WORK/killed.h5.tmp.*" >/dev/null; then
+    SEEN=1
+    break
+  fi
+  sleep 0.05
+done
+kill -TERM "$SYNTH_PID" 2>/dev/null
+wait "$SYNTH_PID"
+RC=$?
+if [ $SEEN -eq 0 ]; then
+  fail "SIGTERM: gt-data synth did not start writing killed.h5 within 60 s (status $RC)"
+elif [ $RC -ne 143 ]; then
+  fail "SIGTERM: gt-data synth exited with status $RC, expected 143 (killed by SIGTERM)"
+elif compgen -G "$WORK/killed.h5*" >/dev/null; then
+  fail "SIGTERM: gt-data synth left $(echo "$WORK"/killed.h5*)"
+else
+  echo "ok: SIGTERM during a dataset write leaves no temporary file"
+fi

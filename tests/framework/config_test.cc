@@ -1,4 +1,6 @@
-// Config parsing: defaults, every type, unknown keys and wrong types named with file:line.
+// Config parsing: defaults, every type, unknown keys and wrong types named with file:line; and
+// the files a run writes: defaults in code and in files, the output check, cross-field errors,
+// the epoch report without evaluation, the atomic writers' temporary files on signals and kills.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -202,6 +204,370 @@ TEST(Config, DocsTableIsCurrent) {
   ss << in.rdbuf();
   EXPECT_NE(ss.str().find(config_keys_markdown()), std::string::npos)
       << "docs/configs.md is out of date: regenerate its table with gt-train --print-config-keys";
+}
+
+}  // namespace
+}  // namespace gt
+
+// --- The files a run writes: defaults, the output check, temporary files, the epoch report -------
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "framework/dkp.h"
+#include "framework/epoch_report.h"
+#include "framework/model_io.h"
+#include "framework/temp_files.h"
+#include "framework/trace.h"
+#include "framework/trainer.h"
+#include "preprocess/dataset.h"
+#include "preprocess/synth.h"
+#include "tests/preprocess/temp_dir.h"
+#include "tests/temp_files.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir : public test::TempDir {
+ public:
+  TempDir() : test::TempDir("config_outputs") {}
+};
+
+// A small synthetic dataset (4 classes, splits train/valid/test) at `path`.
+void write_small_dataset(const std::string& path) {
+  SynthOptions o;
+  o.num_nodes = 400;
+  o.avg_degree = 5;
+  o.feature_dim = 8;
+  o.num_classes = 4;
+  o.threads = 1;
+  generate_synthetic(o, path);
+}
+
+// A 2-epoch CPU run on `data` built in code (no output set).
+Config small_run(const std::string& data) {
+  Config c;
+  c.dataset.path = data;
+  c.sampling.fanouts = {3, 3};
+  c.sampling.batch_size = 64;
+  c.model.hidden = 8;
+  c.train.epochs = 2;
+  c.train.device = "cpu";
+  c.train.threads = 1;
+  c.train.progress = false;
+  return c;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(fs::relative(e.path(), dir).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Runs `f` in the folder `dir` and goes back (relative default outputs land in the working folder).
+template <typename F>
+void in_folder(const std::string& dir, F&& f) {
+  const fs::path before = fs::current_path();
+  fs::current_path(dir);
+  try {
+    f();
+  } catch (...) {
+    fs::current_path(before);
+    throw;
+  }
+  fs::current_path(before);
+}
+
+// A Config built in code writes nothing it does not name; a config file keeps gt-train's outputs.
+TEST(ConfigOutputs, CodeConfigWritesNoFilesUnlessAsked) {
+  Config c;
+  EXPECT_EQ(c.train.metrics, "");
+  EXPECT_EQ(c.train.save_best, "");
+  EXPECT_EQ(c.train.dkp_cache, "");
+  const Config f = parse_config("model: {hidden: 8}\n", "f.yaml");
+  EXPECT_EQ(f.train.metrics, "out/metrics.jsonl");
+  EXPECT_EQ(f.train.save_best, "out/best-model.h5");
+  EXPECT_EQ(f.train.dkp_cache, "out/dkp-cache");
+  EXPECT_EQ(parse_config("train: {metrics: m.jsonl}\n", "f.yaml").train.metrics, "m.jsonl");
+
+  TempDir data, work;
+  write_small_dataset(data.file("d.h5"));
+  in_folder(work.file(""), [&] {
+    Config run = small_run(data.file("d.h5"));
+    run.model.dkp = "auto";  // would write the DKP cost model to train.dkp_cache
+    run.train.dkp_warmup = 2;
+    Trainer t(run);
+    EXPECT_EQ(t.fit(nullptr).epochs.size(), 2u);
+  });
+  EXPECT_EQ(names_in(work.file("")), std::vector<std::string>{}) << "a Config built in code wrote files";
+
+  // The same run from a config file writes out/metrics.jsonl and out/best-model.h5, as gt-train did.
+  in_folder(work.file(""), [&] {
+    Config run = parse_config("dataset: {path: \"" + data.file("d.h5") +
+                                  "\"}\nsampling: {fanouts: [3, 3], batch_size: 64}\nmodel: {hidden: 8}\n"
+                                  "train: {epochs: 1, device: cpu, threads: 1, progress: false}\n",
+                              "run.yaml");
+    Trainer t(run);
+    t.fit(nullptr);
+  });
+  EXPECT_TRUE(fs::exists(work.file("out/metrics.jsonl")));
+  EXPECT_TRUE(fs::exists(work.file("out/best-model.h5")));
+}
+
+// A failed output check removes the folders it made (only those, only when empty).
+TEST(ConfigOutputs, FailedOutputCheckRemovesTheFoldersItMade) {
+  TempDir t;
+  fs::create_directories(t.file("keep"));
+  fs::create_directories(t.file("adir"));
+  Config c;
+  c.dataset.path = t.file("data.h5");
+  c.train.metrics = t.file("new/a/b/metrics.jsonl");
+  c.train.save_best = t.file("keep/x/best.h5");
+  c.train.checkpoint = t.file("adir");  // a directory: the check fails after the two above
+  try {
+    check_output_paths(c);
+    FAIL() << "a directory was accepted as train.checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(t.file("new"))) << "the failed check left the folder it made";
+  EXPECT_FALSE(fs::exists(t.file("keep/x")));
+  EXPECT_TRUE(fs::exists(t.file("keep"))) << "a folder that was there before was removed";
+  EXPECT_TRUE(fs::exists(t.file("adir")));
+
+  // On success it returns what it made; remove_empty_dirs takes back the empty ones only.
+  c.train.checkpoint = "";
+  const std::vector<std::string> made = check_output_paths(c);
+  EXPECT_EQ(made.size(), 4u);  // new, new/a, new/a/b, keep/x
+  std::FILE* fp = std::fopen(t.file("new/a/b/metrics.jsonl").c_str(), "w");
+  ASSERT_NE(fp, nullptr);
+  std::fclose(fp);
+  remove_empty_dirs(made);
+  EXPECT_TRUE(fs::exists(t.file("new/a/b/metrics.jsonl")));
+  EXPECT_FALSE(fs::exists(t.file("keep/x")));
+
+  // A Trainer that fails after the check (here: no dataset) removes the folders too.
+  Config run = small_run(t.file("missing.h5"));
+  run.train.metrics = t.file("run/out/metrics.jsonl");
+  EXPECT_THROW(Trainer{run}, Error);
+  EXPECT_FALSE(fs::exists(t.file("run"))) << "a failed Trainer left an empty output folder";
+}
+
+// Rules between two keys name the file and line of the key to change; --set names the override;
+// a Config built in code keeps "gt::Config".
+TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
+  auto validation_error = [](const Config& c) {
+    try {
+      validate_config(c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto has = [](const std::string& e, const std::string& s) { return e.find(s) != std::string::npos; };
+  std::string e = validation_error(parse_config("model:\n  hidden: 8\n  layers: 3\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "sampling.fanouts has 2 entries but model.layers is 3 [at c.yaml:3]")) << e;
+  e = validation_error(parse_config("model: {layers: 3}\nsampling:\n  batch_size: 8\n  fanouts: [5, 5]\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "[at c.yaml:4]")) << e;  // both set: the fanouts
+  e = validation_error(parse_config("sampling:\n  eval_fanouts: [5]\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "sampling.eval_fanouts has 1 entries") && has(e, "[at c.yaml:2]")) << e;
+  e = validation_error(parse_config("\nsampling: {fanouts: [0, 5]}\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "sampling.fanouts entries must be >= 1 or -1 [at c.yaml:2]")) << e;
+  e = validation_error(parse_config("model:\n  type: gat\n  dkp: auto\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "model.dkp is 'auto' but model.type is 'gat' [at c.yaml:3]")) << e;
+  e = validation_error(parse_config("model:\n  dkp: auto\n\n  type: gat\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "[at c.yaml:2]")) << e;
+  e = validation_error(parse_config("dataset:\n  features: mmap\n  normalize: row\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "needs dataset.features=memory [at c.yaml:3]")) << e;
+  e = validation_error(parse_config("dataset:\n  path: \"\"\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "dataset.path is empty [at c.yaml:2]")) << e;
+  e = validation_error(parse_config("dataset:\n  row_alignment: 48\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "[at c.yaml:2]")) << e;
+
+  Config c = parse_config("train: {epochs: 2}\n", "c.yaml");
+  apply_override(c, "model.layers=3");
+  e = validation_error(c);
+  EXPECT_TRUE(has(e, "[at --set model.layers]")) << e;
+
+  Config code;
+  code.model.layers = 3;
+  e = validation_error(code);
+  EXPECT_TRUE(has(e, "sampling.fanouts has 2 entries but model.layers is 3 [at gt::Config]")) << e;
+}
+
+// Epochs without evaluation: "-" in the log, null in the metrics, never -1.
+TEST(ConfigOutputs, NoEvaluationIsNotMinusOne) {
+  TempDir t;
+  write_small_dataset(t.file("d.h5"));
+  Config c = small_run(t.file("d.h5"));
+  c.train.eval_every = 0;
+  c.train.metrics = t.file("m.jsonl");
+  std::ostringstream log;
+  Trainer tr(c);
+  TrainResult r = tr.fit(&log);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  EXPECT_EQ(log.str().find("-1.0"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("valid -"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("best valid -, test -"), std::string::npos) << log.str();
+  std::ifstream in(t.file("m.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    EXPECT_NE(line.find("\"valid_acc\": null, \"test_acc\": null"), std::string::npos) << line;
+    EXPECT_EQ(line.find("_acc\": -1"), std::string::npos) << line;
+  }
+  EXPECT_EQ(lines, 2);
+
+  // An evaluated epoch keeps its figures.
+  EpochStats st;
+  st.epoch = 3;
+  st.valid_acc = 0.5;
+  st.test_acc = 0.25;
+  const std::string rec = epoch_record(st, EpochReportInfo{}).str();
+  EXPECT_NE(rec.find("\"valid_acc\": 0.5, \"test_acc\": 0.25"), std::string::npos) << rec;
+  std::ostringstream one;
+  log_epoch(one, st, EpochReportInfo{});
+  EXPECT_NE(one.str().find("valid 0.5000  test 0.2500"), std::string::npos) << one.str();
+}
+
+// Every atomic writer gives its temporary name back, on success and on failure (the registry
+// a signal handler reads must not fill up).
+TEST(TempFiles, WritersReleaseTheirNames) {
+  TempDir t;
+  const std::size_t before = live_temp_path_count();
+  TraceRecorder().write(t.file("trace.json"));
+  EXPECT_EQ(live_temp_path_count(), before) << "trace";
+  fs::create_directories(t.file("adir"));
+  EXPECT_THROW(TraceRecorder().write(t.file("adir")), Error);  // the rename fails
+  EXPECT_EQ(live_temp_path_count(), before) << "failed trace";
+  save_dkp_cache(t.file("dkp.txt"), DkpCoefficients{}, "cpu", "gcn", 1);
+  EXPECT_EQ(live_temp_path_count(), before) << "dkp cache";
+  {
+    TensorFileWriter w(t.file("w.h5"));
+    w.attr("x", int64_t{1});
+    w.commit();
+  }
+  EXPECT_EQ(live_temp_path_count(), before) << "weights";
+  { TensorFileWriter w(t.file("w2.h5")); }
+  EXPECT_EQ(live_temp_path_count(), before) << "abandoned weights";
+  { DatasetWriter w(t.file("d.h5"), 4, 2); }
+  EXPECT_EQ(live_temp_path_count(), before) << "abandoned dataset";
+  write_small_dataset(t.file("d2.h5"));
+  EXPECT_EQ(live_temp_path_count(), before) << "dataset";
+  Config c;
+  c.dataset.path = t.file("d2.h5");
+  c.train.metrics = t.file("m/metrics.jsonl");
+  check_output_paths(c);
+  EXPECT_EQ(live_temp_path_count(), before) << "output check";
+  for (const char* f : {"trace.json", "adir", "dkp.txt", "w.h5", "w2.h5", "d.h5", "d2.h5", "m/metrics.jsonl"})
+    EXPECT_EQ(test::temp_files_of(t.file(f)), 0) << f;
+}
+
+// Forks a child that runs install_temp_file_signal_cleanup(), names a temporary file for `target`
+// with temp_path_for and creates it, reports through a pipe and waits; returns its pid.
+pid_t child_writing(const std::string& target) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    install_temp_file_signal_cleanup();
+    const std::string tmp = temp_path_for(target);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    char c = fd >= 0 ? 'y' : 'n';
+    [[maybe_unused]] ssize_t n = ::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  const bool ok = ::read(ready[0], &c, 1) == 1 && c == 'y';
+  ::close(ready[0]);
+  if (!ok && pid > 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+// SIGINT and SIGTERM (gt-train, gt-data): the file being written is removed, and the process
+// still dies of the signal.
+TEST(TempFiles, SignalRemovesTheFilesBeingWritten) {
+  TempDir t;
+  for (int sig : {SIGTERM, SIGINT}) {
+    const std::string target = t.file("out-" + std::to_string(sig) + ".h5");
+    const pid_t pid = child_writing(target);
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(test::temp_files_of(target), 1);
+    ::kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+    EXPECT_EQ(test::temp_files_of(target), 0) << "signal " << sig << " left the temporary file";
+  }
+}
+
+// An ignored signal stays ignored (nohup, background jobs) and a handler of the program's own
+// (a graceful stop) is kept.
+void own_handler(int) {}
+TEST(TempFiles, IgnoredAndHandledSignalsAreLeftAlone) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGHUP, own_handler);
+    install_temp_file_signal_cleanup();
+    struct sigaction a {}, b {}, c {};
+    ::sigaction(SIGINT, nullptr, &a);
+    ::sigaction(SIGHUP, nullptr, &b);
+    ::sigaction(SIGTERM, nullptr, &c);
+    const bool ok = a.sa_handler == SIG_IGN && b.sa_handler == own_handler && c.sa_handler != SIG_DFL;
+    ::_exit(ok ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+// After a SIGKILL nothing runs: the next writer of the path removes the temporary files of
+// processes that no longer exist, and never those of a live process or other names.
+TEST(TempFiles, NextWriterRemovesTheFilesOfKilledProcesses) {
+  TempDir t;
+  const std::string target = t.file("trace.json");
+  const pid_t pid = child_writing(target);
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+  ASSERT_EQ(test::temp_files_of(target), 1) << "the killed writer's temporary file";
+
+  const std::string dead = std::to_string(pid);
+  auto touch = [&](const std::string& name) {
+    std::FILE* fp = std::fopen(t.file(name).c_str(), "w");
+    ASSERT_NE(fp, nullptr) << name;
+    std::fclose(fp);
+  };
+  const std::vector<std::string> kept = {"trace.json.tmp." + std::to_string(::getppid()) + ".3",  // live
+                                         "trace.json.tmp.1.0",                                    // init: live
+                                         "trace.json.tmp." + std::to_string(::getpid()) + ".900000",  // ours
+                                         "trace.json.tmp",
+                                         "trace.json.tmp." + dead + ".x",
+                                         "trace.json.tmp.0.1",
+                                         "other.json.tmp." + dead + ".0"};
+  for (const auto& name : kept) touch(name);
+  touch("trace.json.tmp." + dead + ".17");
+  TraceRecorder().write(target);
+  EXPECT_TRUE(fs::exists(target));
+  EXPECT_FALSE(fs::exists(t.file("trace.json.tmp." + dead + ".17")));
+  for (const auto& name : kept) EXPECT_TRUE(fs::exists(t.file(name))) << name << " was removed";
+  EXPECT_EQ(test::temp_files_of(target), 5);  // the kept ones named "trace.json.tmp.*"
+  EXPECT_EQ(remove_stale_temp_files(target), 0);
 }
 
 }  // namespace

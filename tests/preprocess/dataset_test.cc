@@ -1,5 +1,6 @@
 // Dataset store: round trips, streaming writes, atomic replacement and error messages.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -249,6 +250,87 @@ TEST(DatasetTest, BadFilesGiveClearErrors) {
 
   msg = error_of([&] { load_dataset(dir.file("")); });
   EXPECT_NE(msg.find("directory"), std::string::npos) << msg;
+}
+
+// gt-data info describes /features from feature_storage(): shape, element type and storage,
+// without reading the values.
+TEST(DatasetTest, FeatureStorageDescribesTheTable) {
+  TempDir dir;
+  const std::string path = dir.file("small.h5");
+  save_dataset(small_dataset(), path);
+  const FeatureStorage st = feature_storage(path);
+  EXPECT_EQ(st.rows, 5);
+  EXPECT_EQ(st.cols, 3);
+  EXPECT_EQ(st.type, "float32");
+  EXPECT_EQ(st.byte_order, "little-endian");
+  EXPECT_EQ(st.layout, "chunked");
+  EXPECT_EQ(st.chunk_rows, 5);
+  EXPECT_EQ(st.chunk_cols, 3);
+  EXPECT_EQ(st.filters, 0);
+  EXPECT_EQ(st.stored_bytes, 5 * 3 * 4);
+}
+
+// Replaces /features of `path` with a dataset of `type` and shape `dims`, contiguous, filled with
+// zero bytes (HDF5 C API: what another tool could have written).
+void replace_features(const std::string& path, hid_t type, const std::vector<hsize_t>& dims) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  ASSERT_GE(H5Ldelete(file, "/features", H5P_DEFAULT), 0);
+  hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t d = H5Dcreate2(file, "/features", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  hsize_t count = 1;
+  for (hsize_t x : dims) count *= x;
+  std::vector<char> zeros(count * H5Tget_size(type), 0);
+  ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data()), 0);
+  H5Dclose(d);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+
+// A /features of the wrong rank, row count, column count or element type is an error naming the
+// file and /features and saying what is there, for gt-data info (feature_storage) and for every
+// reader alike (it was not looked at by gt-data info, which printed the attributes).
+TEST(DatasetTest, BadFeatureTablesAreNamed) {
+  TempDir dir;
+  struct Case {
+    const char* name;
+    hid_t type;
+    std::vector<hsize_t> dims;
+    const char* text;
+  };
+  const std::vector<Case> cases = {
+      {"rank1", H5T_IEEE_F32LE, {15}, "/features has shape [15] of rank 1, expected a table of rank 2 [num_nodes 5, feature_dim 3]"},
+      {"rank3", H5T_IEEE_F32LE, {5, 3, 1}, "/features has shape [5, 3, 1] of rank 3"},
+      {"rows", H5T_IEEE_F32LE, {4, 3}, "/features has 4 rows (shape [4, 3]), but the dataset has 5 nodes (expected [5, 3])"},
+      {"cols", H5T_IEEE_F32LE, {5, 2}, "/features has 2 columns (shape [5, 2]), but feature_dim is 3"},
+      {"int32", H5T_STD_I32LE, {5, 3}, "/features has elements of type int32 (4 bytes, HDF5 type class 0), expected floats"},
+      {"uint8", H5T_STD_U8LE, {5, 3}, "/features has elements of type uint8"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.file(std::string(c.name) + ".h5");
+    save_dataset(small_dataset(), path);
+    replace_features(path, c.type, c.dims);
+    const std::string info = error_of([&] { feature_storage(path); });
+    EXPECT_NE(info.find(c.text), std::string::npos) << info;
+    EXPECT_NE(info.find("[at " + path + ":/features]"), std::string::npos) << info;
+    EXPECT_EQ(info.find('\n'), std::string::npos) << info;
+    EXPECT_EQ(error_of([&] { load_dataset(path); }), info);
+    EXPECT_EQ(error_of([&] { FeatureReader r(path); }), info);
+    // The rest of the file is fine: the graph, labels and splits still load.
+    EXPECT_EQ(load_dataset_without_features(path).indices, small_dataset().indices);
+  }
+  // float64 is read (and converted); gt-data info says so.
+  const std::string path = dir.file("f64.h5");
+  save_dataset(small_dataset(), path);
+  replace_features(path, H5T_IEEE_F64BE, {5, 3});
+  const FeatureStorage st = feature_storage(path);
+  EXPECT_EQ(st.type, "float64");
+  EXPECT_EQ(st.byte_order, "big-endian");
+  EXPECT_EQ(st.layout, "contiguous");
+  EXPECT_EQ(st.stored_bytes, 5 * 3 * 8);
+  EXPECT_EQ(load_dataset(path).features.to_vector<float>(), std::vector<float>(15, 0.0f));
 }
 
 TEST(DatasetTest, ValidateNamesFirstBadEntry) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -287,6 +288,72 @@ TEST(FeatureTable, UnmappableTablesAreNamed) {
     std::string msg = error_of([&] { FeatureTable::map_file(path); });
     EXPECT_NE(msg.find("not in blocks of whole rows"), std::string::npos) << msg;
   }
+}
+
+// Overwrites one feature value of a dataset file in place (as another tool might).
+void poke_feature(const std::string& path, int64_t row, int64_t col, float value) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t d = H5Dopen2(file, "/features", H5P_DEFAULT);
+  hid_t fspace = H5Dget_space(d);
+  const hsize_t start[2] = {static_cast<hsize_t>(row), static_cast<hsize_t>(col)}, count[2] = {1, 1};
+  ASSERT_GE(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr), 0);
+  hid_t mspace = H5Screate_simple(2, count, nullptr);
+  ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, &value), 0);
+  H5Sclose(mspace);
+  H5Sclose(fspace);
+  H5Dclose(d);
+  H5Fclose(file);
+}
+
+// A mapped table is not read when it is opened, so its NaN/Inf values are found where its rows are
+// gathered: the error is the one load_dataset gives for the same file (file, row = node id,
+// column), whichever row of a group it is in, padded or not, and the pipeline passes it on. Rows
+// without bad values still gather.
+TEST(FeatureTable, MappedNonFiniteValuesAreNamedWhenGathered) {
+  Dir dir;
+  const int64_t F = 37, c = feature_chunk_rows(F), n = 2 * c + 300;
+  const std::string path = dir.file("ring.h5");
+  save_dataset(ring(n, F), path);
+  const int64_t bad = c + 123;  // in the second row block
+  poke_feature(path, bad, 5, std::numeric_limits<float>::quiet_NaN());
+  const std::string loaded = error_of([&] { load_dataset(path); });
+  ASSERT_NE(loaded.find("feature row " + std::to_string(bad) + ", column 5 is nan, not a finite number [at " + path + "]"),
+            std::string::npos)
+      << loaded;
+
+  const FeatureTable t = FeatureTable::map_file(path);  // opens: the values are not read
+  EXPECT_EQ(t.path(), path);
+  std::vector<int64_t> good;
+  for (int64_t i = 0; i < 3000; ++i) good.push_back((i * 97) % n != bad ? (i * 97) % n : 0);
+  for (const FeatureTable& table : {t, t.aligned()}) {
+    SCOPED_TRACE(table.width());
+    Tensor out = Tensor::empty({static_cast<int64_t>(good.size()), table.width()}, DType::kFloat32);
+    EXPECT_EQ(error_of([&] { gather_rows(table, good, out); }), "");
+    for (std::size_t at : {std::size_t{0}, std::size_t{1}, std::size_t{777}, good.size() - 1}) {
+      std::vector<int64_t> ids = good;
+      ids[at] = bad;
+      EXPECT_EQ(error_of([&] { gather_rows(table, ids, out); }), loaded) << "at " << at;
+    }
+  }
+  // An infinite value, and a batch of the pipeline that needs the row.
+  poke_feature(path, bad, 5, 1.0f);
+  poke_feature(path, 7, 36, -std::numeric_limits<float>::infinity());
+  const std::string inf = error_of([&] { load_dataset(path); });
+  EXPECT_NE(inf.find("feature row 7, column 36 is -inf"), std::string::npos) << inf;
+  std::vector<int64_t> ids = {3, 9, 7, 11};
+  Tensor out = Tensor::empty({4, F}, DType::kFloat32);
+  EXPECT_EQ(error_of([&] { gather_rows(FeatureTable::map_file(path), ids, out); }), inf);
+  const Dataset ds = load_dataset_without_features(path);
+  NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, {3}, false, 1);
+  Context ctx(Device::cpu());
+  BatchPipeline pipeline(FeatureTable::map_file(path), ds.labels, sampler, ctx, {2});
+  pipeline.start({{100, 101}, {6, 8}, {200}}, {0, 1, 2});  // node 7 is an in-neighbour of 6 and 8 (all 3 sampled)
+  EXPECT_EQ(error_of([&] {
+              while (pipeline.next()) {
+              }
+            }),
+            inf);
 }
 
 TEST(FeatureTable, TruncatedFileIsRefused) {

@@ -8,6 +8,8 @@
 #include <iterator>
 #include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "framework/error.h"
 #include "preprocess/dataset.h"
@@ -156,6 +158,93 @@ TEST(OgbImportTest, CorruptGzip) {
   expect_import_error(t, "node-label.csv.gz", "corrupt gzip data");
 }
 
+// Damage in the middle of a compressed file is named at the last line decoded before it.
+// gzread() dropped all the output of a read that met the damage (4 MiB here), so a damaged file
+// smaller than that was reported at line 1 wherever the damage was.
+TEST(GzReaderTest, CorruptDataNamesTheLastLineReached) {
+  TempDir tmp;
+  std::vector<std::string> lines;
+  std::string text;
+  for (int i = 0; i < 100000; ++i) {
+    lines.push_back(std::to_string(i) + "," + std::to_string((i * 7919) % 100003));
+    text += lines.back() + "\n";
+  }
+  const std::string path = tmp.file("edge.csv.gz");
+  write_gzip_file(path, text);
+  std::string bytes = read_bytes(path);
+  ASSERT_GT(bytes.size(), 10000u);
+  for (std::size_t k = bytes.size() / 2; k < bytes.size() / 2 + 64; ++k) bytes[k] = static_cast<char>(0xff);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+
+  GzLineReader r(path);
+  std::string_view line;
+  int64_t read = 0, intact = 0;
+  std::string msg, where;
+  try {
+    while (r.next(line)) {
+      if (intact == read && read < static_cast<int64_t>(lines.size()) && line == lines[static_cast<std::size_t>(read)])
+        ++intact;
+      ++read;
+    }
+  } catch (const Error& e) {
+    msg = e.what();
+    where = e.where();
+  }
+  ASSERT_FALSE(msg.empty()) << "the damage was not detected after " << read << " lines";
+  // The lines before the damage come out intact, about half the file.
+  EXPECT_GT(intact, 30000) << msg;
+  EXPECT_LT(read, 100000) << msg;
+  EXPECT_NE(msg.find("corrupt gzip data after line " + std::to_string(read) + " ("), std::string::npos) << msg;
+  EXPECT_EQ(where, path + ":" + std::to_string(read)) << msg;
+  EXPECT_EQ(r.line_number(), read);
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+
+  // Through the importer: one line naming the file and that line, and no output.
+  TinyOgb t;
+  std::string edges;
+  for (int i = 0; i < 100000; ++i) edges += std::to_string(i % 6) + "," + std::to_string((i * 5 + 1) % 6) + "\n";
+  const std::string edge_path = t.dir + "/raw/edge.csv.gz";
+  put(edge_path, edges);
+  fs::remove(t.dir + "/raw/num-edge-list.csv.gz");
+  std::string eb = read_bytes(edge_path);
+  for (std::size_t k = eb.size() / 2; k < eb.size() / 2 + 16; ++k) eb[k] = static_cast<char>(0xff);
+  std::ofstream(edge_path, std::ios::binary | std::ios::trunc) << eb;
+  // Damaged data decodes to garbage for a while before zlib detects it: a garbage line that the
+  // importer cannot parse is reported as the damage it comes from, at that line.
+  const std::string imported = error_of([&] { import_ogb(t.dir, t.out); });
+  const std::size_t at = imported.find("corrupt gzip data after line ");
+  ASSERT_NE(at, std::string::npos) << imported;
+  const int64_t n = std::stoll(imported.substr(at + 29));
+  EXPECT_GT(n, 1000) << imported;
+  const bool garbage = imported.find("decoded from the damaged data") != std::string::npos;
+  expect_import_error(t, "edge.csv.gz:" + std::to_string(garbage ? n + 1 : n) + "]",
+                      "corrupt gzip data after line " + std::to_string(n));
+
+  // Damage before any line is complete names the file alone.
+  const std::string head = tmp.file("head.csv.gz");
+  write_gzip_file(head, "0\n1\n");
+  std::string hb = read_bytes(head);
+  hb[10] = static_cast<char>(0xff);  // the first byte of the deflate data: an invalid block type
+  std::ofstream(head, std::ios::binary | std::ios::trunc) << hb;
+  GzLineReader h(head);
+  std::string hmsg = error_of([&] { h.next(line); });
+  EXPECT_NE(hmsg.find("corrupt gzip data before the first line"), std::string::npos) << hmsg;
+  EXPECT_NE(hmsg.find("[at " + head + "]"), std::string::npos) << hmsg;
+
+  // What gzread() accepted still reads: gzip members one after the other, and plain text.
+  const std::string two = tmp.file("two.csv.gz");
+  write_gzip_file(tmp.file("a.gz"), "1\n2\n");
+  write_gzip_file(tmp.file("b.gz"), "3\n4");
+  std::ofstream(two, std::ios::binary) << read_bytes(tmp.file("a.gz")) << read_bytes(tmp.file("b.gz"));
+  for (const std::string& file : {two, tmp.file("plain.csv")}) {
+    if (file != two) std::ofstream(file) << "1\n2\r\n3\n4";
+    GzLineReader c(file);
+    std::string all;
+    while (c.next(line)) all += std::string(line) + ";";
+    EXPECT_EQ(all, "1;2;3;4;") << file;
+  }
+}
+
 TEST(OgbImportTest, LabelRowCountMismatch) {
   TinyOgb t;
   put(t.dir + "/raw/node-label.csv.gz", "0\n1\n2\n");
@@ -184,8 +273,49 @@ TEST(OgbImportTest, BadFeaturesLabelsAndSplits) {
   put(u.dir + "/raw/node-label.csv.gz", "0\n1\n-1\nx\n0\n0\n");
   expect_import_error(u, "node-label.csv.gz:4", "is not an integer");
   TinyOgb v;
-  put(v.dir + "/split/scheme/valid.csv.gz", "1\n6\n");
+  put(v.dir + "/split/scheme/valid.csv.gz", "3\n6\n");
   expect_import_error(v, "valid.csv.gz:2", "not a node id");
+}
+
+// A node in two splits (train and valid, or valid and test) is an error naming both files, the
+// node and its line in the later file; nothing is written.
+TEST(OgbImportTest, OverlappingSplitsAreErrors) {
+  TinyOgb t;
+  put(t.dir + "/split/scheme/valid.csv.gz", "5\n2\n0\n1\n");  // 0 and 1 are train nodes; 0 comes first
+  std::string msg = error_of([&] { import_ogb(t.dir, t.out); });
+  EXPECT_NE(msg.find("node 0 is in two splits: '" + t.dir + "/split/scheme/train.csv.gz' and '" + t.dir +
+                     "/split/scheme/valid.csv.gz'"),
+            std::string::npos)
+      << msg;
+  expect_import_error(t, "valid.csv.gz:3]", "node 0 is in two splits");
+
+  TinyOgb u;
+  put(u.dir + "/split/scheme/test.csv.gz", "3\n4\n5\n");  // 5 is the valid node
+  expect_import_error(u, "valid.csv.gz' and '" + u.dir + "/split/scheme/test.csv.gz' [at " + u.dir +
+                             "/split/scheme/test.csv.gz:3]",
+                      "node 5 is in two splits");
+  // Disjoint splits import; a node listed twice in one split keeps its own message.
+  put(u.dir + "/split/scheme/test.csv.gz", "3\n4\n");
+  import_ogb(u.dir, u.out);
+  EXPECT_EQ(load_dataset(u.out).split("test"), (std::vector<int64_t>{3, 4}));
+  fs::remove(u.out);
+  put(u.dir + "/split/scheme/test.csv.gz", "3\n4\n3\n");
+  expect_import_error(u, "test.csv.gz:3", "node 3 is listed twice");
+}
+
+// A split file that lists no node (empty, or blank lines only) is an error naming the file.
+TEST(OgbImportTest, EmptySplitsAreErrors) {
+  for (const char* name : {"train", "valid", "test"}) {
+    for (const char* text : {"", "\n \n"}) {
+      SCOPED_TRACE(std::string(name) + " '" + text + "'");
+      TinyOgb t;
+      put(t.dir + "/split/scheme/test.csv.gz", "3\n");
+      put(t.dir + "/split/scheme/" + name + ".csv.gz", text);
+      expect_import_error(t, "[at " + t.dir + "/split/scheme/" + name + ".csv.gz]",
+                          std::string("the ") + name + " split '" + t.dir + "/split/scheme/" + name +
+                              ".csv.gz' lists no nodes");
+    }
+  }
 }
 
 // A class id of at least the node count is a wrong column, not a class: it would size the

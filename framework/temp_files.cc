@@ -1,0 +1,185 @@
+#include "framework/temp_files.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+
+namespace gt {
+namespace {
+
+// The registry of live temporary files: fixed slots that a signal handler can read without
+// locks or allocation. Writers (register, release) hold `mu`; the handler reads a slot as a
+// seqlock: `seq` is odd while a writer changes the slot, and a read is kept only when `seq` was
+// even and unchanged around it. A name that does not fit (or finds every slot taken) is not
+// registered: a signal then leaves it, and the next writer of its path removes it as stale.
+constexpr std::size_t kSlots = 128;
+constexpr std::size_t kPathMax = 4096;
+
+struct Slot {
+  std::atomic<uint32_t> seq{0};
+  std::atomic<int> live{0};
+  std::atomic<int> pid{0};  // the process that registered it (a forked child does not remove its parent's)
+  std::atomic<char> path[kPathMax];  // absolute, NUL-terminated
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free &&
+                  std::atomic<char>::is_always_lock_free,
+              "the signal handler needs lock-free atomics");
+
+Slot g_slots[kSlots];
+
+std::mutex& registry_mutex() {
+  static std::mutex* mu = new std::mutex;  // never destroyed: writers may run during static destruction
+  return *mu;
+}
+// The names as the writers gave them (release_temp_path matches these), slot by slot; under the mutex.
+std::array<std::string, kSlots>& registered_names() {
+  static auto* names = new std::array<std::string, kSlots>;
+  return *names;
+}
+
+void write_slot(Slot& s, const std::string& abs, bool live) {
+  s.seq.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (std::size_t i = 0; i < abs.size(); ++i) s.path[i].store(abs[i], std::memory_order_relaxed);
+  s.path[abs.size()].store('\0', std::memory_order_relaxed);
+  s.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  s.live.store(live ? 1 : 0, std::memory_order_relaxed);
+  s.seq.fetch_add(1, std::memory_order_release);
+}
+
+void register_live(const std::string& tmp) {
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(tmp, ec).string();  // a later chdir must not matter
+  if (ec) abs = tmp;
+  if (abs.empty() || abs.size() >= kPathMax) return;
+  std::lock_guard lock(registry_mutex());
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    if (g_slots[i].live.load(std::memory_order_relaxed)) continue;
+    write_slot(g_slots[i], abs, true);
+    registered_names()[i] = tmp;
+    return;
+  }
+}
+
+// "<pid>.<n>" with both decimal: the pid; 0 for any other text.
+pid_t pid_of_suffix(const std::string& s) {
+  const auto dot = s.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == s.size()) return 0;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (i != dot && (s[i] < '0' || s[i] > '9')) return 0;
+  long long pid = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + dot, pid);
+  if (ec != std::errc() || end != s.data() + dot || pid <= 0 || pid > INT_MAX) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+void remove_temp_files_and_die(int sig) {
+  remove_live_temp_files();
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);  // blocked until this handler returns, then the default action: the process dies of it
+}
+
+}  // namespace
+
+std::string temp_path_for(const std::string& path) {
+  remove_stale_temp_files(path);
+  static std::atomic<uint64_t> next{0};
+  const std::string stem = path + ".tmp." + std::to_string(::getpid()) + ".";
+  std::string tmp;
+  struct stat st;
+  // A name that exists is not this process's (each n is taken once): a file left by an earlier
+  // process that had the same pid (in a container, often a small fixed one). Take the next n.
+  do {
+    tmp = stem + std::to_string(next.fetch_add(1));
+  } while (::lstat(tmp.c_str(), &st) == 0);
+  register_live(tmp);
+  return tmp;
+}
+
+TempFile::~TempFile() {
+  if (!renamed_) ::unlink(tmp_.c_str());
+  release_temp_path(tmp_);
+}
+
+void release_temp_path(const std::string& tmp) {
+  std::lock_guard lock(registry_mutex());
+  auto& names = registered_names();
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    if (!g_slots[i].live.load(std::memory_order_relaxed) || names[i] != tmp) continue;
+    write_slot(g_slots[i], std::string(), false);
+    names[i].clear();
+    return;
+  }
+}
+
+int remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  if (prefix == ".tmp.") return 0;
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const pid_t self = ::getpid();
+  int removed = 0;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const pid_t pid = pid_of_suffix(name.substr(prefix.size()));
+    if (pid == 0 || pid == self) continue;
+    std::error_code sec;
+    if (!fs::is_regular_file(it->symlink_status(sec)) || sec) continue;
+    if (::kill(pid, 0) == -1 && errno == ESRCH && ::unlink(it->path().c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
+void remove_live_temp_files() noexcept {
+  const int self = static_cast<int>(::getpid());
+  char buf[kPathMax];
+  for (Slot& s : g_slots) {
+    const uint32_t before = s.seq.load(std::memory_order_acquire);
+    if ((before & 1) || !s.live.load(std::memory_order_relaxed) || s.pid.load(std::memory_order_relaxed) != self)
+      continue;
+    std::size_t n = 0;
+    while (n + 1 < kPathMax && (buf[n] = s.path[n].load(std::memory_order_relaxed)) != '\0') ++n;
+    buf[n] = '\0';
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.seq.load(std::memory_order_relaxed) != before) continue;  // changed while read: released meanwhile
+    ::unlink(buf);
+  }
+}
+
+void install_temp_file_signal_cleanup() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;  // ignored, or handled already
+    struct sigaction sa {};
+    sa.sa_handler = remove_temp_files_and_die;
+    sigemptyset(&sa.sa_mask);
+    for (int other : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&sa.sa_mask, other);  // one cleanup at a time
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+std::size_t live_temp_path_count() {
+  std::lock_guard lock(registry_mutex());
+  std::size_t n = 0;
+  for (const Slot& s : g_slots) n += s.live.load(std::memory_order_relaxed) != 0;
+  return n;
+}
+
+}  // namespace gt

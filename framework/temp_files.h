@@ -1,0 +1,62 @@
+// Temporary files of the atomic writers (metrics rewrite, trace, DKP cache, weights and
+// checkpoints, datasets): each writes "<path>.tmp.<pid>.<n>" and renames it over <path>. What is
+// here makes sure none is left behind when the process dies:
+//
+// * on SIGINT, SIGTERM or SIGHUP, gt-train and gt-data (install_temp_file_signal_cleanup) unlink
+//   the temporary files this process has open for writing, then die of the signal as before;
+// * after a SIGKILL (or a power cut, an OOM kill) nothing can run, so the next writer of <path>
+//   removes the temporary files of <path> whose process no longer exists.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace gt {
+
+// "<path>.tmp.<pid>.<n>": the temporary file an atomic writer fills before renaming it over
+// `path`. A name of its own per writer (process and call), so that two writers of one path never
+// share, truncate or delete each other's temporary file (nor a user's "<path>.tmp"). The name is
+// registered as live until release_temp_path (a signal removes it meanwhile), and stale temporary
+// files of `path` are removed first (remove_stale_temp_files).
+std::string temp_path_for(const std::string& path);
+// The writer is done with `tmp` (renamed over its path, or removed): a signal no longer removes it.
+// Call it after the rename or removal, never before.
+void release_temp_path(const std::string& tmp);
+
+// A temporary file name for an atomic writer of `path` (temp_path_for): when destroyed it removes
+// the file, unless renamed() said it was renamed over `path`, and releases the name.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& path) : tmp_(temp_path_for(path)) {}
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return tmp_; }
+  const char* c_str() const { return tmp_.c_str(); }
+  void renamed() { renamed_ = true; }
+
+ private:
+  std::string tmp_;
+  bool renamed_ = false;
+};
+
+// Removes "<path>.tmp.<pid>.<n>" files next to `path` whose process no longer exists
+// (kill(pid, 0) fails with ESRCH); never those of a live process (this one included), nor other
+// names. Returns how many it removed. Processes in another PID namespace (containers sharing a
+// folder) look dead from here: do not share an output folder between such writers.
+int remove_stale_temp_files(const std::string& path);
+
+// Unlinks every temporary file this process has registered and not released. Async-signal-safe:
+// for a signal handler of one's own.
+void remove_live_temp_files() noexcept;
+
+// SIGINT, SIGTERM and SIGHUP: remove the live temporary files (remove_live_temp_files), restore the
+// default action and raise the signal again, so the process still dies of it (exit status 128 + N
+// in a shell). A signal that is ignored (nohup, a background job) or already has a handler of its
+// own (a graceful stop, which must be able to finish its writes) is left as it is.
+void install_temp_file_signal_cleanup();
+
+// Temporary names registered and not yet released (tests check that writers release theirs).
+std::size_t live_temp_path_count();
+
+}  // namespace gt
