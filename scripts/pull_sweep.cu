@@ -811,6 +811,27 @@ __global__ void add2_k(const float* a, const float* b, float* o, int64_t n) {
 }  // namespace home
 
 namespace home {
+// A block's item: thread 0 takes the next one from the queue of the block's L2 half (split) or
+// from queue 0, and from the other half's queue once its own is empty; -1 when both are.
+__device__ __forceinline__ long long claim_item(const unsigned char* sm_side, unsigned long long* counters,
+                                                long long items, bool split, unsigned& side_out) {
+  __shared__ long long item_s;
+  __shared__ unsigned side_s;
+  if (threadIdx.x == 0) {
+    unsigned side = split ? sm_side[smid_reg()] : 0u;
+    long long it = (long long)atomicAdd(&counters[side], 1ull);
+    if (it >= items && split) {
+      side ^= 1u;
+      it = (long long)atomicAdd(&counters[side], 1ull);
+    }
+    item_s = it < items ? it : -1;
+    side_s = side;
+  }
+  __syncthreads();
+  side_out = side_s;
+  return item_s;
+}
+
 // Per edge, the L2 half that homes its source row's line in each column step of 8 vectors (one
 // bit a step, `words` words an edge).
 __global__ void edge_home_k(const int32_t* __restrict__ ids, int64_t nnz, const char* base, int64_t row_bytes,
@@ -840,22 +861,10 @@ __global__ void __launch_bounds__(256, MINB) hs2_k(const int64_t* __restrict__ p
                                              const unsigned char* __restrict__ sm_side, unsigned long long* counters,
                                              unsigned* tickets, unsigned* ready) {
   __shared__ float4 part[256];
-  __shared__ long long item_s;
-  __shared__ unsigned side_s, tick_s;
-  if (threadIdx.x == 0) {
-    unsigned side = kSplit ? sm_side[smid_reg()] : 0u;
-    long long it = (long long)atomicAdd(&counters[side], 1ull);
-    if (it >= items && kSplit) {
-      side ^= 1u;
-      it = (long long)atomicAdd(&counters[side], 1ull);
-    }
-    item_s = it < items ? it : -1;
-    side_s = side;
-  }
-  __syncthreads();
-  const long long it = item_s;
+  __shared__ unsigned tick_s;
+  unsigned side;
+  const long long it = claim_item(sm_side, counters, items, kSplit, side);
   if (it < 0) return;
-  const unsigned side = side_s;
   const int64_t step = it / chunks, chunk = it % chunks;
   const int lane = threadIdx.x % 32, sub = lane % 8;
   const int local = threadIdx.x / 8;  // row within the item
@@ -923,22 +932,9 @@ __global__ void __launch_bounds__(256, MINB) hs3_k(const int64_t* __restrict__ p
                                                    int64_t chunks, int64_t items, int64_t steps, float4* outA,
                                                    float4* outB, const unsigned char* __restrict__ sm_side,
                                                    unsigned long long* counters) {
-  __shared__ long long item_s;
-  __shared__ unsigned side_s;
-  if (threadIdx.x == 0) {
-    unsigned side = sm_side[smid_reg()];
-    long long it = (long long)atomicAdd(&counters[side], 1ull);
-    if (it >= items) {
-      side ^= 1u;
-      it = (long long)atomicAdd(&counters[side], 1ull);
-    }
-    item_s = it < items ? it : -1;
-    side_s = side;
-  }
-  __syncthreads();
-  const long long it = item_s;
+  unsigned side;
+  const long long it = claim_item(sm_side, counters, items, true, side);
   if (it < 0) return;
-  const unsigned side = side_s;
   const int64_t step = it / chunks, chunk = it % chunks;
   const int sub = threadIdx.x % 8;
   const int64_t row = chunk * 32 + threadIdx.x / 8;
@@ -973,22 +969,9 @@ __global__ void __launch_bounds__(256) hs4_k(const int64_t* __restrict__ ptr2, c
                                              const float4* __restrict__ in, int64_t rows, int64_t fv, int64_t chunks,
                                              int64_t items, int64_t steps, float4* outA, float4* outB,
                                              const unsigned char* __restrict__ sm_side, unsigned long long* counters) {
-  __shared__ long long item_s;
-  __shared__ unsigned side_s;
-  if (threadIdx.x == 0) {
-    unsigned side = sm_side[smid_reg()];
-    long long it = (long long)atomicAdd(&counters[side], 1ull);
-    if (it >= items) {
-      side ^= 1u;
-      it = (long long)atomicAdd(&counters[side], 1ull);
-    }
-    item_s = it < items ? it : -1;
-    side_s = side;
-  }
-  __syncthreads();
-  const long long it = item_s;
+  unsigned side;
+  const long long it = claim_item(sm_side, counters, items, true, side);
   if (it < 0) return;
-  const unsigned side = side_s;
   const int64_t step = it / chunks, chunk = it % chunks;
   const int sub = threadIdx.x % 8;
   const int64_t* ptr = ptr2 + ((int64_t)side * steps + step) * (rows + 1);
@@ -1045,22 +1028,9 @@ __global__ void __launch_bounds__(256) hs5_k(const int64_t* __restrict__ ptr2, c
                                              int64_t items, int64_t steps, float4* outA, float4* outB,
                                              const unsigned char* __restrict__ sm_side, unsigned long long* counters) {
   extern __shared__ float4 slots[];  // 256 x E
-  __shared__ long long item_s;
-  __shared__ unsigned side_s;
-  if (threadIdx.x == 0) {
-    unsigned side = sm_side[smid_reg()];
-    long long it = (long long)atomicAdd(&counters[side], 1ull);
-    if (it >= items) {
-      side ^= 1u;
-      it = (long long)atomicAdd(&counters[side], 1ull);
-    }
-    item_s = it < items ? it : -1;
-    side_s = side;
-  }
-  __syncthreads();
-  const long long it = item_s;
+  unsigned side;
+  const long long it = claim_item(sm_side, counters, items, true, side);
   if (it < 0) return;
-  const unsigned side = side_s;
   const int64_t step = it / chunks, chunk = it % chunks;
   const int sub = threadIdx.x % 8;
   const int64_t* ptr = ptr2 + ((int64_t)side * steps + step) * (rows + 1);
