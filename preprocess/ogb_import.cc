@@ -179,14 +179,12 @@ int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& la
   return max_label + 1;
 }
 
-// The node ids of one split file, sorted. Splits are read one after the other with one `owner`
-// table (owner[v] = 1 + the index in `files` of the split that lists v, 0 = none yet), so that a
-// node listed twice, or in two splits, is an error naming both places; so is a split that lists
-// no nodes (OGB splits always have train, valid and test nodes).
-std::vector<int64_t> read_split(const std::string& path, const char* name, int64_t n, std::vector<uint8_t>& owner,
-                                std::vector<std::string>& files) {
-  files.push_back(path);
-  const uint8_t self = static_cast<uint8_t>(files.size());
+// The node ids of one split file, sorted. Splits are read one after the other with one `seen`
+// bit per node (n / 8 bytes), so that a node listed twice, or in two splits, is an error naming
+// both places (`earlier`: the sorted ids of the splits read before, from `files`); so is a split
+// that lists no nodes (OGB splits always have train, valid and test nodes).
+std::vector<int64_t> read_split(const std::string& path, const char* name, int64_t n, std::vector<bool>& seen,
+                                const std::vector<std::vector<int64_t>>& earlier, const std::vector<std::string>& files) {
   std::vector<int64_t> ids;
   GzLineReader r(path);
   std::string_view line;
@@ -195,12 +193,14 @@ std::vector<int64_t> read_split(const std::string& path, const char* name, int64
     int64_t id = 0;
     if (!parse_int64(line, id)) r.fail("split entry " + excerpt(line) + " is not a node id");
     if (id < 0 || id >= n) r.fail("split entry " + std::to_string(id) + " is not a node id in [0, " + std::to_string(n) + ")");
-    const uint8_t other = owner[static_cast<std::size_t>(id)];
-    if (other == self) r.fail("node " + std::to_string(id) + " is listed twice");
-    if (other != 0)
-      r.fail("node " + std::to_string(id) + " is in two splits: '" + files[other - 1u] + "' and '" + path + "'",
-             "the splits overlap; each node belongs to one of train, valid and test at most");
-    owner[static_cast<std::size_t>(id)] = self;
+    if (seen[static_cast<std::size_t>(id)]) {  // this file, or an earlier split (sorted: searched)
+      for (std::size_t i = 0; i < earlier.size(); ++i)
+        if (std::binary_search(earlier[i].begin(), earlier[i].end(), id))
+          r.fail("node " + std::to_string(id) + " is in two splits: '" + files[i] + "' and '" + path + "'",
+                 "the splits overlap; each node belongs to one of train, valid and test at most");
+      r.fail("node " + std::to_string(id) + " is listed twice");
+    }
+    seen[static_cast<std::size_t>(id)] = true;
     ids.push_back(id);
   }
   if (ids.empty())
@@ -315,12 +315,16 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
   const std::string scheme = choose_split(dir, opts.split);
   const fs::path split_dir = fs::path(dir) / "split" / scheme;
   std::vector<std::pair<std::string, std::vector<int64_t>>> splits;
-  std::vector<uint8_t> owner(static_cast<std::size_t>(n), 0);
+  std::vector<bool> seen(static_cast<std::size_t>(n), false);
+  std::vector<std::vector<int64_t>> earlier;
   std::vector<std::string> split_files;
   for (const char* name : {"train", "valid", "test"}) {
     const fs::path file = split_dir / (std::string(name) + ".csv.gz");
     if (std::string(name) != "train" && !fs::exists(file, ec)) continue;  // valid/test are optional
-    splits.emplace_back(name, read_split(file.string(), name, n, owner, split_files));
+    std::vector<int64_t> ids = read_split(file.string(), name, n, seen, earlier, split_files);
+    earlier.push_back(ids);
+    split_files.push_back(file.string());
+    splits.emplace_back(name, std::move(ids));
   }
   std::vector<int32_t> labels;
   const int64_t num_classes = read_labels(raw + "node-label.csv.gz", n, labels);
