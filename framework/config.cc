@@ -228,7 +228,8 @@ const std::vector<Field>& fields() {
       string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
       string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
                    "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "
-                   "need them; uncompressed float32 tables, as gt-data writes them)"),
+                   "need them; uncompressed float32 tables, as gt-data writes them; values are checked as rows are gathered, "
+                   "`gt-data check FILE` checks them all beforehand)"),
       bool_field("dataset.align_rows", GT_GET(dataset, align_rows),
                  "feature rows reach the model padded with zeros to aligned rows (dataset.row_alignment: "
                  "the GPU kernels' fast paths); the first layer's weight rows for the padding are zero and stay "

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -301,6 +302,19 @@ void throw_non_finite_feature(const std::string& where, int64_t row, int64_t col
            column, " is ", value, ", not a finite number");
 }
 
+void check_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t first_row, const std::string& where) {
+  const int64_t total = rows * cols;
+  const int64_t first = tbb::parallel_reduce(
+      tbb::blocked_range<int64_t>(0, total, int64_t{1} << 16), total,
+      [x](const tbb::blocked_range<int64_t>& r, int64_t found) {
+        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
+          if (!std::isfinite(x[i])) return i;
+        return found;
+      },
+      [](int64_t a, int64_t b) { return std::min(a, b); });
+  if (first < total) throw_non_finite_feature(where, first_row + first / cols, first % cols, x[first]);
+}
+
 }  // namespace detail
 
 
@@ -316,19 +330,8 @@ void Dataset::validate(const std::string& where) const {
       GT_THROW(where, {}, "features are ", features.str(), ", expected float32[", n, ", ", info.feature_dim,
                "] on cpu");
     // A NaN or Inf feature poisons every layer it reaches and shows up epochs later as a
-    // diverged loss: name the first one here instead (a parallel scan, ~1 GB/s per core).
-    const float* x = features.data<float>();
-    const int64_t total = features.numel();
-    const int64_t first = tbb::parallel_reduce(
-        tbb::blocked_range<int64_t>(0, total, int64_t{1} << 16), total,
-        [x](const tbb::blocked_range<int64_t>& r, int64_t found) {
-          for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
-            if (!std::isfinite(x[i])) return i;
-          return found;
-        },
-        [](int64_t a, int64_t b) { return std::min(a, b); });
-    if (first < total)
-      detail::throw_non_finite_feature(where, first / info.feature_dim, first % info.feature_dim, x[first]);
+    // diverged loss: name the first one here instead.
+    detail::check_finite_rows(features.data<float>(), n, info.feature_dim, 0, where);
   }
   detail::check_labels(labels, n, info.num_classes, where);
   for (const auto& [name, ids] : splits) detail::check_split(name, ids, n, where);
@@ -477,9 +480,44 @@ int64_t FeatureReader::num_nodes() const { return impl_->info.num_nodes; }
 int64_t FeatureReader::feature_dim() const { return impl_->info.feature_dim; }
 
 Tensor FeatureReader::read_rows(int64_t begin, int64_t end) {
-  std::lock_guard lock(hdf5_mutex());
-  return gt::read_rows(impl_->features.get(), impl_->path, impl_->info.num_nodes, impl_->info.feature_dim, begin,
-                       end);
+  Tensor rows;
+  {
+    std::lock_guard lock(hdf5_mutex());
+    rows = gt::read_rows(impl_->features.get(), impl_->path, impl_->info.num_nodes, impl_->info.feature_dim, begin,
+                         end);
+  }
+  // The rule load_dataset applies to the whole table, applied to the rows read (outside the
+  // HDF5 lock, so other readers go on).
+  if (rows.numel() > 0)
+    detail::check_finite_rows(rows.data<float>(), end - begin, impl_->info.feature_dim, begin, impl_->path);
+  return rows;
+}
+
+DatasetCheck check_dataset(const std::string& path, const std::function<void(int64_t, int64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DatasetCheck out;
+  // Graph, labels and splits, with the rules of Dataset::validate; then /features' shape and type.
+  out.info = load_dataset_without_features(path).info;
+  out.features = feature_storage(path);
+  // Then the values, a block of rows at a time (whole HDF5 chunks, about 64 MiB).
+  FeatureReader reader(path);
+  const int64_t n = out.info.num_nodes, f = out.info.feature_dim;
+  const int64_t chunk = feature_chunk_rows(f);
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(1, f * 4) / chunk) * chunk;
+  for (int64_t begin = 0; begin < n; begin += per_block) {
+    const int64_t end = std::min(n, begin + per_block);
+    reader.read_rows(begin, end);
+    out.values_checked += (end - begin) * f;
+    if (progress) progress(end, n);
+  }
+  try {
+    feature_layout(path);
+    out.mappable = true;
+  } catch (const Error& e) {
+    out.not_mappable = e.what();
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
 }
 
 }  // namespace gt

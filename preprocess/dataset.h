@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,7 +54,8 @@ Dataset load_dataset(const std::string& path);
 Dataset load_dataset_without_features(const std::string& path);
 // Reads only the attributes and split sizes.
 DatasetInfo read_dataset_info(const std::string& path);
-// Reads feature rows [begin, end) into a float32 [end - begin, F] CPU tensor.
+// Reads feature rows [begin, end) into a float32 [end - begin, F] CPU tensor (values checked as
+// FeatureReader::read_rows does).
 Tensor read_feature_rows(const std::string& path, int64_t begin, int64_t end);
 
 // Keeps a dataset file open for repeated feature-row reads (read_feature_rows opens the file on
@@ -67,7 +69,9 @@ class FeatureReader {
   FeatureReader& operator=(const FeatureReader&) = delete;
   int64_t num_nodes() const;
   int64_t feature_dim() const;
-  Tensor read_rows(int64_t begin, int64_t end);  // float32 [end - begin, F], CPU
+  // float32 [end - begin, F], CPU. NaN or infinite values are a gt::Error naming the file, row
+  // and column, as in load_dataset.
+  Tensor read_rows(int64_t begin, int64_t end);
 
  private:
   struct Impl;
@@ -101,6 +105,24 @@ struct FeatureStorage {
   int64_t stored_bytes = 0;  // bytes the table takes in the file
 };
 FeatureStorage feature_storage(const std::string& path);
+
+// What check_dataset read and found.
+struct DatasetCheck {
+  DatasetInfo info;
+  FeatureStorage features;
+  int64_t values_checked = 0;  // feature values read and found finite
+  bool mappable = false;       // dataset.features: mmap can serve this file
+  std::string not_mappable;    // why not, when it cannot (the error feature_layout gives)
+  double seconds = 0;
+};
+// Reads every array of a dataset file and holds it to every rule that load_dataset applies
+// (graph, labels, splits, the feature table's shape and type, and each feature value finite),
+// reading the feature table in blocks of about 64 MiB, so memory stays bounded whatever its size.
+// A memory-mapped table (dataset.features: mmap) has its values checked only as rows are
+// gathered; this checks them all beforehand. Throws the gt::Error load_dataset would (for a value:
+// the file, the row and the column). progress(rows_done, rows_total) follows the feature scan.
+DatasetCheck check_dataset(const std::string& path,
+                           const std::function<void(int64_t, int64_t)>& progress = {});
 
 // Rows per HDF5 chunk of the feature table (about 1 MiB per chunk). Writers that stream
 // features do best with row blocks that are multiples of this.

@@ -84,6 +84,14 @@ if "$GT_DATA" import-ogb "$WORK/good" "$WORK/good.h5" >"$WORK/stdout.txt" 2>"$WO
   grep -qF "features:  3 per node: float32 [5, 3], chunked (5 x 3 per chunk), uncompressed, 60 bytes stored" \
     "$WORK/info.txt" || fail "info: expected the feature table's type and storage: $(cat "$WORK/info.txt")"
   echo "ok: good import and info"
+  if "$GT_DATA" check "$WORK/good.h5" >"$WORK/check.txt" 2>&1; then
+    grep -qF "all 15 values finite" "$WORK/check.txt" || fail "check: expected 15 values read: $(cat "$WORK/check.txt")"
+    grep -qF "mmap:      yes" "$WORK/check.txt" || fail "check: expected a mappable table: $(cat "$WORK/check.txt")"
+    grep -qF "is a valid dataset" "$WORK/check.txt" || fail "check: no verdict: $(cat "$WORK/check.txt")"
+    echo "ok: check of a good file"
+  else
+    fail "check of a good file failed: $(cat "$WORK/check.txt")"
+  fi
 else
   fail "good import failed: $(cat "$WORK/stderr.txt")"
 fi
@@ -170,6 +178,10 @@ expect_error "info of a missing file" 1 "$WORK/missing.h5" - -- "$GT_DATA" info 
 expect_error "info of a file whose /features has 4 rows for 5 nodes" 1 \
   "/features has 4 rows (shape [4, 3]), but the dataset has 5 nodes (expected [5, 3]) [at $SOURCE_DIR/tests/cli/data/features-4-rows.h5:/features]" - -- \
   "$GT_DATA" info "$SOURCE_DIR/tests/cli/data/features-4-rows.h5"
+expect_error "check of a file whose /features has 4 rows for 5 nodes" 1 "/features has 4 rows" - -- \
+  "$GT_DATA" check "$SOURCE_DIR/tests/cli/data/features-4-rows.h5"
+expect_error "check of a non-HDF5 file" 1 "$WORK/garbage.h5" - -- "$GT_DATA" check "$WORK/garbage.h5"
+expect_error "check without a file" 2 "check needs exactly one dataset file" - -- "$GT_DATA" check
 
 # Command-line mistakes are usage errors (status 2).
 expect_error "unknown option" 2 "--frobnicate" - -- "$GT_DATA" synth "$WORK/s.h5" --frobnicate 3

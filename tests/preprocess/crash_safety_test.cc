@@ -333,6 +333,54 @@ TEST(CrashSafety, NanOrInfFeaturesAreRejectedNamingRowAndColumn) {
   err = error_of([&] { load_dataset(path); });
   EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;
   EXPECT_NE(err.find(path), std::string::npos) << err;
+
+  // Row reads apply the same rule to the rows they read, and name the row by its node id.
+  FeatureReader reader(path);
+  Tensor good = reader.read_rows(1, 5);
+  EXPECT_EQ(good.size(0), 4);
+  EXPECT_EQ(good.data<float>()[0], 0.5f);
+  err = error_of([&] { reader.read_rows(3, 6); });
+  EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;
+  err = error_of([&] { read_feature_rows(path, 5, 6); });
+  EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;
+
+  // check_dataset (gt-data check) reads every value: the bad one is found although the file
+  // can be mapped, where rows are checked only as they are gathered.
+  err = error_of([&] { check_dataset(path); });
+  EXPECT_NE(err.find("feature row 5, column 0 is inf"), std::string::npos) << err;
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+}
+
+TEST(CrashSafety, CheckDatasetReadsEveryValueAndSaysWhetherTheTableMaps) {
+  TempDir dir;
+  const std::string path = dir.file("good.h5");
+  save_dataset(cycle_dataset(1000, 7, 0.25f), path);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  const DatasetCheck c = check_dataset(path, [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  EXPECT_EQ(c.info.num_nodes, 1000);
+  EXPECT_EQ(c.values_checked, 7000);
+  EXPECT_EQ(c.features.type, "float32");
+  EXPECT_TRUE(c.mappable) << c.not_mappable;
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back(), (std::pair<int64_t, int64_t>{1000, 1000}));
+
+  // A graph error is found before any feature is read.
+  Dataset bad = cycle_dataset(1000, 7, 0.25f);
+  const std::string bad_path = dir.file("bad.h5");
+  save_dataset(bad, bad_path);
+  {
+    H5 file{H5Fopen(bad_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
+    H5 indices{H5Dopen2(file.id, "/graph/indices", H5P_DEFAULT), H5Dclose};
+    H5 fspace{H5Dget_space(indices.id), H5Sclose};
+    hsize_t start[1] = {10}, count[1] = {1};
+    ASSERT_GE(H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start, nullptr, count, nullptr), 0);
+    H5 mspace{H5Screate_simple(1, count, nullptr), H5Sclose};
+    const int32_t out_of_range = 5000;
+    ASSERT_GE(H5Dwrite(indices.id, H5T_NATIVE_INT32, mspace.id, fspace.id, H5P_DEFAULT, &out_of_range), 0);
+  }
+  const std::string err = error_of([&] { check_dataset(bad_path); });
+  EXPECT_NE(err.find(bad_path), std::string::npos) << err;
+  EXPECT_NE(err.find("5000"), std::string::npos) << err;
 }
 
 TEST(CrashSafety, ImporterRejectsNanFeaturesNamingTheLine) {
