@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   gt::install_temp_file_signal_cleanup();
   std::string config_path;
   std::vector<std::string> overrides;
-  std::string resume;
+  std::string resume, trace;
   bool print_config = false, print_graph = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
       print_graph = true;
     } else if (a == "--trace") {
       if (i + 1 >= argc) return usage("--trace needs a file name");
-      overrides.push_back(std::string("train.trace=") + argv[++i]);
+      trace = argv[++i];  // a file name as given, not YAML (so "#" or "null" stay part of it)
+      if (trace.empty()) return usage("--trace needs a file name");
     } else if (a == "--set") {
       if (i + 1 >= argc) return usage("--set needs section.key=value");
       overrides.push_back(argv[++i]);
@@ -89,10 +90,20 @@ int main(int argc, char** argv) {
   try {
     gt::Config cfg = gt::load_config(config_path);
     for (const auto& o : overrides) gt::apply_override(cfg, o);
+    if (!trace.empty()) {
+      cfg.train.trace = trace;
+      cfg.where["train.trace"] = "--trace";
+    }
     gt::validate_config(cfg);
     if (print_config) {
       std::cout << gt::to_yaml(cfg);
       return 0;
+    }
+    if (print_graph) {
+      // An inspection: the run's outputs are neither checked nor created.
+      for (std::string* out : {&cfg.train.metrics, &cfg.train.save_best, &cfg.train.checkpoint, &cfg.train.trace,
+                               &cfg.train.dkp_cache})
+        out->clear();
     }
     gt::Trainer trainer(cfg);
     if (print_graph) {

@@ -1,5 +1,7 @@
 #include "framework/checkpoint.h"
 
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "framework/error.h"
@@ -119,6 +121,24 @@ void check_resumable(const CheckpointInfo& info, const Config& cfg) {
   if (info.optimizer_type != cfg.optimizer.type)
     GT_THROW(info.path, "resume with the same optimizer.type", "checkpoint '", info.path, "' holds ",
              info.optimizer_type, " state, the config has optimizer.type ", cfg.optimizer.type);
+  // The rest of what decides the losses that follow: the data as the model sees it, the batches
+  // and the update rule. Where the data lives (path, memory or mmap), where sampling runs (the
+  // same blocks either way) and what evaluation uses may change. A key the checkpoint's config
+  // lacks (a checkpoint of an older build) is not compared.
+  static const std::set<std::string> kFree = {"dataset.path",       "dataset.features",         "dataset.valid_split",
+                                              "dataset.test_split", "sampling.device",          "sampling.eval_fanouts",
+                                              "sampling.eval_batch_size"};
+  for (const char* section : {"dataset", "sampling", "optimizer"}) {
+    std::map<std::string, std::string> was;
+    for (auto& [key, value] : section_lines(info.config_yaml, section)) was[key] = value;
+    for (auto& [key, value] : section_lines(yaml, section)) {
+      auto it = was.find(key);
+      if (kFree.count(key) || it == was.end() || it->second == value) continue;
+      GT_THROW(config_place(cfg, {key.c_str()}), "resume with the config the checkpoint was trained with",
+               "checkpoint '", info.path, "' was trained with ", key, " ", it->second, ", the config has ", value,
+               ": the resumed run would not continue the same training");
+    }
+  }
 }
 
 }  // namespace gt

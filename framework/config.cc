@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <type_traits>
 
 #include "framework/error.h"
@@ -86,11 +88,11 @@ Field int_field(std::string key, Get get, int64_t lo, int64_t hi, std::string de
 }
 
 template <typename Get>
-Field real_field(std::string key, Get get, double lo, double hi, std::string desc) {
+Field real_field(std::string key, Get get, double lo, double hi, std::string desc, bool lo_open = false) {
   Field f{key, "float", std::move(desc), {}, {}, {}};
   auto in_range = [=](double v, const std::string& where) {
-    if (!(v >= lo && v <= hi))  // NaN fails too
-      GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+    if (!((lo_open ? v > lo : v >= lo) && v <= hi))  // NaN fails too
+      GT_THROW(where, "", "config key '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v);
   };
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
     auto v = scalar_as<double>(key, "a number", n, where);
@@ -260,7 +262,10 @@ const std::vector<Field>& fields() {
       real_field("optimizer.momentum", GT_GET(optimizer, momentum), 0.0, 0.999, "SGD momentum"),
       real_field("optimizer.beta1", GT_GET(optimizer, beta1), 0.0, 0.9999, "Adam beta1"),
       real_field("optimizer.beta2", GT_GET(optimizer, beta2), 0.0, 0.999999, "Adam beta2"),
-      real_field("optimizer.eps", GT_GET(optimizer, eps), 0.0, 1.0, "Adam epsilon"),
+      real_field("optimizer.eps", GT_GET(optimizer, eps), 0.0, 1.0,
+                 "Adam epsilon, > 0 (the update m / (sqrt(v) + eps) of a weight whose gradients were all 0 is 0 / 0 "
+                 "without it)",
+                 /*lo_open=*/true),
       int_field("train.epochs", GT_GET(train, epochs), 1, 1000000, "passes over the training split"),
       string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
@@ -356,7 +361,16 @@ Config file_config_defaults() {
 Config parse_config(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    // Every document is parsed (a syntax error after a "---" or "..." is still one), and a
+    // config is one document: a second would otherwise be ignored without a word.
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      const YAML::Mark m = docs[1].Mark();
+      GT_THROW(m.line >= 0 ? source + ":" + std::to_string(m.line + 1) : source,
+               "merge the documents into one (one config per file)",
+               "a config is one YAML document, this file has ", docs.size());
+    }
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::ParserException& e) {
     GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "", "YAML syntax error: ", e.msg);
   }
@@ -437,17 +451,29 @@ void apply_override(Config& cfg, const std::string& assignment) {
   cfg.where[key] = "--set " + key;
 }
 
+std::string config_place(const Config& cfg, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (auto it = cfg.where.find(k); it != cfg.where.end()) return it->second;
+  return cfg.source.empty() ? std::string("gt::Config") : cfg.source;
+}
+
 void validate_config(const Config& cfg) {
   // A Config filled in by code never went through the parser's checks: run them all here.
   const std::string src = cfg.source.empty() ? std::string("gt::Config") : cfg.source;
   for (const auto& f : fields()) f.check(cfg, src);
   // The rules below concern keys whose values each passed: point at the first of `keys` the file
   // (or a --set) gave, the one to change, else at the config as a whole.
-  auto at = [&](std::initializer_list<const char*> keys) {
-    for (const char* k : keys)
-      if (auto it = cfg.where.find(k); it != cfg.where.end()) return it->second;
-    return src;
-  };
+  auto at = [&](std::initializer_list<const char*> keys) { return config_place(cfg, keys); };
+  {
+    // The device's form here (whether it exists is for the Trainer to find): cpu, auto, cuda, cuda:N.
+    const std::string& d = cfg.train.device;
+    bool ok = d == "cpu" || d == "auto" || d == "cuda";
+    if (!ok && d.rfind("cuda:", 0) == 0 && d.size() > 5 && d.size() < 10)
+      ok = d.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (!ok)
+      GT_THROW(at({"train.device"}), "use cpu, cuda, cuda:N or auto", "train.device must be cpu, cuda, cuda:N or auto, got '",
+               d, "'");
+  }
   if (static_cast<int64_t>(cfg.sampling.fanouts.size()) != cfg.model.layers)
     GT_THROW(at({"sampling.fanouts", "model.layers"}), "give one fanout per layer, input side first",
              "sampling.fanouts has ", cfg.sampling.fanouts.size(), " entries but model.layers is ", cfg.model.layers);
@@ -499,17 +525,35 @@ void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& m
   }
 }
 
+// The files a run writes, by key (train.dkp_cache is a folder, checked on its own).
+std::array<std::pair<const char*, const std::string*>, 4> output_files(const Config& cfg) {
+  return {{{"train.metrics", &cfg.train.metrics},
+           {"train.save_best", &cfg.train.save_best},
+           {"train.checkpoint", &cfg.train.checkpoint},
+           {"train.trace", &cfg.train.trace}}};
+}
+
+// Creates and removes a temporary file of `file`'s (the name the writers' temporary files take),
+// so that a folder that takes no new file is an error naming `key` and its value now.
+void probe_folder(const char* key, const std::string& value, const std::string& file) {
+  const TempFile probe(file);  // removed when done
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    GT_THROW(key, "check the folder and its permissions", "cannot write ", key, " '", value, "': ",
+             std::strerror(err));
+  }
+  ::close(fd);
+}
+
 // The checks of check_output_paths, noting the folders they create in `made`.
 void check_outputs(const Config& cfg, std::vector<std::string>& made) {
-  const std::pair<const char*, const std::string*> outputs[] = {{"train.metrics", &cfg.train.metrics},
-                                                                {"train.save_best", &cfg.train.save_best},
-                                                                {"train.checkpoint", &cfg.train.checkpoint},
-                                                                {"train.trace", &cfg.train.trace}};
+  const auto outputs = output_files(cfg);
   std::error_code ec;
   std::vector<std::pair<std::string, std::string>> inputs = {{"dataset.path", cfg.dataset.path}};
   if (!cfg.source.empty() && std::filesystem::is_regular_file(cfg.source, ec))
     inputs.emplace_back("the config file", cfg.source);
-  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
     const auto& [key, path] = outputs[i];
     if (path->empty()) continue;
     for (const auto& [what, in] : inputs)
@@ -520,24 +564,51 @@ void check_outputs(const Config& cfg, std::vector<std::string>& made) {
         GT_THROW(key, "give each output a file of its own", key, " and ", outputs[j].first, " are both '", *path, "'");
     if (std::filesystem::is_directory(*path, ec))
       GT_THROW(key, "give a file name", key, " '", *path, "' is a directory");
+    const std::filesystem::path name = std::filesystem::path(*path).filename();
+    if (name.empty() || name == "." || name == "..")
+      GT_THROW(key, "give a file name", key, " '", *path, "' names a folder, not a file");
+    // The writers put a new file in place by rename: a device, FIFO or socket would be replaced
+    // by a regular file (as root, /dev/null itself), so only regular files (or none) are taken.
+    const auto st = std::filesystem::status(*path, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+      GT_THROW(key, "give a regular file, or an empty value to write none", key, " '", *path,
+               "' exists and is not a regular file (a device, FIFO or socket); it would be replaced");
     try {
       make_parent_dirs_noted(*path, made);
     } catch (const Error& e) {
       GT_THROW(key, e.hint(), "cannot write ", key, " '", *path, "': ", e.message());
     }
     // A file of our own next to it, created and removed: what the atomic writers will do.
-    const TempFile probe(*path);  // removed when done
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      const int err = errno;
-      GT_THROW(key, "check the folder and its permissions", "cannot write ", key, " '", *path, "': ",
-               std::strerror(err));
+    probe_folder(key, *path, *path);
+  }
+  // The DKP cost-model cache is a folder the planner writes one file in, after its warm-up
+  // batches: check it now, not after those batches.
+  const std::string& cache = cfg.train.dkp_cache;
+  if (cfg.model.dkp != "aggregate-first" && !cache.empty()) {
+    constexpr const char* key = "train.dkp_cache";
+    const auto st = std::filesystem::status(cache, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_directory(st))
+      GT_THROW(key, "give a folder (or an empty value to refit every run)", key, " '", cache,
+               "' exists and is not a folder");
+    const std::string probe_name = (std::filesystem::path(cache) / "probe").string();
+    try {
+      make_parent_dirs_noted(probe_name, made);
+    } catch (const Error& e) {
+      GT_THROW(key, e.hint(), "cannot write ", key, " '", cache, "': ", e.message());
     }
-    ::close(fd);
+    probe_folder(key, cache, probe_name);
   }
 }
 
 }  // namespace
+
+void check_not_an_output(const Config& cfg, const std::string& what, const std::string& path) {
+  const auto outputs = output_files(cfg);
+  for (const auto& [key, out] : outputs)
+    if (!out->empty() && std::string_view(key) != "train.checkpoint" && same_file(*out, path))
+      GT_THROW(key, "write outputs to files of their own", key, " '", *out, "' is ", what, " '", path,
+               "': the run would overwrite what it reads");
+}
 
 void remove_empty_dirs(const std::vector<std::string>& dirs) {
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) ::rmdir(it->c_str());  // fails unless empty

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -111,6 +112,14 @@ void validate_config(const Config& cfg);
 // exists (created if need be) and takes a new file. Trainer runs it before it reads anything.
 // Returns the folders it created, outermost first; when it throws, it has removed them again.
 std::vector<std::string> check_output_paths(const Config& cfg);
+// Throws naming the output key when `path` (an input the run reads besides the config and the
+// dataset, e.g. the checkpoint it resumes from, described by `what`) is one of the files the run
+// writes (train.metrics, save_best, trace). train.checkpoint may be it: a resume reads the whole
+// checkpoint before training, and the next one replaces it atomically.
+void check_not_an_output(const Config& cfg, const std::string& what, const std::string& path);
+// Where a message about `keys` should point: the "<file>:<line>" or "--set <key>" of the first of
+// them that the config file or an override set, else the config file, else "gt::Config".
+std::string config_place(const Config& cfg, std::initializer_list<const char*> keys);
 // Removes those of `dirs` that are empty, the last first (the folders check_output_paths made,
 // when what comes after it fails).
 void remove_empty_dirs(const std::vector<std::string>& dirs);

@@ -60,11 +60,12 @@ std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, 
 
 // sampling.device: gpu needs a CUDA training device; auto picks the GPU when training runs on one
 // and the graph's CSR and reindexing table (8 bytes per node) take at most a quarter of its memory.
-static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d) {
+// `place` is where the config set sampling.device (config_place), for the message.
+static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d, const std::string& place) {
   if (mode == "cpu") return false;
   if (mode == "gpu") {
     if (!d.is_cuda())
-      GT_THROW("sampling.device", "set sampling.device=cpu (or auto), or train.device=cuda",
+      GT_THROW(place, "set sampling.device=cpu (or auto), or train.device=cuda",
                "sampling.device is gpu but training runs on ", d.str());
     return true;
   }
@@ -97,6 +98,7 @@ struct EpochPart {
 };
 
 struct Trainer::Impl {
+  std::vector<std::string> made_dirs;  // output folders check_output_paths made
   std::unique_ptr<tbb::global_control> threads;
   std::vector<Replica> replicas;  // this process's
   int64_t world = 1;              // replicas over all processes
@@ -169,14 +171,14 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   std::string backend = cfg.train.comm;
   if (backend == "auto") backend = device.is_cuda() && built_with_nccl() ? "nccl" : "host";
   if (world > 1 && backend == "nccl" && !device.is_cuda())
-    GT_THROW("train.comm", "use train.comm=host (or auto) for CPU replicas", "train.comm is nccl but train.device is ",
+    GT_THROW(config_place(cfg, {"train.comm", "train.device"}), "use train.comm=host (or auto) for CPU replicas", "train.comm is nccl but train.device is ",
              device.str());
   if (procs.world > 1 && backend != "nccl")
-    GT_THROW("train.comm", "several processes (" + procs.source + ": " + std::to_string(procs.world) +
+    GT_THROW(config_place(cfg, {"train.comm"}), "several processes (" + procs.source + ": " + std::to_string(procs.world) +
                                ") reduce gradients over NCCL: use GPUs and a build with NCCL",
              "train.comm is ", backend, " but the job has ", procs.world, " processes");
   if (world > 1 && backend == "nccl" && !built_with_nccl())
-    GT_THROW("train.comm", "use train.comm=host, or rebuild where NCCL is installed", "this build has no NCCL");
+    GT_THROW(config_place(cfg, {"train.comm"}), "use train.comm=host, or rebuild where NCCL is installed", "this build has no NCCL");
   if (device.is_cuda()) {
     const int64_t first = device.index + static_cast<int64_t>(procs.local_rank) * local;
     const int n = cuda_device_count();
@@ -209,7 +211,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
           FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, features.width()), d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
-    if (sample_on_gpu(cfg.sampling.device, data, d)) {
+    if (sample_on_gpu(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}))) {
       r.gpu_graph = std::make_shared<GpuGraph>(g, d);
       r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
@@ -268,7 +270,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   try {
     device = Context::parse_device(cfg_.train.device);
   } catch (const Error& e) {
-    GT_THROW("train.device", e.hint(), e.message());
+    GT_THROW(config_place(cfg_, {"train.device"}), e.hint(), "train.device: ", e.message());
   }
   if (cfg_.dataset.features == "mmap") {  // validate_config made sure dataset.normalize is none
     data_ = load_dataset_without_features(cfg_.dataset.path);
@@ -280,20 +282,29 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   }
   if (cfg_.dataset.align_rows)
     impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
-  for (const std::string* s : {&cfg_.dataset.train_split, &cfg_.dataset.valid_split, &cfg_.dataset.test_split})
-    if (!data_.splits.count(*s)) {
+  const std::pair<const char*, const std::string*> split_keys[] = {{"dataset.train_split", &cfg_.dataset.train_split},
+                                                                   {"dataset.valid_split", &cfg_.dataset.valid_split},
+                                                                   {"dataset.test_split", &cfg_.dataset.test_split}};
+  for (const auto& [key, split] : split_keys)
+    if (!data_.splits.count(*split)) {
       std::string have;
       for (auto& [name, ids] : data_.splits) have += (have.empty() ? "" : ", ") + name;
-      GT_THROW(cfg_.source, "splits in the file: " + have, "dataset '", cfg_.dataset.path, "' has no split '", *s, "'");
+      GT_THROW(config_place(cfg_, {key}), have.empty() ? "the file has no splits" : "splits in the file: " + have,
+               key, ": dataset '", cfg_.dataset.path, "' has no split '", *split, "'");
     }
   if (count_labelled(data_.labels, data_.split(cfg_.dataset.train_split)) == 0)
     GT_THROW(cfg_.dataset.path, "", "the training split has no labelled nodes");
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
   impl_->setup(cfg_, data_, device);
-  made.dirs.clear();  // built: the folders stay for the outputs
+  // Built: the folders are the Trainer's now, removed (when still empty) with it, so that a
+  // Trainer that never trained (a failed resume(), gt-train --print-graph) leaves none.
+  impl_->made_dirs = std::move(made.dirs);
+  made.dirs.clear();
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (impl_) remove_empty_dirs(impl_->made_dirs);
+}
 
 Model& Trainer::model() { return *impl_->replicas[0].model; }
 const Context& Trainer::context() const { return *impl_->replicas[0].ctx; }
@@ -309,6 +320,7 @@ int Trainer::process_rank() const { return impl_->procs.rank; }
 void Trainer::resume(const std::string& checkpoint_path) {
   if (impl_->fitted)
     GT_THROW("Trainer::resume", "resume() a new Trainer before its fit()", "fit() was already called on this Trainer");
+  check_not_an_output(cfg_, "the checkpoint to resume from", checkpoint_path);
   CheckpointInfo info = read_checkpoint_info(checkpoint_path);
   check_resumable(info, cfg_);
   check_data_shape(checkpoint_path, info.data, DataShape{data_.info.feature_dim, data_.info.num_classes},

@@ -228,6 +228,34 @@ expect_error "fanouts vs layers" 1 "sampling.fanouts" "$WORK/train/metrics.jsonl
   "$GT_TRAIN" "$WORK/good.yaml" --set model.layers=3
 expect_error "unknown option" 2 "--frob" - -- "$GT_TRAIN" "$WORK/good.yaml" --frob
 
+# --trace takes a file name as it is (not YAML: '#' is part of the name); --print-graph
+# inspects without checking or creating the run's output folders.
+if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=1 --trace "$WORK/tr/run #2.json" >/dev/null 2>"$WORK/stderr.txt"; then
+  [ -s "$WORK/tr/run #2.json" ] || fail "--trace 'run #2.json' wrote $(ls "$WORK/tr")"
+  rm -rf "$WORK/tr" "$WORK/train"
+  echo "ok: --trace file name with '#'"
+else
+  fail "--trace with '#' failed: $(cat "$WORK/stderr.txt")"
+fi
+if "$GT_TRAIN" "$WORK/good.yaml" --print-graph >"$WORK/graph.txt" 2>"$WORK/stderr.txt"; then
+  grep -q "model gcn" "$WORK/graph.txt" || fail "--print-graph printed: $(cat "$WORK/graph.txt")"
+  [ ! -e "$WORK/train" ] || fail "--print-graph created the output folder $WORK/train"
+  echo "ok: --print-graph writes nothing"
+else
+  fail "--print-graph failed: $(cat "$WORK/stderr.txt")"
+fi
+printf 'model: {type: gcn}\n---\nmodel: {type: sage}\n' >"$WORK/twodocs.yaml"
+expect_error "two YAML documents" 1 "twodocs.yaml:3" - -- "$GT_TRAIN" "$WORK/twodocs.yaml"
+expect_error "device name checked with its line" 1 "train.device must be cpu, cuda, cuda:N or auto, got 'gpu0' [at --set train.device]" \
+  "$WORK/train/metrics.jsonl" -- "$GT_TRAIN" "$WORK/good.yaml" --set train.device=gpu0
+mkfifo "$WORK/fifo"
+expect_error "FIFO as save_best" 1 "exists and is not a regular file" - -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set train.save_best="$WORK/fifo"
+[ -p "$WORK/fifo" ] || fail "the FIFO given as train.save_best was replaced"
+expect_error "save_best ending in /" 1 "names a folder, not a file" - -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set train.save_best="$WORK/later/"
+[ ! -e "$WORK/later" ] || fail "save_best ending in / left the folder $WORK/later"
+
 # A SIGTERM while gt-data writes a dataset: it dies of the signal (status 143) and leaves neither
 # the output nor its temporary file (framework/temp_files.h). (SIGINT is ignored by background
 # jobs of a script, so it is the SIGTERM that is sent here; framework_test covers SIGINT.)

@@ -213,6 +213,7 @@ TEST(Config, DocsTableIsCurrent) {
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -359,6 +360,93 @@ TEST(ConfigOutputs, FailedOutputCheckRemovesTheFoldersItMade) {
   run.train.metrics = t.file("run/out/metrics.jsonl");
   EXPECT_THROW(Trainer{run}, Error);
   EXPECT_FALSE(fs::exists(t.file("run"))) << "a failed Trainer left an empty output folder";
+}
+
+// Outputs that are not files the writers may replace, and the DKP cache folder, fail before any
+// data is read; a Trainer that never trains leaves no folder behind.
+TEST(ConfigOutputs, NonRegularOutputsFolderNamesAndTheDkpCacheAreCheckedFirst) {
+  TempDir t;
+  auto output_error = [](const Config& c) {
+    try {
+      check_output_paths(c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Config c;
+  c.dataset.path = t.file("data.h5");
+  // A FIFO (as a device would be) is refused, and stays a FIFO.
+  ASSERT_EQ(::mkfifo(t.file("pipe").c_str(), 0644), 0);
+  c.train.save_best = t.file("pipe");
+  std::string e = output_error(c);
+  EXPECT_NE(e.find("train.save_best '" + t.file("pipe") + "' exists and is not a regular file"), std::string::npos) << e;
+  EXPECT_TRUE(fs::is_fifo(t.file("pipe")));
+  // A name ending in '/' names a folder; nothing is created for it.
+  c.train.save_best = t.file("later/");
+  e = output_error(c);
+  EXPECT_NE(e.find("names a folder, not a file"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(t.file("later")));
+  c.train.save_best = "";
+  // The DKP cache, a folder, when kernel placement is on: a file there is an error before training.
+  std::ofstream(t.file("cache-file")) << "x";
+  c.model.dkp = "auto";
+  c.train.dkp_cache = t.file("cache-file");
+  e = output_error(c);
+  EXPECT_NE(e.find("train.dkp_cache '" + t.file("cache-file") + "' exists and is not a folder"), std::string::npos) << e;
+  c.train.dkp_cache = t.file("dkp/cache");
+  const std::vector<std::string> made = check_output_paths(c);
+  EXPECT_TRUE(fs::is_directory(t.file("dkp/cache")));
+  EXPECT_EQ(made.size(), 2u);
+  EXPECT_EQ(names_in(t.file("dkp/cache")), std::vector<std::string>{}) << "the probe file was left";
+  remove_empty_dirs(made);
+  EXPECT_FALSE(fs::exists(t.file("dkp")));
+  c.model.dkp = "aggregate-first";  // no placement, no cache: not checked
+  c.train.dkp_cache = t.file("cache-file");
+  EXPECT_EQ(output_error(c), "");
+
+  // A Trainer built and dropped without training takes its empty output folders with it.
+  TempDir data;
+  write_small_dataset(data.file("d.h5"));
+  {
+    Config run = small_run(data.file("d.h5"));
+    run.train.metrics = t.file("unused/metrics.jsonl");
+    Trainer tr(run);
+    EXPECT_TRUE(fs::is_directory(t.file("unused")));
+  }
+  EXPECT_FALSE(fs::exists(t.file("unused")));
+}
+
+// Config files are one YAML document; a device name is checked where the file gives it; Adam's
+// epsilon is positive.
+TEST(Config, OneDocumentDeviceFormAndPositiveEpsilon) {
+  std::string e = error_of("model:\n  type: gcn\n---\nmodel:\n  type: sage\n");
+  EXPECT_NE(e.find("a config is one YAML document, this file has 2 [at test.yaml:4]"), std::string::npos) << e;
+  e = error_of("model: {type: gcn}\n...\nmodel: {type: [\n");
+  EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+  auto validation_error = [](const Config& c) {
+    try {
+      validate_config(c);
+    } catch (const Error& ex) {
+      return std::string(ex.what());
+    }
+    return std::string();
+  };
+  e = validation_error(parse_config("train:\n  epochs: 2\n  device: gpu0\n", "d.yaml"));
+  EXPECT_NE(e.find("train.device must be cpu, cuda, cuda:N or auto, got 'gpu0' [at d.yaml:3]"), std::string::npos) << e;
+  for (const char* ok : {"cpu", "auto", "cuda", "cuda:0", "cuda:12"}) {
+    Config c;
+    c.train.device = ok;
+    EXPECT_EQ(validation_error(c), "") << ok;
+  }
+  for (const char* bad : {"cuda:", "cuda:x", "cuda0", "GPU", ""}) {
+    Config c;
+    c.train.device = bad;
+    EXPECT_NE(validation_error(c), "") << bad;
+  }
+  e = error_of("optimizer: {eps: 0}\n");
+  EXPECT_NE(e.find("config key 'optimizer.eps' must be in (0, 1], got 0"), std::string::npos) << e;
+  EXPECT_EQ(error_of("optimizer: {eps: 1.0e-30}\n"), "");
 }
 
 // Rules between two keys name the file and line of the key to change; --set names the override;

@@ -175,6 +175,49 @@ TEST_F(CheckpointTest, DifferentSeedOrOptimizerIsAnError) {
   expect_resume_error(s, trained_checkpoint(), "optimizer.type");
 }
 
+TEST_F(CheckpointTest, DifferentDataSamplingOrOptimizerIsAnError) {
+  Config c = config("sage", "adam", 4);
+  c.dataset.normalize = "row";
+  expect_resume_error(c, trained_checkpoint(), "was trained with dataset.normalize \"none\", the config has \"row\"");
+  Config b = config("sage", "adam", 4);
+  b.sampling.batch_size = 64;
+  expect_resume_error(b, trained_checkpoint(), "sampling.batch_size 128, the config has 64");
+  Config l = config("sage", "adam", 4);
+  l.optimizer.lr = 0.5;
+  expect_resume_error(l, trained_checkpoint(), "optimizer.lr");
+  // Where the data and the sampler live, and what evaluation uses, may change.
+  Config free = config("sage", "adam", 4);
+  free.dataset.features = "mmap";
+  free.sampling.device = "cpu";
+  free.sampling.eval_batch_size = 7;
+  Trainer t(free);
+  EXPECT_NO_THROW(t.resume(trained_checkpoint()));
+}
+
+TEST_F(CheckpointTest, ResumeFileIsNotAnOutputAndAFailedResumeLeavesNoFolders) {
+  Config c = config("sage", "adam", 4);
+  c.train.save_best = trained_checkpoint();
+  expect_resume_error(c, trained_checkpoint(), "train.save_best '" + trained_checkpoint() +
+                                                   "' is the checkpoint to resume from");
+  Config m = config("sage", "adam", 4);
+  m.train.metrics = trained_checkpoint();
+  expect_resume_error(m, trained_checkpoint(), "train.metrics");
+  EXPECT_NO_THROW(read_checkpoint_info(trained_checkpoint())) << "the checkpoint was written over";
+  // Resuming into the same checkpoint file is the usual way to continue, and allowed.
+  Config same = config("sage", "adam", 4);
+  same.train.checkpoint = path("continue.ckpt.h5");
+  fs::copy_file(trained_checkpoint(), same.train.checkpoint, fs::copy_options::overwrite_existing);
+  {
+    Trainer t(same);
+    EXPECT_NO_THROW(t.resume(same.train.checkpoint));
+  }
+  // A resume that fails leaves none of the output folders its Trainer made.
+  Config f = config("sage", "adam", 4);
+  f.train.metrics = path("made/by/trainer/metrics.jsonl");
+  expect_resume_error(f, path("absent.h5"), "absent.h5");
+  EXPECT_FALSE(fs::exists(path("made"))) << "a failed resume left its output folders";
+}
+
 TEST_F(CheckpointTest, NothingLeftToTrainIsAnError) {
   expect_resume_error(config("sage", "adam", 2), trained_checkpoint(), "nothing left to train");
 }
