@@ -82,8 +82,10 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   m.model_path = model_path;
   if (options.max_batch_nodes < 1)
     GT_THROW("max_batch_nodes", "", "inference option max_batch_nodes must be >= 1, got ", options.max_batch_nodes);
-  if (options.max_wait_us < 0)
-    GT_THROW("max_wait_us", "", "inference option max_wait_us must be >= 0, got ", options.max_wait_us);
+  constexpr int64_t kMaxWaitUs = 60'000'000;  // a minute: longer helps no one (and 2^63 overflowed the deadline)
+  if (options.max_wait_us < 0 || options.max_wait_us > kMaxWaitUs)
+    GT_THROW("max_wait_us", "", "inference option max_wait_us must be in [0, ", kMaxWaitUs, "] microseconds, got ",
+             options.max_wait_us);
   if (options.threads < 0) GT_THROW("threads", "0 = all cores", "inference option threads must be >= 0");
   Device device;
   try {
@@ -149,12 +151,16 @@ std::unique_ptr<InferenceSession> InferenceSession::open(const std::string& mode
   return std::make_unique<InferenceSession>(model_path, dataset_path, options);
 }
 
-InferenceSession::~InferenceSession() {
+void InferenceSession::shutdown() {
   {
     std::lock_guard lk(impl_->mu);
     impl_->stopping = true;
   }
   impl_->cv.notify_all();
+}
+
+InferenceSession::~InferenceSession() {
+  shutdown();
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 

@@ -44,7 +44,7 @@ struct InferenceOptions {
   std::string device = "auto";      // cpu | cuda | cuda:N | auto
   std::vector<int64_t> fanouts;     // per layer, input side first; empty = all neighbours
   int64_t max_batch_nodes = 1024;   // seed nodes per micro-batch
-  int64_t max_wait_us = 500;        // coalescing window after the oldest queued request
+  int64_t max_wait_us = 500;        // coalescing window after the oldest queued request, <= 60 s
   int64_t threads = 0;              // CPU threads of the session's task arena; 0 = all cores
 };
 
@@ -59,6 +59,10 @@ class InferenceSession {
   static std::unique_ptr<InferenceSession> open(const std::string& model_path, const std::string& dataset_path,
                                                 const InferenceOptions& options = {});
   ~InferenceSession();
+  // Stops taking requests: later submits fail with "the session is shutting down", and the ones
+  // queued are run at once, without waiting out the coalescing window. The destructor does this
+  // too; a server calls it first so that the requests in flight are answered promptly.
+  void shutdown();
   InferenceSession(const InferenceSession&) = delete;
   InferenceSession& operator=(const InferenceSession&) = delete;
 

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,14 @@ class Client {
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  // A send or receive that makes no progress for `seconds` fails (a stalled server cannot hang
+  // the run past its duration).
+  void set_timeout(double seconds) {
+    timeval tv{static_cast<time_t>(seconds), static_cast<suseconds_t>((seconds - static_cast<double>(
+                                                                          static_cast<time_t>(seconds))) * 1e6)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
   ~Client() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -71,6 +80,8 @@ class Client {
     for (std::size_t off = 0; off < line.size();) {
       ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        GT_THROW("gt-loadgen", "", "the server stopped reading the request (timed out while sending)");
       if (n <= 0) GT_THROW("gt-loadgen", "", "connection lost while sending");
       off += static_cast<std::size_t>(n);
     }
@@ -79,6 +90,8 @@ class Client {
     while ((nl = buf_.find('\n')) == std::string::npos) {
       ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        GT_THROW("gt-loadgen", "", "no answer from the server (timed out)");
       if (n <= 0) GT_THROW("gt-loadgen", "", "connection closed by the server");
       buf_.append(chunk, static_cast<std::size_t>(n));
     }
@@ -139,7 +152,8 @@ int main(int argc, char** argv) {
     } else if (a == "--duration" || a == "--warmup") {
       double& d = a == "--duration" ? duration : warmup;
       char* end = nullptr;
-      if (!next(v) || (d = std::strtod(v.c_str(), &end), *end != '\0') || d < 0) return usage(a + " needs seconds");
+      if (!next(v) || (d = std::strtod(v.c_str(), &end), *end != '\0' || v.empty()) || !(d >= 0 && d <= 86400))
+        return usage(a + " needs a number of seconds in [0, 86400]");
     } else if (a == "--kind") {
       if (!next(kind) || (kind != "predict" && kind != "embed")) return usage("--kind is predict or embed");
     } else if (a == "--json") {
@@ -155,6 +169,7 @@ int main(int argc, char** argv) {
     int64_t num_nodes = 0;
     {
       Client probe(host, port);
+      probe.set_timeout(30);
       std::string info = probe.call("info\n");
       if (std::sscanf(info.c_str(), "ok nodes %lld", reinterpret_cast<long long*>(&num_nodes)) != 1 || num_nodes < 1)
         GT_THROW(host + ":" + port, "is it gt-serve?", "unexpected answer to info: '", info, "'");
@@ -171,6 +186,7 @@ int main(int argc, char** argv) {
         const auto ci = static_cast<std::size_t>(c);
         try {
           Client cl(host, port);
+          cl.set_timeout(std::max(10.0, warmup + duration));
           std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(c));
           std::string line;
           for (auto now = Clock::now(); now < t_end; now = Clock::now()) {
@@ -228,7 +244,12 @@ int main(int argc, char** argv) {
       std::cerr << "gt-loadgen: " << err << " failed requests, e.g. " << example_error << "\n";
       return 1;
     }
-    return all.empty() ? 1 : 0;
+    if (all.empty()) {
+      std::cerr << "gt-loadgen: no request was answered inside the " << duration
+                << " s window (raise --duration, or check the server)\n";
+      return 1;
+    }
+    return 0;
   } catch (const std::exception& e) {
     std::cerr << "gt-loadgen: error: " << e.what() << "\n";
     return 1;

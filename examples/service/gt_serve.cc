@@ -2,20 +2,23 @@
 //
 //   gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto]
 //            [--fanouts 10,10] [--max-batch 1024] [--max-wait-us 500] [--threads 0]
-//            [--max-connections 256]
+//            [--max-connections 256] [--max-request-ids 65536] [--idle-timeout-s 300]
 //
 // MODEL.h5 is a training checkpoint (train.checkpoint) or a best-model weights file
 // (train.save_best); the dataset defaults to the one named in its stored config. With --port 0
 // the system picks a free port. The first line on stdout is "gt-serve: listening on HOST:PORT";
-// SIGINT or SIGTERM stops the server cleanly (open connections are closed, queued requests
-// answered) and it prints the session's counters.
+// SIGINT or SIGTERM stops the server cleanly (requests in flight are answered at once, without
+// waiting out the coalescing window; then the connections are closed) and it prints the
+// session's counters.
 //
 // Protocol: one request per line, one answer per line, any number of requests per connection.
 //   predict ID ID ...   ->  ok CLASS CLASS ...      the argmax class of each node, in order
 //   embed ID ID ...     ->  ok N D V V ...          N rows of D floats (the last hidden layer)
-//   info                ->  ok nodes N classes C dim D device NAME
+//   info                ->  ok nodes N classes C dim D device NAME   (NAME: the rest of the line)
 //   anything wrong      ->  error MESSAGE           the connection stays usable
-// A line longer than 1 MiB is answered "error ..." and the connection is closed.
+// A line longer than 1 MiB is answered "error ..." and the connection is closed; a request of
+// more than --max-request-ids ids is an error (it bounds the answer's size); a connection idle
+// for --idle-timeout-s, or whose client stops reading answers for as long, is closed.
 //
 // Why plain POSIX sockets with a thread per connection rather than Boost.Asio: each request is a
 // blocking wait on the session's future, so a thread per connection is the natural shape and
@@ -30,16 +33,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -53,7 +58,7 @@ constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 constexpr const char* kUsage =
     "usage: gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto]\n"
     "                [--fanouts 10,10] [--max-batch 1024] [--max-wait-us 500] [--threads 0]\n"
-    "                [--max-connections 256]\n";
+    "                [--max-connections 256] [--max-request-ids 65536] [--idle-timeout-s 300]\n";
 
 int g_stop_pipe[2] = {-1, -1};
 
@@ -84,8 +89,21 @@ void append_number(std::string& out, auto v) {
   out.append(buf, p);
 }
 
+// A word of the client's, as an answer quotes it: at most 64 bytes, and bytes that are not
+// printable ASCII (a NUL, a '\r', 0xFF) as '?', so that an answer stays one line of text.
+std::string quoted(const std::string& word) {
+  std::string out = word.substr(0, 64);
+  for (char& c : out)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return word.size() > 64 ? out + "..." : out;
+}
+
+struct Limits {
+  int64_t max_request_ids = 65536;
+};
+
 // One request line -> one answer line (with its newline).
-std::string answer(const std::string& line, gt::InferenceSession& session) {
+std::string answer(const std::string& line, gt::InferenceSession& session, const Limits& limits) {
   std::vector<std::string> words;
   for (std::size_t i = 0; i < line.size();) {
     std::size_t b = line.find_first_not_of(" \t", i);
@@ -97,15 +115,20 @@ std::string answer(const std::string& line, gt::InferenceSession& session) {
   if (words.empty()) return "error empty request (commands: predict, embed, info)\n";
   const std::string& cmd = words[0];
   if (cmd == "info") {
+    if (words.size() > 1) return "error info takes no arguments, got '" + quoted(words[1]) + "'\n";
     return "ok nodes " + std::to_string(session.num_nodes()) + " classes " + std::to_string(session.num_classes()) +
            " dim " + std::to_string(session.embedding_dim()) + " device " + session.device() + "\n";
   }
-  if (cmd != "predict" && cmd != "embed") return "error unknown command '" + cmd + "' (commands: predict, embed, info)\n";
+  if (cmd != "predict" && cmd != "embed")
+    return "error unknown command '" + quoted(cmd) + "' (commands: predict, embed, info)\n";
+  if (static_cast<int64_t>(words.size() - 1) > limits.max_request_ids)
+    return "error " + cmd + ": " + std::to_string(words.size() - 1) + " ids in one request, more than the server's " +
+           "--max-request-ids " + std::to_string(limits.max_request_ids) + " (split the request)\n";
   std::vector<int64_t> ids;
   ids.reserve(words.size() - 1);
   for (std::size_t i = 1; i < words.size(); ++i) {
     int64_t id;
-    if (!parse_int(words[i], id)) return "error " + cmd + ": '" + words[i] + "' is not a node id\n";
+    if (!parse_int(words[i], id)) return "error " + cmd + ": '" + quoted(words[i]) + "' is not a node id\n";
     ids.push_back(id);
   }
   try {
@@ -140,30 +163,47 @@ std::string answer(const std::string& line, gt::InferenceSession& session) {
   } catch (const std::exception& e) {
     std::string msg = e.what();
     for (char& ch : msg)
-      if (ch == '\n' || ch == '\r') ch = ' ';
+      if (ch < 0x20 || ch > 0x7e) ch = ' ';
     return "error " + msg + "\n";
   }
 }
 
-void serve_connection(int fd, gt::InferenceSession& session) {
+// Answers the requests of one connection until the client closes it, a line is too long, the
+// connection idles past its timeout (recv/send fail with EAGAIN) or the server stops (shutdown
+// of the read side makes recv return 0). On return the socket is shut down both ways, so the
+// client sees the end at once; the accept loop closes the descriptor.
+void serve_connection(int fd, gt::InferenceSession& session, const Limits& limits) {
   std::string buf;
   char chunk[65536];
   for (;;) {
-    std::size_t nl;
-    while ((nl = buf.find('\n')) == std::string::npos) {
+    std::size_t nl, scanned = 0;
+    while ((nl = buf.find('\n', scanned)) == std::string::npos) {
       if (buf.size() > kMaxLine) {
         send_all(fd, "error request line longer than 1 MiB\n");
+        ::shutdown(fd, SHUT_RDWR);
         return;
       }
+      scanned = buf.size();
       ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;  // closed by the client, or shut down by the server
+      if (n <= 0) {  // closed by the client, idle past the timeout, or shut down by the server
+        ::shutdown(fd, SHUT_RDWR);
+        return;
+      }
       buf.append(chunk, static_cast<std::size_t>(n));
+    }
+    if (nl > kMaxLine) {
+      send_all(fd, "error request line longer than 1 MiB\n");
+      ::shutdown(fd, SHUT_RDWR);
+      return;
     }
     std::string line = buf.substr(0, nl);
     buf.erase(0, nl + 1);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!send_all(fd, answer(line, session))) return;
+    if (!send_all(fd, answer(line, session, limits))) {
+      ::shutdown(fd, SHUT_RDWR);
+      return;
+    }
   }
 }
 
@@ -215,7 +255,8 @@ int usage(const std::string& msg) {
 int main(int argc, char** argv) {
   std::string model, dataset, host = "127.0.0.1", port = "7070";
   gt::InferenceOptions opt;
-  int64_t max_connections = 256;
+  int64_t max_connections = 256, idle_timeout_s = 300;
+  Limits limits;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](int64_t* as_int, std::string* as_str) {
@@ -247,13 +288,21 @@ int main(int argc, char** argv) {
         b = e + 1;
       }
     } else if (a == "--max-batch") {
-      if (!value(&opt.max_batch_nodes, nullptr)) return usage("--max-batch needs a number");
+      if (!value(&opt.max_batch_nodes, nullptr) || opt.max_batch_nodes < 1)
+        return usage("--max-batch needs a number >= 1");
     } else if (a == "--max-wait-us") {
-      if (!value(&opt.max_wait_us, nullptr)) return usage("--max-wait-us needs a number");
+      if (!value(&opt.max_wait_us, nullptr) || opt.max_wait_us < 0 || opt.max_wait_us > 60'000'000)
+        return usage("--max-wait-us needs a number of microseconds in [0, 60000000]");
     } else if (a == "--threads") {
-      if (!value(&opt.threads, nullptr)) return usage("--threads needs a number");
+      if (!value(&opt.threads, nullptr) || opt.threads < 0) return usage("--threads needs a number >= 0 (0 = all cores)");
     } else if (a == "--max-connections") {
       if (!value(&max_connections, nullptr) || max_connections < 1) return usage("--max-connections needs a number >= 1");
+    } else if (a == "--max-request-ids") {
+      if (!value(&limits.max_request_ids, nullptr) || limits.max_request_ids < 1)
+        return usage("--max-request-ids needs a number >= 1");
+    } else if (a == "--idle-timeout-s") {
+      if (!value(&idle_timeout_s, nullptr) || idle_timeout_s < 1 || idle_timeout_s > 86400)
+        return usage("--idle-timeout-s needs a number of seconds in [1, 86400]");
     } else if (!a.empty() && a[0] == '-') {
       return usage("unknown option " + a);
     } else if (model.empty()) {
@@ -276,22 +325,11 @@ int main(int argc, char** argv) {
     std::cout << "gt-serve: listening on " << bound << " (" << session.num_nodes() << " nodes, "
               << session.num_classes() << " classes, device " << session.device() << ")" << std::endl;
 
-    std::list<Connection> conns;
-    std::mutex conns_mu;  // guards the fds against the shutdown loop below
-    for (;;) {
-      pollfd fds[2] = {{lfd, POLLIN, 0}, {g_stop_pipe[0], POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        GT_THROW("gt-serve", "", "poll failed: ", std::strerror(errno));
-      }
-      if (fds[1].revents) break;
-      if (!(fds[0].revents & POLLIN)) continue;
-      int cfd = ::accept(lfd, nullptr, nullptr);
-      if (cfd < 0) continue;
-      int one = 1;
-      ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      std::lock_guard lk(conns_mu);
-      for (auto it = conns.begin(); it != conns.end();) {  // reap finished connections
+    std::list<Connection> conns;  // only this thread touches the list
+    // Joins finished connections and closes their descriptors (they shut their sockets down
+    // themselves when they end, so clients see the end at once; the descriptor waits for this).
+    auto reap = [&conns] {
+      for (auto it = conns.begin(); it != conns.end();) {
         if (it->done) {
           it->thread.join();
           ::close(it->fd);
@@ -300,27 +338,82 @@ int main(int argc, char** argv) {
           ++it;
         }
       }
-      if (static_cast<int64_t>(conns.size()) >= max_connections) {
-        send_all(cfd, "error server busy: " + std::to_string(max_connections) + " connections open\n");
-        ::close(cfd);
-        continue;
-      }
-      Connection& c = conns.emplace_back();
-      c.fd = cfd;
-      c.thread = std::thread([&c, &session] {
-        serve_connection(c.fd, session);
-        c.done = true;
-      });
-    }
-    ::close(lfd);
-    {
-      std::lock_guard lk(conns_mu);
-      for (auto& c : conns) ::shutdown(c.fd, SHUT_RDWR);  // wakes the blocked recv()s
+    };
+    // Stopping, on a signal or an error: the session answers what is in flight at once; shutting
+    // the read side makes each connection's recv() return 0 after it has sent its answer.
+    auto stop_all = [&] {
+      session.shutdown();
+      for (auto& c : conns) ::shutdown(c.fd, SHUT_RD);
+      // A client that does not read its answer could hold its thread in send() for the idle
+      // timeout: after 5 s the sockets still open are shut down both ways.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      auto all_done = [&] {
+        for (auto& c : conns)
+          if (!c.done) return false;
+        return true;
+      };
+      while (!all_done() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (auto& c : conns)
+        if (!c.done) ::shutdown(c.fd, SHUT_RDWR);
       for (auto& c : conns) {
-        c.thread.join();
+        if (c.thread.joinable()) c.thread.join();
         ::close(c.fd);
       }
+      conns.clear();
+      ::close(lfd);
+    };
+    const timeval idle{static_cast<time_t>(idle_timeout_s), 0};
+    bool accept_paused = false;  // out of descriptors: wait for connections to end, do not spin
+    try {
+      for (;;) {
+        pollfd fds[2] = {{g_stop_pipe[0], POLLIN, 0}, {lfd, POLLIN, 0}};
+        // Wake at least every 200 ms to close finished connections without waiting for a new one.
+        if (::poll(fds, accept_paused ? 1 : 2, 200) < 0) {
+          if (errno == EINTR) continue;
+          GT_THROW("gt-serve", "", "poll failed: ", std::strerror(errno));
+        }
+        if (fds[0].revents) break;
+        reap();
+        accept_paused = false;
+        if (!(fds[1].revents & POLLIN)) continue;
+        int cfd = ::accept(lfd, nullptr, nullptr);
+        if (cfd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            if (conns.empty())
+              std::cerr << "gt-serve: cannot accept a connection: " << std::strerror(errno)
+                        << " (raise the descriptor limit, ulimit -n)" << std::endl;
+            accept_paused = true;  // retried after the next poll timeout, when connections may have ended
+          }
+          continue;
+        }
+        int one = 1;
+        ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        ::setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
+        ::setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof idle);
+        if (static_cast<int64_t>(conns.size()) >= max_connections) {
+          send_all(cfd, "error server busy: " + std::to_string(max_connections) + " connections open\n");
+          ::close(cfd);
+          continue;
+        }
+        Connection& c = conns.emplace_back();
+        c.fd = cfd;
+        try {
+          c.thread = std::thread([&c, &session, &limits] {
+            serve_connection(c.fd, session, limits);
+            c.done = true;
+          });
+        } catch (const std::system_error& e) {  // no thread to be had (a process or memory limit)
+          send_all(cfd, std::string("error server busy: cannot start a thread for the connection: ") + e.what() + "\n");
+          ::close(cfd);
+          conns.pop_back();
+        }
+      }
+    } catch (...) {
+      stop_all();
+      throw;
     }
+    stop_all();
     gt::InferenceSession::Stats st = session.stats();
     std::cout << "gt-serve: stopped after " << st.requests << " requests (" << st.failed_requests << " failed), "
               << st.batches << " micro-batches, " << st.nodes << " nodes" << std::endl;

@@ -104,9 +104,25 @@ expect_error "predict -1" "out of range"
 expect_error "embed 3 x 4" "'x' is not a node id"
 expect_error "predict" "empty list"
 expect_error "train 1" "unknown command"
+expect_error "info 3" "info takes no arguments"
+expect_error "embed $(printf '1 %.0s' $(seq 1 70000))" "70000 ids in one request, more than the server's --max-request-ids 65536"
 ask 3 "predict 1 2 3"
 [ "$REPLY" = "$three" ] || die "the connection broke after errors: $REPLY"
 echo "ok: good and bad requests on one connection"
+
+# A line over 1 MiB: the error, then the end of the connection at once (not when the next client
+# connects); the server keeps serving.
+exec 7<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect (7)"
+head -c $((1100 * 1024)) /dev/zero | tr '\0' 'x' >&7 2>/dev/null
+IFS= read -r -t 10 REPLY <&7 || die "no answer to a line over 1 MiB"
+[[ $REPLY == "error request line longer than 1 MiB" ]] || die "line over 1 MiB: $REPLY"
+IFS= read -r -t 5 REPLY <&7
+rc=$?
+[ $rc -eq 1 ] || die "the connection was not closed after the long line (read status $rc, 142 = timed out)"
+exec 7>&-
+ask 3 "predict 1 2 3"
+[ "$REPLY" = "$three" ] || die "after a long line elsewhere: $REPLY"
+echo "ok: a line over 1 MiB ends its connection at once"
 
 # Several connections at once get the same answers.
 for fd in 4 5 6; do eval "exec $fd<>/dev/tcp/127.0.0.1/$PORT" || die "cannot connect ($fd)"; done
@@ -135,4 +151,41 @@ SERVER_PID=
 [ $rc -eq 0 ] || die "gt-serve exited with status $rc"
 grep -q "^gt-serve: stopped after" "$WORK/serve.log" || die "no shutdown summary"
 exec 3>&-
+echo "ok: SIGTERM with a connection open"
+
+# SIGTERM while a request waits out a long coalescing window: it is answered at once, and the
+# server exits without sitting out the window.
+"$GT_SERVE" "$WORK/ckpt.h5" --port 0 --device cpu --max-wait-us 30000000 >"$WORK/serve.log" 2>&1 &
+SERVER_PID=$!
+PORT=
+for _ in $(seq 1 300); do
+  PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
+  [ -n "$PORT" ] && break
+  kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
+  sleep 0.1
+done
+[ -n "$PORT" ] || die "gt-serve did not report its port"
+exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
+printf 'predict 1 2 3\n' >&3
+sleep 0.5
+kill -TERM "$SERVER_PID"
+IFS= read -r -t 10 REPLY <&3 || die "the request in flight at SIGTERM got no answer"
+[ "$REPLY" = "$three" ] || die "the request in flight at SIGTERM: $REPLY, expected $three"
+for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$SERVER_PID" 2>/dev/null && die "gt-serve sat out its 30 s coalescing window after SIGTERM"
+wait "$SERVER_PID"
+rc=$?
+SERVER_PID=
+[ $rc -eq 0 ] || die "gt-serve exited with status $rc"
+exec 3>&-
+echo "ok: SIGTERM answers the request in flight"
+
+# Flags out of range are usage errors naming the flag.
+"$GT_SERVE" "$WORK/ckpt.h5" --max-wait-us 9223372036854775807 >/dev/null 2>"$WORK/err.txt" && die "a huge --max-wait-us was taken"
+grep -q -- "--max-wait-us needs a number of microseconds" "$WORK/err.txt" || die "--max-wait-us: $(cat "$WORK/err.txt")"
+"$GT_SERVE" "$WORK/ckpt.h5" --max-batch 0 >/dev/null 2>"$WORK/err.txt" && die "--max-batch 0 was taken"
+grep -q -- "--max-batch needs a number >= 1" "$WORK/err.txt" || die "--max-batch: $(cat "$WORK/err.txt")"
+"$GT_LOADGEN" --port 1 --duration nan >/dev/null 2>"$WORK/err.txt" && die "--duration nan was taken"
+grep -q -- "--duration needs a number of seconds" "$WORK/err.txt" || die "--duration nan: $(cat "$WORK/err.txt")"
+echo "ok: flags out of range"
 echo "service.sh: all checks passed"

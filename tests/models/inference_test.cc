@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -206,6 +207,39 @@ TEST_F(InferenceTest, BadRequestsFailAlone) {
   std::future<Tensor> f = s.submit(InferenceOutput::kLogits, {5000});
   EXPECT_THROW(f.get(), Error);
   EXPECT_EQ(s.stats().failed_requests, 82);
+}
+
+// shutdown() runs what is queued at once (a server stopping does not sit out a long coalescing
+// window) and refuses what comes after; a window over a minute is an open error.
+TEST_F(InferenceTest, ShutdownAnswersQueuedRequestsAtOnce) {
+  InferenceOptions o = cpu_options();
+  o.max_wait_us = 30'000'000;
+  o.max_batch_nodes = 1024;
+  InferenceSession s(config().train.checkpoint, "", o);
+  const std::vector<float> want = [] {
+    InferenceSession quick(config().train.checkpoint, "", cpu_options());
+    return quick.predict({1, 2, 3}).to_vector<float>();
+  }();
+  std::future<Tensor> f = s.submit(InferenceOutput::kLogits, {1, 2, 3});
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout) << "the window was not kept";
+  const auto t0 = std::chrono::steady_clock::now();
+  s.shutdown();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_TRUE(Close(f.get().to_vector<float>(), want));
+  try {
+    s.predict({1});
+    ADD_FAILURE() << "a request after shutdown() was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shutting down"), std::string::npos) << e.what();
+  }
+  o.max_wait_us = 60'000'001;
+  try {
+    InferenceSession bad(config().train.checkpoint, "", o);
+    ADD_FAILURE() << "a coalescing window over a minute was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_wait_us must be in [0, 60000000]"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(InferenceTest, OpenErrors) {
