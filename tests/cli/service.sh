@@ -60,17 +60,23 @@ echo "ok: checkpoint and resume"
   die "missing model: expected one line naming the file: $(cat "$WORK/err.txt")"
 echo "ok: missing model file"
 
+# start_server ARGS...: starts gt-serve on the checkpoint with ARGS on a free port; sets
+# SERVER_PID and PORT.
+start_server() {
+  "$GT_SERVE" "$WORK/ckpt.h5" --port 0 --device cpu "$@" >"$WORK/serve.log" 2>&1 &
+  SERVER_PID=$!
+  PORT=
+  for _ in $(seq 1 300); do
+    PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
+    [ -n "$PORT" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
+    sleep 0.1
+  done
+  [ -n "$PORT" ] || die "gt-serve did not report its port"
+}
+
 # --- start the server on a free port ---
-"$GT_SERVE" "$WORK/ckpt.h5" --port 0 --device cpu --max-wait-us 200 >"$WORK/serve.log" 2>&1 &
-SERVER_PID=$!
-PORT=
-for _ in $(seq 1 300); do
-  PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
-  [ -n "$PORT" ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
-  sleep 0.1
-done
-[ -n "$PORT" ] || die "gt-serve did not report its port"
+start_server --max-wait-us 200
 echo "ok: listening on port $PORT"
 
 # ask FD REQUEST: sends one line on an open connection and reads the answer into REPLY.
@@ -141,42 +147,33 @@ grep -q '"p99_ms"' "$WORK/load.json" && grep -q '"errors": 0,' "$WORK/load.json"
   die "load JSON: $(cat "$WORK/load.json")"
 echo "ok: load generator"
 
+# wait_stopped SECONDS WHAT: the server must exit with status 0 within SECONDS, else dies with WHAT.
+wait_stopped() {
+  for _ in $(seq 1 $(($1 * 10))); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$SERVER_PID" 2>/dev/null && die "$2"
+  wait "$SERVER_PID"
+  local rc=$?
+  SERVER_PID=
+  [ $rc -eq 0 ] || die "gt-serve exited with status $rc"
+}
+
 # Clean shutdown with a connection still open.
 kill -TERM "$SERVER_PID"
-for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$SERVER_PID" 2>/dev/null && die "gt-serve did not stop on SIGTERM"
-wait "$SERVER_PID"
-rc=$?
-SERVER_PID=
-[ $rc -eq 0 ] || die "gt-serve exited with status $rc"
+wait_stopped 10 "gt-serve did not stop on SIGTERM"
 grep -q "^gt-serve: stopped after" "$WORK/serve.log" || die "no shutdown summary"
 exec 3>&-
 echo "ok: SIGTERM with a connection open"
 
 # SIGTERM while a request waits out a long coalescing window: it is answered at once, and the
 # server exits without sitting out the window.
-"$GT_SERVE" "$WORK/ckpt.h5" --port 0 --device cpu --max-wait-us 30000000 >"$WORK/serve.log" 2>&1 &
-SERVER_PID=$!
-PORT=
-for _ in $(seq 1 300); do
-  PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
-  [ -n "$PORT" ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
-  sleep 0.1
-done
-[ -n "$PORT" ] || die "gt-serve did not report its port"
+start_server --max-wait-us 30000000
 exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
 printf 'predict 1 2 3\n' >&3
 sleep 0.5
 kill -TERM "$SERVER_PID"
 IFS= read -r -t 10 REPLY <&3 || die "the request in flight at SIGTERM got no answer"
 [ "$REPLY" = "$three" ] || die "the request in flight at SIGTERM: $REPLY, expected $three"
-for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$SERVER_PID" 2>/dev/null && die "gt-serve sat out its 30 s coalescing window after SIGTERM"
-wait "$SERVER_PID"
-rc=$?
-SERVER_PID=
-[ $rc -eq 0 ] || die "gt-serve exited with status $rc"
+wait_stopped 5 "gt-serve sat out its 30 s coalescing window after SIGTERM"
 exec 3>&-
 echo "ok: SIGTERM answers the request in flight"
 

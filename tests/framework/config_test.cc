@@ -424,25 +424,17 @@ TEST(Config, OneDocumentDeviceFormAndPositiveEpsilon) {
   EXPECT_NE(e.find("a config is one YAML document, this file has 2 [at test.yaml:4]"), std::string::npos) << e;
   e = error_of("model: {type: gcn}\n...\nmodel: {type: [\n");
   EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
-  auto validation_error = [](const Config& c) {
-    try {
-      validate_config(c);
-    } catch (const Error& ex) {
-      return std::string(ex.what());
-    }
-    return std::string();
-  };
-  e = validation_error(parse_config("train:\n  epochs: 2\n  device: gpu0\n", "d.yaml"));
+  e = validate_error(parse_config("train:\n  epochs: 2\n  device: gpu0\n", "d.yaml"));
   EXPECT_NE(e.find("train.device must be cpu, cuda, cuda:N or auto, got 'gpu0' [at d.yaml:3]"), std::string::npos) << e;
   for (const char* ok : {"cpu", "auto", "cuda", "cuda:0", "cuda:12"}) {
     Config c;
     c.train.device = ok;
-    EXPECT_EQ(validation_error(c), "") << ok;
+    EXPECT_EQ(validate_error(c), "") << ok;
   }
   for (const char* bad : {"cuda:", "cuda:x", "cuda0", "GPU", ""}) {
     Config c;
     c.train.device = bad;
-    EXPECT_NE(validation_error(c), "") << bad;
+    EXPECT_NE(validate_error(c), "") << bad;
   }
   e = error_of("optimizer: {eps: 0}\n");
   EXPECT_NE(e.find("config key 'optimizer.eps' must be in (0, 1], got 0"), std::string::npos) << e;
@@ -452,42 +444,34 @@ TEST(Config, OneDocumentDeviceFormAndPositiveEpsilon) {
 // Rules between two keys name the file and line of the key to change; --set names the override;
 // a Config built in code keeps "gt::Config".
 TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
-  auto validation_error = [](const Config& c) {
-    try {
-      validate_config(c);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   auto has = [](const std::string& e, const std::string& s) { return e.find(s) != std::string::npos; };
-  std::string e = validation_error(parse_config("model:\n  hidden: 8\n  layers: 3\n", "c.yaml"));
+  std::string e = validate_error(parse_config("model:\n  hidden: 8\n  layers: 3\n", "c.yaml"));
   EXPECT_TRUE(has(e, "sampling.fanouts has 2 entries but model.layers is 3 [at c.yaml:3]")) << e;
-  e = validation_error(parse_config("model: {layers: 3}\nsampling:\n  batch_size: 8\n  fanouts: [5, 5]\n", "c.yaml"));
+  e = validate_error(parse_config("model: {layers: 3}\nsampling:\n  batch_size: 8\n  fanouts: [5, 5]\n", "c.yaml"));
   EXPECT_TRUE(has(e, "[at c.yaml:4]")) << e;  // both set: the fanouts
-  e = validation_error(parse_config("sampling:\n  eval_fanouts: [5]\n", "c.yaml"));
+  e = validate_error(parse_config("sampling:\n  eval_fanouts: [5]\n", "c.yaml"));
   EXPECT_TRUE(has(e, "sampling.eval_fanouts has 1 entries") && has(e, "[at c.yaml:2]")) << e;
-  e = validation_error(parse_config("\nsampling: {fanouts: [0, 5]}\n", "c.yaml"));
+  e = validate_error(parse_config("\nsampling: {fanouts: [0, 5]}\n", "c.yaml"));
   EXPECT_TRUE(has(e, "sampling.fanouts entries must be >= 1 or -1 [at c.yaml:2]")) << e;
-  e = validation_error(parse_config("model:\n  type: gat\n  dkp: auto\n", "c.yaml"));
+  e = validate_error(parse_config("model:\n  type: gat\n  dkp: auto\n", "c.yaml"));
   EXPECT_TRUE(has(e, "model.dkp is 'auto' but model.type is 'gat' [at c.yaml:3]")) << e;
-  e = validation_error(parse_config("model:\n  dkp: auto\n\n  type: gat\n", "c.yaml"));
+  e = validate_error(parse_config("model:\n  dkp: auto\n\n  type: gat\n", "c.yaml"));
   EXPECT_TRUE(has(e, "[at c.yaml:2]")) << e;
-  e = validation_error(parse_config("dataset:\n  features: mmap\n  normalize: row\n", "c.yaml"));
+  e = validate_error(parse_config("dataset:\n  features: mmap\n  normalize: row\n", "c.yaml"));
   EXPECT_TRUE(has(e, "needs dataset.features=memory [at c.yaml:3]")) << e;
-  e = validation_error(parse_config("dataset:\n  path: \"\"\n", "c.yaml"));
+  e = validate_error(parse_config("dataset:\n  path: \"\"\n", "c.yaml"));
   EXPECT_TRUE(has(e, "dataset.path is empty [at c.yaml:2]")) << e;
-  e = validation_error(parse_config("dataset:\n  row_alignment: 48\n", "c.yaml"));
+  e = validate_error(parse_config("dataset:\n  row_alignment: 48\n", "c.yaml"));
   EXPECT_TRUE(has(e, "[at c.yaml:2]")) << e;
 
   Config c = parse_config("train: {epochs: 2}\n", "c.yaml");
   apply_override(c, "model.layers=3");
-  e = validation_error(c);
+  e = validate_error(c);
   EXPECT_TRUE(has(e, "[at --set model.layers]")) << e;
 
   Config code;
   code.model.layers = 3;
-  e = validation_error(code);
+  e = validate_error(code);
   EXPECT_TRUE(has(e, "sampling.fanouts has 2 entries but model.layers is 3 [at gt::Config]")) << e;
 }
 
