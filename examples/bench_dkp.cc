@@ -63,6 +63,7 @@ struct DkpOptions {
 
 DkpOptions parse_dkp(int argc, char** argv) {
   DkpOptions o;
+  bool given_fanouts = false, given_batch = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -93,12 +94,20 @@ DkpOptions parse_dkp(int argc, char** argv) {
       o.dataset = value();
     } else if (a == "--fanouts") {
       o.fanouts = int_list(value(), "--fanouts");
+      given_fanouts = true;
     } else if (a == "--batch") {
       o.batch = int_value(value(), "--batch", 1, int64_t{1} << 40);
+      given_batch = true;
     } else {
-      throw gt::Error("unknown option " + a, "gt-bench dkp", "see the header of examples/bench_dkp.cc");
+      throw gt::Error("unknown option " + a, "gt-bench dkp", "gt-bench --help lists the options");
     }
   }
+  if (o.dataset.empty() && (given_fanouts || given_batch))
+    throw gt::Error("--fanouts and --batch apply to a batch of --dataset FILE.h5; the workloads have fixed shapes",
+                    "gt-bench dkp", "add --dataset, or leave them out");
+  for (int64_t f : o.fanouts)
+    if (f < 1 && f != -1)
+      throw gt::Error("--fanouts entries must be >= 1 or -1, got " + std::to_string(f), "gt-bench dkp", "");
   if (o.iters < 1 || o.warmup < 2 || !(o.scale > 0 && o.scale <= 1))
     throw gt::Error("need --iters >= 1, --warmup >= 2 and 0 < --scale <= 1", "gt-bench dkp", "");
   if (o.models.empty()) o.models = {"gcn"};
@@ -190,10 +199,14 @@ int bench_dkp(int argc, char** argv) {
   gt::Context ctx(gt::Context::parse_device(o.device));
   ctx.set_tf32(o.tf32);
   const std::string dev_name = gt::device_name(ctx.device());
-  std::printf("device %s, %s dense math, 2 layers, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
-              dev_name.c_str(), o.tf32 ? "TF32" : "float32", o.scale);
-  std::printf("| workload | model | aggregate-first ms | combine-first ms | auto ms | auto orders (layer 0, 1) | auto / best fixed "
-              "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|---|\n");
+  const std::size_t layers = o.dataset.empty() ? 2 : o.fanouts.size();
+  std::string layer_list;
+  for (std::size_t l = 0; l < layers; ++l) layer_list += (l ? ", " : "") + std::to_string(l);
+  std::printf("device %s, %s dense math, %zu layer%s, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
+              dev_name.c_str(), o.tf32 ? "TF32" : "float32", layers, layers == 1 ? "" : "s", o.scale);
+  std::printf("| workload | model | aggregate-first ms | combine-first ms | auto ms | auto orders (layer %s) | auto / best fixed "
+              "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|---|\n",
+              layer_list.c_str());
   gt::MetricsWriter out(o.json);
   // One builder per case, run lazily so only one case's tensors are resident at a time.
   std::vector<std::function<Case()>> cases;

@@ -105,7 +105,7 @@ Options parse(int argc, char** argv, bool step) {
       o.dkp = value();
       gt::parse_dkp_mode(o.dkp);  // throws naming the choices
     } else {
-      throw gt::Error("unknown option " + a, "gt-bench", "see the header of examples/bench_napa.cc");
+      throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
     }
   }
   for (auto& w : o.workloads) {

@@ -534,7 +534,7 @@ TrainResult Trainer::fit(std::ostream* log) {
   if (log && impl_->resumed.epoch > 0) *log << "resuming after epoch " << impl_->resumed.epoch << "\n";
   for (int64_t epoch = impl_->resumed.epoch + 1; epoch <= cfg_.train.epochs; ++epoch) {
     auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
-    ProgressBar bar(cfg_.train.progress && writer,
+    ProgressBar bar(cfg_.train.progress && writer && log != nullptr,  // fit(nullptr) is silent
                     "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
                     static_cast<int64_t>(batches.size()));
     auto t_epoch = Clock::now();

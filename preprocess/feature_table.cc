@@ -38,6 +38,9 @@ FeatureTable::FeatureTable(const Tensor& t) : tensor_(t) {
 }
 
 int64_t FeatureTable::aligned_width(int64_t cols, int64_t align_bytes) {
+  GT_CHECK_ARG(align_bytes == 16 || align_bytes == 32 || align_bytes == 64 || align_bytes == 128,
+               "row alignment must be 16, 32, 64 or 128 bytes, got ", align_bytes);
+  GT_CHECK_ARG(cols >= 0, "a feature table cannot have ", cols, " columns");
   for (int64_t m = align_bytes / 4; m > 4; m /= 2) {
     const int64_t w = (cols + m - 1) / m * m;
     if ((w - cols) * 64 <= cols) return w;

@@ -68,6 +68,9 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
   ls.indptr.assign(static_cast<std::size_t>(n_dst) + 1, 0);
   for (int64_t i = 0; i < n_dst; ++i) {
     int64_t v = frontier[static_cast<std::size_t>(i)];
+    if (v < 0 || v >= g_.num_nodes)  // sample() checked its seeds; a caller of this stage may not have
+      GT_THROW("NeighborSampler::sample_layer", "", "frontier entry ", i, " = node id ", v, " out of range [0, ",
+               g_.num_nodes, ")");
     int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
     ls.indptr[static_cast<std::size_t>(i) + 1] =
         ls.indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));

@@ -140,6 +140,9 @@ TEST(FeatureTable, WiderRowsArePaddedWithZeros) {
   EXPECT_EQ(FeatureTable::aligned_width(602), 608);
   EXPECT_EQ(FeatureTable::aligned_width(1433), 1440);
   EXPECT_EQ(FeatureTable::aligned_width(4353), 4384);
+  EXPECT_THROW(FeatureTable::aligned_width(3, 7), Error);  // only 16, 32, 64 or 128 bytes
+  EXPECT_THROW(FeatureTable::aligned_width(3, 0), Error);
+  EXPECT_EQ(FeatureTable::aligned_width(3, 16), 4);
   EXPECT_EQ(FeatureTable::aligned_width(4353, 64), 4368);
   EXPECT_EQ(FeatureTable::aligned_width(4353, 32), 4360);
   EXPECT_EQ(FeatureTable::aligned_width(4353, 16), 4356);

@@ -129,6 +129,15 @@ TEST(Sampler, BadSeedsAreErrors) {
   EXPECT_THROW(s.sample({10}, 0), Error);
   EXPECT_THROW(s.sample({-1}, 0), Error);
   EXPECT_THROW(NeighborSampler(g.view(), {0}, false, 0), Error);
+  // The pipeline's stage, called on its own, checks its frontier too (it read out of bounds).
+  try {
+    s.sample_layer({3, 99999}, 0, 0);
+    ADD_FAILURE() << "an out-of-range frontier id was sampled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("frontier entry 1 = node id 99999 out of range [0, 10)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(s.sample_layer({-1}, 0, 0), Error);
 }
 
 TEST(Sampler, BatchesCoverIdsOnce) {
