@@ -358,25 +358,72 @@ Config file_config_defaults() {
   return cfg;
 }
 
+namespace {
+
+// What the lines of a YAML text hold: `second` is the 1-based line where a second document
+// starts (a "---" after content, or content after "..."), 0 when there is one document;
+// `content` is whether any line holds content. Blank lines, comments and directives ("%YAML")
+// are not content; a "---" before any content opens the first document.
+struct DocumentScan {
+  int64_t second = 0;
+  bool content = false;
+};
+DocumentScan scan_documents(const std::string& text) {
+  bool content = false, ended = false;
+  int64_t line = 0;
+  for (std::size_t pos = 0; pos <= text.size();) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string_view l(text.data() + pos, eol - pos);
+    ++line;
+    pos = eol + 1;
+    auto marker = [&](std::string_view m) {
+      return l.substr(0, 3) == m && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    };
+    const std::size_t first = l.find_first_not_of(" \t\r");
+    const bool blank = first == std::string_view::npos || l[first] == '#';
+    if (marker("---")) {
+      if (content || ended) return {line, true};
+      // "--- value" on the marker line is content of the first document.
+      const std::size_t after = l.find_first_not_of(" \t\r", 3);
+      content = after != std::string_view::npos && l[after] != '#';
+    } else if (marker("...")) {
+      ended = true;
+    } else if (!blank && !(l[0] == '%' && !content)) {
+      if (ended) return {line, true};
+      content = true;
+    }
+    if (eol == text.size()) break;
+  }
+  return {0, content};
+}
+
+}  // namespace
+
 Config parse_config(const std::string& text, const std::string& source) {
   YAML::Node root;
+  // A config is one document: a second (after "---" or "...") would be ignored without a word.
+  // Found in the text (a marker starts a line: inside block scalars such lines end the scalar
+  // anyway), not by YAML::LoadAll, which loops forever on some malformed streams (fuzz_config).
+  const DocumentScan scan = scan_documents(text);
+  if (scan.second > 0)
+    GT_THROW(source + ":" + std::to_string(scan.second), "merge the documents into one (one config per file)",
+             "a config is one YAML document, this file has another from line ", scan.second);
   try {
-    // Every document is parsed (a syntax error after a "---" or "..." is still one), and a
-    // config is one document: a second would otherwise be ignored without a word.
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      const YAML::Mark m = docs[1].Mark();
-      GT_THROW(m.line >= 0 ? source + ":" + std::to_string(m.line + 1) : source,
-               "merge the documents into one (one config per file)",
-               "a config is one YAML document, this file has ", docs.size());
-    }
-    if (!docs.empty()) root = docs[0];
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "", "YAML syntax error: ", e.msg);
   }
   Config cfg = file_config_defaults();
   cfg.source = source;
-  if (root.IsNull()) return cfg;
+  if (root.IsNull()) {
+    // Nothing but comments is an empty config; content that yaml-cpp read as no document at all
+    // (control characters can do that) is not one.
+    if (scan.content && !(text.find_first_not_of(" \t\r\n~null") == std::string::npos))
+      GT_THROW(source, "a config is a YAML map of sections (model, dataset, sampling, optimizer, train)",
+               "the file holds text but no YAML document could be read from it");
+    return cfg;
+  }
   if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train)");
   static const char* kSections[] = {"model", "dataset", "sampling", "optimizer", "train"};
   std::set<std::string> seen;  // sections and keys: a second one would silently replace the first

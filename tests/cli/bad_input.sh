@@ -245,7 +245,7 @@ else
   fail "--print-graph failed: $(cat "$WORK/stderr.txt")"
 fi
 printf 'model: {type: gcn}\n---\nmodel: {type: sage}\n' >"$WORK/twodocs.yaml"
-expect_error "two YAML documents" 1 "twodocs.yaml:3" - -- "$GT_TRAIN" "$WORK/twodocs.yaml"
+expect_error "two YAML documents" 1 "this file has another from line 2 [at $WORK/twodocs.yaml:2]" - -- "$GT_TRAIN" "$WORK/twodocs.yaml"
 expect_error "device name checked with its line" 1 "train.device must be cpu, cuda, cuda:N or auto, got 'gpu0' [at --set train.device]" \
   "$WORK/train/metrics.jsonl" -- "$GT_TRAIN" "$WORK/good.yaml" --set train.device=gpu0
 mkfifo "$WORK/fifo"
