@@ -50,8 +50,10 @@ for program in gt-data gt-train; do
   if [ -x "$WORK/prefix/bin/$program" ]; then
     env -u LD_LIBRARY_PATH "$WORK/prefix/bin/$program" --help >"$WORK/help.txt" 2>&1 ||
       { cat "$WORK/help.txt" >&2; echo "FAIL: installed $program does not start" >&2; exit 1; }
-    ldd "$WORK/prefix/bin/$program" | grep -q "$WORK/prefix" ||
-      { ldd "$WORK/prefix/bin/$program" >&2; echo "FAIL: installed $program does not use the installed library" >&2; exit 1; }
+    # The whole ldd output first: with pipefail, grep -q leaving early would fail the pipe (SIGPIPE).
+    deps=$(ldd "$WORK/prefix/bin/$program")
+    grep -q "$WORK/prefix" <<<"$deps" ||
+      { echo "$deps" >&2; echo "FAIL: installed $program does not use the installed library" >&2; exit 1; }
   fi
 done
 echo "consumer.sh: installed package works"
