@@ -26,9 +26,11 @@
 #include <vector>
 
 #include "framework/config.h"
+#include "framework/dkp.h"
 #include "framework/error.h"
 #include "framework/temp_files.h"
 #include "framework/trainer.h"
+#include "models/model.h"
 #include "preprocess/sampler.h"
 
 namespace {
@@ -74,7 +76,10 @@ int main(int argc, char** argv) {
       overrides.push_back(argv[++i]);
     } else if (a == "--resume") {
       if (i + 1 >= argc) return usage("--resume needs a checkpoint file");
+      if (!resume.empty()) return usage("--resume may be given once");
       resume = argv[++i];
+      // An empty name (an unset shell variable) would start from scratch and overwrite the outputs.
+      if (resume.empty()) return usage("--resume needs a checkpoint file, got an empty name");
     } else if (a.rfind("--set=", 0) == 0) {
       overrides.push_back(a.substr(6));
     } else if (!a.empty() && a[0] == '-') {
@@ -99,14 +104,18 @@ int main(int argc, char** argv) {
       std::cout << gt::to_yaml(cfg);
       return 0;
     }
+    // An inspection: the run's outputs are neither checked nor created. The DKP cache is read
+    // (the graph shows a cached cost model's predictions), never written: nothing trains.
+    const std::string dkp_cache = cfg.train.dkp_cache;
     if (print_graph) {
-      // An inspection: the run's outputs are neither checked nor created.
       for (std::string* out : {&cfg.train.metrics, &cfg.train.save_best, &cfg.train.checkpoint, &cfg.train.trace,
                                &cfg.train.dkp_cache})
         out->clear();
     }
     gt::Trainer trainer(cfg);
     if (print_graph) {
+      if (gt::DkpPlanner* dkp = trainer.model().dkp(); dkp && !dkp_cache.empty())
+        dkp->configure(dkp_cache, cfg.train.dkp_warmup);
       // The first batch of epoch 1, sampled as the trainer samples it (shapes only).
       const gt::Dataset& ds = trainer.dataset();
       const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;

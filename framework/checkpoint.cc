@@ -44,7 +44,7 @@ void save_checkpoint(const std::string& path, const std::string& config_yaml, co
   std::vector<Param*> params = model.params();
   auto state = optimizer.state(ctx, params);
   ctx.synchronize();
-  TensorFileWriter w(path);
+  TensorFileWriter w(path, "checkpoint");
   w.attr("format", std::string(kFormatName));
   w.attr("format_version", kCheckpointFormatVersion);
   w.attr("config", config_yaml);
@@ -105,16 +105,19 @@ void load_checkpoint(const CheckpointInfo& info, Model& model, Optimizer* optimi
 
 void check_resumable(const CheckpointInfo& info, const Config& cfg) {
   const std::string yaml = to_yaml(cfg);
-  auto saved = section_lines(info.config_yaml, "model");
-  auto now = section_lines(yaml, "model");
-  for (std::size_t i = 0; i < saved.size() || i < now.size(); ++i) {
-    if (i < saved.size() && i < now.size() && saved[i] == now[i]) continue;
-    const auto& key = i < saved.size() ? saved[i].first : now[i].first;
-    std::string a = i < saved.size() ? saved[i].second : "(none)", b = i < now.size() ? now[i].second : "(none)";
-    GT_THROW(info.path, "resume with the config the checkpoint was trained with",
-             "checkpoint '", info.path, "' was saved from a different model config: ", key, " is ", a,
-             " in the checkpoint, ", b, " in ", cfg.source.empty() ? "the config" : cfg.source);
-  }
+  // A key the checkpoint's config lacks (a checkpoint of an older build) is not compared.
+  auto compare = [&](const char* section, const std::set<std::string>& free, const std::string& what) {
+    std::map<std::string, std::string> was;
+    for (auto& [key, value] : section_lines(info.config_yaml, section)) was[key] = value;
+    for (auto& [key, value] : section_lines(yaml, section)) {
+      auto it = was.find(key);
+      if (free.count(key) || it == was.end() || it->second == value) continue;
+      GT_THROW(config_place(cfg, {key.c_str()}), "resume with the config the checkpoint was trained with",
+               "checkpoint '", info.path, "' was ", what, key, " ", it->second, ", the config has ", value,
+               ": the resumed run would not continue the same training");
+    }
+  };
+  compare("model", {}, "saved from a model with ");
   if (info.state.seed != cfg.train.seed)
     GT_THROW(info.path, "resume with the same train.seed", "checkpoint '", info.path, "' was trained with train.seed ",
              info.state.seed, ", the config has ", cfg.train.seed);
@@ -123,22 +126,11 @@ void check_resumable(const CheckpointInfo& info, const Config& cfg) {
              info.optimizer_type, " state, the config has optimizer.type ", cfg.optimizer.type);
   // The rest of what decides the losses that follow: the data as the model sees it, the batches
   // and the update rule. Where the data lives (path, memory or mmap), where sampling runs (the
-  // same blocks either way) and what evaluation uses may change. A key the checkpoint's config
-  // lacks (a checkpoint of an older build) is not compared.
+  // same blocks either way) and what evaluation uses may change.
   static const std::set<std::string> kFree = {"dataset.path",       "dataset.features",         "dataset.valid_split",
                                               "dataset.test_split", "sampling.device",          "sampling.eval_fanouts",
                                               "sampling.eval_batch_size"};
-  for (const char* section : {"dataset", "sampling", "optimizer"}) {
-    std::map<std::string, std::string> was;
-    for (auto& [key, value] : section_lines(info.config_yaml, section)) was[key] = value;
-    for (auto& [key, value] : section_lines(yaml, section)) {
-      auto it = was.find(key);
-      if (kFree.count(key) || it == was.end() || it->second == value) continue;
-      GT_THROW(config_place(cfg, {key.c_str()}), "resume with the config the checkpoint was trained with",
-               "checkpoint '", info.path, "' was trained with ", key, " ", it->second, ", the config has ", value,
-               ": the resumed run would not continue the same training");
-    }
-  }
+  for (const char* section : {"dataset", "sampling", "optimizer"}) compare(section, kFree, "trained with ");
 }
 
 }  // namespace gt

@@ -59,8 +59,12 @@ CheckpointInfo read_checkpoint_info(const std::string& path);
 // tensor on a missing tensor or a shape mismatch.
 void load_checkpoint(const CheckpointInfo& info, Model& model, Optimizer* optimizer, const Context& ctx);
 
-// Throws naming the checkpoint and the first differing key when `cfg` cannot continue the run of
-// `info`: a model.* key, train.seed or optimizer.type differs.
+// Throws naming the checkpoint, the first differing key, both values and where cfg sets it, when
+// `cfg` cannot continue the run of `info` with the same losses: a model.* key (model.dkp aside),
+// train.seed, optimizer.type, or a dataset / sampling / optimizer key that decides the training
+// (not dataset.path or .features, the valid and test splits, sampling.device, eval_fanouts or
+// eval_batch_size) differs. A key the stored config lacks (an older build's) is not compared.
+// The graph itself is compared by Trainer::resume (check_same_graph).
 void check_resumable(const CheckpointInfo& info, const Config& cfg);
 
 }  // namespace gt

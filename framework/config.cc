@@ -38,6 +38,16 @@ std::string where_of(const std::string& source, const YAML::Node& n) {
   return source + ":" + std::to_string(n.Mark().line + 1);
 }
 
+// The place of one entry of a list whose place is `where` ("file:line", or "--set key"): the
+// entry's own line when both are known (a long flow list, or a block list, spans lines).
+std::string entry_where(const std::string& where, const YAML::Node& item) {
+  const auto colon = where.rfind(':');
+  if (item.Mark().is_null() || colon == std::string::npos || colon + 1 == where.size() ||
+      where.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+    return where;
+  return where.substr(0, colon + 1) + std::to_string(item.Mark().line + 1);
+}
+
 [[noreturn]] void type_error(const std::string& key, const std::string& expected, const YAML::Node& n,
                              const std::string& where) {
   std::string found = n.IsScalar() ? "'" + n.Scalar() + "'" : n.IsSequence() ? "a list" : n.IsMap() ? "a map" : "nothing";
@@ -173,8 +183,9 @@ Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
     if (!n.IsSequence()) type_error(key, "a list of integers", n, where);
     std::vector<int64_t> out;
     for (const auto& item : n) {
-      auto v = scalar_as<int64_t>(key, "a list of integers", item, where);
-      in_range(v, where);
+      const std::string at = entry_where(where, item);
+      auto v = scalar_as<int64_t>(key, "a list of integers", item, at);
+      in_range(v, at);
       out.push_back(v);
     }
     get(c) = out;
@@ -237,7 +248,8 @@ const std::vector<Field>& fields() {
                 "most 1/64 of a row; otherwise the largest smaller one that does, and 16 at least (4353 floats -> "
                 "4384, 602 -> 608, 100 -> 100). 128-byte rows put each warp's gather loads on whole cache lines"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
-                   "feature normalisation on load: row = divide each row by its sum (Planetoid convention)"),
+                   "feature normalisation on load: row = PyG's NormalizeFeatures (subtract the table's minimum, "
+                   "then divide each row by its sum, a sum below 1 counting as 1)"),
       string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),
       string_field("dataset.valid_split", GT_GET(dataset, valid_split), {}, "split for model selection"),
       string_field("dataset.test_split", GT_GET(dataset, test_split), {}, "split reported at the best validation epoch"),
@@ -428,7 +440,8 @@ Config parse_config(const std::string& text, const std::string& source) {
                  "unknown config key '", key, "'");
       if (!seen.insert(key).second)
         GT_THROW(where_of(source, kv.first), "keep one of them", "config key '", key, "' appears twice");
-      f->set(cfg, kv.second, where_of(source, kv.second));
+      // An empty value's mark is the next token's (often the next line): name the key's line.
+      f->set(cfg, kv.second, where_of(source, kv.second.IsNull() ? kv.first : kv.second));
       cfg.where[key] = where_of(source, kv.first);
     }
   }
@@ -464,6 +477,20 @@ void apply_override(Config& cfg, const std::string& assignment) {
   std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   const Field* f = find_field(key);
   if (!f) GT_THROW("--set " + assignment, "known keys: " + known_keys(""), "unknown config key '", key, "'");
+  // A value is YAML, where " #" starts a comment: "--set train.metrics=run #2.jsonl" would write
+  // to "run". A comment on a command line is never meant: refused, naming where it starts.
+  {
+    bool single = false, dbl = false;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const char c = value[i];
+      if (c == '\'' && !dbl) single = !single;
+      else if (c == '"' && !single && (i == 0 || value[i - 1] != '\\')) dbl = !dbl;
+      else if (c == '#' && !single && !dbl && i > 0 && (value[i - 1] == ' ' || value[i - 1] == '\t'))
+        GT_THROW("--set " + assignment, "put the value in YAML quotes to keep the '#': --set '" + key + "=\"...\"'",
+                 "config key '", key, "': '", value.substr(i), "' in '", value,
+                 "' is a YAML comment, so the value would be cut short");
+    }
+  }
   YAML::Node n;
   try {
     n = YAML::Load(value);
@@ -502,6 +529,16 @@ void validate_config(const Config& cfg) {
     if (!ok)
       GT_THROW(at({"train.device"}), "use cpu, cuda, cuda:N or auto", "train.device must be cpu, cuda, cuda:N or auto, got '",
                d, "'");
+  }
+  // GPU-only settings on a run that can only be on the CPU would be ignored without a word.
+  // (With train.device: auto they apply when a GPU is found.)
+  if (cfg.train.device == "cpu") {
+    if (cfg.train.gpu_cache_mb > 0)
+      GT_THROW(at({"train.gpu_cache_mb", "train.device"}), "set train.gpu_cache_mb: 0, or train.device: cuda or auto",
+               "train.gpu_cache_mb is ", cfg.train.gpu_cache_mb, " but train.device is cpu: the cache is GPU memory");
+    if (cfg.train.precision == "tf32")
+      GT_THROW(at({"train.precision", "train.device"}), "set train.precision: float32, or train.device: cuda or auto",
+               "train.precision is tf32 but train.device is cpu: TF32 is a GPU tensor-core format");
   }
   if (static_cast<int64_t>(cfg.sampling.fanouts.size()) != cfg.model.layers)
     GT_THROW(at({"sampling.fanouts", "model.layers"}), "give one fanout per layer, input side first",

@@ -42,9 +42,18 @@ int cuda_device_count() {
 #endif
 }
 
+void require_cuda_device(Device d, const char* what) {
+  if (!d.is_cuda()) return;
+  const int n = cuda_device_count();
+  if (d.index < 0 || d.index >= n)
+    GT_THROW(what, n == 0 ? "use Device::cpu() (device: cpu or auto) on a machine without a GPU" : "",
+             "CUDA device ", d.index, " requested but ", n, " usable CUDA device(s) found");
+}
+
 std::string device_name(Device d) {
   if (d.is_cpu()) return "cpu";
 #ifdef GT_WITH_CUDA
+  require_cuda_device(d, "device_name");
   cudaDeviceProp prop{};
   GT_CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
   return prop.name;
@@ -56,6 +65,7 @@ std::string device_name(Device d) {
 int64_t device_total_memory(Device d) {
   if (d.is_cpu()) return 0;
 #ifdef GT_WITH_CUDA
+  require_cuda_device(d, "device_total_memory");
   cudaDeviceProp prop{};
   GT_CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
   return static_cast<int64_t>(prop.totalGlobalMem);
@@ -88,6 +98,7 @@ Device Context::parse_device(const std::string& spec) {
 Context::Context(Device device) : device_(device) {
   if (!device.is_cuda()) return;
 #ifdef GT_WITH_CUDA
+  require_cuda_device(device, "Context");
   GT_CUDA_CHECK(cudaSetDevice(device.index));
   cudaStream_t s, c, side;
   // Training kernels before preprocessing kernels: the compute stream gets the highest priority

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "framework/cuda_check.h"
+#include "framework/device.h"
 #include "framework/memory.h"
 
 namespace gt {
@@ -66,6 +67,7 @@ void* device_alloc(std::size_t bytes, int device) {
     pool.free_blocks.erase(it);
     pool.cached -= size;
   } else {
+    require_cuda_device(Device::cuda(device), "device_alloc");
     int prev = 0;
     GT_CUDA_CHECK(cudaGetDevice(&prev));
     if (prev != device) GT_CUDA_CHECK(cudaSetDevice(device));

@@ -30,12 +30,16 @@ struct Device {
 bool built_with_cuda();
 // Number of usable CUDA devices at run time (0 without a driver or a GPU; never throws).
 int cuda_device_count();
+// Throws gt::Error ("CUDA device N requested but M usable CUDA device(s) found", at `what`) unless
+// d is the CPU or a usable CUDA device: the message the CUDA runtime gives without a driver
+// ("CUDA driver version is insufficient") misleads.
+void require_cuda_device(Device d, const char* what);
 // Makes d the calling thread's current CUDA device (a no-op for the CPU or when it already is).
 // Threads that enqueue work for several GPUs (pipeline workers, replica threads) call it first.
 void set_current_device(Device d);
-// Name of CUDA device i ("cpu" for a CPU-only build).
+// Name of device d ("cpu" for the CPU); throws for a CUDA device that is not there.
 std::string device_name(Device d);
-// Bytes of memory of CUDA device d (0 for the CPU).
+// Bytes of memory of CUDA device d (0 for the CPU); throws for a CUDA device that is not there.
 int64_t device_total_memory(Device d);
 
 }  // namespace gt

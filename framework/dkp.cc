@@ -236,7 +236,8 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
       std::snprintf(buf, sizeof buf, "%.17g", c[k]);
       out << dkp_term_name(k) << " " << buf << "\n";
     }
-    if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
+    out.close();  // the last buffered write happens here: checked below
+    if (out.fail()) GT_THROW(path, "check train.dkp_cache (is the disk full?)", "cannot write the DKP cost-model cache");
   }
   std::filesystem::rename(tmp.path(), path, ec);
   if (ec) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache: ", ec.message());
@@ -244,20 +245,37 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
 }
 
 bool load_dkp_cache(const std::string& path, DkpCoefficients& c) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return false;
+  constexpr const char* kHint = "delete it: the next run with model.dkp: auto refits and rewrites it";
+  if (!std::filesystem::is_regular_file(st))
+    GT_THROW(path, kHint, "the DKP cost-model cache '", path, "' is not a regular file");
   std::ifstream in(path);
-  if (!in) return false;
+  if (!in) GT_THROW(path, "check its permissions", "cannot read the DKP cost-model cache '", path, "'");
   DkpCoefficients got{};
-  int seen = 0;
+  int seen = 0, line_no = 0;
   for (std::string line; std::getline(in, line);) {
+    ++line_no;
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ls(line);
-    std::string name;
+    std::string name, rest;
     double v = 0;
-    if (!(ls >> name >> v) || seen >= kDkpTerms || name != dkp_term_name(seen) || !(v >= 0) || !std::isfinite(v))
-      return false;
+    const bool parsed = static_cast<bool>(ls >> name >> v) && !(ls >> rest);
+    if (seen >= kDkpTerms)
+      GT_THROW(path + ":" + std::to_string(line_no), kHint, "the DKP cost-model cache has more than ", kDkpTerms,
+               " terms");
+    if (!parsed || name != dkp_term_name(seen))
+      GT_THROW(path + ":" + std::to_string(line_no), kHint, "the DKP cost-model cache should have '",
+               dkp_term_name(seen), " <ms per unit>' here, not '", line, "'");
+    if (!(v >= 0) || !std::isfinite(v))
+      GT_THROW(path + ":" + std::to_string(line_no), kHint, "the DKP cost-model cache's ", name,
+               " must be a finite number >= 0, not '", line.substr(line.find(name) + name.size()), "'");
     got[seen++] = v;
   }
-  if (seen != kDkpTerms) return false;
+  if (seen != kDkpTerms)
+    GT_THROW(path, kHint, "the DKP cost-model cache has ", seen, " of its ", kDkpTerms,
+             " terms (the first missing is ", dkp_term_name(seen), ")");
   c = got;
   return true;
 }

@@ -83,7 +83,10 @@ DkpCoefficients fit_dkp(const std::vector<DkpSample>& samples);
 double dkp_mean_relative_error(const DkpCoefficients& c, const std::vector<DkpSample>& samples);
 
 // Cache file: <dir>/<device>-<model>.txt (device name with every non-alphanumeric character as
-// '_'). load returns false when the file is missing or not a cache of the same terms.
+// '_'). load returns false when the file is missing, and throws gt::Error naming the file and
+// line when it is not a cache of the same terms (a hand edit, a file of another build): a cache
+// that is silently refitted and overwritten would lose the edit without a word. save throws
+// naming the file when any write fails (a full disk), leaving the old file in place.
 std::string dkp_cache_path(const std::string& dir, const std::string& device, const std::string& model);
 void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std::string& device,
                     const std::string& model, int64_t samples);

@@ -40,10 +40,15 @@ std::recursive_mutex& hdf5_mutex() {
 
 namespace h5 {
 
-void fail(const std::string& file, const std::string& object, const char* call) {
+std::string take_error_detail() {
   std::string detail;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &detail);
   H5Eclear2(H5E_DEFAULT);
+  return detail;
+}
+
+void fail(const std::string& file, const std::string& object, const char* call) {
+  std::string detail = take_error_detail();
   std::string fn(call, std::strcspn(call, "("));
   GT_THROW(object.empty() ? file : file + ":" + object,
            "the file may be damaged, not written by gt-data, or on a full disk",

@@ -58,6 +58,11 @@ namespace h5 {
 // message of the library's error stack. The hint names gt-data: written for dataset files.
 [[noreturn]] void fail(const std::string& file, const std::string& object, const char* call);
 
+// The innermost message of HDF5's error stack (one line; empty when the stack is empty), and the
+// stack cleared: the cause of a failed call ("... errno = 28, error message = 'No space left on
+// device'"), for messages written elsewhere.
+std::string take_error_detail();
+
 }  // namespace h5
 
 // Evaluates an HDF5 call and throws naming the file and object when it returns a negative id

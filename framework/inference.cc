@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -111,6 +112,13 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
     if (f == 0 || f < -1) GT_THROW("fanouts", "use -1 for all neighbours", "inference fanouts must be >= 1 or -1, got ", f);
 
   const std::string ds = dataset_path.empty() ? m.cfg.dataset.path : dataset_path;
+  if (dataset_path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(ds, ec))
+      GT_THROW(model_path, "give the dataset explicitly (gt-serve --dataset FILE, or InferenceSession's dataset_path)",
+               "no dataset given, and the one model file '", model_path, "' was trained on, '", ds,
+               "' (its dataset.path, relative to where the training ran), does not exist here");
+  }
   m.dataset_path = ds;
   m.data = load_dataset(ds);
   if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);

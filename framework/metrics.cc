@@ -1,11 +1,18 @@
 #include "framework/metrics.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "framework/error.h"
@@ -82,20 +89,30 @@ int64_t epoch_of(const std::string& line) {
   return end && (*end == ',' || *end == '}') ? static_cast<int64_t>(v) : -1;
 }
 
-// Rewrites `path` (atomically) without the lines of epochs after `keep`.
-void drop_epochs_after(const std::string& path, int64_t keep) {
-  std::ifstream in(path);
-  if (!in) return;  // no file yet: nothing to drop
-  std::string line, kept;
+// Rewrites `path` (atomically) without the lines of epochs after `keep` (keep < 0: keeps every
+// epoch) and without a last line that has no newline (a record cut short by a killed run or a
+// full disk: appending to it would glue the next record onto it). Returns whether it rewrote.
+bool drop_epochs_after(const std::string& path, int64_t keep) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;  // no file yet: nothing to drop
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string kept;
   bool dropped = false;
-  while (std::getline(in, line)) {
-    if (epoch_of(line) > keep) {
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {  // unterminated last line
+      dropped = true;
+      break;
+    }
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (keep >= 0 && epoch_of(line) > keep) {
       dropped = true;
       continue;
     }
     kept += line + "\n";
   }
-  if (!dropped) return;
+  if (!dropped) return false;
   TempFile tmp(path);  // removed unless renamed
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   bool ok = fp && std::fwrite(kept.data(), 1, kept.size(), fp) == kept.size();
@@ -103,6 +120,31 @@ void drop_epochs_after(const std::string& path, int64_t keep) {
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
     GT_THROW(path, "check that the directory is writable", "cannot rewrite metrics file '", path, "'");
   tmp.renamed();
+  return true;
+}
+
+// Opens `path` for appending, without truncating it, and takes an exclusive advisory lock on it
+// for as long as it is open: a second run writing the same file is refused instead of
+// interleaving its lines with the first's.
+std::FILE* open_locked(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    GT_THROW(path, "check that the directory is writable", "cannot open metrics file '", path, "': ",
+             std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      GT_THROW(path, "give each run its own outputs, or wait for the other run to end", "metrics file '", path,
+               "' is being written by another run");
+    // Locks not supported (some network file systems): write without one.
+  }
+  std::FILE* fp = ::fdopen(fd, "a");
+  if (!fp) {
+    ::close(fd);
+    GT_THROW(path, "", "cannot open metrics file '", path, "'");
+  }
+  return fp;
 }
 
 }  // namespace
@@ -110,9 +152,18 @@ void drop_epochs_after(const std::string& path, int64_t keep) {
 MetricsWriter::MetricsWriter(const std::string& path, bool append, int64_t keep_through_epoch) : path_(path) {
   if (path.empty()) return;
   make_parent_dirs(path);
-  if (append && keep_through_epoch >= 0) drop_epochs_after(path, keep_through_epoch);
-  fp_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (!fp_) GT_THROW(path, "check that the directory is writable", "cannot open metrics file '", path, "'");
+  // The lock is taken before anything is changed, so that a run refused for it leaves the file
+  // as it was; a rewrite renames a new file into place, which is opened and locked again.
+  fp_ = open_locked(path);
+  if (!append) {
+    if (::ftruncate(::fileno(fp_), 0) != 0)
+      GT_THROW(path, "check that the file is writable", "cannot truncate metrics file '", path, "': ",
+               std::strerror(errno));
+  } else if (drop_epochs_after(path, keep_through_epoch)) {
+    std::FILE* fresh = open_locked(path);
+    std::fclose(fp_);
+    fp_ = fresh;
+  }
 }
 
 MetricsWriter::~MetricsWriter() {

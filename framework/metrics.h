@@ -29,7 +29,9 @@ class MetricsWriter {
   MetricsWriter() = default;
   // "" = disabled; creates parent directories; append keeps existing lines (a resumed run), and
   // with keep_through_epoch >= 0 only those of epochs up to it (a run resumed from a checkpoint
-  // older than the file's last line would otherwise repeat the epochs after the checkpoint).
+  // older than the file's last line would otherwise repeat the epochs after the checkpoint); a
+  // last line without a newline (cut short) is dropped on append. The file is locked while the
+  // writer lives (flock): a second writer of the same file is refused with gt::Error.
   explicit MetricsWriter(const std::string& path, bool append = false, int64_t keep_through_epoch = -1);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;

@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -16,8 +19,29 @@ namespace {
 
 constexpr int kWeightsFormatVersion = 1;
 
+// A failed HDF5 call while reading: names the file and what was being read, with HDF5's cause.
 void check(bool ok, const std::string& path, const std::string& what) {
-  if (!ok) GT_THROW(path, "", "HDF5 error while ", what, " in '", path, "'");
+  if (ok) return;
+  std::string detail = h5::take_error_detail();
+  GT_THROW(path, "", "HDF5 error while ", what, " in '", path, "'", detail.empty() ? "" : ": " + detail);
+}
+
+// HDF5's message for a failed write holds the time, the buffer's address and sizes; the system's
+// error message in it ("No space left on device") is the cause a user needs.
+std::string short_cause(const std::string& detail) {
+  static const std::string kKey = "error message = '";
+  const auto b = detail.find(kKey);
+  if (b == std::string::npos) return detail;
+  const auto e = detail.find('\'', b + kKey.size());
+  return detail.substr(b + kKey.size(), e == std::string::npos ? std::string::npos : e - b - kKey.size());
+}
+
+// 64-bit FNV-1a of a float buffer's bytes: what commit() compares the file's contents against.
+uint64_t fnv1a(const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
 }
 
 // fsync of a file or directory; best effort for directories (some file systems refuse).
@@ -34,20 +58,45 @@ bool fsync_path(const std::string& path, bool directory) {
 // --- Writer ----------------------------------------------------------------------------------
 
 struct TensorFileWriter::Impl {
-  std::string path, tmp;
+  std::string path, tmp, kind;
   hid_t file = -1;
   bool committed = false;
+  struct Written {
+    std::string name;
+    std::size_t count;
+    uint64_t hash;
+  };
+  std::vector<Written> written;  // what commit() reads back
+
+  // A failed write: names the file being replaced (not the temporary one), what was written and
+  // HDF5's cause. The temporary file is removed by the destructor; the old file stays.
+  void check(bool ok, const std::string& what) const {
+    if (ok) return;
+    fail(what, short_cause(h5::take_error_detail()));
+  }
+  [[noreturn]] void fail(const std::string& what, const std::string& detail) const {
+    bool full = detail.find("No space") != std::string::npos;
+    GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder", "cannot write ",
+             kind, " '", path, "': ", what, " failed", detail.empty() ? "" : " (" + detail + ")",
+             "; nothing was replaced");
+  }
 };
 
-TensorFileWriter::TensorFileWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
+TensorFileWriter::TensorFileWriter(const std::string& path, std::string kind) : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(hdf5_mutex());
   make_parent_dirs(path);
   impl_->path = path;
+  impl_->kind = std::move(kind);
   impl_->tmp = temp_path_for(path);
   impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
   if (impl_->file < 0) {
+    std::string detail = short_cause(h5::take_error_detail());
+    std::remove(impl_->tmp.c_str());  // created before HDF5 failed to write its header (a full disk)
     release_temp_path(impl_->tmp);
-    GT_THROW(path, "check that the directory is writable", "cannot create '", impl_->tmp, "'");
+    const bool full = detail.find("No space") != std::string::npos;
+    GT_THROW(path, full ? "the disk is full" : "check that the directory is writable", "cannot write ", impl_->kind,
+             " '", path, "': cannot create its temporary file '", impl_->tmp, "'",
+             detail.empty() ? "" : " (" + detail + ")");
   }
 }
 
@@ -63,23 +112,26 @@ void TensorFileWriter::attr(const std::string& name, int64_t value) {
   std::lock_guard lock(hdf5_mutex());
   H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Id a(H5Acreate2(impl_->file, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  check(a.get() >= 0 && H5Awrite(a.get(), H5T_NATIVE_INT64, &value) >= 0, impl_->tmp, "writing attribute " + name);
+  impl_->check(a.get() >= 0 && H5Awrite(a.get(), H5T_NATIVE_INT64, &value) >= 0, "writing attribute " + name);
+  impl_->check(H5Aclose(a.release()) >= 0, "closing attribute " + name);
 }
 
 void TensorFileWriter::attr(const std::string& name, double value) {
   std::lock_guard lock(hdf5_mutex());
   H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Id a(H5Acreate2(impl_->file, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  check(a.get() >= 0 && H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &value) >= 0, impl_->tmp, "writing attribute " + name);
+  impl_->check(a.get() >= 0 && H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &value) >= 0, "writing attribute " + name);
+  impl_->check(H5Aclose(a.release()) >= 0, "closing attribute " + name);
 }
 
 void TensorFileWriter::attr(const std::string& name, const std::string& value) {
   std::lock_guard lock(hdf5_mutex());
   H5Id type(H5Tcopy(H5T_C_S1), H5Tclose);
-  check(type.get() >= 0 && H5Tset_size(type.get(), value.size() + 1) >= 0, impl_->tmp, "writing attribute " + name);
+  impl_->check(type.get() >= 0 && H5Tset_size(type.get(), value.size() + 1) >= 0, "writing attribute " + name);
   H5Id space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Id a(H5Acreate2(impl_->file, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  check(a.get() >= 0 && H5Awrite(a.get(), type.get(), value.c_str()) >= 0, impl_->tmp, "writing attribute " + name);
+  impl_->check(a.get() >= 0 && H5Awrite(a.get(), type.get(), value.c_str()) >= 0, "writing attribute " + name);
+  impl_->check(H5Aclose(a.release()) >= 0, "closing attribute " + name);
 }
 
 void TensorFileWriter::tensor(const std::string& name, const Tensor& t) {
@@ -88,24 +140,49 @@ void TensorFileWriter::tensor(const std::string& name, const Tensor& t) {
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
   H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  check(lcpl.get() >= 0 && H5Pset_create_intermediate_group(lcpl.get(), 1) >= 0, impl_->tmp,
-        "creating groups for " + name);
+  impl_->check(lcpl.get() >= 0 && H5Pset_create_intermediate_group(lcpl.get(), 1) >= 0,
+               "creating groups for " + name);
   H5Id ds(H5Dcreate2(impl_->file, name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
           H5Dclose);
-  check(ds.get() >= 0 && H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
-        impl_->tmp, "writing " + name);
+  impl_->check(ds.get() >= 0 && H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
+               "writing " + name);
+  // Closing a dataset may write its data (HDF5 holds small writes in a buffer): its status counts.
+  impl_->check(H5Dclose(ds.release()) >= 0, "writing " + name);
+  impl_->written.push_back({name, host.size(), fnv1a(host.data(), host.size() * sizeof(float))});
+}
+
+// Reads every tensor back from the closed temporary file and compares it with what was written.
+// HDF5 does not report every failed write (on a full disk, data it wrote while closing a dataset
+// was lost with the call still succeeding, leaving zeros in the file): a file is renamed over the
+// old one only when it reads back as written.
+void TensorFileWriter::verify() {
+  const std::string& tmp = impl_->tmp;
+  H5Id file(H5Fopen(tmp.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  impl_->check(file.get() >= 0, "reading the written file back");
+  std::vector<float> buf;
+  for (const auto& w : impl_->written) {
+    buf.assign(w.count, 0.0f);
+    H5Id ds(H5Dopen2(file.get(), w.name.c_str(), H5P_DEFAULT), H5Dclose);
+    impl_->check(ds.get() >= 0 && (w.count == 0 || H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
+                                                           H5P_DEFAULT, buf.data()) >= 0),
+                 "reading " + w.name + " back");
+    if (fnv1a(buf.data(), buf.size() * sizeof(float)) != w.hash)
+      impl_->fail("reading " + w.name + " back", "the file does not hold what was written");
+  }
+  impl_->check(H5Fclose(file.release()) >= 0, "reading the written file back");
 }
 
 void TensorFileWriter::commit() {
   std::lock_guard lock(hdf5_mutex());
   const std::string& tmp = impl_->tmp;
-  check(H5Fflush(impl_->file, H5F_SCOPE_GLOBAL) >= 0, tmp, "flushing");
+  impl_->check(H5Fflush(impl_->file, H5F_SCOPE_GLOBAL) >= 0, "flushing");
   herr_t closed = H5Fclose(impl_->file);
   impl_->file = -1;
-  check(closed >= 0, tmp, "closing");
-  if (!fsync_path(tmp, false)) GT_THROW(tmp, "is the disk full?", "cannot fsync '", tmp, "'");
+  impl_->check(closed >= 0, "closing");
+  if (!fsync_path(tmp, false)) impl_->fail("fsync", std::strerror(errno));
+  verify();
   if (std::rename(tmp.c_str(), impl_->path.c_str()) != 0)
-    GT_THROW(impl_->path, "", "cannot rename '", tmp, "' to '", impl_->path, "'");
+    GT_THROW(impl_->path, "", "cannot rename '", tmp, "' to '", impl_->path, "': ", std::strerror(errno));
   impl_->committed = true;
   release_temp_path(tmp);
   // Makes the rename itself durable.
@@ -227,6 +304,13 @@ void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::
     check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data<float>()) >= 0, impl_->path,
           "reading " + name);
   }
+  // A NaN or Inf weight or optimizer moment gives a run or a service whose every answer is wrong
+  // (ReLU hides NaN from the loss): refused at load, as feature rows are.
+  const float* v = host.data<float>();
+  for (int64_t i = 0, n = host.numel(); i < n; ++i)
+    if (!std::isfinite(v[i]))
+      GT_THROW(impl_->path, "the file is corrupt, or was saved from a run that diverged", "'", name, "' in ",
+               impl_->kind, " '", impl_->path, "' holds ", v[i], " at element ", i);
   t.copy_from(host);
 }
 
@@ -235,12 +319,16 @@ void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::
 void write_data_shape(TensorFileWriter& w, const DataShape& shape) {
   w.attr("feature_dim", shape.feature_dim);
   w.attr("num_classes", shape.num_classes);
+  w.attr("num_nodes", shape.num_nodes);
+  w.attr("num_edges", shape.num_edges);
 }
 
 DataShape read_data_shape(const TensorFileReader& r) {
   DataShape s;
   if (r.has_attr("feature_dim")) s.feature_dim = r.attr_int("feature_dim");
   if (r.has_attr("num_classes")) s.num_classes = r.attr_int("num_classes");
+  if (r.has_attr("num_nodes")) s.num_nodes = r.attr_int("num_nodes");
+  if (r.has_attr("num_edges")) s.num_edges = r.attr_int("num_edges");
   return s;
 }
 
@@ -254,9 +342,18 @@ void check_data_shape(const std::string& path, const DataShape& stored, const Da
              " classes, dataset '", dataset, "' has ", now.num_classes);
 }
 
+void check_same_graph(const std::string& path, const DataShape& stored, const DataShape& now,
+                      const std::string& dataset) {
+  if ((stored.num_nodes > 0 && stored.num_nodes != now.num_nodes) ||
+      (stored.num_edges > 0 && stored.num_edges != now.num_edges))
+    GT_THROW(path, "resume on the graph the checkpoint was trained on (dataset.path may move, not change)", "'",
+             path, "' was trained on a graph of ", stored.num_nodes, " nodes and ", stored.num_edges,
+             " edges, dataset '", dataset, "' has ", now.num_nodes, " and ", now.num_edges);
+}
+
 void save_weights(const std::string& path, const std::vector<Param*>& params, const std::string& config_yaml,
                   int64_t epoch, const DataShape& shape) {
-  TensorFileWriter w(path);
+  TensorFileWriter w(path, "weights file");
   w.attr("format_version", static_cast<int64_t>(kWeightsFormatVersion));
   w.attr("epoch", epoch);
   w.attr("config", config_yaml);
@@ -268,6 +365,9 @@ void save_weights(const std::string& path, const std::vector<Param*>& params, co
 void load_weights(const std::string& path, const std::vector<Param*>& params, const DataShape& shape,
                   const std::string& dataset) {
   TensorFileReader r(path, "weights file");
+  if (r.has_attr("format_version") && r.attr_int("format_version") != kWeightsFormatVersion)
+    GT_THROW(path, "it was written by another GraphTensor version", "weights file '", path, "' has format version ",
+             r.attr_int("format_version"), ", this build reads version ", kWeightsFormatVersion);
   check_data_shape(path, read_data_shape(r), shape, dataset);
   for (Param* p : params) r.read_into("params/" + p->name, p->value, "was it saved from the same model config?");
 }

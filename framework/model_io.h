@@ -23,7 +23,8 @@ namespace gt {
 
 class TensorFileWriter {
  public:
-  explicit TensorFileWriter(const std::string& path);  // creates the parent dirs and "<path>.tmp"
+  // Creates the parent dirs and "<path>.tmp"; kind names the file in messages ("checkpoint").
+  explicit TensorFileWriter(const std::string& path, std::string kind = "file");
   ~TensorFileWriter();                                  // removes the temporary file unless committed
   TensorFileWriter(const TensorFileWriter&) = delete;
   TensorFileWriter& operator=(const TensorFileWriter&) = delete;
@@ -33,9 +34,13 @@ class TensorFileWriter {
   void attr(const std::string& name, const std::string& value);
   // Writes a float32 tensor (any device; copied to the host) as a float32 dataset.
   void tensor(const std::string& name, const Tensor& t);
+  // Flushes and closes the file, reads every tensor back (a file that does not hold what was
+  // written is an error: HDF5 may lose a write on a full disk without failing the call), fsyncs it
+  // and renames it over the path. Throws naming the path and HDF5's cause; the old file stays.
   void commit();
 
  private:
+  void verify();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -69,14 +74,23 @@ class TensorFileReader {
 // width and the number of classes. Weight shapes alone do not tell (rows are padded, so 62- and
 // 64-wide features give the same first layer). Stored as root attributes "feature_dim" and
 // "num_classes" of weights files and checkpoints; 0 = unknown (files written before they were).
+// The graph's size ("num_nodes", "num_edges") is stored too: a checkpoint continues training on
+// the same graph (check_same_graph), while a weights file may serve another graph of the same
+// feature width and classes.
 struct DataShape {
   int64_t feature_dim = 0;
   int64_t num_classes = 0;
+  int64_t num_nodes = 0;
+  int64_t num_edges = 0;
 };
 void write_data_shape(TensorFileWriter& w, const DataShape& shape);
 DataShape read_data_shape(const TensorFileReader& r);
-// Throws naming the file when `stored` (known) differs from the dataset in use.
+// Throws naming the file when `stored`'s features or classes (where known) differ from the
+// dataset in use.
 void check_data_shape(const std::string& path, const DataShape& stored, const DataShape& now,
+                      const std::string& dataset);
+// Throws naming the file when `stored`'s graph size (where known) differs from the dataset's.
+void check_same_graph(const std::string& path, const DataShape& stored, const DataShape& now,
                       const std::string& dataset);
 
 // The best-model weights file: /params/<name> datasets plus root attributes "config" (the

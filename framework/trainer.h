@@ -64,15 +64,17 @@ class Trainer {
   ~Trainer();
   // Restores weights, optimizer state, step counter and best-validation bookkeeping from a
   // checkpoint (train.checkpoint), so that fit() continues with the epoch after the saved one and
-  // gives the losses of an uninterrupted run. Throws gt::Error when the file is not a checkpoint,
-  // its model config, train.seed or optimizer.type differ from this config, or no epoch is left.
+  // gives the losses of an uninterrupted run. Throws gt::Error when the file is not a checkpoint
+  // or holds a NaN/Inf, when a key that decides the training differs from this config
+  // (check_resumable), when the dataset is another graph or shape, or when no epoch is left.
   void resume(const std::string& checkpoint_path);
   // Runs all epochs (after a resume(), the remaining ones; TrainResult::epochs lists only those).
   // Once per Trainer: a second call throws gt::Error.
   // Per-epoch lines go to `log` (nullptr = silent). Writes train.checkpoint every
   // train.checkpoint_every epochs and after the last.
   TrainResult fit(std::ostream* log);
-  // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts.
+  // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts; NaN when
+  // none of the ids is labelled (an empty list included).
   double evaluate(const std::vector<int64_t>& ids);
 
   // The first replica's model and context (every replica holds the same parameters).
@@ -96,7 +98,8 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Divides every feature row by its sum (rows summing to 0 are left alone).
+// dataset.normalize: row, as PyG's NormalizeFeatures: subtracts the table's minimum from every
+// value, then divides each row by its sum, a sum below 1 counting as 1.
 void normalize_rows(Tensor& features);
 
 }  // namespace gt

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <climits>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 namespace gt {
@@ -69,6 +71,21 @@ void check_bias(const Tensor& b, const char* name, int64_t out, const Context& c
 }
 
 // Checks x [n, in], w [in, out]; returns nothing. Used by every entry point.
+// An output must not share memory with an input (or another output): the GEMM zeroes or scales
+// its output before it has read all of its inputs, so `linear_forward(x, w, nullptr, x, ctx)`
+// would give a wrong result without an error.
+void check_disjoint(const Tensor& out, const char* out_name,
+                    std::initializer_list<std::pair<const Tensor*, const char*>> others, const char* op) {
+  if (!out.defined() || out.nbytes() == 0) return;
+  const auto* o = static_cast<const char*>(out.raw());
+  for (const auto& [t, name] : others) {
+    if (!t || !t->defined() || t->nbytes() == 0) continue;
+    const auto* p = static_cast<const char*>(t->raw());
+    GT_CHECK_ARG(o + out.nbytes() <= p || p + t->nbytes() <= o, op, ": ", out_name, " shares memory with ", name,
+                 " (outputs must not overlap the inputs or each other)");
+  }
+}
+
 void check_xw(const Tensor& x, const Tensor& w, const Context& ctx, const char* op) {
   check_mat(x, "x", op);
   check_mat(w, "w", op);
@@ -158,6 +175,8 @@ void check_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Te
     check_shape(*dx, "dx", n, in, op);
     check_device(*dx, "dx", ctx, op);
   }
+  check_disjoint(dw, "dw", {{&x, "x"}, {&w, "w"}, {&dy, "dy"}, {dx, "dx"}}, op);
+  if (dx) check_disjoint(*dx, "dx", {{&x, "x"}, {&w, "w"}, {&dy, "dy"}}, op);
 }
 
 // dw = x^T dy (overwritten), dx = dy w^T + dx_beta * dx.
@@ -189,6 +208,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y
   check_shape(y, "y", n, out, op);
   check_device(y, "y", ctx, op);
   if (b) check_bias(*b, "b", out, ctx, op);
+  check_disjoint(y, "y", {{&x, "x"}, {&w, "w"}, {b, "b"}}, op);
   gemm(ctx, false, false, n, out, in, x.data<float>(), in, w.data<float>(), out, 0.0f, y);
   if (b) add_bias(ctx, *b, y);
 }
@@ -199,6 +219,7 @@ void linear_forward_accumulate(const Tensor& x, const Tensor& w, Tensor& y, cons
   const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
   check_shape(y, "y", n, out, op);
   check_device(y, "y", ctx, op);
+  check_disjoint(y, "y", {{&x, "x"}, {&w, "w"}}, op);
   gemm(ctx, false, false, n, out, in, x.data<float>(), in, w.data<float>(), out, 1.0f, y);
 }
 
@@ -206,7 +227,10 @@ void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor*
                      const Context& ctx) {
   const char* op = "linear_backward";
   check_backward(x, w, dy, dx, dw, ctx, op);
-  if (db) check_bias(*db, "db", w.size(1), ctx, op);
+  if (db) {
+    check_bias(*db, "db", w.size(1), ctx, op);
+    check_disjoint(*db, "db", {{&x, "x"}, {&w, "w"}, {&dy, "dy"}, {dx, "dx"}, {&dw, "dw"}}, op);
+  }
   backward_gemms(x, w, dy, dx, dw, 0.0f, ctx);
   if (db) column_sums(ctx, dy, *db);
 }
@@ -233,6 +257,8 @@ void linear_weight_grads(const Tensor& x0, const Tensor& x1, const Tensor& dy, T
   check_device(dw0, "dw0", ctx, op);
   check_shape(dw1, "dw1", in, out, op);
   check_device(dw1, "dw1", ctx, op);
+  check_disjoint(dw0, "dw0", {{&x0, "x0"}, {&x1, "x1"}, {&dy, "dy"}, {&dw1, "dw1"}}, op);
+  check_disjoint(dw1, "dw1", {{&x0, "x0"}, {&x1, "x1"}, {&dy, "dy"}}, op);
   if (in == 0 || out == 0) return;
   // dw_i[in, out] = x_i^T[in, n] dy[n, out]
   if (ctx.is_cuda() && n > 0) {
@@ -259,6 +285,7 @@ void linear_input_grad(const Tensor& w, const Tensor& dy, Tensor& dx, bool accum
   check_shape(dy, "dy", n, out, op);
   check_shape(dx, "dx", n, in, op);
   check_device(dx, "dx", ctx, op);
+  check_disjoint(dx, "dx", {{&w, "w"}, {&dy, "dy"}}, op);
   // dx[n, in] = dy[n, out] w^T[out, in] (+ dx)
   gemm(ctx, false, true, n, in, out, dy.data<float>(), out, w.data<float>(), out, accumulate ? 1.0f : 0.0f, dx);
 }
@@ -334,6 +361,7 @@ void apply_forward(const Tensor& x, const Tensor& w, const Tensor* b, Activation
   check_shape(y, "y", n, out, op);
   check_device(y, "y", ctx, op);
   if (b) check_bias(*b, "b", out, ctx, op);
+  check_disjoint(y, "y", {{&x, "x"}, {&w, "w"}, {b, "b"}}, op);
   gemm(ctx, false, false, n, out, in, x.data<float>(), in, w.data<float>(), out, 0.0f, y);
   bias_activation(ctx, b, act, slope, y);  // the fused epilogue: one pass over y
 }

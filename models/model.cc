@@ -48,7 +48,10 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
     GT_CHECK_ARG(blocks[l].num_src == blocks[l - 1].num_dst, "layer ", l, " input has ", blocks[l - 1].num_dst,
                  " rows, block has ", blocks[l].num_src, " sources");
   if (dkp_) dkp_->begin_batch(training);
+  forward_blocks_.clear();
   graph_.forward(ctx, blocks, {{features_, features}, {labels_, labels ? *labels : Tensor()}}, training, step);
+  for (const Block& b : blocks) forward_blocks_.push_back({b.num_src, b.num_dst, b.nnz()});
+  forward_had_labels_ = labels && labels->defined();
   if (final_input) *final_input = graph_.value(last_input_).rows(0, blocks.back().num_dst);
   return graph_.value(logits_);
 }
@@ -57,6 +60,16 @@ float Model::loss() const { return loss_op_->loss().value(); }
 
 void Model::run_backward(const Context& ctx, const std::vector<Block>& blocks, int seed_value, const Tensor& seed,
                          const std::function<void(std::size_t)>& layer_done) {
+  GT_CHECK_ARG(!forward_blocks_.empty(), "backward before any forward(): run forward() on the batch first");
+  GT_CHECK_ARG(blocks.size() == forward_blocks_.size(), "backward got ", blocks.size(),
+               " blocks, the last forward() ran on ", forward_blocks_.size(), ": pass the forward's blocks");
+  for (std::size_t l = 0; l < blocks.size(); ++l) {
+    const auto& f = forward_blocks_[l];
+    GT_CHECK_ARG(blocks[l].num_src == f[0] && blocks[l].num_dst == f[1] && blocks[l].nnz() == f[2], "backward's block ",
+                 l, " (", blocks[l].num_src, " sources, ", blocks[l].num_dst, " destinations, ", blocks[l].nnz(),
+                 " edges) is not the block the last forward() ran on (", f[0], ", ", f[1], ", ", f[2],
+                 "): pass the forward's blocks");
+  }
   std::function<void(int64_t)> done;
   if (layer_done) done = [&](int64_t l) { layer_done(static_cast<std::size_t>(l)); };
   graph_.backward(ctx, blocks, {{seed_value, seed}}, done);
@@ -70,6 +83,9 @@ void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const
 
 void Model::backward_loss(const Context& ctx, const std::vector<Block>& blocks, float scale,
                           const std::function<void(std::size_t)>& layer_done) {
+  GT_CHECK_ARG(forward_blocks_.empty() || forward_had_labels_,
+               "backward_loss: the last forward() had no labels, so no loss was computed (pass labels to forward(), "
+               "or call backward() with the logits' gradient)");
   run_backward(ctx, blocks, loss_value_, Tensor::from_vector(std::vector<float>{scale}, {1, 1}), layer_done);
 }
 

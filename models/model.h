@@ -6,6 +6,7 @@
 // graph in reverse from dlogits, backward_loss() from the loss node; both fill every Param::grad.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -64,6 +65,10 @@ class Model {
   std::shared_ptr<DkpPlanner> dkp_;
   int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
   const SoftmaxCrossEntropyOp* loss_op_ = nullptr;  // owned by graph_
+  // What the last forward() ran on, so that a backward on other blocks, before any forward or
+  // from a loss that was not computed is a clear error (it failed deep in the graph before).
+  std::vector<std::array<int64_t, 3>> forward_blocks_;  // num_src, num_dst, nnz per block
+  bool forward_had_labels_ = false;
 };
 
 // Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming

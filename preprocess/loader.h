@@ -34,9 +34,14 @@ struct DeviceBatch {
 
 class BatchLoader {
  public:
-  // features: float32 [N, F] (a CPU tensor or a mapped file); labels: [N]. Both are referenced, not copied.
+  // features: float32 [N, F] (a CPU tensor or a mapped file; the table is a view, copied, whose
+  // rows must outlive the loader); labels: [N]. labels, sampler and ctx are referenced, not
+  // copied: they must outlive the loader (temporaries are refused at compile time).
   BatchLoader(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
               const Context& ctx);
+  BatchLoader(const FeatureTable&, std::vector<int32_t>&&, const NeighborSampler&, const Context&) = delete;
+  BatchLoader(const FeatureTable&, const std::vector<int32_t>&, NeighborSampler&&, const Context&) = delete;
+  BatchLoader(const FeatureTable&, const std::vector<int32_t>&, const NeighborSampler&, Context&&) = delete;
   DeviceBatch load(const std::vector<int64_t>& seeds, uint64_t batch_key) const;
 
  private:

@@ -152,8 +152,10 @@ int main(int argc, char** argv) {
     } else if (a == "--duration" || a == "--warmup") {
       double& d = a == "--duration" ? duration : warmup;
       char* end = nullptr;
-      if (!next(v) || (d = std::strtod(v.c_str(), &end), *end != '\0' || v.empty()) || !(d >= 0 && d <= 86400))
-        return usage(a + " needs a number of seconds in [0, 86400]");
+      const bool dur = a == "--duration";  // a window of 0 s measures nothing; no warm-up is allowed
+      if (!next(v) || (d = std::strtod(v.c_str(), &end), *end != '\0' || v.empty()) ||
+          !((dur ? d > 0 : d >= 0) && d <= 86400))
+        return usage(a + (dur ? " needs a number of seconds in (0, 86400]" : " needs a number of seconds in [0, 86400]"));
     } else if (a == "--kind") {
       if (!next(kind) || (kind != "predict" && kind != "embed")) return usage("--kind is predict or embed");
     } else if (a == "--json") {
@@ -163,7 +165,6 @@ int main(int argc, char** argv) {
     }
   }
   if (port.empty()) return usage("--port is required");
-  if (duration <= 0) return usage("--duration must be > 0");
 
   try {
     int64_t num_nodes = 0;

@@ -1,7 +1,7 @@
 // gt-serve: node predictions and embeddings over TCP, on top of gt::InferenceSession.
 //
 //   gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto]
-//            [--fanouts 10,10] [--max-batch 1024] [--max-wait-us 500] [--threads 0]
+//            [--fanouts 10,10 (default: all)] [--max-batch 1024] [--max-wait-us 500] [--threads 0]
 //            [--max-connections 256] [--max-request-ids 65536] [--idle-timeout-s 300]
 //
 // MODEL.h5 is a training checkpoint (train.checkpoint) or a best-model weights file
@@ -57,7 +57,7 @@ constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 
 constexpr const char* kUsage =
     "usage: gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto]\n"
-    "                [--fanouts 10,10] [--max-batch 1024] [--max-wait-us 500] [--threads 0]\n"
+    "                [--fanouts 10,10 (default: all)] [--max-batch 1024] [--max-wait-us 500] [--threads 0]\n"
     "                [--max-connections 256] [--max-request-ids 65536] [--idle-timeout-s 300]\n";
 
 int g_stop_pipe[2] = {-1, -1};
@@ -102,6 +102,15 @@ struct Limits {
   int64_t max_request_ids = 65536;
 };
 
+// Request lines answered "error" by the server itself (malformed, too long, too many ids): the
+// session counts the requests it was given; the exit line reports both.
+std::atomic<int64_t> g_rejected{0};
+
+std::string rejected(std::string answer) {
+  g_rejected.fetch_add(1, std::memory_order_relaxed);
+  return answer;
+}
+
 // One request line -> one answer line (with its newline).
 std::string answer(const std::string& line, gt::InferenceSession& session, const Limits& limits) {
   std::vector<std::string> words;
@@ -112,23 +121,24 @@ std::string answer(const std::string& line, gt::InferenceSession& session, const
     words.push_back(line.substr(b, e == std::string::npos ? std::string::npos : e - b));
     i = e == std::string::npos ? line.size() : e;
   }
-  if (words.empty()) return "error empty request (commands: predict, embed, info)\n";
+  if (words.empty()) return rejected("error empty request (commands: predict, embed, info)\n");
   const std::string& cmd = words[0];
   if (cmd == "info") {
-    if (words.size() > 1) return "error info takes no arguments, got '" + quoted(words[1]) + "'\n";
+    if (words.size() > 1) return rejected("error info takes no arguments, got '" + quoted(words[1]) + "'\n");
     return "ok nodes " + std::to_string(session.num_nodes()) + " classes " + std::to_string(session.num_classes()) +
            " dim " + std::to_string(session.embedding_dim()) + " device " + session.device() + "\n";
   }
   if (cmd != "predict" && cmd != "embed")
-    return "error unknown command '" + quoted(cmd) + "' (commands: predict, embed, info)\n";
+    return rejected("error unknown command '" + quoted(cmd) + "' (commands: predict, embed, info)\n");
   if (static_cast<int64_t>(words.size() - 1) > limits.max_request_ids)
-    return "error " + cmd + ": " + std::to_string(words.size() - 1) + " ids in one request, more than the server's " +
-           "--max-request-ids " + std::to_string(limits.max_request_ids) + " (split the request)\n";
+    return rejected("error " + cmd + ": " + std::to_string(words.size() - 1) +
+                    " ids in one request, more than the server's --max-request-ids " +
+                    std::to_string(limits.max_request_ids) + " (split the request)\n");
   std::vector<int64_t> ids;
   ids.reserve(words.size() - 1);
   for (std::size_t i = 1; i < words.size(); ++i) {
     int64_t id;
-    if (!parse_int(words[i], id)) return "error " + cmd + ": '" + quoted(words[i]) + "' is not a node id\n";
+    if (!parse_int(words[i], id)) return rejected("error " + cmd + ": '" + quoted(words[i]) + "' is not a node id\n");
     ids.push_back(id);
   }
   try {
@@ -179,7 +189,7 @@ void serve_connection(int fd, gt::InferenceSession& session, const Limits& limit
     std::size_t nl, scanned = 0;
     while ((nl = buf.find('\n', scanned)) == std::string::npos) {
       if (buf.size() > kMaxLine) {
-        send_all(fd, "error request line longer than 1 MiB\n");
+        send_all(fd, rejected("error request line longer than 1 MiB\n"));
         ::shutdown(fd, SHUT_RDWR);
         return;
       }
@@ -193,7 +203,7 @@ void serve_connection(int fd, gt::InferenceSession& session, const Limits& limit
       buf.append(chunk, static_cast<std::size_t>(n));
     }
     if (nl > kMaxLine) {
-      send_all(fd, "error request line longer than 1 MiB\n");
+      send_all(fd, rejected("error request line longer than 1 MiB\n"));
       ::shutdown(fd, SHUT_RDWR);
       return;
     }
@@ -416,7 +426,8 @@ int main(int argc, char** argv) {
     stop_all();
     gt::InferenceSession::Stats st = session.stats();
     std::cout << "gt-serve: stopped after " << st.requests << " requests (" << st.failed_requests << " failed), "
-              << st.batches << " micro-batches, " << st.nodes << " nodes" << std::endl;
+              << st.batches << " micro-batches, " << st.nodes << " nodes; " << g_rejected.load()
+              << " malformed request lines refused" << std::endl;
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "gt-serve: error: " << e.what() << "\n";

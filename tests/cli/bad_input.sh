@@ -256,6 +256,37 @@ expect_error "save_best ending in /" 1 "names a folder, not a file" - -- \
   "$GT_TRAIN" "$WORK/good.yaml" --set train.save_best="$WORK/later/"
 [ ! -e "$WORK/later" ] || fail "save_best ending in / left the folder $WORK/later"
 
+# --resume with an empty name (an unset variable) or twice is a usage error, not a fresh run.
+expect_error "empty --resume" 2 "got an empty name" "$WORK/train/metrics.jsonl" -- "$GT_TRAIN" "$WORK/good.yaml" --resume ""
+expect_error "two --resume" 2 "--resume may be given once" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --resume a.h5 --resume b.h5
+# A YAML comment in a --set value would cut it short (the metrics went to "m").
+expect_error "comment in --set" 1 "is a YAML comment" - -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set "train.metrics=$WORK/m #1.jsonl"
+# --print-graph reads a cached DKP cost model (and shows its predictions) without writing it.
+mkdir -p "$WORK/dkp"
+if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=4 --set model.dkp=auto --set train.dkp_cache="$WORK/dkp" \
+  --set train.dkp_warmup=2 >/dev/null 2>"$WORK/stderr.txt"; then
+  CACHE=$(ls "$WORK"/dkp/*.txt 2>/dev/null | head -1)
+  if [ -z "$CACHE" ]; then
+    fail "model.dkp=auto wrote no cache in $WORK/dkp"
+  else
+    BEFORE=$(stat -c %Y.%s "$CACHE")
+    "$GT_TRAIN" "$WORK/good.yaml" --set model.dkp=auto --set train.dkp_cache="$WORK/dkp" --print-graph >"$WORK/graph.txt" 2>&1 \
+      || fail "--print-graph with a DKP cache failed: $(cat "$WORK/graph.txt")"
+    grep -q "no fitted cost model" "$WORK/graph.txt" && fail "--print-graph did not read the DKP cache: $(cat "$WORK/graph.txt")"
+    [ "$(stat -c %Y.%s "$CACHE")" = "$BEFORE" ] || fail "--print-graph rewrote the DKP cache"
+    echo "ok: --print-graph reads the DKP cache"
+    # A hand-edited cache is an error naming its line, not silently refitted and overwritten.
+    sed -i '2s/^\([a-z_]*\) /\1x /' "$CACHE"
+    expect_error "edited DKP cache" 1 "$CACHE:2" - -- \
+      "$GT_TRAIN" "$WORK/good.yaml" --set model.dkp=auto --set train.dkp_cache="$WORK/dkp"
+  fi
+  rm -rf "$WORK/train"
+else
+  fail "training with model.dkp=auto failed: $(cat "$WORK/stderr.txt")"
+fi
+
 # A SIGTERM while gt-data writes a dataset: it dies of the signal (status 143) and leaves neither
 # the output nor its temporary file (framework/temp_files.h). (SIGINT is ignored by background
 # jobs of a script, so it is the SIGTERM that is sent here; framework_test covers SIGINT.)

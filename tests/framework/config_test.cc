@@ -105,6 +105,20 @@ TEST(Config, ValuesSetInCodeAreChecked) {
   c.train.precision = "fp8";
   EXPECT_NE(validate_error(c).find("train.precision' must be one of float32, tf32, got 'fp8'"), std::string::npos)
       << validate_error(c);
+  // GPU-only settings on a CPU run are refused (they were ignored); with device auto they apply
+  // when a GPU is found.
+  c = Config();
+  c.dataset.path = "d.h5";
+  c.train.device = "cpu";
+  c.train.precision = "tf32";
+  EXPECT_NE(validate_error(c).find("train.precision is tf32 but train.device is cpu"), std::string::npos)
+      << validate_error(c);
+  c.train.precision = "float32";
+  c.train.gpu_cache_mb = 10;
+  EXPECT_NE(validate_error(c).find("train.gpu_cache_mb is 10 but train.device is cpu"), std::string::npos)
+      << validate_error(c);
+  c.train.device = "auto";
+  EXPECT_EQ(validate_error(c), "");
   c = Config();
   c.model.dropout = std::nan("");
   EXPECT_NE(validate_error(c).find("model.dropout"), std::string::npos);
@@ -145,6 +159,45 @@ TEST(Config, OverrideNeedsAValue) {
   }
   apply_override(c, "train.metrics=");
   EXPECT_EQ(c.train.metrics, "");
+}
+
+// An empty value names its key's line (its mark is the next token's), and a bad list entry its
+// own line.
+TEST(Config, ErrorsNameTheLineOfTheValue) {
+  std::string e = error_of("model:\n  type: gcn\n  hidden:\n  layers: 2\n");
+  EXPECT_NE(e.find("model.hidden' expects an integer, got nothing [at test.yaml:3]"), std::string::npos) << e;
+  e = error_of("sampling:\n  fanouts:\n    - 5\n    - 99999999999999999999\n");
+  EXPECT_NE(e.find("[at test.yaml:4]"), std::string::npos) << e;
+  e = error_of("sampling:\n  fanouts:\n    - 5\n    - -3\n");
+  EXPECT_NE(e.find("[at test.yaml:4]"), std::string::npos) << e;
+  Config c;
+  e = "";
+  try {
+    apply_override(c, "sampling.fanouts=[5, x]");
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("[at --set sampling.fanouts]"), std::string::npos) << e;
+}
+
+// " #" in a --set value starts a YAML comment: refused rather than cutting the value short.
+TEST(Config, OverrideWithACommentIsRefused) {
+  Config c;
+  try {
+    apply_override(c, "train.metrics=out dir/m #1.jsonl");
+    ADD_FAILURE() << "accepted as " << c.train.metrics;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'#1.jsonl' in 'out dir/m #1.jsonl' is a YAML comment"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(apply_override(c, "optimizer.lr=0.01 # faster"), Error);
+  // A '#' that is not a comment, or inside quotes, stays part of the value.
+  apply_override(c, "train.metrics=run#1.jsonl");
+  EXPECT_EQ(c.train.metrics, "run#1.jsonl");
+  apply_override(c, "train.metrics=\"m #1.jsonl\"");
+  EXPECT_EQ(c.train.metrics, "m #1.jsonl");
+  apply_override(c, "train.metrics='it''s #2'");
+  EXPECT_EQ(c.train.metrics, "it's #2");
 }
 
 TEST(Config, DirectoryIsNotAConfig) {

@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "framework/checkpoint.h"
 #include "framework/model_io.h"
@@ -192,6 +194,93 @@ TEST_F(CheckpointTest, DifferentDataSamplingOrOptimizerIsAnError) {
   free.sampling.eval_batch_size = 7;
   Trainer t(free);
   EXPECT_NO_THROW(t.resume(trained_checkpoint()));
+}
+
+// A key that an older build's stored config lacks is not compared; a key that differs names the
+// --set (or the config line) that sets it.
+TEST_F(CheckpointTest, ModelKeysAreComparedByNameAndNamePlace) {
+  CheckpointInfo info = read_checkpoint_info(trained_checkpoint());
+  Config c = config("sage", "adam", 4);
+  for (const char* key : {"  heads: ", "  attn_dropout: "}) {
+    CheckpointInfo older = info;
+    std::string& y = older.config_yaml;
+    const auto at = y.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    y.erase(at, y.find('\n', at) + 1 - at);
+    EXPECT_NO_THROW(check_resumable(older, c)) << "a checkpoint whose config lacks" << key;
+  }
+  apply_override(c, "model.hidden=32");
+  try {
+    check_resumable(info, c);
+    ADD_FAILURE() << "model.hidden 32 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.hidden 16, the config has 32"), std::string::npos) << e.what();
+    EXPECT_EQ(e.where(), "--set model.hidden") << e.what();
+  }
+}
+
+// Resuming on another graph of the same feature width and classes is refused.
+TEST_F(CheckpointTest, AnotherGraphIsAnError) {
+  SynthOptions o;
+  o.num_nodes = 900;
+  o.avg_degree = 8;
+  o.feature_dim = 16;
+  o.num_classes = 4;
+  o.seed = 5;
+  generate_synthetic(o, path("other.h5"));
+  Config c = config("sage", "adam", 4);
+  c.dataset.path = path("other.h5");
+  expect_resume_error(c, trained_checkpoint(), "was trained on a graph of 1500 nodes");
+  // Moving the same graph is allowed.
+  Config moved = config("sage", "adam", 4);
+  moved.dataset.path = path("moved.h5");
+  fs::copy_file(path("synth.h5"), moved.dataset.path, fs::copy_options::overwrite_existing);
+  Trainer t(moved);
+  EXPECT_NO_THROW(t.resume(trained_checkpoint()));
+}
+
+// A NaN or Inf in a weights file is refused at load, naming the file, tensor and element (ReLU
+// hid NaN weights: a resumed run trained at chance and a service answered one class, exit 0).
+TEST_F(CheckpointTest, NonFiniteWeightsAreRefused) {
+  Param p;
+  p.name = "layer0.bias";
+  p.value = Tensor::from_vector<float>({0.5f, std::nanf(""), 1.0f});
+  save_weights(path("nan.h5"), {&p}, "model: {}\n", 1);
+  Param back;
+  back.name = "layer0.bias";
+  back.value = Tensor::from_vector<float>({0, 0, 0});
+  try {
+    load_weights(path("nan.h5"), {&back});
+    ADD_FAILURE() << "NaN weights were loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'params/layer0.bias' in weights file '" + path("nan.h5") +
+                                         "' holds nan at element 1"),
+              std::string::npos)
+        << e.what();
+  }
+  p.value = Tensor::from_vector<float>({0.5f, 2.0f, -std::numeric_limits<float>::infinity()});
+  save_weights(path("inf.h5"), {&p}, "model: {}\n", 1);
+  EXPECT_THROW(load_weights(path("inf.h5"), {&back}), Error);
+}
+
+// A weights file of another format version is refused.
+TEST_F(CheckpointTest, WeightsOfAnotherFormatVersionAreRefused) {
+  {
+    TensorFileWriter w(path("v99.h5"), "weights file");
+    w.attr("format_version", int64_t{99});
+    w.attr("config", std::string("model: {}\n"));
+    w.tensor("params/layer0.bias", Tensor::from_vector<float>({1, 2}));
+    w.commit();
+  }
+  Param back;
+  back.name = "layer0.bias";
+  back.value = Tensor::from_vector<float>({0, 0});
+  try {
+    load_weights(path("v99.h5"), {&back});
+    ADD_FAILURE() << "format version 99 was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has format version 99"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(CheckpointTest, ResumeFileIsNotAnOutputAndAFailedResumeLeavesNoFolders) {

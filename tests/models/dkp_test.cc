@@ -306,10 +306,33 @@ TEST(Dkp, CacheRoundTrip) {
   EXPECT_TRUE(p.fitted());
   p.begin_batch(true);
   EXPECT_FALSE(p.measuring());
-  // Truncated or foreign files are ignored.
-  { std::ofstream(path) << "pull_fwd_edge 1\n"; }
-  EXPECT_FALSE(load_dkp_cache(path, back));
+  // A missing file is no cache; a truncated, edited or foreign one is an error naming the file
+  // and line (it would otherwise be refitted and overwritten without a word), and leaves `back`.
   EXPECT_FALSE(load_dkp_cache((dir / "missing.txt").string(), back));
+  auto message = [&] {
+    try {
+      load_dkp_cache(path, back);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string first;
+  { std::ifstream in(path); std::getline(in, first); std::getline(in, first); }  // the first term's line
+  { std::ofstream(path) << "# header\n" << first << "\n"; }
+  EXPECT_NE(message().find("has 1 of its"), std::string::npos) << message();
+  { std::ofstream(path) << "# header\n" << dkp_term_name(0) << "s 1e-6\n"; }
+  EXPECT_NE(message().find(path + ":2"), std::string::npos) << message();
+  { std::ofstream(path) << dkp_term_name(0) << " -1\n"; }
+  EXPECT_NE(message().find(">= 0"), std::string::npos) << message();
+  { std::ofstream(path) << dkp_term_name(0) << " 1 2\n"; }
+  EXPECT_NE(message().find(path + ":1"), std::string::npos) << message();
+  for (int k = 0; k < kDkpTerms; ++k) EXPECT_EQ(back[k], c[k]);
+  DkpPlanner q(DkpMode::kAuto, "gcn", "NVIDIA H100 80GB HBM3");
+  EXPECT_THROW(q.configure(dir.string(), 4), Error);
+  std::filesystem::remove(path);
+  std::filesystem::create_directories(path);  // a folder where the file should be
+  EXPECT_NE(message().find("not a regular file"), std::string::npos) << message();
   std::filesystem::remove_all(dir);
 }
 

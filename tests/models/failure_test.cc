@@ -13,10 +13,14 @@
 #include "framework/error.h"
 #include "framework/model_io.h"
 #include "framework/trainer.h"
+#include "framework/device.h"
+#include "kernels/dense.h"
 #include "kernels/loss.h"
+#include "models/model.h"
 #include "preprocess/loader.h"
 #include "preprocess/sampler.h"
 #include "preprocess/synth.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace gt {
 namespace {
@@ -152,6 +156,92 @@ TEST_F(FailureTest, MismatchedShapes) {
   c = config();
   c.model.layers = 3;  // fanouts has 2 entries
   EXPECT_TRUE(contains(error_of([&] { Trainer t(c); }), "sampling.fanouts has 2 entries but model.layers is 3"));
+}
+
+// A run that evaluates needs labelled valid and test splits: with an empty one every evaluation
+// scored 0 and model selection kept epoch 1. Without evaluation they need not exist.
+TEST_F(FailureTest, EvaluationSplitsMustHaveLabelledNodes) {
+  SynthOptions o;
+  o.num_nodes = 300;
+  o.avg_degree = 6;
+  o.feature_dim = 8;
+  o.num_classes = 3;
+  o.valid_fraction = 0.0;
+  o.seed = 9;
+  const std::string path = (dir_ / "novalid.h5").string();
+  generate_synthetic(o, path);
+  Config c = config();
+  c.dataset.path = path;
+  c.train.epochs = 1;
+  const std::string err = error_of([&] { Trainer t(c); });
+  EXPECT_TRUE(contains(err, "dataset.valid_split: split 'valid' of dataset '" + path + "' has no labelled nodes"))
+      << err;
+  EXPECT_TRUE(contains(err, "train.eval_every: 0")) << err;
+  c.train.eval_every = 0;
+  TrainResult r;
+  EXPECT_EQ(error_of([&] { r = Trainer(c).fit(nullptr); }), "");
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_EQ(r.epochs[0].valid_acc, -1);
+  c.dataset.valid_split = "absent";  // need not exist either
+  EXPECT_EQ(error_of([&] { Trainer t(c); }), "");
+  c.train.eval_every = 1;
+  EXPECT_TRUE(contains(error_of([&] { Trainer t(c); }), "has no split 'absent'"));
+}
+
+// An output that shares memory with an input is refused (the GEMM zeroed it before reading it).
+TEST_F(FailureTest, DenseOutputsMayNotOverlapInputs) {
+  Context ctx(Device::cpu());
+  Tensor x = Tensor::from_vector(test::random_floats(16, 1), {4, 4});
+  Tensor w = Tensor::from_vector(test::random_floats(16, 2), {4, 4});
+  EXPECT_TRUE(contains(error_of([&] { linear_forward(x, w, nullptr, x, ctx); }), "y shares memory with x"));
+  EXPECT_TRUE(contains(error_of([&] { linear_forward(x, w, nullptr, w, ctx); }), "y shares memory with w"));
+  Tensor rows = x.rows(1, 3);  // a view inside x
+  Tensor w2 = Tensor::from_vector(test::random_floats(16, 4), {4, 4});
+  EXPECT_TRUE(contains(error_of([&] { linear_forward(x.rows(0, 2), w2, nullptr, rows, ctx); }), "shares memory"));
+  Tensor second = x.rows(1, 2);
+  EXPECT_EQ(error_of([&] { linear_forward(x.rows(0, 1), w2, nullptr, second, ctx); }), "")
+      << "adjacent, disjoint rows of one tensor are fine";
+  Tensor dw = Tensor::empty({4, 4}, DType::kFloat32);
+  EXPECT_TRUE(contains(error_of([&] { linear_backward(x, w, x, nullptr, x, nullptr, ctx); }), "dw shares memory"));
+  Tensor dy = Tensor::from_vector(test::random_floats(16, 5), {4, 4});
+  EXPECT_TRUE(contains(error_of([&] { linear_backward(x, w, dy, &dy, dw, nullptr, ctx); }), "dx shares memory with dy"));
+  Tensor dx = Tensor::empty({4, 4}, DType::kFloat32);
+  EXPECT_EQ(error_of([&] { linear_backward(x, w, dy, &dx, dw, nullptr, ctx); }), "");
+  EXPECT_TRUE(contains(error_of([&] { linear_input_grad(w, x, w, false, ctx); }), "dx shares memory with w"));
+}
+
+// backward before any forward, on other blocks than the forward's, or from a loss the forward
+// did not compute: a clear error at the call (it failed deep inside the graph).
+TEST_F(FailureTest, BackwardNeedsItsForward) {
+  Context ctx(Device::cpu());
+  ModelConfig mc;
+  mc.type = "gcn";
+  mc.hidden = 8;
+  mc.dropout = 0.0;
+  auto model = build_model(mc, 6, 3, Device::cpu(), 1);
+  std::vector<Block> blocks = {test::random_block(40, 10, 5, 1), test::random_block(10, 4, 4, 2)};
+  Tensor x = Tensor::from_vector(test::random_floats(40 * 6, 3), {40, 6});
+  Tensor labels = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 0});
+  EXPECT_TRUE(contains(error_of([&] { model->backward_loss(ctx, blocks); }), "backward before any forward()"));
+  model->forward(ctx, blocks, x, true, 1);
+  EXPECT_TRUE(contains(error_of([&] { model->backward_loss(ctx, blocks); }), "the last forward() had no labels"));
+  Tensor dlogits = Tensor::from_vector(test::random_floats(4 * 3, 4), {4, 3});
+  std::vector<Block> other = {test::random_block(40, 10, 5, 7), test::random_block(10, 5, 4, 8)};
+  EXPECT_TRUE(contains(error_of([&] { model->backward(ctx, other, dlogits); }), "is not the block the last forward()"));
+  EXPECT_EQ(error_of([&] { model->backward(ctx, blocks, dlogits); }), "");
+  model->forward(ctx, blocks, x, true, 2, nullptr, &labels);
+  EXPECT_EQ(error_of([&] { model->backward_loss(ctx, blocks); }), "");
+}
+
+// A CUDA device asked for on a machine without one: the library's message, not the CUDA
+// runtime's ("CUDA driver version is insufficient").
+TEST_F(FailureTest, MissingCudaDeviceIsAClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const std::string want = built_with_cuda() ? "CUDA device 0 requested but 0 usable CUDA device(s) found" : "CUDA";
+  EXPECT_TRUE(contains(error_of([] { Context ctx(Device::cuda(0)); }), want)) << error_of([] { Context c(Device::cuda(0)); });
+  EXPECT_TRUE(contains(error_of([] { Tensor::empty({4}, DType::kFloat32, Device::cuda(0)); }), want));
+  EXPECT_TRUE(contains(error_of([] { device_name(Device::cuda(0)); }), want));
+  EXPECT_TRUE(contains(error_of([] { device_total_memory(Device::cuda(0)); }), want));
 }
 
 }  // namespace

@@ -4,11 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "framework/inference.h"
+#include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/trainer.h"
 #include "preprocess/synth.h"
@@ -168,6 +171,80 @@ TEST_F(TrainTest, ResumedMetricsHaveEachEpochOnce) {
   std::vector<int> epochs;
   for (std::string line; std::getline(in, line);) epochs.push_back(std::stoi(line.substr(line.find(':') + 1)));
   EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3, 4}));
+}
+
+// dataset.normalize: row is PyG's NormalizeFeatures: minus the table's minimum, then each row
+// over its sum with sums below 1 counting as 1 (dividing signed rows by their signed sums flipped
+// and blew them up). Non-negative rows with sums >= 1 are divided by their sums exactly.
+TEST(NormalizeRows, FollowsPygNormalizeFeatures) {
+  Tensor t = Tensor::from_vector(std::vector<float>{1, 0, 3, 0, 0, 0, -1, 0.5f, 0.5f, 2, 2, 2}, {4, 3});
+  normalize_rows(t);
+  const std::vector<float> got = t.to_vector<float>();
+  // min -1: rows become {2,1,4} /7, {1,1,1} /3, {0,1.5,1.5} /3, {3,3,3} /9
+  const std::vector<double> want = {2 / 7.0, 1 / 7.0, 4 / 7.0, 1 / 3.0, 1 / 3.0, 1 / 3.0,
+                                    0,       0.5,     0.5,     1 / 3.0, 1 / 3.0, 1 / 3.0};
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  Tensor b = Tensor::from_vector(std::vector<float>{1, 0, 1, 1, 0, 0, 0, 0, 0}, {3, 3});
+  normalize_rows(b);
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{0.5f, 0, 0.5f, 1, 0, 0, 0, 0, 0}));
+  Tensor small = Tensor::from_vector(std::vector<float>{0, 0.5f, 0.25f, 0.25f}, {2, 2});  // sums 0.5: kept
+  normalize_rows(small);
+  EXPECT_EQ(small.to_vector<float>(), (std::vector<float>{0, 0.5f, 0.25f, 0.25f}));
+}
+
+// A metrics line cut short (a run killed mid-write, a full disk) is dropped on resume: the next
+// record starts a line of its own instead of being glued to the fragment.
+TEST_F(TrainTest, ResumeDropsACutShortMetricsLine) {
+  Config c = config("gcn", "cpu");
+  c.train.epochs = 2;
+  c.train.metrics = (dir_ / "cut.jsonl").string();
+  c.train.checkpoint = (dir_ / "cut.ckpt.h5").string();
+  Trainer(c).fit(nullptr);
+  std::string text;
+  {
+    std::ifstream in(c.train.metrics);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(text.size(), 40u);
+  { std::ofstream(c.train.metrics, std::ios::trunc) << text.substr(0, text.size() - 30); }  // epoch 2 cut short
+  c.train.epochs = 3;
+  Trainer resumed(c);
+  resumed.resume(c.train.checkpoint);
+  resumed.fit(nullptr);
+  std::ifstream in(c.train.metrics);
+  std::vector<int> epochs;
+  for (std::string line; std::getline(in, line);) {
+    EXPECT_EQ(line.back(), '}') << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), '{'), 1) << line;
+    epochs.push_back(std::stoi(line.substr(line.find(':') + 1)));
+  }
+  EXPECT_EQ(epochs, (std::vector<int>{1, 3}));
+}
+
+// Two runs writing one metrics file: the second is refused (the file is locked while a run
+// writes it) and the first's lines are untouched.
+TEST_F(TrainTest, SecondWriterOfAMetricsFileIsRefused) {
+  const std::string path = (dir_ / "locked.jsonl").string();
+  {
+    MetricsWriter first(path);
+    first.write(JsonRecord().add("epoch", int64_t{1}));
+    try {
+      MetricsWriter second(path);
+      ADD_FAILURE() << "a second writer was allowed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is being written by another run"), std::string::npos) << e.what();
+    }
+    first.write(JsonRecord().add("epoch", int64_t{2}));
+  }
+  std::ifstream in(path);
+  std::string a, b, rest;
+  std::getline(in, a);
+  std::getline(in, b);
+  EXPECT_EQ(a, "{\"epoch\": 1}");
+  EXPECT_EQ(b, "{\"epoch\": 2}");
+  EXPECT_FALSE(std::getline(in, rest));
+  MetricsWriter after(path);  // the lock went with the first writer; a new run truncates
+  EXPECT_EQ(std::filesystem::file_size(path), 0u);
 }
 
 TEST_F(TrainTest, GpuFollowsCpuLossCurveCuda) {

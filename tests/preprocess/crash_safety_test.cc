@@ -5,11 +5,16 @@
 #include <hdf5.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -152,6 +157,159 @@ TEST(CrashSafety, FullDiskIsAnErrorAndACleanExit) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "3: no error; 4: not a one-line HDF5 error";
   EXPECT_EQ(load_dataset(path).info.num_nodes, 10);
   EXPECT_EQ(test::temp_files_of(path), 0);
+}
+
+// A weights file written to a disk that fills up at any byte: the write either succeeds and the
+// file holds the new weights, or it fails with a one-line error naming the file and the previous
+// file is left exactly as it was. (HDF5 lost some writes it made while closing a dataset without
+// failing the call: gt-train replaced a good best-model file with one of zero weights, exit 0.)
+TEST(CrashSafety, SaveWeightsOnAFillingDiskKeepsTheOldFileOrWritesTheNewOne) {
+  TempDir dir;
+  const std::string path = dir.file("best.h5");
+  auto make_params = [](float tag) {
+    std::vector<Param> ps(6);
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      ps[i].name = "layer" + std::to_string(i / 2) + (i % 2 ? ".bias" : ".weight");
+      std::vector<float> v(i % 2 ? 8 : 8 * 40);
+      for (std::size_t j = 0; j < v.size(); ++j) v[j] = tag + 0.001f * static_cast<float>(j + 1);
+      ps[i].value = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+    }
+    return ps;
+  };
+  auto ptrs = [](std::vector<Param>& ps) {
+    std::vector<Param*> out;
+    for (Param& p : ps) out.push_back(&p);
+    return out;
+  };
+  std::vector<Param> old_params = make_params(1.0f);
+  save_weights(path, ptrs(old_params), "model: {}\n", 1);
+  const auto full_size = static_cast<int64_t>(fs::file_size(path));
+  int failed = 0, written = 0;
+  for (int64_t limit = 1024; limit <= full_size + 4096; limit += 512) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG, as on a full disk
+      rlimit lim{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+      setrlimit(RLIMIT_FSIZE, &lim);
+      std::vector<Param> ps = make_params(2.0f);
+      int status = 0;
+      try {
+        save_weights(path, ptrs(ps), "model: {}\n", 2);
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        status = m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos ? 10 : 11;
+      }
+      std::_Exit(status);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "limit " << limit;
+    ASSERT_NE(WEXITSTATUS(status), 11) << "limit " << limit << ": the error is not one line naming the file";
+    std::vector<Param> loaded = make_params(-1.0f);
+    ASSERT_EQ(error_of([&] { load_weights(path, ptrs(loaded)); }), "") << "limit " << limit;
+    const float want = WEXITSTATUS(status) == 0 ? 2.0f : 1.0f;
+    (WEXITSTATUS(status) == 0 ? written : failed)++;
+    std::vector<Param> expect = make_params(want);
+    for (std::size_t i = 0; i < loaded.size(); ++i)
+      ASSERT_EQ(loaded[i].value.to_vector<float>(), expect[i].value.to_vector<float>())
+          << "limit " << limit << ", " << loaded[i].name << (want == 2.0f ? ": the new file" : ": the old file")
+          << " does not hold its weights";
+    EXPECT_EQ(test::temp_files_of(path), 0) << "limit " << limit;
+    if (WEXITSTATUS(status) == 0) save_weights(path, ptrs(old_params), "model: {}\n", 1);  // back to the old
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(written, 0);
+}
+
+// The same on a really full file system (a small tmpfs, mounted in a private mount namespace of a
+// child process, where the test may mount one; skipped elsewhere). A full tmpfs fails a write
+// that needs a new page wherever it lands in the file, unlike a file-size limit: this is how
+// HDF5 lost raw data it wrote while closing a dataset, with every call succeeding.
+TEST(CrashSafety, SaveWeightsOnAFullTmpfsKeepsTheOldFileOrWritesTheNewOne) {
+  TempDir dir;
+  const std::string mnt = dir.file("mnt");
+  fs::create_directories(mnt);
+  auto make_params = [](float tag) {
+    std::vector<Param> ps(6);
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      ps[i].name = "layer" + std::to_string(i / 2) + (i % 2 ? ".bias" : ".weight");
+      std::vector<float> v(i % 2 ? 8 : 8 * 200);
+      for (std::size_t j = 0; j < v.size(); ++j) v[j] = tag + 0.001f * static_cast<float>(j + 1);
+      ps[i].value = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+    }
+    return ps;
+  };
+  auto ptrs = [](std::vector<Param>& ps) {
+    std::vector<Param*> out;
+    for (Param& p : ps) out.push_back(&p);
+    return out;
+  };
+  int ran = 0, failed = 0, written = 0;
+  for (int64_t free_kb = 0; free_kb <= 48; free_kb += 4) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Exit codes: 0 new file written, 10 refused with the old file kept, 77 no tmpfs here,
+      // 20+ a broken promise.
+      if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          mount("gt_test", mnt.c_str(), "tmpfs", 0, "size=256k") != 0)
+        std::_Exit(77);
+      const std::string path = mnt + "/best.h5";
+      std::vector<Param> old_params = make_params(1.0f);
+      try {
+        save_weights(path, ptrs(old_params), "model: {}\n", 1);
+      } catch (const Error&) {
+        std::_Exit(21);
+      }
+      struct statvfs st {};
+      if (statvfs(mnt.c_str(), &st) != 0) std::_Exit(22);
+      const int64_t avail = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+      const int64_t fill = avail - free_kb * 1024;
+      if (fill > 0) {
+        std::FILE* f = std::fopen((mnt + "/filler").c_str(), "wb");
+        std::vector<char> zeros(4096, 1);
+        for (int64_t done = 0; f && done < fill; done += 4096)
+          std::fwrite(zeros.data(), 1, static_cast<std::size_t>(std::min<int64_t>(4096, fill - done)), f);
+        if (f) std::fclose(f);
+      }
+      std::vector<Param> ps = make_params(2.0f);
+      bool ok = true;
+      try {
+        save_weights(path, ptrs(ps), "model: {}\n", 2);
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        if (m.find('\n') != std::string::npos || m.find("'" + path + "'") == std::string::npos) std::_Exit(23);
+        ok = false;
+      }
+      std::vector<Param> loaded = make_params(-1.0f);
+      try {
+        load_weights(path, ptrs(loaded));
+      } catch (const Error&) {
+        std::_Exit(24);
+      }
+      std::vector<Param> expect = make_params(ok ? 2.0f : 1.0f);
+      for (std::size_t i = 0; i < loaded.size(); ++i)
+        if (loaded[i].value.to_vector<float>() != expect[i].value.to_vector<float>()) std::_Exit(ok ? 25 : 26);
+      if (test::temp_files_of(path) != 0) std::_Exit(27);
+      std::_Exit(ok ? 0 : 10);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << free_kb << " KiB free";
+    const int code = WEXITSTATUS(status);
+    if (code == 77) GTEST_SKIP() << "no tmpfs can be mounted here (needs CAP_SYS_ADMIN)";
+    ++ran;
+    EXPECT_TRUE(code == 0 || code == 10)
+        << free_kb << " KiB free: exit " << code
+        << " (23: the error is not one line naming the file; 24: the file does not load; 25: the write "
+           "succeeded but the file does not hold the new weights; 26: the write failed and the old weights "
+           "are gone; 27: a temporary file was left)";
+    (code == 0 ? written : failed) += code == 0 || code == 10;
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(written, 0);
+  EXPECT_EQ(ran, 13);
 }
 
 TEST(CrashSafety, SaveWeightsKilledAtAnyMomentLeavesALoadableFile) {
