@@ -19,8 +19,10 @@
 // above. PipelineOptions::max_bytes bounds the feature bytes of the batches in flight as well.
 //
 // For the same seeds and keys the blocks and features are bitwise identical to BatchLoader's
-// serial path, with or without GPU sampling. An exception in any stage cancels the graph; next() rethrows it; destroying the
-// pipeline stops the graph and frees its pinned and device buffers.
+// serial path, with or without GPU sampling. An exception in any stage cancels the graph and the
+// next call of next() rethrows it (batches ahead of the failing one that were not yet delivered
+// are dropped with the rest); destroying the pipeline stops the graph and frees its pinned and
+// device buffers.
 #pragma once
 
 #include <cstdint>
