@@ -159,6 +159,25 @@ TEST(CrashSafety, FullDiskIsAnErrorAndACleanExit) {
   EXPECT_EQ(test::temp_files_of(path), 0);
 }
 
+// Six parameters (three layers' weights of `weight_len` values and biases of 8) whose values
+// depend on `tag`, so that a loaded file shows which write it holds.
+std::vector<Param> tagged_weights(float tag, std::size_t weight_len) {
+  std::vector<Param> ps(6);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    ps[i].name = "layer" + std::to_string(i / 2) + (i % 2 ? ".bias" : ".weight");
+    std::vector<float> v(i % 2 ? 8 : weight_len);
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] = tag + 0.001f * static_cast<float>(j + 1);
+    ps[i].value = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+  }
+  return ps;
+}
+
+std::vector<Param*> param_ptrs(std::vector<Param>& ps) {
+  std::vector<Param*> out;
+  for (Param& p : ps) out.push_back(&p);
+  return out;
+}
+
 // A weights file written to a disk that fills up at any byte: the write either succeeds and the
 // file holds the new weights, or it fails with a one-line error naming the file and the previous
 // file is left exactly as it was. (HDF5 lost some writes it made while closing a dataset without
@@ -166,23 +185,9 @@ TEST(CrashSafety, FullDiskIsAnErrorAndACleanExit) {
 TEST(CrashSafety, SaveWeightsOnAFillingDiskKeepsTheOldFileOrWritesTheNewOne) {
   TempDir dir;
   const std::string path = dir.file("best.h5");
-  auto make_params = [](float tag) {
-    std::vector<Param> ps(6);
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-      ps[i].name = "layer" + std::to_string(i / 2) + (i % 2 ? ".bias" : ".weight");
-      std::vector<float> v(i % 2 ? 8 : 8 * 40);
-      for (std::size_t j = 0; j < v.size(); ++j) v[j] = tag + 0.001f * static_cast<float>(j + 1);
-      ps[i].value = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
-    }
-    return ps;
-  };
-  auto ptrs = [](std::vector<Param>& ps) {
-    std::vector<Param*> out;
-    for (Param& p : ps) out.push_back(&p);
-    return out;
-  };
+  auto make_params = [](float tag) { return tagged_weights(tag, 8 * 40); };
   std::vector<Param> old_params = make_params(1.0f);
-  save_weights(path, ptrs(old_params), "model: {}\n", 1);
+  save_weights(path, param_ptrs(old_params), "model: {}\n", 1);
   const auto full_size = static_cast<int64_t>(fs::file_size(path));
   int failed = 0, written = 0;
   for (int64_t limit = 1024; limit <= full_size + 4096; limit += 512) {
@@ -195,7 +200,7 @@ TEST(CrashSafety, SaveWeightsOnAFillingDiskKeepsTheOldFileOrWritesTheNewOne) {
       std::vector<Param> ps = make_params(2.0f);
       int status = 0;
       try {
-        save_weights(path, ptrs(ps), "model: {}\n", 2);
+        save_weights(path, param_ptrs(ps), "model: {}\n", 2);
       } catch (const Error& e) {
         const std::string m = e.what();
         status = m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos ? 10 : 11;
@@ -207,7 +212,7 @@ TEST(CrashSafety, SaveWeightsOnAFillingDiskKeepsTheOldFileOrWritesTheNewOne) {
     ASSERT_TRUE(WIFEXITED(status)) << "limit " << limit;
     ASSERT_NE(WEXITSTATUS(status), 11) << "limit " << limit << ": the error is not one line naming the file";
     std::vector<Param> loaded = make_params(-1.0f);
-    ASSERT_EQ(error_of([&] { load_weights(path, ptrs(loaded)); }), "") << "limit " << limit;
+    ASSERT_EQ(error_of([&] { load_weights(path, param_ptrs(loaded)); }), "") << "limit " << limit;
     const float want = WEXITSTATUS(status) == 0 ? 2.0f : 1.0f;
     (WEXITSTATUS(status) == 0 ? written : failed)++;
     std::vector<Param> expect = make_params(want);
@@ -216,7 +221,7 @@ TEST(CrashSafety, SaveWeightsOnAFillingDiskKeepsTheOldFileOrWritesTheNewOne) {
           << "limit " << limit << ", " << loaded[i].name << (want == 2.0f ? ": the new file" : ": the old file")
           << " does not hold its weights";
     EXPECT_EQ(test::temp_files_of(path), 0) << "limit " << limit;
-    if (WEXITSTATUS(status) == 0) save_weights(path, ptrs(old_params), "model: {}\n", 1);  // back to the old
+    if (WEXITSTATUS(status) == 0) save_weights(path, param_ptrs(old_params), "model: {}\n", 1);  // back to the old
   }
   EXPECT_GT(failed, 0);
   EXPECT_GT(written, 0);
@@ -230,21 +235,7 @@ TEST(CrashSafety, SaveWeightsOnAFullTmpfsKeepsTheOldFileOrWritesTheNewOne) {
   TempDir dir;
   const std::string mnt = dir.file("mnt");
   fs::create_directories(mnt);
-  auto make_params = [](float tag) {
-    std::vector<Param> ps(6);
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-      ps[i].name = "layer" + std::to_string(i / 2) + (i % 2 ? ".bias" : ".weight");
-      std::vector<float> v(i % 2 ? 8 : 8 * 200);
-      for (std::size_t j = 0; j < v.size(); ++j) v[j] = tag + 0.001f * static_cast<float>(j + 1);
-      ps[i].value = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
-    }
-    return ps;
-  };
-  auto ptrs = [](std::vector<Param>& ps) {
-    std::vector<Param*> out;
-    for (Param& p : ps) out.push_back(&p);
-    return out;
-  };
+  auto make_params = [](float tag) { return tagged_weights(tag, 8 * 200); };
   int ran = 0, failed = 0, written = 0;
   for (int64_t free_kb = 0; free_kb <= 48; free_kb += 4) {
     const pid_t pid = fork();
@@ -258,7 +249,7 @@ TEST(CrashSafety, SaveWeightsOnAFullTmpfsKeepsTheOldFileOrWritesTheNewOne) {
       const std::string path = mnt + "/best.h5";
       std::vector<Param> old_params = make_params(1.0f);
       try {
-        save_weights(path, ptrs(old_params), "model: {}\n", 1);
+        save_weights(path, param_ptrs(old_params), "model: {}\n", 1);
       } catch (const Error&) {
         std::_Exit(21);
       }
@@ -276,7 +267,7 @@ TEST(CrashSafety, SaveWeightsOnAFullTmpfsKeepsTheOldFileOrWritesTheNewOne) {
       std::vector<Param> ps = make_params(2.0f);
       bool ok = true;
       try {
-        save_weights(path, ptrs(ps), "model: {}\n", 2);
+        save_weights(path, param_ptrs(ps), "model: {}\n", 2);
       } catch (const Error& e) {
         const std::string m = e.what();
         if (m.find('\n') != std::string::npos || m.find("'" + path + "'") == std::string::npos) std::_Exit(23);
@@ -284,7 +275,7 @@ TEST(CrashSafety, SaveWeightsOnAFullTmpfsKeepsTheOldFileOrWritesTheNewOne) {
       }
       std::vector<Param> loaded = make_params(-1.0f);
       try {
-        load_weights(path, ptrs(loaded));
+        load_weights(path, param_ptrs(loaded));
       } catch (const Error&) {
         std::_Exit(24);
       }
@@ -323,13 +314,8 @@ TEST(CrashSafety, SaveWeightsKilledAtAnyMomentLeavesALoadableFile) {
     }
     return ps;
   };
-  auto ptrs = [](std::vector<Param>& ps) {
-    std::vector<Param*> out;
-    for (Param& p : ps) out.push_back(&p);
-    return out;
-  };
   std::vector<Param> first = make_params(0.0f);
-  save_weights(path, ptrs(first), "model: {}\n", 0);
+  save_weights(path, param_ptrs(first), "model: {}\n", 0);
 
   // The child saves versions 1, 2, 3, ... as fast as it can (2 MB each); killed at whatever
   // point it has reached, every version the path can hold is complete.
@@ -339,13 +325,13 @@ TEST(CrashSafety, SaveWeightsKilledAtAnyMomentLeavesALoadableFile) {
           if (write(report, "x", 1) != 1) return;
           for (int version = 1;; ++version) {
             std::vector<Param> ps = make_params(static_cast<float>(version));
-            save_weights(path, ptrs(ps), "model: {}\n", version);
+            save_weights(path, param_ptrs(ps), "model: {}\n", version);
           }
         },
         settle_ms);
     ASSERT_TRUE(killed);
     std::vector<Param> loaded = make_params(-1.0f);
-    ASSERT_EQ(error_of([&] { load_weights(path, ptrs(loaded)); }), "") << "after a kill at " << settle_ms << " ms";
+    ASSERT_EQ(error_of([&] { load_weights(path, param_ptrs(loaded)); }), "") << "after a kill at " << settle_ms << " ms";
     const std::vector<float> w0 = loaded[0].value.to_vector<float>();
     for (Param& p : loaded) {
       const std::vector<float> w = p.value.to_vector<float>();
