@@ -479,10 +479,14 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       }
       // The step's first wait, with the backward pass already queued: a diverged loss stops
       // training here, before the optimizer writes the parameters.
+      // A mean cross-entropy of 1e6 nats (logits a million apart: features of 1e30 gave 3.6e29 and
+      // a run that ended at chance with exit 0) is as diverged as NaN; a sane start is ln(classes).
+      constexpr float kDivergedLoss = 1e6f;
       loss = r.model->loss();
-      if (!std::isfinite(loss))
-        GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf", "training diverged: the loss is ",
-                 loss, " at epoch ", epoch, ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
+      if (!std::isfinite(loss) || loss > kDivergedLoss)
+        GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf and their scale (dataset.normalize)",
+                 "training diverged: the loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "", " at epoch ", epoch,
+                 ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
       part.correct += count_correct(logits, batch->labels, r.ctx->stream());
       r.optimizer->step(*r.ctx, r.model->params());
       // The batch's device buffers go back to the pool below: finish the work that reads them.
@@ -610,14 +614,14 @@ TrainResult Trainer::fit(std::ostream* log) {
     result.epochs.push_back(st);
 
     metrics.write(epoch_record(st, report));
+    // The console shows the epoch the metrics file has, before a checkpoint write that may fail.
+    if (log) log_epoch(*log, st, report);
     if (writer && !cfg_.train.checkpoint.empty() &&
         (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
                        result.best_valid_acc, result.test_acc_at_best};
       save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx, data_shape);
     }
-
-    if (log) log_epoch(*log, st, report);
   }
   if (impl_->trace && writer) {
     impl_->trace->write(cfg_.train.trace);

@@ -17,6 +17,7 @@
 #include "kernels/dense.h"
 #include "kernels/loss.h"
 #include "models/model.h"
+#include "preprocess/dataset.h"
 #include "preprocess/loader.h"
 #include "preprocess/sampler.h"
 #include "preprocess/synth.h"
@@ -83,6 +84,22 @@ TEST_F(FailureTest, DivergenceNamesEpochAndBatch) {
   EXPECT_TRUE(contains(err, ", batch ")) << err;
   EXPECT_TRUE(contains(err, "failure_test.yaml")) << err;
   EXPECT_TRUE(contains(err, "lower optimizer.lr")) << err;
+}
+
+// Finite but absurd losses are divergence too: features of 1e30 gave a loss of 3.6e29 and a run
+// that ended at chance with exit 0.
+TEST_F(FailureTest, AbsurdLossIsDivergence) {
+  Dataset d = load_dataset((dir_ / "synth.h5").string());
+  float* x = d.features.data<float>();
+  for (int64_t i = 0; i < d.features.numel(); ++i) x[i] *= 1e30f;
+  const std::string path = (dir_ / "huge.h5").string();
+  save_dataset(d, path);
+  Config c = config();
+  c.dataset.path = path;
+  c.train.epochs = 2;
+  const std::string err = error_of([&] { Trainer(c).fit(nullptr); });
+  EXPECT_TRUE(contains(err, "training diverged: the loss is ")) << err;
+  EXPECT_TRUE(contains(err, "(above 1e6) at epoch 1, batch 1")) << err;
 }
 
 TEST_F(FailureTest, ModerateLearningRateDoesNotDiverge) {
