@@ -277,14 +277,18 @@ const std::vector<Field>& fields() {
       string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
                 "seed of initialisation, sampling, shuffling and dropout"),
-      int_field("train.threads", GT_GET(train, threads), 0, 4096, "CPU threads for preprocessing and CPU kernels; 0 = all"),
+      int_field("train.threads", GT_GET(train, threads), 0, 4096,
+                "CPU threads for preprocessing and CPU kernels (the oneTBB workers and OpenBLAS's GEMM threads); "
+                "0 = all"),
       int_field("train.eval_every", GT_GET(train, eval_every), 0, 1000000,
                 "evaluate every N epochs (and after the last); 0 = never (benchmarks); an epoch without evaluation "
                 "logs - and writes null for valid and test"),
       string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
-      string_field("train.save_best", GT_GET(train, save_best), {}, "HDF5 file for the weights of the best validation epoch; \"\" = none"),
+      string_field("train.save_best", GT_GET(train, save_best), {},
+                   "HDF5 file for the weights of the best validation epoch (the last epoch's when "
+                   "train.eval_every is 0); \"\" = none"),
       string_field("train.checkpoint", GT_GET(train, checkpoint), {},
                    "HDF5 checkpoint (weights, optimizer state, epoch, step) for gt-train --resume; \"\" = none"),
       int_field("train.checkpoint_every", GT_GET(train, checkpoint_every), 1, 1000000,
@@ -296,7 +300,9 @@ const std::vector<Field>& fields() {
                 "MiB of feature buffers the batches in flight may hold (device plus pinned); fewer than train.prefetch "
                 "batches are prepared when they would exceed it; 0 = no byte limit"),
       string_field("train.trace", GT_GET(train, trace), {},
-                   "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto); \"\" = none"),
+                   "Chrome-trace JSON of the training batches' pipeline timeline (chrome://tracing, Perfetto), "
+                   "of the first replica, written when training ends (not on a stop by signal); evaluation is "
+                   "not traced; \"\" = none"),
       int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), 0, 1 << 24,
                 "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off"),
       string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},

@@ -116,9 +116,33 @@ struct EpochPart {
   int64_t correct = 0, labelled = 0;
 };
 
+// OpenBLAS runs each CPU GEMM on its own thread pool, which tbb::global_control does not bound:
+// train.threads limits it too, for the Trainer's lifetime (weak references: a BLAS without these
+// entry points keeps its own setting).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) {
+    if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+    previous_ = openblas_get_num_threads();
+    openblas_set_num_threads(n);
+  }
+  ~BlasThreads() {
+    if (previous_ > 0) openblas_set_num_threads(previous_);
+  }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 struct Trainer::Impl {
   std::vector<std::string> made_dirs;  // output folders check_output_paths made
   std::unique_ptr<tbb::global_control> threads;
+  std::unique_ptr<BlasThreads> blas_threads;
   std::vector<Replica> replicas;  // this process's
   int64_t world = 1;              // replicas over all processes
   ProcessGroupEnv procs;
@@ -282,9 +306,11 @@ struct MadeDirs {
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   validate_config(cfg_);
   MadeDirs made{check_output_paths(cfg_)};
-  if (cfg_.train.threads > 0)
+  if (cfg_.train.threads > 0) {
     impl_->threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                            static_cast<std::size_t>(cfg_.train.threads));
+    impl_->blas_threads = std::make_unique<BlasThreads>(static_cast<int>(cfg_.train.threads));
+  }
   Device device;
   try {
     device = Context::parse_device(cfg_.train.device);
@@ -622,6 +648,14 @@ TrainResult Trainer::fit(std::ostream* log) {
                        result.best_valid_acc, result.test_acc_at_best};
       save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx, data_shape);
     }
+  }
+  // Without evaluation no epoch is "best": train.save_best gets the last epoch's weights rather
+  // than keeping a file an earlier run left there (which a service would then load).
+  if (writer && !cfg_.train.save_best.empty() && result.best_epoch <= 0 && !result.epochs.empty()) {
+    save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, result.epochs.back().epoch, data_shape);
+    if (log)
+      *log << "train.save_best: no epoch was evaluated, " << cfg_.train.save_best << " holds the last epoch's ("
+           << result.epochs.back().epoch << ") weights\n";
   }
   if (impl_->trace && writer) {
     impl_->trace->write(cfg_.train.trace);

@@ -173,6 +173,43 @@ TEST_F(TrainTest, ResumedMetricsHaveEachEpochOnce) {
   EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3, 4}));
 }
 
+}  // namespace
+}  // namespace gt
+
+extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+
+namespace gt {
+namespace {
+
+// train.threads bounds OpenBLAS's GEMM threads too (only oneTBB's were bounded), for the
+// Trainer's lifetime.
+TEST_F(TrainTest, ThreadsBoundTheBlasThreads) {
+  if (!openblas_get_num_threads) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+  const int before = openblas_get_num_threads();
+  Config c = config("gcn", "cpu");
+  c.train.threads = 1;
+  {
+    Trainer t(c);
+    EXPECT_EQ(openblas_get_num_threads(), 1);
+  }
+  EXPECT_EQ(openblas_get_num_threads(), before);
+}
+
+// Without evaluation, train.save_best gets the last epoch's weights: a file an earlier run left
+// there was kept, and a service would have loaded it.
+TEST_F(TrainTest, SaveBestWithoutEvaluationHoldsTheLastEpoch) {
+  Config c = config("gcn", "cpu");
+  c.train.epochs = 1;
+  c.train.save_best = (dir_ / "noeval-best.h5").string();
+  Trainer(c).fit(nullptr);
+  c.train.epochs = 2;
+  c.train.eval_every = 0;
+  c.train.seed = 3;
+  Trainer(c).fit(nullptr);
+  TensorFileReader r(c.train.save_best, "weights file");
+  EXPECT_EQ(r.attr_int("epoch"), 2);
+}
+
 // dataset.normalize: row is PyG's NormalizeFeatures: minus the table's minimum, then each row
 // over its sum with sums below 1 counting as 1 (dividing signed rows by their signed sums flipped
 // and blew them up). Non-negative rows with sums >= 1 are divided by their sums exactly.
