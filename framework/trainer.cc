@@ -1,8 +1,8 @@
 #include "framework/trainer.h"
+#include "framework/train_data.h"
 
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
-#include <tbb/parallel_reduce.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,6 @@
 #include <limits>
 #include <mutex>
 #include <ostream>
-#include <string_view>
 #include <thread>
 
 #include "framework/checkpoint.h"
@@ -35,41 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids) {
-  int64_t n = 0;
-  for (int64_t id : ids) n += labels[static_cast<std::size_t>(id)] >= 0;
-  return n;
-}
 }  // namespace
-
-void normalize_rows(Tensor& features) {
-  const int64_t n = features.size(0), f = features.size(1);
-  float* x = features.data<float>();
-  if (n == 0 || f == 0) return;
-  // PyG's NormalizeFeatures: the table's minimum is subtracted first, so that signed features do
-  // not give signed or near-zero sums (dividing by those flipped and blew up rows: a synthetic
-  // table trained to 28% instead of 94%), and a sum below 1 counts as 1. Binary features such as
-  // Cora's (minimum 0, sums >= 1) are divided by their row sums exactly as before.
-  const float mn = tbb::parallel_reduce(
-      tbb::blocked_range<int64_t>(0, n * f, 1 << 16), std::numeric_limits<float>::infinity(),
-      [&](const tbb::blocked_range<int64_t>& r, float m) {
-        for (int64_t i = r.begin(); i < r.end(); ++i) m = std::min(m, x[i]);
-        return m;
-      },
-      [](float a, float b) { return std::min(a, b); });
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1024), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t i = r.begin(); i < r.end(); ++i) {
-      float* row = x + i * f;
-      if (mn != 0)
-        for (int64_t j = 0; j < f; ++j) row[j] -= mn;
-      double s = 0;
-      for (int64_t j = 0; j < f; ++j) s += row[j];
-      if (s < 1) s = 1;
-      for (int64_t j = 0; j < f; ++j) row[j] = static_cast<float>(row[j] / s);
-    }
-  });
-}
 
 std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, int64_t rank) {
   GT_CHECK_ARG(world >= 1 && rank >= 0 && rank < world, "shard_of: rank ", rank, " of ", world);
@@ -327,29 +292,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   }
   if (cfg_.dataset.align_rows)
     impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
-  const std::pair<const char*, const std::string*> split_keys[] = {{"dataset.train_split", &cfg_.dataset.train_split},
-                                                                   {"dataset.valid_split", &cfg_.dataset.valid_split},
-                                                                   {"dataset.test_split", &cfg_.dataset.test_split}};
-  // The valid and test splits are needed when the run evaluates (train.eval_every > 0): a split
-  // with no labelled node would score 0 every epoch, and model selection would keep epoch 1.
-  const bool evaluates = cfg_.train.eval_every > 0;
-  const char* no_eval = evaluates ? "; or set train.eval_every: 0 to train without evaluating" : "";
-  for (const auto& [key, split] : split_keys) {
-    const bool train = std::string_view(key) == "dataset.train_split";
-    if (!train && !evaluates) continue;
-    if (!data_.splits.count(*split)) {
-      std::string have;
-      for (auto& [name, ids] : data_.splits) have += (have.empty() ? "" : ", ") + name;
-      GT_THROW(config_place(cfg_, {key}),
-               (have.empty() ? std::string("the file has no splits") : "splits in the file: " + have) +
-                   (train ? "" : no_eval),
-               key, ": dataset '", cfg_.dataset.path, "' has no split '", *split, "'");
-    }
-    if (count_labelled(data_.labels, data_.split(*split)) == 0)
-      GT_THROW(config_place(cfg_, {key}), train ? std::string() : std::string("choose another split") + no_eval, key,
-               ": split '", *split, "' of dataset '", cfg_.dataset.path, "' has no labelled nodes",
-               train ? "" : ": every evaluation would score 0 and model selection would mean nothing");
-  }
+  check_splits(cfg_, data_);
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
   impl_->setup(cfg_, data_, device);
   // Built: the folders are the Trainer's now, removed (when still empty) with it, so that a
