@@ -93,10 +93,7 @@ TensorFileWriter::TensorFileWriter(const std::string& path, std::string kind) : 
     std::string detail = short_cause(h5::take_error_detail());
     std::remove(impl_->tmp.c_str());  // created before HDF5 failed to write its header (a full disk)
     release_temp_path(impl_->tmp);
-    const bool full = detail.find("No space") != std::string::npos;
-    GT_THROW(path, full ? "the disk is full" : "check that the directory is writable", "cannot write ", impl_->kind,
-             " '", path, "': cannot create its temporary file '", impl_->tmp, "'",
-             detail.empty() ? "" : " (" + detail + ")");
+    impl_->fail("creating its temporary file '" + impl_->tmp + "'", detail);
   }
 }
 
