@@ -72,25 +72,36 @@ class HostGroup {
 
 // --- Processes ---------------------------------------------------------------------------------
 // Where this process stands among the processes of one training job. Read from the environment:
-//   GT_WORLD_SIZE, GT_RANK, GT_LOCAL_RANK, GT_MASTER_ADDR, GT_MASTER_PORT
+//   GT_WORLD_SIZE, GT_RANK, GT_LOCAL_RANK, GT_MASTER_ADDR, GT_MASTER_PORT, GT_RENDEZVOUS_TIMEOUT
 // or, for the sizes and ranks, what the launcher sets: OpenMPI's mpirun (OMPI_COMM_WORLD_SIZE,
 // _RANK, _LOCAL_RANK), MPICH/Hydra (PMI_SIZE, PMI_RANK, MPI_LOCALRANKID) and Slurm (SLURM_NTASKS,
-// SLURM_PROCID, SLURM_LOCALID). The master address defaults to 127.0.0.1 and the port to 29517.
+// SLURM_PROCID, SLURM_LOCALID); GT_WORLD_SIZE wins over them (GT_WORLD_SIZE=1 runs one process
+// inside a launcher's allocation). The master address defaults to 127.0.0.1, the port to 29517,
+// the rendezvous timeout to 300 seconds.
 struct ProcessGroupEnv {
   int world = 1, rank = 0, local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29517;
+  double timeout_s = 300.0;          // how long the rendezvous waits for every process
   std::string source = "defaults";  // which variables the values came from, for messages
 };
 // Throws gt::Error naming the variable when one is malformed or out of range.
 ProcessGroupEnv process_group_from_env();
 
-// Rank 0 of the processes listens on master_addr:master_port, waits for the world - 1 others to
-// connect (each says its rank) and sends each of them `payload`; the others connect (retrying
-// until `timeout_s`) and return what they received. Rank 0 returns `payload`. Throws gt::Error
-// naming the address on a timeout, a refused bind, a duplicate rank or a short message.
+// Rank 0 of the processes listens on master_port on every interface, waits for the world - 1
+// others to connect and sends each of them `payload`; the others connect to master_addr
+// (retrying until the timeout) and return what they received. Rank 0 returns `payload`.
+//
+// Before anything is handed out, every process must agree with rank 0: on the world size and on
+// `agreement` (a text of "key: value" lines, for instance the configuration that must be the same
+// everywhere). Rank 0 checks each process as it joins; on a disagreement, a duplicate or
+// out-of-range rank, it sends the reason to every process that joined and throws it, and those
+// processes throw it too, so no process goes on alone. A connection that does not speak the
+// protocol (a port scanner, a stray client) is dropped without failing the rendezvous.
+// `timeout_s` < 0 takes env.timeout_s. Throws gt::Error naming the address on a timeout, a
+// refused bind or a process that went away.
 std::vector<char> rendezvous_broadcast(const ProcessGroupEnv& env, const std::vector<char>& payload,
-                                       double timeout_s = 120.0);
+                                       double timeout_s = -1.0, const std::string& agreement = "");
 
 // --- NCCL --------------------------------------------------------------------------------------
 // True when the library was built with NCCL (GT_WITH_NCCL).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,6 +74,31 @@ void check_splits(const Config& cfg, const Dataset& data) {
                ": split '", *split, "' of dataset '", cfg.dataset.path, "' has no labelled nodes",
                train ? "" : ": every evaluation would score 0 and model selection would mean nothing");
   }
+}
+
+std::string process_agreement(const Config& cfg, const Dataset& data) {
+  static const char* const kPerProcess[] = {"dataset.path",   "sampling.device",  "train.device",
+                                            "train.threads",  "train.metrics",    "train.save_best",
+                                            "train.checkpoint", "train.checkpoint_every", "train.progress",
+                                            "train.prefetch", "train.prefetch_mb", "train.trace",
+                                            "train.gpu_cache_mb", "train.dkp_cache"};
+  std::istringstream in(to_yaml(cfg));
+  std::string out, section;
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t start = line.find_first_not_of(' ');
+    if (start == std::string::npos) continue;
+    if (start == 0) {  // "section:"
+      section = line.substr(0, line.find(':'));
+      continue;
+    }
+    const std::string entry = section + "." + line.substr(start);
+    const std::string key = entry.substr(0, entry.find(':'));
+    if (std::find(std::begin(kPerProcess), std::end(kPerProcess), key) == std::end(kPerProcess)) out += entry + "\n";
+  }
+  out += "dataset shape: " + std::to_string(data.info.num_nodes) + " nodes, " + std::to_string(data.info.num_edges) +
+         " edges, " + std::to_string(data.info.feature_dim) + " features, " + std::to_string(data.info.num_classes) +
+         " classes\n";
+  return out;
 }
 
 }  // namespace gt

@@ -170,6 +170,34 @@ struct Trainer::Impl {
   EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                               const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
   int64_t evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids);
+
+  // Every replica of every process must start fit() from one state: the same epoch and step and
+  // the same parameters (setup() made them equal, but each process resumes from its own copy of
+  // the checkpoint, and a process started without --resume would start over at epoch 1 and wait
+  // in collectives the others never make). The values are all-reduced as sums and sums of
+  // squares, so every replica sees the same spread and all fail together rather than some going
+  // on alone. Values are 16-bit pieces, so that the sums of squares are exact in float64.
+  void check_same_start(Replica& r) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the parameters' bytes
+    for (Param* p : r.model->params()) {
+      const std::vector<float> v = p->value.to_vector<float>();
+      const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+      for (std::size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    }
+    std::vector<double> pieces;
+    for (uint64_t x : {static_cast<uint64_t>(resumed.epoch), step, h})
+      for (int k = 0; k < 4; ++k) pieces.push_back(static_cast<double>((x >> (16 * k)) & 0xffff));
+    std::vector<double> sums = pieces;
+    for (double x : pieces) sums.push_back(x * x);
+    reduce(r, sums);
+    const std::size_t n = pieces.size();
+    const double w = static_cast<double>(world);
+    const char* what[] = {"the epoch they resume after", "the training step", "the model's parameters"};
+    for (std::size_t i = 0; i < n; ++i)
+      if (sums[n + i] * w != sums[i] * sums[i])
+        GT_THROW("Trainer::fit", "resume every process from the same checkpoint (--resume on each), or none",
+                 "the ", world, " replicas do not start from one state: ", what[i / 4], " differ");
+  }
 };
 
 void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device) {
@@ -181,10 +209,17 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   if (world > 1 && backend == "nccl" && !device.is_cuda())
     GT_THROW(config_place(cfg, {"train.comm", "train.device"}), "use train.comm=host (or auto) for CPU replicas", "train.comm is nccl but train.device is ",
              device.str());
+  // Launcher variables left in the environment (SLURM_NTASKS inside an allocation) make a job of
+  // several processes too: the hint says how to run one.
+  const std::string one_process = "; to run this process alone, set GT_WORLD_SIZE=1";
+  if (procs.world > 1 && !device.is_cuda())
+    GT_THROW(config_place(cfg, {"train.device"}),
+             "several processes reduce gradients over NCCL between GPUs: use train.device=cuda" + one_process,
+             "the job has ", procs.world, " processes (", procs.source, " variables) but train.device is ", device.str());
   if (procs.world > 1 && backend != "nccl")
-    GT_THROW(config_place(cfg, {"train.comm"}), "several processes (" + procs.source + ": " + std::to_string(procs.world) +
-                               ") reduce gradients over NCCL: use GPUs and a build with NCCL",
-             "train.comm is ", backend, " but the job has ", procs.world, " processes");
+    GT_THROW(config_place(cfg, {"train.comm"}),
+             "several processes reduce gradients over NCCL: use train.comm=nccl (or auto)" + one_process,
+             "train.comm is ", backend, " but the job has ", procs.world, " processes (", procs.source, " variables)");
   if (world > 1 && backend == "nccl" && !built_with_nccl())
     GT_THROW(config_place(cfg, {"train.comm"}), "use train.comm=host, or rebuild where NCCL is installed", "this build has no NCCL");
   if (device.is_cuda()) {
@@ -237,7 +272,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
       id = nccl_unique_id();
       bytes.assign(id.begin(), id.end());
     }
-    bytes = rendezvous_broadcast(procs, bytes);
+    bytes = rendezvous_broadcast(procs, bytes, -1.0, process_agreement(cfg, data));
     if (bytes.size() != id.size())
       GT_THROW(procs.master_addr, "", "rendezvous: expected a ", id.size(), "-byte NCCL id, got ", bytes.size());
     std::copy(bytes.begin(), bytes.end(), id.begin());
@@ -503,6 +538,8 @@ TrainResult Trainer::fit(std::ostream* log) {
     GT_THROW("Trainer::fit", "make a new Trainer (with resume() from train.checkpoint to continue a run)",
              "fit() was already called on this Trainer");
   impl_->fitted = true;
+  // Before any file is opened: a job whose processes disagree stops here, all of it.
+  if (impl_->world > 1) impl_->on_replicas([&](Replica& r) { impl_->check_same_start(r); });
   TrainResult result;
   Replica& lead = impl_->replicas[0];
   result.device = device_name(lead.ctx->device());

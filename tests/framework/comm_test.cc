@@ -1,10 +1,14 @@
 // Collectives for data parallelism: the host backend sums in rank order and every rank gets the
 // same bits; mismatched calls and aborts are errors, not hangs; the TCP rendezvous hands rank 0's
 // payload to every process; launcher variables are parsed; NCCL matches the host sums on 2 GPUs.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -147,6 +151,128 @@ TEST(Rendezvous, AnUnresolvableMasterIsNamed) {
   e.rank = 1;
   e.master_addr = "no-such-host.invalid";
   EXPECT_THROW(rendezvous_broadcast(e, {}, 0.5), Error);
+}
+
+// Runs the ranks' rendezvous in threads; each rank's error text ("" = it returned).
+std::vector<std::string> rendezvous_errors(const std::vector<ProcessGroupEnv>& envs,
+                                           const std::vector<std::string>& agreements, double timeout_s) {
+  std::vector<std::string> errors(envs.size());
+  run_ranks(static_cast<int>(envs.size()), [&](int i) {
+    try {
+      rendezvous_broadcast(envs[i], {'p'}, timeout_s, agreements[i]);
+    } catch (const Error& e) {
+      errors[i] = e.what();
+    }
+  });
+  return errors;
+}
+
+ProcessGroupEnv rank_env(int world, int rank, int port) {
+  ProcessGroupEnv e;
+  e.world = world;
+  e.rank = rank;
+  e.master_port = port;
+  return e;
+}
+
+TEST(Rendezvous, ADisagreementStopsEveryProcessNamingTheLine) {
+  // Rank 2 was started with another seed: nobody goes on, and every process says which line.
+  const int port = test_port() + 2;
+  const std::string ours = "model.hidden: 64\ntrain.seed: 0\n", theirs = "model.hidden: 64\ntrain.seed: 1\n";
+  auto errors = rendezvous_errors({rank_env(3, 0, port), rank_env(3, 1, port), rank_env(3, 2, port)},
+                                  {ours, ours, theirs}, 30.0);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(errors[r].find("rank 0 has 'train.seed: 0', rank 2 has 'train.seed: 1'"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
+TEST(Rendezvous, AnotherWorldSizeOrATakenRankStopsEveryProcess) {
+  const int port = test_port() + 3;
+  auto errors = rendezvous_errors({rank_env(2, 0, port), rank_env(3, 1, port)}, {"", ""}, 30.0);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[r].find("rank 1 was started with a world size of 3, rank 0 with 2"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  errors = rendezvous_errors({rank_env(3, 0, port + 1), rank_env(3, 1, port + 1), rank_env(3, 1, port + 1)},
+                             {"", "", ""}, 30.0);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(errors[r].find("a process joined as rank 1, which is taken"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+}
+
+TEST(Rendezvous, StrayConnectionsAreDroppedAndRankZeroListensOnEveryInterface) {
+  // A client that sends garbage, and one that says half a hello and hangs up, do not fail the
+  // job. Rank 0 is told another address (as when its host name maps to 127.0.1.1 at home):
+  // it listens on every interface, so rank 1 still reaches it at 127.0.0.1.
+  const int port = test_port() + 5;
+  std::vector<char> got;
+  std::string error;
+  std::thread zero([&] {
+    ProcessGroupEnv e = rank_env(2, 0, port);
+    e.master_addr = "127.0.0.2";
+    try {
+      got = rendezvous_broadcast(e, {'o', 'k'}, 30.0, "same\n");
+    } catch (const Error& err) {
+      error = err.what();
+    }
+  });
+  auto stray = [&](const std::vector<char>& bytes) {
+    for (int attempt = 0; attempt < 300; ++attempt) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        if (!bytes.empty()) (void)!::write(fd, bytes.data(), bytes.size());
+        ::close(fd);
+        return true;
+      }
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ASSERT_TRUE(stray({'G', 'E', 'T', ' ', '/', '\n'}));
+  const uint32_t half_hello[2] = {0x47545256, 2};
+  ASSERT_TRUE(stray(std::vector<char>(reinterpret_cast<const char*>(half_hello),
+                                      reinterpret_cast<const char*>(half_hello) + sizeof half_hello)));
+  std::vector<char> mine;
+  std::string my_error;
+  try {
+    mine = rendezvous_broadcast(rank_env(2, 1, port), {}, 30.0, "same\n");
+  } catch (const Error& err) {
+    my_error = err.what();
+  }
+  zero.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(my_error, "");
+  EXPECT_EQ(mine, (std::vector<char>{'o', 'k'}));
+}
+
+TEST(Rendezvous, AnUnreachableRankZeroFailsInTime) {
+  // A blocking connect() to an address that drops packets waits minutes; the deadline holds.
+  ProcessGroupEnv e = rank_env(2, 1, test_port() + 7);
+  e.master_addr = "10.255.255.1";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(rendezvous_broadcast(e, {}, 1.0), Error);  // some networks answer for any address
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+}
+
+TEST(Rendezvous, TheTimeoutComesFromTheEnvironment) {
+  EXPECT_EQ(process_group_from_env().timeout_s, 300.0);
+  ::setenv("GT_RENDEZVOUS_TIMEOUT", "7.5", 1);
+  EXPECT_EQ(process_group_from_env().timeout_s, 7.5);
+  for (const char* bad : {"0", "-1", "10x", "1e9"}) {
+    ::setenv("GT_RENDEZVOUS_TIMEOUT", bad, 1);
+    try {
+      process_group_from_env();
+      ADD_FAILURE() << bad << ": no error";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("GT_RENDEZVOUS_TIMEOUT"), std::string::npos) << err.what();
+    }
+  }
+  ::unsetenv("GT_RENDEZVOUS_TIMEOUT");
 }
 
 struct EnvGuard {

@@ -11,6 +11,7 @@
 
 #include "framework/comm.h"
 #include "framework/error.h"
+#include "framework/train_data.h"
 #include "framework/trainer.h"
 #include "preprocess/dataset.h"
 #include "preprocess/synth.h"
@@ -169,6 +170,64 @@ TEST_F(DataParallelTest, AFailingReplicaStopsTheOthers) {
   }
   EXPECT_NE(err.find("training diverged"), std::string::npos) << "'" << err << "'";
   EXPECT_EQ(err.find("aborted"), std::string::npos) << err;
+}
+
+TEST_F(DataParallelTest, ReplicasThatDoNotStartFromOneStateAllStop) {
+  // As when one process of a job resumed from another checkpoint than the others: fit() stops
+  // every replica with the reason, before any file is written (not a hang, not a silent drift).
+  Config c = config("gcn", "cpu", 3);
+  c.train.metrics = (dir_ / "drift-metrics.jsonl").string();
+  Trainer t(c);
+  t.replica_model(2).params()[0]->value.data<float>()[0] += 0.5f;  // CPU replicas
+  std::string err;
+  try {
+    t.fit(nullptr);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("do not start from one state: the model's parameters differ"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(c.train.metrics));
+}
+
+TEST_F(DataParallelTest, ProcessesAgreeOnTheTrainingNotOnPerHostSettings) {
+  // What the rendezvous compares between processes: the settings that change the training, and
+  // the dataset's shape; not the paths, devices and threads that may differ per host.
+  const Dataset ds = load_dataset((dir_ / "synth.h5").string());
+  Config a = config("gcn", "cpu", 1), b = a;
+  b.dataset.path = "/elsewhere/synth.h5";
+  b.train.threads = 3;
+  b.train.device = "cuda:1";
+  b.train.metrics = "other.jsonl";
+  EXPECT_EQ(process_agreement(a, ds), process_agreement(b, ds));
+  const std::string text = process_agreement(a, ds);
+  EXPECT_NE(text.find("model.hidden: 16\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("train.seed: 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dataset shape: 2000 nodes, "), std::string::npos) << text;
+  EXPECT_EQ(text.find("dataset.path"), std::string::npos) << text;
+  b.train.seed = 1;
+  EXPECT_NE(process_agreement(a, ds), process_agreement(b, ds));
+}
+
+TEST_F(DataParallelTest, SeveralProcessesOnTheCpuAreRefusedWithTheWayOut) {
+  // Launcher variables left in the environment (here Slurm's) make a job of several processes;
+  // on the CPU that cannot run, and the message says how to run this one process alone.
+  ::setenv("SLURM_NTASKS", "4", 1);
+  ::setenv("SLURM_PROCID", "1", 1);
+  std::string err;
+  try {
+    Trainer t(config("gcn", "cpu", 1));
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  ::unsetenv("SLURM_NTASKS");
+  ::unsetenv("SLURM_PROCID");
+  EXPECT_NE(err.find("4 processes (Slurm variables) but train.device is cpu"), std::string::npos) << err;
+  EXPECT_NE(err.find("GT_WORLD_SIZE=1"), std::string::npos) << err;
+  ::setenv("SLURM_NTASKS", "4", 1);
+  ::setenv("SLURM_PROCID", "1", 1);
+  ::setenv("GT_WORLD_SIZE", "1", 1);
+  EXPECT_NO_THROW(Trainer t(config("gcn", "cpu", 1)));
+  for (const char* v : {"SLURM_NTASKS", "SLURM_PROCID", "GT_WORLD_SIZE"}) ::unsetenv(v);
 }
 
 TEST_F(DataParallelTest, TwoGpusTrainLikeOne) {
