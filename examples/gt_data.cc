@@ -17,9 +17,12 @@
 //       Reads the whole file and holds it to every rule a load does, every feature value
 //       included (a memory-mapped table is otherwise checked only as rows are gathered).
 //
-// Output files are written atomically: a failed command leaves no file behind. Errors are
-// printed as one line "gt-data: error: ..." (exit status 1); a bad command line gives a usage
-// error (exit status 2).
+// Output files are written atomically: a failed command leaves no file behind (nor the folders it
+// made for it), and an output name that cannot be a file (empty, a folder, ending in '/', one of
+// the import's inputs) is refused before any work. Errors are printed as one line
+// "gt-data: error: ..." (exit status 1); a bad command line gives a usage error (exit status 2).
+// Warnings (a split with no nodes, a synthetic graph well short of its edges) are printed as
+// "gt-data: warning: ..." lines on stderr and do not change the exit status.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -45,6 +48,7 @@ constexpr const char* kUsage = R"(usage:
   gt-data info FILE
   gt-data check FILE
   gt-data --help
+Each option may be given once; "--" ends the options (for file names that begin with '-').
 
 import-ogb  reads an OGB node-property folder (DIR/raw/*.csv.gz, DIR/split/<scheme>/)
   --split NAME     split scheme under DIR/split (default: the only one there)
@@ -56,13 +60,17 @@ synth  generates a synthetic power-law graph with class-homophilous edges
                    ogbn-products split sizes: 8.03% train, 1.61% valid);
                    the options below override the preset
   --nodes N        number of nodes
-  --avg-degree D   mean in-degree
-  --max-degree D   degree cap (default max(nodes / 10, 4 * avg degree))
-  --exponent A     power-law exponent of the degrees (default 2.1)
+  --avg-degree D   mean in-degree, at least 1 (every node gets an in-edge)
+  --max-degree D   degree cap, from the average degree to nodes - 1
+                   (default, or 0: max(nodes / 10, 4 * avg degree), at most nodes - 1)
+  --exponent A     power-law exponent of the degrees, > 1 (default 2.1)
   --features F     feature dimension
   --classes C      number of classes
-  --homophily H    probability that an edge joins nodes of one class (default 0.8)
-  --signal S       class signal against unit noise in the features (default 0.18)
+  --homophily H    probability that an edge's source is drawn from the destination's class;
+                   otherwise it is any node, so the fraction of edges within one class is
+                   at most H + (1 - H) / C, a little less after duplicate sources are
+                   dropped (default 0.8: about 0.80 with 8 classes)
+  --signal S       class signal against unit noise in the features, in [0, 1e6] (default 0.18)
   --seed S         random seed (default 0); the output depends only on the options
   --threads T      worker threads (default: all cores)
 
@@ -90,7 +98,9 @@ T parse_number(const std::string& flag, const std::string& text) {
   return value;
 }
 
-// Splits argv into positional arguments and "--flag value" / "--switch" options.
+// Splits argv into positional arguments and "--flag value" / "--switch" options. An argument
+// that begins with '-' (other than "-" itself) is an option until "--", after which every
+// argument is positional; an option given twice is an error (the last one silently won).
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> flags;
@@ -99,23 +109,32 @@ struct Args {
 Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& valued,
                 const std::vector<std::string>& switches) {
   Args a;
+  bool options = true;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+    if (options && arg == "--") {
+      options = false;
+      continue;
+    }
+    if (!options || arg.size() < 2 || arg[0] != '-') {
       a.positional.push_back(arg);
       continue;
     }
-    if (std::find(switches.begin(), switches.end(), arg) != switches.end()) {
+    const bool is_switch = std::find(switches.begin(), switches.end(), arg) != switches.end();
+    if (!is_switch && std::find(valued.begin(), valued.end(), arg) == valued.end())
+      usage_error("unknown option '" + arg + "'");
+    if (a.flags.count(arg)) usage_error(arg + " given twice");
+    if (is_switch) {
       a.flags[arg] = "1";
-    } else if (std::find(valued.begin(), valued.end(), arg) != valued.end()) {
+    } else {
       if (i + 1 >= argc) usage_error("missing value for " + arg);
       a.flags[arg] = argv[++i];
-    } else {
-      usage_error("unknown option '" + arg + "'");
     }
   }
   return a;
 }
+
+void warn(const std::string& line) { std::cerr << "gt-data: warning: " << line << std::endl; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -155,6 +174,8 @@ void print_summary(const std::string& path) {
             << "splits:   ";
   if (info.split_sizes.empty()) std::cout << " none";
   for (const auto& [name, size] : info.split_sizes) std::cout << " " << name << " " << size;
+  for (const auto& [name, size] : info.split_sizes)
+    if (size == 0) warn("split '" + name + "' of '" + path + "' lists no nodes (gt-train refuses an empty split)");
   std::vector<int64_t> counts(static_cast<std::size_t>(info.num_classes), 0);
   int64_t unlabelled = 0;
   for (int32_t l : ds.labels) (l < 0 ? unlabelled : counts[static_cast<std::size_t>(l)]) += 1;
@@ -167,7 +188,10 @@ int cmd_import(int argc, char** argv) {
   Args a = parse_args(argc, argv, 2, {"--split"}, {"--directed"});
   if (a.positional.size() != 2) usage_error("import-ogb needs DIR and OUT.h5");
   gt::OgbImportOptions opts;
-  if (a.flags.count("--split")) opts.split = a.flags["--split"];
+  if (a.flags.count("--split")) {
+    opts.split = a.flags["--split"];
+    if (opts.split.empty()) usage_error("--split got an empty name (leave the option out to use the only scheme)");
+  }
   opts.directed = a.flags.count("--directed") > 0;
   auto t0 = std::chrono::steady_clock::now();
   gt::import_ogb(a.positional[0], a.positional[1], opts);
@@ -202,7 +226,14 @@ int cmd_synth(int argc, char** argv) {
   };
   if (auto v = flag("--nodes")) o.num_nodes = parse_number<int64_t>("--nodes", *v);
   if (auto v = flag("--avg-degree")) o.avg_degree = parse_number<double>("--avg-degree", *v);
-  if (auto v = flag("--max-degree")) o.max_degree = parse_number<int64_t>("--max-degree", *v);
+  if (auto v = flag("--max-degree")) {
+    o.max_degree = parse_number<int64_t>("--max-degree", *v);
+    // SynthOptions::max_degree = 0 means the default: as a flag value it would silently mean
+    // "no cap given", so it is refused.
+    if (o.max_degree == 0)
+      GT_THROW("--max-degree", "leave --max-degree out for the default cap", "--max-degree 0 is not a cap: give a value "
+               "from --avg-degree to --nodes - 1");
+  }
   if (auto v = flag("--exponent")) o.power_law_exponent = parse_number<double>("--exponent", *v);
   if (auto v = flag("--features")) o.feature_dim = parse_number<int64_t>("--features", *v);
   if (auto v = flag("--classes")) o.num_classes = parse_number<int64_t>("--classes", *v);
@@ -212,6 +243,7 @@ int cmd_synth(int argc, char** argv) {
   if (auto v = flag("--threads")) o.threads = parse_number<int>("--threads", *v);
   auto t0 = std::chrono::steady_clock::now();
   o.progress = [](const std::string& line) { std::cout << "gt-data: synth: " << line << std::endl; };
+  o.warning = warn;
   gt::generate_synthetic(o, a.positional[0]);
   std::cout << "gt-data: wrote " << a.positional[0] << " in " << std::fixed << std::setprecision(2)
             << seconds_since(t0) << " s\n";
@@ -239,6 +271,8 @@ int cmd_check(int argc, char** argv) {
             << "mmap:      " << (c.mappable ? "yes (dataset.features: mmap can serve it)" : "no: " + c.not_mappable)
             << "\n"
             << "gt-data: " << path << " is a valid dataset (checked in " << c.seconds << " s)\n";
+  std::cout.flush();
+  for (const std::string& w : c.warnings) warn(path + ": " + w);
   return 0;
 }
 
@@ -249,7 +283,7 @@ int main(int argc, char** argv) {
   try {
     if (argc < 2) usage_error("missing command");
     const std::string cmd = argv[1];
-    for (int i = 1; i < argc; ++i)
+    for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i)
       if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" || (i == 1 && cmd == "help")) {
         std::cout << kUsage;
         return 0;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
 #include "framework/error.h"
@@ -353,6 +354,33 @@ const std::vector<int64_t>& Dataset::split(const std::string& name) const {
   return it->second;
 }
 
+void check_dataset_output_path(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  const char* hint = "give the name of an HDF5 file to write, e.g. out.h5";
+  if (path.empty()) GT_THROW({}, hint, "the ", what, " name is empty");
+  if (path.back() == '/')
+    GT_THROW(path, hint, "the ", what, " '", path, "' ends in '/': it names a folder, not a file");
+  const fs::path name = fs::path(path).filename();
+  if (name == "." || name == "..") GT_THROW(path, hint, "the ", what, " '", path, "' names a folder, not a file");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // through a symbolic link: what would be written
+  if (fs::is_directory(st)) GT_THROW(path, hint, "the ", what, " '", path, "' is a directory");
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    GT_THROW(path, hint, "the ", what, " '", path,
+             "' exists and is not a regular file (a device, FIFO or socket); it would be replaced");
+  // The nearest folder of the path that exists must be a folder (the writer creates the rest).
+  for (fs::path p = fs::path(path).parent_path(); !p.empty(); p = p.parent_path()) {
+    const fs::file_status ps = fs::status(p, ec);
+    if (fs::exists(ps)) {
+      if (!fs::is_directory(ps))
+        GT_THROW(path, "the folders of the output path must be folders", "cannot write the ", what, " '", path,
+                 "': '", p.string(), "' is not a directory");
+      break;
+    }
+    if (p == p.parent_path()) break;
+  }
+}
+
 Dataset load_dataset(const std::string& path) { return load(path, true); }
 Dataset load_dataset_without_features(const std::string& path) { return load(path, false); }
 
@@ -493,11 +521,69 @@ Tensor FeatureReader::read_rows(int64_t begin, int64_t end) {
   return rows;
 }
 
+namespace {
+
+// The rule check_dataset adds to a load's: no node in two splits. A load accepts overlapping
+// splits (a custom split may cover others), but train, valid and test sharing a node is leakage,
+// and import-ogb refuses it.
+void check_disjoint_splits(const Dataset& ds, const std::string& path) {
+  std::vector<int32_t> owner(static_cast<std::size_t>(ds.info.num_nodes), -1);  // index into names
+  std::vector<std::string> names;
+  for (const auto& [name, ids] : ds.splits) {
+    const int32_t k = static_cast<int32_t>(names.size());
+    names.push_back(name);
+    for (int64_t id : ids) {  // in range and unique within the split (Dataset::validate)
+      int32_t& o = owner[static_cast<std::size_t>(id)];
+      if (o >= 0)
+        GT_THROW(path + ":/splits/" + name,
+                 "a node belongs to one split at most; re-create the file (gt-data import-ogb refuses such splits)",
+                 "node ", id, " is in two splits: '", names[static_cast<std::size_t>(o)], "' and '", name, "'");
+      o = k;
+    }
+  }
+}
+
+// What a load accepts but gt-data never writes (DatasetCheck::warnings).
+std::vector<std::string> dataset_warnings(const Dataset& ds) {
+  std::vector<std::string> out;
+  for (const auto& [name, ids] : ds.splits) {
+    if (ids.empty())
+      out.push_back("split '" + name + "' lists no nodes (gt-train refuses an empty split)");
+    else if (!std::is_sorted(ids.begin(), ids.end()))
+      out.push_back("split '" + name + "' lists its node ids out of order (gt-data writes them sorted)");
+  }
+  int64_t loops = 0, unordered = 0, first_loop = -1, first_unordered = -1;
+  for (int64_t v = 0; v < ds.info.num_nodes; ++v) {
+    bool loop = false, bad_order = false;
+    for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e) {
+      loop |= ds.indices[e] == v;
+      bad_order |= e > ds.indptr[v] && ds.indices[e - 1] >= ds.indices[e];
+    }
+    if (loop && loops++ == 0) first_loop = v;
+    if (bad_order && unordered++ == 0) first_unordered = v;
+  }
+  if (loops > 0)
+    out.push_back(std::to_string(loops) + " CSR rows have a self-loop (the first: row " + std::to_string(first_loop) +
+                  "); gt-data writes none, and models that add self-loops count these twice");
+  if (unordered > 0)
+    out.push_back(std::to_string(unordered) + " CSR rows are out of order or list a source twice (the first: row " +
+                  std::to_string(first_unordered) + "); gt-data writes each row sorted and without duplicates");
+  return out;
+}
+
+}  // namespace
+
 DatasetCheck check_dataset(const std::string& path, const std::function<void(int64_t, int64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   DatasetCheck out;
-  // Graph, labels and splits, with the rules of Dataset::validate; then /features' shape and type.
-  out.info = load_dataset_without_features(path).info;
+  // Graph, labels and splits, with the rules of Dataset::validate, and disjoint splits; then
+  // /features' shape and type.
+  {
+    const Dataset ds = load_dataset_without_features(path);
+    check_disjoint_splits(ds, path);
+    out.warnings = dataset_warnings(ds);
+    out.info = ds.info;
+  }
   out.features = feature_storage(path);
   // Then the values, a block of rows at a time (whole HDF5 chunks, about 64 MiB).
   FeatureReader reader(path);

@@ -2,8 +2,9 @@
 //
 // A Dataset holds the in-neighbour CSR (row v lists the sources u of edges u -> v), float32
 // features [N, F], int32 labels (-1 = unlabelled) and named splits (lists of node ids).
-// Writes are atomic: data goes to "<path>.tmp" and is renamed over <path> only when complete,
-// so a failed or interrupted write never leaves a partial file at <path>.
+// Writes are atomic: data goes to "<path>.tmp.<pid>.<n>" and is renamed over <path> only when
+// complete, so a failed or interrupted write never leaves a partial file at <path>. A <path> that
+// is a symbolic link is written through: the file it points to is replaced, the link is kept.
 #pragma once
 
 #include <cstdint>
@@ -113,16 +114,29 @@ struct DatasetCheck {
   int64_t values_checked = 0;  // feature values read and found finite
   bool mappable = false;       // dataset.features: mmap can serve this file
   std::string not_mappable;    // why not, when it cannot (the error feature_layout gives)
+  // Departures from what gt-data writes that a load accepts, one line each: a split that lists
+  // no node (gt-train refuses it as train, valid or test split), split ids out of order, CSR rows
+  // with self-loops, duplicates or out of order. gt-data check prints them as warnings.
+  std::vector<std::string> warnings;
   double seconds = 0;
 };
 // Reads every array of a dataset file and holds it to every rule that load_dataset applies
 // (graph, labels, splits, the feature table's shape and type, and each feature value finite),
-// reading the feature table in blocks of about 64 MiB, so memory stays bounded whatever its size.
+// and to one more that gt-data's writers keep: the splits are disjoint (a node in two splits is
+// an error naming both and the node; import-ogb refuses such splits as leakage). Reads the
+// feature table in blocks of about 64 MiB, so memory stays bounded whatever its size.
 // A memory-mapped table (dataset.features: mmap) has its values checked only as rows are
 // gathered; this checks them all beforehand. Throws the gt::Error load_dataset would (for a value:
 // the file, the row and the column). progress(rows_done, rows_total) follows the feature scan.
 DatasetCheck check_dataset(const std::string& path,
                            const std::function<void(int64_t, int64_t)>& progress = {});
+
+// Throws gt::Error, before any work is done, when `path` cannot name a dataset file to write:
+// empty, ending in '/', an existing folder (or a link to one), an existing file that is not a
+// regular file (a device, FIFO or socket, which the rename would replace), or a path under a
+// file. `what` names the path in the message (e.g. "output file"). DatasetWriter checks it too;
+// import_ogb and generate_synthetic call it first so that a bad name fails before the parse.
+void check_dataset_output_path(const std::string& path, const std::string& what = "output file");
 
 // Rows per HDF5 chunk of the feature table (about 1 MiB per chunk). Writers that stream
 // features do best with row blocks that are multiples of this.
@@ -132,7 +146,8 @@ void save_dataset(const Dataset& ds, const std::string& path);
 
 // Streaming writer for datasets too large to hold twice in memory. Call the write_* methods in
 // any order, each at most once except write_feature_rows (row ranges in any order, covering all
-// rows), then commit(). Destroying an uncommitted writer removes the temporary file.
+// rows), then commit(). Destroying an uncommitted writer removes the temporary file and the
+// (then empty) folders of the path that it created.
 class DatasetWriter {
  public:
   DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim);

@@ -1,5 +1,5 @@
 // DatasetWriter and save_dataset of preprocess/dataset.h: dataset files written atomically,
-// streamed through "<path>.tmp" (the reader and Dataset::validate are in dataset.cc).
+// streamed through "<path>.tmp.<pid>.<n>" (the reader and Dataset::validate are in dataset.cc).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "framework/config.h"
 #include "framework/error.h"
 #include "framework/hdf5_util.h"
 #include "framework/metrics.h"
@@ -21,6 +23,47 @@
 #include "preprocess/dataset_internal.h"
 
 namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file a write of `path` replaces: `path`, or where its chain of symbolic links ends (the
+// link itself was replaced by a regular file; now the file it names is written and the link
+// stays). A link may name a file that does not exist yet.
+std::string resolve_links(const std::string& path) {
+  fs::path p(path);
+  std::error_code ec;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40) GT_THROW(path, {}, "cannot write '", path, "': too many levels of symbolic links");
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) GT_THROW(path, {}, "cannot read the symbolic link '", p.string(), "': ", ec.message());
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p.string();
+}
+
+// The missing folders of `path`, created, outermost first in `made` (as make_parent_dirs, but
+// noting what it made, so that a failed write can take them back: framework/config.h
+// remove_empty_dirs).
+void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made) {
+  const fs::path parent = fs::path(path).parent_path();
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(fs::symlink_status(p, ec))) break;
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (fs::create_directory(*it, ec)) made.push_back(it->string());
+    if (ec) {
+      remove_empty_dirs(made);
+      GT_THROW(path, "", "cannot create directory '", parent.string(), "': ", ec.message());
+    }
+  }
+}
+
+}  // namespace
 
 int64_t feature_chunk_rows(int64_t feature_dim) {
   constexpr int64_t kChunkBytes = int64_t{1} << 20;
@@ -29,6 +72,8 @@ int64_t feature_chunk_rows(int64_t feature_dim) {
 
 struct DatasetWriter::Impl {
   std::string path, tmp;
+  std::string target;             // the file renamed over: path, or what its symbolic links name
+  std::vector<std::string> made;  // folders of the path created here, removed again unless committed
   int64_t n = 0, f = 0;
   H5Id file, features;
   bool graph_written = false, labels_written = false, committed = false;
@@ -48,6 +93,7 @@ struct DatasetWriter::Impl {
     file.reset();
     if (!committed && !tmp.empty()) std::remove(tmp.c_str());
     if (!tmp.empty()) release_temp_path(tmp);  // framework/temp_files.h: no longer removed on a signal
+    if (!committed) remove_empty_dirs(made);
   }
 };
 
@@ -55,13 +101,18 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
     : impl_(std::make_unique<Impl>()) {
   GT_CHECK_ARG(num_nodes >= 1 && num_nodes <= INT32_MAX, "num_nodes = ", num_nodes, " is outside [1, 2^31)");
   GT_CHECK_ARG(feature_dim >= 1, "feature_dim = ", feature_dim, " must be at least 1");
+  check_dataset_output_path(path);
   std::lock_guard lock(hdf5_mutex());
   Impl& m = *impl_;
   m.path = path;
   m.n = num_nodes;
   m.f = feature_dim;
-  make_parent_dirs(path);  // as the model and metrics writers do: an output folder need not exist yet
-  const std::string tmp = temp_path_for(path);
+  // The temporary file goes next to the file that the rename replaces, so that a link is written
+  // through (and the rename stays within one file system).
+  m.target = resolve_links(path);
+  // As the model and metrics writers do: an output folder need not exist yet.
+  make_parent_dirs_noted(m.target, m.made);
+  const std::string tmp = temp_path_for(m.target);
   H5Id fapl = h5::file_access_plist(tmp);
   errno = 0;
   hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
@@ -195,11 +246,11 @@ void DatasetWriter::commit() {
     GT_THROW({}, {}, "cannot sync '", m.tmp, "' to disk: ", std::strerror(err));
   }
   ::close(fd);
-  if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0)
-    GT_THROW({}, {}, "cannot rename '", m.tmp, "' to '", m.path, "': ", std::strerror(errno));
+  if (std::rename(m.tmp.c_str(), m.target.c_str()) != 0)
+    GT_THROW({}, {}, "cannot rename '", m.tmp, "' to '", m.target, "': ", std::strerror(errno));
   m.committed = true;
   // Make the rename itself durable (best effort: some file systems refuse to sync folders).
-  std::string dir = m.path.find('/') == std::string::npos ? "." : m.path.substr(0, m.path.rfind('/') + 1);
+  std::string dir = m.target.find('/') == std::string::npos ? "." : m.target.substr(0, m.target.rfind('/') + 1);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);

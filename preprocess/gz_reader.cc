@@ -34,6 +34,7 @@ struct GzLineReader::Input {
   z_stream zs{};
   bool inflating = false;  // inflateInit2 succeeded: the file is gzip
   bool file_eof = false;
+  int64_t file_bytes = 0;  // bytes read from the file so far (the offset of the end of `in`'s data)
   std::vector<unsigned char> in;
   ~Input() {
     if (inflating) inflateEnd(&zs);
@@ -48,14 +49,44 @@ struct GzLineReader::Input {
     do n = ::read(fd, in.data() + zs.avail_in, in.size() - zs.avail_in);
     while (n < 0 && errno == EINTR);
     if (n == 0) file_eof = true;
-    if (n > 0) zs.avail_in += static_cast<uInt>(n);
+    if (n > 0) {
+      zs.avail_in += static_cast<uInt>(n);
+      file_bytes += n;
+    }
     return n;
+  }
+  // The file offset of the next unread input byte.
+  int64_t offset() const { return file_bytes - static_cast<int64_t>(zs.avail_in); }
+  // After a member has ended and what follows is not another member: zero bytes to the end of the
+  // file (padding, as tape and block devices add) are skipped; anything else is an error naming
+  // its offset (a damaged member header, or junk between members, that gzip would stop at).
+  int skip_zero_padding(std::string& msg) {
+    const int64_t member_end = offset();
+    for (;;) {
+      for (uInt i = 0; i < zs.avail_in; ++i)
+        if (zs.next_in[i] != 0) {
+          const int64_t at = offset() + i;
+          msg = "byte offset " + std::to_string(at) + ": " + (at == member_end ? "" : "after zero bytes, ") +
+                "data that is neither a gzip member nor zero padding follows the gzip member ending at byte offset " +
+                std::to_string(member_end);
+          return Z_DATA_ERROR;
+        }
+      zs.next_in += zs.avail_in;
+      zs.avail_in = 0;
+      if (file_eof) return Z_STREAM_END;
+      if (fill() < 0) {
+        msg = std::strerror(errno);
+        return Z_ERRNO;
+      }
+    }
   }
   // Inflates what it can into [out, out + room) (got: the bytes written, maybe 0), reading the
   // file as needed and moving on to a next gzip member. Returns Z_OK, Z_STREAM_END when the last
-  // member has ended (bytes after it that do not start another member are ignored, as gzip and
-  // gzread() do), or an error with msg set: Z_BUF_ERROR (the file ends inside a member), Z_ERRNO
-  // (a read failed), Z_DATA_ERROR, Z_MEM_ERROR, ... The bytes decoded before an error are in
+  // member has ended (followed by the end of the file or by zero padding only), or an error with
+  // msg set: Z_BUF_ERROR (the file ends inside a member), Z_ERRNO (a read failed), Z_DATA_ERROR
+  // (damaged data, or bytes after a member that start no other member and are not all zero:
+  // gzread() ignored them, so a damaged second member cut the file short silently),
+  // Z_MEM_ERROR, ... The bytes decoded before an error are in
   // `got`: inflate() reports them even when it fails.
   int step(char* out, std::size_t room, std::size_t& got, std::string& msg) {
     got = 0;
@@ -79,7 +110,8 @@ struct GzLineReader::Input {
           msg = std::strerror(errno);
           return Z_ERRNO;
         }
-      if (zs.avail_in < 2 || !is_gzip_magic(zs.next_in)) return Z_STREAM_END;
+      if (zs.avail_in == 0) return Z_STREAM_END;
+      if (zs.avail_in < 2 || !is_gzip_magic(zs.next_in)) return skip_zero_padding(msg);
       if (inflateReset(&zs) != Z_OK) {
         msg = "inflateReset failed";
         return Z_STREAM_ERROR;

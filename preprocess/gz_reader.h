@@ -3,12 +3,16 @@
 // GzLineReader decompresses in large blocks and hands out lines as string_views into its
 // buffer, so reading and splitting a file costs little more than inflating it. A plain
 // (uncompressed) file is read as is; so are several gzip members one after the other (as
-// `cat a.gz b.gz` gives), and bytes after the last member that do not start another one are
-// ignored, as gzip does. Errors are gt::Error naming the file:
+// `cat a.gz b.gz` gives), and zero bytes after the last member (padding). Errors are gt::Error
+// naming the file:
 //   - a missing or unreadable file,
 //   - a corrupt gzip stream (bad header, bad data, CRC mismatch) or a failed read: the complete
 //     lines decoded before the damage are returned first, then next() throws "corrupt gzip data
 //     after line N" with where = "<file>:<N>", N the last line returned,
+//   - bytes after a member that neither start another member nor are all zero (junk, or a
+//     damaged member header): the same error, naming the byte offset ("corrupt gzip data after
+//     line N (byte offset B: data that is neither a gzip member nor zero padding ...)"); gzip
+//     would stop there too, and reading on as if the file ended would cut it short silently,
 //   - a truncated gzip stream: the complete lines before the cut are returned first, then
 //     next() throws naming the line where the data ends ("<file>:<N + 1>").
 // The stream is inflated with zlib's inflate() directly rather than gzread(), which drops all

@@ -143,14 +143,19 @@ void build_csr(const EdgeList& edges, int64_t n, bool directed, std::vector<int6
 }
 
 // Labels: one integer per line; -1, an empty line or "nan" mean unlabelled. Returns 1 + max.
+// Blank lines at the end of the file beyond the N-th row are not rows (an editor's final blank
+// line made "2709 label rows, but the graph has 2708 nodes"); within the first N rows a blank
+// line is an unlabelled node.
 int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& labels) {
   labels.clear();
   labels.reserve(static_cast<std::size_t>(std::min(n, max_lines(path, 1))));
   GzLineReader r(path);
   std::string_view line;
-  int64_t max_label = -1;
+  int64_t max_label = -1, blank = 0, trailing_blank = 0;
   while (r.next(line)) {
     std::string_view field = trim(line);
+    blank += field.empty();
+    trailing_blank = field.empty() ? trailing_blank + 1 : 0;
     int64_t label = -1;
     if (field.find(',') != std::string_view::npos)
       r.fail("the label line " + excerpt(line) + " has several columns",
@@ -173,9 +178,12 @@ int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& la
     labels.push_back(static_cast<int32_t>(label));
     max_label = std::max(max_label, label);
   }
+  const int64_t rows = static_cast<int64_t>(labels.size());
+  if (rows > n && rows - trailing_blank <= n) labels.resize(static_cast<std::size_t>(n));  // blank lines at the end
   if (static_cast<int64_t>(labels.size()) != n)
     GT_THROW(path, "num-node-list.csv.gz and node-label.csv.gz disagree", "'", path, "' has ", labels.size(),
-             " label rows, but the graph has ", n, " nodes");
+             " label rows", blank > 0 ? " (" + std::to_string(blank) + " of them blank: a blank line is an unlabelled node)" : "",
+             ", but the graph has ", n, " nodes");
   return max_label + 1;
 }
 
@@ -258,6 +266,37 @@ std::string info_name(const std::string& dir) {
   return name;
 }
 
+// Refuses an output file that is one of the files the import reads (`import-ogb c2
+// c2/raw/edge.csv.gz` replaced the edge file with the dataset), or that lies in DIR/raw or the
+// split folder, before anything is read. Files are compared by identity (device and inode,
+// through links), names that do not exist yet by their canonical form.
+void check_not_an_input(const std::string& out, const std::string& dir, const std::string& raw,
+                        const fs::path& split_dir) {
+  std::vector<fs::path> inputs = {fs::path(dir) / "info.json"};
+  for (const char* f : {"num-node-list", "num-edge-list", "edge", "node-feat", "node-label"})
+    inputs.push_back(fs::path(raw) / (std::string(f) + ".csv.gz"));
+  for (const char* f : {"train", "valid", "test"}) inputs.push_back(split_dir / (std::string(f) + ".csv.gz"));
+  std::error_code ec;
+  const bool out_exists = fs::exists(out, ec);
+  for (const fs::path& in : inputs)
+    if (out_exists && fs::exists(in, ec) && fs::equivalent(out, in, ec))
+      GT_THROW(out, "write the dataset to a file of its own, e.g. " + (fs::path(dir).filename().string().empty()
+                                                                           ? std::string("out.h5")
+                                                                           : fs::path(dir).filename().string() + ".h5"),
+               "the output file '", out, "' is the input file '", in.string(), "': the import would overwrite what it reads");
+  auto canonical = [](const fs::path& p) {
+    std::error_code e;
+    const fs::path c = fs::weakly_canonical(p, e);
+    return e ? fs::absolute(p, e).lexically_normal() : c;
+  };
+  const fs::path out_dir = canonical(fs::path(out).parent_path().empty() ? fs::path(".") : fs::path(out).parent_path());
+  for (const fs::path& folder : {fs::path(dir) / "raw", split_dir})
+    if (out_dir == canonical(folder))
+      GT_THROW(out, "write the dataset outside the input folder's raw/ and split/ folders",
+               "the output file '", out, "' lies in the input folder '", folder.string(),
+               "', among the files the import reads");
+}
+
 // Streams node-feat into the writer, which is created once the first row gives the width.
 std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std::string& out_path, int64_t n) {
   GzLineReader r(path);
@@ -302,18 +341,26 @@ std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std
 }  // namespace
 
 void import_ogb(const std::string& dir, const std::string& out_path, const OgbImportOptions& opts) {
+  // The output name first: an empty name, a folder or a name ending in '/' failed only when the
+  // first feature row was written, after the whole parse.
+  check_dataset_output_path(out_path);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     GT_THROW({}, "pass the dataset folder that holds raw/ and split/", "OGB dataset folder '", dir,
              "' does not exist");
   const std::string raw = (fs::path(dir) / "raw").string() + "/";
+  const std::string scheme = choose_split(dir, opts.split);  // lists folders, reads no file
+  const fs::path split_dir = fs::path(dir) / "split" / scheme;
+  check_not_an_input(out_path, dir, raw, split_dir);
+  const std::string train_file = (split_dir / "train.csv.gz").string();
+  if (!fs::exists(train_file, ec))
+    GT_THROW({}, "OGB split folders hold train.csv.gz (required), valid.csv.gz and test.csv.gz",
+             "cannot open '", train_file, "': no such file");
   const int64_t n = read_count(raw + "num-node-list.csv.gz", "number of nodes");
   if (n < 1 || n > INT32_MAX)
     GT_THROW(raw + "num-node-list.csv.gz", {}, "the number of nodes ", n, " is outside [1, 2^31)");
 
   // Small inputs first, so that a bad label or split file fails before the big parses.
-  const std::string scheme = choose_split(dir, opts.split);
-  const fs::path split_dir = fs::path(dir) / "split" / scheme;
   std::vector<std::pair<std::string, std::vector<int64_t>>> splits;
   std::vector<bool> seen(static_cast<std::size_t>(n), false);
   std::vector<std::vector<int64_t>> earlier;

@@ -52,25 +52,46 @@ inline void normals4(const Philox4& r, float out[4]) {
   }
 }
 
+// The largest --signal: feature values are signal * centroid + noise with |centroid| < 6, so
+// this keeps them far inside float range (1e39 was accepted here and failed only when the
+// first feature row was written, as "feature row 0 is inf"), and beyond it the noise is lost in
+// float rounding anyway.
+constexpr double kMaxSignal = 1e6;
+
+// The splits with a positive fraction (the test split takes what train and valid leave).
+int nonempty_splits(const SynthOptions& o) {
+  return (o.train_fraction > 0) + (o.valid_fraction > 0) + (1.0 - o.train_fraction - o.valid_fraction > 1e-9);
+}
+
 void check_options(const SynthOptions& o) {
-  auto bad = [](const char* key, auto value, const char* rule) {
-    GT_THROW(detail::concat("synth option ", key), {}, key, " = ", value, " ", rule);
+  // Each option is named as the struct field and as gt-data synth's flag, so that a message reads
+  // right from the library and from the command line.
+  auto bad = [](const char* key, const char* flag, auto value, const std::string& rule) {
+    GT_THROW(detail::concat("synth option ", key), {}, key, " (", flag, ") = ", value, " ", rule);
   };
-  if (o.num_nodes < 2 || o.num_nodes > INT32_MAX) bad("num_nodes", o.num_nodes, "must be in [2, 2^31)");
-  if (!(o.avg_degree > 0) || o.avg_degree > static_cast<double>(o.num_nodes - 1))
-    bad("avg_degree", o.avg_degree, "must be in (0, num_nodes - 1]");
-  if (o.max_degree < 0 || o.max_degree > o.num_nodes - 1) bad("max_degree", o.max_degree, "must be in [0, num_nodes - 1]");
+  if (o.num_nodes < 2 || o.num_nodes > INT32_MAX) bad("num_nodes", "--nodes", o.num_nodes, "must be in [2, 2^31)");
+  if (o.num_nodes < nonempty_splits(o))
+    bad("num_nodes", "--nodes", o.num_nodes,
+        detail::concat("is too small: each of the ", nonempty_splits(o), " splits (train, valid, test) needs a node"));
+  // Every node has at least one in-edge, so a mean below 1 cannot be met (0.01 gave a mean of 1).
+  if (!(o.avg_degree >= 1.0) || o.avg_degree > static_cast<double>(o.num_nodes - 1))
+    bad("avg_degree", "--avg-degree", o.avg_degree, "must be in [1, num_nodes - 1] (every node gets an in-edge)");
+  if (o.max_degree < 0 || o.max_degree > o.num_nodes - 1)
+    bad("max_degree", "--max-degree", o.max_degree, "must be in [0, num_nodes - 1] (0 = the default)");
   if (o.max_degree > 0 && static_cast<double>(o.max_degree) < o.avg_degree)
-    bad("max_degree", o.max_degree, "must be at least avg_degree");
+    bad("max_degree", "--max-degree", o.max_degree, "must be at least avg_degree");
   if (!(o.power_law_exponent > 1.0) || !std::isfinite(o.power_law_exponent))
-    bad("power_law_exponent", o.power_law_exponent, "must be > 1");
-  if (o.feature_dim < 1 || o.feature_dim > (int64_t{1} << 24)) bad("feature_dim", o.feature_dim, "must be in [1, 2^24]");
-  if (o.num_classes < 1 || o.num_classes > o.num_nodes) bad("num_classes", o.num_classes, "must be in [1, num_nodes]");
-  if (!(o.homophily >= 0.0 && o.homophily <= 1.0)) bad("homophily", o.homophily, "must be in [0, 1]");
-  if (!(o.signal >= 0.0) || !std::isfinite(o.signal)) bad("signal", o.signal, "must be >= 0");
+    bad("power_law_exponent", "--exponent", o.power_law_exponent, "must be a finite number > 1");
+  if (o.feature_dim < 1 || o.feature_dim > (int64_t{1} << 24))
+    bad("feature_dim", "--features", o.feature_dim, "must be in [1, 2^24]");
+  if (o.num_classes < 1 || o.num_classes > o.num_nodes)
+    bad("num_classes", "--classes", o.num_classes, "must be in [1, num_nodes]");
+  if (!(o.homophily >= 0.0 && o.homophily <= 1.0)) bad("homophily", "--homophily", o.homophily, "must be in [0, 1]");
+  if (!(o.signal >= 0.0 && o.signal <= kMaxSignal))
+    bad("signal", "--signal", o.signal, detail::concat("must be in [0, ", kMaxSignal, "]"));
   if (!(o.train_fraction >= 0.0 && o.valid_fraction >= 0.0 && o.train_fraction + o.valid_fraction <= 1.0))
-    bad("train_fraction + valid_fraction", o.train_fraction + o.valid_fraction, "must be in [0, 1]");
-  if (o.threads < 0) bad("threads", o.threads, "must be >= 0");
+    bad("train_fraction + valid_fraction", "--preset", o.train_fraction + o.valid_fraction, "must be in [0, 1]");
+  if (o.threads < 0) bad("threads", "--threads", o.threads, "must be >= 0");
 }
 
 class Generator {
@@ -146,41 +167,50 @@ class Generator {
     for (int64_t c = 0; c < c_; ++c) class_begin_[c + 1] += class_begin_[c];
   }
 
-  // Degree of v = clamp(round(w_v * s), 1, max_degree) with w_v Pareto(exponent) and s found by
-  // bisection so that the mean is avg_degree. The sums are integers, so they do not depend on
-  // how the reduction is split over threads.
+  // Degree of v = clamp(floor(w_v * s + jitter_v), 1, max_degree) with w_v Pareto(exponent) and
+  // s found by bisection so that the mean is avg_degree. Weights and scale are kept as logarithms:
+  // with an exponent near 1, w_v = (1 - u)^(-1 / (exponent - 1)) overflows a double for most
+  // nodes (exponent 1.001: any u above 0.51), and inf * 0 made the bisection's totals NaN
+  // (degrees nowhere near the mean). The sums are integers, so they do not depend on how the
+  // reduction is split over threads.
   void draw_degrees() {
-    std::vector<double> w(static_cast<std::size_t>(n_));
+    std::vector<double> log_w(static_cast<std::size_t>(n_));
     std::vector<double> jitter(static_cast<std::size_t>(n_));  // stochastic rounding
-    const double inv = -1.0 / (o_.power_law_exponent - 1.0);
+    const double inv = 1.0 / (o_.power_law_exponent - 1.0);
     for_nodes([&](int64_t v) {
       Philox4 r = philox(key_, v, counter(kDegree, 0));
-      w[v] = std::pow(1.0 - u01_53((uint64_t{r.v[0]} << 32) | r.v[1]), inv);
+      // 1 - u is in [2^-53, 1], so the logarithm is finite: log w in [0, 36.8 / (exponent - 1)].
+      log_w[v] = -inv * std::log(1.0 - u01_53((uint64_t{r.v[0]} << 32) | r.v[1]));
       jitter[v] = u01_53((uint64_t{r.v[2]} << 32) | r.v[3]);
     });
-    auto degree = [&](int64_t v, double s) {
-      double d = std::floor(w[v] * s + jitter[v]);
+    const double log_cap = std::log(static_cast<double>(max_degree_) + 1.0);
+    auto degree = [&](int64_t v, double log_s) {
+      const double t = log_w[v] + log_s;
+      if (t >= log_cap) return max_degree_;  // w * s >= max_degree + 1: capped (exp would overflow)
+      const double d = std::floor(std::exp(t) + jitter[v]);
       return static_cast<int64_t>(std::clamp(d, 1.0, static_cast<double>(max_degree_)));
     };
-    auto total = [&](double s) {
+    auto total = [&](double log_s) {
       return tbb::parallel_reduce(
           tbb::blocked_range<int64_t>(0, n_, 4096), int64_t{0},
           [&](const tbb::blocked_range<int64_t>& r, int64_t acc) {
-            for (int64_t v = r.begin(); v < r.end(); ++v) acc += degree(v, s);
+            for (int64_t v = r.begin(); v < r.end(); ++v) acc += degree(v, log_s);
             return acc;
           },
           std::plus<int64_t>());
     };
     const int64_t target = std::llround(o_.avg_degree * static_cast<double>(n_));
-    double lo = 0.0, hi = 1.0;
-    while (total(hi) < target && hi < 1e18) hi *= 2.0;
-    for (int it = 0; it < 60; ++it) {
-      double mid = 0.5 * (lo + hi);
+    // At lo every w * s is below 1/e (every degree 1, total n <= target); at hi every one is at
+    // least max_degree + 1 (total n * max_degree >= target).
+    const auto [min_it, max_it] = std::minmax_element(log_w.begin(), log_w.end());
+    double lo = -*max_it - 1.0, hi = log_cap - *min_it + 1.0;
+    for (int it = 0; it < 200 && hi - lo > 1e-12 * std::max(1.0, std::abs(lo) + std::abs(hi)); ++it) {
+      const double mid = 0.5 * (lo + hi);
       (total(mid) < target ? lo : hi) = mid;
     }
-    const double s = std::abs(total(lo) - target) < std::abs(total(hi) - target) ? lo : hi;
+    const double log_s = std::abs(total(lo) - target) < std::abs(total(hi) - target) ? lo : hi;
     deg_.resize(static_cast<std::size_t>(n_));
-    for_nodes([&](int64_t v) { deg_[v] = degree(v, s); });
+    for_nodes([&](int64_t v) { deg_[v] = degree(v, log_s); });
   }
 
   // Row v: deg_[v] in-neighbours drawn with replacement, then sorted, deduplicated and without
@@ -255,6 +285,18 @@ class Generator {
     os << "edges: " << indptr_[n_] << " of " << requested_edges_ << " drawn (in-degree min " << min_d << ", mean "
        << static_cast<double>(indptr_[n_]) / static_cast<double>(n_) << ", max " << max_d << ")";
     report(os.str(), t0);
+    // Rows end short of their degree when a class cannot supply enough distinct sources (e.g.
+    // --homophily 1 with classes of a few nodes): say so rather than write a much sparser graph.
+    if (o_.warning && static_cast<double>(indptr_[n_]) < 0.9 * static_cast<double>(requested_edges_)) {
+      std::ostringstream w;
+      w.setf(std::ios::fixed);
+      w.precision(2);
+      w << "only " << indptr_[n_] << " of the " << requested_edges_ << " edges asked for could be drawn (mean in-degree "
+        << static_cast<double>(indptr_[n_]) / static_cast<double>(n_) << " instead of " << o_.avg_degree
+        << "): the classes are too small for distinct sources at this homophily; lower --homophily or "
+           "--avg-degree, or use fewer --classes";
+      o_.warning(w.str());
+    }
   }
 
   // Row v = signal * centroid[class] + N(0, I); centroid entries are standard normal, so
@@ -293,9 +335,22 @@ class Generator {
     std::vector<std::pair<uint64_t, int32_t>> perm(static_cast<std::size_t>(n_));
     for_nodes([&](int64_t v) { perm[v] = {random64(key_, v, counter(kSplit, 0)), static_cast<int32_t>(v)}; });
     tbb::parallel_sort(perm.begin(), perm.end());
-    const int64_t n_train = static_cast<int64_t>(std::floor(o_.train_fraction * static_cast<double>(n_)));
-    const int64_t n_valid = std::min(n_ - n_train, static_cast<int64_t>(std::floor(o_.valid_fraction * static_cast<double>(n_))));
-    const int64_t cuts[4] = {0, n_train, n_train + n_valid, n_};
+    // Sizes: the fractions of n rounded down, except that a split with a positive fraction gets
+    // a node at least (taken from the largest), so that a small graph has no empty valid split
+    // for gt-train to refuse (--nodes 4 gave train 2, valid 0, test 2).
+    int64_t size[3];
+    size[0] = static_cast<int64_t>(std::floor(o_.train_fraction * static_cast<double>(n_)));
+    size[1] = std::min(n_ - size[0], static_cast<int64_t>(std::floor(o_.valid_fraction * static_cast<double>(n_))));
+    size[2] = n_ - size[0] - size[1];
+    const bool wanted[3] = {o_.train_fraction > 0, o_.valid_fraction > 0,
+                            1.0 - o_.train_fraction - o_.valid_fraction > 1e-9};
+    for (int s = 0; s < 3; ++s)
+      if (wanted[s] && size[s] == 0) {
+        int largest = static_cast<int>(std::max_element(size, size + 3) - size);
+        --size[largest];  // check_options: n >= the number of wanted splits, so largest has 2+
+        ++size[s];
+      }
+    const int64_t cuts[4] = {0, size[0], size[0] + size[1], n_};
     const char* names[3] = {"train", "valid", "test"};
     for (int s = 0; s < 3; ++s) {
       std::vector<int64_t> ids;
@@ -329,6 +384,7 @@ class Generator {
 
 void generate_synthetic(const SynthOptions& opts, const std::string& out_path) {
   check_options(opts);
+  check_dataset_output_path(out_path);  // before the graph is drawn, not when it is written
   tbb::task_arena arena(opts.threads > 0 ? opts.threads : tbb::task_arena::automatic);
   arena.execute([&] { Generator(opts, out_path).run(); });
 }

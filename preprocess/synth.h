@@ -6,7 +6,8 @@
 // probability `homophily`, else any class; within a class, sources are drawn with a skew so
 // out-degrees are power-law too. Features are a class centroid times `signal` plus unit
 // Gaussian noise, so a model that averages neighbours (a GNN) beats one that sees only a node's
-// own features (an MLP). Splits: train/valid/test fractions of a seeded permutation.
+// own features (an MLP). Splits: train/valid/test fractions of a seeded permutation; each split
+// with a positive fraction gets one node at least (so num_nodes must be at least their number).
 // Everything is a pure function of the options (seed included), and the output is streamed to
 // HDF5 in row chunks, never holding the feature table in memory.
 #pragma once
@@ -19,7 +20,7 @@ namespace gt {
 
 struct SynthOptions {
   int64_t num_nodes = 20000;
-  double avg_degree = 15.0;     // mean in-degree (directed edges per node)
+  double avg_degree = 15.0;     // mean in-degree (directed edges per node), at least 1
   int64_t max_degree = 0;       // 0 = max(num_nodes / 10, 4 * avg_degree), at most num_nodes - 1
   double power_law_exponent = 2.1;
   int64_t feature_dim = 64;
@@ -29,12 +30,15 @@ struct SynthOptions {
   // 0.18 with the other defaults, a nearest-class-mean classifier reaches about 50% on a node's
   // own features, about 87% on the mean over the node and its in-neighbours, and about 95% on
   // that mean taken twice (two hops).
-  double signal = 0.18;
+  double signal = 0.18;  // in [0, 1e6]
   double train_fraction = 0.6, valid_fraction = 0.2;  // test = the rest
   uint64_t seed = 0;
   int threads = 0;              // 0 = all cores
   // Called after each stage with a one-line summary ("edges: ... (1.2 s)"); may be empty.
   std::function<void(const std::string&)> progress;
+  // Called with a one-line warning when the graph falls short of what was asked: fewer than 90%
+  // of the requested edges could be drawn (classes too small for distinct sources). May be empty.
+  std::function<void(const std::string&)> warning;
 };
 
 void generate_synthetic(const SynthOptions& opts, const std::string& out_path);

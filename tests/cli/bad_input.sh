@@ -190,6 +190,83 @@ expect_error "missing argument" 2 "import-ogb" - -- "$GT_DATA" import-ogb "$WORK
 expect_error "unknown command" 2 "frob" - -- "$GT_DATA" frob
 expect_error "bad synth option" 1 "homophily" "$WORK/s.h5" -- "$GT_DATA" synth "$WORK/s.h5" --homophily 2
 
+# --- gt-data: output paths, option parsing, synth options (a reviewer's report) ---
+# The output file is one of the inputs: refused before anything is read, the input unchanged.
+cp "$WORK/good/raw/edge.csv.gz" "$WORK/edge-before.gz"
+expect_error "output is an input" 1 "the output file '$WORK/good/raw/edge.csv.gz' is the input file" - -- \
+  "$GT_DATA" import-ogb "$WORK/good" "$WORK/good/raw/edge.csv.gz"
+cmp -s "$WORK/good/raw/edge.csv.gz" "$WORK/edge-before.gz" || fail "import-ogb overwrote its input edge.csv.gz"
+# Names that cannot be files fail first (before the parse of a bad folder), and a failed run
+# takes back the folders it made.
+mkdir -p "$WORK/outdir"
+expect_error "empty output name" 1 "the output file name is empty" - -- "$GT_DATA" import-ogb "$WORK/edgeid" ""
+expect_error "output is a folder" 1 "the output file '$WORK/outdir' is a directory" - -- \
+  "$GT_DATA" import-ogb "$WORK/edgeid" "$WORK/outdir"
+expect_error "output ends in /" 1 "ends in '/'" - -- "$GT_DATA" import-ogb "$WORK/edgeid" "$WORK/sub2/"
+[ ! -e "$WORK/sub2" ] || fail "an output name ending in / made the folder $WORK/sub2"
+expect_error "synth output is a folder" 1 "is a directory" - -- "$GT_DATA" synth "$WORK/outdir" --nodes 20000000
+make_ogb "$WORK/badfeat"
+printf '1,0,0\n0,1\n' | gzip >"$WORK/badfeat/raw/node-feat.csv.gz"
+expect_error "failed import in new folders" 1 "badfeat/raw/node-feat.csv.gz:2" "$WORK/nd1/a/b/x.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/badfeat" "$WORK/nd1/a/b/x.h5"
+[ ! -e "$WORK/nd1" ] || fail "a failed import left the folders it made: $(find "$WORK/nd1")"
+# An output that is a symbolic link is written through; the link stays.
+mkdir -p "$WORK/store"
+ln -s store/real.h5 "$WORK/link.h5"
+if "$GT_DATA" import-ogb "$WORK/good" "$WORK/link.h5" >/dev/null 2>"$WORK/stderr.txt"; then
+  [ -L "$WORK/link.h5" ] || fail "the output link $WORK/link.h5 was replaced by a file"
+  [ -s "$WORK/store/real.h5" ] || fail "the output link's file $WORK/store/real.h5 was not written"
+  echo "ok: output through a symbolic link"
+else
+  fail "import through a symbolic link failed: $(cat "$WORK/stderr.txt")"
+fi
+# A gzip file with a junk byte between two members is damaged, not a short file.
+make_ogb "$WORK/junk"
+{ printf '0,1\n1,2\n' | gzip; printf 'x'; printf '2,3\n3,4\n4,0\n' | gzip; } >"$WORK/junk/raw/edge.csv.gz"
+expect_error "junk between gzip members" 1 "byte offset" "$WORK/out9.h5" -- \
+  "$GT_DATA" import-ogb "$WORK/junk" "$WORK/out9.h5"
+grep -qF "junk/raw/edge.csv.gz:2]" "$WORK/stderr.txt" || fail "junk between members: not named at line 2: $(cat "$WORK/stderr.txt")"
+# A trailing blank line in node-label.csv.gz is not a label row.
+make_ogb "$WORK/blanklabel"
+printf '0\n1\n0\n1\n-1\n\n' | gzip >"$WORK/blanklabel/raw/node-label.csv.gz"
+"$GT_DATA" import-ogb "$WORK/blanklabel" "$WORK/blank.h5" >/dev/null 2>"$WORK/stderr.txt" &&
+  echo "ok: trailing blank label line" || fail "trailing blank label line: $(cat "$WORK/stderr.txt")"
+
+# Command-line parsing: an option twice, an empty --split, a short unknown option, "--".
+expect_error "option given twice" 2 "--nodes given twice" - -- "$GT_DATA" synth "$WORK/s.h5" --nodes 5 --nodes 6
+expect_error "empty --split" 2 "--split got an empty name" - -- "$GT_DATA" import-ogb "$WORK/good" "$WORK/s.h5" --split ""
+expect_error "short unknown option" 2 "unknown option '-x'" - -- "$GT_DATA" import-ogb "$WORK/good" "$WORK/s.h5" -x
+"$GT_DATA" info -- "$WORK/good.h5" >"$WORK/info.txt" 2>&1 && grep -q "nodes: *5" "$WORK/info.txt" &&
+  echo "ok: -- ends the options" || fail "info -- FILE: $(cat "$WORK/info.txt")"
+
+# synth options: named by their flags, refused before any work.
+expect_error "avg degree below 1" 1 "(--avg-degree) = 0.01 must be in [1," "$WORK/s.h5" -- \
+  "$GT_DATA" synth "$WORK/s.h5" --nodes 100 --avg-degree 0.01
+expect_error "max degree 0" 1 "--max-degree 0 is not a cap" "$WORK/s.h5" -- "$GT_DATA" synth "$WORK/s.h5" --max-degree 0
+expect_error "signal beyond float" 1 "(--signal) = 1e+39 must be in [0, 1e+06]" "$WORK/s.h5" -- \
+  "$GT_DATA" synth "$WORK/s.h5" --signal 1e39
+expect_error "feature count" 1 "feature_dim (--features) = 0" "$WORK/s.h5" -- "$GT_DATA" synth "$WORK/s.h5" --features 0
+# An exponent just above 1 keeps the mean degree (it was NaN inside, and the degrees far off).
+if "$GT_DATA" synth "$WORK/e.h5" --nodes 2000 --avg-degree 5 --features 2 --exponent 1.01 >"$WORK/stdout.txt" 2>&1; then
+  grep -qE "mean 4\.[89]|mean 5\.0" "$WORK/stdout.txt" || fail "--exponent 1.01: mean degree off: $(grep edges "$WORK/stdout.txt")"
+  echo "ok: --exponent 1.01 keeps the mean degree"
+else
+  fail "synth --exponent 1.01 failed: $(cat "$WORK/stdout.txt")"
+fi
+# A tiny graph gets a node in every split; a graph far short of its edges says so on stderr.
+if "$GT_DATA" synth "$WORK/tiny.h5" --nodes 4 --avg-degree 1 --classes 2 --features 2 >/dev/null 2>"$WORK/stderr.txt"; then
+  "$GT_DATA" info "$WORK/tiny.h5" >"$WORK/info.txt" 2>&1
+  grep -qE "splits: *test [1-9][0-9]* train [1-9][0-9]* valid [1-9]" "$WORK/info.txt" ||
+    fail "synth --nodes 4: a split is empty: $(grep splits "$WORK/info.txt")"
+  echo "ok: synth --nodes 4 fills every split"
+else
+  fail "synth --nodes 4 failed: $(cat "$WORK/stderr.txt")"
+fi
+"$GT_DATA" synth "$WORK/sparse.h5" --nodes 100 --classes 100 --homophily 1 --avg-degree 20 --features 2 \
+  >/dev/null 2>"$WORK/stderr.txt" || fail "synth with too small classes failed: $(cat "$WORK/stderr.txt")"
+grep -q "^gt-data: warning: only [0-9]* of the 2000 edges asked for could be drawn" "$WORK/stderr.txt" &&
+  echo "ok: synth warns when edges fall short" || fail "synth: no warning for a short graph: $(cat "$WORK/stderr.txt")"
+
 # --- gt-train cases ---
 # (appended by the gt-train side; use expect_error and fail above, and files under $WORK)
 # A config that trains on the good 5-node dataset, to which each case adds one mistake.

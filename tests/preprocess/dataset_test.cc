@@ -217,6 +217,96 @@ TEST(DatasetTest, FailedWriteKeepsExistingFile) {
   EXPECT_EQ(read_dataset_info(path).source, "second");
 }
 
+// A path that is a symbolic link is written through: the file it names is replaced and the link
+// stays (it was replaced by a regular file); a dangling link gets its file created.
+TEST(DatasetTest, WriterWritesThroughSymlinks) {
+  TempDir dir;
+  fs::create_directories(dir.file("store"));
+  const std::string real = dir.file("store/real.h5"), link = dir.file("link.h5");
+  save_dataset(small_dataset(), real);
+  fs::create_symlink("store/real.h5", link);  // relative to the link's folder
+  Dataset other = small_dataset();
+  other.info.source = "through the link";
+  save_dataset(other, link);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_dataset_info(real).source, "through the link");
+  EXPECT_EQ(test::temp_files_of(real), 0);
+  EXPECT_EQ(test::temp_files_of(link), 0);
+
+  const std::string dangling = dir.file("dangling.h5");
+  fs::create_symlink(dir.file("store/later.h5"), dangling);
+  save_dataset(small_dataset(), dangling);
+  EXPECT_TRUE(fs::is_symlink(dangling));
+  EXPECT_EQ(read_dataset_info(dir.file("store/later.h5")).num_nodes, 5);
+}
+
+// Output names that cannot be files are refused when the writer is made, before any write; a
+// failed write takes back the folders it made (a failed run left nd1/a/b behind).
+TEST(DatasetTest, BadOutputPathsAndMadeFolders) {
+  TempDir dir;
+  fs::create_directories(dir.file("folder"));
+  for (const auto& [out, text] : std::vector<std::pair<std::string, std::string>>{
+           {"", "the output file name is empty"},
+           {dir.file("folder"), "' is a directory"},
+           {dir.file("x/"), "ends in '/'"},
+           {dir.file("folder/."), "names a folder, not a file"}}) {
+    const std::string msg = error_of([&] { DatasetWriter w(out, 5, 3); });
+    EXPECT_NE(msg.find(text), std::string::npos) << "'" << out << "': " << msg;
+    EXPECT_EQ(error_of([&] { check_dataset_output_path(out); }), msg);
+  }
+  EXPECT_FALSE(fs::exists(dir.file("x")));
+
+  const std::string nested = dir.file("nd1/a/b/x.h5");
+  {
+    DatasetWriter w(nested, 5, 3);
+    EXPECT_TRUE(fs::is_directory(dir.file("nd1/a/b")));
+  }  // abandoned
+  EXPECT_FALSE(fs::exists(dir.file("nd1")));
+  Dataset bad = small_dataset();
+  bad.indices[0] = 9;
+  EXPECT_NE(error_of([&] { save_dataset(bad, nested); }), "");  // fails in validate, before the writer
+  EXPECT_FALSE(fs::exists(dir.file("nd1")));
+  // A committed write keeps them.
+  save_dataset(small_dataset(), nested);
+  EXPECT_TRUE(fs::exists(nested));
+}
+
+// check_dataset holds a file to a load's rules and to disjoint splits (import-ogb refuses a node
+// in two splits as leakage; check passed such a file), and reports what gt-data never writes but
+// a load accepts as warnings: an empty split, split ids out of order, self-loops, unsorted rows.
+TEST(DatasetTest, CheckRefusesOverlappingSplitsAndWarns) {
+  TempDir dir;
+  Dataset ds = small_dataset();
+  ds.splits["test"] = {2, 4};  // 4 is the valid node
+  save_dataset(ds, dir.file("overlap.h5"));
+  EXPECT_NO_THROW(load_dataset(dir.file("overlap.h5")));
+  std::string msg = error_of([&] { check_dataset(dir.file("overlap.h5")); });
+  EXPECT_NE(msg.find("node 4 is in two splits: 'test' and 'valid' [at " + dir.file("overlap.h5") + ":/splits/valid]"),
+            std::string::npos) << msg;
+
+  save_dataset(small_dataset(), dir.file("empty-test.h5"));  // its test split is empty
+  DatasetCheck c = check_dataset(dir.file("empty-test.h5"));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0], "split 'test' lists no nodes (gt-train refuses an empty split)");
+
+  ds = small_dataset();
+  ds.splits["test"] = {2};
+  ds.splits["train"] = {3, 0, 1};
+  ds.indices = {2, 1, 1, 4, 0, 3};  // row 0 out of order, row 1 a self-loop
+  save_dataset(ds, dir.file("odd.h5"));
+  c = check_dataset(dir.file("odd.h5"));
+  ASSERT_EQ(c.warnings.size(), 3u);
+  EXPECT_EQ(c.warnings[0], "split 'train' lists its node ids out of order (gt-data writes them sorted)");
+  EXPECT_NE(c.warnings[1].find("1 CSR rows have a self-loop (the first: row 1)"), std::string::npos) << c.warnings[1];
+  EXPECT_NE(c.warnings[2].find("1 CSR rows are out of order or list a source twice (the first: row 0)"),
+            std::string::npos) << c.warnings[2];
+
+  ds = small_dataset();
+  ds.splits["test"] = {2};
+  save_dataset(ds, dir.file("clean.h5"));
+  EXPECT_TRUE(check_dataset(dir.file("clean.h5")).warnings.empty());
+}
+
 TEST(DatasetTest, SameDatasetGivesSameBytes) {
   TempDir dir;
   save_dataset(small_dataset(), dir.file("a.h5"));

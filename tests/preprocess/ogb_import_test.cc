@@ -245,10 +245,127 @@ TEST(GzReaderTest, CorruptDataNamesTheLastLineReached) {
   }
 }
 
+// Bytes after a gzip member that start no other member are an error naming the file and the
+// byte offset (gzread() ignored them: a damaged second member was read as the end of the file,
+// with the lines after it lost); zero padding is allowed, and clean members read whole.
+TEST(GzReaderTest, BytesAfterAMemberMustStartAnotherOne) {
+  TempDir tmp;
+  write_gzip_file(tmp.file("a.gz"), "1\n2\n");
+  write_gzip_file(tmp.file("b.gz"), "3\n4\n");
+  const std::string a = read_bytes(tmp.file("a.gz")), b = read_bytes(tmp.file("b.gz"));
+  auto read_all = [&](const std::string& name, const std::string& bytes) {
+    const std::string path = tmp.file(name);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    GzLineReader r(path);
+    std::string_view line;
+    std::string all;
+    while (r.next(line)) all += std::string(line) + ";";
+    return all;
+  };
+  EXPECT_EQ(read_all("two.gz", a + b), "1;2;3;4;");
+  EXPECT_EQ(read_all("zeros.gz", a + b + std::string(512, '\0')), "1;2;3;4;");
+  EXPECT_EQ(read_all("one-zero.gz", a + std::string(1, '\0')), "1;2;");
+
+  std::string msg = error_of([&] { read_all("junk.gz", a + "x" + b); });
+  EXPECT_NE(msg.find("corrupt gzip data after line 2 (byte offset " + std::to_string(a.size()) + ": "),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("[at " + tmp.file("junk.gz") + ":2]"), std::string::npos) << msg;
+  // One junk byte at the very end (fewer than the two bytes of a gzip header), and junk after
+  // zero padding.
+  msg = error_of([&] { read_all("tail.gz", a + b + "\x1f"); });
+  EXPECT_NE(msg.find("byte offset " + std::to_string(a.size() + b.size())), std::string::npos) << msg;
+  msg = error_of([&] { read_all("pad-junk.gz", a + std::string(3, '\0') + b); });
+  EXPECT_NE(msg.find("byte offset " + std::to_string(a.size() + 3) + ": after zero bytes"), std::string::npos) << msg;
+
+  // Through the importer: the damaged edge file is an error, not a short graph.
+  TinyOgb t;
+  write_gzip_file(tmp.file("e1.gz"), "0,1\n1,2\n2,0\n1,0\n");
+  write_gzip_file(tmp.file("e2.gz"), "3,3\n4,5\n4,5\n");
+  std::ofstream(t.dir + "/raw/edge.csv.gz", std::ios::binary | std::ios::trunc)
+      << read_bytes(tmp.file("e1.gz")) << "\xff" << read_bytes(tmp.file("e2.gz"));
+  expect_import_error(t, "edge.csv.gz:4", "byte offset");
+}
+
 TEST(OgbImportTest, LabelRowCountMismatch) {
   TinyOgb t;
   put(t.dir + "/raw/node-label.csv.gz", "0\n1\n2\n");
   expect_import_error(t, "node-label.csv.gz", "has 3 label rows, but the graph has 6 nodes");
+}
+
+// Blank lines after the N-th label row are not rows (an editor's final blank line gave "has 2709
+// label rows, but the graph has 2708 nodes"); blank lines within the N rows are unlabelled nodes,
+// and a count that is still wrong says how many lines were blank.
+TEST(OgbImportTest, TrailingBlankLabelLinesAreNotRows) {
+  TinyOgb t;
+  put(t.dir + "/raw/node-label.csv.gz", "0\n1\n-1\n\nnan\n2\n\n \n");
+  import_ogb(t.dir, t.out);
+  EXPECT_EQ(load_dataset(t.out).labels, (std::vector<int32_t>{0, 1, -1, -1, -1, 2}));
+  fs::remove(t.out);
+  put(t.dir + "/raw/node-label.csv.gz", "0\n1\n\n2\n");  // 4 rows, one blank, for 6 nodes
+  expect_import_error(t, "node-label.csv.gz", "has 4 label rows (1 of them blank: a blank line is an unlabelled node)");
+  put(t.dir + "/raw/node-label.csv.gz", "0\n1\n1\n1\n1\n1\n2\n\n");  // 7 labels for 6 nodes
+  expect_import_error(t, "node-label.csv.gz", "has 8 label rows (1 of them blank");
+}
+
+// An output file that is one of the inputs (`import-ogb c2 c2/raw/edge.csv.gz` replaced the edge
+// file with the dataset), directly or through a link, or a new file among the inputs, is refused
+// before anything is read; the input is unchanged.
+TEST(OgbImportTest, OutputThatIsAnInputIsRefused) {
+  TinyOgb t;
+  for (const char* input : {"/raw/edge.csv.gz", "/raw/node-feat.csv.gz", "/split/scheme/valid.csv.gz", "/info.json"}) {
+    const std::string path = t.dir + input, before = read_bytes(path);
+    const std::string msg = error_of([&] { import_ogb(t.dir, path); });
+    EXPECT_NE(msg.find("the output file '" + path + "' is the input file '" + path + "'"), std::string::npos) << msg;
+    EXPECT_EQ(read_bytes(path), before) << input;
+    EXPECT_EQ(test::temp_files_of(path), 0);
+  }
+  const std::string link = t.tmp.file("link.h5");
+  fs::create_symlink(t.dir + "/raw/node-label.csv.gz", link);
+  std::string msg = error_of([&] { import_ogb(t.dir, link); });
+  EXPECT_NE(msg.find("is the input file '" + t.dir + "/raw/node-label.csv.gz'"), std::string::npos) << msg;
+  msg = error_of([&] { import_ogb(t.dir, t.dir + "/raw/new.h5"); });
+  EXPECT_NE(msg.find("lies in the input folder '" + t.dir + "/raw'"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(t.dir + "/raw/new.h5"));
+  // The dataset folder itself (a file next to raw/ and split/) is fine.
+  import_ogb(t.dir, t.dir + "/tiny.h5");
+  EXPECT_EQ(load_dataset(t.dir + "/tiny.h5").info.num_nodes, 6);
+}
+
+// A name that cannot be a file is refused before the parse (it failed when the first feature row
+// was written), and a failed import takes back the folders it made for its output.
+TEST(OgbImportTest, BadOutputPathsFailFirst) {
+  TinyOgb t;
+  put(t.dir + "/raw/num-node-list.csv.gz", "x\n");  // an input error that would come first otherwise
+  fs::create_directories(t.tmp.file("folder"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "the output file name is empty"},
+      {t.tmp.file("folder"), "the output file '" + t.tmp.file("folder") + "' is a directory"},
+      {t.tmp.file("sub2/"), "ends in '/': it names a folder, not a file"},
+      {t.tmp.file("folder/.."), "names a folder, not a file"}};
+  for (const auto& [out, text] : cases) {
+    const std::string msg = error_of([&] { import_ogb(t.dir, out); });
+    EXPECT_NE(msg.find(text), std::string::npos) << out << ": " << msg;
+  }
+  EXPECT_FALSE(fs::exists(t.tmp.file("sub2")));
+
+  TinyOgb u;
+  put(u.dir + "/raw/node-feat.csv.gz", "1,2\n3\n");  // fails after the writer made its folders
+  const std::string nested = u.tmp.file("nd1/a/b/x.h5");
+  EXPECT_NE(error_of([&] { import_ogb(u.dir, nested); }).find("node-feat.csv.gz:2"), std::string::npos);
+  EXPECT_FALSE(fs::exists(u.tmp.file("nd1")));
+  // A folder that existed before stays.
+  fs::create_directories(u.tmp.file("kept"));
+  EXPECT_NE(error_of([&] { import_ogb(u.dir, u.tmp.file("kept/new/x.h5")); }), "");
+  EXPECT_TRUE(fs::exists(u.tmp.file("kept")));
+  EXPECT_FALSE(fs::exists(u.tmp.file("kept/new")));
+}
+
+// A missing train file is named with the layout of a split folder (the hint spoke of raw/*.csv.gz).
+TEST(OgbImportTest, MissingTrainSplitHint) {
+  TinyOgb t;
+  fs::remove(t.dir + "/split/scheme/train.csv.gz");
+  expect_import_error(t, t.dir + "/split/scheme/train.csv.gz': no such file",
+                      "(hint: OGB split folders hold train.csv.gz (required)");
 }
 
 TEST(OgbImportTest, EdgeIdOutOfRange) {
@@ -460,6 +577,121 @@ TEST(SynthTest, BadOptionsNameTheOption) {
   o.avg_degree = 5000;
   EXPECT_NE(error_of([&] { generate_synthetic(o, tmp.file("x.h5")); }).find("avg_degree"), std::string::npos);
   EXPECT_FALSE(fs::exists(tmp.file("x.h5")));
+}
+
+// Messages name gt-data's flag besides the field; a mean degree below 1 (every node has an
+// in-edge: 0.01 gave 1.00) and a signal that overflows float features (1e39 failed at the first
+// feature row) are refused up front.
+TEST(SynthTest, OptionErrorsNameTheFlag) {
+  TempDir tmp;
+  auto msg_for = [&](auto change) {
+    SynthOptions o = small_synth(1);
+    change(o);
+    return error_of([&] { generate_synthetic(o, tmp.file("x.h5")); });
+  };
+  std::string msg = msg_for([](SynthOptions& o) { o.num_nodes = 1; });
+  EXPECT_NE(msg.find("num_nodes (--nodes) = 1 must be in [2, 2^31)"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.feature_dim = 0; });
+  EXPECT_NE(msg.find("feature_dim (--features) = 0"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.power_law_exponent = 1.0; });
+  EXPECT_NE(msg.find("power_law_exponent (--exponent) = 1 must be a finite number > 1"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.avg_degree = 0.01; });
+  EXPECT_NE(msg.find("avg_degree (--avg-degree) = 0.01 must be in [1, num_nodes - 1]"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.signal = 1e39; });
+  EXPECT_NE(msg.find("signal (--signal) = 1e+39 must be in [0, 1e+06]"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.num_nodes = 2; });  // three splits need three nodes
+  EXPECT_NE(msg.find("num_nodes (--nodes) = 2 is too small: each of the 3 splits"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp.file("x.h5")));
+  // A bad output name fails before the graph is drawn.
+  fs::create_directories(tmp.file("dir"));
+  SynthOptions o = small_synth(1);
+  o.num_nodes = 20000000;  // would take seconds to draw
+  msg = error_of([&] { generate_synthetic(o, tmp.file("dir")); });
+  EXPECT_NE(msg.find("is a directory"), std::string::npos) << msg;
+}
+
+// The mean in-degree is the one asked for whatever the exponent: just above 1 the Pareto weights
+// overflowed a double, inf * 0 made the bisection NaN and the degrees came out nowhere near the
+// mean (exponent 1.05 on this graph: mean 1.00 or the cap).
+TEST(SynthTest, MeanDegreeForAnyExponent) {
+  TempDir tmp;
+  for (double exponent : {1.0001, 1.01, 1.05, 1.5, 3.0, 10.0}) {
+    for (double avg : {5.0, 15.0}) {
+      SCOPED_TRACE("exponent " + std::to_string(exponent) + ", avg degree " + std::to_string(avg));
+      SynthOptions o;
+      o.num_nodes = 2000;
+      o.feature_dim = 2;
+      o.avg_degree = avg;
+      o.power_law_exponent = exponent;
+      o.threads = 1;
+      generate_synthetic(o, tmp.file("e.h5"));
+      const Dataset ds = load_dataset_without_features(tmp.file("e.h5"));
+      const double mean = static_cast<double>(ds.info.num_edges) / static_cast<double>(o.num_nodes);
+      EXPECT_NEAR(mean, avg, 0.04 * avg);
+      int64_t min_d = o.num_nodes, max_d = 0;
+      for (int64_t v = 0; v < o.num_nodes; ++v) {
+        min_d = std::min(min_d, ds.indptr[v + 1] - ds.indptr[v]);
+        max_d = std::max(max_d, ds.indptr[v + 1] - ds.indptr[v]);
+      }
+      EXPECT_GE(min_d, 1);
+      EXPECT_LE(max_d, 200);  // the default cap: max(2000 / 10, 4 * avg)
+    }
+  }
+}
+
+// Every split gets a node on a tiny graph (--nodes 4 gave an empty valid split, which gt-train
+// refuses), and the splits still cover every node once.
+TEST(SynthTest, TinyGraphsGetEverySplit) {
+  TempDir tmp;
+  for (int64_t n : {3, 4, 5, 7}) {
+    SCOPED_TRACE("nodes " + std::to_string(n));
+    SynthOptions o;
+    o.num_nodes = n;
+    o.avg_degree = 1;
+    o.num_classes = 2;
+    o.feature_dim = 2;
+    generate_synthetic(o, tmp.file("t.h5"));
+    const Dataset ds = load_dataset(tmp.file("t.h5"));
+    std::set<int64_t> all;
+    for (const char* name : {"train", "valid", "test"}) {
+      EXPECT_GE(ds.split(name).size(), 1u) << name;
+      all.insert(ds.split(name).begin(), ds.split(name).end());
+    }
+    EXPECT_EQ(static_cast<int64_t>(all.size()), n);
+    EXPECT_TRUE(check_dataset(tmp.file("t.h5")).warnings.empty());
+  }
+  // The fractions still decide at scale.
+  const Dataset big = load_dataset_without_features(([&] {
+    SynthOptions o = small_synth(1);
+    generate_synthetic(o, tmp.file("b.h5"));
+    return tmp.file("b.h5");
+  })());
+  EXPECT_EQ(big.split("train").size(), 1800u);
+  EXPECT_EQ(big.split("valid").size(), 600u);
+}
+
+// A graph well short of its edges (classes of one node with homophily 1: 92 of 9900 edges were
+// drawn silently) is reported through the warning callback.
+TEST(SynthTest, WarnsWhenEdgesFallShort) {
+  TempDir tmp;
+  SynthOptions o;
+  o.num_nodes = 100;
+  o.num_classes = 100;
+  o.homophily = 1.0;
+  o.avg_degree = 20;
+  o.feature_dim = 2;
+  std::vector<std::string> warnings;
+  o.warning = [&](const std::string& w) { warnings.push_back(w); };
+  generate_synthetic(o, tmp.file("w.h5"));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("of the 2000 edges asked for could be drawn"), std::string::npos) << warnings[0];
+  warnings.clear();
+  o.num_nodes = 2000;
+  o.homophily = 0.8;
+  o.num_classes = 8;
+  o.avg_degree = 10;
+  generate_synthetic(o, tmp.file("w.h5"));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
 }
 
 }  // namespace
