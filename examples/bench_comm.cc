@@ -3,13 +3,21 @@
 //   gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024,16384,262144]
 //                      [--iters 20] [--json FILE]
 //
-// For each size, N ranks (a thread and a GPU each; CPU ranks over the host backend when there
-// is no GPU) sum a float32 buffer `iters` times; the time is the slowest rank's. It prints the
+// For each size, N ranks (a thread and a GPU each, every GPU by default; 2 CPU ranks over the
+// host backend when there is no GPU; N >= 2) sum a float32 buffer `iters` times; the time is the
+// slowest rank's. The buffers hold small integers whose sum is exact in float32, and the result
+// of the untimed first call is checked element by element on every rank. It prints the
 // algorithm bandwidth (bytes / time) and the bus bandwidth (x 2(N-1)/N, the bytes each link
 // carries in a ring: comparable across N), and, with 2+ GPUs, the peer-to-peer copy bandwidth
-// between GPU 0 and GPU 1 (what a remote feature gather would get; docs/scaling.md).
+// between GPU 0 and GPU 1 (what a remote feature gather would get; docs/scaling.md; null in the
+// JSON without it). --sizes-kb entries are in [1, 4194304] (4 GiB), each once; over the host
+// backend, N + 1 buffers of the largest size must fit in half of the machine's memory.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -27,22 +35,62 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kMaxSizeKb = int64_t{1} << 22;  // 4 GiB of float32 per rank (kb * 256 values)
+constexpr int64_t kChunk = int64_t{7} << 20;      // values per host chunk of fill and check: a multiple of 7
+
 std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  std::size_t pos = 0;
-  while (pos <= s.size()) {
-    std::size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    try {
-      std::size_t used = 0;
-      out.push_back(std::stoll(s.substr(pos, end - pos), &used));
-      if (used != end - pos || out.back() <= 0) throw std::invalid_argument(s);
-    } catch (const std::exception&) {
-      throw gt::Error("bad value '" + s + "' for --sizes-kb", "gt-bench allreduce", "give positive KiB counts, comma-separated");
-    }
-    pos = end + 1;
-  }
+  std::vector<int64_t> out = gt_bench::int_list(s, "--sizes-kb");
+  for (int64_t kb : out)
+    if (kb < 1 || kb > kMaxSizeKb)
+      throw gt::Error("--sizes-kb entries must be in [1, " + std::to_string(kMaxSizeKb) + "] (4 GiB), got " +
+                          std::to_string(kb), "gt-bench allreduce", "sizes are KiB of float32 per rank");
+  gt_bench::no_duplicates(out, "--sizes-kb");  // one row per size: a second would be merged into the first
   return out;
+}
+
+// Element i of rank r's buffer: (r + 1) * (i % 7 + 1), small integers, so that the sum over n
+// ranks, n (n + 1) / 2 * (i % 7 + 1) <= 7 * 1024 * 1025 / 2 < 2^24, and every partial sum in any
+// order are exact in float32: the result can be checked element by element.
+void fill_rank(gt::Tensor& t, int rank, const gt::Context& ctx) {
+  const int64_t n = t.numel(), len = std::min(n, kChunk);
+  gt::Tensor host = gt::Tensor::empty({len}, gt::DType::kFloat32);
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < len; ++i) p[i] = static_cast<float>((rank + 1) * (i % 7 + 1));
+  for (int64_t off = 0; off < n; off += len) {  // off is a multiple of 7: the pattern continues
+    gt::Tensor dst = t.rows(off, std::min(n, off + len));
+    dst.copy_from(host.rows(0, dst.numel()), ctx.stream());
+    ctx.synchronize();  // `host` is the next chunk's source
+  }
+}
+
+// Throws naming the rank, the size and the first wrong element unless `t` holds the sum of every
+// rank's fill_rank buffer.
+void check_sum(const gt::Tensor& t, int rank, int ranks, int64_t kb, const gt::Context& ctx) {
+  const int64_t n = t.numel(), len = std::min(n, kChunk);
+  const float scale = static_cast<float>(ranks * (ranks + 1) / 2);
+  gt::Tensor host = gt::Tensor::empty({len}, gt::DType::kFloat32);
+  for (int64_t off = 0; off < n; off += len) {
+    gt::Tensor part = host.rows(0, std::min(len, n - off));
+    part.copy_from(t.rows(off, off + part.numel()), ctx.stream());
+    ctx.synchronize();
+    const float* p = part.data<float>();
+    for (int64_t i = 0; i < part.numel(); ++i) {
+      const float want = scale * static_cast<float>((off + i) % 7 + 1);
+      if (p[i] != want) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "wrong all-reduce result on rank %d, size %lld KiB: element %lld is %g, expected %g",
+                      rank, static_cast<long long>(kb), static_cast<long long>(off + i), static_cast<double>(p[i]),
+                      static_cast<double>(want));
+        throw gt::Error(msg, "gt-bench allreduce", "the communicator (framework/comm.cc) summed wrongly");
+      }
+    }
+  }
+}
+
+// Physical memory of this machine in bytes (0 when unknown).
+double physical_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
 }  // namespace
@@ -60,7 +108,7 @@ int bench_allreduce(int argc, char** argv) {
       if (i + 1 >= argc) throw gt::Error("missing value for " + a, "gt-bench allreduce", "");
       return argv[++i];
     };
-    if (a == "--gpus") n = static_cast<int>(gt_bench::int_value(value(), "--gpus", 1, 1024));
+    if (a == "--gpus") n = static_cast<int>(gt_bench::int_value(value(), "--gpus", 2, 1024, "an all-reduce needs 2 ranks"));
     else if (a == "--comm") comm = value();
     else if (a == "--sizes-kb") sizes_kb = parse_sizes(value());
     else if (a == "--iters") iters = gt_bench::int_value(value(), "--iters", 1, 1000000);
@@ -69,9 +117,31 @@ int bench_allreduce(int argc, char** argv) {
   }
   const bool on_gpus = gpus_here > 0;
   if (on_gpus && n > gpus_here)
-    throw gt::Error("--gpus " + std::to_string(n) + " but " + std::to_string(gpus_here) + " GPUs", "gt-bench allreduce", "");
-  if (comm != "nccl" && comm != "host") throw gt::Error("--comm must be nccl or host", "gt-bench allreduce", "");
-  if (n < 2 || iters < 1) throw gt::Error("needs --gpus >= 2 and --iters >= 1", "gt-bench allreduce", "");
+    throw gt::Error("--gpus " + std::to_string(n) + " but this machine has " + std::to_string(gpus_here) + " GPU" +
+                        (gpus_here == 1 ? "" : "s"), "gt-bench allreduce",
+                    gpus_here >= 2 ? "give at most --gpus " + std::to_string(gpus_here)
+                                   : std::string("a rank is a GPU here, and an all-reduce needs 2: use a machine with 2 GPUs or more"));
+  if (comm != "nccl" && comm != "host")
+    throw gt::Error("--comm must be nccl or host, got '" + comm + "'", "gt-bench allreduce", "");
+  if (comm == "nccl" && (!on_gpus || !gt::built_with_nccl()))
+    throw gt::Error(std::string("--comm nccl needs ") + (on_gpus ? "a build with NCCL (GT_WITH_NCCL)" : "GPUs, and none is visible"),
+                    "gt-bench allreduce", "use --comm host");
+  if (comm == "host") {
+    // The host backend holds every rank's buffer and the sum in host memory at once (GPU data is
+    // staged there too): refuse a size that would drive the machine into swap or the OOM killer.
+    const int64_t largest_kb = *std::max_element(sizes_kb.begin(), sizes_kb.end());
+    const double need = static_cast<double>(n + 1) * static_cast<double>(largest_kb) * 1024;
+    const double have = physical_bytes();
+    if (have > 0 && need > have / 2) {
+      char msg[256];
+      std::snprintf(msg, sizeof msg,
+                    "--sizes-kb %lld over %d ranks needs %.1f GiB of host memory (%d buffers and the sum), more than "
+                    "half of this machine's %.1f GiB",
+                    static_cast<long long>(largest_kb), n, need / (1 << 30), n, have / (1 << 30));
+      throw gt::Error(msg, "gt-bench allreduce", "give smaller --sizes-kb, or fewer ranks (--gpus)");
+    }
+  }
+  gt_bench::JsonOut out(json);  // checked now; written when every size has been timed
 
   gt::NcclId id{};
   if (comm == "nccl") id = gt::nccl_unique_id();
@@ -82,7 +152,7 @@ int bench_allreduce(int argc, char** argv) {
   };
   std::vector<Result> results;
   std::mutex mu;
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::exception_ptr first_error;  // the rank that failed first; the others then fail of its abort
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
@@ -92,8 +162,12 @@ int bench_allreduce(int argc, char** argv) {
         gt::Context ctx(d);
         auto c = comm == "nccl" ? gt::make_nccl_communicator(id, n, r, ctx) : host.communicator(r);
         for (int64_t kb : sizes_kb) {
-          gt::Tensor t = gt::Tensor::zeros({kb * 256}, gt::DType::kFloat32, d, ctx.stream());
+          gt::Tensor t = gt::Tensor::empty({kb * 256}, gt::DType::kFloat32, d);
+          fill_rank(t, r, ctx);
           c->allreduce(t, ctx);  // warm-up, and every rank starts the timed loop together
+          check_sum(t, r, n, kb, ctx);
+          // The timed calls reduce the sums again (the values grow; they are not checked): the
+          // data does not change the communication.
           ctx.synchronize();
           auto t0 = Clock::now();
           for (int64_t i = 0; i < iters; ++i) c->allreduce(t, ctx);
@@ -108,14 +182,18 @@ int bench_allreduce(int argc, char** argv) {
             }
           if (!found) results.push_back({kb, s});
         }
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
+      } catch (const std::exception&) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first_error) first_error = std::current_exception();
+        }
+        // Unblocks the host group's other ranks; an NCCL communicator cannot be aborted from here
+        // (the other ranks see the same result and fail the same check).
         host.abort();
       }
     });
   for (auto& t : ranks) t.join();
-  for (const auto& e : errors)
-    if (!e.empty()) throw gt::Error(e, "gt-bench allreduce", "");
+  if (first_error) std::rethrow_exception(first_error);
 
   const std::string device = on_gpus ? gt::device_name(gt::Device::cuda(0)) : "cpu";
   std::printf("all-reduce over %d %s ranks, %s backend, %lld iterations\n\n", n, on_gpus ? "GPU" : "CPU", comm.c_str(),
@@ -127,7 +205,7 @@ int bench_allreduce(int argc, char** argv) {
     std::printf("| %lld KiB | %.1f | %.2f | %.2f |\n", static_cast<long long>(res.kb), res.seconds * 1e6,
                 bytes / res.seconds / 1e9, bytes / res.seconds / 1e9 * ring);
   }
-  double peer_gbs = 0;
+  double peer_gbs = -1;  // measured with 2 GPUs or more
   if (gpus_here >= 2) {
     const std::size_t bytes = std::size_t{256} << 20;
     gt::set_current_device(gt::Device::cuda(0));
@@ -141,17 +219,16 @@ int bench_allreduce(int argc, char** argv) {
     gt::device_free(src, 1);
     std::printf("\npeer copy cuda:1 -> cuda:0: %.1f GB/s (256 MiB, synchronous)\n", peer_gbs);
   }
-  if (!json.empty()) {
-    gt::MetricsWriter out(json);
-    for (const auto& res : results) {
-      gt::JsonRecord rec;
-      const double bytes = static_cast<double>(res.kb) * 1024;
-      rec.add("bench", std::string("allreduce")).add("device", device).add("ranks", static_cast<int64_t>(n));
-      rec.add("backend", comm).add("size_kb", res.kb).add("seconds", res.seconds);
-      rec.add("algbw_gbs", bytes / res.seconds / 1e9).add("busbw_gbs", bytes / res.seconds / 1e9 * ring);
-      rec.add("peer_copy_gbs", peer_gbs);
-      out.write(rec);
-    }
+  for (const auto& res : results) {
+    gt::JsonRecord rec;
+    const double bytes = static_cast<double>(res.kb) * 1024;
+    rec.add("bench", std::string("allreduce")).add("device", device).add("ranks", static_cast<int64_t>(n));
+    rec.add("backend", comm).add("size_kb", res.kb).add("seconds", res.seconds);
+    rec.add("algbw_gbs", bytes / res.seconds / 1e9).add("busbw_gbs", bytes / res.seconds / 1e9 * ring);
+    if (peer_gbs >= 0) rec.add("peer_copy_gbs", peer_gbs);
+    else rec.add_null("peer_copy_gbs");
+    out.add(rec);
   }
+  out.commit();
   return 0;
 }

@@ -1,25 +1,29 @@
 // gt-bench dkp: dynamic kernel placement on the four workloads of pyg_baseline.py (docs/dkp.md).
 //
-//   gt-bench dkp [--workload NAME]... [--model gcn,sage,gin,ngcf] [--iters 20] [--warmup 8] [--scale 1]
+//   gt-bench dkp [--workload NAME]... [--model gcn] [--iters 20] [--warmup 8] [--scale 1]
 //                [--device auto] [--tf32] [--json FILE]
 //   gt-bench dkp --dataset FILE.h5 [--fanouts 10,10] [--batch 1024] [--model ...] [...]
 //
-// With --dataset, the case is the first training batch of a real dataset (gt-data import-ogb),
-// sampled as the trainer samples it (seed 0, shuffled train split), with its own feature width
-// and classes, instead of the synthetic workloads.
+// --model takes gcn, sage, gin and ngcf (comma-separated, each once). It runs on the CPU or a
+// GPU (--device). With --dataset, the case is the first training batch of a real dataset
+// (gt-data import-ogb), sampled as the trainer samples it (seed 0, shuffled train split), with
+// its own feature width and classes, instead of the synthetic workloads (--workload and --scale
+// are then errors, and no scale is printed or recorded).
 // Per workload and model (default gcn), one 2-layer training step (forward, softmax cross-entropy, backward, Adam;
 // hidden 64, no dropout) is timed with model.dkp = aggregate-first, combine-first and auto: the
 // three models are built first (3 untimed steps each), then timed in interleaved rounds (one step
-// of each mode per round; --iters rounds, more for short steps: about 0.5 s in all, at most 400),
+// of each mode per round; at least --iters rounds, more for short steps: about 0.5 s in all, at
+// most 400; the JSON's "rounds" says how many ran),
 // each step bracketed by device synchronisation and timed on the host's steady clock; medians. Auto first runs --warmup training steps on the same
 // batch (kernel by kernel timings, both orders alternately), fits its cost model (no cache file),
 // then 2 more measured steps give held-out kernel timings for the model's mean relative
 // prediction error. Reported: ms per step for each mode, the orders auto chose per layer,
 // auto / best fixed (1.00 = auto as fast as the better order) and aggregate-first / auto (its
 // speed-up over the default order). NGCF has no placeable pair: its one order is timed and
-// reported in all three columns. --tf32 runs the dense math on TF32 tensor cores (faster GEMMs
-// move the break-even point towards combining first). --scale S < 1 shrinks every block (n_src, n_dst, nnz) for a
-// quick CPU run; the GPU numbers use 1.
+// reported in all three columns, its orders as "fixed". --tf32 runs the dense math on TF32
+// tensor cores (faster GEMMs move the break-even point towards combining first). --scale S < 1
+// shrinks every block (n_src, n_dst, nnz) for a quick CPU run; the GPU numbers use 1. Limits:
+// --warmup >= 2 (auto times both orders), 0 < --scale <= 1.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -63,7 +67,7 @@ struct DkpOptions {
 
 DkpOptions parse_dkp(int argc, char** argv) {
   DkpOptions o;
-  bool given_fanouts = false, given_batch = false;
+  bool given_fanouts = false, given_batch = false, given_scale = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -71,9 +75,9 @@ DkpOptions parse_dkp(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--workload") {
-      for (auto& w : split_list(value())) o.workloads.push_back(w);
+      for (auto& w : name_list(value(), "--workload")) o.workloads.push_back(w);
     } else if (a == "--model") {
-      for (const std::string& m : split_list(value())) {
+      for (const std::string& m : name_list(value(), "--model")) {
         if (m != "gcn" && m != "sage" && m != "gin" && m != "ngcf")
           throw gt::Error("unknown --model '" + m + "'", "gt-bench dkp", "gcn, sage, gin or ngcf");
         o.models.push_back(m);
@@ -81,9 +85,15 @@ DkpOptions parse_dkp(int argc, char** argv) {
     } else if (a == "--iters") {
       o.iters = static_cast<int>(int_value(value(), "--iters", 1, 1000000));
     } else if (a == "--warmup") {
-      o.warmup = static_cast<int>(int_value(value(), "--warmup", 0, 1000000));
+      // Auto's cost model is fitted on timings of both orders, taken alternately: two steps at least.
+      o.warmup = static_cast<int>(int_value(value(), "--warmup", 2, 1000000, "auto times each order once at least"));
     } else if (a == "--scale") {
-      o.scale = positive_value(value(), "--scale");
+      const std::string v = value();
+      o.scale = positive_value(v, "--scale");
+      if (o.scale > 1)
+        throw gt::Error("--scale must be in (0, 1], got " + v, "gt-bench dkp",
+                        "it shrinks the workloads' blocks (a quick CPU run); 1 = their full size");
+      given_scale = true;
     } else if (a == "--device") {
       o.device = value();
     } else if (a == "--tf32") {
@@ -105,11 +115,14 @@ DkpOptions parse_dkp(int argc, char** argv) {
   if (o.dataset.empty() && (given_fanouts || given_batch))
     throw gt::Error("--fanouts and --batch apply to a batch of --dataset FILE.h5; the workloads have fixed shapes",
                     "gt-bench dkp", "add --dataset, or leave them out");
+  if (!o.dataset.empty() && (!o.workloads.empty() || given_scale))
+    throw gt::Error("--workload and --scale apply to the synthetic workloads; --dataset FILE.h5 times a batch of that file",
+                    "gt-bench dkp", "leave out --dataset, or --workload and --scale");
   for (int64_t f : o.fanouts)
     if (f < 1 && f != -1)
       throw gt::Error("--fanouts entries must be >= 1 or -1, got " + std::to_string(f), "gt-bench dkp", "");
-  if (o.iters < 1 || o.warmup < 2 || !(o.scale > 0 && o.scale <= 1))
-    throw gt::Error("need --iters >= 1, --warmup >= 2 and 0 < --scale <= 1", "gt-bench dkp", "");
+  no_duplicates(o.workloads, "--workload");
+  no_duplicates(o.models, "--model");
   if (o.models.empty()) o.models = {"gcn"};
   for (auto& w : o.workloads) {
     bool ok = false;
@@ -196,18 +209,20 @@ Case dataset_case(const DkpOptions& o, const gt::Context& ctx) {
 
 int bench_dkp(int argc, char** argv) {
   const DkpOptions o = parse_dkp(argc, argv);
+  JsonOut out(o.json);  // checked now; written when every case has run
   gt::Context ctx(gt::Context::parse_device(o.device));
   ctx.set_tf32(o.tf32);
   const std::string dev_name = gt::device_name(ctx.device());
   const std::size_t layers = o.dataset.empty() ? 2 : o.fanouts.size();
   std::string layer_list;
   for (std::size_t l = 0; l < layers; ++l) layer_list += (l ? ", " : "") + std::to_string(l);
-  std::printf("device %s, %s dense math, %zu layer%s, hidden 64, step = forward + loss + backward + Adam, scale %g\n\n",
-              dev_name.c_str(), o.tf32 ? "TF32" : "float32", layers, layers == 1 ? "" : "s", o.scale);
+  std::printf("device %s, %s dense math, %zu layer%s, hidden 64, step = forward + loss + backward + Adam",
+              dev_name.c_str(), o.tf32 ? "TF32" : "float32", layers, layers == 1 ? "" : "s");
+  if (o.dataset.empty()) std::printf(", scale %g", o.scale);  // a dataset's batch is never scaled
+  std::printf("\n\n");
   std::printf("| workload | model | aggregate-first ms | combine-first ms | auto ms | auto orders (layer %s) | auto / best fixed "
               "| speed-up of auto over aggregate-first | cost model mean rel. error |\n|---|---|---|---|---|---|---|---|---|\n",
               layer_list.c_str());
-  gt::MetricsWriter out(o.json);
   // One builder per case, run lazily so only one case's tensors are resident at a time.
   std::vector<std::function<Case()>> cases;
   if (!o.dataset.empty()) {
@@ -320,7 +335,9 @@ int bench_dkp(int argc, char** argv) {
           gt::JsonRecord r;
           r.add("bench", std::string("dkp")).add("workload", c.name).add("model", model_type);
           r.add("device", dev_name);
-          r.add("scale", o.scale).add("feature_dim", c.feature_dim).add("tf32", static_cast<int64_t>(o.tf32));
+          if (o.dataset.empty()) r.add("scale", o.scale);
+          r.add("feature_dim", c.feature_dim).add("tf32", static_cast<int64_t>(o.tf32));
+          r.add("rounds", static_cast<int64_t>(rounds));  // --iters is the fewest
           if (!placeable) r.add("placeable", static_cast<int64_t>(0));
           for (int m = 0; m < 3; ++m) {
             const std::string k = m == 0 ? "aggregate_first" : m == 1 ? "combine_first" : "auto";
@@ -331,12 +348,13 @@ int bench_dkp(int argc, char** argv) {
             r.add("auto_orders", res[2].orders).add("auto_over_best_fixed", res[2].ms / std::min(res[0].ms, res[1].ms));
             r.add("speedup_over_aggregate_first", res[0].ms / res[2].ms).add("prediction_mean_rel_error", res[2].pred_error);
           }
-          out.write(r);
+          out.add(r);
         }
       }
     }
   };
   if (ctx.is_cuda()) run_cases();
   else gt::run_flushing_denormals(run_cases);
+  out.commit();
   return 0;
 }

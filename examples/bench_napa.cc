@@ -2,9 +2,9 @@
 // four synthetic workloads of shared/bench/pyg_baseline.py, to set beside that script's numbers
 // (scripts/bench_compare.py builds the ratio table).
 //
-//   gt-bench kernels [--workload NAME]... [--iters 30] [--align] [--row-alignment B] [--json FILE]
+//   gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment B]] [--json FILE]
 //   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE]
-//                    [--no-align] [--row-alignment B] [--json FILE]
+//                    [--no-align | --row-alignment B] [--json FILE]
 //
 // Workloads (feature width F, per-layer blocks (n_src, n_dst, nnz), input side first) are those
 // of pyg_baseline.py's WORKLOADS, built the same way: every destination gets nnz / n_dst or one
@@ -35,8 +35,11 @@
 // The input rows are padded with zeros as training gathers them by default (dataset.align_rows,
 // dataset.row_alignment = --row-alignment; the model's extra weight rows are zero and stay zero,
 // so it computes what it would on F-wide rows); --no-align gives the model the F-wide rows instead.
+// --model takes gcn, sage and ngcf (the default list), gin and gat.
 //
-// Both need a CUDA GPU and say so otherwise.
+// Both need a CUDA GPU and say so otherwise, after their options (--json included) are checked.
+// A workload or model listed twice, an empty list, or --row-alignment where no row is padded
+// (kernels without --align, step with --no-align) is an error.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -77,6 +80,7 @@ struct Options {
 Options parse(int argc, char** argv, bool step) {
   Options o;
   o.align = step;  // step: rows as training gathers them; kernels: F-wide rows, as pyg_baseline.py's
+  bool given_alignment = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -84,13 +88,13 @@ Options parse(int argc, char** argv, bool step) {
       return argv[++i];
     };
     if (a == "--workload") {
-      for (auto& w : split_list(value())) o.workloads.push_back(w);
+      for (auto& w : name_list(value(), "--workload")) o.workloads.push_back(w);
     } else if (a == "--iters") {
       o.iters = static_cast<int>(gt_bench::int_value(value(), "--iters", 1, 1000000));
     } else if (a == "--json") {
       o.json = value();
     } else if (step && a == "--model") {
-      o.models = split_list(value());
+      o.models = name_list(value(), "--model");
     } else if (step && a == "--tf32") {
       o.tf32 = true;
     } else if (step && a == "--no-align") {
@@ -101,6 +105,7 @@ Options parse(int argc, char** argv, bool step) {
       o.row_alignment = gt_bench::int_value(value(), "--row-alignment", 16, 128);
       if (o.row_alignment & (o.row_alignment - 1))
         throw gt::Error("--row-alignment must be 16, 32, 64 or 128", "gt-bench", "");
+      given_alignment = true;
     } else if (step && a == "--dkp") {
       o.dkp = value();
       gt::parse_dkp_mode(o.dkp);  // throws naming the choices
@@ -108,6 +113,13 @@ Options parse(int argc, char** argv, bool step) {
       throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
     }
   }
+  // An alignment for rows that are not padded would be ignored while the user thinks it applies.
+  if (given_alignment && !o.align)
+    throw gt::Error(step ? "--row-alignment pads the rows, and --no-align gives the model F-wide rows"
+                         : "--row-alignment sets the padding of --align; without it kernels times F-wide rows",
+                    "gt-bench", step ? "leave out one of them" : "add --align, or leave --row-alignment out");
+  no_duplicates(o.workloads, "--workload");
+  no_duplicates(o.models, "--model");
   for (auto& w : o.workloads) {
     bool ok = false;
     for (auto& k : workloads()) ok |= w == k.name;
@@ -169,17 +181,16 @@ double copy_gbps(const gt::Context& ctx) {
 }
 #endif
 
-int run_kernels(const Options& o) {
+int run_kernels(const Options& o, JsonOut& out) {
 #ifdef GT_WITH_CUDA
   gt::Context ctx(gt::Device::cuda(0));
   const double copy = copy_gbps(ctx);
   std::printf("device %s; cudaMemcpy D2D %.1f GB/s (read + write)\n\n", gt::device_name(ctx.device()).c_str(), copy);
   std::printf("| workload | F | op | ms | floor MB | GB/s (floor bytes) | of D2D copy |\n|---|---|---|---|---|---|---|\n");
-  gt::MetricsWriter out(o.json);
-  if (!o.json.empty()) {
+  if (out.enabled()) {
     gt::JsonRecord r;
     r.add("bench", std::string("ceiling")).add("device", gt::device_name(ctx.device())).add("d2d_copy_GBps", copy);
-    out.write(r);
+    out.add(r);
   }
   for (const Workload& w : workloads()) {
     if (!selected(o, w)) continue;
@@ -211,32 +222,32 @@ int run_kernels(const Options& o) {
       std::printf("| %s | %lld%s | %s | %.4f | %.1f | %.1f | %.0f%% |\n", w.name, static_cast<long long>(F),
                   W != F ? (" (rows of " + std::to_string(W) + ")").c_str() : "", op.name, ms,
                   op.bytes / 1e6, gbps, 100.0 * gbps / copy);
-      if (!o.json.empty()) {
+      if (out.enabled()) {
         gt::JsonRecord r;
         r.add("bench", std::string("kernels")).add("workload", std::string(w.name)).add("op", std::string(op.name));
         r.add("feature_dim", F).add("row_width", W).add("n_src", s.n_src).add("n_dst", s.n_dst).add("nnz", s.nnz);
         r.add("distinct_src", hb.distinct_src).add("ms", ms).add("floor_bytes", op.bytes).add("GBps_floor", gbps);
         r.add("of_d2d_copy", gbps / copy);
-        out.write(r);
+        out.add(r);
       }
     }
   }
+  out.commit();
   return 0;
 #else
-  (void)o;
+  (void)o, (void)out;
   require_gpu("kernels");
   return 1;
 #endif
 }
 
-int run_step(const Options& o) {
+int run_step(const Options& o, JsonOut& out) {
 #ifdef GT_WITH_CUDA
   gt::Context ctx(gt::Device::cuda(0));
   ctx.set_tf32(o.tf32);
   std::printf("device %s, %s dense math\n\n", gt::device_name(ctx.device()).c_str(), o.tf32 ? "TF32" : "float32");
   std::printf("model.dkp %s (gcn, sage, gin)\n\n", o.dkp.c_str());
   std::printf("| workload | model | step ms | reserved MiB | edges | orders (layer 0, 1) |\n|---|---|---|---|---|---|\n");
-  gt::MetricsWriter out(o.json);
   for (const Workload& w : workloads()) {
     if (!selected(o, w)) continue;
     // The batch (blocks, features, labels) is built once per workload and stays allocated, so
@@ -293,7 +304,7 @@ int run_step(const Options& o) {
                     orders.empty() ? "fixed" : orders.c_str());
       else
         std::printf("| %s | %s | failed: %s | | | |\n", w.name, m.c_str(), error.c_str());
-      if (!o.json.empty()) {
+      if (out.enabled()) {
         gt::JsonRecord r;
         r.add("bench", std::string("step")).add("workload", std::string(w.name)).add("model", m);
         r.add("tf32", static_cast<int64_t>(o.tf32)).add("edges", edges).add("feature_dim", w.feature_dim);
@@ -302,13 +313,14 @@ int run_step(const Options& o) {
         if (!orders.empty()) r.add("dkp_orders", orders);
         if (error.empty()) r.add("step_ms", ms).add("reserved_mib", mib);
         else r.add("error", error);
-        out.write(r);
+        out.add(r);
       }
     }
   }
+  out.commit();
   return 0;
 #else
-  (void)o;
+  (void)o, (void)out;
   require_gpu("step");
   return 1;
 #endif
@@ -317,14 +329,17 @@ int run_step(const Options& o) {
 }  // namespace
 
 // Entry points dispatched from gt_bench.cc's main (argv after the subcommand).
+// Bad options, --json included, are refused before the GPU is looked for.
 int bench_kernels(int argc, char** argv) {
   Options o = parse(argc, argv, false);
+  JsonOut out(o.json);
   require_gpu("kernels");
-  return run_kernels(o);
+  return run_kernels(o, out);
 }
 
 int bench_step(int argc, char** argv) {
   Options o = parse(argc, argv, true);
+  JsonOut out(o.json);
   require_gpu("step");
-  return run_step(o);
+  return run_step(o, out);
 }

@@ -90,26 +90,27 @@ inline gt::Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed, const
   return d;
 }
 
-// One training step of `model` on one batch: forward, softmax cross-entropy, backward, optimizer
-// step. `step` numbers the calls (it keys dropout masks).
-// The order the planner takes on each layer of `blocks`, "agg" or "comb" joined by `sep` ("agg"
-// throughout without a planner). The placed GEMM maps the layer input to the layer output, or to
-// GIN's inner MLP width (hidden).
+// The order the planner takes on each layer of `blocks`, "agg" or "comb" joined by `sep`; "fixed"
+// without a planner (a model with no placeable pair, NGCF: its order is its graph's, not a choice).
+// The placed GEMM maps the layer input to the layer output, or to GIN's inner MLP width (hidden).
 inline std::string planned_orders(const gt::DkpPlanner* planner, const std::vector<gt::Block>& blocks,
                                   const std::string& model, int64_t feature_dim, int64_t hidden, int64_t classes,
                                   const char* sep) {
+  if (!planner) return "fixed";
   std::string orders;
   for (std::size_t l = 0; l < blocks.size(); ++l) {
     const gt::Block& b = blocks[l];
     const int64_t in = l == 0 ? feature_dim : hidden;
     const int64_t out = model == "gin" || l + 1 < blocks.size() ? hidden : classes;
-    const bool agg = !planner || planner->plan(gt::DkpShape{b.num_src, b.num_dst, b.nnz(), in, out, l > 0}) ==
-                                     gt::DkpOrder::kAggregateFirst;
+    const bool agg =
+        planner->plan(gt::DkpShape{b.num_src, b.num_dst, b.nnz(), in, out, l > 0}) == gt::DkpOrder::kAggregateFirst;
     orders += std::string(orders.empty() ? "" : sep) + (agg ? "agg" : "comb");
   }
   return orders;
 }
 
+// One training step of `model` on one batch: forward, softmax cross-entropy, backward, optimizer
+// step. `step` numbers the calls (it keys dropout masks).
 inline void train_step(const gt::Context& ctx, gt::Model& model, gt::Optimizer& opt, const std::vector<gt::Block>& blocks,
                        const gt::Tensor& x, const gt::Tensor& y, uint64_t step) {
   // The model graph's loss node computes the loss and starts backward, as in gt-train.

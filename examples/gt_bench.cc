@@ -7,28 +7,33 @@
 // `pipeline` measures preprocessing alone (no model): for each thread count it runs the same
 // batches (seeds from the train split, the same keys) twice: serially (sample, reindex, lookup
 // and transfer one batch after another, as BatchLoader does) and through the flow-graph
-// pipeline, waiting for every batch's device copies to land. It reports batches/s, sampled
-// edges/s, H2D GB/s, the pipeline's speed-up over the serial schedule, its scaling over one
-// thread, reindexing time per batch and its compare-and-swap retries (its only contention). Both schedules must
-// produce the same number of sampled edges, which the program checks. --gpu-sampling adds a row:
-// the pipeline at the largest thread count with sampling and reindexing on the GPU
-// (preprocess/gpu_sampler.h; the same blocks), after one warm-up pass.
+// pipeline, waiting for every batch's device copies to land (timed from start() to the last
+// batch; building and tearing down the flow graph are not counted). One untimed pass of each
+// schedule comes first. It reports batches/s, sampled edges/s, H2D GB/s (n/a on the CPU), the
+// pipeline's speed-up over the serial schedule, its scaling over one thread, reindexing time per
+// batch and its compare-and-swap retries (its only contention). Both schedules must produce the
+// same number of sampled edges, which the program checks. --threads takes at most the cores this
+// process may use (TBB runs no more: a larger count would be a mislabelled row); the default
+// list stops at the core count. The header line gives the batches and seeds really timed (the
+// train split may hold fewer than asked). --gpu-sampling adds a row: the pipeline at the largest
+// thread count with sampling and reindexing on the GPU (preprocess/gpu_sampler.h; the same
+// blocks), after one warm-up pass.
+//
+// Every subcommand checks --json before it reads or times anything, and writes it (a temporary
+// file renamed over it) only when the run succeeded (gt_bench::JsonOut, bench_args.h).
 #include <tbb/global_control.h>
+#include <tbb/info.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "framework/context.h"
 #include "framework/error.h"
 #include "framework/metrics.h"
-#include "framework/temp_files.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
@@ -51,10 +56,11 @@ struct Row {
 int bench_pipeline(int argc, char** argv) {
   if (argc < 1) throw gt::Error("pipeline needs a dataset file", "gt-bench", "gt-bench pipeline DATASET.h5 [options]");
   std::string path = argv[0];
-  std::vector<int64_t> fanouts = {15, 10, 5}, threads = {1, 2, 4, 8, 16};
+  std::vector<int64_t> fanouts = {15, 10, 5}, threads;
   int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0, prefetch_mb = 0;
   std::string device = "auto", json;
   bool gpu_sampling = false;
+  constexpr int64_t kMaxCount = int64_t{1} << 40;  // --batch / --batches: more than any split holds
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -63,41 +69,45 @@ int bench_pipeline(int argc, char** argv) {
     };
     if (a == "--fanouts") fanouts = gt_bench::int_list(value(), "--fanouts");
     else if (a == "--threads") threads = gt_bench::int_list(value(), "--threads");
-    else if (a == "--batch") batch = gt_bench::int_list(value(), "--batch")[0];
-    else if (a == "--batches") nbatches = gt_bench::int_list(value(), "--batches")[0];
-    else if (a == "--prefetch") prefetch = gt_bench::int_list(value(), "--prefetch")[0];
-    else if (a == "--prefetch-mb") prefetch_mb = gt_bench::int_list(value(), "--prefetch-mb")[0];
-    else if (a == "--gpu-cache-mb") cache_mb = gt_bench::int_list(value(), "--gpu-cache-mb")[0];
+    else if (a == "--batch") batch = gt_bench::int_value(value(), "--batch", 1, kMaxCount);
+    else if (a == "--batches") nbatches = gt_bench::int_value(value(), "--batches", 1, kMaxCount);
+    else if (a == "--prefetch") prefetch = gt_bench::int_value(value(), "--prefetch", 1, 64, "as train.prefetch");
+    else if (a == "--prefetch-mb")
+      prefetch_mb = gt_bench::int_value(value(), "--prefetch-mb", 0, int64_t{1} << 30, "0 = no byte budget");
+    else if (a == "--gpu-cache-mb")
+      cache_mb = gt_bench::int_value(value(), "--gpu-cache-mb", 0, int64_t{1} << 30, "0 = no GPU feature cache");
     else if (a == "--device") device = value();
     else if (a == "--json") json = value();
     else if (a == "--gpu-sampling") gpu_sampling = true;
     else throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
   }
   // Everything that can be refused is refused before the dataset is read and anything is timed.
-  for (int64_t t : threads)
+  // TBB's global_control only lowers the parallelism of the default arena, which has one slot per
+  // core it may use: a row for more threads would run on that many and be labelled wrongly.
+  const int64_t cores = tbb::info::default_concurrency();
+  if (threads.empty()) {
+    for (int64_t t : {1, 2, 4, 8, 16})
+      if (t <= cores) threads.push_back(t);
+    if (cores > threads.back()) threads.push_back(cores);
+  }
+  for (int64_t t : threads) {
     if (t < 1) throw gt::Error("--threads entries must be >= 1, got " + std::to_string(t), "gt-bench", "");
+    if (t > cores)
+      throw gt::Error("--threads " + std::to_string(t) + " is more than the " + std::to_string(cores) +
+                          " cores this process may use", "gt-bench",
+                      "TBB cannot run more threads than cores: give at most " + std::to_string(cores));
+  }
+  gt_bench::no_duplicates(threads, "--threads");
   for (int64_t f : fanouts)
     if (f < 1 && f != -1) throw gt::Error("--fanouts entries must be >= 1 or -1, got " + std::to_string(f), "gt-bench", "");
-  if (batch < 1) throw gt::Error("--batch must be >= 1, got " + std::to_string(batch), "gt-bench", "");
-  if (nbatches < 1) throw gt::Error("--batches must be >= 1, got " + std::to_string(nbatches), "gt-bench", "");
-  if (prefetch < 1) throw gt::Error("--prefetch must be >= 1, got " + std::to_string(prefetch), "gt-bench", "");
-  if (prefetch_mb < 0 || prefetch_mb > (int64_t{1} << 30))
-    throw gt::Error("--prefetch-mb must be in [0, 2^30], got " + std::to_string(prefetch_mb), "gt-bench", "0 = no byte budget");
-  if (cache_mb < 0) throw gt::Error("--gpu-cache-mb must be >= 0, got " + std::to_string(cache_mb), "gt-bench", "");
   gt::Context ctx(gt::Context::parse_device(device));
-  if (gpu_sampling && !ctx.is_cuda()) throw gt::Error("--gpu-sampling needs a CUDA device", "gt-bench", "use --device cuda");
+  if (gpu_sampling && !ctx.is_cuda())  // with no GPU visible, --device cuda would fail as well
+    throw gt::Error("--gpu-sampling needs a CUDA device", "gt-bench",
+                    gt::cuda_device_count() > 0 ? "use --device cuda" : "no GPU is visible here: run it on a GPU machine");
   if (cache_mb > 0 && !ctx.is_cuda())
     throw gt::Error("--gpu-cache-mb needs a CUDA device (the cache keeps feature rows on the GPU)", "gt-bench",
                     "leave it out on the CPU");
-  if (!json.empty()) {
-    // The folder must take the file: a file of our own there, created and removed (the old
-    // --json file, if any, is kept until the results replace it).
-    gt::make_parent_dirs(json);
-    const gt::TempFile probe(json);
-    std::FILE* fp = std::fopen(probe.c_str(), "w");
-    if (!fp) throw gt::Error("cannot write --json '" + json + "': " + std::strerror(errno), "gt-bench", "");
-    std::fclose(fp);
-  }
+  gt_bench::JsonOut out(json);  // checked now; written when every row is measured
   auto t_load = Clock::now();
   gt::Dataset ds = gt::load_dataset(path);
   std::printf("loaded %s: %lld nodes, %lld edges, F=%lld in %.1f s\n", path.c_str(),
@@ -114,15 +124,43 @@ int bench_pipeline(int argc, char** argv) {
     std::printf("GPU feature cache: %lld rows (%lld MiB), %.1f%% of CSR entries have a cached source\n",
                 static_cast<long long>(cache->rows()), static_cast<long long>(cache_mb), 100.0 * cache->edge_coverage());
   }
-  auto batches = gt::make_batches(ds.split("train"), batch, true, 0, 1);
+  const std::vector<int64_t> train = ds.split("train");
+  if (train.empty()) throw gt::Error("the train split of " + path + " is empty", "gt-bench", "the seeds come from it");
+  auto batches = gt::make_batches(train, batch, true, 0, 1);
   if (static_cast<int64_t>(batches.size()) > nbatches) batches.resize(static_cast<std::size_t>(nbatches));
   std::vector<uint64_t> keys(batches.size());
   for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = b;
-  std::printf("device %s, %zu batches of %lld seeds, fanouts", gt::device_name(ctx.device()).c_str(), batches.size(),
-              static_cast<long long>(batch));
-  for (auto f : fanouts) std::printf(" %lld", static_cast<long long>(f));
-  std::printf(", prefetch %lld\n\n", static_cast<long long>(prefetch));
+  // What is timed, as it is: the split may give fewer batches, or fewer seeds a batch, than asked.
+  int64_t seeds = 0;
+  for (const auto& b : batches) seeds += static_cast<int64_t>(b.size());
+  const int64_t per_batch = static_cast<int64_t>(batches[0].size()), last = static_cast<int64_t>(batches.back().size());
+  std::string fanout_list;
+  for (auto f : fanouts) fanout_list += (fanout_list.empty() ? "" : ",") + std::to_string(f);
+  std::printf("device %s, %zu batch%s of %lld seeds", gt::device_name(ctx.device()).c_str(), batches.size(),
+              batches.size() == 1 ? "" : "es", static_cast<long long>(per_batch));
+  std::string notes, asked;
+  if (last != per_batch) notes = "the last of " + std::to_string(last);
+  if (per_batch < batch) asked = "--batch " + std::to_string(batch);
+  if (static_cast<int64_t>(batches.size()) < nbatches)
+    asked += (asked.empty() ? "" : ", ") + std::string("--batches ") + std::to_string(nbatches);
+  if (!asked.empty())
+    notes += (notes.empty() ? "" : "; ") + asked + " asked; the train split has " + std::to_string(train.size()) + " nodes";
+  if (!notes.empty()) std::printf(" (%s)", notes.c_str());
+  std::printf(", fanouts %s, prefetch %lld\n\n", fanout_list.c_str(), static_cast<long long>(prefetch));
 
+  const gt::PipelineOptions popts{prefetch, cache.get(), nullptr, prefetch_mb << 20};
+  // One pipelined pass of `batches`: timed from start() until the last batch's data is on the
+  // device; building the flow graph and tearing it down are not the schedule's cost.
+  auto pipelined = [&](const gt::PipelineOptions& o, double& seconds) {
+    gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, o);
+    auto b = batches;  // start() takes its own copies: made before the clock starts
+    auto k = keys;
+    const auto t0 = Clock::now();
+    pipe.start(std::move(b), std::move(k));
+    while (auto db = pipe.next()) db->ready.synchronize();
+    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return pipe.totals();
+  };
   std::vector<Row> rows;
   bool warm = false;
   for (int64_t t : threads) {
@@ -132,10 +170,13 @@ int bench_pipeline(int argc, char** argv) {
     // Serial schedule: the stages of one batch, then the next batch.
     gt::BatchLoader loader(table, ds.labels, sampler, ctx);
     if (!warm) {
-      // One untimed pass first: page faults of the feature table and the pinned buffers, the
-      // allocator and the thread pool would otherwise be charged to the first row's serial time.
+      // One untimed pass of each schedule first: page faults of the feature table and the pinned
+      // buffers, the allocator, the thread pool and the flow graph's first use would otherwise be
+      // charged to the first row.
       for (std::size_t b = 0; b < batches.size(); ++b) loader.load(batches[b], keys[b]);
       ctx.synchronize();
+      double ignored = 0;
+      pipelined(popts, ignored);
       warm = true;
     }
     int64_t serial_edges = 0;
@@ -147,23 +188,16 @@ int bench_pipeline(int argc, char** argv) {
     }
     r.serial_s = std::chrono::duration<double>(Clock::now() - t0).count();
     // Pipelined schedule.
-    t0 = Clock::now();
-    {
-      gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, {prefetch, cache.get(), nullptr, prefetch_mb << 20});
-      pipe.start(batches, keys);
-      while (auto db = pipe.next()) db->ready.synchronize();
-      gt::PipelineTotals tot = pipe.totals();
-      r.edges = tot.sampled_edges;
-      r.h2d_bytes = tot.h2d_bytes;
-      r.reindex_ms = tot.reindex_ms;
-      r.inserts = tot.table_inserts;
-      r.cas_retries = tot.cas_retries;
-      r.hits = tot.cache_hits;
-      r.misses = tot.cache_misses;
-      r.largest = tot.largest_batch_bytes;
-      r.peak = tot.peak_in_flight;
-    }
-    r.pipeline_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const gt::PipelineTotals tot = pipelined(popts, r.pipeline_s);
+    r.edges = tot.sampled_edges;
+    r.h2d_bytes = tot.h2d_bytes;
+    r.reindex_ms = tot.reindex_ms;
+    r.inserts = tot.table_inserts;
+    r.cas_retries = tot.cas_retries;
+    r.hits = tot.cache_hits;
+    r.misses = tot.cache_misses;
+    r.largest = tot.largest_batch_bytes;
+    r.peak = tot.peak_in_flight;
     if (r.edges != serial_edges)
       throw gt::Error("serial and pipelined schedules sampled different edge counts", "gt-bench", "");
     rows.push_back(r);
@@ -172,33 +206,26 @@ int bench_pipeline(int argc, char** argv) {
   // Sampling and reindexing on the GPU (the same blocks): the pipeline at the largest thread
   // count, the graph's CSR resident on the device.
   Row g;
+  const int64_t most_threads = *std::max_element(threads.begin(), threads.end());
   if (gpu_sampling) {
-    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads.back()));
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(most_threads));
     auto t_up = Clock::now();
     auto graph = std::make_shared<gt::GpuGraph>(gt::CsrView{ds.indptr.data(), ds.indices.data(), ds.info.num_nodes},
                                                 ctx.device());
     gt::GpuSampler gs(sampler, graph);
     std::printf("GPU sampling: CSR on the device (%.2f GB) in %.2f s\n", static_cast<double>(graph->bytes()) / 1e9,
                 std::chrono::duration<double>(Clock::now() - t_up).count());
-    gt::PipelineOptions o;
-    o.prefetch = prefetch;
-    o.cache = cache.get();
+    gt::PipelineOptions o = popts;
     o.gpu = &gs;
-    o.max_bytes = prefetch_mb << 20;
-    for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the allocator and the kernels
-      auto t0 = Clock::now();
-      gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, o);
-      pipe.start(batches, keys);
-      while (auto db = pipe.next()) db->ready.synchronize();
-      gt::PipelineTotals tot = pipe.totals();
-      g.threads = threads.back();
-      g.pipeline_s = std::chrono::duration<double>(Clock::now() - t0).count();
-      g.edges = tot.sampled_edges;
-      g.h2d_bytes = tot.h2d_bytes;
-      g.reindex_ms = tot.sample_ms + tot.reindex_ms;
-      g.hits = tot.cache_hits;
-      g.misses = tot.cache_misses;
-    }
+    gt::PipelineTotals tot;
+    for (int pass = 0; pass < 2; ++pass)  // the first pass warms the allocator and the kernels
+      tot = pipelined(o, g.pipeline_s);
+    g.threads = most_threads;
+    g.edges = tot.sampled_edges;
+    g.h2d_bytes = tot.h2d_bytes;
+    g.reindex_ms = tot.sample_ms + tot.reindex_ms;
+    g.hits = tot.cache_hits;
+    g.misses = tot.cache_misses;
     if (g.edges != rows.back().edges)
       throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
   }
@@ -211,46 +238,55 @@ int bench_pipeline(int argc, char** argv) {
   std::printf("| threads | serial batch/s | pipeline batch/s | pipeline Medges/s | H2D GB/s | pipeline/serial | scaling vs %lld thread%s | R ms/batch | CAS retries per insert |\n",
               static_cast<long long>(base->threads), base->threads == 1 ? "" : "s");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  // The CPU context copies nothing host to device: no bandwidth to show.
+  auto h2d = [&](const Row& r) {
+    char buf[32] = "n/a";
+    if (ctx.is_cuda()) std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(r.h2d_bytes) / r.pipeline_s / 1e9);
+    return std::string(buf);
+  };
   for (const Row& r : rows) {
-    std::printf("| %lld | %.1f | %.1f | %.1f | %.2f | %.2fx | %.2fx | %.2f | %.2e |\n",
+    std::printf("| %lld | %.1f | %.1f | %.1f | %s | %.2fx | %.2fx | %.2f | %.2e |\n",
                 static_cast<long long>(r.threads), n / r.serial_s, n / r.pipeline_s, r.edges / r.pipeline_s / 1e6,
-                r.h2d_bytes / r.pipeline_s / 1e9, r.serial_s / r.pipeline_s, base->pipeline_s / r.pipeline_s,
+                h2d(r).c_str(), r.serial_s / r.pipeline_s, base->pipeline_s / r.pipeline_s,
                 r.reindex_ms / n, static_cast<double>(r.cas_retries) / std::max<double>(static_cast<double>(r.inserts), 1.0));
   }
   std::printf("(largest batch %.1f MB of features; at most %lld batches in flight%s)\n",
               static_cast<double>(rows.back().largest) / 1e6, static_cast<long long>(rows.back().peak),
               prefetch_mb > 0 ? (", byte budget " + std::to_string(prefetch_mb) + " MiB").c_str() : "");
   if (gpu_sampling)
-    std::printf("| %lld, GPU sampling | | %.1f | %.1f | %.2f | %.2fx | | %.2f (S+R on the GPU) | |\n",
-                static_cast<long long>(g.threads), n / g.pipeline_s, g.edges / g.pipeline_s / 1e6,
-                g.h2d_bytes / g.pipeline_s / 1e9, rows.back().serial_s / g.pipeline_s, g.reindex_ms / n);
+    std::printf("| %lld, GPU sampling | | %.1f | %.1f | %s | %.2fx | | %.2f (S+R on the GPU) | |\n",
+                static_cast<long long>(g.threads), n / g.pipeline_s, g.edges / g.pipeline_s / 1e6, h2d(g).c_str(),
+                rows.back().serial_s / g.pipeline_s, g.reindex_ms / n);
   if (cache)
     std::printf("\nGPU cache hit rate %.1f%%: %.2f GB of feature rows per epoch-of-%zu-batches stayed on the GPU\n",
                 100.0 * static_cast<double>(rows.back().hits) / std::max<double>(1.0, static_cast<double>(rows.back().hits + rows.back().misses)),
                 static_cast<double>(rows.back().hits) * static_cast<double>(table.width()) * 4 / 1e9, batches.size());
-  if (!json.empty()) {
-    gt::MetricsWriter out(json);
-    for (const Row& r : rows) {
-      gt::JsonRecord rec;
-      rec.add("bench", std::string("pipeline")).add("dataset", path).add("device", gt::device_name(ctx.device()));
-      rec.add("threads", r.threads).add("batches", static_cast<int64_t>(batches.size())).add("batch_size", batch);
-      rec.add("serial_s", r.serial_s).add("pipeline_s", r.pipeline_s).add("sampled_edges", r.edges);
-      rec.add("h2d_bytes", r.h2d_bytes).add("reindex_ms", r.reindex_ms).add("table_inserts", r.inserts);
-      rec.add("cas_retries", r.cas_retries).add("cache_mb", cache_mb).add("cache_hits", r.hits);
-      rec.add("cache_misses", r.misses).add("prefetch", prefetch).add("prefetch_mb", prefetch_mb);
-      rec.add("largest_batch_bytes", r.largest).add("peak_in_flight", r.peak);
-      out.write(rec);
-    }
-    if (gpu_sampling) {
-      gt::JsonRecord rec;
-      rec.add("bench", std::string("pipeline_gpu_sampling")).add("dataset", path).add("device", gt::device_name(ctx.device()));
-      rec.add("threads", g.threads).add("batches", static_cast<int64_t>(batches.size())).add("batch_size", batch);
-      rec.add("pipeline_s", g.pipeline_s).add("sampled_edges", g.edges).add("h2d_bytes", g.h2d_bytes);
-      rec.add("gpu_sample_reindex_ms", g.reindex_ms).add("cache_mb", cache_mb).add("cache_hits", g.hits);
-      rec.add("cache_misses", g.misses);
-      out.write(rec);
-    }
+  // A line says what was run (the fanouts; batch_size as asked, seeds as timed), so it can be rerun.
+  auto common = [&](gt::JsonRecord& rec, const Row& r) {
+    rec.add("dataset", path).add("device", gt::device_name(ctx.device())).add("threads", r.threads);
+    rec.add("batches", static_cast<int64_t>(batches.size())).add("batch_size", batch).add("seeds", seeds);
+    rec.add("fanouts", fanout_list).add("pipeline_s", r.pipeline_s).add("sampled_edges", r.edges);
+    if (ctx.is_cuda()) rec.add("h2d_bytes", r.h2d_bytes);
+    else rec.add_null("h2d_bytes");
+    rec.add("cache_mb", cache_mb).add("cache_hits", r.hits).add("cache_misses", r.misses);
+    rec.add("prefetch", prefetch).add("prefetch_mb", prefetch_mb);
+  };
+  for (const Row& r : rows) {
+    gt::JsonRecord rec;
+    rec.add("bench", std::string("pipeline"));
+    common(rec, r);
+    rec.add("serial_s", r.serial_s).add("reindex_ms", r.reindex_ms).add("table_inserts", r.inserts);
+    rec.add("cas_retries", r.cas_retries).add("largest_batch_bytes", r.largest).add("peak_in_flight", r.peak);
+    out.add(rec);
   }
+  if (gpu_sampling) {
+    gt::JsonRecord rec;
+    rec.add("bench", std::string("pipeline_gpu_sampling"));
+    common(rec, g);
+    rec.add("gpu_sample_reindex_ms", g.reindex_ms);
+    out.add(rec);
+  }
+  out.commit();
   return 0;
 }
 
@@ -270,19 +306,23 @@ int main(int argc, char** argv) {
   if (help) {
     std::cout << "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
                  "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0]\n"
-                 "                         [--gpu-cache-mb 0]\n"
-                 "                         [--gpu-sampling] [--json FILE]\n"
-                 "       gt-bench kernels [--workload NAME]... [--iters 30] [--align] [--row-alignment 128]\n"
+                 "                         [--gpu-cache-mb 0] [--gpu-sampling] [--json FILE]\n"
+                 "                         (--threads: at most the core count; the default list stops there)\n"
+                 "       gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment 128]]\n"
                  "                        [--json FILE]  (GPU)\n"
                  "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32]\n"
-                 "                     [--dkp aggregate-first|combine-first|auto] [--no-align] [--row-alignment 128]\n"
-                 "                     [--json FILE]  (GPU)\n"
-                 "       gt-bench dkp [--workload NAME]... [--model gcn,sage,gin,ngcf] [--iters 20] [--warmup 8]\n"
-                 "                    [--scale 1] [--device auto] [--tf32] [--json FILE]\n"
-                 "                    [--dataset FILE.h5 [--fanouts 10,10] [--batch 1024]]\n"
-                 "       gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024] [--iters 20] [--json FILE]\n"
+                 "                     [--dkp aggregate-first|combine-first|auto] [--no-align | --row-alignment 128]\n"
+                 "                     [--json FILE]  (GPU; --model also takes gin and gat)\n"
+                 "       gt-bench dkp [--workload NAME]... [--model gcn] [--iters 20] [--warmup 8] [--scale 1]\n"
+                 "                    [--device auto] [--tf32] [--json FILE]  (CPU or GPU)\n"
+                 "       gt-bench dkp --dataset FILE.h5 [--fanouts 10,10] [--batch 1024] [--model ...] [...]\n"
+                 "                    (--model: gcn, sage, gin, ngcf; --iters: the fewest timed rounds, up to\n"
+                 "                    400 for short steps; --warmup >= 2; 0 < --scale <= 1; --dataset replaces\n"
+                 "                    --workload and --scale)\n"
+                 "       gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024,16384,262144]\n"
+                 "                          [--iters 20] [--json FILE]  (N >= 2: every GPU, or 2 CPU ranks)\n"
                  "workloads (--workload, default all): products, reddit2, wiki-talk, livejournal, the sampled-block\n"
-                 "shapes of pyg_baseline.py; --json writes one JSON object per line\n";
+                 "shapes of pyg_baseline.py; --json writes one JSON object per line, only when the run succeeds\n";
     return argc < 2 ? 2 : 0;
   }
   try {
