@@ -62,7 +62,7 @@ synth  generates a synthetic power-law graph with class-homophilous edges
   --nodes N        number of nodes
   --avg-degree D   mean in-degree, at least 1 (every node gets an in-edge)
   --max-degree D   degree cap, from the average degree to nodes - 1
-                   (default, or 0: max(nodes / 10, 4 * avg degree), at most nodes - 1)
+                   (default: max(nodes / 10, 4 * avg degree), at most nodes - 1)
   --exponent A     power-law exponent of the degrees, > 1 (default 2.1)
   --features F     feature dimension
   --classes C      number of classes

@@ -301,7 +301,7 @@ const std::vector<Field>& fields() {
                 "batches are prepared when they would exceed it; 0 = no byte limit"),
       string_field("train.trace", GT_GET(train, trace), {},
                    "Chrome-trace JSON of the training batches' pipeline timeline (chrome://tracing, Perfetto), "
-                   "of the first replica, written when training ends (not on a stop by signal); evaluation is "
+                   "of the first replica, written when training ends or fails (not on a stop by signal); evaluation is "
                    "not traced; \"\" = none"),
       int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), 0, 1 << 24,
                 "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off"),

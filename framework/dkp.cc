@@ -244,7 +244,16 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
   tmp.renamed();
 }
 
-bool load_dkp_cache(const std::string& path, DkpCoefficients& c) {
+namespace {
+// A line of a file for a message: control bytes as '?', at most 60 characters.
+std::string printable(const std::string& line) {
+  std::string out;
+  for (char ch : line.substr(0, 60)) out += std::isprint(static_cast<unsigned char>(ch)) ? ch : '?';
+  return line.size() > 60 ? out + "..." : out;
+}
+}  // namespace
+
+bool load_dkp_cache(const std::string& path, DkpCoefficients& c, const std::string& device, const std::string& model) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st)) return false;
@@ -257,7 +266,19 @@ bool load_dkp_cache(const std::string& path, DkpCoefficients& c) {
   int seen = 0, line_no = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      // save_dkp_cache's header: "... device <device>, model <model>, fitted on ...".
+      const std::size_t d = line.find(", device "), m = line.find(", model "), f = line.find(", fitted on ");
+      if (d != std::string::npos && m != std::string::npos && f != std::string::npos && d < m && m < f) {
+        const std::string theirs_device = line.substr(d + 9, m - d - 9), theirs_model = line.substr(m + 8, f - m - 8);
+        if ((!device.empty() && theirs_device != device) || (!model.empty() && theirs_model != model))
+          GT_THROW(path + ":" + std::to_string(line_no), kHint, "the DKP cost-model cache '", path,
+                   "' was fitted for device ", theirs_device, ", model ", theirs_model, ", not for device ", device,
+                   ", model ", model);
+      }
+      continue;
+    }
     std::istringstream ls(line);
     std::string name, rest;
     double v = 0;
@@ -267,10 +288,10 @@ bool load_dkp_cache(const std::string& path, DkpCoefficients& c) {
                " terms");
     if (!parsed || name != dkp_term_name(seen))
       GT_THROW(path + ":" + std::to_string(line_no), kHint, "the DKP cost-model cache should have '",
-               dkp_term_name(seen), " <ms per unit>' here, not '", line, "'");
+               dkp_term_name(seen), " <ms per unit>' here, not '", printable(line), "'");
     if (!(v >= 0) || !std::isfinite(v))
       GT_THROW(path + ":" + std::to_string(line_no), kHint, "the DKP cost-model cache's ", name,
-               " must be a finite number >= 0, not '", line.substr(line.find(name) + name.size()), "'");
+               " must be a finite number >= 0, not '", printable(line.substr(line.find(name) + name.size())), "'");
     got[seen++] = v;
   }
   if (seen != kDkpTerms)
@@ -289,7 +310,10 @@ void DkpPlanner::configure(const std::string& cache_dir, int64_t warmup_batches)
   cache_file_ = cache_dir.empty() ? std::string() : dkp_cache_path(cache_dir, device_, model_);
   if (mode_ == DkpMode::kAuto && !cache_file_.empty()) {
     DkpCoefficients c;
-    if (load_dkp_cache(cache_file_, c)) set_coefficients(c);
+    if (load_dkp_cache(cache_file_, c, device_, model_)) {
+      set_coefficients(c);
+      from_cache_ = true;
+    }
   }
 }
 
@@ -379,7 +403,12 @@ void DkpPlanner::timed(const Context& ctx, const DkpFeatures& f, const std::func
 
 void DkpPlanner::fit_now() {
   set_coefficients(fit_dkp(samples_));
-  if (!cache_file_.empty()) save_dkp_cache(cache_file_, coef_, device_, model_, static_cast<int64_t>(samples_.size()));
+  if (cache_file_.empty()) return;
+  try {
+    save_dkp_cache(cache_file_, coef_, device_, model_, static_cast<int64_t>(samples_.size()));
+  } catch (const Error& e) {
+    cache_error_ = e.what();  // the fit stands; the trainer says the cache was not written
+  }
 }
 
 }  // namespace gt

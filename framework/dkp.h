@@ -90,7 +90,10 @@ double dkp_mean_relative_error(const DkpCoefficients& c, const std::vector<DkpSa
 std::string dkp_cache_path(const std::string& dir, const std::string& device, const std::string& model);
 void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std::string& device,
                     const std::string& model, int64_t samples);
-bool load_dkp_cache(const std::string& path, DkpCoefficients& c);
+// With `device` and `model` given, a file whose header names another device or model is refused
+// (a cache copied or renamed from elsewhere).
+bool load_dkp_cache(const std::string& path, DkpCoefficients& c, const std::string& device = "",
+                    const std::string& model = "");
 
 // Per-model placement state, shared by the model's layers. Not thread-safe (one trainer thread).
 class DkpPlanner {
@@ -107,6 +110,13 @@ class DkpPlanner {
   const DkpCoefficients& coefficients() const { return coef_; }
   void set_coefficients(const DkpCoefficients& c);
   const std::string& cache_file() const { return cache_file_; }
+  // The coefficients came from the cache file (configure), not from this run's warm-up.
+  bool from_cache() const { return from_cache_; }
+  int64_t warmup_batches() const { return warmup_; }
+  int64_t measured_batches() const { return measured_batches_; }
+  // Why the fitted coefficients could not be written to the cache ("" = written, or no cache):
+  // a failed write does not stop training, the next run measures again.
+  const std::string& cache_error() const { return cache_error_; }
   const std::vector<DkpSample>& samples() const { return samples_; }
   const std::vector<DkpSample>& validation_samples() const { return validation_; }
 
@@ -134,7 +144,8 @@ class DkpPlanner {
   DkpMode mode_;
   std::string model_, device_, cache_file_;
   int64_t warmup_ = 16, measured_batches_ = 0, validate_left_ = 0;
-  bool fitted_ = false, measuring_ = false, in_training_batch_ = false, validating_ = false;
+  bool fitted_ = false, measuring_ = false, in_training_batch_ = false, validating_ = false, from_cache_ = false;
+  std::string cache_error_;
   DkpCoefficients coef_{};
   std::vector<DkpSample> samples_, validation_;
 };

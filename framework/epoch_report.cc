@@ -26,7 +26,11 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
   rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", seeds_per_s(st));
   rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
   rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
-  rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap()).add("h2d_bytes", st.h2d_bytes);
+  rec.add("backward_ms", st.backward_ms).add("overlap", st.overlap());
+  if (info.cuda)
+    rec.add("h2d_bytes", st.h2d_bytes);
+  else
+    rec.add_null("h2d_bytes");
   if (info.cache_rows >= 0)
     rec.add("cache_hit_rate", hit_rate(st)).add("h2d_bytes_saved", st.cache_hits * info.row_bytes);
   rec.add("device", info.device).add("replicas", info.replicas);

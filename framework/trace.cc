@@ -1,7 +1,6 @@
 #include "framework/trace.h"
 
 #include <cstdio>
-#include <functional>
 #include <thread>
 
 #include "framework/error.h"
@@ -16,8 +15,11 @@ void TraceRecorder::add(const std::string& name, const char* cat, Clock::time_po
   using std::chrono::duration_cast;
   using std::chrono::microseconds;
   Ev e{name, cat, duration_cast<microseconds>(t0 - origin_).count(), duration_cast<microseconds>(t1 - t0).count(),
-       batch, std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000};
+       epoch_.load(std::memory_order_relaxed), batch, 0};
   std::lock_guard<std::mutex> lock(mu_);
+  auto [it, added] = tids_.emplace(std::this_thread::get_id(), static_cast<int>(tids_.size()) + 1);
+  if (added) thread_names_.push_back("thread " + std::to_string(it->second));
+  e.tid = it->second;
   events_.push_back(std::move(e));
 }
 
@@ -34,13 +36,20 @@ void TraceRecorder::write(const std::string& path) const {
   bool ok = std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", fp) >= 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ok = ok && std::fputs("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
+                          "\"args\": {\"name\": \"GraphTensor pipeline\"}}",
+                          fp) >= 0;
+    for (std::size_t t = 0; t < thread_names_.size() && ok; ++t)
+      ok = std::fprintf(fp, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %zu, "
+                            "\"args\": {\"name\": \"%s\"}}",
+                        t + 1, json_escape(thread_names_[t]).c_str()) > 0;
     for (std::size_t i = 0; i < events_.size() && ok; ++i) {
       const Ev& e = events_[i];
       ok = std::fprintf(fp,
-                        "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %lld, \"dur\": %lld, "
-                        "\"pid\": 1, \"tid\": %llu, \"args\": {\"batch\": %lld}}",
-                        i ? ",\n" : "", json_escape(e.name).c_str(), e.cat, static_cast<long long>(e.ts_us),
-                        static_cast<long long>(e.dur_us), static_cast<unsigned long long>(e.tid),
+                        ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %lld, \"dur\": %lld, "
+                        "\"pid\": 1, \"tid\": %d, \"args\": {\"epoch\": %lld, \"batch\": %lld}}",
+                        json_escape(e.name).c_str(), e.cat, static_cast<long long>(e.ts_us),
+                        static_cast<long long>(e.dur_us), e.tid, static_cast<long long>(e.epoch),
                         static_cast<long long>(e.batch)) > 0;
     }
   }

@@ -1,12 +1,17 @@
 // A timeline recorder that writes Chrome-trace JSON (chrome://tracing, ui.perfetto.dev):
-// one complete event ("ph": "X") per stage execution, on the thread that ran it. Thread-safe;
-// recording is a mutex-protected append, cheap next to the stages it times.
+// one complete event ("ph": "X") per stage execution, on the thread that ran it, with the epoch
+// and the batch (its number within the epoch) as arguments. Threads are numbered 1, 2, ... in the
+// order they first record and named so ("thread_name" metadata).
+// Thread-safe; recording is a mutex-protected append, cheap next to the stages it times.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gt {
@@ -17,6 +22,8 @@ class TraceRecorder {
   TraceRecorder();
   // Records [t0, t1) named `name` (category `cat`) with a batch number as its argument.
   void add(const std::string& name, const char* cat, Clock::time_point t0, Clock::time_point t1, int64_t batch);
+  // The epoch the events recorded from now on belong to (0 until set).
+  void set_epoch(int64_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }
   // Writes the JSON atomically (temporary file + rename); throws gt::Error naming the path.
   void write(const std::string& path) const;
   std::size_t size() const;
@@ -25,12 +32,15 @@ class TraceRecorder {
   struct Ev {
     std::string name;
     const char* cat;
-    int64_t ts_us, dur_us, batch;
-    uint64_t tid;
+    int64_t ts_us, dur_us, epoch, batch;
+    int tid;
   };
   Clock::time_point origin_;
+  std::atomic<int64_t> epoch_{0};
   mutable std::mutex mu_;
   std::vector<Ev> events_;
+  std::map<std::thread::id, int> tids_;   // 1, 2, ... in order of first event
+  std::vector<std::string> thread_names_;  // [tid - 1]
 };
 
 // Times a scope into a recorder (which may be null) and adds the elapsed milliseconds to *ms.

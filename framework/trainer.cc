@@ -15,6 +15,7 @@
 
 #include "framework/checkpoint.h"
 #include "framework/comm.h"
+#include "framework/dkp.h"
 #include "framework/epoch_report.h"
 #include "framework/fp_mode.h"
 #include "framework/grad_reducer.h"
@@ -564,7 +565,8 @@ TrainResult Trainer::fit(std::ostream* log) {
                              data_.info.num_edges};
   const int64_t local = local_replicas();
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
-                               impl_->features.width() * static_cast<int64_t>(sizeof(float))};
+                               impl_->features.width() * static_cast<int64_t>(sizeof(float)),
+                               lead.ctx->is_cuda()};
 
   if (log) {
     *log << "training " << cfg_.model.type << " (" << lead.model->num_parameters() << " parameters) on "
@@ -575,10 +577,34 @@ TrainResult Trainer::fit(std::ostream* log) {
            << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
            << lead.reducer->num_buckets() << " gradient bucket" << (lead.reducer->num_buckets() > 1 ? "s" : "") << ")";
     *log << (lead.train_gpu ? ", sampling on the GPU" : "") << "\n";
+    if (const DkpPlanner* dkp = lead.model->dkp(); dkp && dkp->mode() == DkpMode::kAuto) {
+      if (dkp->from_cache())
+        *log << "kernel placement: auto, cost model read from " << dkp->cache_file() << " (delete it to measure again)\n";
+      else
+        *log << "kernel placement: auto, timing both orders on the first " << dkp->warmup_batches()
+             << " training batches, then fitting the cost model"
+             << (dkp->cache_file().empty() ? " (not cached: train.dkp_cache is empty)"
+                                           : " and caching it in " + dkp->cache_file())
+             << "\n";
+    }
   }
 
   if (log && impl_->resumed.epoch > 0) *log << "resuming after epoch " << impl_->resumed.epoch << "\n";
+  // A run that fails still writes the trace it has (the failure is often why one looks at it).
+  struct TraceOnFailure {
+    Impl& impl;
+    const std::string& path;
+    bool writer;
+    ~TraceOnFailure() {
+      if (std::uncaught_exceptions() == 0 || !impl.trace || !writer) return;
+      try {
+        impl.trace->write(path);
+      } catch (...) {  // the training error is the one to report
+      }
+    }
+  } trace_on_failure{*impl_, cfg_.train.trace, writer};
   for (int64_t epoch = impl_->resumed.epoch + 1; epoch <= cfg_.train.epochs; ++epoch) {
+    if (impl_->trace) impl_->trace->set_epoch(epoch);
     auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
     ProgressBar bar(cfg_.train.progress && writer && log != nullptr,  // fit(nullptr) is silent
                     "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
@@ -640,6 +666,18 @@ TrainResult Trainer::fit(std::ostream* log) {
   if (impl_->trace && writer) {
     impl_->trace->write(cfg_.train.trace);
     if (log) *log << "trace: " << cfg_.train.trace << " (" << impl_->trace->size() << " events)\n";
+  }
+  if (const DkpPlanner* dkp = lead.model->dkp(); log && dkp && dkp->mode() == DkpMode::kAuto && !dkp->from_cache()) {
+    if (!dkp->fitted())
+      *log << "kernel placement: the warm-up of " << dkp->warmup_batches() << " training batches was not reached ("
+           << dkp->measured_batches() << " trained): no cost model was fitted or cached, every batch ran in the "
+           << "measuring mode; lower train.dkp_warmup\n";
+    else if (!dkp->cache_error().empty())
+      *log << "kernel placement: the fitted cost model could not be cached (" << dkp->cache_error()
+           << "); the next run measures again\n";
+    else if (!dkp->cache_file().empty())
+      *log << "kernel placement: cost model fitted on " << dkp->samples().size() << " kernel timings, cached in "
+           << dkp->cache_file() << "\n";
   }
   if (log) log_result(*log, result);
   return result;

@@ -288,7 +288,7 @@ std::string CostDkpOp::plan(const Block& block) const {
   if (planner_->mode() == DkpMode::kAuto) {
     if (planner_->fitted()) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "; auto, predicted fwd+bwd ms: aggregate-first %.4f, combine-first %.4f", ca, cc);
+      std::snprintf(buf, sizeof buf, "; auto, predicted fwd+bwd ms: aggregate-first %.4g, combine-first %.4g", ca, cc);
       h += buf;
     } else {
       h += "; auto, no fitted cost model yet: the first training batches measure both orders";

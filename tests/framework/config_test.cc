@@ -570,6 +570,11 @@ TEST(ConfigOutputs, NoEvaluationIsNotMinusOne) {
   st.test_acc = 0.25;
   const std::string rec = epoch_record(st, EpochReportInfo{}).str();
   EXPECT_NE(rec.find("\"valid_acc\": 0.5, \"test_acc\": 0.25"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("\"h2d_bytes\": null"), std::string::npos) << "nothing crosses to a device on the CPU: " << rec;
+  EpochReportInfo gpu;
+  gpu.cuda = true;
+  st.h2d_bytes = 4096;
+  EXPECT_NE(epoch_record(st, gpu).str().find("\"h2d_bytes\": 4096"), std::string::npos);
   std::ostringstream one;
   log_epoch(one, st, EpochReportInfo{});
   EXPECT_NE(one.str().find("valid 0.5000  test 0.2500"), std::string::npos) << one.str();

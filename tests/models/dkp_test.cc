@@ -9,12 +9,15 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "framework/config.h"
 #include "framework/dkp.h"
 #include "framework/error.h"
+#include "framework/trainer.h"
+#include "preprocess/synth.h"
 #include "kernels/loss.h"
 #include "models/layers.h"
 #include "models/model.h"
@@ -328,6 +331,23 @@ TEST(Dkp, CacheRoundTrip) {
   { std::ofstream(path) << dkp_term_name(0) << " 1 2\n"; }
   EXPECT_NE(message().find(path + ":1"), std::string::npos) << message();
   for (int k = 0; k < kDkpTerms; ++k) EXPECT_EQ(back[k], c[k]);
+  // Binary garbage is quoted printable and short, not sent raw to the terminal.
+  { std::ofstream(path) << std::string("\x01\x1b[2J\x7f", 7) << std::string(200, 'z') << "\n"; }
+  const std::string garbage = message();
+  EXPECT_EQ(garbage.find('\x1b'), std::string::npos) << garbage;
+  EXPECT_NE(garbage.find("...'"), std::string::npos) << garbage;
+  // A cache renamed or copied from another device or model is refused, naming both.
+  save_dkp_cache(path, c, "NVIDIA H100 80GB HBM3", "sage", 300);
+  try {
+    load_dkp_cache(path, back, "NVIDIA H100 80GB HBM3", "gcn");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fitted for device NVIDIA H100 80GB HBM3, model sage, not for device "
+                                         "NVIDIA H100 80GB HBM3, model gcn"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(load_dkp_cache(path, back));  // without expectations: any header
   DkpPlanner q(DkpMode::kAuto, "gcn", "NVIDIA H100 80GB HBM3");
   EXPECT_THROW(q.configure(dir.string(), 4), Error);
   std::filesystem::remove(path);
@@ -357,6 +377,57 @@ TEST(Dkp, ConfigValidation) {
   mc.type = "ngcf";
   mc.dkp = "auto";
   EXPECT_THROW(build_model(mc, 4, 2, Device::cpu(), 0), Error);
+}
+
+// The run's log says where the cost model came from and where it went; a warm-up longer than
+// the run, and a cache folder that cannot be written, are said too (neither stops training).
+TEST(Dkp, TheTrainerSaysWhatAutoPlacementDid) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gt_dkp_log_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  SynthOptions o;
+  o.num_nodes = 600;
+  o.avg_degree = 5;
+  o.feature_dim = 8;
+  o.num_classes = 3;
+  generate_synthetic(o, (dir / "d.h5").string());
+  Config c;
+  c.model.type = "gcn";
+  c.model.hidden = 8;
+  c.model.dkp = "auto";
+  c.dataset.path = (dir / "d.h5").string();
+  c.sampling.fanouts = {4, 4};
+  c.sampling.batch_size = 100;
+  c.train.epochs = 2;
+  c.train.device = "cpu";
+  c.train.progress = false;
+  c.train.metrics = "";
+  c.train.save_best = "";
+  c.train.dkp_warmup = 2;
+  c.train.dkp_cache = (dir / "cache").string();
+  auto log_of = [&](const Config& cfg) {
+    std::ostringstream log;
+    Trainer(cfg).fit(&log);
+    return log.str();
+  };
+  std::string log = log_of(c);
+  EXPECT_NE(log.find("timing both orders on the first 2 training batches"), std::string::npos) << log;
+  EXPECT_NE(log.find("cost model fitted on"), std::string::npos) << log;
+  EXPECT_NE(log.find("cached in " + (dir / "cache").string()), std::string::npos) << log;
+  log = log_of(c);
+  EXPECT_NE(log.find("cost model read from " + (dir / "cache").string()), std::string::npos) << log;
+  // More warm-up batches than the run trains: it says no model was fitted.
+  c.train.dkp_cache = (dir / "cache2").string();
+  c.train.dkp_warmup = 1000;
+  log = log_of(c);
+  EXPECT_NE(log.find("the warm-up of 1000 training batches was not reached"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(c.train.dkp_cache + "/cpu-gcn.txt"));
+  // A cache folder under a file cannot be made: the fit stands and the log says so.
+  std::ofstream(dir / "afile") << "x";
+  c.train.dkp_cache = (dir / "afile" / "cache").string();
+  c.train.dkp_warmup = 2;
+  log = log_of(c);
+  EXPECT_NE(log.find("could not be cached"), std::string::npos) << log;
+  std::filesystem::remove_all(dir);
 }
 
 // Auto mode end to end on the CPU: the warm-up alternates orders and times every kernel call,

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 
 #include "framework/inference.h"
 #include "framework/metrics.h"
@@ -227,6 +228,45 @@ TEST(NormalizeRows, FollowsPygNormalizeFeatures) {
   Tensor small = Tensor::from_vector(std::vector<float>{0, 0.5f, 0.25f, 0.25f}, {2, 2});  // sums 0.5: kept
   normalize_rows(small);
   EXPECT_EQ(small.to_vector<float>(), (std::vector<float>{0, 0.5f, 0.25f, 0.25f}));
+}
+
+// train.trace: events carry their epoch (batch numbers restart every epoch), threads are numbered
+// 1, 2, ... and named for the viewer, and a run that fails still writes what it recorded.
+TEST_F(TrainTest, TraceNamesEpochsAndThreadsAndSurvivesAFailure) {
+  Config c = config("gcn", "cpu");
+  c.train.epochs = 2;
+  c.train.metrics = "";
+  c.train.save_best = "";
+  c.train.trace = (dir_ / "trace.json").string();
+  Trainer(c).fit(nullptr);
+  auto text_of = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  std::string t = text_of(c.train.trace);
+  EXPECT_NE(t.find("\"args\": {\"epoch\": 1, \"batch\": 0}"), std::string::npos);
+  EXPECT_NE(t.find("\"args\": {\"epoch\": 2, \"batch\": 0}"), std::string::npos);
+  EXPECT_NE(t.find("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"thread 1\"}}"),
+            std::string::npos);
+  const std::regex tid("\"tid\": (\\d+)");
+  int max_tid = 0;
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), tid); it != std::sregex_iterator(); ++it)
+    max_tid = std::max(max_tid, std::stoi((*it)[1].str()));
+  EXPECT_GT(max_tid, 0);
+  EXPECT_LE(max_tid, 256) << "threads are numbered, not hashed";
+  // A run that diverges in its first epoch: the trace is written all the same.
+  std::filesystem::remove(c.train.trace);
+  c.optimizer.type = "sgd";
+  c.optimizer.lr = 100;
+  std::string err;
+  try {
+    Trainer(c).fit(nullptr);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("training diverged"), std::string::npos) << err;
+  t = text_of(c.train.trace);
+  EXPECT_NE(t.find("\"args\": {\"epoch\": 1, \"batch\": 0}"), std::string::npos) << "no trace after a failure";
 }
 
 // A metrics line cut short (a run killed mid-write, a full disk) is dropped on resume: the next
