@@ -123,6 +123,10 @@ std::string config_place(const Config& cfg, std::initializer_list<const char*> k
 // Removes those of `dirs` that are empty, the last first (the folders check_output_paths made,
 // when what comes after it fails).
 void remove_empty_dirs(const std::vector<std::string>& dirs);
+// Creates the missing parent folders of `path` as make_parent_dirs does, noting each one created
+// here in `made` (outermost first; one that appeared meanwhile is not ours), for
+// remove_empty_dirs after a failure. Throws naming the folder; what it made is in `made`.
+void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made);
 // The config as YAML text (round-trips through parse_config).
 std::string to_yaml(const Config& cfg);
 // Markdown table of every key: key | type | default | description.

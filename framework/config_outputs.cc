@@ -34,24 +34,6 @@ bool same_file(const std::string& a, const std::string& b) {
   return norm(a) == norm(b);
 }
 
-// The parent folders of `path`, created as make_parent_dirs does, each one created here noted in
-// `made` (outermost first; one that appeared meanwhile is not ours).
-void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made) {
-  namespace fs = std::filesystem;
-  const fs::path parent = fs::path(path).parent_path();
-  std::vector<fs::path> missing;
-  std::error_code ec;
-  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
-    if (fs::exists(fs::symlink_status(p, ec))) break;
-    missing.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (fs::create_directory(*it, ec)) made.push_back(it->string());
-    if (ec) GT_THROW(path, "", "cannot create directory '", parent.string(), "': ", ec.message());
-  }
-}
-
 // The files a run writes, by key (train.dkp_cache is a folder, checked on its own).
 std::array<std::pair<const char*, const std::string*>, 4> output_files(const Config& cfg) {
   return {{{"train.metrics", &cfg.train.metrics},
@@ -127,6 +109,23 @@ void check_outputs(const Config& cfg, std::vector<std::string>& made) {
 }
 
 }  // namespace
+
+void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path();
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(fs::symlink_status(p, ec))) break;
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (fs::create_directory(*it, ec)) made.push_back(it->string());
+    if (ec) GT_THROW(path, "", "cannot create directory '", parent.string(), "': ", ec.message());
+  }
+}
+
 
 void check_not_an_output(const Config& cfg, const std::string& what, const std::string& path) {
   const auto outputs = output_files(cfg);

@@ -42,26 +42,6 @@ std::string resolve_links(const std::string& path) {
   return p.string();
 }
 
-// The missing folders of `path`, created, outermost first in `made` (as make_parent_dirs, but
-// noting what it made, so that a failed write can take them back: framework/config.h
-// remove_empty_dirs).
-void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made) {
-  const fs::path parent = fs::path(path).parent_path();
-  std::vector<fs::path> missing;
-  std::error_code ec;
-  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
-    if (fs::exists(fs::symlink_status(p, ec))) break;
-    missing.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (fs::create_directory(*it, ec)) made.push_back(it->string());
-    if (ec) {
-      remove_empty_dirs(made);
-      GT_THROW(path, "", "cannot create directory '", parent.string(), "': ", ec.message());
-    }
-  }
-}
 
 }  // namespace
 
@@ -111,7 +91,12 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   // through (and the rename stays within one file system).
   m.target = resolve_links(path);
   // As the model and metrics writers do: an output folder need not exist yet.
-  make_parent_dirs_noted(m.target, m.made);
+  try {
+    make_parent_dirs_noted(m.target, m.made);
+  } catch (const Error&) {
+    remove_empty_dirs(m.made);
+    throw;
+  }
   const std::string tmp = temp_path_for(m.target);
   H5Id fapl = h5::file_access_plist(tmp);
   errno = 0;
