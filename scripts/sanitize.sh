@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer runs of the CPU build (GT_WITH_CUDA=OFF, g++):
-#   1. AddressSanitizer + UndefinedBehaviorSanitizer: the four test executables, gt-data and
-#      gt-train are built into build-asan/ (-O1 -g, GT_SANITIZE=address) and the ctest suite runs
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer: the four test executables, gt-data,
+#      gt-train and gt-bench are built into build-asan/ (-O1 -g, GT_SANITIZE=address) and the ctest suite runs
 #      there (all but cli_consumer and cli_service, see below).
 #   2. ThreadSanitizer: preprocess_test and framework_test are built into build-tsan/
 #      (GT_SANITIZE=thread) and their multithreaded cases run: the sampler and the pipeline, the
@@ -23,9 +23,9 @@ supp=$PWD/tests/sanitizers
 if [ "$what" != tsan ]; then
   start=$SECONDS
   CC=gcc CXX=g++ cmake -S . -B build-asan "${common[@]}" -DGT_SANITIZE=address >/dev/null
-  # Only what the CPU test suite runs (not gt-bench, gt-serve, gt-loadgen): keeps CI short.
+  # Only what the CPU test suite runs (not gt-serve, gt-loadgen): keeps CI short.
   cmake --build build-asan -j"$jobs" --target framework_test preprocess_test kernels_test models_test \
-    gt-data gt-train
+    gt-data gt-train gt-bench
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
   export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=suppressions=$supp/ubsan.supp:print_stacktrace=1:halt_on_error=1
