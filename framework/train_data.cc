@@ -76,6 +76,23 @@ void check_splits(const Config& cfg, const Dataset& data) {
   }
 }
 
+int64_t count_train_overlap(const Config& cfg, const Dataset& data) {
+  if (cfg.train.eval_every <= 0) return 0;
+  std::vector<char> in_train(static_cast<std::size_t>(data.info.num_nodes), 0);
+  for (int64_t v : data.split(cfg.dataset.train_split))
+    if (v >= 0 && v < data.info.num_nodes) in_train[static_cast<std::size_t>(v)] = 1;
+  int64_t shared = 0;
+  for (const std::string* name : {&cfg.dataset.valid_split, &cfg.dataset.test_split}) {
+    if (*name == cfg.dataset.train_split) continue;  // the same split named twice is a choice, not an accident
+    for (int64_t v : data.split(*name))
+      if (v >= 0 && v < data.info.num_nodes && in_train[static_cast<std::size_t>(v)] == 1) {
+        in_train[static_cast<std::size_t>(v)] = 2;  // count each node once
+        ++shared;
+      }
+  }
+  return shared;
+}
+
 std::string process_agreement(const Config& cfg, const Dataset& data) {
   static const char* const kPerProcess[] = {"dataset.path",   "sampling.device",  "train.device",
                                             "train.threads",  "train.metrics",    "train.save_best",

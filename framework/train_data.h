@@ -21,6 +21,11 @@ int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int
 // nodes, and, when the run evaluates (train.eval_every > 0), the valid and test splits too.
 void check_splits(const Config& cfg, const Dataset& data);
 
+// How many nodes of the training split are also in the valid or the test split (a dataset made
+// by hand: gt-data's import and check refuse such splits; evaluating on training nodes inflates
+// the accuracies). 0 when the run does not evaluate (train.eval_every: 0).
+int64_t count_train_overlap(const Config& cfg, const Dataset& data);
+
 // What every process of a job must agree on before training (rendezvous_broadcast compares it
 // with rank 0's and names the first line that differs): "section.key: value" lines of the
 // configuration, less what may differ per host (the dataset's path, devices, threads, caches) or

@@ -577,6 +577,10 @@ TrainResult Trainer::fit(std::ostream* log) {
            << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
            << lead.reducer->num_buckets() << " gradient bucket" << (lead.reducer->num_buckets() > 1 ? "s" : "") << ")";
     *log << (lead.train_gpu ? ", sampling on the GPU" : "") << "\n";
+    if (const int64_t shared = count_train_overlap(cfg_, data_); shared > 0)
+      *log << "warning: " << shared << " node" << (shared > 1 ? "s" : "") << " of split '" << cfg_.dataset.train_split
+           << "' " << (shared > 1 ? "are" : "is") << " also in '" << cfg_.dataset.valid_split << "' or '"
+           << cfg_.dataset.test_split << "': the valid and test accuracies include training nodes\n";
     if (const DkpPlanner* dkp = lead.model->dkp(); dkp && dkp->mode() == DkpMode::kAuto) {
       if (dkp->from_cache())
         *log << "kernel placement: auto, cost model read from " << dkp->cache_file() << " (delete it to measure again)\n";

@@ -10,11 +10,13 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 
 #include "framework/inference.h"
 #include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/trainer.h"
+#include "preprocess/dataset.h"
 #include "preprocess/synth.h"
 
 namespace gt {
@@ -267,6 +269,29 @@ TEST_F(TrainTest, TraceNamesEpochsAndThreadsAndSurvivesAFailure) {
   EXPECT_NE(err.find("training diverged"), std::string::npos) << err;
   t = text_of(c.train.trace);
   EXPECT_NE(t.find("\"args\": {\"epoch\": 1, \"batch\": 0}"), std::string::npos) << "no trace after a failure";
+}
+
+// A dataset made by hand whose test split holds training nodes trains, with a warning in the log
+// (the accuracies would include nodes the model trained on); gt-data's own datasets never do.
+TEST_F(TrainTest, TrainNodesInTheTestSplitAreWarnedOf) {
+  Dataset ds = load_dataset((dir_ / "synth.h5").string());
+  const std::vector<int64_t>& train = ds.split("train");
+  ds.splits["test"].push_back(train[0]);
+  ds.splits["test"].push_back(train[1]);
+  ds.info.split_sizes["test"] += 2;
+  save_dataset(ds, (dir_ / "overlap.h5").string());
+  Config c = config("gcn", "cpu");
+  c.train.epochs = 1;
+  c.train.metrics = "";
+  c.train.save_best = "";
+  std::ostringstream clean;
+  Trainer(c).fit(&clean);
+  EXPECT_EQ(clean.str().find("warning"), std::string::npos) << clean.str();
+  c.dataset.path = (dir_ / "overlap.h5").string();
+  std::ostringstream log;
+  Trainer(c).fit(&log);
+  EXPECT_NE(log.str().find("warning: 2 nodes of split 'train' are also in 'valid' or 'test'"), std::string::npos)
+      << log.str();
 }
 
 // A metrics line cut short (a run killed mid-write, a full disk) is dropped on resume: the next
