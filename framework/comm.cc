@@ -249,8 +249,8 @@ bool wait_fd(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-// Socket I/O with a deadline. `who` names the other end in messages ("rank 0", "rank 3", "a
-// process that connected").
+// Socket I/O with a deadline: the outcome, for the caller to name the other end in its message
+// (or to drop a connection that is not one of ours).
 enum class Io { kOk, kTimeout, kClosed, kFailed };
 struct IoError {
   Io kind = Io::kOk;
@@ -302,7 +302,8 @@ addrinfo* resolve(const ProcessGroupEnv& e, bool passive) {
   return res;
 }
 
-// The first line where two "key: value" texts differ, as "<a line> / <b line>".
+// The first line where two "key: value" texts differ, as "<a_name> has '<line>', <b_name> has
+// '<line>'" ("" when they are the same).
 std::string first_difference(const std::string& a, const std::string& b, const std::string& a_name,
                              const std::string& b_name) {
   std::istringstream sa(a), sb(b);
@@ -426,7 +427,8 @@ std::vector<char> serve(const ProcessGroupEnv& e, const std::vector<char>& paylo
 }
 
 // Connects to rank 0 without blocking past the deadline (a blocking connect() to an address
-// that drops packets waits minutes). Returns -1 and sets `why` when no address takes it.
+// that drops packets waits minutes). Returns no socket (fd -1) and sets `why` when no address
+// takes it.
 Fd connect_before(const ProcessGroupEnv& e, Clock::time_point deadline, std::string& why) {
   addrinfo* res = resolve(e, false);
   Fd out;

@@ -126,7 +126,6 @@ void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& m
   }
 }
 
-
 void check_not_an_output(const Config& cfg, const std::string& what, const std::string& path) {
   const auto outputs = output_files(cfg);
   for (const auto& [key, out] : outputs)

@@ -1,0 +1,147 @@
+// The replicas of this process and the process group: devices, models, samplers and caches per
+// replica, the communicators between all replicas of all processes, and the check that they
+// start training from one state.
+#include <string>
+#include <vector>
+
+#include "framework/dkp.h"
+#include "framework/error.h"
+#include "framework/train_data.h"
+#include "framework/trainer_impl.h"
+
+namespace gt {
+
+// sampling.device: gpu needs a CUDA training device; auto picks the GPU when training runs on one
+// and the graph's CSR and reindexing table (8 bytes per node) take at most a quarter of its memory.
+// `place` is where the config set sampling.device (config_place), for the message.
+static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d, const std::string& place) {
+  if (mode == "cpu") return false;
+  if (mode == "gpu") {
+    if (!d.is_cuda())
+      GT_THROW(place, "set sampling.device=cpu (or auto), or train.device=cuda",
+               "sampling.device is gpu but training runs on ", d.str());
+    return true;
+  }
+  if (!d.is_cuda()) return false;
+  const int64_t bytes = static_cast<int64_t>(data.indptr.size()) * 8 + static_cast<int64_t>(data.indices.size()) * 4 +
+                        data.info.num_nodes * 8;
+  return bytes <= device_total_memory(d) / 4;
+}
+
+void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device) {
+  procs = process_group_from_env();
+  const int64_t local = cfg.train.replicas;
+  world = static_cast<int64_t>(procs.world) * local;
+  std::string backend = cfg.train.comm;
+  if (backend == "auto") backend = device.is_cuda() && built_with_nccl() ? "nccl" : "host";
+  if (world > 1 && backend == "nccl" && !device.is_cuda())
+    GT_THROW(config_place(cfg, {"train.comm", "train.device"}), "use train.comm=host (or auto) for CPU replicas", "train.comm is nccl but train.device is ",
+             device.str());
+  // Launcher variables left in the environment (SLURM_NTASKS inside an allocation) make a job of
+  // several processes too: the hint says how to run one.
+  const std::string one_process = "; to run this process alone, set GT_WORLD_SIZE=1";
+  if (procs.world > 1 && !device.is_cuda())
+    GT_THROW(config_place(cfg, {"train.device"}),
+             "several processes reduce gradients over NCCL between GPUs: use train.device=cuda" + one_process,
+             "the job has ", procs.world, " processes (", procs.source, " variables) but train.device is ", device.str());
+  if (procs.world > 1 && backend != "nccl")
+    GT_THROW(config_place(cfg, {"train.comm"}),
+             "several processes reduce gradients over NCCL: use train.comm=nccl (or auto)" + one_process,
+             "train.comm is ", backend, " but the job has ", procs.world, " processes (", procs.source, " variables)");
+  if (world > 1 && backend == "nccl" && !built_with_nccl())
+    GT_THROW(config_place(cfg, {"train.comm"}), "use train.comm=host, or rebuild where NCCL is installed", "this build has no NCCL");
+  if (device.is_cuda()) {
+    const int64_t first = device.index + static_cast<int64_t>(procs.local_rank) * local;
+    const int n = cuda_device_count();
+    if (first + local > n)
+      GT_THROW("train.replicas", "lower train.replicas, or the processes per host",
+               "replicas need GPUs cuda:", first, "..cuda:", first + local - 1, " but ", n, " are usable");
+  }
+
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+  CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
+  const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+  std::vector<int64_t> eval_fanouts = cfg.sampling.eval_fanouts;
+  if (eval_fanouts.empty()) eval_fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
+  replicas.resize(static_cast<std::size_t>(local));
+  for (int64_t i = 0; i < local; ++i) {
+    Replica& r = replicas[static_cast<std::size_t>(i)];
+    r.local = i;
+    r.rank = static_cast<int64_t>(procs.rank) * local + i;
+    Device d = device;
+    if (d.is_cuda()) d.index = static_cast<int>(device.index + procs.local_rank * local + i);
+    set_current_device(d);
+    r.ctx = std::make_unique<Context>(d);
+    r.ctx->set_tf32(cfg.train.precision == "tf32");
+    r.model = build_model(cfg.model, features.width(), data.info.num_classes, d, seed, data.info.feature_dim);
+    if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
+    r.optimizer = make_optimizer(cfg.optimizer);
+    if (d.is_cuda() && cfg.train.gpu_cache_mb > 0)
+      r.cache = std::make_unique<FeatureCache>(
+          features, data.indptr, data.indices,
+          FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, features.width()), d);
+    r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
+    r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
+    if (sample_on_gpu(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}))) {
+      r.gpu_graph = std::make_shared<GpuGraph>(g, d);
+      r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
+      r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
+    }
+  }
+  set_current_device(replicas[0].ctx->device());
+  if (world == 1) return;
+
+  // Communicators: NCCL ranks join together (ncclCommInitRank blocks until all have), so each
+  // replica joins from its own thread.
+  NcclId id{};
+  if (backend == "nccl") {
+    std::vector<char> bytes;
+    if (procs.rank == 0) {
+      id = nccl_unique_id();
+      bytes.assign(id.begin(), id.end());
+    }
+    bytes = rendezvous_broadcast(procs, bytes, -1.0, process_agreement(cfg, data));
+    if (bytes.size() != id.size())
+      GT_THROW(procs.master_addr, "", "rendezvous: expected a ", id.size(), "-byte NCCL id, got ", bytes.size());
+    std::copy(bytes.begin(), bytes.end(), id.begin());
+  } else {
+    host_group = std::make_unique<HostGroup>(static_cast<int>(local));
+  }
+  const int64_t bucket_bytes = cfg.train.bucket_kb * 1024;
+  on_replicas([&](Replica& r) {
+    r.comm = backend == "nccl" ? make_nccl_communicator(id, static_cast<int>(world), static_cast<int>(r.rank), *r.ctx)
+                               : host_group->communicator(static_cast<int>(r.local));
+    // Every replica starts from rank 0's parameters (they are equal already when every process
+    // builds the model from the same seed; this makes it so).
+    for (Param* p : r.model->params()) {
+      if (r.rank != 0) p->value.fill_bytes(0, r.ctx->stream());
+      r.comm->allreduce(p->value, *r.ctx);
+    }
+    r.reducer = std::make_unique<GradReducer>(*r.model, *r.comm, *r.ctx, bucket_bytes);
+    r.ctx->synchronize();
+  });
+}
+
+void Trainer::Impl::check_same_start(Replica& r) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the parameters' bytes
+  for (Param* p : r.model->params()) {
+    const std::vector<float> v = p->value.to_vector<float>();
+    const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+    for (std::size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  std::vector<double> pieces;
+  for (uint64_t x : {static_cast<uint64_t>(resumed.epoch), step, h})
+    for (int k = 0; k < 4; ++k) pieces.push_back(static_cast<double>((x >> (16 * k)) & 0xffff));
+  std::vector<double> sums = pieces;
+  for (double x : pieces) sums.push_back(x * x);
+  reduce(r, sums);
+  const std::size_t n = pieces.size();
+  const double w = static_cast<double>(world);
+  const char* what[] = {"the epoch they resume after", "the training step", "the model's parameters"};
+  for (std::size_t i = 0; i < n; ++i)
+    if (sums[n + i] * w != sums[i] * sums[i])
+      GT_THROW("Trainer::fit", "resume every process from the same checkpoint (--resume on each), or none",
+               "the ", world, " replicas do not start from one state: ", what[i / 4], " differ");
+}
+
+}  // namespace gt

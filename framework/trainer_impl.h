@@ -1,0 +1,149 @@
+// The inside of a Trainer (framework/trainer.h), shared by the files that implement it:
+// framework/replicas.cc sets up the replicas of this process and the process group,
+// framework/trainer.cc builds the Trainer and runs the training loop and evaluation.
+// Internal to the library (not installed).
+#pragma once
+
+#include <tbb/global_control.h>
+
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "framework/checkpoint.h"
+#include "framework/comm.h"
+#include "framework/grad_reducer.h"
+#include "framework/optimizer.h"
+#include "framework/progress.h"
+#include "framework/trace.h"
+#include "framework/trainer.h"
+#include "preprocess/feature_cache.h"
+#include "preprocess/gpu_sampler.h"
+
+namespace gt {
+
+// One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
+struct Replica {
+  int64_t local = 0, rank = 0;  // index in this process, rank among all replicas
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
+  std::unique_ptr<FeatureCache> cache;  // set when train.gpu_cache_mb > 0 on a GPU
+  // With sampling.device = gpu: the CSR on this replica's GPU and samplers drawing there.
+  std::shared_ptr<GpuGraph> gpu_graph;
+  std::unique_ptr<GpuSampler> train_gpu, eval_gpu;
+  std::unique_ptr<Communicator> comm;   // null with one replica in all
+  std::unique_ptr<GradReducer> reducer;
+};
+
+// A replica's share of an epoch, merged by fit().
+struct EpochPart {
+  EpochStats st;
+  double loss_sum = 0;
+  int64_t correct = 0, labelled = 0;
+};
+
+// OpenBLAS runs each CPU GEMM on its own thread pool, which tbb::global_control does not bound:
+// train.threads limits it too, for the Trainer's lifetime (weak references: a BLAS without these
+// entry points keeps its own setting).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) {
+    if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+    previous_ = openblas_get_num_threads();
+    openblas_set_num_threads(n);
+  }
+  ~BlasThreads() {
+    if (previous_ > 0) openblas_set_num_threads(previous_);
+  }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+struct Trainer::Impl {
+  std::vector<std::string> made_dirs;  // output folders check_output_paths made
+  std::unique_ptr<tbb::global_control> threads;
+  std::unique_ptr<BlasThreads> blas_threads;
+  std::vector<Replica> replicas;  // this process's
+  int64_t world = 1;              // replicas over all processes
+  ProcessGroupEnv procs;
+  std::unique_ptr<HostGroup> host_group;
+  uint64_t step = 0;
+  std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
+  FeatureTable features;                 // data_.features, or the file's /features mapped (dataset.features)
+  TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
+  bool fitted = false;    // fit() has run (or started): a Trainer trains once
+
+  // Runs f(replica) on every replica of this process: in the calling thread when there is one,
+  // else a thread each. When one fails, the others are released from their collectives (they
+  // throw too) and the first failure is rethrown.
+  template <typename F>
+  void on_replicas(F&& f) {
+    if (replicas.size() == 1) {
+      set_current_device(replicas[0].ctx->device());
+      f(replicas[0]);
+      return;
+    }
+    std::mutex mu;
+    std::exception_ptr first;
+    std::vector<std::thread> pool;
+    for (Replica& r : replicas)
+      pool.emplace_back([&, rp = &r] {
+        try {
+          set_current_device(rp->ctx->device());
+          f(*rp);
+        } catch (...) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (first) return;  // an earlier failure released this one
+            first = std::current_exception();
+          }
+          abort_all();
+        }
+      });
+    for (auto& t : pool) t.join();
+    set_current_device(replicas[0].ctx->device());
+    if (first) std::rethrow_exception(first);
+  }
+  void abort_all() {
+    if (host_group) host_group->abort();
+    for (Replica& r : replicas)
+      if (r.comm) r.comm->abort();
+  }
+  // Sums values over every replica of every process (in place, through replica r's comm).
+  void reduce(Replica& r, std::vector<double>& values) {
+    if (!r.comm) return;
+    Tensor t = Tensor::from_vector(values).to(r.ctx->device(), r.ctx->stream());
+    r.comm->allreduce(t, *r.ctx);
+    r.ctx->synchronize();
+    values = t.to_vector<double>();
+  }
+
+  void setup(const Config& cfg, const Dataset& data, Device device);
+  EpochPart train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                        const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
+  // train_epoch's work, run by it (inside run_flushing_denormals on the CPU).
+  EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                              const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
+  int64_t evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids);
+
+  // Every replica of every process must start fit() from one state: the same epoch and step and
+  // the same parameters (setup() made them equal, but each process resumes from its own copy of
+  // the checkpoint, and a process started without --resume would start over at epoch 1 and wait
+  // in collectives the others never make). The values are all-reduced as sums and sums of
+  // squares, so every replica sees the same spread and all fail together rather than some going
+  // on alone. Values are 16-bit pieces, so that the sums of squares are exact in float64.
+  void check_same_start(Replica& r);
+};
+
+}  // namespace gt
