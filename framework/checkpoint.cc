@@ -1,5 +1,6 @@
 #include "framework/checkpoint.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -54,6 +55,7 @@ void save_checkpoint(const std::string& path, const std::string& config_yaml, co
   w.attr("best_epoch", st.best_epoch);
   w.attr("best_valid_acc", st.best_valid_acc);
   w.attr("test_acc_at_best", st.test_acc_at_best);
+  w.attr("stopped_early", static_cast<int64_t>(st.stopped_early ? 1 : 0));
   w.attr("optimizer_type", std::string(optimizer.type()));
   w.attr("optimizer_step", optimizer.steps());
   write_data_shape(w, data);
@@ -81,6 +83,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   info.state.best_epoch = r.attr_int("best_epoch");
   info.state.best_valid_acc = r.attr_real("best_valid_acc");
   info.state.test_acc_at_best = r.attr_real("test_acc_at_best");
+  info.state.stopped_early = r.has_attr("stopped_early") && r.attr_int("stopped_early") != 0;
   info.optimizer_type = r.attr_string("optimizer_type");
   info.optimizer_step = r.attr_int("optimizer_step");
   info.data = read_data_shape(r);
@@ -129,8 +132,24 @@ void check_resumable(const CheckpointInfo& info, const Config& cfg) {
   // same blocks either way) and what evaluation uses may change.
   static const std::set<std::string> kFree = {"dataset.path",       "dataset.features",         "dataset.valid_split",
                                               "dataset.test_split", "sampling.device",          "sampling.eval_fanouts",
-                                              "sampling.eval_batch_size"};
+                                              "sampling.eval_batch_size", "optimizer.decay_epochs"};
   for (const char* section : {"dataset", "sampling", "optimizer"}) compare(section, kFree, "trained with ");
+  // The span of a cosine decay: optimizer.decay_epochs, or with 0 the epochs after the warm-up up
+  // to train.epochs (a train key, free to change otherwise). Compared as a span, so a run that
+  // wants more epochs may set decay_epochs to the span it had.
+  if (cfg.optimizer.schedule == "cosine") {
+    auto span = [](const Config& c) {
+      return c.optimizer.decay_epochs > 0 ? c.optimizer.decay_epochs
+                                          : std::max<int64_t>(1, c.train.epochs - c.optimizer.warmup_epochs);
+    };
+    const int64_t was = span(info.config), now = span(cfg);
+    if (was != now)
+      GT_THROW(config_place(cfg, {"optimizer.decay_epochs", "train.epochs"}),
+               "set optimizer.decay_epochs: " + std::to_string(was) + " to keep its schedule (train.epochs may then change)",
+               "checkpoint '", info.path, "' was trained with a cosine decay over ", was, " epochs",
+               info.config.optimizer.decay_epochs == 0 ? " (optimizer.decay_epochs 0: train.epochs less the warm-up)" : "",
+               ", the config's spans ", now, ": the resumed run would not continue the same training");
+  }
 }
 
 }  // namespace gt

@@ -35,6 +35,8 @@ struct TrainingState {
   int64_t seed = 0;
   int64_t best_epoch = 0;
   double best_valid_acc = -1, test_acc_at_best = -1;
+  // The run ended here by early stopping (train.patience); absent in older checkpoints (false).
+  bool stopped_early = false;
 };
 
 struct CheckpointInfo {

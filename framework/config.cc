@@ -273,6 +273,22 @@ const std::vector<Field>& fields() {
                  "Adam epsilon, > 0 (the update m / (sqrt(v) + eps) of a weight whose gradients were all 0 is 0 / 0 "
                  "without it)",
                  /*lo_open=*/true),
+      string_field("optimizer.schedule", GT_GET(optimizer, schedule), {"constant", "step", "cosine"},
+                   "learning rate per epoch after the warm-up: constant = optimizer.lr; step = lr x gamma^k after k "
+                   "periods of step_size epochs; cosine = from lr down to min_lr along half a cosine over "
+                   "decay_epochs, then min_lr"),
+      int_field("optimizer.warmup_epochs", GT_GET(optimizer, warmup_epochs), 0, 1000000,
+                "epochs of linear warm-up before the schedule: epoch e <= W trains at lr x e / (W + 1); the "
+                "schedule starts after them"),
+      int_field("optimizer.step_size", GT_GET(optimizer, step_size), 1, 1000000,
+                "schedule step: epochs between two decays of the learning rate"),
+      real_field("optimizer.gamma", GT_GET(optimizer, gamma), 0.0, 1.0,
+                 "schedule step: factor applied to the learning rate at each decay", /*lo_open=*/true),
+      int_field("optimizer.decay_epochs", GT_GET(optimizer, decay_epochs), 0, 1000000,
+                "schedule cosine: epochs the decay from lr to min_lr spans (after the warm-up); 0 = the rest of "
+                "train.epochs"),
+      real_field("optimizer.min_lr", GT_GET(optimizer, min_lr), 0.0, 100.0,
+                 "schedule cosine: the learning rate it ends at (<= optimizer.lr)"),
       int_field("train.epochs", GT_GET(train, epochs), 1, 1000000, "passes over the training split"),
       string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
@@ -283,6 +299,10 @@ const std::vector<Field>& fields() {
       int_field("train.eval_every", GT_GET(train, eval_every), 0, 1000000,
                 "evaluate every N epochs (and after the last); 0 = never (benchmarks); an epoch without evaluation "
                 "logs - and writes null for valid and test"),
+      int_field("train.patience", GT_GET(train, patience), 0, 1000000,
+                "early stopping: end the run at an evaluation when this many epochs have passed since the best "
+                "validation accuracy (the checkpoint records it; train.save_best holds the best epoch's weights); "
+                "0 = train all train.epochs"),
       string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
@@ -570,6 +590,14 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"dataset.normalize", "dataset.features"}), "set dataset.normalize=none, or dataset.features=memory",
              "a memory-mapped feature table is read-only: dataset.normalize=", cfg.dataset.normalize,
              " needs dataset.features=memory");
+  if (cfg.train.patience > 0 && cfg.train.eval_every == 0)
+    GT_THROW(at({"train.patience", "train.eval_every"}), "set train.eval_every >= 1, or train.patience: 0",
+             "train.patience is ", cfg.train.patience,
+             " but train.eval_every is 0: early stopping watches the validation accuracy");
+  if (cfg.optimizer.schedule == "cosine" && cfg.optimizer.min_lr > cfg.optimizer.lr)
+    GT_THROW(at({"optimizer.min_lr", "optimizer.lr"}), "set optimizer.min_lr <= optimizer.lr",
+             "optimizer.min_lr is ", cfg.optimizer.min_lr, " but optimizer.lr is ", cfg.optimizer.lr,
+             ": the cosine schedule decays from lr to min_lr");
   if (cfg.model.dkp != "aggregate-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
       cfg.model.type != "gin")
     GT_THROW(at({"model.dkp", "model.type"}),

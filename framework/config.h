@@ -52,6 +52,14 @@ struct OptimizerConfig {
   double weight_decay = 0.0;
   double momentum = 0.0;      // sgd only
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // Learning rate per epoch (scheduled_lr in framework/optimizer.h): constant | step | cosine,
+  // after warmup_epochs of linear warm-up.
+  std::string schedule = "constant";
+  int64_t warmup_epochs = 0;
+  int64_t step_size = 10;     // step: epochs between decays
+  double gamma = 0.1;         // step: factor of each decay
+  int64_t decay_epochs = 0;   // cosine: epochs from lr down to min_lr; 0 = train.epochs
+  double min_lr = 0.0;        // cosine: the rate it ends at
 };
 
 struct TrainConfig {
@@ -60,6 +68,7 @@ struct TrainConfig {
   int64_t seed = 0;
   int64_t threads = 0;          // 0 = all cores
   int64_t eval_every = 1;       // evaluate valid and test every N epochs (and at the end); 0 = never
+  int64_t patience = 0;         // stop when this many epochs passed without a better valid accuracy; 0 = never
   std::string precision = "float32";  // float32 | tf32 (GPU dense math)
   // Outputs are off ("") in a Config built in code; a config file's defaults write them under
   // out/ (file_config_defaults).
@@ -120,6 +129,9 @@ void check_not_an_output(const Config& cfg, const std::string& what, const std::
 // Where a message about `keys` should point: the "<file>:<line>" or "--set <key>" of the first of
 // them that the config file or an override set, else the config file, else "gt::Config".
 std::string config_place(const Config& cfg, std::initializer_list<const char*> keys);
+// Whether two paths name the same file: the same inode when both exist, else the same normalised
+// path (symbolic links of existing parents resolved).
+bool same_file(const std::string& a, const std::string& b);
 // Removes those of `dirs` that are empty, the last first (the folders check_output_paths made,
 // when what comes after it fails).
 void remove_empty_dirs(const std::vector<std::string>& dirs);

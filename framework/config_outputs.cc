@@ -19,9 +19,7 @@
 #include "framework/temp_files.h"
 
 namespace gt {
-namespace {
 
-// Two paths naming the same file (existing or not).
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -33,6 +31,8 @@ bool same_file(const std::string& a, const std::string& b) {
   };
   return norm(a) == norm(b);
 }
+
+namespace {
 
 // The files a run writes, by key (train.dkp_cache is a folder, checked on its own).
 std::array<std::pair<const char*, const std::string*>, 4> output_files(const Config& cfg) {

@@ -18,7 +18,7 @@ double seeds_per_s(const EpochStats& st) { return st.seeds / std::max(st.seconds
 
 JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
   JsonRecord rec;
-  rec.add("epoch", st.epoch).add("loss", st.loss).add("train_acc", st.train_acc);
+  rec.add("epoch", st.epoch).add("lr", st.lr).add("loss", st.loss).add("train_acc", st.train_acc);
   if (st.valid_acc >= 0)
     rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
   else
@@ -42,6 +42,10 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
   std::snprintf(line, sizeof line, "epoch %3lld  loss %.4f  train %.4f", static_cast<long long>(st.epoch), st.loss,
                 st.train_acc);
   log << line;
+  if (info.show_lr) {
+    std::snprintf(line, sizeof line, "  lr %.3g", st.lr);
+    log << line;
+  }
   if (st.valid_acc >= 0)
     std::snprintf(line, sizeof line, "  valid %.4f  test %.4f", st.valid_acc, st.test_acc);
   else

@@ -19,6 +19,7 @@ struct EpochReportInfo {
   int64_t cache_rows = -1;     // GPU feature cache rows (per GPU); -1 = no cache
   int64_t row_bytes = 0;       // bytes of one gathered feature row (what a cache hit saves)
   bool cuda = false;           // on the CPU nothing crosses to a device: h2d_bytes is null
+  bool show_lr = false;        // the learning rate changes between epochs (optimizer.schedule, warm-up)
 };
 
 // valid_acc and test_acc are null in an epoch without evaluation (train.eval_every).

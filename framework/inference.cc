@@ -313,6 +313,7 @@ int64_t InferenceSession::num_nodes() const { return impl_->data.info.num_nodes;
 int64_t InferenceSession::num_classes() const { return impl_->data.info.num_classes; }
 int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
 const Config& InferenceSession::config() const { return impl_->cfg; }
+const Dataset& InferenceSession::dataset() const { return impl_->data; }
 std::string InferenceSession::device() const { return impl_->device_name; }
 
 InferenceSession::Stats InferenceSession::stats() const {

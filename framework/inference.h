@@ -40,6 +40,8 @@
 
 namespace gt {
 
+struct Dataset;
+
 struct InferenceOptions {
   std::string device = "auto";      // cpu | cuda | cuda:N | auto
   std::vector<int64_t> fanouts;     // per layer, input side first; empty = all neighbours
@@ -76,6 +78,8 @@ class InferenceSession {
   int64_t num_classes() const;
   int64_t embedding_dim() const;  // model.hidden (GAT: hidden x heads), or the feature width for a 1-layer model
   const Config& config() const;   // the stored training config
+  // The graph the session answers on: labels and splits (for evaluating a model), read-only.
+  const Dataset& dataset() const;
   std::string device() const;     // "cpu" or the GPU's name
 
   struct Stats {

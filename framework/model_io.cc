@@ -65,6 +65,7 @@ struct TensorFileWriter::Impl {
     std::string name;
     std::size_t count;
     uint64_t hash;
+    bool int64 = false;  // an int64 dataset (else float32)
   };
   std::vector<Written> written;  // what commit() reads back
 
@@ -132,20 +133,35 @@ void TensorFileWriter::attr(const std::string& name, const std::string& value) {
 }
 
 void TensorFileWriter::tensor(const std::string& name, const Tensor& t) {
-  std::vector<float> host = t.to_vector<float>();  // outside the lock: may wait for the GPU
+  const bool int64 = t.dtype() == DType::kInt64;
+  if (!int64 && t.dtype() != DType::kFloat32)
+    GT_THROW(impl_->path, "", "cannot write ", impl_->kind, " '", impl_->path, "': tensor ", name, " is ",
+             dtype_name(t.dtype()), ", the file holds float32 and int64 tensors");
+  // Outside the lock: may wait for the GPU.
+  std::vector<float> hf;
+  std::vector<int64_t> hi;
+  if (int64)
+    hi = t.to_vector<int64_t>();
+  else
+    hf = t.to_vector<float>();
+  const void* data = int64 ? static_cast<const void*>(hi.data()) : static_cast<const void*>(hf.data());
+  const std::size_t count = int64 ? hi.size() : hf.size();
+  const std::size_t bytes = count * (int64 ? sizeof(int64_t) : sizeof(float));
   std::lock_guard lock(hdf5_mutex());
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
   H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   impl_->check(lcpl.get() >= 0 && H5Pset_create_intermediate_group(lcpl.get(), 1) >= 0,
                "creating groups for " + name);
-  H5Id ds(H5Dcreate2(impl_->file, name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+  H5Id ds(H5Dcreate2(impl_->file, name.c_str(), int64 ? H5T_STD_I64LE : H5T_IEEE_F32LE, space.get(), lcpl.get(),
+                     H5P_DEFAULT, H5P_DEFAULT),
           H5Dclose);
-  impl_->check(ds.get() >= 0 && H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()) >= 0,
+  impl_->check(ds.get() >= 0 && H5Dwrite(ds.get(), int64 ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
+                                         H5P_DEFAULT, data) >= 0,
                "writing " + name);
   // Closing a dataset may write its data (HDF5 holds small writes in a buffer): its status counts.
   impl_->check(H5Dclose(ds.release()) >= 0, "writing " + name);
-  impl_->written.push_back({name, host.size(), fnv1a(host.data(), host.size() * sizeof(float))});
+  impl_->written.push_back({name, count, fnv1a(data, bytes), int64});
 }
 
 // Reads every tensor back from the closed temporary file and compares it with what was written.
@@ -156,14 +172,15 @@ void TensorFileWriter::verify() {
   const std::string& tmp = impl_->tmp;
   H5Id file(H5Fopen(tmp.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   impl_->check(file.get() >= 0, "reading the written file back");
-  std::vector<float> buf;
+  std::vector<char> buf;
   for (const auto& w : impl_->written) {
-    buf.assign(w.count, 0.0f);
+    const std::size_t size = w.int64 ? sizeof(int64_t) : sizeof(float);
+    buf.assign(w.count * size, 0);
     H5Id ds(H5Dopen2(file.get(), w.name.c_str(), H5P_DEFAULT), H5Dclose);
-    impl_->check(ds.get() >= 0 && (w.count == 0 || H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
-                                                           H5P_DEFAULT, buf.data()) >= 0),
+    impl_->check(ds.get() >= 0 && (w.count == 0 || H5Dread(ds.get(), w.int64 ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT,
+                                                           H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0),
                  "reading " + w.name + " back");
-    if (fnv1a(buf.data(), buf.size() * sizeof(float)) != w.hash)
+    if (fnv1a(buf.data(), buf.size()) != w.hash)
       impl_->fail("reading " + w.name + " back", "the file does not hold what was written");
   }
   impl_->check(H5Fclose(file.release()) >= 0, "reading the written file back");
@@ -284,7 +301,11 @@ std::string TensorFileReader::attr_string(const std::string& name) const {
 void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::string& hint) const {
   if (!has_tensor(name))
     GT_THROW(impl_->path, hint, impl_->kind, " '", impl_->path, "' has no dataset '", name, "'");
-  Tensor host = Tensor::empty(t.shape(), DType::kFloat32);
+  const bool int64 = t.dtype() == DType::kInt64;
+  if (!int64 && t.dtype() != DType::kFloat32)
+    GT_THROW(impl_->path, "", "cannot read '", name, "' of ", impl_->kind, " '", impl_->path, "' into a ",
+             dtype_name(t.dtype()), " tensor: float32 or int64 only");
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
   {
     std::lock_guard lock(hdf5_mutex());
     H5Id ds(H5Dopen2(impl_->file, name.c_str(), H5P_DEFAULT), H5Dclose);
@@ -298,8 +319,13 @@ void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::
     if (shape != t.shape())
       GT_THROW(impl_->path, hint, "'", name, "' in ", impl_->kind, " '", impl_->path, "' has shape ", shape_str(shape),
                ", expected ", shape_str(t.shape()));
-    check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data<float>()) >= 0, impl_->path,
-          "reading " + name);
+    check(H5Dread(ds.get(), int64 ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                  host.raw()) >= 0,
+          impl_->path, "reading " + name);
+  }
+  if (int64) {
+    t.copy_from(host);
+    return;
   }
   // A NaN or Inf weight or optimizer moment gives a run or a service whose every answer is wrong
   // (ReLU hides NaN from the loss): refused at load, as feature rows are.

@@ -1,4 +1,4 @@
-// HDF5 files of named float32 tensors plus scalar root attributes: the one set of HDF5 helpers
+// HDF5 files of named float32 (and int64) tensors plus scalar root attributes: the one set of HDF5 helpers
 // behind the best-model weights file (save_weights / load_weights) and the training checkpoints
 // (framework/checkpoint.h).
 //
@@ -32,7 +32,8 @@ class TensorFileWriter {
   void attr(const std::string& name, int64_t value);
   void attr(const std::string& name, double value);
   void attr(const std::string& name, const std::string& value);
-  // Writes a float32 tensor (any device; copied to the host) as a float32 dataset.
+  // Writes a float32 or int64 tensor (any device; copied to the host) as a dataset of its type;
+  // another dtype is an error.
   void tensor(const std::string& name, const Tensor& t);
   // Flushes and closes the file, reads every tensor back (a file that does not hold what was
   // written is an error: HDF5 may lose a write on a full disk without failing the call), fsyncs it
@@ -61,8 +62,9 @@ class TensorFileReader {
   int64_t attr_int(const std::string& name) const;
   double attr_real(const std::string& name) const;
   std::string attr_string(const std::string& name) const;
-  // Reads a float32 dataset into an existing tensor of the same shape (any device); throws naming
-  // the file and dataset on a missing dataset or a shape mismatch (`hint` is added to the message).
+  // Reads a dataset into an existing float32 or int64 tensor of the same shape (any device);
+  // throws naming the file and dataset on a missing dataset, a shape mismatch (`hint` is added to
+  // the message) or, for float32, a NaN or Inf value.
   void read_into(const std::string& name, Tensor& t, const std::string& hint = {}) const;
 
  private:

@@ -1,5 +1,8 @@
 #include "framework/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/elementwise.h"
 
 namespace gt {
@@ -15,6 +18,8 @@ class Adam final : public Optimizer {
     p_.weight_decay = static_cast<float>(c.weight_decay);
   }
   const char* type() const override { return "adam"; }
+  void set_lr(double lr) override { p_.lr = static_cast<float>(lr); }
+  double lr() const override { return p_.lr; }
   std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     std::vector<std::pair<std::string, Tensor*>> out;
@@ -51,6 +56,8 @@ class Sgd final : public Optimizer {
  public:
   explicit Sgd(const OptimizerConfig& c) : c_(c) {}
   const char* type() const override { return "sgd"; }
+  void set_lr(double lr) override { c_.lr = lr; }
+  double lr() const override { return c_.lr; }
   std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     std::vector<std::pair<std::string, Tensor*>> out;
@@ -78,6 +85,25 @@ class Sgd final : public Optimizer {
 };
 
 }  // namespace
+
+double scheduled_lr(const OptimizerConfig& c, int64_t epoch, int64_t train_epochs) {
+  GT_CHECK_ARG(epoch >= 1, "epochs are numbered from 1, got ", epoch);
+  const int64_t w = c.warmup_epochs;
+  if (epoch <= w) return c.lr * static_cast<double>(epoch) / static_cast<double>(w + 1);
+  const int64_t i = epoch - w - 1;  // epochs since the warm-up
+  if (c.schedule == "constant") return c.lr;
+  if (c.schedule == "step") {
+    GT_CHECK_ARG(c.step_size >= 1, "optimizer.step_size must be >= 1, got ", c.step_size);
+    return c.lr * std::pow(c.gamma, static_cast<double>(i / c.step_size));
+  }
+  if (c.schedule == "cosine") {
+    const int64_t d = c.decay_epochs > 0 ? c.decay_epochs : std::max<int64_t>(1, train_epochs - w);
+    if (i >= d) return c.min_lr;
+    constexpr double kPi = 3.14159265358979323846;
+    return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(kPi * static_cast<double>(i) / static_cast<double>(d)));
+  }
+  GT_THROW("optimizer.schedule", "choose constant, step or cosine", "unknown schedule '", c.schedule, "'");
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg) {
   if (cfg.type == "adam") return std::make_unique<Adam>(cfg);

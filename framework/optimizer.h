@@ -22,6 +22,9 @@ class Optimizer {
   // Checkpointing: restores the step counter (Adam's bias correction, SGD's first step).
   void set_steps(int64_t t) { t_ = t; }
   virtual const char* type() const = 0;  // "adam" | "sgd", as in optimizer.type
+  // The learning rate of the steps that follow (the trainer sets scheduled_lr at each epoch).
+  virtual void set_lr(double lr) = 0;
+  virtual double lr() const = 0;
   // The state tensors, named "<slot>/<param name>" (Adam: m/, v/; SGD: momentum/), on the
   // parameters' device. Creates them (zeros, as before a first step) when they do not exist yet,
   // so that a checkpoint can be loaded into them before training resumes.
@@ -30,6 +33,14 @@ class Optimizer {
  protected:
   int64_t t_ = 0;
 };
+
+// The learning rate of epoch `epoch` (1-based) under optimizer.schedule: epochs 1..W of the
+// warm-up (W = warmup_epochs) train at lr * e / (W + 1); epoch W + 1 + i then has
+//   constant: lr;   step: lr * gamma^floor(i / step_size);
+//   cosine:   min_lr + (lr - min_lr) * (1 + cos(pi * i / D)) / 2 for i < D, min_lr after, where
+//             D = decay_epochs, or train_epochs - W when decay_epochs is 0 (at least 1).
+// A function of the epoch alone, so a resumed run follows the uninterrupted run's rates.
+double scheduled_lr(const OptimizerConfig& cfg, int64_t epoch, int64_t train_epochs);
 
 // Adam or SGD from the optimizer section; throws naming optimizer.type otherwise.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg);

@@ -113,6 +113,14 @@ void Trainer::resume(const std::string& checkpoint_path) {
   if (info.state.epoch >= cfg_.train.epochs)
     GT_THROW(checkpoint_path, "raise train.epochs to train further", "checkpoint '", checkpoint_path,
              "' is at epoch ", info.state.epoch, " and train.epochs is ", cfg_.train.epochs, ": nothing left to train");
+  // A run that stopped early would stop again at its first evaluation (or at once); with a larger
+  // train.patience, or none, it goes on.
+  if (info.state.stopped_early && cfg_.train.patience > 0 && info.state.best_epoch > 0 &&
+      info.state.epoch - info.state.best_epoch >= cfg_.train.patience)
+    GT_THROW(checkpoint_path, "raise train.patience (or set it to 0) to train further", "checkpoint '",
+             checkpoint_path, "' ended by early stopping at epoch ", info.state.epoch,
+             ": no better validation accuracy since epoch ", info.state.best_epoch, ", and train.patience is ",
+             cfg_.train.patience, ": nothing left to train");
   // One replica after the other: HDF5 is not thread-safe.
   for (Replica& r : impl_->replicas) {
     set_current_device(r.ctx->device());
@@ -315,7 +323,8 @@ TrainResult Trainer::fit(std::ostream* log) {
   const int64_t local = local_replicas();
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
                                impl_->features.width() * static_cast<int64_t>(sizeof(float)),
-                               lead.ctx->is_cuda()};
+                               lead.ctx->is_cuda(),
+                               cfg_.optimizer.schedule != "constant" || cfg_.optimizer.warmup_epochs > 0};
 
   if (log) {
     *log << "training " << cfg_.model.type << " (" << lead.model->num_parameters() << " parameters) on "
@@ -358,6 +367,9 @@ TrainResult Trainer::fit(std::ostream* log) {
   } trace_on_failure{*impl_, cfg_.train.trace, writer};
   for (int64_t epoch = impl_->resumed.epoch + 1; epoch <= cfg_.train.epochs; ++epoch) {
     if (impl_->trace) impl_->trace->set_epoch(epoch);
+    // The epoch's learning rate (optimizer.schedule), the same on every replica.
+    const double lr = scheduled_lr(cfg_.optimizer, epoch, cfg_.train.epochs);
+    for (Replica& r : impl_->replicas) r.optimizer->set_lr(lr);
     auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
     ProgressBar bar(cfg_.train.progress && writer && log != nullptr,  // fit(nullptr) is silent
                     "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
@@ -370,6 +382,7 @@ TrainResult Trainer::fit(std::ostream* log) {
     impl_->step += batches.size();
     EpochStats st = parts[0].st;  // counts: already summed over all replicas
     st.epoch = epoch;
+    st.lr = lr;
     st.seconds = seconds_since(t_epoch);
     for (std::size_t i = 1; i < parts.size(); ++i) {  // stage times: this process's replicas
       const EpochStats& o = parts[i].st;
@@ -397,15 +410,27 @@ TrainResult Trainer::fit(std::ostream* log) {
       }
     }
     result.epochs.push_back(st);
+    // Early stopping, decided at an evaluation: every process has the same (all-reduced) accuracies,
+    // so all of them stop after the same epoch. Stopping at the last epoch is no early stop.
+    const bool stop = st.valid_acc >= 0 && cfg_.train.patience > 0 && result.best_epoch > 0 &&
+                      epoch - result.best_epoch >= cfg_.train.patience && epoch < cfg_.train.epochs;
 
     metrics.write(epoch_record(st, report));
     // The console shows the epoch the metrics file has, before a checkpoint write that may fail.
     if (log) log_epoch(*log, st, report);
     if (writer && !cfg_.train.checkpoint.empty() &&
-        (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs)) {
+        (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs || stop)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
-                       result.best_valid_acc, result.test_acc_at_best};
+                       result.best_valid_acc, result.test_acc_at_best, stop};
       save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx, data_shape);
+    }
+    if (stop) {
+      result.stopped_early = epoch;
+      if (log)
+        *log << "early stop after epoch " << epoch << ": no better validation accuracy in the " << cfg_.train.patience
+             << " epoch" << (cfg_.train.patience > 1 ? "s" : "") << " since epoch " << result.best_epoch
+             << " (train.patience)\n";
+      break;
     }
   }
   // Without evaluation no epoch is "best": train.save_best gets the last epoch's weights rather

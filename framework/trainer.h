@@ -30,6 +30,7 @@ namespace gt {
 
 struct EpochStats {
   int64_t epoch = 0;
+  double lr = 0;  // the epoch's learning rate (optimizer.schedule)
   double loss = 0, train_acc = 0;
   double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
   double seconds = 0;                    // training time of the epoch (evaluation excluded)
@@ -51,6 +52,7 @@ struct TrainResult {
   double best_valid_acc = -1, test_acc_at_best = -1;
   std::string device;  // "cpu" or the GPU's name (of the first replica)
   int64_t replicas = 1;  // data-parallel replicas over all processes
+  int64_t stopped_early = 0;  // the epoch after which train.patience ended the run; 0 = it did not
 };
 
 // The contiguous part [n*rank/world, n*(rank+1)/world) of a global batch that replica `rank` of

@@ -25,7 +25,7 @@ if [ "$what" != tsan ]; then
   CC=gcc CXX=g++ cmake -S . -B build-asan "${common[@]}" -DGT_SANITIZE=address >/dev/null
   # Only what the CPU test suite runs (not gt-serve, gt-loadgen): keeps CI short.
   cmake --build build-asan -j"$jobs" --target framework_test preprocess_test kernels_test models_test \
-    gt-data gt-train gt-bench
+    gt-data gt-train gt-bench gt-predict
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
   export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=suppressions=$supp/ubsan.supp:print_stacktrace=1:halt_on_error=1

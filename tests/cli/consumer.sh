@@ -46,7 +46,7 @@ out=$("$WORK/build/gt-consumer")
 echo "$out"
 [ "$(echo "$out" | tail -1)" = OK ] || { echo "FAIL: the consumer did not print OK" >&2; exit 1; }
 # The installed programs start as they are, without LD_LIBRARY_PATH (their RPATH names ../lib).
-for program in gt-data gt-train; do
+for program in gt-data gt-train gt-predict; do
   if [ -x "$WORK/prefix/bin/$program" ]; then
     env -u LD_LIBRARY_PATH "$WORK/prefix/bin/$program" --help >"$WORK/help.txt" 2>&1 ||
       { cat "$WORK/help.txt" >&2; echo "FAIL: installed $program does not start" >&2; exit 1; }

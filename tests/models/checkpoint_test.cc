@@ -335,6 +335,8 @@ TEST_F(CheckpointTest, TensorFileRoundTrip) {
     w.attr("r", 0.25);
     w.attr("s", std::string("text"));
     w.tensor("a/b/c", Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+    w.tensor("ids", Tensor::from_vector<int64_t>({0, -1, int64_t{1} << 40}));  // beyond float32's integers
+    EXPECT_THROW(w.tensor("half", Tensor::from_vector<int32_t>({1, 2})), Error);
     w.commit();
   }
   TensorFileReader r(p, "test file");
@@ -348,6 +350,9 @@ TEST_F(CheckpointTest, TensorFileRoundTrip) {
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   Tensor wrong = Tensor::empty({3, 2}, DType::kFloat32);
   EXPECT_THROW(r.read_into("a/b/c", wrong), Error);
+  Tensor ids = Tensor::empty({3}, DType::kInt64);
+  r.read_into("ids", ids);
+  EXPECT_EQ(ids.to_vector<int64_t>(), (std::vector<int64_t>{0, -1, int64_t{1} << 40}));
   EXPECT_THROW(r.attr_int("s"), Error);
   EXPECT_THROW(r.attr_string("missing"), Error);
 }

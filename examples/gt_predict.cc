@@ -1,0 +1,291 @@
+// gt-predict: a trained model's predictions (and embeddings) for the nodes of a split, or of the
+// whole graph, written to a file; the accuracy on the labelled ones is printed.
+//
+//   gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all] [--embeddings]
+//              [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]
+//
+// MODEL.h5 is a best-model weights file (train.save_best) or a checkpoint (train.checkpoint); the
+// dataset defaults to the one its stored config names. The model runs as the trainer evaluates it
+// (gt::InferenceSession): no dropout, the stored config's sampling.eval_fanouts and
+// eval_batch_size unless --fanouts / --batch say otherwise, so the accuracy printed for the test
+// split of a train.save_best file is the run's "test at best".
+//
+// OUT by its extension: .h5 / .hdf5 -> HDF5 with int64 `node_ids` and `predictions` [n], float32
+// `logits` [n, classes] and, with --embeddings, `embeddings` [n, dim] (the last hidden layer), root
+// attributes `format` ("graphtensor-predictions"), `format_version`, `model`, `dataset`, `nodes`
+// (the split's name, or "all"), `labelled` and, when labelled > 0, `accuracy`; .csv -> a header
+// `node_id,prediction,logit_0,...[,emb_0,...]` and one line per node. OUT is written atomically
+// (a temporary file renamed over it), never over the model or the dataset.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/error.h"
+#include "framework/inference.h"
+#include "framework/metrics.h"  // make_parent_dirs
+#include "framework/model_io.h"
+#include "framework/temp_files.h"
+#include "preprocess/dataset.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all] [--embeddings]\n"
+    "                  [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]\n"
+    "\n"
+    "Writes the predictions of a trained model (train.save_best or train.checkpoint) for the nodes of\n"
+    "a split (default test) or of every node (--all), and prints the accuracy on the labelled ones.\n"
+    "  --dataset FILE   graph to predict on (default: the dataset.path stored in MODEL)\n"
+    "  --split NAME     nodes of this split of the dataset (default test)\n"
+    "  --all            every node of the graph instead of a split\n"
+    "  --embeddings     also write each node's embedding (the last hidden layer's output)\n"
+    "  --device D       cpu, cuda, cuda:N or auto (default auto: the GPU when there is one)\n"
+    "  --fanouts LIST   neighbours sampled per layer, input side first, or all (default: the model's\n"
+    "                   sampling.eval_fanouts, as its training evaluated)\n"
+    "  --batch N        seed nodes per batch (default: the model's sampling.eval_batch_size)\n"
+    "  --threads N      CPU threads (default 0 = all cores)\n"
+    "OUT: .h5/.hdf5 (node_ids, predictions, logits[, embeddings]) or .csv (node_id,prediction,logit_*[,emb_*]).\n";
+
+int usage(const std::string& msg) {
+  std::cerr << "gt-predict: " << msg << " (see gt-predict --help)\n";
+  return 2;
+}
+
+bool parse_int(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  std::size_t pos = 0;
+  try {
+    out = std::stoll(s, &pos);
+  } catch (...) {
+    return false;
+  }
+  return pos == s.size();
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The CSV file: written to a temporary file that is renamed over `path` when complete.
+void write_csv(const std::string& path, const std::vector<int64_t>& ids, const std::vector<int64_t>& pred,
+               const gt::Tensor& logits, const gt::Tensor* emb) {
+  gt::make_parent_dirs(path);
+  gt::TempFile tmp(path);
+  std::FILE* fp = std::fopen(tmp.c_str(), "w");
+  if (!fp) GT_THROW(path, "check the folder and its permissions", "cannot write '", path, "': ", std::strerror(errno));
+  const int64_t c = logits.shape()[1];
+  const int64_t d = emb ? emb->shape()[1] : 0;
+  const float* l = logits.data<float>();
+  const float* e = emb ? emb->data<float>() : nullptr;
+  bool ok = std::fputs("node_id,prediction", fp) >= 0;
+  for (int64_t j = 0; j < c && ok; ++j) ok = std::fprintf(fp, ",logit_%lld", static_cast<long long>(j)) > 0;
+  for (int64_t j = 0; j < d && ok; ++j) ok = std::fprintf(fp, ",emb_%lld", static_cast<long long>(j)) > 0;
+  ok = ok && std::fputc('\n', fp) != EOF;
+  for (std::size_t i = 0; i < ids.size() && ok; ++i) {
+    ok = std::fprintf(fp, "%lld,%lld", static_cast<long long>(ids[i]), static_cast<long long>(pred[i])) > 0;
+    for (int64_t j = 0; j < c && ok; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(l[i * c + j])) > 0;
+    for (int64_t j = 0; j < d && ok; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(e[i * d + j])) > 0;
+    ok = ok && std::fputc('\n', fp) != EOF;
+  }
+  ok = std::fflush(fp) == 0 && ok;
+  ok = ::fsync(::fileno(fp)) == 0 && ok;
+  const int err = errno;
+  ok = std::fclose(fp) == 0 && ok;
+  if (!ok)
+    GT_THROW(path, err == ENOSPC ? "the disk is full" : "check the free space of its folder", "cannot write '", path,
+             "': ", std::strerror(err), "; nothing was replaced");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    GT_THROW(path, "", "cannot rename '", tmp.path(), "' to '", path, "': ", std::strerror(errno));
+  tmp.renamed();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, out, dataset, split;
+  bool all = false, embeddings = false, fanouts_given = false, batch_given = false;
+  gt::InferenceOptions opt;
+  std::set<std::string> seen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (a.rfind("--", 0) == 0) {
+      if (!seen.insert(a).second) return usage(a + " is given twice");
+    } else {
+      if (model.empty())
+        model = a;
+      else if (out.empty())
+        out = a;
+      else
+        return usage("unexpected argument '" + a + "': give MODEL and OUT once");
+      continue;
+    }
+    auto value = [&](std::string& v) {
+      if (i + 1 >= argc) return false;
+      v = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--dataset") {
+      if (!value(dataset) || dataset.empty()) return usage("--dataset needs a file");
+    } else if (a == "--split") {
+      if (!value(split) || split.empty()) return usage("--split needs a split name (train, valid, test, ...)");
+    } else if (a == "--all") {
+      all = true;
+    } else if (a == "--embeddings") {
+      embeddings = true;
+    } else if (a == "--device") {
+      if (!value(opt.device) || opt.device.empty()) return usage("--device needs cpu, cuda, cuda:N or auto");
+    } else if (a == "--fanouts") {
+      if (!value(v) || v.empty()) return usage("--fanouts needs a list like 10,10, or all");
+      fanouts_given = true;
+      if (v != "all") {
+        for (std::size_t b = 0; b <= v.size();) {
+          std::size_t e = v.find(',', b);
+          if (e == std::string::npos) e = v.size();
+          int64_t f = 0;
+          if (!parse_int(v.substr(b, e - b), f) || (f < 1 && f != -1))
+            return usage("--fanouts needs positive integers (or -1 for all neighbours) like 10,10, got '" + v + "'");
+          opt.fanouts.push_back(f);
+          b = e + 1;
+        }
+      }
+    } else if (a == "--batch") {
+      if (!value(v) || !parse_int(v, opt.max_batch_nodes) || opt.max_batch_nodes < 1)
+        return usage("--batch needs a number of nodes >= 1");
+      batch_given = true;
+    } else if (a == "--threads") {
+      if (!value(v) || !parse_int(v, opt.threads) || opt.threads < 0)
+        return usage("--threads needs a number >= 0 (0 = all cores)");
+    } else {
+      return usage("unknown option '" + a + "'");
+    }
+  }
+  if (model.empty() || out.empty()) return usage("give a model file and an output file");
+  if (all && !split.empty()) return usage("--all and --split exclude each other");
+  const bool csv = ends_with(out, ".csv");
+  if (!csv && !ends_with(out, ".h5") && !ends_with(out, ".hdf5"))
+    return usage("the output '" + out + "' must end in .h5, .hdf5 or .csv (its format)");
+  if (split.empty()) split = "test";
+
+  std::vector<std::string> made;  // folders made for OUT, removed again when the run fails
+  try {
+    namespace fs = std::filesystem;
+    // The output is checked before anything is loaded: never an input, never a folder, and its
+    // folder takes a new file.
+    std::error_code ec;
+    if (fs::is_directory(out, ec)) GT_THROW(out, "name a file", "the output '", out, "' is a folder");
+    if (gt::same_file(out, model))
+      GT_THROW(out, "name another output file", "the output '", out, "' is the model file: it would be overwritten");
+    gt::make_parent_dirs_noted(out, made);
+    {
+      const gt::TempFile probe(out);  // removed when done
+      const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0)
+        GT_THROW(out, "check the folder and its permissions", "cannot write '", out, "': ", std::strerror(errno));
+      ::close(fd);
+    }
+    // Read before the session: its defaults (evaluation fanouts and batch size) and its dataset.
+    gt::Config stored;
+    {
+      gt::TensorFileReader r(model, "model file");
+      stored = gt::parse_config(r.attr_string("config"), model + " (stored config)");
+    }
+    const std::string data_path = dataset.empty() ? stored.dataset.path : dataset;
+    if (gt::same_file(out, data_path))
+      GT_THROW(out, "name another output file", "the output '", out, "' is the dataset: it would be overwritten");
+    if (!fanouts_given) opt.fanouts = stored.sampling.eval_fanouts;
+    if (!batch_given) opt.max_batch_nodes = stored.sampling.eval_batch_size;
+    opt.max_wait_us = 0;  // one caller: nothing to wait for
+
+    const auto t0 = std::chrono::steady_clock::now();
+    gt::InferenceSession session(model, dataset, opt);
+    const gt::Dataset& data = session.dataset();
+    std::vector<int64_t> ids;
+    if (all) {
+      ids.resize(static_cast<std::size_t>(session.num_nodes()));
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+    } else {
+      auto it = data.splits.find(split);
+      if (it == data.splits.end()) {
+        std::string have;
+        for (const auto& [name, _] : data.splits) have += (have.empty() ? "" : ", ") + name;
+        GT_THROW("--split " + split, "use one of its splits (" + (have.empty() ? std::string("none") : have) + ") or --all",
+                 "dataset '", data_path, "' has no split '", split, "'");
+      }
+      ids = it->second;
+    }
+    if (ids.empty()) GT_THROW("--split " + split, "use --all, or another split", "split '", split, "' is empty");
+
+    const gt::Tensor logits = session.predict(ids);
+    gt::Tensor emb;
+    if (embeddings) emb = session.embed(ids);
+    const int64_t c = session.num_classes();
+    const float* l = logits.data<float>();
+    std::vector<int64_t> pred(ids.size());
+    int64_t labelled = 0, correct = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < c; ++j)
+        if (l[static_cast<int64_t>(i) * c + j] > l[static_cast<int64_t>(i) * c + best]) best = j;
+      pred[i] = best;
+      const int32_t label = data.labels[static_cast<std::size_t>(ids[i])];
+      if (label >= 0) {
+        ++labelled;
+        correct += label == best;
+      }
+    }
+    const double accuracy = labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
+
+    if (csv) {
+      write_csv(out, ids, pred, logits, embeddings ? &emb : nullptr);
+    } else {
+      gt::TensorFileWriter w(out, "predictions file");
+      w.attr("format", std::string("graphtensor-predictions"));
+      w.attr("format_version", int64_t{1});
+      w.attr("model", model);
+      w.attr("dataset", data_path);
+      w.attr("nodes", all ? std::string("all") : split);
+      w.attr("labelled", labelled);
+      if (labelled) w.attr("accuracy", accuracy);
+      w.tensor("node_ids", gt::Tensor::from_vector<int64_t>(ids));
+      w.tensor("predictions", gt::Tensor::from_vector<int64_t>(pred));
+      w.tensor("logits", logits);
+      if (embeddings) w.tensor("embeddings", emb);
+      w.commit();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    std::printf("%zu nodes (%s) of %s on %s, model %s: ", ids.size(),
+                all ? "all" : ("split '" + split + "'").c_str(), data_path.c_str(), session.device().c_str(),
+                model.c_str());
+    if (labelled)
+      std::printf("accuracy %.4f on %lld labelled\n", accuracy, static_cast<long long>(labelled));
+    else
+      std::printf("no labelled node, no accuracy\n");
+    std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(), "node ids, predictions, logits",
+                embeddings ? ", embeddings" : "", seconds);
+    return 0;
+  } catch (const gt::Error& e) {
+    gt::remove_empty_dirs(made);
+    std::cerr << "gt-predict: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    gt::remove_empty_dirs(made);
+    std::cerr << "gt-predict: error: " << e.what() << "\n";
+    return 1;
+  }
+}
