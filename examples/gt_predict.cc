@@ -7,8 +7,10 @@
 // MODEL.h5 is a best-model weights file (train.save_best) or a checkpoint (train.checkpoint); the
 // dataset defaults to the one its stored config names. The model runs as the trainer evaluates it
 // (gt::InferenceSession): no dropout, the stored config's sampling.eval_fanouts and
-// eval_batch_size unless --fanouts / --batch say otherwise, so the accuracy printed for the test
-// split of a train.save_best file is the run's "test at best".
+// eval_batch_size unless --fanouts / --batch say otherwise. With full neighbourhoods (eval_fanouts
+// [], the default) the accuracy printed for the test split of a train.save_best file is the run's
+// "test at best"; with sampled ones the session draws each node's neighbours by node (the same
+// draws whatever the batches), the trainer by batch, so the two differ by the sampling noise.
 //
 // OUT by its extension: .h5 / .hdf5 -> HDF5 with int64 `node_ids` and `predictions` [n], float32
 // `logits` [n, classes] and, with --embeddings, `embeddings` [n, dim] (the last hidden layer), root
@@ -273,7 +275,8 @@ int main(int argc, char** argv) {
                 all ? "all" : ("split '" + split + "'").c_str(), data_path.c_str(), session.device().c_str(),
                 model.c_str());
     if (labelled)
-      std::printf("accuracy %.4f on %lld labelled\n", accuracy, static_cast<long long>(labelled));
+      std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled),
+                  opt.fanouts.empty() ? "" : " (sampled neighbourhoods: --fanouts all for exact ones)");
     else
       std::printf("no labelled node, no accuracy\n");
     std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(), "node ids, predictions, logits",
