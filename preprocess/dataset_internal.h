@@ -1,6 +1,6 @@
-// Internal to preprocess/dataset.cc (the reader and Dataset::validate),
+// Internal to preprocess/dataset.cc (the reader), preprocess/dataset_check.cc (Dataset::validate),
 // preprocess/dataset_writer.cc (DatasetWriter) and preprocess/feature_table.cc (mapped tables):
-// the checks that they apply, defined in dataset.cc, so that a dataset is held to the same rules
+// the checks that they apply, defined in dataset_check.cc, so that a dataset is held to the same rules
 // when it is written as when it is read.
 // Not installed.
 #pragma once

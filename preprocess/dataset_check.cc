@@ -1,0 +1,196 @@
+// The rules a dataset is held to: the checks shared by the reader and the writer
+// (preprocess/dataset_internal.h), Dataset::validate, and check_dataset (gt-data check), which
+// adds disjoint splits, warnings for what a load accepts but gt-data never writes, and every
+// feature value.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/error.h"
+#include "preprocess/dataset.h"
+#include "preprocess/dataset_internal.h"
+
+namespace gt {
+
+namespace detail {
+
+// The checks shared by Dataset::validate and DatasetWriter (preprocess/dataset_internal.h).
+void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, int64_t n,
+                 const std::string& where) {
+  if (static_cast<int64_t>(indptr.size()) != n + 1)
+    GT_THROW(where, {}, "indptr has ", indptr.size(), " entries, expected num_nodes + 1 = ", n + 1);
+  if (indptr[0] != 0) GT_THROW(where, {}, "indptr[0] = ", indptr[0], ", expected 0");
+  for (int64_t v = 0; v < n; ++v)
+    if (indptr[v + 1] < indptr[v])
+      GT_THROW(where, {}, "indptr decreases at row ", v, ": indptr[", v, "] = ", indptr[v], " > indptr[", v + 1,
+               "] = ", indptr[v + 1]);
+  if (indptr[n] != static_cast<int64_t>(indices.size()))
+    GT_THROW(where, {}, "indptr[", n, "] = ", indptr[n], " but there are ", indices.size(), " edges");
+  for (std::size_t e = 0; e < indices.size(); ++e)
+    if (indices[e] < 0 || indices[e] >= n) {
+      int64_t row = std::upper_bound(indptr.begin(), indptr.end(), static_cast<int64_t>(e)) - indptr.begin() - 1;
+      GT_THROW(where, {}, "indices[", e, "] = ", indices[e], " (row ", row, ") is not a node id in [0, ", n, ")");
+    }
+}
+
+void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where) {
+  if (num_classes > std::max<int64_t>(n, 1))
+    GT_THROW(where, "labels are class ids 0..num_classes-1", "num_classes = ", num_classes, " exceeds the ", n,
+             " nodes");
+  if (static_cast<int64_t>(labels.size()) != n)
+    GT_THROW(where, {}, "there are ", labels.size(), " labels for ", n, " nodes");
+  for (std::size_t v = 0; v < labels.size(); ++v)
+    if (labels[v] < -1 || labels[v] >= num_classes)
+      GT_THROW(where, "labels are 0..num_classes-1, or -1 for unlabelled", "labels[", v, "] = ", labels[v],
+               " is out of range for ", num_classes, " classes");
+}
+
+void check_split(const std::string& name, const std::vector<int64_t>& ids, int64_t n, const std::string& where) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    GT_THROW(where, {}, "invalid split name '", name, "'");
+  std::vector<bool> seen(static_cast<std::size_t>(n), false);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n)
+      GT_THROW(where, {}, "split '", name, "' entry ", i, " = ", ids[i], " is not a node id in [0, ", n, ")");
+    if (seen[static_cast<std::size_t>(ids[i])])
+      GT_THROW(where, {}, "split '", name, "' lists node ", ids[i], " twice (again at entry ", i, ")");
+    seen[static_cast<std::size_t>(ids[i])] = true;
+  }
+}
+
+void throw_non_finite_feature(const std::string& where, int64_t row, int64_t column, float value) {
+  GT_THROW(where, "clean the source data (NaN/Inf features make training diverge)", "feature row ", row, ", column ",
+           column, " is ", value, ", not a finite number");
+}
+
+void check_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t first_row, const std::string& where) {
+  const int64_t total = rows * cols;
+  const int64_t first = tbb::parallel_reduce(
+      tbb::blocked_range<int64_t>(0, total, int64_t{1} << 16), total,
+      [x](const tbb::blocked_range<int64_t>& r, int64_t found) {
+        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
+          if (!std::isfinite(x[i])) return i;
+        return found;
+      },
+      [](int64_t a, int64_t b) { return std::min(a, b); });
+  if (first < total) throw_non_finite_feature(where, first_row + first / cols, first % cols, x[first]);
+}
+
+}  // namespace detail
+
+void Dataset::validate(const std::string& where) const {
+  const int64_t n = info.num_nodes;
+  if (n < 0 || n > INT32_MAX) GT_THROW(where, {}, "num_nodes = ", n, " is outside [0, 2^31)");
+  detail::check_graph(indptr, indices, n, where);
+  if (info.num_edges != static_cast<int64_t>(indices.size()))
+    GT_THROW(where, {}, "info.num_edges = ", info.num_edges, " but the graph has ", indices.size(), " edges");
+  if (features.defined()) {
+    if (features.dtype() != DType::kFloat32 || features.dim() != 2 || features.is_cuda() ||
+        features.size(0) != n || features.size(1) != info.feature_dim)
+      GT_THROW(where, {}, "features are ", features.str(), ", expected float32[", n, ", ", info.feature_dim,
+               "] on cpu");
+    // A NaN or Inf feature poisons every layer it reaches and shows up epochs later as a
+    // diverged loss: name the first one here instead.
+    detail::check_finite_rows(features.data<float>(), n, info.feature_dim, 0, where);
+  }
+  detail::check_labels(labels, n, info.num_classes, where);
+  for (const auto& [name, ids] : splits) detail::check_split(name, ids, n, where);
+  for (const auto& [name, size] : info.split_sizes) {
+    auto it = splits.find(name);
+    if (it == splits.end() || static_cast<int64_t>(it->second.size()) != size)
+      GT_THROW(where, {}, "info.split_sizes['", name, "'] = ", size, " does not match the split");
+  }
+}
+
+namespace {
+
+// The rule check_dataset adds to a load's: no node in two splits. A load accepts overlapping
+// splits (a custom split may cover others), but train, valid and test sharing a node is leakage,
+// and import-ogb refuses it.
+void check_disjoint_splits(const Dataset& ds, const std::string& path) {
+  std::vector<int32_t> owner(static_cast<std::size_t>(ds.info.num_nodes), -1);  // index into names
+  std::vector<std::string> names;
+  for (const auto& [name, ids] : ds.splits) {
+    const int32_t k = static_cast<int32_t>(names.size());
+    names.push_back(name);
+    for (int64_t id : ids) {  // in range and unique within the split (Dataset::validate)
+      int32_t& o = owner[static_cast<std::size_t>(id)];
+      if (o >= 0)
+        GT_THROW(path + ":/splits/" + name,
+                 "a node belongs to one split at most; re-create the file (gt-data import-ogb refuses such splits)",
+                 "node ", id, " is in two splits: '", names[static_cast<std::size_t>(o)], "' and '", name, "'");
+      o = k;
+    }
+  }
+}
+
+// What a load accepts but gt-data never writes (DatasetCheck::warnings).
+std::vector<std::string> dataset_warnings(const Dataset& ds) {
+  std::vector<std::string> out;
+  for (const auto& [name, ids] : ds.splits) {
+    if (ids.empty())
+      out.push_back("split '" + name + "' lists no nodes (gt-train refuses an empty split)");
+    else if (!std::is_sorted(ids.begin(), ids.end()))
+      out.push_back("split '" + name + "' lists its node ids out of order (gt-data writes them sorted)");
+  }
+  int64_t loops = 0, unordered = 0, first_loop = -1, first_unordered = -1;
+  for (int64_t v = 0; v < ds.info.num_nodes; ++v) {
+    bool loop = false, bad_order = false;
+    for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e) {
+      loop |= ds.indices[e] == v;
+      bad_order |= e > ds.indptr[v] && ds.indices[e - 1] >= ds.indices[e];
+    }
+    if (loop && loops++ == 0) first_loop = v;
+    if (bad_order && unordered++ == 0) first_unordered = v;
+  }
+  if (loops > 0)
+    out.push_back(std::to_string(loops) + " CSR rows have a self-loop (the first: row " + std::to_string(first_loop) +
+                  "); gt-data writes none, and models that add self-loops count these twice");
+  if (unordered > 0)
+    out.push_back(std::to_string(unordered) + " CSR rows are out of order or list a source twice (the first: row " +
+                  std::to_string(first_unordered) + "); gt-data writes each row sorted and without duplicates");
+  return out;
+}
+
+}  // namespace
+
+DatasetCheck check_dataset(const std::string& path, const std::function<void(int64_t, int64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DatasetCheck out;
+  // Graph, labels and splits, with the rules of Dataset::validate, and disjoint splits; then
+  // /features' shape and type.
+  {
+    const Dataset ds = load_dataset_without_features(path);
+    check_disjoint_splits(ds, path);
+    out.warnings = dataset_warnings(ds);
+    out.info = ds.info;
+  }
+  out.features = feature_storage(path);
+  // Then the values, a block of rows at a time (whole HDF5 chunks, about 64 MiB).
+  FeatureReader reader(path);
+  const int64_t n = out.info.num_nodes, f = out.info.feature_dim;
+  const int64_t chunk = feature_chunk_rows(f);
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(1, f * 4) / chunk) * chunk;
+  for (int64_t begin = 0; begin < n; begin += per_block) {
+    const int64_t end = std::min(n, begin + per_block);
+    reader.read_rows(begin, end);
+    out.values_checked += (end - begin) * f;
+    if (progress) progress(end, n);
+  }
+  try {
+    feature_layout(path);
+    out.mappable = true;
+  } catch (const Error& e) {
+    out.not_mappable = e.what();
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace gt
