@@ -17,7 +17,8 @@
 // attributes `format` ("graphtensor-predictions"), `format_version`, `model`, `dataset`, `nodes`
 // (the split's name, or "all"), `labelled` and, when labelled > 0, `accuracy`; .csv -> a header
 // `node_id,prediction,logit_0,...[,emb_0,...]` and one line per node. OUT is written atomically
-// (a temporary file renamed over it), never over the model or the dataset.
+// (a temporary file renamed over it; none is left by Ctrl-C or SIGTERM), never over the model or
+// the dataset.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -46,9 +47,10 @@ constexpr const char* kUsage =
     "                  [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]\n"
     "\n"
     "Writes the predictions of a trained model (train.save_best or train.checkpoint) for the nodes of\n"
-    "a split (default test) or of every node (--all), and prints the accuracy on the labelled ones.\n"
+    "a split (default: its test split) or of every node (--all), and prints the accuracy on the\n"
+    "labelled ones.\n"
     "  --dataset FILE   graph to predict on (default: the dataset.path stored in MODEL)\n"
-    "  --split NAME     nodes of this split of the dataset (default test)\n"
+    "  --split NAME     nodes of this split of the dataset (default: the model's dataset.test_split)\n"
     "  --all            every node of the graph instead of a split\n"
     "  --embeddings     also write each node's embedding (the last hidden layer's output)\n"
     "  --device D       cpu, cuda, cuda:N or auto (default auto: the GPU when there is one)\n"
@@ -111,6 +113,32 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   tmp.renamed();
 }
 
+// `out` names a file that can be created: not a folder; its folder exists and takes a new file,
+// or the nearest folder above it that exists is one this process may create folders in.
+void check_output(const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) GT_THROW(out, "name a file", "the output '", out, "' is a folder");
+  fs::path dir = fs::path(out).parent_path();
+  if (dir.empty()) dir = ".";
+  if (fs::is_directory(dir, ec)) {
+    const gt::TempFile probe(out);  // removed when done
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+      GT_THROW(out, "check the folder and its permissions", "cannot write '", out, "': ", std::strerror(errno));
+    ::close(fd);
+    return;
+  }
+  fs::path up = dir;
+  while (!up.empty() && !fs::exists(up, ec)) up = up.has_parent_path() && up.parent_path() != up ? up.parent_path() : fs::path();
+  if (up.empty()) up = ".";
+  if (!fs::is_directory(up, ec))
+    GT_THROW(out, "name a file in a folder", "cannot write '", out, "': '", up.string(), "' is not a folder");
+  if (::access(up.c_str(), W_OK | X_OK) != 0)
+    GT_THROW(out, "check the folder and its permissions", "cannot write '", out, "': cannot create folders in '",
+             up.string(), "': ", std::strerror(errno));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,8 +198,8 @@ int main(int argc, char** argv) {
         return usage("--batch needs a number of nodes >= 1");
       batch_given = true;
     } else if (a == "--threads") {
-      if (!value(v) || !parse_int(v, opt.threads) || opt.threads < 0)
-        return usage("--threads needs a number >= 0 (0 = all cores)");
+      if (!value(v) || !parse_int(v, opt.threads) || opt.threads < 0 || opt.threads > 4096)
+        return usage("--threads needs a number in [0, 4096] (0 = all cores)");
     } else {
       return usage("unknown option '" + a + "'");
     }
@@ -181,25 +209,15 @@ int main(int argc, char** argv) {
   const bool csv = ends_with(out, ".csv");
   if (!csv && !ends_with(out, ".h5") && !ends_with(out, ".hdf5"))
     return usage("the output '" + out + "' must end in .h5, .hdf5 or .csv (its format)");
-  if (split.empty()) split = "test";
 
-  std::vector<std::string> made;  // folders made for OUT, removed again when the run fails
+  // Ctrl-C or SIGTERM while the output is written leaves no temporary file.
+  gt::install_temp_file_signal_cleanup();
   try {
-    namespace fs = std::filesystem;
     // The output is checked before anything is loaded: never an input, never a folder, and its
-    // folder takes a new file.
-    std::error_code ec;
-    if (fs::is_directory(out, ec)) GT_THROW(out, "name a file", "the output '", out, "' is a folder");
+    // folder takes a new file (missing folders are made only when the output is written).
+    check_output(out);
     if (gt::same_file(out, model))
       GT_THROW(out, "name another output file", "the output '", out, "' is the model file: it would be overwritten");
-    gt::make_parent_dirs_noted(out, made);
-    {
-      const gt::TempFile probe(out);  // removed when done
-      const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd < 0)
-        GT_THROW(out, "check the folder and its permissions", "cannot write '", out, "': ", std::strerror(errno));
-      ::close(fd);
-    }
     // Read before the session: its defaults (evaluation fanouts and batch size) and its dataset.
     gt::Config stored;
     {
@@ -209,6 +227,7 @@ int main(int argc, char** argv) {
     const std::string data_path = dataset.empty() ? stored.dataset.path : dataset;
     if (gt::same_file(out, data_path))
       GT_THROW(out, "name another output file", "the output '", out, "' is the dataset: it would be overwritten");
+    if (!all && split.empty()) split = stored.dataset.test_split;  // the split the run reported as test
     if (!fanouts_given) opt.fanouts = stored.sampling.eval_fanouts;
     if (!batch_given) opt.max_batch_nodes = stored.sampling.eval_batch_size;
     opt.max_wait_us = 0;  // one caller: nothing to wait for
@@ -250,6 +269,8 @@ int main(int argc, char** argv) {
         correct += label == best;
       }
     }
+    bool sampled = false;
+    for (int64_t f : opt.fanouts) sampled |= f != -1;
     const double accuracy = labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
 
     if (csv) {
@@ -276,18 +297,16 @@ int main(int argc, char** argv) {
                 model.c_str());
     if (labelled)
       std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled),
-                  opt.fanouts.empty() ? "" : " (sampled neighbourhoods: --fanouts all for exact ones)");
+                  sampled ? " (sampled neighbourhoods: --fanouts all for exact ones)" : "");
     else
       std::printf("no labelled node, no accuracy\n");
     std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(), "node ids, predictions, logits",
                 embeddings ? ", embeddings" : "", seconds);
     return 0;
   } catch (const gt::Error& e) {
-    gt::remove_empty_dirs(made);
     std::cerr << "gt-predict: error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    gt::remove_empty_dirs(made);
     std::cerr << "gt-predict: error: " << e.what() << "\n";
     return 1;
   }

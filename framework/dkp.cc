@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include <tbb/global_control.h>
+
 #include "framework/error.h"
 #include "framework/metrics.h"
 
@@ -216,6 +218,23 @@ std::string dkp_cache_path(const std::string& dir, const std::string& device, co
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
   return (std::filesystem::path(dir) / (name + ".txt")).string();
+}
+
+std::string dkp_device_key(Device device) {
+  if (!device.is_cpu()) return device_name(device);
+  std::string model = "unknown processor";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    // "model name\t: Intel(R) Xeon(R) ..." (x86); other architectures may have no such line.
+    if (line.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::size_t b = line.find_first_not_of(" \t", colon + 1);
+    if (b != std::string::npos) model = line.substr(b);
+    break;
+  }
+  const auto threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  return "cpu " + model + " x" + std::to_string(threads);
 }
 
 void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std::string& device,

@@ -88,6 +88,10 @@ double dkp_mean_relative_error(const DkpCoefficients& c, const std::vector<DkpSa
 // that is silently refitted and overwritten would lose the edit without a word. save throws
 // naming the file when any write fails (a full disk), leaving the old file in place.
 std::string dkp_cache_path(const std::string& dir, const std::string& device, const std::string& model);
+// The device a cost model was fitted on, as caches name it: the GPU's name, or on the CPU
+// "cpu <processor model> x<threads>" (/proc/cpuinfo's model name, or "unknown processor", and the
+// oneTBB threads allowed now: train.threads), since both decide the kernels' times there.
+std::string dkp_device_key(Device device);
 void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std::string& device,
                     const std::string& model, int64_t samples);
 // With `device` and `model` given, a file whose header names another device or model is refused

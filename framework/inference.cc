@@ -87,7 +87,8 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   if (options.max_wait_us < 0 || options.max_wait_us > kMaxWaitUs)
     GT_THROW("max_wait_us", "", "inference option max_wait_us must be in [0, ", kMaxWaitUs, "] microseconds, got ",
              options.max_wait_us);
-  if (options.threads < 0) GT_THROW("threads", "0 = all cores", "inference option threads must be >= 0");
+  if (options.threads < 0 || options.threads > 4096)
+    GT_THROW("threads", "0 = all cores", "inference option threads must be in [0, 4096], got ", options.threads);
   Device device;
   try {
     device = Context::parse_device(options.device);
@@ -115,7 +116,7 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   if (dataset_path.empty()) {
     std::error_code ec;
     if (!std::filesystem::exists(ds, ec))
-      GT_THROW(model_path, "give the dataset explicitly (gt-serve --dataset FILE, or InferenceSession's dataset_path)",
+      GT_THROW(model_path, "give the dataset explicitly (--dataset FILE, or InferenceSession's dataset_path)",
                "no dataset given, and the one model file '", model_path, "' was trained on, '", ds,
                "' (its dataset.path, relative to where the training ran), does not exist here");
   }

@@ -411,9 +411,10 @@ TrainResult Trainer::fit(std::ostream* log) {
     }
     result.epochs.push_back(st);
     // Early stopping, decided at an evaluation: every process has the same (all-reduced) accuracies,
-    // so all of them stop after the same epoch. Stopping at the last epoch is no early stop.
+    // so all of them stop after the same epoch. At the last epoch too: the checkpoint then says
+    // so, and a resume to more epochs stops where an uninterrupted longer run would have.
     const bool stop = st.valid_acc >= 0 && cfg_.train.patience > 0 && result.best_epoch > 0 &&
-                      epoch - result.best_epoch >= cfg_.train.patience && epoch < cfg_.train.epochs;
+                      epoch - result.best_epoch >= cfg_.train.patience;
 
     metrics.write(epoch_record(st, report));
     // The console shows the epoch the metrics file has, before a checkpoint write that may fail.
@@ -426,10 +427,11 @@ TrainResult Trainer::fit(std::ostream* log) {
     }
     if (stop) {
       result.stopped_early = epoch;
+      const int64_t gap = epoch - result.best_epoch;
       if (log)
-        *log << "early stop after epoch " << epoch << ": no better validation accuracy in the " << cfg_.train.patience
-             << " epoch" << (cfg_.train.patience > 1 ? "s" : "") << " since epoch " << result.best_epoch
-             << " (train.patience)\n";
+        *log << "early stop after epoch " << epoch << ": no better validation accuracy in the " << gap << " epoch"
+             << (gap > 1 ? "s" : "") << " since epoch " << result.best_epoch << " (train.patience "
+             << cfg_.train.patience << ")\n";
       break;
     }
   }

@@ -29,7 +29,7 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   graph_.keep(last_input_);
   graph_.finalize();
   // The DKP pass: every linear Pull -> MatMul pair becomes a Cost-DKP node.
-  auto planner = std::make_shared<DkpPlanner>(dkp_mode, type_, device_name(device));
+  auto planner = std::make_shared<DkpPlanner>(dkp_mode, type_, dkp_device_key(device));
   if (graph_.rewrite_placement(planner) > 0) {
     dkp_ = std::move(planner);
   } else if (dkp_mode != DkpMode::kAggregateFirst) {

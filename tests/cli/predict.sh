@@ -62,7 +62,16 @@ grep -q "sampled neighbourhoods" "$WORK/p.log" || die "sampled fanouts not said:
 "$GT_PREDICT" "$WORK/best.h5" "$WORK/emb.csv" --split valid --embeddings --device cpu >/dev/null 2>&1 ||
   die "gt-predict --embeddings (csv) failed"
 [ "$(head -1 "$WORK/emb.csv" | tr ',' '\n' | grep -c '^emb_')" -eq 16 ] || die "expected 16 embedding columns"
-echo "ok: all nodes, embeddings"
+# full neighbourhoods given as -1 are not called sampled
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/full.csv" --fanouts -1,-1 --device cpu >"$WORK/p.log" 2>&1 ||
+  die "gt-predict --fanouts -1,-1 failed: $(cat "$WORK/p.log")"
+grep -q "sampled" "$WORK/p.log" && die "full neighbourhoods called sampled: $(cat "$WORK/p.log")"
+# the default split is the one the run reported as test (dataset.test_split)
+"$GT_TRAIN" "$WORK/train.yaml" --set train.epochs=1 --set dataset.test_split=valid --set train.save_best="$WORK/v.h5" \
+  --set train.checkpoint= --set train.metrics= >"$WORK/train2.log" 2>&1 || die "training failed: $(cat "$WORK/train2.log")"
+"$GT_PREDICT" "$WORK/v.h5" "$WORK/v.csv" --device cpu >"$WORK/p.log" 2>&1 || die "gt-predict failed: $(cat "$WORK/p.log")"
+grep -q "split 'valid'" "$WORK/p.log" || die "expected the model's test split 'valid': $(cat "$WORK/p.log")"
+echo "ok: all nodes, embeddings, default split"
 
 # --- bad input: one line naming the problem, exit 1 or 2, nothing written ---
 expect_error() {  # expect_error CODE TEXT ARGS...
@@ -91,11 +100,12 @@ expect_error 2 "--fanouts needs" "$WORK/best.h5" "$WORK/x.csv" --fanouts 3,x
 expect_error 1 "fanouts have 3 entries but the model has 2 layers" "$WORK/best.h5" "$WORK/x.csv" --fanouts 3,3,3 \
   --device cpu
 expect_error 2 "give a model file and an output file" "$WORK/best.h5"
+expect_error 2 "--threads needs a number in [0, 4096]" "$WORK/best.h5" "$WORK/x.csv" --threads 99999
 if [ "$(id -u)" -ne 0 ]; then  # root writes anywhere
   mkdir "$WORK/ro" && chmod a-w "$WORK/ro"
   expect_error 1 "cannot write" "$WORK/best.h5" "$WORK/ro/x.csv"
 fi
-expect_error 1 "cannot write" "$WORK/best.h5" "$WORK/data.h5/x.csv"  # a file where a folder should be
+expect_error 1 "is not a folder" "$WORK/best.h5" "$WORK/data.h5/sub/x.csv"  # a file where a folder should be
 [ -e "$WORK/x.csv" ] && die "a failed run wrote its output"
 [ -e "$WORK/new" ] && die "a failed run left a folder"
 expect_error 1 "no split 'nosuch'" "$WORK/best.h5" "$WORK/new/sub/x.csv" --split nosuch --device cpu

@@ -215,7 +215,8 @@ TEST_F(ScheduleTrainTest, PatienceStopsARunThatNoLongerImproves) {
   EXPECT_EQ(r.best_epoch, 1);
   EXPECT_EQ(r.stopped_early, 3);
   ASSERT_EQ(r.epochs.size(), 3u);
-  EXPECT_NE(log.str().find("early stop after epoch 3: no better validation accuracy in the 2 epochs since epoch 1"),
+  EXPECT_NE(log.str().find("early stop after epoch 3: no better validation accuracy in the 2 epochs since epoch 1 "
+                           "(train.patience 2)"),
             std::string::npos)
       << log.str();
   CheckpointInfo info = read_checkpoint_info(c.train.checkpoint);
@@ -241,16 +242,35 @@ TEST_F(ScheduleTrainTest, PatienceStopsARunThatNoLongerImproves) {
   ASSERT_EQ(r2.epochs.size(), 2u);
   EXPECT_EQ(r2.epochs[0].epoch, 4);
 
-  // A run that improves to the end, or is at its last epoch, is not stopped early.
+  // A run that improves to the end is not stopped early.
   Config learns = config(3);
   learns.train.patience = 5;
   EXPECT_EQ(Trainer(learns).fit(nullptr).stopped_early, 0);
+  // Patience that runs out at the last epoch is recorded too: a resume to more epochs stops there,
+  // as an uninterrupted longer run would have.
   Config last = config(3);
   last.optimizer.lr = 0;
-  last.train.patience = 2;  // epoch 3 - best 1 = 2, but epoch 3 is the last anyway
+  last.train.patience = 2;
+  last.train.checkpoint = path("last.ckpt.h5");
   TrainResult r3 = Trainer(last).fit(nullptr);
-  EXPECT_EQ(r3.stopped_early, 0);
+  EXPECT_EQ(r3.stopped_early, 3);
   EXPECT_EQ(r3.epochs.size(), 3u);
+  EXPECT_TRUE(read_checkpoint_info(last.train.checkpoint).state.stopped_early);
+  Config longer = last;
+  longer.train.epochs = 10;
+  e = error_of([&] { Trainer(longer).resume(last.train.checkpoint); });
+  EXPECT_NE(e.find("ended by early stopping at epoch 3"), std::string::npos) << e;
+  // With eval_every 3 and patience 2, the stop comes at an evaluation 3 epochs after the best; the
+  // log says 3.
+  Config sparse = config(10);
+  sparse.optimizer.lr = 0;
+  sparse.train.patience = 2;
+  sparse.train.eval_every = 3;
+  std::ostringstream log2;
+  TrainResult r4 = Trainer(sparse).fit(&log2);
+  EXPECT_EQ(r4.best_epoch, 3);
+  EXPECT_EQ(r4.stopped_early, 6);
+  EXPECT_NE(log2.str().find("in the 3 epochs since epoch 3 (train.patience 2)"), std::string::npos) << log2.str();
 }
 
 }  // namespace
