@@ -212,7 +212,11 @@ const std::vector<Field>& fields() {
                    "weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, LeakyReLU), GIN "
                    "((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head attention)"),
       int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
-                "width of the hidden layers (GAT: per head; a hidden GAT layer outputs hidden x heads)"),
+                "width of the hidden layers, unless model.hidden_sizes gives them one by one (GAT: per head; a "
+                "hidden GAT layer outputs hidden x heads)"),
+      int_list_field("model.hidden_sizes", GT_GET(model, hidden_sizes), 1,
+                     "widths of the hidden layers one by one, input side first (model.layers - 1 entries, each "
+                     "<= 65536; GAT: per head), e.g. [256, 64] for 3 layers; [] = model.hidden for each"),
       int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
       real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
       bool_field("model.self_loops", GT_GET(model, self_loops),
@@ -539,6 +543,14 @@ std::string config_place(const Config& cfg, std::initializer_list<const char*> k
   return cfg.source.empty() ? std::string("gt::Config") : cfg.source;
 }
 
+int64_t hidden_width(const ModelConfig& m, int64_t l) {
+  GT_CHECK_ARG(l >= 0 && l < m.layers - 1, "hidden layer ", l, " of a model of ", m.layers, " layers");
+  if (m.hidden_sizes.empty()) return m.hidden;
+  GT_CHECK_ARG(static_cast<int64_t>(m.hidden_sizes.size()) == m.layers - 1, "model.hidden_sizes has ",
+               m.hidden_sizes.size(), " entries for ", m.layers - 1, " hidden layers");
+  return m.hidden_sizes[static_cast<std::size_t>(l)];
+}
+
 void validate_config(const Config& cfg) {
   // A Config filled in by code never went through the parser's checks: run them all here.
   const std::string src = cfg.source.empty() ? std::string("gt::Config") : cfg.source;
@@ -565,6 +577,16 @@ void validate_config(const Config& cfg) {
     if (cfg.train.precision == "tf32")
       GT_THROW(at({"train.precision", "train.device"}), "set train.precision: float32, or train.device: cuda or auto",
                "train.precision is tf32 but train.device is cpu: TF32 is a GPU tensor-core format");
+  }
+  if (!cfg.model.hidden_sizes.empty()) {
+    if (static_cast<int64_t>(cfg.model.hidden_sizes.size()) != cfg.model.layers - 1)
+      GT_THROW(at({"model.hidden_sizes", "model.layers"}),
+               "give one width per hidden layer (model.layers - 1), or [] for model.hidden each",
+               "model.hidden_sizes has ", cfg.model.hidden_sizes.size(), " entries but model.layers is ",
+               cfg.model.layers, " (", cfg.model.layers - 1, " hidden layer", cfg.model.layers == 2 ? "" : "s", ")");
+    for (int64_t w : cfg.model.hidden_sizes)
+      if (w > (1 << 16))
+        GT_THROW(at({"model.hidden_sizes"}), "", "model.hidden_sizes entries must be <= 65536, got ", w);
   }
   if (static_cast<int64_t>(cfg.sampling.fanouts.size()) != cfg.model.layers)
     GT_THROW(at({"sampling.fanouts", "model.layers"}), "give one fanout per layer, input side first",

@@ -15,6 +15,9 @@ namespace gt {
 struct ModelConfig {
   std::string type = "gcn";      // gcn | sage | ngcf | gin | gat
   int64_t hidden = 64;           // GAT: width per head
+  // Widths of the hidden layers one by one, input side first (layers - 1 entries); empty = `hidden`
+  // for each. hidden_width() gives layer l's.
+  std::vector<int64_t> hidden_sizes;
   int64_t layers = 2;
   double dropout = 0.5;
   bool self_loops = true;        // GCN and GAT: include v itself among its neighbours
@@ -26,6 +29,10 @@ struct ModelConfig {
   double attn_dropout = 0.0;     // GAT: dropout on the attention coefficients while training
   std::string dkp = "aggregate-first";  // kernel placement (gcn, sage, gin): aggregate-first | combine-first | auto
 };
+
+// The output width of hidden layer l (0 <= l < layers - 1): hidden_sizes[l], or hidden when
+// hidden_sizes is empty (GAT: per head).
+int64_t hidden_width(const ModelConfig& m, int64_t l);
 
 struct DatasetConfig {
   std::string path = "data/synth-default.h5";

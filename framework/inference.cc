@@ -126,9 +126,9 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   m.table = FeatureTable(m.data.features);
   if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
   // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
-  // concatenates its heads (model.hidden x model.heads wide).
-  const int64_t hidden_width = m.cfg.model.hidden * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
-  m.emb_dim = layers == 1 ? m.data.info.feature_dim : hidden_width;
+  // concatenates its heads (its width x model.heads).
+  m.emb_dim = layers == 1 ? m.data.info.feature_dim
+                          : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
                                 : std::make_unique<tbb::task_arena>();
 

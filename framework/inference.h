@@ -76,7 +76,7 @@ class InferenceSession {
 
   int64_t num_nodes() const;
   int64_t num_classes() const;
-  int64_t embedding_dim() const;  // model.hidden (GAT: hidden x heads), or the feature width for a 1-layer model
+  int64_t embedding_dim() const;  // the last hidden layer's width (GAT: x heads), or the feature width for a 1-layer model
   const Config& config() const;   // the stored training config
   // The graph the session answers on: labels and splits (for evaluating a model), read-only.
   const Dataset& dataset() const;

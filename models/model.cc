@@ -121,16 +121,16 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   if (cfg.aggregation != "mean" && cfg.aggregation != "sum")
     GT_THROW("model.aggregation", "choose mean or sum", "unknown aggregation '", cfg.aggregation, "'");
   const bool gat = cfg.type == "gat";
-  // A hidden GAT layer concatenates its heads: the next layer reads hidden x heads columns.
-  const int64_t hidden_width = gat ? cfg.hidden * cfg.heads : cfg.hidden;
+  // A hidden GAT layer concatenates its heads: the next layer reads width x heads columns.
+  auto layer_out = [&](int64_t l) { return hidden_width(cfg, l) * (gat ? cfg.heads : 1); };
   const DkpMode dkp_mode = parse_dkp_mode(cfg.dkp);
   std::vector<LayerOptions> layers;
   for (int64_t l = 0; l < cfg.layers; ++l) {
     const bool last = l == cfg.layers - 1;
     LayerOptions o;
-    o.in = l == 0 ? in_dim : hidden_width;
+    o.in = l == 0 ? in_dim : layer_out(l - 1);
     o.in_features = l == 0 && in_features > 0 ? in_features : o.in;
-    o.out = last ? num_classes : cfg.hidden;
+    o.out = last ? num_classes : hidden_width(cfg, l);
     o.activation = !last;
     o.dropout = static_cast<float>(cfg.dropout);
     o.index = l;
@@ -139,7 +139,8 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.negative_slope = static_cast<float>(cfg.negative_slope);
     o.gin_eps = static_cast<float>(cfg.gin_eps);
     o.attn_dropout = static_cast<float>(cfg.attn_dropout);
-    o.mlp_hidden = cfg.hidden;
+    // GIN's MLP: as wide as the layer's output; the last layer's as the layer before it.
+    o.mlp_hidden = !last ? hidden_width(cfg, l) : l > 0 ? hidden_width(cfg, l - 1) : cfg.hidden;
     o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
     layers.push_back(o);
   }

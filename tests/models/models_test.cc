@@ -9,9 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "framework/config.h"
+#include "framework/inference.h"
 #include "framework/optimizer.h"
 #include "framework/trainer.h"
 #include "kernels/elementwise.h"
@@ -210,6 +213,51 @@ TEST(ModelRegistry, ShapesAndErrors) {
   EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
 }
 
+// model.hidden_sizes: each hidden layer its own width (GAT: per head, concatenated), the last
+// layer's input the width before it; gradients hold through the uneven layers.
+TEST(ModelRegistry, HiddenSizesPerLayer) {
+  auto shapes = [](Model& m) {
+    std::map<std::string, Shape> out;
+    for (Param* p : m.params()) out[p->name] = p->value.shape();
+    return out;
+  };
+  ModelConfig c = model_config("sage");
+  c.hidden_sizes = {9};
+  auto sage = shapes(*build_model(c, 5, 3, Device::cpu(), 0));
+  EXPECT_EQ(sage.at("layer0.weight_neigh"), (Shape{5, 9}));
+  EXPECT_EQ(sage.at("layer1.weight_neigh"), (Shape{9, 3}));
+  c = model_config("gat");
+  c.heads = 2;
+  c.hidden_sizes = {4};
+  auto gat = build_model(c, 5, 3, Device::cpu(), 0);
+  EXPECT_EQ(shapes(*gat).at("layer1.weight"), (Shape{8, 3}));  // 4 per head x 2 heads
+  Batch b = tiny_batch(5, 3, 2);
+  Context ctx;
+  EXPECT_EQ(gat->forward(ctx, b.blocks, b.features, false, 0).shape(), (Shape{4, 3}));
+  c = model_config("gin");
+  c.hidden_sizes = {7};
+  auto gin = shapes(*build_model(c, 5, 3, Device::cpu(), 0));
+  EXPECT_EQ(gin.at("layer1.mlp0.weight"), (Shape{7, 7}));  // reads 7 columns, its MLP as wide
+  EXPECT_EQ(gin.at("layer1.mlp1.weight"), (Shape{7, 3}));
+  // Three layers, 5 -> 8 -> 3 -> classes.
+  c = model_config("gcn");
+  c.layers = 3;
+  c.hidden_sizes = {8, 3};
+  auto gcn = shapes(*build_model(c, 5, 4, Device::cpu(), 0));
+  EXPECT_EQ(gcn.at("layer0.weight"), (Shape{5, 8}));
+  EXPECT_EQ(gcn.at("layer1.weight"), (Shape{8, 3}));
+  EXPECT_EQ(gcn.at("layer2.weight"), (Shape{3, 4}));
+  // A list of the wrong length is an error naming the key.
+  c.hidden_sizes = {8};
+  EXPECT_THROW(build_model(c, 5, 4, Device::cpu(), 0), Error);
+  c = model_config("sage");
+  c.hidden_sizes = {9};
+  check_gradients(c, 21);
+  c = model_config("gin");
+  c.hidden_sizes = {4};
+  check_gradients(c, 22);
+}
+
 GT_DEVICE_TEST(ModelOps, EluMatchesFormula) {
   Context ctx(dev);
   std::vector<float> x = test::random_floats(1000, 5, -4.0f, 4.0f), g = test::random_floats(1000, 6);
@@ -365,6 +413,31 @@ TEST_F(ModelsTrainTest, NgcfGinGatLearnOnCpu) {
     EXPECT_LT(r.epochs.back().loss, 0.7 * r.epochs.front().loss);
     EXPECT_GT(r.test_acc_at_best, 0.75) << "4 classes: chance is 0.25";
   }
+}
+
+TEST_F(ModelsTrainTest, HiddenSizesTrainAndServe) {
+  Config c = config("gat", "cpu");
+  c.model.layers = 3;
+  c.model.hidden_sizes = {8, 3};
+  c.sampling.fanouts = {5, 5, 5};
+  c.train.epochs = 3;
+  c.train.save_best = (dir_ / "sizes.h5").string();
+  TrainResult r = Trainer(c).fit(nullptr);
+  EXPECT_GT(r.test_acc_at_best, 0.5) << "4 classes: chance is 0.25";
+  InferenceSession s(c.train.save_best, "", {.device = "cpu"});
+  EXPECT_EQ(s.embedding_dim(), 3 * 4);  // the last hidden layer: 3 per head x 4 heads
+  EXPECT_EQ(s.embed({0, 1}).shape(), (Shape{2, 12}));
+  // Config files: one width per hidden layer, or an error naming the line.
+  const std::string e = [] {
+    try {
+      validate_config(parse_config("model:\n  layers: 3\n  hidden_sizes: [8]\nsampling: {fanouts: [5, 5, 5]}\n", "h.yaml"));
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(e.find("h.yaml:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.hidden_sizes has 1 entries but model.layers is 3 (2 hidden layers)"), std::string::npos) << e;
 }
 
 TEST_F(ModelsTrainTest, GpuFollowsCpuLossCurveCuda) {
