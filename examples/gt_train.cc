@@ -94,7 +94,14 @@ int main(int argc, char** argv) {
 
   try {
     gt::Config cfg = gt::load_config(config_path);
-    for (const auto& o : overrides) gt::apply_override(cfg, o);
+    // The last --set of a key wins: earlier ones of it are not applied (nor checked).
+    auto key_of = [](const std::string& o) { return o.substr(0, o.find('=')); };
+    for (std::size_t i = 0; i < overrides.size(); ++i) {
+      bool later = false;
+      for (std::size_t j = i + 1; j < overrides.size() && !later; ++j)
+        later = key_of(overrides[j]) == key_of(overrides[i]) && !key_of(overrides[i]).empty();
+      if (!later) gt::apply_override(cfg, overrides[i]);
+    }
     if (!trace.empty()) {
       cfg.train.trace = trace;
       cfg.where["train.trace"] = "--trace";

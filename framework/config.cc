@@ -176,7 +176,10 @@ Field string_field(std::string key, Get get, std::vector<std::string> choices, s
 template <typename Get>
 Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
   Field f{key, "list of int", std::move(desc), {}, {}, {}};
+  // lo = -1: counts where -1 means "all" (fanouts), so 0 is out too.
   auto in_range = [=](int64_t v, const std::string& where) {
+    if (lo == -1 && (v == 0 || v < -1))
+      GT_THROW(where, "use -1 for all neighbours", key, " entries must be >= 1 or -1 (all neighbours), got ", v);
     if (v < lo) GT_THROW(where, "", "config key '", key, "' entries must be >= ", lo, ", got ", v);
   };
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
@@ -220,7 +223,8 @@ const std::vector<Field>& fields() {
       int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
       real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
       bool_field("model.self_loops", GT_GET(model, self_loops),
-                 "GCN and GAT: v itself is one of its neighbours (GraphSAGE, NGCF and GIN have their own self terms)"),
+                 "GCN and GAT: v itself is one of its neighbours (GraphSAGE, NGCF and GIN have their own self terms); "
+                 "with false a node without in-edges gets only the bias, the same output for all of them"),
       string_field("model.aggregation", GT_GET(model, aggregation), {"mean", "sum"},
                    "NGCF: how neighbour features and neighbour-times-self products are aggregated"),
       int_field("model.heads", GT_GET(model, heads), 1, 256, "GAT: attention heads of the hidden layers (concatenated)"),

@@ -245,10 +245,21 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       // a run that ended at chance with exit 0) is as diverged as NaN; a sane start is ln(classes).
       constexpr float kDivergedLoss = 1e6f;
       loss = r.model->loss();
-      if (!std::isfinite(loss) || loss > kDivergedLoss)
+      if (!std::isfinite(loss) || loss > kDivergedLoss) {
+        const std::string replica = world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "";
+        // Before the first update the learning rate is not the cause: the untrained model's outputs
+        // are (deep NGCF and GIN stacks multiply or add activations layer by layer).
+        if (r.optimizer->steps() == 0)
+          GT_THROW(cfg.source,
+                   "check the features' scale (dataset.normalize: row), or use fewer model.layers with " +
+                       cfg.model.type,
+                   "the untrained model's loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "",
+                   " on its first batch, before any update: its outputs are out of range (", cfg.model.layers, " ",
+                   cfg.model.type, " layers)", replica);
         GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf and their scale (dataset.normalize)",
                  "training diverged: the loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "", " at epoch ", epoch,
-                 ", batch ", b + 1, world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "");
+                 ", batch ", b + 1, replica);
+      }
       part.correct += count_correct(logits, batch->labels, r.ctx->stream());
       r.optimizer->step(*r.ctx, r.model->params());
       // The batch's device buffers go back to the pool below: finish the work that reads them.

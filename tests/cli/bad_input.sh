@@ -305,6 +305,15 @@ expect_error "fanouts vs layers" 1 "sampling.fanouts" "$WORK/train/metrics.jsonl
   "$GT_TRAIN" "$WORK/good.yaml" --set model.layers=3
 expect_error "unknown option" 2 "--frob" - -- "$GT_TRAIN" "$WORK/good.yaml" --frob
 
+# The last --set of a key wins; an earlier bad value of it is not checked.
+if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=0 --set train.epochs=3 --print-config >"$WORK/cfg.txt" \
+  2>"$WORK/stderr.txt"; then
+  grep -q "^  epochs: 3$" "$WORK/cfg.txt" || fail "the last --set did not win: $(grep epochs "$WORK/cfg.txt")"
+  echo "ok: the last --set of a key wins"
+else
+  fail "--set epochs=0 then epochs=3 failed: $(cat "$WORK/stderr.txt")"
+fi
+
 # --trace takes a file name as it is (not YAML: '#' is part of the name); --print-graph
 # inspects without checking or creating the run's output folders.
 if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=1 --trace "$WORK/tr/run #2.json" >/dev/null 2>"$WORK/stderr.txt"; then

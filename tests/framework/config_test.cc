@@ -517,8 +517,10 @@ TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
   EXPECT_TRUE(has(e, "[at c.yaml:4]")) << e;  // both set: the fanouts
   e = validate_error(parse_config("sampling:\n  eval_fanouts: [5]\n", "c.yaml"));
   EXPECT_TRUE(has(e, "sampling.eval_fanouts has 1 entries") && has(e, "[at c.yaml:2]")) << e;
-  e = validate_error(parse_config("\nsampling: {fanouts: [0, 5]}\n", "c.yaml"));
-  EXPECT_TRUE(has(e, "sampling.fanouts entries must be >= 1 or -1 [at c.yaml:2]")) << e;
+  e = error_of("\nsampling: {fanouts: [0, 5]}\n");  // refused as it is read, 0 like -2
+  EXPECT_TRUE(has(e, "sampling.fanouts entries must be >= 1 or -1 (all neighbours), got 0 [at test.yaml:2]")) << e;
+  e = error_of("sampling:\n  eval_fanouts: [5, -2]\n");
+  EXPECT_TRUE(has(e, "sampling.eval_fanouts entries must be >= 1 or -1 (all neighbours), got -2 [at test.yaml:2]")) << e;
   e = validate_error(parse_config("model:\n  type: gat\n  dkp: auto\n", "c.yaml"));
   EXPECT_TRUE(has(e, "model.dkp is 'auto' but model.type is 'gat' [at c.yaml:3]")) << e;
   e = validate_error(parse_config("model:\n  dkp: auto\n\n  type: gat\n", "c.yaml"));
