@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -322,7 +323,7 @@ struct Hello {
 };
 
 std::vector<char> serve(const ProcessGroupEnv& e, const std::vector<char>& payload, const std::string& agreement,
-                        Clock::time_point deadline) {
+                        Clock::time_point deadline, std::vector<Fd>& kept) {
   const std::string where = endpoint(e);
   if (payload.size() > kMaxMessage)
     GT_THROW(where, "", "rendezvous: a payload of ", payload.size(), " bytes is over the limit of ", kMaxMessage);
@@ -423,6 +424,7 @@ std::vector<char> serve(const ProcessGroupEnv& e, const std::vector<char>& paylo
              "rank " + std::to_string(r) + " went away before the rendezvous finished" +
                  (io.detail.empty() ? "" : " (" + io.detail + ")"));
   }
+  kept = std::move(peers);  // [0] is this process: no connection
   return payload;
 }
 
@@ -458,7 +460,8 @@ Fd connect_before(const ProcessGroupEnv& e, Clock::time_point deadline, std::str
   return out;
 }
 
-std::vector<char> join(const ProcessGroupEnv& e, const std::string& agreement, Clock::time_point deadline) {
+std::vector<char> join(const ProcessGroupEnv& e, const std::string& agreement, Clock::time_point deadline,
+                       std::vector<Fd>& kept) {
   const std::string where = endpoint(e);
   if (agreement.size() > kMaxMessage)
     GT_THROW(where, "", "rendezvous: an agreement text of ", agreement.size(), " bytes is over the limit");
@@ -486,6 +489,9 @@ std::vector<char> join(const ProcessGroupEnv& e, const std::string& agreement, C
                  " went away before the rendezvous finished (", io.detail, ")");
       if (head[0] != 0)
         GT_THROW(where, "see rank 0's output", "rendezvous: rank 0 stopped the job: ", std::string(out.begin(), out.end()));
+      kept.clear();
+      kept.resize(1);
+      kept[0] = std::move(s);  // the connection to rank 0
       return out;
     }
     if (ms_left(deadline) == 0)
@@ -495,14 +501,131 @@ std::vector<char> join(const ProcessGroupEnv& e, const std::string& agreement, C
   }
 }
 
+// What the watch's connections carry after the rendezvous: one byte, and for kLost the rank.
+constexpr char kFinished = 'D';  // the sender ended cleanly
+constexpr char kLost = 'L';      // (rank 0 to the others) process <uint32 rank> was lost
+
 }  // namespace
+
+struct PeerWatch::Impl {
+  int rank = 0, world = 1;
+  // Rank 0: [r] = the connection to rank r ([0] unused); the others: [0] = the one to rank 0.
+  std::vector<Fd> conns;
+  std::vector<bool> finished;  // the process at the other end said kFinished
+  std::thread thread;
+  std::atomic<bool> stop{false};
+  bool finished_here = false;
+
+  int peer_rank(std::size_t i) const { return rank == 0 ? static_cast<int>(i) : 0; }
+  void send_byte(int fd, char c, uint32_t value = 0, bool with_value = false) {
+    char buf[5] = {c, 0, 0, 0, 0};
+    std::memcpy(buf + 1, &value, sizeof value);
+    ::send(fd, buf, with_value ? 5 : 1, MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort: the peer may be gone
+  }
+  // The watch's thread: poll every open connection until stopped or a peer is lost.
+  void run(const std::function<void(const std::string&)>& on_lost) {
+    const auto lost = [&](int who, const std::string& how) {
+      if (rank == 0)  // tell the others, then let them go
+        for (std::size_t i = 1; i < conns.size(); ++i)
+          if (conns[i].fd >= 0 && static_cast<int>(i) != who && !finished[i])
+            send_byte(conns[i].fd, kLost, static_cast<uint32_t>(who), true);
+      on_lost(how);
+    };
+    while (!stop.load()) {
+      std::vector<pollfd> fds;
+      std::vector<std::size_t> which;
+      for (std::size_t i = 0; i < conns.size(); ++i)
+        if (conns[i].fd >= 0 && !finished[i]) {
+          fds.push_back({conns[i].fd, POLLIN, 0});
+          which.push_back(i);
+        }
+      if (fds.empty()) return;  // every peer finished
+      const int n = ::poll(fds.data(), fds.size(), 100);
+      if (n <= 0) continue;  // timeout or EINTR: check stop
+      for (std::size_t k = 0; k < fds.size(); ++k) {
+        if (!fds[k].revents) continue;
+        const std::size_t i = which[k];
+        const int who = peer_rank(i);
+        char c = 0;
+        const ssize_t r = ::recv(conns[i].fd, &c, 1, MSG_DONTWAIT);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (r == 1 && c == kFinished) {
+          finished[i] = true;
+          if (rank != 0) return;  // rank 0 finished: nothing left to watch
+          continue;
+        }
+        if (r == 1 && c == kLost && rank != 0) {
+          uint32_t gone = 0;
+          const auto soon = Clock::now() + std::chrono::seconds(1);
+          const bool got = recv_all(conns[i].fd, &gone, sizeof gone, soon).kind == Io::kOk;
+          lost(got ? static_cast<int>(gone) : 0,
+               "the process of rank " + (got ? std::to_string(gone) : std::string("?")) +
+                   " of the job ended without finishing (killed, crashed or failed: see its output); rank 0 "
+                   "stopped the job");
+          return;
+        }
+        // End of stream, a reset or a byte that is not ours: the process is gone.
+        lost(who, "the process of rank " + std::to_string(who) +
+                      " of the job ended without finishing (killed, crashed or failed: see its output)");
+        return;
+      }
+    }
+  }
+};
+
+PeerWatch::PeerWatch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PeerWatch::~PeerWatch() {
+  // Without finish(): the connections close silently, which the peers take as this process lost.
+  impl_->stop.store(true);
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void PeerWatch::start(std::function<void(const std::string&)> on_lost) {
+  GT_CHECK_ARG(!impl_->thread.joinable() && !impl_->finished_here, "PeerWatch::start: already started or finished");
+  if (peers() == 0) return;
+  impl_->thread = std::thread([this, f = std::move(on_lost)] { impl_->run(f); });
+}
+
+void PeerWatch::finish() {
+  if (impl_->finished_here) return;
+  impl_->finished_here = true;
+  impl_->stop.store(true);
+  if (impl_->thread.joinable()) impl_->thread.join();
+  for (Fd& c : impl_->conns)
+    if (c.fd >= 0) impl_->send_byte(c.fd, kFinished);
+}
+
+int PeerWatch::peers() const {
+  int n = 0;
+  for (const Fd& c : impl_->conns) n += c.fd >= 0;
+  return n;
+}
+
+Rendezvous rendezvous(const ProcessGroupEnv& env, const std::vector<char>& payload, double timeout_s,
+                      const std::string& agreement) {
+  auto impl = std::make_unique<PeerWatch::Impl>();
+  impl->rank = env.rank;
+  impl->world = env.world;
+  Rendezvous out;
+  if (env.world <= 1) {
+    out.payload = payload;
+  } else {
+    if (timeout_s < 0) timeout_s = env.timeout_s;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
+    out.payload = env.rank == 0 ? serve(env, payload, agreement, deadline, impl->conns)
+                                : join(env, agreement, deadline, impl->conns);
+  }
+  impl->finished.assign(impl->conns.size(), false);
+  out.watch = std::make_unique<PeerWatch>(std::move(impl));
+  return out;
+}
 
 std::vector<char> rendezvous_broadcast(const ProcessGroupEnv& env, const std::vector<char>& payload, double timeout_s,
                                        const std::string& agreement) {
-  if (env.world <= 1) return payload;
-  if (timeout_s < 0) timeout_s = env.timeout_s;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
-  return env.rank == 0 ? serve(env, payload, agreement, deadline) : join(env, agreement, deadline);
+  Rendezvous r = rendezvous(env, payload, timeout_s, agreement);
+  r.watch->finish();  // nothing is watched: the connections close as finished
+  return std::move(r.payload);
 }
 
 #ifndef GT_WITH_NCCL

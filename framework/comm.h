@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,40 @@ ProcessGroupEnv process_group_from_env();
 // refused bind or a process that went away.
 std::vector<char> rendezvous_broadcast(const ProcessGroupEnv& env, const std::vector<char>& payload,
                                        double timeout_s = -1.0, const std::string& agreement = "");
+
+// The connections of a rendezvous, kept open for the rest of the job so that the processes learn
+// when one of them ends without finishing (killed, crashed, failed): NCCL cannot tell, and a
+// process waiting in a collective for a peer that is gone waits for ever. Rank 0 holds a
+// connection to every process, the others one to rank 0.
+//
+// start(on_lost) watches them from a thread of its own: when a connection ends before its process
+// said finish(), on_lost(reason) is called once, on that thread ("the process of rank 2 ended
+// without finishing (killed or crashed?)"); rank 0 passes the news on to the other processes, so
+// every process of the job hears it within about a second. finish() tells the others this process
+// ended cleanly and stops watching; a watch destroyed without finish() (an exception on the way
+// out) closes its connections silently, which the others take as the process being lost.
+class PeerWatch {
+ public:
+  ~PeerWatch();
+  PeerWatch(const PeerWatch&) = delete;
+  PeerWatch& operator=(const PeerWatch&) = delete;
+  void start(std::function<void(const std::string&)> on_lost);
+  void finish();
+  int peers() const;  // connections held (rank 0: world - 1; others: 1; 0 for a world of 1)
+
+  struct Impl;
+  explicit PeerWatch(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+struct Rendezvous {
+  std::vector<char> payload;
+  std::unique_ptr<PeerWatch> watch;
+};
+// rendezvous_broadcast that keeps the connections (above).
+Rendezvous rendezvous(const ProcessGroupEnv& env, const std::vector<char>& payload, double timeout_s = -1.0,
+                      const std::string& agreement = "");
 
 // --- NCCL --------------------------------------------------------------------------------------
 // True when the library was built with NCCL (GT_WITH_NCCL).

@@ -100,7 +100,9 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
       id = nccl_unique_id();
       bytes.assign(id.begin(), id.end());
     }
-    bytes = rendezvous_broadcast(procs, bytes, -1.0, process_agreement(cfg, data));
+    Rendezvous rv = rendezvous(procs, bytes, -1.0, process_agreement(cfg, data));
+    bytes = std::move(rv.payload);
+    peer_watch = std::move(rv.watch);  // started below, once the communicators it aborts exist
     if (bytes.size() != id.size())
       GT_THROW(procs.master_addr, "", "rendezvous: expected a ", id.size(), "-byte NCCL id, got ", bytes.size());
     std::copy(bytes.begin(), bytes.end(), id.begin());
@@ -120,6 +122,8 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.reducer = std::make_unique<GradReducer>(*r.model, *r.comm, *r.ctx, bucket_bytes);
     r.ctx->synchronize();
   });
+  // From here a process of the job that ends without finishing releases this one's collectives.
+  if (peer_watch) peer_watch->start([this](const std::string& why) { peer_gone(why); });
 }
 
 void Trainer::Impl::check_same_start(Replica& r) {

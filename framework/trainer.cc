@@ -446,6 +446,8 @@ TrainResult Trainer::fit(std::ostream* log) {
       break;
     }
   }
+  // Every collective of this process is done: the others may end now without alarming it.
+  if (impl_->peer_watch) impl_->peer_watch->finish();
   // Without evaluation no epoch is "best": train.save_best gets the last epoch's weights rather
   // than keeping a file an earlier run left there (which a service would then load).
   if (writer && !cfg_.train.save_best.empty() && result.best_epoch <= 0 && !result.epochs.empty()) {

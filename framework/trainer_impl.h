@@ -83,6 +83,34 @@ struct Trainer::Impl {
   FeatureTable features;                 // data_.features, or the file's /features mapped (dataset.features)
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
   bool fitted = false;    // fit() has run (or started): a Trainer trains once
+  // Jobs of several processes: the rendezvous's connections, on which the processes learn that one
+  // of them ended without finishing (framework/comm.h). Declared after `replicas`, so that its
+  // thread, which aborts their communicators, stops before they go.
+  std::unique_ptr<PeerWatch> peer_watch;
+  std::mutex lost_mu;
+  std::string peer_lost;  // why, once a process of the job was lost
+
+  // The watch's callback: remember why, and release this process's replicas from their collectives.
+  void peer_gone(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(lost_mu);
+      if (!peer_lost.empty()) return;
+      peer_lost = why;
+    }
+    abort_all();
+  }
+  // After a lost peer, what it caused here (an aborted collective, a garbled sum) is not the
+  // story: throw why instead. Also when nothing failed here: a collective cut short by the abort
+  // may have returned wrong numbers.
+  void throw_if_peer_lost() {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(lost_mu);
+      why = peer_lost;
+    }
+    if (!why.empty())
+      GT_THROW("GT_WORLD_SIZE", "the job stops: NCCL cannot go on without every process", "data-parallel job: ", why);
+  }
 
   // Runs f(replica) on every replica of this process: in the calling thread when there is one,
   // else a thread each. When one fails, the others are released from their collectives (they
@@ -91,7 +119,13 @@ struct Trainer::Impl {
   void on_replicas(F&& f) {
     if (replicas.size() == 1) {
       set_current_device(replicas[0].ctx->device());
-      f(replicas[0]);
+      try {
+        f(replicas[0]);
+      } catch (...) {
+        throw_if_peer_lost();
+        throw;
+      }
+      throw_if_peer_lost();
       return;
     }
     std::mutex mu;
@@ -113,6 +147,7 @@ struct Trainer::Impl {
       });
     for (auto& t : pool) t.join();
     set_current_device(replicas[0].ctx->device());
+    throw_if_peer_lost();
     if (first) std::rethrow_exception(first);
   }
   void abort_all() {

@@ -12,7 +12,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -265,6 +268,73 @@ TEST(Rendezvous, StrayConnectionsAreDroppedAndRankZeroListensOnEveryInterface) {
   EXPECT_EQ(error, "");
   EXPECT_EQ(my_error, "");
   EXPECT_EQ(mine, (std::vector<char>{'o', 'k'}));
+}
+
+// After the rendezvous, the connections tell the processes of a job when one of them ends
+// without finishing (threads stand for the processes; destroying a watch without finish() is what
+// a killed process's closed sockets look like).
+class PeerWatchTest : public ::testing::Test {
+ protected:
+  static constexpr int W = 3;
+  // Rendezvous of W "processes"; every watch started, reporting into lost[r].
+  void start() {
+    const int port = test_port();
+    run_ranks(W, [&](int r) { watches[r] = std::move(rendezvous(rank_env(W, r, port), {'x'}, 30.0).watch); });
+    for (int r = 0; r < W; ++r) {
+      EXPECT_EQ(watches[r]->peers(), r == 0 ? W - 1 : 1);
+      watches[r]->start([this, r](const std::string& why) {
+        std::lock_guard<std::mutex> lock(mu);
+        lost[r].push_back(why);
+      });
+    }
+  }
+  // Waits up to 5 s for every rank in `ranks` to have heard of a loss.
+  bool heard(std::initializer_list<int> ranks) {
+    for (int i = 0; i < 500; ++i) {
+      bool all = true;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int r : ranks) all = all && !lost[r].empty();
+      }
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  std::unique_ptr<PeerWatch> watches[W];
+  std::mutex mu;
+  std::vector<std::string> lost[W];
+};
+
+TEST_F(PeerWatchTest, ProcessesThatFinishAlarmNoOne) {
+  start();
+  watches[2]->finish();  // in any order, and a finished process may go away
+  watches[2].reset();
+  watches[0]->finish();
+  watches[1]->finish();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int r = 0; r < W; ++r) EXPECT_TRUE(lost[r].empty()) << "rank " << r << ": " << lost[r].front();
+}
+
+TEST_F(PeerWatchTest, AProcessThatEndsWithoutFinishingIsNamedToEveryOther) {
+  start();
+  watches[2].reset();  // rank 2 is killed
+  ASSERT_TRUE(heard({0, 1}));
+  std::lock_guard<std::mutex> lock(mu);
+  for (int r : {0, 1}) {
+    ASSERT_EQ(lost[r].size(), 1u) << "once";
+    EXPECT_NE(lost[r][0].find("the process of rank 2 of the job ended without finishing"), std::string::npos)
+        << lost[r][0];
+  }
+  EXPECT_NE(lost[1][0].find("rank 0 stopped the job"), std::string::npos) << lost[1][0];
+}
+
+TEST_F(PeerWatchTest, ALostRankZeroIsNamedToEveryOther) {
+  start();
+  watches[0].reset();
+  ASSERT_TRUE(heard({1, 2}));
+  std::lock_guard<std::mutex> lock(mu);
+  for (int r : {1, 2}) EXPECT_NE(lost[r][0].find("the process of rank 0"), std::string::npos) << lost[r][0];
 }
 
 TEST(Rendezvous, AnUnreachableRankZeroFailsInTime) {
