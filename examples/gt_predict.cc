@@ -7,10 +7,9 @@
 // MODEL.h5 is a best-model weights file (train.save_best) or a checkpoint (train.checkpoint); the
 // dataset defaults to the one its stored config names. The model runs as the trainer evaluates it
 // (gt::InferenceSession): no dropout, the stored config's sampling.eval_fanouts and
-// eval_batch_size unless --fanouts / --batch say otherwise. With full neighbourhoods (eval_fanouts
-// [], the default) the accuracy printed for the test split of a train.save_best file is the run's
-// "test at best"; with sampled ones the session draws each node's neighbours by node (the same
-// draws whatever the batches), the trainer by batch, so the two differ by the sampling noise.
+// eval_batch_size unless --fanouts / --batch say otherwise. Sampled neighbours are drawn by node
+// (seed, layer, node), as the trainer's evaluation draws them, so the accuracy printed for the test
+// split of a train.save_best file is the run's "test at best", whatever the batch size.
 //
 // OUT by its extension: .h5 / .hdf5 -> HDF5 with int64 `node_ids` and `predictions` [n], float32
 // `logits` [n, classes] and, with --embeddings, `embeddings` [n, dim] (the last hidden layer), root
@@ -297,7 +296,7 @@ int main(int argc, char** argv) {
                 model.c_str());
     if (labelled)
       std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled),
-                  sampled ? " (sampled neighbourhoods: --fanouts all for exact ones)" : "");
+                  sampled ? " (sampled neighbourhoods, drawn as training's evaluation drew them)" : "");
     else
       std::printf("no labelled node, no accuracy\n");
     std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(), "node ids, predictions, logits",

@@ -265,7 +265,9 @@ const std::vector<Field>& fields() {
                      "neighbours sampled per layer, input side first; -1 = all"),
       int_field("sampling.batch_size", GT_GET(sampling, batch_size), 1, kBig, "training seeds per mini-batch"),
       int_list_field("sampling.eval_fanouts", GT_GET(sampling, eval_fanouts), -1,
-                     "fanouts for evaluation; [] = all neighbours at every layer"),
+                     "fanouts for evaluation; [] = all neighbours at every layer. Sampled neighbours are drawn by "
+                     "node (seed, layer, node): the accuracies do not depend on eval_batch_size, and gt-predict and "
+                     "gt-serve draw the same"),
       int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig, "seeds per evaluation batch"),
       string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu"},
                    "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "

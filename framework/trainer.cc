@@ -140,7 +140,11 @@ int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& da
     std::vector<int64_t> shard = shard_of(batches[b], world, r.rank);
     if (shard.empty()) continue;
     mine.push_back(std::move(shard));
-    keys.push_back((1ull << 40) + b);
+    // One batch key for every evaluation batch: with sampled eval_fanouts a node's neighbours then
+    // depend on (seed, layer, node) alone, not on how the ids were batched (eval_batch_size, the
+    // replicas' shards), and are the draws gt::InferenceSession (gt-predict, gt-serve) makes.
+    // Training batches' keys start at 1 << 20 (epoch >= 1), so they never meet this one.
+    keys.push_back(0);
   }
   int64_t correct = 0;
   if (!mine.empty()) {

@@ -27,7 +27,7 @@ die() {
 cat >"$WORK/train.yaml" <<YAML
 model: {type: sage, hidden: 16, layers: 2}
 dataset: {path: $WORK/data.h5}
-sampling: {fanouts: [5, 5], batch_size: 128, eval_batch_size: 100}
+sampling: {fanouts: [5, 5], batch_size: 128, eval_fanouts: [4, 4], eval_batch_size: 100}
 train: {epochs: 4, device: cpu, progress: false, metrics: $WORK/m.jsonl, save_best: $WORK/best.h5,
         checkpoint: $WORK/ckpt.h5}
 YAML
@@ -40,6 +40,10 @@ want=$(sed -n 's/^best valid .* test \([0-9.]*\)$/\1/p' "$WORK/train.log")
 "$GT_PREDICT" "$WORK/best.h5" "$WORK/out/test.csv" --device cpu >"$WORK/p.log" 2>&1 ||
   die "gt-predict failed: $(cat "$WORK/p.log")"
 grep -q "accuracy $want on " "$WORK/p.log" || die "expected the run's test accuracy $want: $(cat "$WORK/p.log")"
+# the same draws whatever the batch size
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/out/test7.csv" --device cpu --batch 7 >"$WORK/p7.log" 2>&1 ||
+  die "gt-predict --batch 7 failed: $(cat "$WORK/p7.log")"
+grep -q "accuracy $want on " "$WORK/p7.log" || die "--batch 7: expected accuracy $want: $(cat "$WORK/p7.log")"
 ntest=$(awk "/nodes \\(split 'test'\\)/ { print \$1; exit }" "$WORK/p.log")
 [ -n "$ntest" ] || die "no node count: $(cat "$WORK/p.log")"
 [ "$(head -1 "$WORK/out/test.csv")" = "node_id,prediction,logit_0,logit_1,logit_2" ] ||

@@ -141,6 +141,41 @@ TEST_F(TrainTest, OutputsAreCheckedBeforeTraining) {
   EXPECT_NE(trainer_error(c).find("is a directory"), std::string::npos) << trainer_error(c);
 }
 
+// Sampled evaluation draws each node's neighbours by (seed, layer, node): the accuracies do not
+// depend on how the evaluated ids are batched, and the InferenceSession (gt-predict) gets them too.
+TEST_F(TrainTest, SampledEvaluationDoesNotDependOnItsBatches) {
+  std::vector<TrainResult> runs;
+  for (int64_t bs : {37, 4096}) {
+    Config c = config("sage", "cpu");
+    c.train.epochs = 2;
+    c.sampling.eval_fanouts = {3, 3};
+    c.sampling.eval_batch_size = bs;
+    c.train.metrics = "";
+    c.train.save_best = (dir_ / ("eval-bs" + std::to_string(bs) + ".h5")).string();
+    runs.push_back(Trainer(c).fit(nullptr));
+  }
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(runs[0].epochs[e].valid_acc, runs[1].epochs[e].valid_acc) << "epoch " << e + 1;
+    EXPECT_EQ(runs[0].epochs[e].test_acc, runs[1].epochs[e].test_acc) << "epoch " << e + 1;
+  }
+  // What the best-model file's session predicts for the test split is the run's test at best.
+  InferenceSession s((dir_ / "eval-bs4096.h5").string(), "", {.device = "cpu", .fanouts = {3, 3}, .max_batch_nodes = 100});
+  const std::vector<int64_t>& test = s.dataset().split("test");
+  const Tensor logits = s.predict(test);
+  const float* l = logits.data<float>();
+  int64_t correct = 0, labelled = 0;
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    const int32_t y = s.dataset().labels[static_cast<std::size_t>(test[i])];
+    if (y < 0) continue;
+    ++labelled;
+    int64_t best = 0;
+    for (int64_t j = 1; j < 4; ++j) best = l[i * 4 + j] > l[i * 4 + best] ? j : best;
+    correct += best == y;
+  }
+  ASSERT_GT(labelled, 0);
+  EXPECT_DOUBLE_EQ(static_cast<double>(correct) / static_cast<double>(labelled), runs[1].test_acc_at_best);
+}
+
 TEST_F(TrainTest, FitRunsOnce) {
   Config c = config("gcn", "cpu");
   c.train.epochs = 1;
