@@ -1,12 +1,12 @@
 #include "framework/checkpoint.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "framework/error.h"
 #include "framework/model_io.h"
+#include "framework/optimizer.h"
 
 namespace gt {
 namespace {
@@ -138,11 +138,8 @@ void check_resumable(const CheckpointInfo& info, const Config& cfg) {
   // to train.epochs (a train key, free to change otherwise). Compared as a span, so a run that
   // wants more epochs may set decay_epochs to the span it had.
   if (cfg.optimizer.schedule == "cosine") {
-    auto span = [](const Config& c) {
-      return c.optimizer.decay_epochs > 0 ? c.optimizer.decay_epochs
-                                          : std::max<int64_t>(1, c.train.epochs - c.optimizer.warmup_epochs);
-    };
-    const int64_t was = span(info.config), now = span(cfg);
+    const int64_t was = cosine_span(info.config.optimizer, info.config.train.epochs);
+    const int64_t now = cosine_span(cfg.optimizer, cfg.train.epochs);
     if (was != now)
       GT_THROW(config_place(cfg, {"optimizer.decay_epochs", "train.epochs"}),
                "set optimizer.decay_epochs: " + std::to_string(was) + " to keep its schedule (train.epochs may then change)",

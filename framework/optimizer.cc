@@ -19,7 +19,6 @@ class Adam final : public Optimizer {
   }
   const char* type() const override { return "adam"; }
   void set_lr(double lr) override { p_.lr = static_cast<float>(lr); }
-  double lr() const override { return p_.lr; }
   std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     std::vector<std::pair<std::string, Tensor*>> out;
@@ -57,7 +56,6 @@ class Sgd final : public Optimizer {
   explicit Sgd(const OptimizerConfig& c) : c_(c) {}
   const char* type() const override { return "sgd"; }
   void set_lr(double lr) override { c_.lr = lr; }
-  double lr() const override { return c_.lr; }
   std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     std::vector<std::pair<std::string, Tensor*>> out;
@@ -86,6 +84,10 @@ class Sgd final : public Optimizer {
 
 }  // namespace
 
+int64_t cosine_span(const OptimizerConfig& c, int64_t train_epochs) {
+  return c.decay_epochs > 0 ? c.decay_epochs : std::max<int64_t>(1, train_epochs - c.warmup_epochs);
+}
+
 double scheduled_lr(const OptimizerConfig& c, int64_t epoch, int64_t train_epochs) {
   GT_CHECK_ARG(epoch >= 1, "epochs are numbered from 1, got ", epoch);
   const int64_t w = c.warmup_epochs;
@@ -97,7 +99,7 @@ double scheduled_lr(const OptimizerConfig& c, int64_t epoch, int64_t train_epoch
     return c.lr * std::pow(c.gamma, static_cast<double>(i / c.step_size));
   }
   if (c.schedule == "cosine") {
-    const int64_t d = c.decay_epochs > 0 ? c.decay_epochs : std::max<int64_t>(1, train_epochs - w);
+    const int64_t d = cosine_span(c, train_epochs);
     if (i >= d) return c.min_lr;
     constexpr double kPi = 3.14159265358979323846;
     return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(kPi * static_cast<double>(i) / static_cast<double>(d)));

@@ -24,7 +24,6 @@ class Optimizer {
   virtual const char* type() const = 0;  // "adam" | "sgd", as in optimizer.type
   // The learning rate of the steps that follow (the trainer sets scheduled_lr at each epoch).
   virtual void set_lr(double lr) = 0;
-  virtual double lr() const = 0;
   // The state tensors, named "<slot>/<param name>" (Adam: m/, v/; SGD: momentum/), on the
   // parameters' device. Creates them (zeros, as before a first step) when they do not exist yet,
   // so that a checkpoint can be loaded into them before training resumes.
@@ -41,6 +40,8 @@ class Optimizer {
 //             D = decay_epochs, or train_epochs - W when decay_epochs is 0 (at least 1).
 // A function of the epoch alone, so a resumed run follows the uninterrupted run's rates.
 double scheduled_lr(const OptimizerConfig& cfg, int64_t epoch, int64_t train_epochs);
+// D above: the epochs a cosine decay spans after the warm-up.
+int64_t cosine_span(const OptimizerConfig& cfg, int64_t train_epochs);
 
 // Adam or SGD from the optimizer section; throws naming optimizer.type otherwise.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg);
