@@ -79,7 +79,7 @@ class HostCommunicator final : public Communicator {
   HostCommunicator(std::shared_ptr<HostGroup::State> st, int rank) : Communicator(rank, st->size), st_(std::move(st)) {}
   const char* backend() const override { return "host"; }
 
-  void allreduce_async(Tensor& t, const Context& ctx) override {
+  void start_allreduce(Tensor& t, const Context& ctx) override {
     GT_CHECK_ARG(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64, "allreduce: float32 or float64 tensor, got ",
                  t.str());
     State& st = *st_;

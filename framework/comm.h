@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,8 +38,14 @@ class Communicator {
 
   // Sums `t` (float32 or float64, on ctx's device) over all ranks, in place. Starts after the
   // work queued so far on ctx.stream(); finished for ctx.stream() after wait(ctx).
-  virtual void allreduce_async(Tensor& t, const Context& ctx) = 0;
+  void allreduce_async(Tensor& t, const Context& ctx) {
+    begun_.fetch_add(1, std::memory_order_relaxed);
+    start_allreduce(t, ctx);
+  }
   virtual void wait(const Context& ctx) = 0;
+  // Collectives this rank has begun (any thread may read it): every rank begins the same ones in
+  // the same order, so a rank whose count stays behind the others' is the one they wait for.
+  uint64_t collectives_begun() const { return begun_.load(std::memory_order_relaxed); }
   // allreduce_async + wait.
   void allreduce(Tensor& t, const Context& ctx) {
     allreduce_async(t, ctx);
@@ -49,9 +56,11 @@ class Communicator {
 
  protected:
   Communicator(int rank, int size) : rank_(rank), size_(size) {}
+  virtual void start_allreduce(Tensor& t, const Context& ctx) = 0;  // allreduce_async's work
 
  private:
   int rank_, size_;
+  std::atomic<uint64_t> begun_{0};
 };
 
 // An in-process group of `size` ranks (threads) over host memory.
@@ -115,12 +124,31 @@ std::vector<char> rendezvous_broadcast(const ProcessGroupEnv& env, const std::ve
 // every process of the job hears it within about a second. finish() tells the others this process
 // ended cleanly and stops watching; a watch destroyed without finish() (an exception on the way
 // out) closes its connections silently, which the others take as the process being lost.
+//
+// A process can also hang without ending. With Hangs::timeout_s > 0 every process sends a beat
+// (its Progress) about once a second, and a process is lost too when
+//   - it sent nothing for timeout_s (stopped: SIGSTOP, a debugger; its host down or cut off), or
+//   - its collectives stayed behind another process's, with its count and its work unchanged,
+//     for timeout_s: every process has begun the collectives it has, so they can all complete;
+//     the others wait for this one, which is stuck in its own work (a deadlock, an endless
+//     loop, a write that does not return).
+// Rank 0 judges the beats (its own progress included) and names the process to every other; the
+// others judge rank 0's silence. Both sides must use the same Hangs.
 class PeerWatch {
  public:
+  struct Progress {
+    uint64_t collectives = 0;  // begun so far (Communicator::collectives_begun)
+    uint64_t work = 0;         // any count that moves while the process works (batches done)
+  };
+  struct Hangs {
+    double timeout_s = 0;                // 0: only processes that end are noticed
+    std::function<Progress()> progress;  // this process's; called on the watch's thread
+  };
   ~PeerWatch();
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
-  void start(std::function<void(const std::string&)> on_lost);
+  void start(std::function<void(const std::string&)> on_lost, Hangs hangs);
+  void start(std::function<void(const std::string&)> on_lost);  // Hangs{}: ended processes only
   void finish();
   int peers() const;  // connections held (rank 0: world - 1; others: 1; 0 for a world of 1)
 

@@ -58,7 +58,7 @@ class NcclCommunicator final : public Communicator {
   }
   const char* backend() const override { return "nccl"; }
 
-  void allreduce_async(Tensor& t, const Context& ctx) override {
+  void start_allreduce(Tensor& t, const Context& ctx) override {
     GT_CHECK_ARG(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64, "allreduce: float32 or float64 tensor, got ",
                  t.str());
     GT_CHECK_ARG(t.is_cuda() && t.device().index == device_, "allreduce: tensor ", t.str(), " is not on cuda:", device_);

@@ -299,6 +299,10 @@ const std::vector<Field>& fields() {
                 "train.epochs"),
       real_field("optimizer.min_lr", GT_GET(optimizer, min_lr), 0.0, 100.0,
                  "schedule cosine: the learning rate it ends at (<= optimizer.lr)"),
+      real_field("optimizer.clip_norm", GT_GET(optimizer, clip_norm), 0.0, 1e9,
+                 "clip the gradients by their global norm (all parameters as one vector, after the replicas' "
+                 "all-reduce, before weight decay) to at most this, as torch.nn.utils.clip_grad_norm_; the metrics' "
+                 "grad_norm is the epoch's mean norm before clipping; 0 = no clipping"),
       int_field("train.epochs", GT_GET(train, epochs), 1, 1000000, "passes over the training split"),
       string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
@@ -350,6 +354,10 @@ const std::vector<Field>& fields() {
       int_field("train.bucket_kb", GT_GET(train, bucket_kb), 1, 1 << 22,
                 "gradients are all-reduced in buckets of about this many KiB, each as soon as the backward "
                 "pass has finished its layers"),
+      real_field("train.peer_timeout_s", GT_GET(train, peer_timeout_s), 0.0, 86400.0,
+                 "jobs of several processes: every process stops, naming the one at fault, when a process has sent "
+                 "no heartbeat for this many seconds (stopped, or its host cut off) or has held the others up in a "
+                 "collective, making no progress, for as long (hung); 0 = only processes that end are noticed"),
   };
   return all;
 }

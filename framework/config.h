@@ -67,6 +67,7 @@ struct OptimizerConfig {
   double gamma = 0.1;         // step: factor of each decay
   int64_t decay_epochs = 0;   // cosine: epochs from lr down to min_lr; 0 = train.epochs
   double min_lr = 0.0;        // cosine: the rate it ends at
+  double clip_norm = 0.0;     // largest global gradient norm before the update; 0 = no clipping
 };
 
 struct TrainConfig {
@@ -93,6 +94,7 @@ struct TrainConfig {
   int64_t replicas = 1;         // data-parallel model replicas in this process (GPUs, or CPU replicas)
   std::string comm = "auto";    // gradient all-reduce: auto | nccl | host
   int64_t bucket_kb = 1024;     // gradients are all-reduced in buckets of about this size
+  double peer_timeout_s = 300;  // jobs of several processes: a process silent or stuck this long stops the job
 };
 
 struct Config {

@@ -19,6 +19,10 @@ double seeds_per_s(const EpochStats& st) { return st.seeds / std::max(st.seconds
 JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
   JsonRecord rec;
   rec.add("epoch", st.epoch).add("lr", st.lr).add("loss", st.loss).add("train_acc", st.train_acc);
+  if (st.grad_norm >= 0)
+    rec.add("grad_norm", st.grad_norm);
+  else
+    rec.add_null("grad_norm");  // not measured: optimizer.clip_norm is 0
   if (st.valid_acc >= 0)
     rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
   else
@@ -44,6 +48,10 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
   log << line;
   if (info.show_lr) {
     std::snprintf(line, sizeof line, "  lr %.3g", st.lr);
+    log << line;
+  }
+  if (st.grad_norm >= 0) {
+    std::snprintf(line, sizeof line, "  |g| %.3g", st.grad_norm);
     log << line;
   }
   if (st.valid_acc >= 0)

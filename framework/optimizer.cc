@@ -107,6 +107,20 @@ double scheduled_lr(const OptimizerConfig& c, int64_t epoch, int64_t train_epoch
   GT_THROW("optimizer.schedule", "choose constant, step or cosine", "unknown schedule '", c.schedule, "'");
 }
 
+double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Stream s) {
+  GT_CHECK_ARG(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  std::vector<const Tensor*> grads;
+  for (const Param* p : params)
+    if (p->grad.defined()) grads.push_back(&p->grad);
+  const double norm = std::sqrt(sum_of_squares(grads, s));
+  if (norm > max_norm) {
+    const float factor = static_cast<float>(max_norm / (norm + 1e-6));
+    for (Param* p : params)
+      if (p->grad.defined()) scale(factor, p->grad, s);
+  }
+  return norm;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg) {
   if (cfg.type == "adam") return std::make_unique<Adam>(cfg);
   if (cfg.type == "sgd") return std::make_unique<Sgd>(cfg);

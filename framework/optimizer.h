@@ -43,6 +43,12 @@ double scheduled_lr(const OptimizerConfig& cfg, int64_t epoch, int64_t train_epo
 // D above: the epochs a cosine decay spans after the warm-up.
 int64_t cosine_span(const OptimizerConfig& cfg, int64_t train_epochs);
 
+// Clips the parameters' gradients by their global norm, as torch.nn.utils.clip_grad_norm_: the
+// norm N of all gradients as one vector; when N > max_norm each gradient is scaled by
+// max_norm / (N + 1e-6). Returns N (before clipping). On the GPU it waits for stream s (the norm
+// decides whether to scale). Equal gradients give equal bits on every replica.
+double clip_grad_norm(const std::vector<Param*>& params, double max_norm, Stream s = nullptr);
+
 // Adam or SGD from the optimizer section; throws naming optimizer.type otherwise.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg);
 

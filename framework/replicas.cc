@@ -123,7 +123,10 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.ctx->synchronize();
   });
   // From here a process of the job that ends without finishing releases this one's collectives.
-  if (peer_watch) peer_watch->start([this](const std::string& why) { peer_gone(why); });
+  // With train.peer_timeout_s, so does one that stops or hangs.
+  if (peer_watch)
+    peer_watch->start([this](const std::string& why) { peer_gone(why); },
+                      {cfg.train.peer_timeout_s, [this] { return progress(); }});
 }
 
 void Trainer::Impl::check_same_start(Replica& r) {

@@ -155,6 +155,7 @@ int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& da
       batch->ready.wait(r.ctx->stream());
       Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/false, 0);
       correct += count_correct(logits, batch->labels, r.ctx->stream());
+      work_done.fetch_add(1, std::memory_order_relaxed);
     }
   }
   std::vector<double> v{static_cast<double>(correct)};
@@ -211,8 +212,15 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   std::size_t next_shard = 0;
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const uint64_t batch_step = step + b + 1;
+    // Every replica clips the same all-reduced gradients by the same norm.
+    const auto clip = [&] {
+      if (cfg.optimizer.clip_norm <= 0) return;
+      part.grad_norm_sum += clip_grad_norm(r.model->params(), cfg.optimizer.clip_norm, r.ctx->stream());
+      ++part.clipped_steps;
+    };
     if (!has[b]) {  // fewer seeds than replicas in this batch: contribute zeros
       r.reducer->reduce_zero();
+      clip();
       r.optimizer->step(*r.ctx, r.model->params());
       r.ctx->synchronize();
       continue;
@@ -265,10 +273,12 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
                  ", batch ", b + 1, replica);
       }
       part.correct += count_correct(logits, batch->labels, r.ctx->stream());
+      clip();
       r.optimizer->step(*r.ctx, r.model->params());
       // The batch's device buffers go back to the pool below: finish the work that reads them.
       r.ctx->synchronize();
     }
+    work_done.fetch_add(1, std::memory_order_relaxed);
     part.labelled += nl;
     part.loss_sum += static_cast<double>(loss) * static_cast<double>(nl);
     st.sample_ms += batch->sample_ms;
@@ -412,6 +422,8 @@ TrainResult Trainer::fit(std::ostream* log) {
     const int64_t labelled = parts[0].labelled;
     st.loss = labelled ? parts[0].loss_sum / static_cast<double>(labelled) : 0.0;
     st.train_acc = labelled ? static_cast<double>(parts[0].correct) / static_cast<double>(labelled) : 0.0;
+    if (parts[0].clipped_steps > 0)  // the same norms on every replica
+      st.grad_norm = parts[0].grad_norm_sum / static_cast<double>(parts[0].clipped_steps);
 
     if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
       st.valid_acc = evaluate(valid_ids);

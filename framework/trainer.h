@@ -31,6 +31,7 @@ namespace gt {
 struct EpochStats {
   int64_t epoch = 0;
   double lr = 0;  // the epoch's learning rate (optimizer.schedule)
+  double grad_norm = -1;  // optimizer.clip_norm > 0: mean global gradient norm before clipping; else -1
   double loss = 0, train_acc = 0;
   double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
   double seconds = 0;                    // training time of the epoch (evaluation excluded)

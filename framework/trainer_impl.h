@@ -6,6 +6,9 @@
 
 #include <tbb/global_control.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -45,6 +48,8 @@ struct EpochPart {
   EpochStats st;
   double loss_sum = 0;
   int64_t correct = 0, labelled = 0;
+  double grad_norm_sum = 0;  // optimizer.clip_norm: the steps' global gradient norms, before clipping
+  int64_t clipped_steps = 0;
 };
 
 // OpenBLAS runs each CPU GEMM on its own thread pool, which tbb::global_control does not bound:
@@ -89,6 +94,20 @@ struct Trainer::Impl {
   std::unique_ptr<PeerWatch> peer_watch;
   std::mutex lost_mu;
   std::string peer_lost;  // why, once a process of the job was lost
+  // Batches this process has computed (training and evaluation): the work the PeerWatch sees move.
+  std::atomic<uint64_t> work_done{0};
+
+  // What the PeerWatch reports to the other processes: the collectives of this process's
+  // slowest replica, and its work.
+  PeerWatch::Progress progress() const {
+    PeerWatch::Progress p;
+    p.collectives = UINT64_MAX;
+    for (const Replica& r : replicas)
+      if (r.comm) p.collectives = std::min(p.collectives, r.comm->collectives_begun());
+    if (p.collectives == UINT64_MAX) p.collectives = 0;
+    p.work = work_done.load(std::memory_order_relaxed);
+    return p;
+  }
 
   // The watch's callback: remember why, and release this process's replicas from their collectives.
   void peer_gone(const std::string& why) {

@@ -34,6 +34,9 @@ void adam_group(float* const* params, const float* const* grads, float* const* m
                 int device, Stream s);
 void sgd(float* param, const float* grad, float* buf, float lr, float momentum, float wd, bool first, int64_t n,
          int device, Stream s);
+// Partial sums of squares of count tensors into scratch (kSquareParts per tensor, then the total
+// at scratch[count * kSquareParts]); returns the total (waits for s).
+double sum_of_squares(const float* const* xs, const int64_t* ns, int count, double* scratch, int device, Stream s);
 }  // namespace cuda_impl
 #endif
 
@@ -416,6 +419,41 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float 
     b[i] = first ? gi : momentum * b[i] + gi;
     w[i] -= lr * b[i];
   });
+}
+
+double sum_of_squares(const std::vector<const Tensor*>& xs, Stream s) {
+  const char* op = "sum_of_squares";
+  if (xs.empty()) return 0.0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    GT_CHECK_ARG(xs[i] != nullptr, op, ": tensor [", i, "] is null");
+    const std::string name = detail::concat("x[", i, "]");
+    check_float(*xs[i], name.c_str(), op);
+    GT_CHECK_ARG(xs[i]->device() == xs[0]->device(), op, ": x[", i, "] is on ", xs[i]->device().str(), " but x[0] is on ",
+                 xs[0]->device().str());
+  }
+  if (xs[0]->is_cuda()) {
+#ifdef GT_WITH_CUDA
+    std::vector<const float*> ptrs;
+    std::vector<int64_t> ns;
+    for (const Tensor* x : xs) {
+      ptrs.push_back(x->data<float>());
+      ns.push_back(x->numel());
+    }
+    const int count = static_cast<int>(xs.size());
+    Tensor scratch =
+        Tensor::empty({static_cast<int64_t>(count) * kSquareParts + 1}, DType::kFloat64, xs[0]->device());
+    return cuda_impl::sum_of_squares(ptrs.data(), ns.data(), count, scratch.data<double>(), dev_of(*xs[0]), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  double total = 0.0;  // in order: the same bits every time
+  for (const Tensor* x : xs) {
+    const float* p = x->data<float>();
+    for (int64_t i = 0, n = x->numel(); i < n; ++i) total += static_cast<double>(p[i]) * p[i];
+  }
+  return total;
 }
 
 }  // namespace gt

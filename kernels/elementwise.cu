@@ -224,5 +224,71 @@ void sgd(float* param, const float* grad, float* buf, float lr, float momentum, 
   GT_CUDA_LAUNCH_CHECK();
 }
 
+// Up to kMaxAdamGroup tensors by value. Block b of tensor t sums the squares of elements b,
+// b + kSquareParts * kThreads, ... per thread, then the block's threads add up in a fixed tree:
+// out[t * kSquareParts + b]. kSquareParts blocks per tensor whatever the device, so the order
+// (and the bits) depend on the sizes alone.
+struct SquareArgs {
+  const float* x[kMaxAdamGroup];
+  int64_t n[kMaxAdamGroup];
+};
+
+__global__ void square_parts_kernel(SquareArgs a, double* out) {
+  __shared__ double part[kThreads];
+  const int t = blockIdx.y;
+  const float* x = a.x[t];
+  const int64_t n = a.n[t];
+  double acc = 0.0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += static_cast<int64_t>(kSquareParts) * kThreads) {
+    const double v = x[i];
+    acc += v * v;
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[static_cast<int64_t>(t) * kSquareParts + blockIdx.x] = part[0];
+}
+
+// One block adds the n partial sums in a fixed order: parts[n].
+__global__ void sum_parts_kernel(double* parts, int64_t n) {
+  __shared__ double part[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += parts[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) parts[n] = part[0];
+}
+
+double sum_of_squares(const float* const* xs, const int64_t* ns, int count, double* scratch, int device, Stream s) {
+  (void)device;  // the grid follows the tensors' count, not the device
+  if (count <= 0) return 0.0;
+  for (int first = 0; first < count; first += kMaxAdamGroup) {
+    const int k = count - first < kMaxAdamGroup ? count - first : kMaxAdamGroup;
+    SquareArgs a{};
+    for (int t = 0; t < k; ++t) {
+      a.x[t] = xs[first + t];
+      a.n[t] = ns[first + t];
+    }
+    square_parts_kernel<<<dim3(kSquareParts, static_cast<unsigned>(k)), kThreads, 0, s>>>(
+        a, scratch + static_cast<int64_t>(first) * kSquareParts);
+    GT_CUDA_LAUNCH_CHECK();
+  }
+  const int64_t n = static_cast<int64_t>(count) * kSquareParts;
+  sum_parts_kernel<<<1, kThreads, 0, s>>>(scratch, n);
+  GT_CUDA_LAUNCH_CHECK();
+  double total = 0.0;
+  GT_CUDA_CHECK(cudaMemcpyAsync(&total, scratch + n, sizeof total, cudaMemcpyDeviceToHost, s));
+  GT_CUDA_CHECK(cudaStreamSynchronize(s));
+  return total;
+}
+
 }  // namespace cuda_impl
 }  // namespace gt

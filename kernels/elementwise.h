@@ -68,6 +68,12 @@ struct AdamTensors {
 };
 constexpr int kMaxAdamGroup = 32;
 void adam_update_group(const std::vector<AdamTensors>& group, const AdamParams& p, Stream s = nullptr);
+// The sum of the squares of every element of `xs` (float32 tensors, all on one device), in
+// float64, returned to the host (on the GPU this waits for stream s). The summation order depends
+// on the tensors' sizes alone, not on the device, so equal inputs give equal bits on every replica.
+// For clipping gradients by their global norm (optimizer.clip_norm).
+double sum_of_squares(const std::vector<const Tensor*>& xs, Stream s = nullptr);
+constexpr int kSquareParts = 64;  // its partial sums per tensor on the GPU (fixed: the order is)
 // SGD with momentum and L2 weight decay (torch.optim.SGD semantics):
 //   g = grad + wd * param; buf = momentum * buf + g (buf = g at step 1); param -= lr * buf
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, float lr, float momentum,

@@ -276,17 +276,28 @@ TEST(Rendezvous, StrayConnectionsAreDroppedAndRankZeroListensOnEveryInterface) {
 class PeerWatchTest : public ::testing::Test {
  protected:
   static constexpr int W = 3;
-  // Rendezvous of W "processes"; every watch started, reporting into lost[r].
-  void start() {
+  // Rendezvous of W "processes"; every watch but `silent`'s started, reporting into lost[r]; with
+  // timeout_s > 0 watching for hangs too, each rank's progress read from collectives[r], work[r].
+  void start(double timeout_s = 0, int silent = -1) {
     const int port = test_port();
     run_ranks(W, [&](int r) { watches[r] = std::move(rendezvous(rank_env(W, r, port), {'x'}, 30.0).watch); });
     for (int r = 0; r < W; ++r) {
       EXPECT_EQ(watches[r]->peers(), r == 0 ? W - 1 : 1);
-      watches[r]->start([this, r](const std::string& why) {
-        std::lock_guard<std::mutex> lock(mu);
-        lost[r].push_back(why);
-      });
+      if (r == silent) continue;  // alive, connected, and says nothing
+      PeerWatch::Hangs hangs{timeout_s, [this, r] {
+                               return PeerWatch::Progress{collectives[r].load(), work[r].load()};
+                             }};
+      watches[r]->start(
+          [this, r](const std::string& why) {
+            std::lock_guard<std::mutex> lock(mu);
+            lost[r].push_back(why);
+          },
+          hangs);
     }
+  }
+  std::string first_lost(int r) {
+    std::lock_guard<std::mutex> lock(mu);
+    return lost[r].empty() ? std::string() : lost[r].front();
   }
   // Waits up to 5 s for every rank in `ranks` to have heard of a loss.
   bool heard(std::initializer_list<int> ranks) {
@@ -302,6 +313,7 @@ class PeerWatchTest : public ::testing::Test {
     return false;
   }
   std::unique_ptr<PeerWatch> watches[W];
+  std::atomic<uint64_t> collectives[W] = {}, work[W] = {};
   std::mutex mu;
   std::vector<std::string> lost[W];
 };
@@ -335,6 +347,73 @@ TEST_F(PeerWatchTest, ALostRankZeroIsNamedToEveryOther) {
   ASSERT_TRUE(heard({1, 2}));
   std::lock_guard<std::mutex> lock(mu);
   for (int r : {1, 2}) EXPECT_NE(lost[r][0].find("the process of rank 0"), std::string::npos) << lost[r][0];
+}
+
+TEST_F(PeerWatchTest, AProcessThatFallsSilentIsNamedToEveryOther) {
+  start(/*timeout_s=*/0.5, /*silent=*/2);  // rank 2 is stopped (SIGSTOP): its sockets stay open
+  ASSERT_TRUE(heard({0, 1}));
+  for (int r : {0, 1})
+    EXPECT_NE(first_lost(r).find("the process of rank 2 of the job sent nothing for 0.5 s (stopped"), std::string::npos)
+        << first_lost(r);
+  EXPECT_NE(first_lost(1).find("rank 0 stopped the job"), std::string::npos) << first_lost(1);
+}
+
+TEST_F(PeerWatchTest, ASilentRankZeroIsNamedByEveryOther) {
+  start(0.5, /*silent=*/0);
+  ASSERT_TRUE(heard({1, 2}));
+  for (int r : {1, 2})
+    EXPECT_NE(first_lost(r).find("the process of rank 0 of the job sent nothing"), std::string::npos) << first_lost(r);
+}
+
+TEST_F(PeerWatchTest, AProcessThatHoldsTheOthersUpIsNamedToAll) {
+  // Ranks 0 and 2 have begun collective 5 and wait in it; rank 1 is stuck before it, doing nothing.
+  collectives[0] = collectives[2] = 5;
+  collectives[1] = 4;
+  start(0.5);
+  ASSERT_TRUE(heard({0, 1, 2}));  // rank 1 hears it too: it is alive, and stops rather than hang on
+  for (int r = 0; r < W; ++r)
+    EXPECT_NE(first_lost(r).find("the process of rank 1 of the job made no progress for 0.5 s while the others "
+                                 "waited for it in a collective"),
+              std::string::npos)
+        << "rank " << r << ": " << first_lost(r);
+}
+
+TEST_F(PeerWatchTest, ProcessesThatWorkOrWaitTogetherAreNotHung) {
+  // Rank 1 is behind in collectives but working (a long evaluation); ranks 0 and 2 are level and
+  // idle (waiting for it). Nobody is silent. Nothing is lost in 4 timeouts.
+  collectives[0] = collectives[2] = 5;
+  collectives[1] = 4;
+  start(0.5);
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    while (!done) {
+      ++work[1];
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  done = true;
+  worker.join();
+  for (int r = 0; r < W; ++r) EXPECT_TRUE(lost[r].empty()) << "rank " << r << ": " << first_lost(r);
+  // Level again (rank 1 reached collective 5) and all idle: still nothing.
+  collectives[1] = 5;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  for (int r = 0; r < W; ++r) EXPECT_TRUE(lost[r].empty()) << "rank " << r << ": " << first_lost(r);
+  for (int r = 0; r < W; ++r) watches[r]->finish();
+}
+
+TEST(Communicator, CountsTheCollectivesItBegins) {
+  HostGroup g(2);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < 2; ++r) comms.push_back(g.communicator(r));
+  Context cpu;
+  run_ranks(2, [&](int r) {
+    for (int k = 0; k < 3; ++k) {
+      Tensor t = Tensor::from_vector(std::vector<float>{1.0f + static_cast<float>(r)});
+      comms[r]->allreduce(t, cpu);
+    }
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(comms[r]->collectives_begun(), 3u);
 }
 
 TEST(Rendezvous, AnUnreachableRankZeroFailsInTime) {

@@ -708,6 +708,30 @@ GT_DEVICE_TEST(Optimizer, SgdMatchesScalarReference) {
   }
 }
 
+// The global sum of squares (gradient clipping): float64 sums of every element, more tensors than
+// one launch takes, empty ones among them; the same bits on a second call; the CPU's exact value
+// to 1e-12 on the GPU (its own summation order).
+GT_DEVICE_TEST(Optimizer, SumOfSquaresOverManyTensors) {
+  const std::vector<int64_t> sizes = {1, 3, 0, 64, 70001, 13059, 7};
+  std::vector<Tensor> xs;
+  std::vector<const Tensor*> ptrs;
+  long double want = 0;
+  for (int i = 0; i < kMaxAdamGroup + 5; ++i) {
+    const int64_t n = sizes[i % sizes.size()];
+    const auto f = random_floats(n, 700 + i);
+    for (float v : f) want += static_cast<long double>(v) * v;
+    xs.push_back(tensor_on(f, {n}, dev));
+  }
+  for (const Tensor& x : xs) ptrs.push_back(&x);
+  const double got = sum_of_squares(ptrs);
+  EXPECT_NEAR(got, static_cast<double>(want), 1e-12 * static_cast<double>(want));
+  EXPECT_EQ(sum_of_squares(ptrs), got);  // bit for bit
+  EXPECT_EQ(sum_of_squares({}), 0.0);
+  Tensor d = Tensor::zeros({3}, DType::kFloat64, dev);
+  EXPECT_THROW(sum_of_squares({&d}), Error);
+  EXPECT_THROW(sum_of_squares({nullptr}), Error);
+}
+
 GT_DEVICE_TEST(Elementwise, RejectsBadArguments) {
   Tensor a = tensor_on(random_floats(6, 1), {2, 3}, dev), b = poisoned({3, 2}, dev), c = poisoned({2, 3}, dev);
   Tensor d = Tensor::zeros({2, 3}, DType::kFloat64, dev);

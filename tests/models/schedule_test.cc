@@ -13,6 +13,7 @@
 
 #include "framework/checkpoint.h"
 #include "framework/optimizer.h"
+#include "framework/config.h"
 #include "framework/trainer.h"
 #include "preprocess/synth.h"
 
@@ -200,6 +201,72 @@ TEST_F(ScheduleTrainTest, ResumeFollowsTheSchedule) {
   other.optimizer.warmup_epochs = 2;
   e = error_of([&] { Trainer(other).resume(first.train.checkpoint); });
   EXPECT_NE(e.find("optimizer.warmup_epochs"), std::string::npos) << e;
+}
+
+TEST(ClipGradNorm, ScalesEveryGradientOnlyAboveTheLimit) {
+  Param a, b;
+  a.name = "a";
+  b.name = "b";
+  a.grad = Tensor::from_vector(std::vector<float>{3.0f, 4.0f});
+  b.grad = Tensor::from_vector(std::vector<float>{12.0f});
+  std::vector<Param*> ps{&a, &b};
+  EXPECT_DOUBLE_EQ(clip_grad_norm(ps, 13.0), 13.0);  // at the limit: unchanged
+  EXPECT_EQ(a.grad.to_vector<float>(), (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_DOUBLE_EQ(clip_grad_norm(ps, 6.5), 13.0);  // the norm before clipping
+  const float f = static_cast<float>(6.5 / (13.0 + 1e-6));
+  EXPECT_EQ(a.grad.to_vector<float>(), (std::vector<float>{3.0f * f, 4.0f * f}));
+  EXPECT_EQ(b.grad.to_vector<float>(), (std::vector<float>{12.0f * f}));
+  EXPECT_NEAR(clip_grad_norm(ps, 100.0), 6.5, 1e-5);
+  EXPECT_THROW(clip_grad_norm(ps, 0.0), Error);
+}
+
+TEST_F(ScheduleTrainTest, ClipNormBoundsTheStepsAndReportsTheNorm) {
+  Config plain = config(2);
+  TrainResult p = Trainer(plain).fit(nullptr);
+  EXPECT_EQ(p.epochs[0].grad_norm, -1.0);  // not measured without clipping
+
+  Config loose = config(2);
+  loose.optimizer.clip_norm = 1e9;  // never reached: the same run, with the norms reported
+  loose.train.metrics = path("clip-metrics.jsonl");
+  TrainResult l = Trainer(loose).fit(nullptr);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(l.epochs[i].loss, p.epochs[i].loss);
+    EXPECT_GT(l.epochs[i].grad_norm, 0.0);
+    EXPECT_TRUE(std::isfinite(l.epochs[i].grad_norm));
+  }
+  std::ifstream m(loose.train.metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(m, line));
+  EXPECT_NE(line.find("\"grad_norm\": "), std::string::npos) << line;
+
+  // A limit below every step's norm: SGD without momentum then moves the weights by lr x limit per
+  // step, so a tighter limit changes the run.
+  Config tight = config(2);
+  tight.optimizer.type = "sgd";
+  tight.optimizer.lr = 0.5;
+  Config tighter = tight;
+  tight.optimizer.clip_norm = 0.05;
+  tighter.optimizer.clip_norm = 0.01;
+  TrainResult t1 = Trainer(tight).fit(nullptr), t2 = Trainer(tighter).fit(nullptr);
+  EXPECT_NE(t1.epochs[1].loss, t2.epochs[1].loss);
+  EXPECT_GT(t1.epochs[0].grad_norm, 0.05);
+
+  // Two CPU replicas clip the same all-reduced gradients: they stay identical and train like one.
+  Config one = tight;
+  one.model.dropout = 0;  // dropout masks are drawn per shard
+  Config two = one;
+  two.train.replicas = 2;
+  TrainResult r1 = Trainer(one).fit(nullptr), r2 = Trainer(two).fit(nullptr);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(r2.epochs[i].loss, r1.epochs[i].loss, 1e-4);
+    EXPECT_NEAR(r2.epochs[i].grad_norm, r1.epochs[i].grad_norm, 1e-4 * r1.epochs[i].grad_norm);
+  }
+
+  // The key is read from YAML and range-checked like the others.
+  EXPECT_EQ(parse_config("optimizer: {clip_norm: 2.5}\n", "c.yaml").optimizer.clip_norm, 2.5);
+  const std::string e = error_of([] { parse_config("optimizer:\n  clip_norm: -1\n", "c.yaml"); });
+  EXPECT_NE(e.find("optimizer.clip_norm"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:2"), std::string::npos) << e;
 }
 
 TEST_F(ScheduleTrainTest, PatienceStopsARunThatNoLongerImproves) {
