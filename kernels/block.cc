@@ -1,6 +1,8 @@
 // Block: copies, transpose construction and validation (contract in block.h).
 #include "kernels/block.h"
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -76,6 +78,7 @@ Block Block::to(Device d, Stream s) const {
   Block out;
   out.num_src = num_src;
   out.num_dst = num_dst;
+  out.max_degree = max_degree;
   out.indptr = copy_if_defined(indptr, d, s);
   out.indices = copy_if_defined(indices, d, s);
   out.t_indptr = copy_if_defined(t_indptr, d, s);
@@ -133,6 +136,9 @@ Block make_block(int64_t num_src, int64_t num_dst, const std::vector<int64_t>& i
   b.indptr = Tensor::from_vector(indptr);
   b.indices = Tensor::from_vector(indices);
   b.build_transpose();  // validates the forward arrays first
+  b.max_degree = 0;
+  for (int64_t v = 0; v < num_dst; ++v)
+    b.max_degree = std::max(b.max_degree, indptr[static_cast<std::size_t>(v) + 1] - indptr[static_cast<std::size_t>(v)]);
   return b;
 }
 

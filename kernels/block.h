@@ -27,6 +27,10 @@ struct Block {
   int64_t num_dst = 0;
   Tensor indptr, indices, t_indptr, t_indices;
   Tensor t_eids;  // int32 [nnz]: for each transposed entry, the CSR edge id
+  // At least the largest in-degree of a destination (exact from make_block; a bound from the GPU
+  // sampler: fanout + self loop, or the graph's largest degree); -1 = unknown. Kernels whose time
+  // follows the longest row (pull_linear_fuses) read it.
+  int64_t max_degree = -1;
 
   int64_t nnz() const { return indices.defined() ? indices.numel() : 0; }
   Device device() const { return indptr.device(); }

@@ -21,13 +21,14 @@ bool pull_linear_fusable_rows(int64_t F, const void* x, const void* x_root, cons
 }  // namespace cuda_impl
 #endif
 
-bool pull_linear_fuses(const Context& ctx, int64_t num_dst, int64_t in, int64_t out) {
+bool pull_linear_fuses(const Context& ctx, int64_t num_dst, int64_t max_degree, int64_t in, int64_t out) {
   const char* v = std::getenv("GT_FUSE_PULL_LINEAR");
   const std::string mode = v ? v : "";
   if (mode == "0") return false;
   if (!ctx.is_cuda() || ctx.tf32() || out <= 0 || out > 64 || out % 4 != 0 || num_dst <= 0 || in > INT_MAX)
     return false;
-  return mode == "1" || (in >= 1024 && (num_dst + 127) / 128 < ctx.sm_count());
+  return mode == "1" || (in >= 1024 && (num_dst + 127) / 128 < ctx.sm_count() && max_degree >= 0 &&
+                         max_degree <= kPullLinearMaxDegree);
 }
 
 bool pull_linear_forward(const Block& b, const Tensor& x, Reduce f, const Tensor& w, const Tensor* x_root,
@@ -56,7 +57,7 @@ bool pull_linear_forward(const Block& b, const Tensor& x, Reduce f, const Tensor
   }
   napa::check_block(b, false, d, op);
 #ifdef GT_WITH_CUDA
-  if (pull_linear_fuses(ctx, b.num_dst, F, out) &&
+  if (pull_linear_fuses(ctx, b.num_dst, b.max_degree, F, out) &&
       cuda_impl::pull_linear_fusable_rows(F, x.data<float>(), x_root ? x_root->data<float>() : nullptr,
                                           agg.data<float>())) {
     cuda_impl::pull_linear_fused(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, F,

@@ -31,11 +31,15 @@ bool pull_linear_forward(const Block& b, const Tensor& x, Reduce f, const Tensor
 
 // Whether pull_linear_forward takes the fused kernel for these sizes on ctx (given whole-float4
 // rows): a CUDA context with float32 math, out a multiple of 4 and at most 64, inputs of 1024 or
-// more features, and fewer 128-row output tiles than SMs, i.e. products that cannot fill the
-// device alone (wiki-talk's 8000 destinations: 63 tiles on 132 SMs; livejournal's 28000, 219
-// tiles, keep the Pull and the products apart, which is faster there: docs/benchmarks.md,
-// thirteenth session). GT_FUSE_PULL_LINEAR=0 turns the kernel off, =1 drops the size conditions
-// (A/B timing, tests); read per call.
-bool pull_linear_fuses(const Context& ctx, int64_t num_dst, int64_t in, int64_t out);
+// more features, fewer 128-row output tiles than SMs, i.e. products that cannot fill the device
+// alone (wiki-talk's 8000 destinations: 63 tiles on 132 SMs; livejournal's 28000, 219 tiles, keep
+// the Pull and the products apart, which is faster there: docs/benchmarks.md, thirteenth
+// session), and rows of known in-degree at most kPullLinearMaxDegree (Block::max_degree): the
+// tile's gathers advance in lockstep, so one long row holds up its whole tile (a full
+// neighbourhood of Twitch-DE, whose largest degree is 4259: 69 ms fused against 1.2 ms apart,
+// twenty-fourth session). GT_FUSE_PULL_LINEAR=0 turns the kernel off, =1 drops the size and
+// degree conditions (A/B timing, tests); read per call.
+constexpr int64_t kPullLinearMaxDegree = 64;
+bool pull_linear_fuses(const Context& ctx, int64_t num_dst, int64_t max_degree, int64_t in, int64_t out);
 
 }  // namespace gt

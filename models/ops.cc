@@ -357,7 +357,7 @@ void CostDkpOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::ve
     // Wide inputs on the GPU in float32: the Pull and both products in one kernel (producer warps
     // gather while consumer warps multiply, kernels/pull_linear.h); false where it did not run.
     if (!addend_ && self_ == 0.0f && (!root_ || root_in_ == in_) && !planner_->measuring() &&
-        pull_linear_fuses(run.ctx, b.num_dst, in_, out_)) {
+        pull_linear_fuses(run.ctx, b.num_dst, b.max_degree, in_, out_)) {
       fused_ = pull_linear_forward(b, x, f_, w_, root_ ? &x_root_ : nullptr, root_ ? &w_root_ : nullptr, saved_, y,
                                    run.ctx);
       out[0] = y;

@@ -178,7 +178,7 @@ class SoftmaxCrossEntropyOp final : public Op {
 // compute stream (a memory-bound and a compute-bound kernel at once); the sums are added in the
 // same order as with c, so results are the same bits. Wide inputs in float32 on the GPU whose
 // products alone would leave SMs idle (pull_linear_fuses: F >= 1024, out <= 64, fewer 128-row
-// tiles than SMs), without an addend or a self term: the Pull and both products run as one
+// tiles than SMs, no row longer than 64), without an addend or a self term: the Pull and both products run as one
 // warp-specialised kernel (kernels/pull_linear.h) instead, which agrees to rounding, not bits.
 class CostDkpOp final : public Op {
  public:

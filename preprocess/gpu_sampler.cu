@@ -169,6 +169,7 @@ GpuGraph::GpuGraph(CsrView g, Device device) : num_nodes_(g.num_nodes) {
   GT_CHECK_ARG(g.num_nodes >= 0 && g.num_nodes < std::numeric_limits<int32_t>::max(),
                "GpuGraph: ", g.num_nodes, " nodes do not fit int32 ids");
   const int64_t nnz = g.indptr[g.num_nodes];
+  for (int64_t v = 0; v < g.num_nodes; ++v) max_degree_ = std::max(max_degree_, g.indptr[v + 1] - g.indptr[v]);
   set_current_device(device);
   indptr_ = Tensor::empty({g.num_nodes + 1}, DType::kInt64, device);
   indices_ = Tensor::empty({nnz}, DType::kInt32, device);
@@ -225,6 +226,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     const int64_t fanout = cpu_.fanouts()[static_cast<std::size_t>(l)];
     Block& b = out.blocks[static_cast<std::size_t>(l)];
     b.num_dst = n_dst;
+    b.max_degree = self + (fanout < 0 ? graph_->max_degree() : std::min(graph_->max_degree(), fanout));  // a bound
     // --- S_l: row sizes, their scan (the block's indptr), the draws.
     Tensor sizes = Tensor::empty({n_dst + 1}, DType::kInt64, d);
     b.indptr = Tensor::empty({n_dst + 1}, DType::kInt64, d);

@@ -44,9 +44,10 @@ class GpuGraph {
   const Tensor& indices() const { return indices_; }
   Device device() const { return indptr_.device(); }
   int64_t bytes() const { return indptr_.nbytes() + indices_.nbytes(); }
+  int64_t max_degree() const { return max_degree_; }  // the largest in-degree of a node
 
  private:
-  int64_t num_nodes_ = 0;
+  int64_t num_nodes_ = 0, max_degree_ = 0;
   Tensor indptr_, indices_;
 };
 

@@ -99,7 +99,7 @@ TEST(PullLinear, FusedKernelMatchesFloat64OnCuda) {
   const Device dev = Device::cuda(0);
   {
     FuseMode forced(std::string("1"));
-    ASSERT_TRUE(pull_linear_fuses(Context(dev), 5, 1, 4));
+    ASSERT_TRUE(pull_linear_fuses(Context(dev), 5, 5000, 1, 4));  // every condition dropped
     uint64_t seed = 200;
     for (const Case& c : kCases) check_case(c, dev, seed += 10);
     // Tiles for at least half the SMs (one slice), with and without the root product (F = 1025:
@@ -110,20 +110,41 @@ TEST(PullLinear, FusedKernelMatchesFloat64OnCuda) {
   }
   {
     FuseMode off(std::string("0"));
-    EXPECT_FALSE(pull_linear_fuses(Context(dev), 300, 4353, 64));
+    EXPECT_FALSE(pull_linear_fuses(Context(dev), 300, 10, 4353, 64));
     check_case(kCases[4], dev, 400);  // the unfused sequence on the GPU
   }
   FuseMode dflt(std::nullopt);
   const int64_t sms = Context(dev).sm_count();
   const int64_t few = 128 * (sms - 1), many = 128 * sms;  // 128-row tiles: fewer than the SMs, or not
-  EXPECT_TRUE(pull_linear_fuses(Context(dev), few, 4356, 64));
-  EXPECT_FALSE(pull_linear_fuses(Context(dev), many, 4356, 64));  // the products fill the device alone
-  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, 602, 64));    // narrow rows: Pull, then the products
-  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, 4356, 66));   // out not a multiple of 4
-  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, 4356, 128));
+  const int64_t deg = 26;  // sampled rows: fanout 25 and the self loop
+  EXPECT_TRUE(pull_linear_fuses(Context(dev), few, deg, 4356, 64));
+  EXPECT_TRUE(pull_linear_fuses(Context(dev), few, kPullLinearMaxDegree, 4356, 64));
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), many, deg, 4356, 64));  // the products fill the device alone
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, deg, 602, 64));    // narrow rows: Pull, then the products
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, deg, 4356, 66));   // out not a multiple of 4
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, deg, 4356, 128));
+  // A long row holds up its tile (full neighbourhoods of a power-law graph); unknown degrees too.
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, kPullLinearMaxDegree + 1, 4356, 64));
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, 4259, 4356, 64));
+  EXPECT_FALSE(pull_linear_fuses(Context(dev), few, -1, 4356, 64));
   Context tf32(dev);
   tf32.set_tf32(true);
-  EXPECT_FALSE(pull_linear_fuses(tf32, few, 4356, 64));  // TF32: the tensor cores' products
+  EXPECT_FALSE(pull_linear_fuses(tf32, few, deg, 4356, 64));  // TF32: the tensor cores' products
+
+  // pull_linear_forward reads the block's max_degree: short rows fuse, a long row does not, and
+  // both give the float64 results.
+  const int64_t F = 4356, out = 64, n_src = 600, n_dst = 97;
+  Context ctx(dev);
+  for (const int max_deg : {9, 300}) {
+    const Block b = test::random_block(n_src, n_dst, max_deg, 500 + max_deg);
+    ASSERT_EQ(b.max_degree > kPullLinearMaxDegree, max_deg == 300) << b.max_degree;
+    const Block bd = b.to(dev);
+    Tensor x = tensor_on(random_floats(static_cast<std::size_t>(n_src * F), 7), {n_src, F}, dev);
+    Tensor w = tensor_on(random_floats(static_cast<std::size_t>(F * out), 8), {F, out}, dev);
+    Tensor agg = poisoned({n_dst, F}, dev), y = poisoned({n_dst, out}, dev);
+    EXPECT_EQ(pull_linear_forward(bd, x, Reduce::kSum, w, nullptr, nullptr, agg, y, ctx), max_deg == 9) << max_deg;
+    check_case({n_src, n_dst, F, out, max_deg, true, Reduce::kMean}, dev, 600 + max_deg);
+  }
 }
 
 // The fused kernel's stages pass between its producer and consumer warps through named barriers:

@@ -46,6 +46,10 @@ void check_batch(const Graph& g, const SampledBatch& b, const std::vector<int64_
     if (l + 1 < b.blocks.size()) EXPECT_EQ(blk.num_dst, b.blocks[l + 1].num_src);
     const int64_t* ip = blk.indptr.data<int64_t>();
     const int32_t* ix = blk.indices.data<int32_t>();
+    int64_t longest = 0;
+    for (int64_t v = 0; v < blk.num_dst; ++v) longest = std::max(longest, ip[v + 1] - ip[v]);
+    EXPECT_EQ(blk.max_degree, longest) << "layer " << l;
+    EXPECT_EQ(blk.to(Device::cpu()).max_degree, longest);
     for (int64_t v = 0; v < blk.num_dst; ++v) {
       int64_t gv = b.input_nodes[static_cast<std::size_t>(v)];
       int64_t deg = g.indptr[gv + 1] - g.indptr[gv];
