@@ -337,8 +337,10 @@ const std::vector<Field>& fields() {
                    "Chrome-trace JSON of the training batches' pipeline timeline (chrome://tracing, Perfetto), "
                    "of the first replica, written when training ends or fails (not on a stop by signal); evaluation is "
                    "not traced; \"\" = none"),
-      int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), 0, 1 << 24,
-                "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off"),
+      int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), -1, 1 << 24,
+                "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off; -1 = "
+                "auto: the whole table when it takes at most a quarter of the GPU's memory and dataset.features is "
+                "memory, else off (the rows reach the model the same either way)"),
       string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},
                    "folder of fitted DKP cost models, one file per device and model (model.dkp=auto reuses it "
                    "and skips the warm-up); \"\" = fit every run"),

@@ -28,6 +28,16 @@ static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d
   return bytes <= device_total_memory(d) / 4;
 }
 
+// Rows of the GPU feature cache on d (train.gpu_cache_mb): the MiB given, or with -1 (auto) the
+// whole table when it is read into memory (not mmap: a table mapped because it is large) and takes
+// at most a quarter of the GPU's memory; 0 = none.
+static int64_t cache_rows(const Config& cfg, const FeatureTable& features, Device d) {
+  if (!d.is_cuda() || cfg.train.gpu_cache_mb == 0) return 0;
+  if (cfg.train.gpu_cache_mb > 0) return FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, features.width());
+  const int64_t bytes = features.rows() * features.width() * 4;
+  return cfg.dataset.features == "memory" && bytes <= device_total_memory(d) / 4 ? features.rows() : 0;
+}
+
 void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device) {
   procs = process_group_from_env();
   const int64_t local = cfg.train.replicas;
@@ -76,10 +86,8 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.model = build_model(cfg.model, features.width(), data.info.num_classes, d, seed, data.info.feature_dim);
     if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
     r.optimizer = make_optimizer(cfg.optimizer);
-    if (d.is_cuda() && cfg.train.gpu_cache_mb > 0)
-      r.cache = std::make_unique<FeatureCache>(
-          features, data.indptr, data.indices,
-          FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, features.width()), d);
+    if (const int64_t rows = cache_rows(cfg, features, d); rows > 0)
+      r.cache = std::make_unique<FeatureCache>(features, data.indptr, data.indices, rows, d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
     if (sample_on_gpu(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}))) {

@@ -417,6 +417,36 @@ TEST_F(TrainTest, GpuSamplingTrainsLikeCpuSamplingCuda) {
   EXPECT_EQ(gpu.test_acc_at_best, cpu.test_acc_at_best);
 }
 
+// train.gpu_cache_mb: -1 (the default) caches a table this small whole on the GPU, so every row is
+// a hit (only the batches' row indices cross PCIe); the run is the one without a cache (0), loss
+// for loss.
+TEST_F(TrainTest, AutoGpuCacheHoldsASmallTableAndTrainsTheSameCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Config c = config("sage", "cuda");
+  c.train.epochs = 2;
+  c.train.metrics = (dir_ / "auto-cache.jsonl").string();
+  EXPECT_EQ(c.train.gpu_cache_mb, -1);
+  TrainResult cached = Trainer(c).fit(nullptr);
+  std::ifstream m(c.train.metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(m, line));
+  EXPECT_NE(line.find("\"cache_hit_rate\": 1,"), std::string::npos) << line;
+  c.train.gpu_cache_mb = 0;
+  c.train.metrics = "";
+  TrainResult plain = Trainer(c).fit(nullptr);
+  ASSERT_EQ(cached.epochs.size(), plain.epochs.size());
+  for (std::size_t e = 0; e < plain.epochs.size(); ++e) EXPECT_EQ(cached.epochs[e].loss, plain.epochs[e].loss);
+  EXPECT_EQ(cached.test_acc_at_best, plain.test_acc_at_best);
+  // A mapped table is one chosen for its size: auto leaves it on the host.
+  c.train.gpu_cache_mb = -1;
+  c.dataset.features = "mmap";
+  c.train.metrics = (dir_ / "auto-cache-mmap.jsonl").string();
+  Trainer(c).fit(nullptr);
+  std::ifstream mm(c.train.metrics);
+  ASSERT_TRUE(std::getline(mm, line));
+  EXPECT_EQ(line.find("cache_hit_rate"), std::string::npos) << line;
+}
+
 // A memory-mapped feature table trains exactly like the table read into memory.
 TEST_F(TrainTest, MappedFeaturesTrainLikeLoadedFeatures) {
   Config c = config("sage", "cpu");
