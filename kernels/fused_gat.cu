@@ -15,6 +15,12 @@
 //     del[u, h] = sum ds[e, h], per-edge values read through t_eids.
 // Attention dropout (keep != nullptr): the aggregation weight is alpha * keep (forward and dz), and
 // g is multiplied by keep before the softmax gradient; alpha itself is stored undropped.
+//
+// Heads: a warp takes head blockIdx.y, blockIdx.y + gridDim.y, ... of its row. Blocks whose rows
+// may be long (Block::max_degree >= kGatSplitDegree, or unknown) launch one grid row per head, so
+// that a hub's heads run on H warps at once instead of one after another on one warp (Twitch-DE
+// with full neighbourhoods, degrees up to 4259); the others one grid row. Each (row, head) is
+// computed the same way either way, so the results are the same bits.
 #include <cstdint>
 
 #include "framework/device.h"
@@ -73,7 +79,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;  // fz: row length of z and y in vectors
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = ptr[row], end = ptr[row + 1];
-    for (int64_t h = 0; h < H; ++h) {
+    for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float erv = er[row * H + h];
       float m = -INFINITY;
       for (int64_t k = start + lane; k < end; k += kWarp) m = fmaxf(m, leaky(el[ids[k] * H + h] + erv, slope));
@@ -120,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = ptr[row], end = ptr[row + 1];
-    for (int64_t h = 0; h < H; ++h) {
+    for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const V* dyh = dy + row * fz + h * dv;
       float S = 0.0f;  // identical in every lane (built from butterfly results)
       for (int64_t e0 = start; e0 < end; e0 += kWarp) {
@@ -179,7 +185,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = t_ptr[row], end = t_ptr[row + 1];
-    for (int64_t h = 0; h < H; ++h) {
+    for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       for (int64_t c0 = 0; c0 < dv; c0 += kWarp * kUnroll) {
         V acc[kUnroll];
 #pragma unroll
@@ -211,11 +217,19 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t H, int64_t D, float slope,
-                 const float* z, const float* el, const float* er, const float* keep, float* y, float* alpha,
-                 int device, Stream s) {
+constexpr int64_t kGatSplitDegree = 256;
+
+// Grid rows: one per head where a row may be long (see the file comment).
+unsigned head_rows(int64_t H, int64_t max_degree) {
+  const bool long_rows = max_degree < 0 || max_degree >= kGatSplitDegree;
+  return static_cast<unsigned>(long_rows ? (H < 65535 ? H : 65535) : 1);
+}
+
+void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t max_degree, int64_t H, int64_t D,
+                 float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
+                 float* alpha, int device, Stream s) {
   if (num_dst == 0 || H == 0) return;  // nothing to write; keeps the grid non-empty
-  const int grid = grid_for_rows(num_dst, device);
+  const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), head_rows(H, max_degree));
   if (D % 4 == 0 && aligned16(z) && aligned16(y))
     gat_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D / 4}, slope,
                                                          reinterpret_cast<const float4*>(z), el, er, keep,
@@ -227,15 +241,17 @@ void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_
 }
 
 void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
-                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t H, int64_t D,
-                  float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
+                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t max_degree, int64_t H,
+                  int64_t D, float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
                   const float* dy, float* dz, float* del, float* der, int device, Stream s) {
   if (H == 0) return;
   DeviceScratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
   float* d_ds = static_cast<float*>(ds.ptr);
   const bool vec = D % 4 == 0 && aligned16(z) && aligned16(dy) && aligned16(dz);
+  // A long destination row of an undirected graph is a long source row of the transpose too.
+  const unsigned hr = head_rows(H, max_degree);
   if (num_dst > 0) {
-    const int grid = grid_for_rows(num_dst, device);
+    const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), hr);
     if (vec)
       gat_backward_dst_kernel<float4><<<grid, kThreads, 0, s>>>(
           ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha, keep,
@@ -246,7 +262,7 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
     GT_CUDA_LAUNCH_CHECK();
   }
   if (num_src > 0) {
-    const int grid = grid_for_rows(num_src, device);
+    const dim3 grid(static_cast<unsigned>(grid_for_rows(num_src, device)), hr);
     if (vec)
       gat_backward_src_kernel<float4><<<grid, kThreads, 0, s>>>(
           t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, keep, d_ds,

@@ -376,6 +376,37 @@ GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
   }
 }
 
+// Rows of hundreds of edges (a block whose max_degree is 256 or more) run each head on its own
+// warp (a grid row per head); the results are the bits of one warp doing every head (the same
+// block claiming short rows), and the CPU's to rounding.
+GT_DEVICE_TEST(FusedGat, LongRowsRunHeadsApartWithTheSameBits) {
+  if (!dev.is_cuda()) GTEST_SKIP() << "the launch shape is the GPU's";
+  const int64_t ns = 900, nd = 60, H = 8;
+  Block hub = test::random_block(ns, nd, 700, 97);
+  ASSERT_GE(hub.max_degree, 256);
+  Block short_claim = hub;
+  short_claim.max_degree = 10;  // launches one grid row: every head on the row's warp
+  for (const int64_t D : {int64_t{16}, int64_t{7}}) {
+    const auto zf = random_floats(static_cast<std::size_t>(ns * H * D), 98);
+    const auto elf = random_floats(static_cast<std::size_t>(ns * H), 99, -2.0f, 2.0f);
+    const auto erf = random_floats(static_cast<std::size_t>(nd * H), 100, -2.0f, 2.0f);
+    const auto dyf = random_floats(static_cast<std::size_t>(nd * H * D), 101);
+    const std::string what = "D=" + std::to_string(D);
+    const Gat apart = run_gat(hub, dev, H, D, zf, elf, erf, dyf);
+    const Gat together = run_gat(short_claim, dev, H, D, zf, elf, erf, dyf);
+    EXPECT_EQ(apart.y, together.y) << what;
+    EXPECT_EQ(apart.alpha, together.alpha) << what;
+    EXPECT_EQ(apart.dz, together.dz) << what;
+    EXPECT_EQ(apart.del, together.del) << what;
+    EXPECT_EQ(apart.der, together.der) << what;
+    const Gat cpu = run_gat(hub, Device::cpu(), H, D, zf, elf, erf, dyf);
+    expect_close(apart.y, to_double(cpu.y), 1e-5, "GPU vs CPU y " + what);
+    expect_close(apart.dz, to_double(cpu.dz), 1e-5, "GPU vs CPU dz " + what);
+    expect_close(apart.del, to_double(cpu.del), 1e-4, "GPU vs CPU del " + what);
+    expect_close(apart.der, to_double(cpu.der), 1e-4, "GPU vs CPU der " + what);
+  }
+}
+
 // Fused GAT equals NeighborApply(add)(el, er) -> LeakyReLU -> edge softmax -> Pull(scalar w),
 // forward and backward (H = 1, so alpha is the Pull's scalar weight).
 GT_DEVICE_TEST(FusedGat, EqualsUnfusedComposition) {
