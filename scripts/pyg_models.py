@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""NGCF, GIN and GAT on Cora with PyTorch Geometric: the reference for configs/cora-{ngcf,gin,gat}.yaml.
+"""GCN, GraphSAGE, NGCF, GIN and GAT with PyTorch Geometric: the reference for configs/cora-*.yaml.
 
 Trains the same architectures with the same hyper-parameters as GraphTensor's configs, full-batch
 on the GPU, for 5 seeds, and prints the mean test accuracy at the best validation epoch (first
 best epoch, evaluated every epoch), to compare with scripts/accuracy.sh's output (within 2 points).
+With --time it also times one full-batch training step (forward, loss, backward, Adam; median of
+CUDA-event timings after warm-up) and reports the peak GPU memory, to compare with gt-train's epoch
+time in the same regime (docs/benchmarks.md, "Cornell5 and Twitch-DE").
 
-  python3 scripts/pyg_models.py DATA_DIR [--models ngcf,gin,gat] [--seeds 5] [--epochs 200] [--json FILE]
+  python3 scripts/pyg_models.py DATA_DIR [--models ngcf,gin,gat] [--seeds 5] [--epochs 200]
+                                [--split NAME] [--normalize row|none] [--time] [--json FILE]
 
 DATA_DIR is a dataset in OGB's raw layout (what `gt-data import-ogb` reads), for example
 shared/data/cora: raw/node-feat.csv.gz, raw/edge.csv.gz, raw/node-label.csv.gz and
 split/planetoid/{train,valid,test}.csv.gz. Edges are made undirected (as the importer does) and
 feature rows are divided by their sums (dataset.normalize: row). Nothing is downloaded.
 
-The models, as models/{ngcf,gin,gat}.cc define them:
+The models, as models/{gcn,sage,ngcf,gin,gat}.cc define them (GCN: PyG's GCNConv, whose symmetric
+normalisation differs from GraphTensor's mean with a self loop; GraphSAGE: SAGEConv, mean):
   ngcf  2 x NGCFConv (mean of x_u and of x_u * x_v; LeakyReLU(W1 (side + x_v) + W2 inter + b, 0.2)
         after every layer, the output too), hidden 64, dropout 0.5, Adam lr 0.01, wd 5e-4.
         One bias (W2 has none): pyg_baseline.py's two biases only ever act as their sum.
@@ -28,10 +33,12 @@ import argparse, json, os, statistics, sys, time
 import numpy as np
 import torch
 import torch.nn.functional as Fn
-from torch_geometric.nn import GATConv, GINConv, MessagePassing
+from torch_geometric.nn import GATConv, GCNConv, GINConv, MessagePassing, SAGEConv
 from torch_geometric.utils import to_undirected
 
 HPARAMS = {  # hidden, dropout, lr, weight decay
+    "gcn": (64, 0.5, 0.01, 5e-4),
+    "sage": (64, 0.5, 0.01, 5e-4),
     "ngcf": (64, 0.5, 0.01, 5e-4),
     "gin": (64, 0.5, 0.01, 5e-4),
     "gat": (8, 0.6, 0.005, 5e-4),
@@ -42,7 +49,7 @@ def read_csv(path, dtype):
     return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=1)
 
 
-def load(folder, split):
+def load(folder, split, normalize=True):
     raw = os.path.join(folder, "raw")
     for f in ("node-feat.csv.gz", "edge.csv.gz", "node-label.csv.gz"):
         if not os.path.exists(os.path.join(raw, f)):
@@ -54,7 +61,8 @@ def load(folder, split):
     y = torch.from_numpy(read_csv(os.path.join(raw, "node-label.csv.gz"), np.float64).reshape(-1)).long()
     n = x.shape[0]
     edge_index = to_undirected(edges, num_nodes=n)
-    x = x / x.sum(1, keepdim=True).clamp(min=1e-12)  # rows summing to 0 stay 0
+    if normalize:
+        x = x / x.sum(1, keepdim=True).clamp(min=1e-12)  # rows summing to 0 stay 0
     masks = {}
     for name in ("train", "valid", "test"):
         path = os.path.join(folder, "split", split, f"{name}.csv.gz")
@@ -89,7 +97,11 @@ class Net(torch.nn.Module):
         super().__init__()
         hid, self.p, _, _ = HPARAMS[kind]
         self.kind = kind
-        if kind == "ngcf":
+        if kind == "gcn":
+            self.convs = torch.nn.ModuleList([GCNConv(fin, hid), GCNConv(hid, classes)])
+        elif kind == "sage":
+            self.convs = torch.nn.ModuleList([SAGEConv(fin, hid, aggr="mean"), SAGEConv(hid, classes, aggr="mean")])
+        elif kind == "ngcf":
             self.convs = torch.nn.ModuleList([NGCFConv(fin, hid), NGCFConv(hid, classes)])
         elif kind == "gin":
             mlp = lambda a, b: torch.nn.Sequential(torch.nn.Linear(a, hid), torch.nn.ReLU(), torch.nn.Linear(hid, b))
@@ -109,7 +121,7 @@ class Net(torch.nn.Module):
             x = Fn.dropout(x, self.p, self.training)
             x = conv(x, edge_index)
             if i + 1 < len(self.convs):
-                if self.kind == "gin":
+                if self.kind in ("gin", "gcn", "sage"):
                     x = Fn.relu(x)
                 elif self.kind == "gat":
                     x = Fn.elu(x)
@@ -140,11 +152,43 @@ def run(kind, data, seed, epochs, dev):
     return best_val, test_at_best
 
 
+def time_step(kind, data, dev, iters=30, warmup=5):
+    """Median ms of one full-batch training step, and the peak GPU memory (MiB) around it."""
+    x, edge_index, y, masks = data
+    torch.manual_seed(0)
+    model = Net(kind, x.shape[1], int(y.max()) + 1).to(dev)
+    _, _, lr, wd = HPARAMS[kind]
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
+    model.train()
+    train = masks["train"]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        Fn.cross_entropy(model(x, edge_index)[train], y[train]).backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        step()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times), torch.cuda.max_memory_allocated() / 2**20
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data_dir")
     ap.add_argument("--models", default="ngcf,gin,gat")
-    ap.add_argument("--split", default="planetoid")
+    ap.add_argument("--split", default=None, help="split folder (default: the only one, or planetoid)")
+    ap.add_argument("--normalize", choices=("row", "none"), default="row")
+    ap.add_argument("--time", action="store_true", help="also time one full-batch training step per model")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--json")
@@ -159,7 +203,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     t0 = time.time()
-    x, edge_index, y, masks = load(args.data_dir, args.split)
+    split = args.split
+    if split is None:
+        names = sorted(os.listdir(os.path.join(args.data_dir, "split"))) if os.path.isdir(
+            os.path.join(args.data_dir, "split")) else []
+        split = names[0] if len(names) == 1 else "planetoid"
+    x, edge_index, y, masks = load(args.data_dir, split, args.normalize == "row")
     print(f"loaded {args.data_dir}: {x.shape[0]} nodes, {edge_index.shape[1]} directed edges, F={x.shape[1]}, "
           f"{int(y.max()) + 1} classes, split sizes " + ", ".join(f"{k} {int(m.sum())}" for k, m in masks.items())
           + f" ({time.time() - t0:.1f} s)")
@@ -177,6 +226,10 @@ def main():
         mean = statistics.mean(tests)
         print(f"{kind}: PyG mean test accuracy over {args.seeds} seeds {mean:.4f} ({time.time() - t0:.1f} s)")
         results["models"][kind] = {"mean_test": mean, "tests": tests}
+        if args.time:
+            ms, peak = time_step(kind, data, dev)
+            print(f"{kind}: PyG full-batch training step {ms:.3f} ms, peak {peak:.1f} MiB")
+            results["models"][kind].update(step_ms=ms, peak_mib=peak)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
