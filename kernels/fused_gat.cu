@@ -16,12 +16,16 @@
 // Attention dropout (keep != nullptr): the aggregation weight is alpha * keep (forward and dz), and
 // g is multiplied by keep before the softmax gradient; alpha itself is stored undropped.
 //
+// Narrow heads (at most 8 vectors: GAT's usual 8 columns a head are 2 float4) spread the edges over
+// lane groups of P lanes (gather_weighted_chunk_narrow) instead of leaving 30 of 32 lanes idle.
+//
 // Heads: a warp takes head blockIdx.y, blockIdx.y + gridDim.y, ... of its row. Blocks whose rows
 // may be long (Block::max_degree >= kGatSplitDegree, or unknown) launch one grid row per head, so
 // that a hub's heads run on H warps at once instead of one after another on one warp (Twitch-DE
 // with full neighbourhoods, degrees up to 4259); the others one grid row. Each (row, head) is
 // computed the same way either way, so the results are the same bits.
 #include <cstdint>
+#include <type_traits>
 
 #include "framework/device.h"
 #include "framework/memory.h"
@@ -69,7 +73,45 @@ __device__ __forceinline__ void gather_weighted_chunk(int n, int my_c, float my_
   }
 }
 
-template <typename V>
+// Narrow heads (dv <= 8 vectors: GAT's usual 8 columns a head are 2 float4): P lanes an edge (P a
+// power of two >= dv), so the warp's G = 32 / P lane groups gather G edges at once instead of one.
+// Lane = gi * P + col; group gi takes edges gi, gi + G, gi + 2G, ... of each chunk (in CSR order
+// within the group) into its partial sum acc (column col); group_sum adds the G partial sums in a
+// fixed butterfly, the same bits in every group.
+template <typename V, int P>
+__device__ __forceinline__ void gather_weighted_chunk_narrow(int n, int my_c, float my_a, const V* __restrict__ rows,
+                                                             int64_t ld, int64_t off, int64_t width, V& acc) {
+  constexpr int G = kWarp / P;
+  const int lane = lane_id(), gi = lane / P, col = lane % P;
+  for (int j = 0; j < n; j += G * kEdgeUnroll) {
+    V g[kEdgeUnroll];
+    float aq[kEdgeUnroll];
+#pragma unroll
+    for (int q = 0; q < kEdgeUnroll; ++q) {
+      const int e = j + q * G + gi;
+      const int64_t c = __shfl_sync(kFullMask, my_c, e < n ? e : 0);  // every lane takes part
+      aq[q] = __shfl_sync(kFullMask, my_a, e < n ? e : 0);
+      if (e < n && col < width) g[q] = __ldg(rows + c * ld + off + col);
+    }
+#pragma unroll
+    for (int q = 0; q < kEdgeUnroll; ++q)
+      if (j + q * G + gi < n && col < width) vaxpy(acc, g[q], aq[q]);
+  }
+}
+
+__device__ __forceinline__ float vshfl_xor(float v, int o) { return __shfl_xor_sync(kFullMask, v, o); }
+__device__ __forceinline__ float4 vshfl_xor(float4 v, int o) {
+  return make_float4(__shfl_xor_sync(kFullMask, v.x, o), __shfl_xor_sync(kFullMask, v.y, o),
+                     __shfl_xor_sync(kFullMask, v.z, o), __shfl_xor_sync(kFullMask, v.w, o));
+}
+template <int P, typename V>
+__device__ __forceinline__ V group_sum(V v) {
+#pragma unroll
+  for (int o = P; o < kWarp; o *= 2) v = vadd(v, vshfl_xor(v, o));
+  return v;
+}
+
+template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, GatShape sh,
                        float slope, const V* __restrict__ z, const float* __restrict__ el,
@@ -87,8 +129,25 @@ __global__ void __launch_bounds__(kThreads)
       float part = 0.0f;
       for (int64_t k = start + lane; k < end; k += kWarp) part += expf(leaky(el[ids[k] * H + h] + erv, slope) - m);
       const float sum = warp_sum(part);
+      if constexpr (P > 0) {  // narrow heads: one pass, lane groups over the edges
+        V acc = vzero<V>();
+        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+          int my_c = 0;
+          float my_a = 0.0f;
+          if (lane < n) {
+            my_c = ids[e0 + lane];
+            my_a = expf(leaky(el[my_c * H + h] + erv, slope) - m) / sum;
+            alpha[(e0 + lane) * H + h] = my_a;
+            if (keep) my_a *= keep[(e0 + lane) * H + h];
+          }
+          gather_weighted_chunk_narrow<V, P>(n, my_c, my_a, z, fz, h * dv, dv, acc);
+        }
+        acc = group_sum<P>(acc);
+        if (lane < P && lane < dv) y[row * fz + h * dv + lane] = acc;
+      }
       // At least one pass, so alpha is written even when D == 0.
-      for (int64_t c0 = 0; c0 == 0 || c0 < dv; c0 += kWarp * kUnroll) {
+      for (int64_t c0 = 0; P == 0 && (c0 == 0 || c0 < dv); c0 += kWarp * kUnroll) {
         V acc[kUnroll];
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
@@ -114,8 +173,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Kernel 1 of the backward (see the file comment).
-template <typename V>
+// Kernel 1 of the backward (see the file comment). Narrow heads (P > 0): each lane group of P
+// lanes takes its edges' dot products (summed within the group, butterfly), S is the groups' sums
+// added in a butterfly.
+template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_backward_dst_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
                             GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
@@ -129,7 +190,40 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const V* dyh = dy + row * fz + h * dv;
       float S = 0.0f;  // identical in every lane (built from butterfly results)
-      for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+      if constexpr (P > 0) {
+        constexpr int G = kWarp / P;
+        const int gi = lane / P, col = lane % P;
+        const V d = col < dv ? __ldg(dyh + col) : vzero<V>();
+        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+          const int my_c = lane < n ? ids[e0 + lane] : 0;
+          for (int j = 0; j < n; j += G * kEdgeUnroll) {
+            float part[kEdgeUnroll];
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q) {
+              const int e = j + q * G + gi;
+              const int64_t c = __shfl_sync(kFullMask, my_c, e < n ? e : 0);
+              part[q] = e < n && col < dv ? vhsum(vmul(__ldg(z + c * fz + h * dv + col), d)) : 0.0f;
+            }
+#pragma unroll
+            for (int q = 0; q < kEdgeUnroll; ++q) {
+              float g = part[q];
+#pragma unroll
+              for (int o = 1; o < P; o *= 2) g += __shfl_xor_sync(kFullMask, g, o);  // within the group
+              const int e = j + q * G + gi;
+              if (e < n) {
+                const int64_t k = e0 + e;
+                if (keep) g *= keep[k * H + h];
+                S += alpha[k * H + h] * g;
+                if (col == 0) ds[k * H + h] = g;  // g for now; turned into ds below
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int o = P; o < kWarp; o *= 2) S += __shfl_xor_sync(kFullMask, S, o);  // over the groups
+      }
+      for (int64_t e0 = start; P == 0 && e0 < end; e0 += kWarp) {
         const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
         const int my_c = lane < n ? ids[e0 + lane] : 0;
         for (int j = 0; j < n; j += kEdgeUnroll) {
@@ -174,7 +268,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Kernel 2 of the backward (see the file comment).
-template <typename V>
+template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_backward_src_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
                             const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
@@ -186,7 +280,23 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = t_ptr[row], end = t_ptr[row + 1];
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
-      for (int64_t c0 = 0; c0 < dv; c0 += kWarp * kUnroll) {
+      if constexpr (P > 0) {  // narrow heads (see gather_weighted_chunk_narrow)
+        V acc = vzero<V>();
+        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
+          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
+          int my_v = 0;
+          float my_a = 0.0f;
+          if (lane < n) {
+            my_v = t_ids[e0 + lane];
+            const int64_t e = t_eids[e0 + lane];
+            my_a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
+          }
+          gather_weighted_chunk_narrow<V, P>(n, my_v, my_a, dy, fz, h * dv, dv, acc);
+        }
+        acc = group_sum<P>(acc);
+        if (lane < P && lane < dv) dz[row * fz + h * dv + lane] = acc;
+      }
+      for (int64_t c0 = 0; P == 0 && c0 < dv; c0 += kWarp * kUnroll) {
         V acc[kUnroll];
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
@@ -219,6 +329,21 @@ __global__ void __launch_bounds__(kThreads)
 
 constexpr int64_t kGatSplitDegree = 256;
 
+// Lanes an edge for heads of dv vectors: the power of two >= dv up to 8, 0 = the wide path.
+int narrow_lanes(int64_t dv) { return dv <= 1 ? 1 : dv <= 2 ? 2 : dv <= 4 ? 4 : dv <= 8 ? 8 : 0; }
+
+// kernel<V, P> for P = narrow_lanes(dv): launch(k) is called with the instantiation.
+template <typename V, typename Launch>
+void with_lanes(int64_t dv, Launch launch) {
+  switch (narrow_lanes(dv)) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+    default: return launch(std::integral_constant<int, 0>{});
+  }
+}
+
 // Grid rows: one per head where a row may be long (see the file comment).
 unsigned head_rows(int64_t H, int64_t max_degree) {
   const bool long_rows = max_degree < 0 || max_degree >= kGatSplitDegree;
@@ -231,12 +356,16 @@ void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_
   if (num_dst == 0 || H == 0) return;  // nothing to write; keeps the grid non-empty
   const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), head_rows(H, max_degree));
   if (D % 4 == 0 && aligned16(z) && aligned16(y))
-    gat_forward_kernel<float4><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D / 4}, slope,
-                                                         reinterpret_cast<const float4*>(z), el, er, keep,
-                                                         reinterpret_cast<float4*>(y), alpha);
+    with_lanes<float4>(D / 4, [&](auto p) {
+      gat_forward_kernel<float4, decltype(p)::value><<<grid, kThreads, 0, s>>>(
+          ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, keep,
+          reinterpret_cast<float4*>(y), alpha);
+    });
   else
-    gat_forward_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er, keep,
-                                                        y, alpha);
+    with_lanes<float>(D, [&](auto p) {
+      gat_forward_kernel<float, decltype(p)::value><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope,
+                                                                             z, el, er, keep, y, alpha);
+    });
   GT_CUDA_LAUNCH_CHECK();
 }
 
@@ -253,23 +382,31 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
   if (num_dst > 0) {
     const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), hr);
     if (vec)
-      gat_backward_dst_kernel<float4><<<grid, kThreads, 0, s>>>(
-          ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha, keep,
-          reinterpret_cast<const float4*>(dy), d_ds, der);
+      with_lanes<float4>(D / 4, [&](auto p) {
+        gat_backward_dst_kernel<float4, decltype(p)::value><<<grid, kThreads, 0, s>>>(
+            ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha, keep,
+            reinterpret_cast<const float4*>(dy), d_ds, der);
+      });
     else
-      gat_backward_dst_kernel<float><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er,
-                                                               alpha, keep, dy, d_ds, der);
+      with_lanes<float>(D, [&](auto p) {
+        gat_backward_dst_kernel<float, decltype(p)::value><<<grid, kThreads, 0, s>>>(
+            ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er, alpha, keep, dy, d_ds, der);
+      });
     GT_CUDA_LAUNCH_CHECK();
   }
   if (num_src > 0) {
     const dim3 grid(static_cast<unsigned>(grid_for_rows(num_src, device)), hr);
     if (vec)
-      gat_backward_src_kernel<float4><<<grid, kThreads, 0, s>>>(
-          t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, keep, d_ds,
-          reinterpret_cast<const float4*>(dy), reinterpret_cast<float4*>(dz), del);
+      with_lanes<float4>(D / 4, [&](auto p) {
+        gat_backward_src_kernel<float4, decltype(p)::value><<<grid, kThreads, 0, s>>>(
+            t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, keep, d_ds,
+            reinterpret_cast<const float4*>(dy), reinterpret_cast<float4*>(dz), del);
+      });
     else
-      gat_backward_src_kernel<float><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, GatShape{H, D}, alpha,
-                                                               keep, d_ds, dy, dz, del);
+      with_lanes<float>(D, [&](auto p) {
+        gat_backward_src_kernel<float, decltype(p)::value><<<grid, kThreads, 0, s>>>(
+            t_ptr, t_ids, t_eids, num_src, GatShape{H, D}, alpha, keep, d_ds, dy, dz, del);
+      });
     GT_CUDA_LAUNCH_CHECK();
   }
 }

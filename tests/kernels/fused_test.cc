@@ -353,7 +353,8 @@ GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
   struct Case {
     int64_t H, D;
   };
-  for (const Case c : {Case{1, 1}, Case{2, 7}, Case{4, 16}, Case{1, 4353}}) {
+  // Heads of 1 to 8 vectors take lane groups (D = 8: GAT's usual 2 float4 a head), wider ones a warp.
+  for (const Case c : {Case{1, 1}, Case{2, 7}, Case{4, 16}, Case{8, 8}, Case{2, 32}, Case{3, 36}, Case{1, 4353}}) {
     const int64_t ns = c.D > 1000 ? 90 : 300, nd = c.D > 1000 ? 60 : 200;
     Block b = test::random_block(ns, nd, c.D > 1000 ? 8 : 40, static_cast<uint64_t>(c.H * c.D) + 81);
     const Csr g(b);
