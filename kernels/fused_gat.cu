@@ -267,6 +267,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Lane `lane` of a chunk of n transposed edges from e0: its source (the forward destination) and
+// the edge's coefficient alpha (times the dropout mask when there is one); 0 past the chunk.
+__device__ __forceinline__ void load_transposed_edge(const int32_t* __restrict__ t_ids,
+                                                     const int32_t* __restrict__ t_eids,
+                                                     const float* __restrict__ alpha, const float* __restrict__ keep,
+                                                     int64_t e0, int lane, int n, int64_t H, int64_t h, int& v,
+                                                     float& a) {
+  v = 0;
+  a = 0.0f;
+  if (lane < n) {
+    v = t_ids[e0 + lane];
+    const int64_t e = t_eids[e0 + lane];
+    a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
+  }
+}
+
 // Kernel 2 of the backward (see the file comment).
 template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
@@ -284,13 +300,9 @@ __global__ void __launch_bounds__(kThreads)
         V acc = vzero<V>();
         for (int64_t e0 = start; e0 < end; e0 += kWarp) {
           const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_v = 0;
-          float my_a = 0.0f;
-          if (lane < n) {
-            my_v = t_ids[e0 + lane];
-            const int64_t e = t_eids[e0 + lane];
-            my_a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
-          }
+          int my_v;
+          float my_a;
+          load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, H, h, my_v, my_a);
           gather_weighted_chunk_narrow<V, P>(n, my_v, my_a, dy, fz, h * dv, dv, acc);
         }
         acc = group_sum<P>(acc);
@@ -302,13 +314,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
         for (int64_t e0 = start; e0 < end; e0 += kWarp) {
           const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_v = 0;
-          float my_a = 0.0f;
-          if (lane < n) {
-            my_v = t_ids[e0 + lane];
-            const int64_t e = t_eids[e0 + lane];
-            my_a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
-          }
+          int my_v;
+          float my_a;
+          load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, H, h, my_v, my_a);
           gather_weighted_chunk(n, my_v, my_a, dy, fz, h * dv, dv, c0, acc);
         }
 #pragma unroll
