@@ -28,6 +28,7 @@ struct ModelConfig {
   double gin_eps = 0.0;          // GIN: weight (1 + eps) of a node's own features
   double attn_dropout = 0.0;     // GAT: dropout on the attention coefficients while training
   std::string dkp = "aggregate-first";  // kernel placement (gcn, sage, gin): aggregate-first | combine-first | auto
+  std::string init = "glorot";   // weight initialisation: glorot | torch (LayerOptions::init)
 };
 
 // The output width of hidden layer l (0 <= l < layers - 1): hidden_sizes[l], or hidden when

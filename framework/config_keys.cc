@@ -233,6 +233,11 @@ const std::vector<Field>& fields() {
                    "kernel placement of gcn, sage and gin (docs/dkp.md): Pull then MatMul, MatMul on every source "
                    "row then Pull, or per layer and batch the order a fitted cost model predicts cheaper; ngcf and "
                    "gat need aggregate-first"),
+      string_field("model.init", GT_GET(model, init), {"glorot", "torch"},
+                   "weight initialisation: glorot = Glorot-uniform weights, zero biases (as PyG's GCNConv and "
+                   "GATConv); torch = every dense weight and its bias uniform in +-1/sqrt(fan_in), as "
+                   "torch.nn.Linear (PyG's SAGEConv, GINConv's MLP): the smaller start GIN needs on "
+                   "unnormalised features (docs/benchmarks.md, Cornell5); GAT's attention vectors stay Glorot"),
       string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
       string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
                    "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "

@@ -69,7 +69,7 @@ int build_gat_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const int w = input_weight(g, o, "weight", HD, d, layer_id(o, 0));
   const int al = attention(g, o, "att_src", d, 1);
   const int ar = attention(g, o, "att_dst", d, 2);
-  const int b = bias(g, o, "bias", concat ? HD : D, d);
+  const int b = bias(g, o, "bias", concat ? HD : D, d, input_fan_in(o), layer_id(o, 0));
   const Tensor mask = block_diagonal(H, D, 1.0f, d);
   const int xd = input_dropout(g, o, x);
   const int z = g.add1(std::make_unique<MatMulOp>(o.in, HD, false), {{xd}, {w}}, src(o, HD), o.index);

@@ -18,9 +18,9 @@ int build_gin_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   GT_CHECK_ARG(o.gin_eps >= -1.0f, "GIN: eps must be >= -1, got ", o.gin_eps);
   const int64_t mid = o.mlp_hidden > 0 ? o.mlp_hidden : o.out;
   const int w1 = input_weight(g, o, "mlp0.weight", mid, d, layer_id(o, 0));
-  const int b1 = bias(g, o, "mlp0.bias", mid, d);
+  const int b1 = bias(g, o, "mlp0.bias", mid, d, input_fan_in(o), layer_id(o, 0));
   const int w2 = weight(g, o, "mlp1.weight", mid, o.out, d, layer_id(o, 1));
-  const int b2 = bias(g, o, "mlp1.bias", o.out, d);
+  const int b2 = bias(g, o, "mlp1.bias", o.out, d, mid, layer_id(o, 1));
   const int xd = input_dropout(g, o, x);
   const int p = g.add1(std::make_unique<PullOp>(Reduce::kSum), {{xd}}, dst(o, o.in), o.index);
   const int a = g.add1(std::make_unique<AddDstRowsOp>(1.0f + o.gin_eps), {{p}, {xd, true}}, dst(o, o.in), o.index);

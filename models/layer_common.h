@@ -2,6 +2,7 @@
 // parameter creation and the input dropout node. Internal to models/.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,25 +17,37 @@ inline std::string param_name(const LayerOptions& o, const std::string& name) {
   return "layer" + std::to_string(o.index) + "." + name;
 }
 
-// Glorot-uniform [in, out] weight with a zero gradient; `id` keys its random stream and must be
-// unique within the model.
+// Fills a weight [rows, out] that reads `fan_in` input columns as o.init says (see Init); `id`
+// keys its random stream and must be unique within the model.
+inline void init_weight(Tensor& w, const LayerOptions& o, int64_t fan_in, uint64_t id) {
+  if (o.init == Init::kTorch) {
+    const float a = 1.0f / std::sqrt(static_cast<float>(fan_in));
+    fill_uniform(w, o.seed, id, -a, a);
+  } else {
+    glorot_uniform(w, o.seed, id);
+  }
+}
+
+// An [in, out] weight with a zero gradient, initialised by init_weight.
 inline int weight(Graph& g, const LayerOptions& o, const std::string& name, int64_t in, int64_t out, Device d,
                   uint64_t id) {
   Param p{param_name(o, name), Tensor::empty({in, out}, DType::kFloat32, d), Tensor::zeros({in, out}, DType::kFloat32, d)};
-  glorot_uniform(p.value, o.seed, id);
+  init_weight(p.value, o, in, id);
   return g.add_param(std::move(p), o.index);
 }
 // Whether the layer input's rows end in zero padding (o.in_features < o.in columns carry values).
 inline bool padded_input(const LayerOptions& o) { return o.in_features > 0 && o.in_features < o.in; }
+// The input columns that carry values.
+inline int64_t input_fan_in(const LayerOptions& o) { return padded_input(o) ? o.in_features : o.in; }
 
-// A weight [o.in, out] applied to the layer input: Glorot-uniform over the o.in_features rows
-// that meet values (the same values as weight() gives an unpadded input of that width), zero on
-// the rows that meet the input's zero padding.
+// A weight [o.in, out] applied to the layer input: initialised over the o.in_features rows that
+// meet values (the same values as weight() gives an unpadded input of that width), zero on the
+// rows that meet the input's zero padding.
 inline int input_weight(Graph& g, const LayerOptions& o, const std::string& name, int64_t out, Device d, uint64_t id) {
-  const int64_t valid = padded_input(o) ? o.in_features : o.in;
+  const int64_t valid = input_fan_in(o);
   if (valid == o.in) return weight(g, o, name, o.in, out, d, id);
   Tensor head = Tensor::empty({valid, out}, DType::kFloat32, d);
-  glorot_uniform(head, o.seed, id);
+  init_weight(head, o, valid, id);
   Param p{param_name(o, name), Tensor::zeros({o.in, out}, DType::kFloat32, d), Tensor::zeros({o.in, out}, DType::kFloat32, d)};
   p.value.rows(0, valid).copy_from(head);
   return g.add_param(std::move(p), o.index);
@@ -43,10 +56,16 @@ inline int input_weight(Graph& g, const LayerOptions& o, const std::string& name
 inline constexpr uint64_t kIdsPerLayer = 16;
 inline uint64_t layer_id(const LayerOptions& o, uint64_t k) { return kIdsPerLayer * static_cast<uint64_t>(o.index) + k; }
 
-inline int bias(Graph& g, const LayerOptions& o, const std::string& name, int64_t out, Device d) {
-  return g.add_param(Param{param_name(o, name), Tensor::zeros({out}, DType::kFloat32, d),
-                           Tensor::zeros({out}, DType::kFloat32, d)},
-                     o.index);
+// The bias [out] of the weight with id `weight_id` that reads fan_in columns: zero, or with
+// Init::kTorch uniform in +-1/sqrt(fan_in) (its own random stream, apart from every weight's).
+inline int bias(Graph& g, const LayerOptions& o, const std::string& name, int64_t out, Device d, int64_t fan_in,
+                uint64_t weight_id) {
+  Param p{param_name(o, name), Tensor::zeros({out}, DType::kFloat32, d), Tensor::zeros({out}, DType::kFloat32, d)};
+  if (o.init == Init::kTorch) {
+    const float a = 1.0f / std::sqrt(static_cast<float>(fan_in));
+    fill_uniform(p.value, o.seed, (uint64_t{1} << 62) | weight_id, -a, a);
+  }
+  return g.add_param(std::move(p), o.index);
 }
 
 // The layer input after dropout (a Dropout node when o.dropout > 0, x itself otherwise). Padded

@@ -9,8 +9,9 @@ using namespace layer_detail;
 
 // Pull(mean) -> MatMul -> Bias + ReLU. The initialisation ids (2 * index) are GCN's own.
 int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
-  const int w = input_weight(g, o, "weight", o.out, d, 2 * static_cast<uint64_t>(o.index));
-  const int b = bias(g, o, "bias", o.out, d);
+  const uint64_t id = 2 * static_cast<uint64_t>(o.index);
+  const int w = input_weight(g, o, "weight", o.out, d, id);
+  const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), id);
   const int xd = input_dropout(g, o, x);
   const int a = g.add1(std::make_unique<PullOp>(Reduce::kMean), {{xd}}, dst(o, o.in), o.index);
   const int t = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{a}, {w}}, dst(o, o.out), o.index);
@@ -25,7 +26,7 @@ int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const uint64_t id = 3 * static_cast<uint64_t>(o.index);
   const int wn = input_weight(g, o, "weight_neigh", o.out, d, id);
   const int wr = input_weight(g, o, "weight_root", o.out, d, id + 1);
-  const int b = bias(g, o, "bias", o.out, d);
+  const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), id);
   const int xd = input_dropout(g, o, x);
   const int r = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{xd, true}, {wr}}, dst(o, o.out), o.index);
   const int a = g.add1(std::make_unique<PullOp>(Reduce::kMean), {{xd}}, dst(o, o.in), o.index);

@@ -19,6 +19,11 @@
 
 namespace gt {
 
+// How a layer's dense weights [in, out] and biases start (ModelConfig::init): kGlorot = weights
+// Glorot-uniform, biases zero; kTorch = weights and biases uniform in +-1/sqrt(in), in counting
+// only the input columns that carry values (torch.nn.Linear's reset_parameters).
+enum class Init { kGlorot, kTorch };
+
 struct LayerOptions {
   int64_t in = 0, out = 0;
   // Leading input columns that carry values (the rest are zero padding: weight rows that read
@@ -35,6 +40,7 @@ struct LayerOptions {
   float attn_dropout = 0.0f;           // GAT: attention dropout while training
   int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
   int64_t heads = 1;                   // GAT: heads; `out` is the width per head
+  Init init = Init::kGlorot;
 };
 
 using LayerBuilder = int (*)(Graph& g, const LayerOptions& o, Device d, int x);

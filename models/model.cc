@@ -118,6 +118,8 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   GT_CHECK_ARG(in_dim > 0 && num_classes > 0, "model needs in_dim > 0 and num_classes > 0");
   GT_CHECK_ARG(in_features >= 0 && in_features <= in_dim, "model input: ", in_features, " of ", in_dim,
                " columns carry values; need 0 <= in_features <= in_dim");
+  if (cfg.init != "glorot" && cfg.init != "torch")
+    GT_THROW("model.init", "choose glorot or torch", "unknown initialisation '", cfg.init, "'");
   if (cfg.aggregation != "mean" && cfg.aggregation != "sum")
     GT_THROW("model.aggregation", "choose mean or sum", "unknown aggregation '", cfg.aggregation, "'");
   const bool gat = cfg.type == "gat";
@@ -142,6 +144,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     // GIN's MLP: as wide as the layer's output; the last layer's as the layer before it.
     o.mlp_hidden = !last ? hidden_width(cfg, l) : l > 0 ? hidden_width(cfg, l - 1) : cfg.hidden;
     o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
+    o.init = cfg.init == "torch" ? Init::kTorch : Init::kGlorot;
     layers.push_back(o);
   }
   return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode);

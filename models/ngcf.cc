@@ -18,7 +18,7 @@ int build_ngcf_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   GT_CHECK_ARG(o.negative_slope >= 0.0f, "NGCF: negative_slope must be >= 0, got ", o.negative_slope);
   const int w1 = input_weight(g, o, "weight_side", o.out, d, layer_id(o, 0));
   const int w2 = input_weight(g, o, "weight_inter", o.out, d, layer_id(o, 1));
-  const int b = bias(g, o, "bias", o.out, d);
+  const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), layer_id(o, 0));
   const int xd = input_dropout(g, o, x);
   const std::vector<int> agg = g.add(std::make_unique<NgcfAggregateOp>(o.aggregation), {{xd}},
                                      {dst(o, o.in, "side"), dst(o, o.in, "inter")}, o.index);

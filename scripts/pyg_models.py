@@ -10,6 +10,13 @@ time in the same regime (docs/benchmarks.md, "Cornell5 and Twitch-DE").
 
   python3 scripts/pyg_models.py DATA_DIR [--models ngcf,gin,gat] [--seeds 5] [--epochs 200]
                                 [--split NAME] [--normalize row|none] [--time] [--json FILE]
+                                [--init-from MODEL.h5] [--dropout P] [--trace FILE]
+
+A matched comparison (GIN): --init-from starts every seed from the weights of a GraphTensor model
+file (train.save_best of a run with optimizer.lr=0 holds the initial weights), --dropout 0 takes
+the random masks out, and --trace writes seed 0's loss and accuracies per epoch as JSON lines
+({"epoch", "loss", "valid", "test"}), to set beside gt-train's train.metrics file: with the same
+weights and no dropout the two runs compute the same function of the same data.
 
 DATA_DIR is a dataset in OGB's raw layout (what `gt-data import-ogb` reads), for example
 shared/data/cora: raw/node-feat.csv.gz, raw/edge.csv.gz, raw/node-label.csv.gz and
@@ -129,19 +136,54 @@ class Net(torch.nn.Module):
         return x
 
 
-def run(kind, data, seed, epochs, dev):
+def load_graphtensor_weights(model, kind, path):
+    """Copies a GraphTensor model file's /params into `model` (GIN only: layer<i>.mlp<j>.weight is
+    [in, out], feature rows padded with zeros past the dataset's width; torch.nn.Linear is
+    [out, in])."""
+    import h5py
+    if kind != "gin":
+        sys.exit(f"pyg_models.py: --init-from maps GIN's weights only, not {kind}'s")
+    with h5py.File(path, "r") as f:
+        if "params" not in f:
+            sys.exit(f"pyg_models.py: {path} has no /params group (not a GraphTensor model file)")
+        params = f["params"]
+        for i, conv in enumerate(model.convs):
+            for j, lin in ((0, conv.nn[0]), (1, conv.nn[2])):
+                for what in ("weight", "bias"):
+                    name = f"layer{i}.mlp{j}.{what}"
+                    if name not in params:
+                        sys.exit(f"pyg_models.py: {path} has no params/{name}")
+                    t = torch.from_numpy(np.asarray(params[name], dtype=np.float32))
+                    dst = getattr(lin, what)
+                    if what == "weight":
+                        if t.shape[0] < dst.shape[1] or t.shape[1] != dst.shape[0]:
+                            sys.exit(f"pyg_models.py: {path}: params/{name} is {tuple(t.shape)}, "
+                                     f"expected [>= {dst.shape[1]}, {dst.shape[0]}]")
+                        t = t[: dst.shape[1]].T
+                    elif t.shape != dst.shape:
+                        sys.exit(f"pyg_models.py: {path}: params/{name} is {tuple(t.shape)}, expected {tuple(dst.shape)}")
+                    with torch.no_grad():
+                        dst.copy_(t)
+
+
+def run(kind, data, seed, epochs, dev, init_from=None, dropout=None, trace=None):
     x, edge_index, y, masks = data
     torch.manual_seed(seed)
     np.random.seed(seed)
     model = Net(kind, x.shape[1], int(y.max()) + 1).to(dev)
+    if init_from:
+        load_graphtensor_weights(model, kind, init_from)
+    if dropout is not None:
+        model.p = dropout
     _, _, lr, wd = HPARAMS[kind]
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
     best_val, test_at_best = -1.0, 0.0
-    for _ in range(epochs):
+    for epoch in range(1, epochs + 1):
         model.train()
         opt.zero_grad(set_to_none=True)
         out = model(x, edge_index)
-        Fn.cross_entropy(out[masks["train"]], y[masks["train"]]).backward()
+        loss = Fn.cross_entropy(out[masks["train"]], y[masks["train"]])
+        loss.backward()
         opt.step()
         model.eval()
         with torch.no_grad():
@@ -149,6 +191,8 @@ def run(kind, data, seed, epochs, dev):
         acc = {k: (pred[m] == y[m]).float().mean().item() for k, m in masks.items()}
         if acc["valid"] > best_val:
             best_val, test_at_best = acc["valid"], acc["test"]
+        if trace is not None:
+            trace.write(json.dumps({"epoch": epoch, "loss": loss.item(), "valid": acc["valid"], "test": acc["test"]}) + "\n")
     return best_val, test_at_best
 
 
@@ -192,11 +236,16 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--json")
+    ap.add_argument("--init-from", help="start from a GraphTensor model file's weights (GIN)")
+    ap.add_argument("--dropout", type=float, help="override the models' dropout (0 for a matched run)")
+    ap.add_argument("--trace", help="write seed 0's per-epoch loss and accuracies here (JSON lines)")
     args = ap.parse_args()
     kinds = [k for k in args.models.split(",") if k]
     for k in kinds:
         if k not in HPARAMS:
             sys.exit(f"pyg_models.py: unknown model '{k}' (choose from {', '.join(HPARAMS)})")
+    if (args.trace or args.init_from) and len(kinds) != 1:
+        sys.exit("pyg_models.py: --trace and --init-from take one model (--models gin)")
     if not torch.cuda.is_available():
         sys.exit("pyg_models.py: needs a CUDA GPU")
     dev = torch.device("cuda")
@@ -220,7 +269,10 @@ def main():
         tests = []
         t0 = time.time()
         for seed in range(args.seeds):
-            val, test = run(kind, data, seed, args.epochs, dev)
+            trace = open(args.trace, "w") if args.trace and seed == 0 else None
+            val, test = run(kind, data, seed, args.epochs, dev, args.init_from, args.dropout, trace)
+            if trace is not None:
+                trace.close()
             tests.append(test)
             print(f"{kind} seed {seed}: valid {val:.4f} test {test:.4f}")
         mean = statistics.mean(tests)

@@ -307,62 +307,142 @@ TEST(ModelInputPadding, PaddedInputComputesTheUnpaddedModel) {
   std::vector<Device> devices{Device::cpu()};
   if (have_cuda()) devices.push_back(Device::cuda(0));
   for (Device d : devices)
-    for (std::string type : {"gcn", "sage", "ngcf", "gin", "gat"}) {
-      SCOPED_TRACE(type + " on " + d.str());
-      ModelConfig c = model_config(type);
-      if (type == "gat") c.heads = 2;
-      c.dropout = 0.3;
-      Batch host = tiny_batch(F, classes, 31);
-      Batch wide_host = host;
-      std::vector<float> x = host.features.to_vector<float>(), xw(static_cast<std::size_t>(14 * W), 0.0f);
-      for (int64_t r = 0; r < 14; ++r)
-        for (int64_t j = 0; j < F; ++j) xw[static_cast<std::size_t>(r * W + j)] = x[static_cast<std::size_t>(r * F + j)];
-      wide_host.features = Tensor::from_vector(xw, {14, W});
-      const Batch plain_b = batch_on(host, d), wide_b = batch_on(wide_host, d);
-      Context ctx(d);
-      auto plain = build_model(c, F, classes, d, 9);
-      auto wide = build_model(c, W, classes, d, 9, F);
-      EXPECT_THROW(build_model(c, W, classes, d, 9, W + 1), Error);
-      OptimizerConfig oc;
-      oc.lr = 0.05;
-      oc.weight_decay = 0.01;
-      auto opt_plain = make_optimizer(oc), opt_wide = make_optimizer(oc);
-      auto pp = plain->params(), pw = wide->params();
-      ASSERT_EQ(pp.size(), pw.size());
-      auto compare_params = [&](const char* when) {
-        for (std::size_t k = 0; k < pp.size(); ++k) {
-          SCOPED_TRACE(pp[k]->name + std::string(" ") + when);
-          const std::vector<float> a = pp[k]->value.to_vector<float>(), b = pw[k]->value.to_vector<float>();
-          const std::vector<float> ga = pp[k]->grad.to_vector<float>(), gb = pw[k]->grad.to_vector<float>();
-          if (a.size() == b.size()) {
-            test::expect_close(b, test::to_double(a), 1e-5, "value");
-            continue;
+    for (std::string type : {"gcn", "sage", "ngcf", "gin", "gat"})
+      for (std::string init : {"glorot", "torch"}) {
+        SCOPED_TRACE(type + " on " + d.str() + ", init " + init);
+        ModelConfig c = model_config(type);
+        if (type == "gat") c.heads = 2;
+        c.dropout = 0.3;
+        c.init = init;
+        Batch host = tiny_batch(F, classes, 31);
+        Batch wide_host = host;
+        std::vector<float> x = host.features.to_vector<float>(), xw(static_cast<std::size_t>(14 * W), 0.0f);
+        for (int64_t r = 0; r < 14; ++r)
+          for (int64_t j = 0; j < F; ++j) xw[static_cast<std::size_t>(r * W + j)] = x[static_cast<std::size_t>(r * F + j)];
+        wide_host.features = Tensor::from_vector(xw, {14, W});
+        const Batch plain_b = batch_on(host, d), wide_b = batch_on(wide_host, d);
+        Context ctx(d);
+        auto plain = build_model(c, F, classes, d, 9);
+        auto wide = build_model(c, W, classes, d, 9, F);
+        EXPECT_THROW(build_model(c, W, classes, d, 9, W + 1), Error);
+        OptimizerConfig oc;
+        oc.lr = 0.05;
+        oc.weight_decay = 0.01;
+        auto opt_plain = make_optimizer(oc), opt_wide = make_optimizer(oc);
+        auto pp = plain->params(), pw = wide->params();
+        ASSERT_EQ(pp.size(), pw.size());
+        auto compare_params = [&](const char* when) {
+          for (std::size_t k = 0; k < pp.size(); ++k) {
+            SCOPED_TRACE(pp[k]->name + std::string(" ") + when);
+            const std::vector<float> a = pp[k]->value.to_vector<float>(), b = pw[k]->value.to_vector<float>();
+            const std::vector<float> ga = pp[k]->grad.to_vector<float>(), gb = pw[k]->grad.to_vector<float>();
+            if (a.size() == b.size()) {
+              test::expect_close(b, test::to_double(a), 1e-5, "value");
+              continue;
+            }
+            // A first-layer weight [W, out] against [F, out]: the same head, zero rows after it.
+            ASSERT_EQ(pw[k]->value.size(0), W);
+            const int64_t out = pw[k]->value.size(1);
+            ASSERT_EQ(static_cast<int64_t>(a.size()), F * out);
+            test::expect_close(std::vector<float>(b.begin(), b.begin() + F * out), test::to_double(a), 1e-5, "value head");
+            for (int64_t i = F * out; i < W * out; ++i) {
+              ASSERT_EQ(b[static_cast<std::size_t>(i)], 0.0f) << "padding weight " << i;
+              ASSERT_EQ(gb[static_cast<std::size_t>(i)], 0.0f) << "padding gradient " << i;
+            }
           }
-          // A first-layer weight [W, out] against [F, out]: the same head, zero rows after it.
-          ASSERT_EQ(pw[k]->value.size(0), W);
-          const int64_t out = pw[k]->value.size(1);
-          ASSERT_EQ(static_cast<int64_t>(a.size()), F * out);
-          test::expect_close(std::vector<float>(b.begin(), b.begin() + F * out), test::to_double(a), 1e-5, "value head");
-          for (int64_t i = F * out; i < W * out; ++i) {
-            ASSERT_EQ(b[static_cast<std::size_t>(i)], 0.0f) << "padding weight " << i;
-            ASSERT_EQ(gb[static_cast<std::size_t>(i)], 0.0f) << "padding gradient " << i;
-          }
+        };
+        compare_params("at initialisation");
+        for (uint64_t step = 1; step <= 3; ++step) {
+          Tensor lp = plain->forward(ctx, plain_b.blocks, plain_b.features, true, step, nullptr, &plain_b.labels);
+          Tensor lw = wide->forward(ctx, wide_b.blocks, wide_b.features, true, step, nullptr, &wide_b.labels);
+          test::expect_close(lw.to_vector<float>(), test::to_double(lp.to_vector<float>()), 1e-5, "logits");
+          EXPECT_NEAR(wide->loss(), plain->loss(), 1e-5);
+          plain->backward_loss(ctx, plain_b.blocks);
+          wide->backward_loss(ctx, wide_b.blocks);
+          opt_plain->step(ctx, pp);
+          opt_wide->step(ctx, pw);
+          ctx.synchronize();
+          compare_params(("after step " + std::to_string(step)).c_str());
         }
-      };
-      compare_params("at initialisation");
-      for (uint64_t step = 1; step <= 3; ++step) {
-        Tensor lp = plain->forward(ctx, plain_b.blocks, plain_b.features, true, step, nullptr, &plain_b.labels);
-        Tensor lw = wide->forward(ctx, wide_b.blocks, wide_b.features, true, step, nullptr, &wide_b.labels);
-        test::expect_close(lw.to_vector<float>(), test::to_double(lp.to_vector<float>()), 1e-5, "logits");
-        EXPECT_NEAR(wide->loss(), plain->loss(), 1e-5);
-        plain->backward_loss(ctx, plain_b.blocks);
-        wide->backward_loss(ctx, wide_b.blocks);
-        opt_plain->step(ctx, pp);
-        opt_wide->step(ctx, pw);
-        ctx.synchronize();
-        compare_params(("after step " + std::to_string(step)).c_str());
+      }
+}
+
+// model.init = torch: every dense weight [in, out] and every bias is uniform in +-1/sqrt(fan_in),
+// fan_in counting the input columns that carry values (torch.nn.Linear's default, which PyG's
+// SAGEConv and GINConv's MLP use); glorot keeps the biases at zero and draws the weights wider on
+// narrow outputs. GAT's attention vectors are Glorot either way; each init is deterministic for
+// a seed; an unknown name is an error naming the key.
+TEST(ModelInit, TorchDrawsWeightsAndBiasesWithinOneOverRootFanIn) {
+  const int64_t F = 40, W = 48, classes = 3;
+  for (std::string type : {"gcn", "sage", "ngcf", "gin", "gat"}) {
+    SCOPED_TRACE(type);
+    ModelConfig c = model_config(type);
+    c.hidden = 24;
+    if (type == "gat") c.heads = 2;
+    ModelConfig t = c;
+    t.init = "torch";
+    auto glorot = build_model(c, W, classes, Device::cpu(), 3, F);
+    auto torch = build_model(t, W, classes, Device::cpu(), 3, F);
+    auto again = build_model(t, W, classes, Device::cpu(), 3, F);
+    auto pg = glorot->params(), pt = torch->params(), pa = again->params();
+    ASSERT_EQ(pg.size(), pt.size());
+    ASSERT_EQ(pt.size(), pa.size());
+    int biases = 0, weights = 0;
+    for (std::size_t k = 0; k < pt.size(); ++k) {
+      const std::string& name = pt[k]->name;
+      SCOPED_TRACE(name);
+      const std::vector<float> g = pg[k]->value.to_vector<float>(), v = pt[k]->value.to_vector<float>();
+      EXPECT_EQ(v, pa[k]->value.to_vector<float>()) << "the same seed gives the same values";
+      if (name.find("att_") != std::string::npos) {
+        EXPECT_EQ(v, g) << "attention vectors are Glorot under both";
+        continue;
+      }
+      const bool is_bias = pt[k]->value.dim() == 1;
+      // The fan-in of a weight is its rows (the first layer's: F, the columns with values); a
+      // bias takes its weight's: the parameter before it of the same layer and prefix.
+      int64_t fan_in = 0;
+      if (!is_bias) {
+        fan_in = name.rfind("layer0.", 0) == 0 && pt[k]->value.size(0) == W ? F : pt[k]->value.size(0);
+      } else {
+        const std::string prefix = name.substr(0, name.size() - std::string("bias").size());
+        for (std::size_t j = 0; j < k; ++j)
+          if (pt[j]->value.dim() == 2 && pt[j]->name.rfind(prefix, 0) == 0 && pt[j]->name.find("att_") == std::string::npos) {
+            fan_in = pt[j]->name.rfind("layer0.", 0) == 0 && pt[j]->value.size(0) == W ? F : pt[j]->value.size(0);
+            break;
+          }
+        ASSERT_GT(fan_in, 0) << "no weight before this bias";
+      }
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+      float largest = 0.0f;
+      for (float x : v) {
+        ASSERT_LE(std::fabs(x), bound) << "outside +-1/sqrt(" << fan_in << ")";
+        largest = std::max(largest, std::fabs(x));
+      }
+      // 24 or more draws: the largest is within the top fifth of the range (a zero or a
+      // narrower draw fails with probability 0.8^24 = 0.5%; these values are fixed by the seed).
+      if (v.size() >= 24) EXPECT_GT(largest, 0.8f * bound);
+      if (is_bias) {
+        ++biases;
+        for (float x : g) ASSERT_EQ(x, 0.0f) << "glorot biases start at zero";
+      } else {
+        ++weights;
+        EXPECT_NE(v, g) << "torch and glorot draw different weights";
+        if (name.rfind("layer0.", 0) == 0 && pt[k]->value.size(0) == W)  // padding rows stay zero
+          for (int64_t i = F * pt[k]->value.size(1); i < W * pt[k]->value.size(1); ++i)
+            ASSERT_EQ(v[static_cast<std::size_t>(i)], 0.0f);
       }
     }
+    EXPECT_EQ(biases, type == "gin" ? 4 : 2);
+    EXPECT_GE(weights, type == "gin" ? 4 : 2);
+  }
+  ModelConfig bad = model_config("gcn");
+  bad.init = "kaiming";
+  try {
+    build_model(bad, 5, 3, Device::cpu(), 1);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.init"), std::string::npos) << e.what();
+  }
 }
 
 // --- End to end on a synthetic graph --------------------------------------------------------
