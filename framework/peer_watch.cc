@@ -59,6 +59,7 @@ struct PeerWatch::Impl {
   // Rank 0: [r] = the connection to rank r ([0] unused); the others: [0] = the one to rank 0.
   std::vector<Fd> conns;
   std::vector<bool> finished;  // the process at the other end said kFinished
+  std::vector<net::Outbox> outbox;  // [i]: what goes to conns[i] (the watch's thread, then finish())
   std::thread thread;
   std::atomic<bool> stop{false};
   bool finished_here = false;
@@ -71,21 +72,21 @@ struct PeerWatch::Impl {
   };
 
   int peer_rank(std::size_t i) const { return rank == 0 ? static_cast<int>(i) : 0; }
-  void send_bytes(int fd, const void* data, std::size_t n) {
-    ::send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort: the peer may be gone or stopped
+  // conns[i]'s outgoing messages: best effort (the peer may be gone or stopped), whole, in order.
+  void send_bytes(std::size_t i, const void* data, std::size_t n, bool droppable = false) {
+    outbox[i].send(conns[i].fd, data, n, droppable);
   }
-  void send_byte(int fd, char c) { send_bytes(fd, &c, 1); }
-  void send_lost(int fd, int who, char how) {
+  void send_lost(std::size_t i, int who, char how) {
     char buf[6] = {kLost, 0, 0, 0, 0, how};
     const uint32_t w = static_cast<uint32_t>(who);
     std::memcpy(buf + 1, &w, sizeof w);
-    send_bytes(fd, buf, sizeof buf);
+    send_bytes(i, buf, sizeof buf);
   }
-  void send_beat(int fd, const Progress& p) {
+  void send_beat(std::size_t i, const Progress& p) {
     char buf[17] = {kBeat};
     std::memcpy(buf + 1, &p.collectives, 8);
     std::memcpy(buf + 9, &p.work, 8);
-    send_bytes(fd, buf, sizeof buf);
+    send_bytes(i, buf, sizeof buf, /*droppable=*/true);  // the next one says as much
   }
 
   // Rank 0: the rank that holds the others up, if one has for timeout_s (its collectives behind the
@@ -110,7 +111,7 @@ struct PeerWatch::Impl {
       if (rank == 0)
         for (std::size_t i = 1; i < conns.size(); ++i)
           if (conns[i].fd >= 0 && !finished[i] && (static_cast<int>(i) != who || how != kEnded))
-            send_lost(conns[i].fd, who, how);
+            send_lost(i, who, how);
       on_lost(lost_reason(who, how, hangs.timeout_s));
     };
     const auto beat_every = std::chrono::duration_cast<Clock::duration>(
@@ -131,7 +132,7 @@ struct PeerWatch::Impl {
           const Progress mine = hangs.progress ? hangs.progress() : Progress{};
           if (rank == 0) note_progress(seen[0], mine, now);
           for (std::size_t i = 0; i < conns.size(); ++i)
-            if (conns[i].fd >= 0 && !finished[i]) send_beat(conns[i].fd, mine);
+            if (conns[i].fd >= 0 && !finished[i]) send_beat(i, mine);
           next_beat = now + beat_every;
         }
         for (std::size_t i = 0; i < conns.size(); ++i) {
@@ -217,8 +218,15 @@ void PeerWatch::finish() {
   impl_->finished_here = true;
   impl_->stop.store(true);
   if (impl_->thread.joinable()) impl_->thread.join();
-  for (Fd& c : impl_->conns)
-    if (c.fd >= 0) impl_->send_byte(c.fd, kFinished);
+  // The news that this process finished must arrive whole: the peers take a closed connection
+  // without it as this process lost. A peer that reads nothing for 2 s is not waited for longer.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  for (std::size_t i = 0; i < impl_->conns.size(); ++i)
+    if (impl_->conns[i].fd >= 0) {
+      const char done = kFinished;
+      impl_->send_bytes(i, &done, 1);
+      impl_->outbox[i].drain(impl_->conns[i].fd, deadline);
+    }
 }
 
 int PeerWatch::peers() const {
@@ -234,6 +242,7 @@ std::unique_ptr<PeerWatch> make_peer_watch(int rank, int world, std::vector<Fd> 
   impl->rank = rank;
   impl->world = world;
   impl->finished.assign(conns.size(), false);
+  impl->outbox.resize(conns.size());
   impl->conns = std::move(conns);
   return std::make_unique<PeerWatch>(std::move(impl));
 }

@@ -55,4 +55,27 @@ IoError recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline) 
   return {};
 }
 
+void Outbox::push(int fd) {
+  while (!queued_.empty()) {
+    const ssize_t w = ::send(fd, queued_.data(), queued_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // full (EAGAIN), or the peer is gone: the reading side notices that
+    queued_.erase(0, static_cast<std::size_t>(w));
+  }
+}
+
+bool Outbox::send(int fd, const void* data, std::size_t n, bool droppable) {
+  push(fd);
+  if (droppable && !queued_.empty()) return false;
+  queued_.append(static_cast<const char*>(data), n);
+  push(fd);
+  return true;
+}
+
+bool Outbox::drain(int fd, Clock::time_point deadline) {
+  for (push(fd); !queued_.empty(); push(fd))
+    if (!wait_fd(fd, POLLOUT, deadline)) return false;
+  return true;
+}
+
 }  // namespace gt::net

@@ -48,6 +48,26 @@ struct IoError {
 IoError send_all(int fd, const void* data, std::size_t n, Clock::time_point deadline);
 IoError recv_all(int fd, void* data, std::size_t n, Clock::time_point deadline);
 
+// Messages to one connection that never blocks the sender and never tears a message: what the
+// socket did not take stays queued and goes out, in order, before anything newer. A message sent
+// as droppable (a heartbeat) is skipped while older bytes wait, so a peer that stopped reading
+// holds at most one message's tail here; the others are queued whole (each connection sends a
+// few of those in its life).
+class Outbox {
+ public:
+  // Queues the message (unless droppable and bytes are waiting) and sends what the socket takes.
+  // False when the message was dropped.
+  bool send(int fd, const void* data, std::size_t n, bool droppable);
+  // Sends what is waiting until it is all out, the socket fails or the deadline passes; true when
+  // nothing is left.
+  bool drain(int fd, Clock::time_point deadline);
+  std::size_t waiting() const { return queued_.size(); }
+
+ private:
+  void push(int fd);  // sends what the socket takes now
+  std::string queued_;
+};
+
 // The PeerWatch over the connections a rendezvous made: rank 0 holds [r] = the connection to rank
 // r ([0] unused), the others [0] = the one to rank 0; a world of 1 holds none.
 std::unique_ptr<PeerWatch> make_peer_watch(int rank, int world, std::vector<Fd> conns);

@@ -21,6 +21,7 @@
 
 #include "framework/comm.h"
 #include "framework/error.h"
+#include "framework/socket_io.h"
 
 namespace gt {
 namespace {
@@ -401,6 +402,64 @@ TEST_F(PeerWatchTest, ProcessesThatWorkOrWaitTogetherAreNotHung) {
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   for (int r = 0; r < W; ++r) EXPECT_TRUE(lost[r].empty()) << "rank " << r << ": " << first_lost(r);
   for (int r = 0; r < W; ++r) watches[r]->finish();
+}
+
+// The PeerWatch's outgoing messages (net::Outbox) to a peer that stops reading: heartbeats are
+// dropped while older bytes wait, nothing is torn, a message that must arrive is queued behind
+// them, and everything queued arrives in order once the peer reads again. Small socket buffers
+// make the socket refuse bytes (and take partial messages) after a few kilobytes.
+TEST(Outbox, APeerThatStopsReadingGetsWholeMessagesInOrder) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0) << std::strerror(errno);
+  net::Fd writer(sv[0]), reader(sv[1]);
+  const int small = 2048;
+  ::setsockopt(writer.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  ::setsockopt(reader.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  net::Outbox out;
+  auto beat = [](uint32_t seq) {
+    std::string m(17, 'B');
+    std::memcpy(&m[1], &seq, sizeof seq);
+    return m;
+  };
+  std::vector<uint32_t> sent;  // the beats the outbox took
+  uint32_t seq = 0;
+  int dropped = 0;
+  for (int i = 0; i < 100000 && dropped < 3; ++i, ++seq) {
+    const std::string m = beat(seq);
+    if (out.send(writer.fd, m.data(), m.size(), true))
+      sent.push_back(seq);
+    else
+      ++dropped;
+  }
+  ASSERT_EQ(dropped, 3) << "the socket never refused a byte";
+  EXPECT_LE(out.waiting(), 17u) << "at most one beat waits";
+  EXPECT_GE(sent.size(), 2u);
+  const std::string lost = "L\x02\0\0\0\x01";  // must arrive: queued behind what waits
+  ASSERT_TRUE(out.send(writer.fd, lost.data(), lost.size(), false));
+  EXPECT_GE(out.waiting(), lost.size());
+  EXPECT_FALSE(out.drain(writer.fd, net::Clock::now() + std::chrono::milliseconds(50))) << "nobody reads yet";
+  std::string got;
+  std::thread read_all([&] {
+    char buf[4096];
+    for (;;) {
+      const ssize_t r = ::recv(reader.fd, buf, sizeof buf, 0);
+      if (r <= 0) return;
+      got.append(buf, static_cast<std::size_t>(r));
+    }
+  });
+  EXPECT_TRUE(out.drain(writer.fd, net::Clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(out.waiting(), 0u);
+  ::shutdown(writer.fd, SHUT_WR);
+  read_all.join();
+  // The stream: the beats taken, whole and in order, then the lost message.
+  ASSERT_EQ(got.size(), sent.size() * 17 + lost.size());
+  for (std::size_t k = 0; k < sent.size(); ++k) {
+    ASSERT_EQ(got[k * 17], 'B') << "message " << k;
+    uint32_t s2 = 0;
+    std::memcpy(&s2, &got[k * 17 + 1], sizeof s2);
+    ASSERT_EQ(s2, sent[k]) << "message " << k;
+  }
+  EXPECT_EQ(got.substr(sent.size() * 17), lost);
 }
 
 TEST(Communicator, CountsTheCollectivesItBegins) {
