@@ -27,6 +27,10 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
     rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
   else
     rec.add_null("valid_acc").add_null("test_acc");  // not evaluated this epoch
+  if (st.eval_seconds >= 0)
+    rec.add("eval_s", st.eval_seconds);
+  else
+    rec.add_null("eval_s");
   rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", seeds_per_s(st));
   rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
   rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
@@ -63,10 +67,15 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
   log << line;
   std::snprintf(line, sizeof line,
                 "    stages (ms%s): S %.1f  R %.1f  K %.1f  T %.1f  forward %.1f  backward %.1f  wall %.1f  "
-                "overlap %.2fx\n",
+                "overlap %.2fx",
                 info.local_replicas > 1 ? ", summed over this process's replicas" : "", st.sample_ms, st.reindex_ms,
                 st.gather_ms, st.transfer_ms, st.forward_ms, st.backward_ms, st.seconds * 1e3, st.overlap());
   log << line;
+  if (st.eval_seconds >= 0) {
+    std::snprintf(line, sizeof line, "  evaluation %.1f", st.eval_seconds * 1e3);
+    log << line;
+  }
+  log << '\n';
   if (info.cache_rows >= 0) {
     std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows%s, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
                   static_cast<long long>(info.cache_rows), info.replicas > 1 ? " per GPU" : "", 100.0 * hit_rate(st),

@@ -132,48 +132,118 @@ void Trainer::resume(const std::string& checkpoint_path) {
   impl_->resumed = info.state;
 }
 
-int64_t Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids) {
-  auto batches = make_batches(ids, cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0);
+std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
+                                             const std::vector<const std::vector<int64_t>*>& lists) {
+  // The lists one after another, cut into batches of eval_batch_size: a batch may hold the end of
+  // one list and the start of the next, so the valid and test splits of a small graph share one
+  // batch (one sampling of the neighbourhoods they share, one forward pass). Not when an id is in
+  // two lists (a batch holds each seed once): then each list is batched alone.
+  std::vector<uint32_t> in_list(static_cast<std::size_t>(data.info.num_nodes), 0);  // 1 + the list an id is in
+  bool disjoint = lists.size() < (std::size_t{1} << 31);
+  for (std::size_t l = 0; l < lists.size() && disjoint; ++l)
+    for (int64_t v : *lists[l]) {
+      if (v < 0 || v >= data.info.num_nodes) {  // the sampler names it, batched as before
+        disjoint = false;
+        break;
+      }
+      uint32_t& at = in_list[static_cast<std::size_t>(v)];
+      if (at != 0 && at != l + 1) {
+        disjoint = false;
+        break;
+      }
+      at = static_cast<uint32_t>(l + 1);
+    }
+  struct Piece {
+    std::size_t list;
+    int64_t row0, rows;  // rows [row0, row0 + rows) of the batch belong to `list`
+  };
   std::vector<std::vector<int64_t>> mine;
-  std::vector<uint64_t> keys;
-  for (std::size_t b = 0; b < batches.size(); ++b) {
-    std::vector<int64_t> shard = shard_of(batches[b], world, r.rank);
-    if (shard.empty()) continue;
+  std::vector<std::vector<Piece>> pieces;  // per batch of `mine`
+  // Adds this replica's shard of `batch`, whose seeds are positions [at, at + size) of the lists
+  // laid end to end (list l from starts[l]).
+  const auto add = [&](const std::vector<int64_t>& batch, int64_t at, const std::vector<int64_t>& starts) {
+    const int64_t n = static_cast<int64_t>(batch.size());
+    std::vector<int64_t> shard = shard_of(batch, world, r.rank);
+    if (shard.empty()) return;
+    const int64_t lo = at + n * r.rank / world, hi = lo + static_cast<int64_t>(shard.size());
+    std::vector<Piece> p;
+    for (std::size_t l = 0; l < lists.size(); ++l) {
+      const int64_t b0 = std::max(lo, starts[l]), b1 = std::min(hi, starts[l] + static_cast<int64_t>(lists[l]->size()));
+      if (b0 < b1) p.push_back({l, b0 - lo, b1 - b0});
+    }
     mine.push_back(std::move(shard));
-    // One batch key for every evaluation batch: with sampled eval_fanouts a node's neighbours then
-    // depend on (seed, layer, node) alone, not on how the ids were batched (eval_batch_size, the
-    // replicas' shards), and are the draws gt::InferenceSession (gt-predict, gt-serve) makes.
-    // Training batches' keys start at 1 << 20 (epoch >= 1), so they never meet this one.
-    keys.push_back(0);
+    pieces.push_back(std::move(p));
+  };
+  if (disjoint) {
+    std::vector<int64_t> all, starts;
+    for (const auto* ids : lists) {
+      starts.push_back(static_cast<int64_t>(all.size()));
+      all.insert(all.end(), ids->begin(), ids->end());
+    }
+    int64_t at = 0;
+    for (auto& batch : make_batches(all, cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0)) {
+      add(batch, at, starts);
+      at += static_cast<int64_t>(batch.size());
+    }
+  } else {
+    for (std::size_t l = 0; l < lists.size(); ++l) {
+      std::vector<int64_t> starts(lists.size(), -(int64_t{1} << 62));  // only list l is laid out, at 0
+      starts[l] = 0;
+      int64_t at = 0;
+      for (auto& batch : make_batches(*lists[l], cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0)) {
+        add(batch, at, starts);
+        at += static_cast<int64_t>(batch.size());
+      }
+    }
   }
-  int64_t correct = 0;
+  // One batch key for every evaluation batch: with sampled eval_fanouts a node's neighbours then
+  // depend on (seed, layer, node) alone, not on how the ids were batched (eval_batch_size, the
+  // replicas' shards, the lists beside them), and are the draws gt::InferenceSession (gt-predict,
+  // gt-serve) makes. Training batches' keys start at 1 << 20 (epoch >= 1), so they never meet it.
+  std::vector<uint64_t> keys(mine.size(), 0);
+  std::vector<double> correct(lists.size(), 0.0);
   if (!mine.empty()) {
+    TraceRecorder* tr = r.local == 0 ? trace.get() : nullptr;  // the evaluation batches' stages too
+    ScopedStage all(tr, "evaluation", "compute", static_cast<int64_t>(mine.size()), nullptr);  // arg: batches
     BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
-                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20}, nullptr);
+                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
     pipe.start(std::move(mine), std::move(keys));
-    while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
+    for (std::size_t b = 0; std::unique_ptr<DeviceBatch> batch = pipe.next(); ++b) {
+      ScopedStage ev(tr, "evaluate", "compute", batch->seq, nullptr);  // forward and the counts (waits)
       batch->ready.wait(r.ctx->stream());
       Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/false, 0);
-      correct += count_correct(logits, batch->labels, r.ctx->stream());
+      for (const Piece& p : pieces[b])
+        correct[p.list] += static_cast<double>(count_correct(logits.rows(p.row0, p.row0 + p.rows),
+                                                             batch->labels.rows(p.row0, p.row0 + p.rows),
+                                                             r.ctx->stream()));
       work_done.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  std::vector<double> v{static_cast<double>(correct)};
-  reduce(r, v);
-  return static_cast<int64_t>(v[0]);
+  reduce(r, correct);  // one collective for all the lists: every replica makes the same one
+  return std::vector<int64_t>(correct.begin(), correct.end());
 }
 
-double Trainer::evaluate(const std::vector<int64_t>& ids) {
-  if (ids.empty()) return std::numeric_limits<double>::quiet_NaN();
-  int64_t correct = 0;
-  impl_->on_replicas([&](Replica& r) {
-    int64_t c = impl_->evaluate(r, cfg_, data_, ids);
-    if (r.local == 0) correct = c;
-  });
-  int64_t labelled = count_labelled(data_.labels, ids);
-  return labelled ? static_cast<double>(correct) / static_cast<double>(labelled)
-                  : std::numeric_limits<double>::quiet_NaN();
+std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists) {
+  std::vector<int64_t> correct(lists.size(), 0);
+  std::vector<const std::vector<int64_t>*> nonempty;
+  for (const auto* ids : lists)
+    if (!ids->empty()) nonempty.push_back(ids);
+  if (!nonempty.empty())
+    impl_->on_replicas([&](Replica& r) {
+      std::vector<int64_t> c = impl_->evaluate(r, cfg_, data_, nonempty);
+      if (r.local == 0) correct = std::move(c);
+    });
+  std::vector<double> acc;
+  for (std::size_t l = 0, k = 0; l < lists.size(); ++l) {
+    const int64_t labelled = lists[l]->empty() ? 0 : count_labelled(data_.labels, *lists[l]);
+    const int64_t c = lists[l]->empty() ? 0 : correct[k++];
+    acc.push_back(labelled ? static_cast<double>(c) / static_cast<double>(labelled)
+                           : std::numeric_limits<double>::quiet_NaN());
+  }
+  return acc;
 }
+
+double Trainer::evaluate(const std::vector<int64_t>& ids) { return evaluate_lists({&ids})[0]; }
 
 EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                                      const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar) {
@@ -426,8 +496,11 @@ TrainResult Trainer::fit(std::ostream* log) {
       st.grad_norm = parts[0].grad_norm_sum / static_cast<double>(parts[0].clipped_steps);
 
     if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
-      st.valid_acc = evaluate(valid_ids);
-      st.test_acc = evaluate(test_ids);
+      const auto eval_start = std::chrono::steady_clock::now();
+      const std::vector<double> acc = evaluate_lists({&valid_ids, &test_ids});  // one pipeline for both
+      st.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
+      st.valid_acc = acc[0];
+      st.test_acc = acc[1];
       if (st.valid_acc > result.best_valid_acc) {
         result.best_valid_acc = st.valid_acc;
         result.test_acc_at_best = st.test_acc;

@@ -35,6 +35,7 @@ struct EpochStats {
   double loss = 0, train_acc = 0;
   double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
   double seconds = 0;                    // training time of the epoch (evaluation excluded)
+  double eval_seconds = -1;              // time of the epoch's evaluation (valid and test); -1 when none
   // Host milliseconds per stage, summed over the epoch's batches. S, R, K and T run in the
   // pipeline's threads and overlap each other and the trainer. forward is the trainer thread's
   // time to queue the forward pass (nothing waits for the GPU there); backward (backward pass,
@@ -79,6 +80,9 @@ class Trainer {
   // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts; NaN when
   // none of the ids is labelled (an empty list included).
   double evaluate(const std::vector<int64_t>& ids);
+  // evaluate() of several lists through one pipeline (the training loop's valid and test splits):
+  // the same accuracies, with one pipeline's set-up and one collective instead of one per list.
+  std::vector<double> evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists);
 
   // The first replica's model and context (every replica holds the same parameters).
   Model& model();

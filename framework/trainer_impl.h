@@ -189,7 +189,11 @@ struct Trainer::Impl {
   // train_epoch's work, run by it (inside run_flushing_denormals on the CPU).
   EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                               const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
-  int64_t evaluate(Replica& r, const Config& cfg, const Dataset& data, const std::vector<int64_t>& ids);
+  // Correct predictions (summed over the job's replicas) on each of several id lists, through one
+  // pipeline: the batches of list 0, then of list 1, ... (each batch from one list; the same
+  // batches and draws as evaluating the lists one by one).
+  std::vector<int64_t> evaluate(Replica& r, const Config& cfg, const Dataset& data,
+                                const std::vector<const std::vector<int64_t>*>& lists);
 
   // Every replica of every process must start fit() from one state: the same epoch and step and
   // the same parameters (setup() made them equal, but each process resumes from its own copy of

@@ -560,7 +560,7 @@ TEST(ConfigOutputs, NoEvaluationIsNotMinusOne) {
   std::ifstream in(t.file("m.jsonl"));
   int lines = 0;
   for (std::string line; std::getline(in, line); ++lines) {
-    EXPECT_NE(line.find("\"valid_acc\": null, \"test_acc\": null"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"valid_acc\": null, \"test_acc\": null, \"eval_s\": null"), std::string::npos) << line;
     EXPECT_EQ(line.find("_acc\": -1"), std::string::npos) << line;
   }
   EXPECT_EQ(lines, 2);
@@ -580,6 +580,22 @@ TEST(ConfigOutputs, NoEvaluationIsNotMinusOne) {
   std::ostringstream one;
   log_epoch(one, st, EpochReportInfo{});
   EXPECT_NE(one.str().find("valid 0.5000  test 0.2500"), std::string::npos) << one.str();
+  EXPECT_EQ(one.str().find("evaluation"), std::string::npos) << "no evaluation time given: " << one.str();
+  st.eval_seconds = 0.0125;
+  EXPECT_NE(epoch_record(st, EpochReportInfo{}).str().find("\"eval_s\": 0.0125"), std::string::npos);
+  std::ostringstream timed;
+  log_epoch(timed, st, EpochReportInfo{});
+  EXPECT_NE(timed.str().find("overlap 0.00x  evaluation 12.5\n"), std::string::npos) << timed.str();
+
+  // A run that evaluates every second epoch times those epochs' evaluations only.
+  c.train.eval_every = 2;
+  c.train.epochs = 3;
+  c.train.metrics = "";
+  TrainResult timed_run = Trainer(c).fit(nullptr);
+  ASSERT_EQ(timed_run.epochs.size(), 3u);
+  EXPECT_EQ(timed_run.epochs[0].eval_seconds, -1.0);
+  EXPECT_GT(timed_run.epochs[1].eval_seconds, 0.0);
+  EXPECT_GT(timed_run.epochs[2].eval_seconds, 0.0) << "the last epoch evaluates";
 }
 
 // Every atomic writer gives its temporary name back, on success and on failure (the registry

@@ -2,11 +2,10 @@
 // the answers of serial calls; bad requests fail alone.
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -127,6 +126,21 @@ TEST_F(InferenceTest, AccuracyMatchesTrainer) {
     correct += best == trainer_->dataset().labels[static_cast<std::size_t>(ids[i])];
   }
   EXPECT_DOUBLE_EQ(static_cast<double>(correct) / static_cast<double>(ids.size()), trainer_->evaluate(ids));
+}
+
+// The training loop evaluates its valid and test splits through one pipeline (evaluate_lists):
+// each list's accuracy is what evaluate() gives it alone; an empty list is NaN and costs nothing.
+TEST_F(InferenceTest, ListsEvaluatedTogetherGiveEachListsAccuracy) {
+  const std::vector<int64_t>& valid = trainer_->dataset().split("valid");
+  const std::vector<int64_t>& test = trainer_->dataset().split("test");
+  const std::vector<int64_t> none, few(test.begin(), test.begin() + 7);
+  const std::vector<double> acc = trainer_->evaluate_lists({&valid, &none, &test, &few});
+  ASSERT_EQ(acc.size(), 4u);
+  EXPECT_DOUBLE_EQ(acc[0], trainer_->evaluate(valid));
+  EXPECT_TRUE(std::isnan(acc[1]));
+  EXPECT_DOUBLE_EQ(acc[2], trainer_->evaluate(test));
+  EXPECT_DOUBLE_EQ(acc[3], trainer_->evaluate(few));
+  EXPECT_TRUE(trainer_->evaluate_lists({}).empty());
 }
 
 // A repeated id is computed once per micro-batch, so its copies there are the same bits; a copy

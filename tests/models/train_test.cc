@@ -176,6 +176,39 @@ TEST_F(TrainTest, SampledEvaluationDoesNotDependOnItsBatches) {
   EXPECT_DOUBLE_EQ(static_cast<double>(correct) / static_cast<double>(labelled), runs[1].test_acc_at_best);
 }
 
+// evaluate_lists lays the lists end to end and cuts batches across them (valid and test share a
+// batch); each list's accuracy is still its own: the same as evaluating it alone, with 1 or 3
+// CPU replicas (shards that straddle the lists' boundary) and eval_batch_size 37 (batches that
+// do). Lists that share an id are batched apart, and an empty list is NaN.
+TEST_F(TrainTest, ListsEvaluatedTogetherCountEachListApart) {
+  for (int64_t replicas : {1, 3}) {
+    SCOPED_TRACE("replicas " + std::to_string(replicas));
+    Config c = config("sage", "cpu");
+    c.train.epochs = 1;
+    c.train.replicas = replicas;
+    c.sampling.eval_fanouts = {3, 3};
+    c.sampling.eval_batch_size = 37;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    Trainer t(c);
+    t.fit(nullptr);
+    const std::vector<int64_t>& valid = t.dataset().split("valid");
+    const std::vector<int64_t>& test = t.dataset().split("test");
+    ASSERT_NE(valid.size() % 37, 0u) << "a batch must straddle the lists";
+    const double v = t.evaluate(valid), te = t.evaluate(test);
+    EXPECT_NE(v, te) << "lists with the same accuracy would not tell them apart";
+    const std::vector<double> both = t.evaluate_lists({&valid, &test});
+    EXPECT_EQ(both, (std::vector<double>{v, te}));
+    const std::vector<int64_t> none, head(test.begin(), test.begin() + 5);
+    const std::vector<double> overlapping = t.evaluate_lists({&test, &none, &head, &valid});
+    ASSERT_EQ(overlapping.size(), 4u);
+    EXPECT_EQ(overlapping[0], te);
+    EXPECT_TRUE(std::isnan(overlapping[1]));
+    EXPECT_EQ(overlapping[2], t.evaluate(head));
+    EXPECT_EQ(overlapping[3], v);
+  }
+}
+
 TEST_F(TrainTest, FitRunsOnce) {
   Config c = config("gcn", "cpu");
   c.train.epochs = 1;
@@ -283,6 +316,14 @@ TEST_F(TrainTest, TraceNamesEpochsAndThreadsAndSurvivesAFailure) {
   std::string t = text_of(c.train.trace);
   EXPECT_NE(t.find("\"args\": {\"epoch\": 1, \"batch\": 0}"), std::string::npos);
   EXPECT_NE(t.find("\"args\": {\"epoch\": 2, \"batch\": 0}"), std::string::npos);
+  // Each epoch's evaluation (valid and test through one pipeline) is on the timeline too.
+  auto count = [&t](const std::string& what) {
+    int n = 0;
+    for (std::size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("{\"name\": \"evaluation\", \"cat\": \"compute\""), 2) << "one per epoch";
+  EXPECT_NE(t.find("{\"name\": \"evaluate\", \"cat\": \"compute\""), std::string::npos);
   EXPECT_NE(t.find("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"thread 1\"}}"),
             std::string::npos);
   const std::regex tid("\"tid\": (\\d+)");
