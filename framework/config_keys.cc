@@ -331,13 +331,19 @@ const std::vector<Field>& fields() {
                 "MiB of feature buffers the batches in flight may hold (device plus pinned); fewer than train.prefetch "
                 "batches are prepared when they would exceed it; 0 = no byte limit"),
       string_field("train.trace", GT_GET(train, trace), {},
-                   "Chrome-trace JSON of the training batches' pipeline timeline (chrome://tracing, Perfetto), "
-                   "of the first replica, written when training ends or fails (not on a stop by signal); evaluation is "
-                   "not traced; \"\" = none"),
+                   "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto) of the first replica: the "
+                   "training batches and each epoch's evaluation, written when training ends or fails (not on a stop "
+                   "by signal); \"\" = none"),
       int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), -1, 1 << 24,
                 "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off; -1 = "
                 "auto: the whole table when it takes at most a quarter of the GPU's memory and dataset.features is "
                 "memory, else off (the rows reach the model the same either way)"),
+      int_field("train.eval_cache_mb", GT_GET(train, eval_cache_mb), -1, 1 << 24,
+                "MiB of memory (the GPU's, or the host's on the CPU) in which each replica keeps its evaluation "
+                "batches (sampled blocks and feature rows) from the first evaluation to the last: they are the same "
+                "every epoch, so later evaluations only run the model; batches that do not all fit are not kept; "
+                "0 = off; -1 = auto: an eighth of the GPU's memory, 512 MiB on the CPU (the accuracies are the same "
+                "either way)"),
       string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},
                    "folder of fitted DKP cost models, one file per device and model (model.dkp=auto reuses it "
                    "and skips the warm-up); \"\" = fit every run"),

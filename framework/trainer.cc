@@ -16,6 +16,7 @@
 
 #include "framework/checkpoint.h"
 #include "framework/comm.h"
+#include "framework/device.h"
 #include "framework/dkp.h"
 #include "framework/epoch_report.h"
 #include "framework/fp_mode.h"
@@ -132,8 +133,32 @@ void Trainer::resume(const std::string& checkpoint_path) {
   impl_->resumed = info.state;
 }
 
+int64_t Trainer::Impl::eval_cache_budget(const Config& cfg, const Replica& r) {
+  if (cfg.train.eval_cache_mb >= 0) return cfg.train.eval_cache_mb << 20;
+  return r.ctx->is_cuda() ? device_total_memory(r.ctx->device()) / 8 : int64_t{512} << 20;
+}
+
 std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
-                                             const std::vector<const std::vector<int64_t>*>& lists) {
+                                             const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
+  std::vector<double> correct(lists.size(), 0.0);
+  TraceRecorder* tr = r.local == 0 ? trace.get() : nullptr;  // the evaluation batches' stages too
+  // Counts one batch's correct predictions into `correct`, list by list.
+  const auto run = [&](DeviceBatch& batch, const std::vector<EvalPiece>& pieces) {
+    ScopedStage ev(tr, "evaluate", "compute", batch.seq, nullptr);  // forward and the counts (waits)
+    batch.ready.wait(r.ctx->stream());
+    Tensor logits = r.model->forward(*r.ctx, batch.blocks, batch.features, /*training=*/false, 0);
+    for (const EvalPiece& p : pieces)
+      correct[p.list] += static_cast<double>(count_correct(
+          logits.rows(p.row0, p.row0 + p.rows), batch.labels.rows(p.row0, p.row0 + p.rows), r.ctx->stream()));
+    work_done.fetch_add(1, std::memory_order_relaxed);
+  };
+  EvalCache& kept = r.eval_cache;
+  if (keep && kept.decided && !kept.batches.empty()) {
+    ScopedStage all(tr, "evaluation (kept batches)", "compute", static_cast<int64_t>(kept.batches.size()), nullptr);
+    for (std::size_t b = 0; b < kept.batches.size(); ++b) run(*kept.batches[b], kept.pieces[b]);
+    reduce(r, correct);
+    return std::vector<int64_t>(correct.begin(), correct.end());
+  }
   // The lists one after another, cut into batches of eval_batch_size: a batch may hold the end of
   // one list and the start of the next, so the valid and test splits of a small graph share one
   // batch (one sampling of the neighbourhoods they share, one forward pass). Not when an id is in
@@ -153,12 +178,8 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
       }
       at = static_cast<uint32_t>(l + 1);
     }
-  struct Piece {
-    std::size_t list;
-    int64_t row0, rows;  // rows [row0, row0 + rows) of the batch belong to `list`
-  };
   std::vector<std::vector<int64_t>> mine;
-  std::vector<std::vector<Piece>> pieces;  // per batch of `mine`
+  std::vector<std::vector<EvalPiece>> pieces;  // per batch of `mine`
   // Adds this replica's shard of `batch`, whose seeds are positions [at, at + size) of the lists
   // laid end to end (list l from starts[l]).
   const auto add = [&](const std::vector<int64_t>& batch, int64_t at, const std::vector<int64_t>& starts) {
@@ -166,7 +187,7 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
     std::vector<int64_t> shard = shard_of(batch, world, r.rank);
     if (shard.empty()) return;
     const int64_t lo = at + n * r.rank / world, hi = lo + static_cast<int64_t>(shard.size());
-    std::vector<Piece> p;
+    std::vector<EvalPiece> p;
     for (std::size_t l = 0; l < lists.size(); ++l) {
       const int64_t b0 = std::max(lo, starts[l]), b1 = std::min(hi, starts[l] + static_cast<int64_t>(lists[l]->size()));
       if (b0 < b1) p.push_back({l, b0 - lo, b1 - b0});
@@ -201,36 +222,57 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
   // replicas' shards, the lists beside them), and are the draws gt::InferenceSession (gt-predict,
   // gt-serve) makes. Training batches' keys start at 1 << 20 (epoch >= 1), so they never meet it.
   std::vector<uint64_t> keys(mine.size(), 0);
-  std::vector<double> correct(lists.size(), 0.0);
+  // The first evaluation of the training loop keeps its batches while they fit the budget.
+  const bool keeping = keep && !kept.decided;
+  const int64_t budget = keeping ? eval_cache_budget(cfg, r) : 0;
+  int64_t kept_bytes = 0;
+  bool fits = keeping && budget > 0;
   if (!mine.empty()) {
-    TraceRecorder* tr = r.local == 0 ? trace.get() : nullptr;  // the evaluation batches' stages too
     ScopedStage all(tr, "evaluation", "compute", static_cast<int64_t>(mine.size()), nullptr);  // arg: batches
     BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
                        {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
     pipe.start(std::move(mine), std::move(keys));
     for (std::size_t b = 0; std::unique_ptr<DeviceBatch> batch = pipe.next(); ++b) {
-      ScopedStage ev(tr, "evaluate", "compute", batch->seq, nullptr);  // forward and the counts (waits)
-      batch->ready.wait(r.ctx->stream());
-      Tensor logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/false, 0);
-      for (const Piece& p : pieces[b])
-        correct[p.list] += static_cast<double>(count_correct(logits.rows(p.row0, p.row0 + p.rows),
-                                                             batch->labels.rows(p.row0, p.row0 + p.rows),
-                                                             r.ctx->stream()));
-      work_done.fetch_add(1, std::memory_order_relaxed);
+      run(*batch, pieces[b]);  // count_correct waited for the stream: the batch's copies are done
+      if (!fits) continue;
+      batch->host_features = Tensor();  // staging buffers: not needed again
+      batch->keep_alive.clear();
+      int64_t bytes = static_cast<int64_t>(batch->features.nbytes() + batch->labels.nbytes());
+      for (const Block& k : batch->blocks)
+        for (const Tensor* t : {&k.indptr, &k.indices, &k.t_indptr, &k.t_indices, &k.t_eids})
+          if (t->defined()) bytes += static_cast<int64_t>(t->nbytes());
+      kept_bytes += bytes;
+      if (kept_bytes > budget) {
+        fits = false;  // not all of them: keep none
+        kept.batches.clear();
+        continue;
+      }
+      kept.batches.push_back(std::move(batch));
     }
+  }
+  if (keeping) {
+    kept.decided = true;
+    if (fits)
+      kept.pieces = std::move(pieces);
+    else
+      kept.batches.clear();
   }
   reduce(r, correct);  // one collective for all the lists: every replica makes the same one
   return std::vector<int64_t>(correct.begin(), correct.end());
 }
 
 std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists) {
+  return accuracies(lists, /*keep=*/false);
+}
+
+std::vector<double> Trainer::accuracies(const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
   std::vector<int64_t> correct(lists.size(), 0);
   std::vector<const std::vector<int64_t>*> nonempty;
   for (const auto* ids : lists)
     if (!ids->empty()) nonempty.push_back(ids);
   if (!nonempty.empty())
     impl_->on_replicas([&](Replica& r) {
-      std::vector<int64_t> c = impl_->evaluate(r, cfg_, data_, nonempty);
+      std::vector<int64_t> c = impl_->evaluate(r, cfg_, data_, nonempty, keep);
       if (r.local == 0) correct = std::move(c);
     });
   std::vector<double> acc;
@@ -497,7 +539,8 @@ TrainResult Trainer::fit(std::ostream* log) {
 
     if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
       const auto eval_start = std::chrono::steady_clock::now();
-      const std::vector<double> acc = evaluate_lists({&valid_ids, &test_ids});  // one pipeline for both
+      // One pipeline for both; their batches are kept for the next epochs when they fit.
+      const std::vector<double> acc = accuracies({&valid_ids, &test_ids}, /*keep=*/true);
       st.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
       st.valid_acc = acc[0];
       st.test_acc = acc[1];

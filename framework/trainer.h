@@ -99,6 +99,8 @@ class Trainer {
   int process_rank() const;
 
  private:
+  // evaluate_lists; `keep`: the training loop's lists, whose batches may be kept between epochs.
+  std::vector<double> accuracies(const std::vector<const std::vector<int64_t>*>& lists, bool keep);
   Config cfg_;
   Dataset data_;
   struct Impl;

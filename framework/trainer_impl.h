@@ -25,8 +25,24 @@
 #include "framework/trainer.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/loader.h"
 
 namespace gt {
+
+// Rows [row0, row0 + rows) of an evaluation batch belong to list `list` (Trainer::Impl::evaluate).
+struct EvalPiece {
+  std::size_t list;
+  int64_t row0, rows;
+};
+
+// The training loop's evaluation batches, kept from its first evaluation (train.eval_cache_mb):
+// evaluation draws with one key, so they are the same every epoch and later evaluations only run
+// the model on them.
+struct EvalCache {
+  bool decided = false;  // the first evaluation has run: `batches` holds them all, or none
+  std::vector<std::unique_ptr<DeviceBatch>> batches;
+  std::vector<std::vector<EvalPiece>> pieces;  // per batch
+};
 
 // One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
 struct Replica {
@@ -41,6 +57,7 @@ struct Replica {
   std::unique_ptr<GpuSampler> train_gpu, eval_gpu;
   std::unique_ptr<Communicator> comm;   // null with one replica in all
   std::unique_ptr<GradReducer> reducer;
+  EvalCache eval_cache;
 };
 
 // A replica's share of an epoch, merged by fit().
@@ -190,10 +207,13 @@ struct Trainer::Impl {
   EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                               const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
   // Correct predictions (summed over the job's replicas) on each of several id lists, through one
-  // pipeline: the batches of list 0, then of list 1, ... (each batch from one list; the same
-  // batches and draws as evaluating the lists one by one).
+  // pipeline (see the definition). `keep`: the lists are the training loop's, the same at every
+  // call, and their batches may be kept in r.eval_cache.
   std::vector<int64_t> evaluate(Replica& r, const Config& cfg, const Dataset& data,
-                                const std::vector<const std::vector<int64_t>*>& lists);
+                                const std::vector<const std::vector<int64_t>*>& lists, bool keep = false);
+  // The bytes r.eval_cache may hold (train.eval_cache_mb; auto: an eighth of the GPU's memory, or
+  // 512 MiB on the CPU).
+  static int64_t eval_cache_budget(const Config& cfg, const Replica& r);
 
   // Every replica of every process must start fit() from one state: the same epoch and step and
   // the same parameters (setup() made them equal, but each process resumes from its own copy of

@@ -209,6 +209,51 @@ TEST_F(TrainTest, ListsEvaluatedTogetherCountEachListApart) {
   }
 }
 
+// train.eval_cache_mb: the first evaluation keeps its batches and later ones only run the model
+// on them (the trace's "evaluation (kept batches)" spans), with the accuracies of a run that
+// samples every evaluation again: full eval_fanouts on 1 replica, sampled on 3 CPU replicas. Batches
+// that do not all fit the budget are not kept (96-float rows: over 1 MiB of feature rows in all,
+// against a 1 MiB budget).
+TEST_F(TrainTest, KeptEvaluationBatchesGiveTheSameAccuracies) {
+  const std::string wide = write_synth("wide.h5", 3000, 10, 96, 4);
+  auto count = [](const std::string& path, const std::string& what) {
+    std::ifstream in(path);
+    const std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    int n = 0;
+    for (std::size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string kept_span = "{\"name\": \"evaluation (kept batches)\"";
+  for (const auto& [eval_fanouts, replicas] : {std::pair<std::vector<int64_t>, int64_t>{{}, 1}, {{3, 3}, 3}}) {
+    SCOPED_TRACE("eval fanouts " + std::to_string(eval_fanouts.size()) + ", replicas " + std::to_string(replicas));
+    std::vector<TrainResult> runs;
+    std::vector<int> kept_spans;
+    for (int64_t mb : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+      Config c = config("sage", "cpu");
+      c.dataset.path = wide;
+      c.train.epochs = 2;
+      c.train.replicas = replicas;
+      c.sampling.eval_fanouts = eval_fanouts;
+      c.sampling.eval_batch_size = 500;
+      c.train.eval_cache_mb = mb;
+      c.train.metrics = "";
+      c.train.save_best = "";
+      c.train.trace = (dir_ / ("kept-eval-" + std::to_string(mb) + ".json")).string();
+      runs.push_back(Trainer(c).fit(nullptr));
+      kept_spans.push_back(count(c.train.trace, kept_span));
+    }
+    EXPECT_EQ(kept_spans, (std::vector<int>{1, 0, 0})) << "auto keeps them for epoch 2; 0 and 1 MiB do not";
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_GT(runs[0].epochs[e].valid_acc, 0.0) << "epoch " << e + 1;
+      for (std::size_t k = 1; k < runs.size(); ++k) {
+        EXPECT_EQ(runs[0].epochs[e].valid_acc, runs[k].epochs[e].valid_acc) << "epoch " << e + 1;
+        EXPECT_EQ(runs[0].epochs[e].test_acc, runs[k].epochs[e].test_acc) << "epoch " << e + 1;
+        EXPECT_EQ(runs[0].epochs[e].loss, runs[k].epochs[e].loss) << "epoch " << e + 1;
+      }
+    }
+  }
+}
+
 TEST_F(TrainTest, FitRunsOnce) {
   Config c = config("gcn", "cpu");
   c.train.epochs = 1;
@@ -322,7 +367,8 @@ TEST_F(TrainTest, TraceNamesEpochsAndThreadsAndSurvivesAFailure) {
     for (std::size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("{\"name\": \"evaluation\", \"cat\": \"compute\""), 2) << "one per epoch";
+  EXPECT_EQ(count("{\"name\": \"evaluation\", \"cat\": \"compute\""), 1) << "epoch 1 samples its batches";
+  EXPECT_EQ(count("{\"name\": \"evaluation (kept batches)\", \"cat\": \"compute\""), 1) << "epoch 2 reuses them";
   EXPECT_NE(t.find("{\"name\": \"evaluate\", \"cat\": \"compute\""), std::string::npos);
   EXPECT_NE(t.find("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"thread 1\"}}"),
             std::string::npos);
