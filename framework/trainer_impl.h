@@ -1,6 +1,7 @@
 // The inside of a Trainer (framework/trainer.h), shared by the files that implement it:
 // framework/replicas.cc sets up the replicas of this process and the process group,
-// framework/trainer.cc builds the Trainer and runs the training loop and evaluation.
+// framework/trainer.cc builds the Trainer and runs the training loop, framework/evaluation.cc
+// evaluates.
 // Internal to the library (not installed).
 #pragma once
 

@@ -111,6 +111,23 @@ __device__ __forceinline__ V group_sum(V v) {
   return v;
 }
 
+// Lane `lane` of a chunk of n edges from e0 (forward): its source c and the edge's attention
+// alpha = exp(leaky(el[c] + er) - m) / sum, stored when write_alpha, then times the dropout mask
+// when there is one (the weight the sum uses); 0 past the chunk.
+__device__ __forceinline__ void load_forward_edge(const int32_t* __restrict__ ids, const float* __restrict__ el,
+                                                  const float* __restrict__ keep, float* __restrict__ alpha,
+                                                  bool write_alpha, int64_t e0, int lane, int n, int64_t H, int64_t h,
+                                                  float erv, float slope, float m, float sum, int& c, float& a) {
+  c = 0;
+  a = 0.0f;
+  if (lane < n) {
+    c = ids[e0 + lane];
+    a = expf(leaky(el[c * H + h] + erv, slope) - m) / sum;
+    if (write_alpha) alpha[(e0 + lane) * H + h] = a;
+    if (keep) a *= keep[(e0 + lane) * H + h];
+  }
+}
+
 template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, GatShape sh,
@@ -133,14 +150,10 @@ __global__ void __launch_bounds__(kThreads)
         V acc = vzero<V>();
         for (int64_t e0 = start; e0 < end; e0 += kWarp) {
           const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_c = 0;
-          float my_a = 0.0f;
-          if (lane < n) {
-            my_c = ids[e0 + lane];
-            my_a = expf(leaky(el[my_c * H + h] + erv, slope) - m) / sum;
-            alpha[(e0 + lane) * H + h] = my_a;
-            if (keep) my_a *= keep[(e0 + lane) * H + h];
-          }
+          int my_c;
+          float my_a;
+          load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/true, e0, lane, n, H, h, erv, slope, m, sum, my_c,
+                            my_a);
           gather_weighted_chunk_narrow<V, P>(n, my_c, my_a, z, fz, h * dv, dv, acc);
         }
         acc = group_sum<P>(acc);
@@ -153,14 +166,10 @@ __global__ void __launch_bounds__(kThreads)
         for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
         for (int64_t e0 = start; e0 < end; e0 += kWarp) {
           const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_c = 0;
-          float my_a = 0.0f;
-          if (lane < n) {
-            my_c = ids[e0 + lane];
-            my_a = expf(leaky(el[my_c * H + h] + erv, slope) - m) / sum;
-            if (c0 == 0) alpha[(e0 + lane) * H + h] = my_a;  // once per edge and head
-            if (keep) my_a *= keep[(e0 + lane) * H + h];      // the weight the sum uses
-          }
+          int my_c;
+          float my_a;
+          load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/c0 == 0, e0, lane, n, H, h, erv, slope, m, sum, my_c,
+                            my_a);  // alpha once per edge and head
           gather_weighted_chunk(n, my_c, my_a, z, fz, h * dv, dv, c0, acc);
         }
 #pragma unroll

@@ -1,0 +1,174 @@
+// Evaluation for the Trainer (framework/trainer.h): accuracies on lists of node ids, the lists
+// laid end to end in shared batches through one pipeline, and the training loop's evaluation
+// batches kept between epochs (train.eval_cache_mb).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/train_data.h"
+#include "framework/trainer.h"
+#include "framework/trainer_impl.h"
+#include "kernels/loss.h"
+#include "preprocess/pipeline.h"
+#include "preprocess/sampler.h"
+
+namespace gt {
+
+int64_t Trainer::Impl::eval_cache_budget(const Config& cfg, const Replica& r) {
+  if (cfg.train.eval_cache_mb >= 0) return cfg.train.eval_cache_mb << 20;
+  return r.ctx->is_cuda() ? device_total_memory(r.ctx->device()) / 8 : int64_t{512} << 20;
+}
+
+std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
+                                             const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
+  std::vector<double> correct(lists.size(), 0.0);
+  TraceRecorder* tr = r.local == 0 ? trace.get() : nullptr;  // the evaluation batches' stages too
+  // Counts one batch's correct predictions into `correct`, list by list.
+  const auto run = [&](DeviceBatch& batch, const std::vector<EvalPiece>& pieces) {
+    ScopedStage ev(tr, "evaluate", "compute", batch.seq, nullptr);  // forward and the counts (waits)
+    batch.ready.wait(r.ctx->stream());
+    Tensor logits = r.model->forward(*r.ctx, batch.blocks, batch.features, /*training=*/false, 0);
+    for (const EvalPiece& p : pieces)
+      correct[p.list] += static_cast<double>(count_correct(
+          logits.rows(p.row0, p.row0 + p.rows), batch.labels.rows(p.row0, p.row0 + p.rows), r.ctx->stream()));
+    work_done.fetch_add(1, std::memory_order_relaxed);
+  };
+  EvalCache& kept = r.eval_cache;
+  if (keep && kept.decided && !kept.batches.empty()) {
+    ScopedStage all(tr, "evaluation (kept batches)", "compute", static_cast<int64_t>(kept.batches.size()), nullptr);
+    for (std::size_t b = 0; b < kept.batches.size(); ++b) run(*kept.batches[b], kept.pieces[b]);
+    reduce(r, correct);
+    return std::vector<int64_t>(correct.begin(), correct.end());
+  }
+  // The lists one after another, cut into batches of eval_batch_size: a batch may hold the end of
+  // one list and the start of the next, so the valid and test splits of a small graph share one
+  // batch (one sampling of the neighbourhoods they share, one forward pass). Not when an id is in
+  // two lists (a batch holds each seed once): then each list is batched alone.
+  std::vector<uint32_t> in_list(static_cast<std::size_t>(data.info.num_nodes), 0);  // 1 + the list an id is in
+  bool disjoint = lists.size() < (std::size_t{1} << 31);
+  for (std::size_t l = 0; l < lists.size() && disjoint; ++l)
+    for (int64_t v : *lists[l]) {
+      if (v < 0 || v >= data.info.num_nodes) {  // the sampler names it, batched as before
+        disjoint = false;
+        break;
+      }
+      uint32_t& at = in_list[static_cast<std::size_t>(v)];
+      if (at != 0 && at != l + 1) {
+        disjoint = false;
+        break;
+      }
+      at = static_cast<uint32_t>(l + 1);
+    }
+  std::vector<std::vector<int64_t>> mine;
+  std::vector<std::vector<EvalPiece>> pieces;  // per batch of `mine`
+  // Adds this replica's shard of `batch`, whose seeds are positions [at, at + size) of the lists
+  // laid end to end (list l from starts[l]).
+  const auto add = [&](const std::vector<int64_t>& batch, int64_t at, const std::vector<int64_t>& starts) {
+    const int64_t n = static_cast<int64_t>(batch.size());
+    std::vector<int64_t> shard = shard_of(batch, world, r.rank);
+    if (shard.empty()) return;
+    const int64_t lo = at + n * r.rank / world, hi = lo + static_cast<int64_t>(shard.size());
+    std::vector<EvalPiece> p;
+    for (std::size_t l = 0; l < lists.size(); ++l) {
+      const int64_t b0 = std::max(lo, starts[l]), b1 = std::min(hi, starts[l] + static_cast<int64_t>(lists[l]->size()));
+      if (b0 < b1) p.push_back({l, b0 - lo, b1 - b0});
+    }
+    mine.push_back(std::move(shard));
+    pieces.push_back(std::move(p));
+  };
+  if (disjoint) {
+    std::vector<int64_t> all, starts;
+    for (const auto* ids : lists) {
+      starts.push_back(static_cast<int64_t>(all.size()));
+      all.insert(all.end(), ids->begin(), ids->end());
+    }
+    int64_t at = 0;
+    for (auto& batch : make_batches(all, cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0)) {
+      add(batch, at, starts);
+      at += static_cast<int64_t>(batch.size());
+    }
+  } else {
+    for (std::size_t l = 0; l < lists.size(); ++l) {
+      std::vector<int64_t> starts(lists.size(), -(int64_t{1} << 62));  // only list l is laid out, at 0
+      starts[l] = 0;
+      int64_t at = 0;
+      for (auto& batch : make_batches(*lists[l], cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0)) {
+        add(batch, at, starts);
+        at += static_cast<int64_t>(batch.size());
+      }
+    }
+  }
+  // One batch key for every evaluation batch: with sampled eval_fanouts a node's neighbours then
+  // depend on (seed, layer, node) alone, not on how the ids were batched (eval_batch_size, the
+  // replicas' shards, the lists beside them), and are the draws gt::InferenceSession (gt-predict,
+  // gt-serve) makes. Training batches' keys start at 1 << 20 (epoch >= 1), so they never meet it.
+  std::vector<uint64_t> keys(mine.size(), 0);
+  // The first evaluation of the training loop keeps its batches while they fit the budget.
+  const bool keeping = keep && !kept.decided;
+  const int64_t budget = keeping ? eval_cache_budget(cfg, r) : 0;
+  int64_t kept_bytes = 0;
+  bool fits = keeping && budget > 0;
+  if (!mine.empty()) {
+    ScopedStage all(tr, "evaluation", "compute", static_cast<int64_t>(mine.size()), nullptr);  // arg: batches
+    BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
+                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
+    pipe.start(std::move(mine), std::move(keys));
+    for (std::size_t b = 0; std::unique_ptr<DeviceBatch> batch = pipe.next(); ++b) {
+      run(*batch, pieces[b]);  // count_correct waited for the stream: the batch's copies are done
+      if (!fits) continue;
+      batch->host_features = Tensor();  // staging buffers: not needed again
+      batch->keep_alive.clear();
+      int64_t bytes = static_cast<int64_t>(batch->features.nbytes() + batch->labels.nbytes());
+      for (const Block& k : batch->blocks)
+        for (const Tensor* t : {&k.indptr, &k.indices, &k.t_indptr, &k.t_indices, &k.t_eids})
+          if (t->defined()) bytes += static_cast<int64_t>(t->nbytes());
+      kept_bytes += bytes;
+      if (kept_bytes > budget) {
+        fits = false;  // not all of them: keep none
+        kept.batches.clear();
+        continue;
+      }
+      kept.batches.push_back(std::move(batch));
+    }
+  }
+  if (keeping) {
+    kept.decided = true;
+    if (fits)
+      kept.pieces = std::move(pieces);
+    else
+      kept.batches.clear();
+  }
+  reduce(r, correct);  // one collective for all the lists: every replica makes the same one
+  return std::vector<int64_t>(correct.begin(), correct.end());
+}
+
+std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists) {
+  return accuracies(lists, /*keep=*/false);
+}
+
+std::vector<double> Trainer::accuracies(const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
+  std::vector<int64_t> correct(lists.size(), 0);
+  std::vector<const std::vector<int64_t>*> nonempty;
+  for (const auto* ids : lists)
+    if (!ids->empty()) nonempty.push_back(ids);
+  if (!nonempty.empty())
+    impl_->on_replicas([&](Replica& r) {
+      std::vector<int64_t> c = impl_->evaluate(r, cfg_, data_, nonempty, keep);
+      if (r.local == 0) correct = std::move(c);
+    });
+  std::vector<double> acc;
+  for (std::size_t l = 0, k = 0; l < lists.size(); ++l) {
+    const int64_t labelled = lists[l]->empty() ? 0 : count_labelled(data_.labels, *lists[l]);
+    const int64_t c = lists[l]->empty() ? 0 : correct[k++];
+    acc.push_back(labelled ? static_cast<double>(c) / static_cast<double>(labelled)
+                           : std::numeric_limits<double>::quiet_NaN());
+  }
+  return acc;
+}
+
+double Trainer::evaluate(const std::vector<int64_t>& ids) { return evaluate_lists({&ids})[0]; }
+
+}  // namespace gt
