@@ -91,6 +91,7 @@ struct TrainConfig {
   std::string trace = "";       // Chrome-trace JSON of the pipeline timeline; "" = off
   int64_t gpu_cache_mb = -1;    // device memory for a cache of the most-sampled feature rows; 0 = off, -1 = auto
   int64_t eval_cache_mb = -1;   // memory keeping the evaluation batches between epochs; 0 = off, -1 = auto
+  bool keep_full_batch = true;  // one batch per epoch with full neighbourhoods: prepared once, trained on every epoch
   std::string dkp_cache = "";   // folder of fitted DKP cost models; "" = always refit
   int64_t dkp_warmup = 16;      // training batches measured (both orders alternately) before the fit
   int64_t replicas = 1;         // data-parallel model replicas in this process (GPUs, or CPU replicas)

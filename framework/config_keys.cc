@@ -344,6 +344,11 @@ const std::vector<Field>& fields() {
                 "every epoch, so later evaluations only run the model; batches that do not all fit are not kept; "
                 "0 = off; -1 = auto: an eighth of the GPU's memory, 512 MiB on the CPU (the accuracies are the same "
                 "either way)"),
+      bool_field("train.keep_full_batch", GT_GET(train, keep_full_batch),
+                 "full-batch training (sampling.batch_size at least the training split, every sampling.fanouts "
+                 "entry -1): the one batch is sampled, reindexed, gathered and copied once, in the split's order, and "
+                 "every epoch trains on it, as full-batch training in PyG does; false prepares it again each epoch "
+                 "(in a shuffled order: the same nodes and edges, summed in another order)"),
       string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},
                    "folder of fitted DKP cost models, one file per device and model (model.dkp=auto reuses it "
                    "and skips the warm-up); \"\" = fit every run"),

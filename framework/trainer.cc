@@ -45,6 +45,16 @@ std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, 
 }
 
 namespace {
+// train.keep_full_batch applies: one batch per epoch (the whole training split) and every layer's
+// whole neighbourhood, so the batch has no random draw and only the seeds' order could change
+// between epochs. The batch is then made in the split's order, the same every epoch (and after a
+// resume), and kept.
+bool keeps_full_batch(const Config& cfg, std::size_t train_nodes) {
+  const auto& f = cfg.sampling.fanouts;
+  return cfg.train.keep_full_batch && train_nodes > 0 && static_cast<int64_t>(train_nodes) <= cfg.sampling.batch_size &&
+         std::all_of(f.begin(), f.end(), [](int64_t k) { return k == -1; });
+}
+
 // The output folders check_output_paths made, removed again (when empty) unless the Trainer was
 // built: a run that fails before training (a missing dataset, a split it lacks) leaves none.
 struct MadeDirs {
@@ -133,19 +143,21 @@ void Trainer::resume(const std::string& checkpoint_path) {
 }
 
 EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
-                                     const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar) {
+                                     const std::vector<std::vector<int64_t>>& batches, bool keep,
+                                     ProgressBar& bar) {
   // CPU training flushes subnormal floats to zero on this thread and the oneTBB workers
   // (framework/fp_mode.h): they would slow the CPU kernels down several times.
   if (!r.ctx->is_cuda()) {
     EpochPart part;
-    run_flushing_denormals([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, bar); });
+    run_flushing_denormals([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, keep, bar); });
     return part;
   }
-  return train_epoch_steps(r, cfg, data, epoch, batches, bar);
+  return train_epoch_steps(r, cfg, data, epoch, batches, keep, bar);
 }
 
 EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
-                                           const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar) {
+                                           const std::vector<std::vector<int64_t>>& batches, bool keep,
+                                           ProgressBar& bar) {
   EpochPart part;
   EpochStats& st = part.st;
   // This replica's shards of the global batches (all of them with one replica).
@@ -162,10 +174,17 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   const bool traced = r.local == 0;
   TraceRecorder* tr = traced ? trace.get() : nullptr;
   auto t_epoch = Clock::now();
-  // Batches are prepared by the flow graph while this thread computes on earlier ones.
-  BatchPipeline pipe(features, data.labels, *r.train_sampler, *r.ctx,
-                     {cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
-  pipe.start(mine, std::move(keys));
+  // Batches are prepared by the flow graph while this thread computes on earlier ones; a kept
+  // full batch (train.keep_full_batch) is prepared by the first epoch only.
+  GT_CHECK_ARG(!keep || batches.size() == 1, "train_epoch: a kept batch with ", batches.size(), " batches");
+  const bool reuse = keep && r.kept_train != nullptr;
+  std::unique_ptr<BatchPipeline> pipe;
+  if (!reuse) {
+    pipe = std::make_unique<BatchPipeline>(
+        features, data.labels, *r.train_sampler, *r.ctx,
+        PipelineOptions{cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
+    pipe->start(mine, std::move(keys));
+  }
   std::size_t next_shard = 0;
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const uint64_t batch_step = step + b + 1;
@@ -183,7 +202,8 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       continue;
     }
     const std::vector<int64_t>& seeds = mine[next_shard++];
-    std::unique_ptr<DeviceBatch> batch = pipe.next();
+    std::unique_ptr<DeviceBatch> prepared = reuse ? nullptr : pipe->next();
+    DeviceBatch* batch = reuse ? r.kept_train.get() : prepared.get();
     batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
     const int64_t nl = count_labelled(data.labels, seeds);
     float loss;
@@ -238,10 +258,17 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     work_done.fetch_add(1, std::memory_order_relaxed);
     part.labelled += nl;
     part.loss_sum += static_cast<double>(loss) * static_cast<double>(nl);
-    st.sample_ms += batch->sample_ms;
-    st.reindex_ms += batch->reindex_ms;
-    st.gather_ms += batch->gather_ms;
-    st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
+    if (!reuse) {  // a kept batch's preparation was the first epoch's
+      st.sample_ms += batch->sample_ms;
+      st.reindex_ms += batch->reindex_ms;
+      st.gather_ms += batch->gather_ms;
+      st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
+    }
+    if (keep && prepared) {  // the step is done with it (synchronized above): keep it for the next epochs
+      prepared->host_features = Tensor();  // the staging buffers are not needed again
+      prepared->keep_alive.clear();
+      r.kept_train = std::move(prepared);
+    }
     st.seeds += batch->num_seeds;
     st.sampled_edges += batch->sampled_edges;
     if (r.rank == 0)
@@ -250,7 +277,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   }
   r.ctx->synchronize();
   st.batches = static_cast<int64_t>(batches.size());
-  PipelineTotals pt = pipe.totals();
+  const PipelineTotals pt = pipe ? pipe->totals() : PipelineTotals{};  // a kept batch crossed nothing
   st.h2d_bytes = pt.h2d_bytes;
   st.cache_hits = pt.cache_hits;
   st.cache_misses = pt.cache_misses;
@@ -293,6 +320,7 @@ TrainResult Trainer::fit(std::ostream* log) {
   result.best_valid_acc = impl_->resumed.best_valid_acc;
   result.test_acc_at_best = impl_->resumed.test_acc_at_best;
   const auto& train_ids = data_.split(cfg_.dataset.train_split);
+  const bool keep_batch = keeps_full_batch(cfg_, train_ids.size());
   // Without evaluation the valid and test splits need not exist (the constructor checked them).
   static const std::vector<int64_t> kNone;
   const bool evaluates = cfg_.train.eval_every > 0;
@@ -352,14 +380,15 @@ TrainResult Trainer::fit(std::ostream* log) {
     // The epoch's learning rate (optimizer.schedule), the same on every replica.
     const double lr = scheduled_lr(cfg_.optimizer, epoch, cfg_.train.epochs);
     for (Replica& r : impl_->replicas) r.optimizer->set_lr(lr);
-    auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/true, seed, static_cast<uint64_t>(epoch));
+    auto batches = make_batches(train_ids, cfg_.sampling.batch_size, /*shuffle=*/!keep_batch, seed,
+                                static_cast<uint64_t>(epoch));
     ProgressBar bar(cfg_.train.progress && writer && log != nullptr,  // fit(nullptr) is silent
                     "epoch " + std::to_string(epoch) + "/" + std::to_string(cfg_.train.epochs),
                     static_cast<int64_t>(batches.size()));
     auto t_epoch = Clock::now();
     std::vector<EpochPart> parts(static_cast<std::size_t>(local));
     impl_->on_replicas([&](Replica& r) {
-      parts[static_cast<std::size_t>(r.local)] = impl_->train_epoch(r, cfg_, data_, epoch, batches, bar);
+      parts[static_cast<std::size_t>(r.local)] = impl_->train_epoch(r, cfg_, data_, epoch, batches, keep_batch, bar);
     });
     impl_->step += batches.size();
     EpochStats st = parts[0].st;  // counts: already summed over all replicas

@@ -59,6 +59,8 @@ struct Replica {
   std::unique_ptr<Communicator> comm;   // null with one replica in all
   std::unique_ptr<GradReducer> reducer;
   EvalCache eval_cache;
+  // train.keep_full_batch: the training batch, kept from the first epoch of this fit().
+  std::unique_ptr<DeviceBatch> kept_train;
 };
 
 // A replica's share of an epoch, merged by fit().
@@ -202,11 +204,13 @@ struct Trainer::Impl {
   }
 
   void setup(const Config& cfg, const Dataset& data, Device device);
+  // keep: train.keep_full_batch applies (keeps_full_batch): the epoch's one batch is
+  // r.kept_train, prepared by the first epoch and kept.
   EpochPart train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
-                        const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
+                        const std::vector<std::vector<int64_t>>& batches, bool keep, ProgressBar& bar);
   // train_epoch's work, run by it (inside run_flushing_denormals on the CPU).
   EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
-                              const std::vector<std::vector<int64_t>>& batches, ProgressBar& bar);
+                              const std::vector<std::vector<int64_t>>& batches, bool keep, ProgressBar& bar);
   // Correct predictions (summed over the job's replicas) on each of several id lists, through one
   // pipeline (see the definition). `keep`: the lists are the training loop's, the same at every
   // call, and their batches may be kept in r.eval_cache.

@@ -254,6 +254,83 @@ TEST_F(TrainTest, KeptEvaluationBatchesGiveTheSameAccuracies) {
   }
 }
 
+// train.keep_full_batch: with one batch per epoch and full neighbourhoods, the first epoch
+// prepares the batch and the later ones train on it without sampling, gathering or copying
+// again. Without dropout the losses follow a run that prepares the batch every epoch (its seeds
+// shuffled: the same sums in another order), on 1 and on 3 replicas and on the GPU; with
+// sampled fanouts or several batches nothing is kept. A resumed run keeps it too and
+// continues exactly as an uninterrupted one.
+TEST_F(TrainTest, KeptFullBatchTrainsLikeAPreparedOne) {
+  std::vector<std::string> devices{"cpu"};
+  if (have_gpu()) devices.push_back("cuda");
+  for (const std::string& device : devices)
+    for (int64_t replicas : {int64_t{1}, int64_t{3}}) {
+      if (device == "cuda" && replicas > 1) continue;
+      SCOPED_TRACE(device + ", replicas " + std::to_string(replicas));
+      std::vector<TrainResult> runs;
+      for (bool keep : {true, false}) {
+        Config c = config("sage", device);
+        c.model.dropout = 0;
+        c.sampling.fanouts = {-1, -1};
+        c.sampling.batch_size = 100000;
+        c.train.epochs = 5;
+        c.train.replicas = replicas;
+        c.train.keep_full_batch = keep;
+        c.train.metrics = "";
+        c.train.save_best = "";
+        runs.push_back(Trainer(c).fit(nullptr));
+      }
+      for (std::size_t e = 0; e < 5; ++e) {
+        const EpochStats &kept = runs[0].epochs[e], &made = runs[1].epochs[e];
+        EXPECT_NEAR(kept.loss, made.loss, 1e-4 * made.loss) << "epoch " << e + 1;
+        EXPECT_NEAR(kept.valid_acc, made.valid_acc, 2.0 / 600) << "epoch " << e + 1;
+        EXPECT_EQ(kept.seeds, made.seeds);
+        if (replicas == 1)  // shards of other seeds reach other neighbourhoods
+          EXPECT_EQ(kept.sampled_edges, made.sampled_edges);
+        EXPECT_GT(made.gather_ms, 0.0) << "epoch " << e + 1;
+        if (e == 0) {
+          EXPECT_GT(kept.gather_ms, 0.0) << "the first epoch prepares the batch";
+        } else {
+          EXPECT_EQ(kept.sample_ms + kept.reindex_ms + kept.gather_ms + kept.transfer_ms, 0.0) << "epoch " << e + 1;
+          EXPECT_EQ(kept.h2d_bytes, 0) << "epoch " << e + 1;
+        }
+      }
+      EXPECT_LT(runs[0].epochs.back().loss, 0.8 * runs[0].epochs.front().loss);
+    }
+  for (const auto& [fanouts, batch_size] :
+       {std::pair<std::vector<int64_t>, int64_t>{{8, -1}, 100000}, {{-1, -1}, 1000}}) {
+    Config c = config("gcn", "cpu");
+    c.sampling.fanouts = fanouts;
+    c.sampling.batch_size = batch_size;
+    c.train.epochs = 2;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    const TrainResult r = Trainer(c).fit(nullptr);
+    EXPECT_GT(r.epochs[1].gather_ms, 0.0) << "batch size " << batch_size << ": not one full batch, nothing kept";
+  }
+  Config c = config("sage", "cpu");  // dropout 0.5: the steps' masks must match too
+  c.sampling.fanouts = {-1, -1};
+  c.sampling.batch_size = 100000;
+  c.train.epochs = 4;
+  c.train.metrics = "";
+  c.train.save_best = "";
+  const TrainResult whole = Trainer(c).fit(nullptr);
+  c.train.checkpoint = (dir_ / "kept-full-batch.ckpt.h5").string();
+  c.train.epochs = 2;
+  Trainer(c).fit(nullptr);
+  c.train.epochs = 4;
+  Trainer resumed(c);
+  resumed.resume(c.train.checkpoint);
+  const TrainResult rest = resumed.fit(nullptr);
+  ASSERT_EQ(rest.epochs.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(rest.epochs[e].loss, whole.epochs[e + 2].loss) << "epoch " << e + 3;
+    EXPECT_EQ(rest.epochs[e].valid_acc, whole.epochs[e + 2].valid_acc) << "epoch " << e + 3;
+  }
+  EXPECT_GT(rest.epochs[0].gather_ms, 0.0) << "the resumed run prepares its batch once";
+  EXPECT_EQ(rest.epochs[1].gather_ms, 0.0);
+}
+
 TEST_F(TrainTest, FitRunsOnce) {
   Config c = config("gcn", "cpu");
   c.train.epochs = 1;
