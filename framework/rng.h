@@ -64,6 +64,11 @@ GT_HOST_DEVICE uint64_t rng_key(uint64_t seed, RngStream stream) {
 // uniform draw under (key, step) is >= p. key_cols > 0: rows of `width` elements carrying key_cols
 // values, element (r, c) draws what element (r, c) of a [rows, key_cols] tensor draws, and the
 // padding (c >= key_cols) is never kept.
+// The draw itself, for a counter: i, or r * key_cols + c (the GPU kernel of padded rows walks
+// (r, c) without dividing).
+GT_HOST_DEVICE bool dropout_keeps_counter(uint64_t key, uint64_t step, uint64_t counter, float p) {
+  return u01(philox(key, step, counter).v[0]) >= p;
+}
 GT_HOST_DEVICE bool dropout_keeps(uint64_t key, uint64_t step, int64_t i, int64_t width, int64_t key_cols, float p) {
   uint64_t counter = static_cast<uint64_t>(i);
   if (key_cols > 0) {
@@ -71,7 +76,7 @@ GT_HOST_DEVICE bool dropout_keeps(uint64_t key, uint64_t step, int64_t i, int64_
     if (c >= key_cols) return false;
     counter = static_cast<uint64_t>(r * key_cols + c);
   }
-  return u01(philox(key, step, counter).v[0]) >= p;
+  return dropout_keeps_counter(key, step, counter, p);
 }
 
 }  // namespace gt

@@ -79,6 +79,7 @@ Block Block::to(Device d, Stream s) const {
   out.num_src = num_src;
   out.num_dst = num_dst;
   out.max_degree = max_degree;
+  out.max_out_degree = max_out_degree;
   out.indptr = copy_if_defined(indptr, d, s);
   out.indices = copy_if_defined(indices, d, s);
   out.t_indptr = copy_if_defined(t_indptr, d, s);
@@ -93,6 +94,9 @@ void Block::build_transpose() {
   std::vector<int64_t> t_ptr;
   std::vector<int32_t> t_ids, t_e;
   transpose_into(*this, t_ptr, t_ids, t_e);
+  max_out_degree = 0;
+  for (int64_t u = 0; u < num_src; ++u)
+    max_out_degree = std::max(max_out_degree, t_ptr[static_cast<std::size_t>(u) + 1] - t_ptr[static_cast<std::size_t>(u)]);
   t_indptr = Tensor::from_vector(t_ptr);
   t_indices = Tensor::from_vector(t_ids);
   t_eids = Tensor::from_vector(t_e);

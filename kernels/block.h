@@ -31,6 +31,10 @@ struct Block {
   // sampler: fanout + self loop, or the graph's largest degree); -1 = unknown. Kernels whose time
   // follows the longest row (pull_linear_fuses) read it.
   int64_t max_degree = -1;
+  // The same for the transpose: at least the largest out-degree of a source (exact from
+  // build_transpose and make_block; a bound from the GPU sampler); -1 = unknown. The Pull's
+  // backward reads it (rows of more than 128 edges take kernels/pull.cu's hub kernel).
+  int64_t max_out_degree = -1;
 
   int64_t nnz() const { return indices.defined() ? indices.numel() : 0; }
   Device device() const { return indptr.device(); }

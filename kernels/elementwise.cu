@@ -79,6 +79,20 @@ __global__ void dropout_kernel(const float* x, float p, float scale, uint64_t ke
     y[i] = dropout_keeps(key, step, i, width, key_cols, p) ? (x ? x[i] : 1.0f) * scale : 0.0f;  // x == nullptr: the mask
 }
 
+// Padded rows (key_cols > 0): (row, column) pairs walked in two grid dimensions, so no element
+// divides by the width (a 64-bit division per element cost as much as the draw: the input dropout
+// of a full-neighbourhood Twitch-DE batch, 9,498 x 3,200, 0.25 ms). The same draws as dropout_keeps.
+__global__ void dropout_rows_kernel(const float* x, float p, float scale, uint64_t key, uint64_t step, float* y,
+                                    int64_t rows, int64_t width, int64_t key_cols) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < width;
+         c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t i = r * width + c;
+      const bool keep = c < key_cols && dropout_keeps_counter(key, step, static_cast<uint64_t>(r * key_cols + c), p);
+      y[i] = keep ? (x ? x[i] : 1.0f) * scale : 0.0f;
+    }
+}
+
 __global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
 }
@@ -179,7 +193,13 @@ void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int dev
 void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width, int64_t key_cols,
              int device, Stream s) {
   const float scale = 1.0f / (1.0f - p);  // computed on the host, as on the CPU path
-  dropout_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, p, scale, key, step, y, n, width, key_cols);
+  if (key_cols > 0 && width > 0 && n % width == 0) {
+    const int64_t rows = n / width, cols = (width + kThreads - 1) / kThreads;
+    const dim3 grid(static_cast<unsigned>(cols < 65535 ? cols : 65535), static_cast<unsigned>(rows < 65535 ? rows : 65535));
+    if (rows > 0) dropout_rows_kernel<<<grid, kThreads, 0, s>>>(x, p, scale, key, step, y, rows, width, key_cols);
+  } else {
+    dropout_kernel<<<grid_for(n, device), kThreads, 0, s>>>(x, p, scale, key, step, y, n, width, key_cols);
+  }
   GT_CUDA_LAUNCH_CHECK();
 }
 

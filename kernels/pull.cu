@@ -35,6 +35,12 @@
 //    Twitch-DE hub of thousands of edges at F = 3170 was latency-bound: a full-neighbourhood GCN
 //    step took 37 ms, 2.2 ms now). The other rows, and every block of a sampled batch, keep one warp per row (one
 //    grid row; a warp-uniform degree test picks the column steps).
+//  * Hub rows (more than kHubDegree = 128 edges; only when the block's degree bound allows them:
+//    Block::max_degree forward, max_out_degree backward, -1 = unknown): every kernel above skips
+//    them and pull_hub_kernel sums each with a CTA of 16 warps, each warp a sixteenth of the
+//    edges, the partial sums added in a fixed order. One warp alone was latency-bound on a hub
+//    whatever its column tiling (a 64-wide Pull of a full-neighbourhood Twitch-DE block took
+//    0.46-0.63 ms on its 4,259-edge hub).
 //  * Wide odd rows (F odd and >= 128, e.g. 4353, rows start at any 4-byte offset) of blocks with
 //    4 or more edges per row: the realigning kernel of realign.cuh, aligned 16-byte windows summed
 //    per offset class and realigned once per 128-column step: pyg_baseline's livejournal forward
@@ -82,7 +88,7 @@ template <typename V, Weight kW>
 __global__ void __launch_bounds__(kThreads)
     pull_rows_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                      const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
-                     V* __restrict__ out) {
+                     V* __restrict__ out, int64_t skip_above) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
@@ -91,6 +97,7 @@ __global__ void __launch_bounds__(kThreads)
   // stays converged and the full-mask shuffles are legal.
   for (int64_t row = first_row; row < rows; row += row_stride) {
     const int64_t start = ptr[row], end = ptr[row + 1];  // row bounds stay in registers
+    if (end - start > skip_above) continue;             // a hub row: pull_hub_kernel's
     float row_scale = 1.0f;
     if (kW == Weight::kRowMean && end > start) row_scale = 1.0f / static_cast<float>(end - start);
     V* dst = out + row * fv;
@@ -153,13 +160,96 @@ unsigned column_tiles(int64_t width, int64_t step) {
 
 bool long_rows(int64_t rows, int64_t nnz) { return rows > 0 && nnz >= kTiledAverageDegree * rows; }
 
+// Hub rows: rows of more than kHubDegree edges, which the kernels above then skip (skip_above),
+// are summed by pull_hub_kernel, a CTA of kHubWarps warps per row: warp w sums the w-th of
+// kHubWarps slices of the row's edges (each in CSR order, 8 edges of loads in flight) for one
+// column step of 32 vectors, and the slices' sums are added in warp order through shared memory
+// (no atomics; the same bits every run). Before, a hub was one warp's: a 4,259-edge Twitch-DE hub
+// at 64 or 2 columns took that warp 0.3-1 ms while the rest of the block took a few tens of us
+// (docs/benchmarks.md, twenty-sixth session). A CTA walks the rows 32 at a time (one degree load a
+// lane, a ballot), chunks blockIdx.x, blockIdx.x + gridDim.x, ...; most chunks hold no hub.
+constexpr int64_t kHubDegree = 128;
+constexpr int kHubWarps = 16;
+constexpr int kHubThreads = kHubWarps * kWarp;
+constexpr int kHubEdges = 8;  // loads in flight per lane
+
+template <typename V, Weight kW>
+__global__ void __launch_bounds__(kHubThreads)
+    pull_hub_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                    const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
+                    V* __restrict__ out) {
+  __shared__ V part[kHubWarps][kWarp];
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  for (int64_t chunk = blockIdx.x; chunk * kWarp < rows; chunk += gridDim.x) {
+    // Every warp finds the chunk's hubs itself (the same ballot), so the loops below are uniform
+    // over the CTA and its __syncthreads() legal.
+    const int64_t r = chunk * kWarp + lane;
+    unsigned hubs = __ballot_sync(kFullMask, r < rows && ptr[r + 1] - ptr[r] > kHubDegree);
+    while (hubs != 0) {
+      const int64_t row = chunk * kWarp + (__ffs(hubs) - 1);
+      hubs &= hubs - 1;
+      const int64_t start = ptr[row], deg = ptr[row + 1] - start;
+      const int64_t e_begin = start + deg * warp / kHubWarps, e_end = start + deg * (warp + 1) / kHubWarps;
+      for (int64_t c0 = static_cast<int64_t>(blockIdx.y) * kWarp; c0 < fv; c0 += static_cast<int64_t>(gridDim.y) * kWarp) {
+        const int64_t c = c0 + lane;
+        V acc;
+        set_zero(acc);
+        for (int64_t e0 = e_begin; e0 < e_end; e0 += kWarp) {
+          const int n = static_cast<int>(e_end - e0 < kWarp ? e_end - e0 : kWarp);
+          int my_id;
+          float my_w;
+          napa_dev::load_edge_chunk(ids, kW == Weight::kColMean ? col_ptr : nullptr, e0, n, my_id, my_w);
+          for (int j = 0; j < n; j += kHubEdges) {
+            V v[kHubEdges];
+            float w[kHubEdges];
+#pragma unroll
+            for (int k = 0; k < kHubEdges; ++k) {
+              const int id = __shfl_sync(kFullMask, my_id, (j + k) % kWarp);
+              w[k] = __shfl_sync(kFullMask, my_w, (j + k) % kWarp);
+              set_zero(v[k]);
+              if (j + k < n && c < fv) v[k] = __ldg(in + static_cast<int64_t>(id) * fv + c);
+            }
+#pragma unroll
+            for (int k = 0; k < kHubEdges; ++k) {  // in CSR order (absent edges loaded zeros)
+              if (kW == Weight::kColMean)
+                add_scaled(acc, v[k], w[k]);
+              else
+                add(acc, v[k]);
+            }
+          }
+        }
+        part[warp][lane] = acc;
+        __syncthreads();
+        if (warp == 0 && c < fv) {
+          V sum = part[0][lane];
+#pragma unroll
+          for (int k = 1; k < kHubWarps; ++k) add(sum, part[k][lane]);
+          if (kW == Weight::kRowMean) scale(sum, 1.0f / static_cast<float>(deg));
+          out[row * fv + c] = sum;
+        }
+        __syncthreads();  // part is written again by the next step or row
+      }
+    }
+  }
+}
+
+template <typename V, Weight kW>
+void launch_hubs(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
+                 int64_t fv, float* out, int device, Stream s) {
+  const int64_t chunks = (rows + kWarp - 1) / kWarp;
+  const int64_t most = 4 * static_cast<int64_t>(napa_dev::sm_count(device));
+  const dim3 blocks(static_cast<unsigned>(chunks < most ? chunks : most), column_tiles(fv, kWarp));
+  pull_hub_kernel<V, kW><<<blocks, kHubThreads, 0, s>>>(ptr, ids, col_ptr, reinterpret_cast<const V*>(in), rows, fv,
+                                                        reinterpret_cast<V*>(out));
+}
+
 
 template <typename V, int LPR, int U, int E, Weight kW>
 void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t rows,
-                int64_t nnz, int64_t fv, float* out, Stream s) {
+                int64_t nnz, int64_t fv, float* out, int64_t skip, Stream s) {
   const dim3 blocks(pull_vec::grid_for_groups(rows, LPR), long_rows(rows, nnz) ? column_tiles(fv, LPR * U) : 1u);
   pull_vec_kernel<V, LPR, U, E, kW><<<blocks, kThreads, 0, s>>>(ptr, ids, col_ptr, reinterpret_cast<const V*>(in),
-                                                                rows, fv, reinterpret_cast<V*>(out));
+                                                                rows, fv, reinterpret_cast<V*>(out), skip);
 }
 
 // Shape choice (the sweep's winners; float4 rows reach it only from forward-shaped blocks):
@@ -168,14 +258,14 @@ void launch_vec(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, 
 // warp per row with 2 vectors x 4 edges.
 template <typename V, Weight kW>
 void launch_vec_shape(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in,
-                      int64_t rows, int64_t nnz, int64_t fv, float* out, Stream s) {
+                      int64_t rows, int64_t nnz, int64_t fv, float* out, int64_t skip, Stream s) {
   const bool many_edges = nnz >= 4 * rows;
   if (many_edges)
-    launch_vec<V, 32, 1, 8, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
+    launch_vec<V, 32, 1, 8, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, skip, s);
   else if (fv <= 32)
-    launch_vec<V, 8, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
+    launch_vec<V, 8, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, skip, s);
   else
-    launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, s);
+    launch_vec<V, 32, 2, 4, kW>(ptr, ids, col_ptr, in, rows, nnz, fv, out, skip, s);
 }
 
 // Whole float4 rows by the lane gather (one grid row): in forward-shaped blocks (4+ edges per row,
@@ -193,58 +283,73 @@ bool lane_rows(int64_t rows, int64_t nnz, int64_t fv) {
 
 template <int LPR, int E, Weight kW>
 void launch_lane(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
-                 int64_t fv, float4* out, Stream s) {
+                 int64_t fv, float4* out, int64_t skip, Stream s) {
   const unsigned grid = pull_vec::grid_for_groups(rows, LPR);
   if (fv <= LPR)  // one column step
-    pull_vec::pull_lane_kernel<LPR, E, kW, true><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+    pull_vec::pull_lane_kernel<LPR, E, kW, true><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out, 0,
+                                                                           skip);
   else
-    pull_vec::pull_lane_kernel<LPR, E, kW, false><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out);
+    pull_vec::pull_lane_kernel<LPR, E, kW, false><<<grid, kThreads, 0, s>>>(ptr, ids, col_ptr, in, rows, fv, out, 0,
+                                                                            skip);
 }
 
 template <Weight kW>
 void launch_lane_rows(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
-                      int64_t nnz, int64_t fv, float4* out, Stream s) {
+                      int64_t nnz, int64_t fv, float4* out, int64_t skip, Stream s) {
   if (nnz < 4 * rows) {
     if (fv <= 16)
-      launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+      launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, skip, s);
     else if (fv <= 32)
-      launch_lane<16, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+      launch_lane<16, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, skip, s);
     else
-      launch_lane<32, 2, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+      launch_lane<32, 2, kW>(ptr, ids, col_ptr, in, rows, fv, out, skip, s);
   } else if (fv > 16) {
-    launch_lane<32, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    launch_lane<32, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, skip, s);
   } else if (fv > 8) {
-    launch_lane<16, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    launch_lane<16, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, skip, s);
   } else {
-    launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, s);
+    launch_lane<8, 4, kW>(ptr, ids, col_ptr, in, rows, fv, out, skip, s);
   }
 }
 
+// max_degree: the rows' largest degree, or a bound, or -1 (unknown): rows of more than kHubDegree
+// edges may exist unless it says otherwise, and then go to pull_hub_kernel.
 template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_rows,
-                 int64_t rows, int64_t nnz, int64_t F, float* out, int device, Stream s) {
+                 int64_t rows, int64_t nnz, int64_t max_degree, int64_t F, float* out, int device, Stream s) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
+  const bool hubs = (max_degree < 0 || max_degree > kHubDegree) && nnz > kHubDegree;
+  const int64_t skip = hubs ? kHubDegree : pull_vec::kNoSkip;
   const bool vec4 = F % 4 == 0 && aligned16(in) && aligned16(out);
+  const bool vec2 = F % 2 == 0 && aligned8(in) && aligned8(out);
   if (vec4 && pull_vec::use_bands(in_rows, rows, nnz, F / 4, in, long_rows(rows, nnz), device)) {
     pull_vec::launch_bands<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, F / 4,
-                               pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), s);
+                               pull_vec::StoreRows<float4>(reinterpret_cast<float4*>(out)), s, skip);
   } else if (vec4 && lane_rows(rows, nnz, F / 4)) {
     launch_lane_rows<kW>(ptr, ids, col_ptr, reinterpret_cast<const float4*>(in), rows, nnz, F / 4,
-                         reinterpret_cast<float4*>(out), s);
+                         reinterpret_cast<float4*>(out), skip, s);
   } else if (vec4) {
-    launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, s);
-  } else if (realign::applies(F, rows, nnz, in) && !long_rows(rows, nnz)) {
+    launch_vec_shape<float4, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 4, out, skip, s);
+  } else if (realign::applies(F, rows, nnz, in) && !long_rows(rows, nnz) && !hubs) {
     realign::launch<kW == Weight::kRowMean, kW == Weight::kColMean>(ptr, ids, col_ptr, in, in_rows * F, rows, F,
                                                                    realign::PullOut{out}, device, s);
-  } else if (F % 2 == 0 && aligned8(in) && aligned8(out)) {
-    launch_vec_shape<float2, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 2, out, s);
+  } else if (vec2) {
+    launch_vec_shape<float2, kW>(ptr, ids, col_ptr, in, rows, nnz, F / 2, out, skip, s);
   } else {
     unsigned tiles = long_rows(rows, nnz) ? column_tiles(F, kWarp * kUnroll) : 1u;
     if (tiles > kMaxRowTilesScalar) tiles = kMaxRowTilesScalar;  // each grid row strides over all rows
     const int grid = grid_for_rows(rows, device);
     pull_rows_kernel<float, kW><<<dim3(static_cast<unsigned>(grid), tiles), kThreads, 0, s>>>(ptr, ids, col_ptr, in,
-                                                                                              rows, F, out);
+                                                                                              rows, F, out, skip);
   }
+  GT_CUDA_LAUNCH_CHECK();
+  if (!hubs) return;
+  if (vec4)
+    launch_hubs<float4, kW>(ptr, ids, col_ptr, in, rows, F / 4, out, device, s);
+  else if (vec2)
+    launch_hubs<float2, kW>(ptr, ids, col_ptr, in, rows, F / 2, out, device, s);
+  else
+    launch_hubs<float, kW>(ptr, ids, col_ptr, in, rows, F, out, device, s);
   GT_CUDA_LAUNCH_CHECK();
 }
 
@@ -257,9 +362,11 @@ void pull_forward(const Block& block, const Tensor& x, Reduce f, Tensor& y, Stre
   const float* in = x.data<float>();
   float* out = y.data<float>();
   if (f == Reduce::kMean)
-    launch_pull<Weight::kRowMean>(ptr, ids, nullptr, in, x.size(0), block.num_dst, block.nnz(), x.size(1), out, dev, s);
+    launch_pull<Weight::kRowMean>(ptr, ids, nullptr, in, x.size(0), block.num_dst, block.nnz(), block.max_degree,
+                                  x.size(1), out, dev, s);
   else
-    launch_pull<Weight::kNone>(ptr, ids, nullptr, in, x.size(0), block.num_dst, block.nnz(), x.size(1), out, dev, s);
+    launch_pull<Weight::kNone>(ptr, ids, nullptr, in, x.size(0), block.num_dst, block.nnz(), block.max_degree,
+                               x.size(1), out, dev, s);
 }
 
 void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, Stream s) {
@@ -268,10 +375,11 @@ void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, S
   const int dev = dy.device().index;
   if (f == Reduce::kMean)
     launch_pull<Weight::kColMean>(t_ptr, t_ids, block.indptr.data<int64_t>(), dy.data<float>(), dy.size(0),
-                                  block.num_src, block.nnz(), dy.size(1), dx.data<float>(), dev, s);
+                                  block.num_src, block.nnz(), block.max_out_degree, dy.size(1), dx.data<float>(), dev,
+                                  s);
   else
     launch_pull<Weight::kNone>(t_ptr, t_ids, nullptr, dy.data<float>(), dy.size(0), block.num_src, block.nnz(),
-                               dy.size(1), dx.data<float>(), dev, s);
+                               block.max_out_degree, dy.size(1), dx.data<float>(), dev, s);
 }
 
 }  // namespace cuda_impl

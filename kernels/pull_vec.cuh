@@ -20,6 +20,9 @@ using napa_dev::kWarpsPerBlock;
 // A row with this many edges has its column steps spread over grid rows (launch_vec in pull.cu
 // makes gridDim.y > 1 only for blocks with long rows on average).
 constexpr int64_t kSplitDegree = 128;
+// skip_above of the kernels below: rows with more edges are left to pull_hub_kernel (kernels/pull.cu)
+// and written by it; kNoSkip (the default) skips none.
+constexpr int64_t kNoSkip = INT64_MAX;
 
 // How edges are weighted: plain sum; mean over the output row (forward mean: the row's sum is
 // scaled by 1/deg once at the end); or per-edge 1/deg(column) (backward mean, where the column is
@@ -117,11 +120,13 @@ template <typename V, int LPR, int U, int E, Weight kW, class Ld = napa_dev::Loa
 __global__ void __launch_bounds__(kThreads)
     pull_vec_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                     const int64_t* __restrict__ col_ptr, const V* __restrict__ in, int64_t rows, int64_t fv,
-                    V* __restrict__ out) {
+                    V* __restrict__ out, int64_t skip_above = kNoSkip) {
   static_assert(LPR % E == 0 && kWarp % LPR == 0, "an edge group must not straddle an id chunk");
   int sub;
   int64_t row, start, deg;
   if (!row_group<LPR>(ptr, rows, sub, row, start, deg)) return;  // the whole warp
+  const bool skipped = deg > skip_above;  // a hub row: pull_hub_kernel's
+  if (skipped) deg = 0;
   int64_t max_deg = deg;
 #pragma unroll
   for (int o = LPR; o < kWarp; o *= 2) {
@@ -178,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    if (row < rows) {
+    if (row < rows && !skipped) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t c = c0 + u * LPR + sub;
@@ -209,16 +214,18 @@ template <int LPR, int E, Weight kW, bool kOneStep, class Ld = napa_dev::LoadNc,
 __global__ void __launch_bounds__(kThreads)
     pull_lane_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
                      const int64_t* __restrict__ col_ptr, const float4* __restrict__ in, int64_t rows, int64_t fv,
-                     typename NoDeduce<Out>::type out, int64_t first_step = 0) {
+                     typename NoDeduce<Out>::type out, int64_t first_step = 0, int64_t skip_above = kNoSkip) {
   static_assert(kWarp % LPR == 0, "a warp holds whole row groups");
   int sub;
   int64_t row, start, deg;  // rows past the end run with no edges and store nothing
   if (!row_group<LPR>(ptr, rows, sub, row, start, deg)) return;  // the whole warp
+  const bool skipped = deg > skip_above;  // a hub row: pull_hub_kernel's (stores nothing here)
+  if (skipped) deg = 0;
   // kOneStep: grid row y does step first_step + y only (no loop: 3-5% faster on the banded
   // blocks than the strided loop, pull_sweep); else steps y, y + gridDim.y, ...
   for (int64_t t = first_step + blockIdx.y; t * LPR < fv; t += gridDim.y) {
     const int64_t c = t * LPR + sub;
-    const bool live = c < fv && row < rows;
+    const bool live = c < fv && row < rows && !skipped;
     float4 acc, self;
     set_zero(acc);
     set_zero(self);
@@ -298,13 +305,13 @@ inline unsigned grid_for_groups(int64_t rows, int lanes) {
 // 64 registers (reddit2 mean backward 1.09 ms against 0.53 for the sum).
 template <Weight kW, class Out>
 void launch_bands(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float4* in, int64_t rows,
-                  int64_t fv, Out out, cudaStream_t s) {
+                  int64_t fv, Out out, cudaStream_t s, int64_t skip_above = kNoSkip) {
   constexpr int kLanes = 8, kEdges = kW == Weight::kColMean ? 4 : 16;
   const int64_t steps = (fv + kLanes - 1) / kLanes;
   for (int64_t first = 0; first < steps; first += 65535) {  // a grid dimension holds 65535 steps
     const dim3 blocks(grid_for_groups(rows, kLanes), step_tiles(steps - first));
     pull_lane_kernel<kLanes, kEdges, kW, true, napa_dev::LoadNc, Out><<<blocks, kThreads, 0, s>>>(
-        ptr, ids, col_ptr, in, rows, fv, out, first);
+        ptr, ids, col_ptr, in, rows, fv, out, first, skip_above);
   }
 }
 

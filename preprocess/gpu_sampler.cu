@@ -227,6 +227,9 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     Block& b = out.blocks[static_cast<std::size_t>(l)];
     b.num_dst = n_dst;
     b.max_degree = self + (fanout < 0 ? graph_->max_degree() : std::min(graph_->max_degree(), fanout));  // a bound
+    // The transpose's rows are not bounded by the fanout (a source may be drawn by every
+    // destination): unknown, so the Pull's backward looks for hub rows itself (kernels/pull.cu).
+    b.max_out_degree = -1;
     // --- S_l: row sizes, their scan (the block's indptr), the draws.
     Tensor sizes = Tensor::empty({n_dst + 1}, DType::kInt64, d);
     b.indptr = Tensor::empty({n_dst + 1}, DType::kInt64, d);

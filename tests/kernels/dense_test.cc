@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <tuple>
 
 namespace gt {
 namespace {
@@ -522,36 +523,41 @@ GT_DEVICE_TEST(Dropout, MaskIsTheForwardOfOnes) {
 GT_DEVICE_TEST(Dropout, PaddedRowsDropLikeUnpaddedRows) {
   Context ctx(dev);
   const Stream st = ctx.stream();
-  const int64_t rows = 301, F = 37, W = 40;
   const float p = 0.4f;
-  const auto xf = random_floats(static_cast<std::size_t>(rows * W), 21);
-  std::vector<float> narrow(static_cast<std::size_t>(rows * F));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < F; ++c) narrow[static_cast<std::size_t>(r * F + c)] = xf[static_cast<std::size_t>(r * W + c)];
-  const Tensor x = tensor_on(xf, {rows, W}, dev, st), xn = tensor_on(narrow, {rows, F}, dev, st);
-  Tensor y = poisoned({rows, W}, dev, st), yn = poisoned({rows, F}, dev, st), dx = poisoned({rows, W}, dev, st);
-  dropout_forward(x, p, 5, 3, y, st, F);
-  dropout_forward(xn, p, 5, 3, yn, st);
-  dropout_backward(x, p, 5, 3, dx, st, F);
-  const auto a = y.to_vector<float>(), b = yn.to_vector<float>(), g = dx.to_vector<float>();
-  int64_t dropped = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < W; ++c) {
-      const float v = a[static_cast<std::size_t>(r * W + c)];
-      ASSERT_EQ(v, c < F ? b[static_cast<std::size_t>(r * F + c)] : 0.0f) << "row " << r << " column " << c;
-      ASSERT_EQ(g[static_cast<std::size_t>(r * W + c)], v) << "backward, row " << r << " column " << c;
-      dropped += c < F && v == 0.0f;
-    }
-  EXPECT_GT(dropped, rows * F / 4);
-  EXPECT_LT(dropped, rows * F * 11 / 20);
-  Tensor flat = poisoned({rows, W}, dev, st), keyed = poisoned({rows, W}, dev, st);
-  dropout_forward(x, p, 5, 3, flat, st);
-  dropout_forward(x, p, 5, 3, keyed, st, W);
-  EXPECT_EQ(flat.to_vector<float>(), keyed.to_vector<float>());
-  EXPECT_THROW(dropout_forward(x, p, 5, 3, keyed, st, W + 1), Error);
-  EXPECT_THROW(dropout_forward(x, p, 5, 3, keyed, st, -1), Error);
-  Tensor v1 = tensor_on(xf, {rows * W}, dev, st), o1 = poisoned({rows * W}, dev, st);
-  EXPECT_THROW(dropout_forward(v1, p, 5, 3, o1, st, F), Error);
+  // Narrow rows, rows wider than one CUDA block of columns, and more rows than one grid dimension
+  // holds (the GPU's padded-row kernel walks rows and columns in two grid dimensions).
+  for (const auto& [rows, F, W] : {std::tuple<int64_t, int64_t, int64_t>{301, 37, 40}, {33, 599, 608}, {70001, 5, 8}}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(F) + " values padded to " + std::to_string(W));
+    const auto xf = random_floats(static_cast<std::size_t>(rows * W), 21);
+    std::vector<float> narrow(static_cast<std::size_t>(rows * F));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < F; ++c)
+        narrow[static_cast<std::size_t>(r * F + c)] = xf[static_cast<std::size_t>(r * W + c)];
+    const Tensor x = tensor_on(xf, {rows, W}, dev, st), xn = tensor_on(narrow, {rows, F}, dev, st);
+    Tensor y = poisoned({rows, W}, dev, st), yn = poisoned({rows, F}, dev, st), dx = poisoned({rows, W}, dev, st);
+    dropout_forward(x, p, 5, 3, y, st, F);
+    dropout_forward(xn, p, 5, 3, yn, st);
+    dropout_backward(x, p, 5, 3, dx, st, F);
+    const auto a = y.to_vector<float>(), b = yn.to_vector<float>(), g = dx.to_vector<float>();
+    int64_t dropped = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < W; ++c) {
+        const float v = a[static_cast<std::size_t>(r * W + c)];
+        ASSERT_EQ(v, c < F ? b[static_cast<std::size_t>(r * F + c)] : 0.0f) << "row " << r << " column " << c;
+        ASSERT_EQ(g[static_cast<std::size_t>(r * W + c)], v) << "backward, row " << r << " column " << c;
+        dropped += c < F && v == 0.0f;
+      }
+    EXPECT_GT(dropped, rows * F / 4);
+    EXPECT_LT(dropped, rows * F * 11 / 20);
+    Tensor flat = poisoned({rows, W}, dev, st), keyed = poisoned({rows, W}, dev, st);
+    dropout_forward(x, p, 5, 3, flat, st);
+    dropout_forward(x, p, 5, 3, keyed, st, W);
+    EXPECT_EQ(flat.to_vector<float>(), keyed.to_vector<float>());
+    EXPECT_THROW(dropout_forward(x, p, 5, 3, keyed, st, W + 1), Error);
+    EXPECT_THROW(dropout_forward(x, p, 5, 3, keyed, st, -1), Error);
+    Tensor v1 = tensor_on(xf, {rows * W}, dev, st), o1 = poisoned({rows * W}, dev, st);
+    EXPECT_THROW(dropout_forward(v1, p, 5, 3, o1, st, F), Error);
+  }
 }
 
 GT_DEVICE_TEST(Dropout, SameMaskOnEveryDeviceAndKeepRate) {

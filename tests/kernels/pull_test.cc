@@ -326,6 +326,45 @@ GT_DEVICE_TEST(Pull, LongRowsSplitAcrossWarps) {
   }
 }
 
+// Hub rows (more than 128 edges) are summed by a CTA each on the GPU (kernels/pull.cu,
+// pull_hub_kernel) and skipped by the kernel that does the other rows: destination hubs of 129,
+// 700 and 4,259 edges (Twitch-DE's largest) among rows of 0-6 edges (so the short rows take the
+// lane, vector and scalar kernels in turn), and source hubs read by hundreds of destinations
+// (the backward's long transposed rows); F from 1 to 391 (float, float2 and float4 rows, one and
+// several column steps); the degrees known (make_block) and unknown (-1, as the GPU sampler's
+// transposes are). As the float64 reference and the CPU, and deterministic.
+GT_DEVICE_TEST(Pull, HubRowsSummedByOneCtaEach) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t num_src = 5000, num_dst = 1500;
+  std::mt19937 rng(23);
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  for (int64_t v = 0; v < num_dst; ++v) {
+    const int64_t deg = v == 7 ? 4259 : v == 300 ? 700 : v == 301 ? 129 : v == 1499 ? 128 : v % 7;
+    for (int64_t j = 0; j < deg; ++j)
+      indices.push_back(static_cast<int32_t>(j % 3 == 0 ? rng() % 4 : rng() % num_src));  // sources 0-3: hubs
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  Block b = make_block(num_src, num_dst, indptr, indices);
+  ASSERT_EQ(b.max_degree, 4259);
+  ASSERT_GT(b.max_out_degree, 500);
+  Block known = b.to(dev, st), unknown = known;
+  unknown.max_degree = -1;
+  unknown.max_out_degree = -1;
+  for (const int64_t F : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{64}, int64_t{130}, int64_t{391}}) {
+    const auto xf = random_floats(static_cast<std::size_t>(num_src * F), static_cast<uint64_t>(F) + 41);
+    const auto gf = random_floats(static_cast<std::size_t>(num_dst * F), static_cast<uint64_t>(F) + 42);
+    for (Reduce f : {Reduce::kSum, Reduce::kMean})
+      for (const Block* bd : {&known, &unknown}) {
+        const std::string what = std::string(name(f)) + " F=" + std::to_string(F) +
+                                 (bd == &known ? ", degrees known" : ", degrees unknown") + " on " + dev.str();
+        const PullRun r = run_pull_checked(ctx, b, *bd, F, xf, gf, f, what);
+        expect_like_cpu(dev, b, F, xf, gf, f, r, what);
+      }
+  }
+}
+
 // Odd F >= 128 in blocks of 4+ edges per row take the realigning gather (kernels/realign.cuh:
 // aligned 16-byte windows summed per offset class, realigned per 128-column step); F % 4 = 1 and
 // 3 (and 2, the float2 kernel, beside them), forward and over the transposed block, on
