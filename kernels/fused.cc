@@ -18,6 +18,10 @@ void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64
 void ngcf_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
                    int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F, bool mean, const float* x,
                    const float* dys, const float* dyi, float* dx, int device, Stream s);
+void ngcf_finish_forward(const float* x, float* y_side, float* y_inter, int64_t n, bool add_self, int device,
+                         Stream s);
+void ngcf_source_grad(const float* dys, const float* dyi, const float* x, float* g, int64_t n, int device, Stream s);
+void ngcf_add_destination_grad(const float* dyi, const float* agg, float* dx, int64_t n, int device, Stream s);
 void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t max_degree, int64_t H, int64_t D,
                  float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
                  float* alpha, int device, Stream s);
@@ -194,6 +198,14 @@ const float* check_keep(const Tensor* keep, const Block& b, int64_t H, Device d,
 
 }  // namespace
 
+// CUDA: blocks whose rows may have more than 128 edges (full neighbourhoods of power-law graphs;
+// a degree bound of -1 is unknown) aggregate through the Pull, whose hub rows run on a CTA each,
+// plus elementwise steps; the fused kernels walk a hub on one warp per column step (a
+// full-neighbourhood Twitch-DE NGCF epoch: 4.7 ms in the fused forward, docs/benchmarks.md).
+namespace {
+bool ngcf_through_pull(int64_t degree_bound) { return degree_bound < 0 || degree_bound > 128; }
+}  // namespace
+
 void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tensor& y_side, Tensor& y_inter,
                             Stream s, bool add_self) {
   const char* op = "ngcf_aggregate_forward";
@@ -210,6 +222,11 @@ void ngcf_aggregate_forward(const Block& b, const Tensor& x_src, Reduce f, Tenso
   const bool mean = f == Reduce::kMean;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
+    if (ngcf_through_pull(b.max_degree)) {  // the Pull's hub rows, then y_inter = agg * x_v, y_side (+)= x_v
+      pull_forward(b, x_src, f, y_side, s);
+      return cuda_impl::ngcf_finish_forward(x_src.data<float>(), y_side.data<float>(), y_inter.data<float>(),
+                                            b.num_dst * F, add_self, d.index, s);
+    }
     return cuda_impl::ngcf_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), x_src.size(0), b.num_dst,
                                    b.nnz(), F, mean, add_self, x_src.data<float>(), y_side.data<float>(),
                                    y_inter.data<float>(), d.index, s);
@@ -239,6 +256,18 @@ void ngcf_aggregate_backward(const Block& b, const Tensor& x_src, Reduce f, cons
   const bool mean = f == Reduce::kMean;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
+    if (ngcf_through_pull(b.max_degree) || ngcf_through_pull(b.max_out_degree)) {
+      // Source term: the Pull's backward of g = dy_side + dy_inter * x_v; destination term:
+      // dy_inter[u] * (the forward's aggregate of u), added to the first num_dst rows.
+      Tensor g = Tensor::empty({b.num_dst, F}, DType::kFloat32, d);
+      cuda_impl::ngcf_source_grad(dy_side.data<float>(), dy_inter.data<float>(), x_src.data<float>(), g.data<float>(),
+                                  b.num_dst * F, d.index, s);
+      pull_backward(b, g, f, dx_src, s);
+      Tensor agg = Tensor::empty({b.num_dst, F}, DType::kFloat32, d);
+      pull_forward(b, x_src, f, agg, s);
+      return cuda_impl::ngcf_add_destination_grad(dy_inter.data<float>(), agg.data<float>(), dx_src.data<float>(),
+                                                  b.num_dst * F, d.index, s);
+    }
     return cuda_impl::ngcf_backward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.t_indptr.data<int64_t>(),
                                     b.t_indices.data<int32_t>(), b.num_src, b.num_dst, b.nnz(), F, mean, x_src.data<float>(),
                                     dy_side.data<float>(), dy_inter.data<float>(), dx_src.data<float>(), d.index, s);

@@ -196,7 +196,58 @@ struct NgcfStore4 {
   }
 };
 
+// The hub path's elementwise steps (kernels/fused.cc: blocks whose rows may have more than 128
+// edges aggregate through the Pull, whose hub rows run on a CTA each). Element i of the first
+// num_dst rows: x[i] is x_v.
+__global__ void ngcf_finish_forward_kernel(const float* __restrict__ x, float* __restrict__ y_side,
+                                           float* __restrict__ y_inter, int64_t n, bool add_self) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float agg = y_side[i], xv = x[i];
+    y_inter[i] = agg * xv;
+    y_side[i] = add_self ? agg + xv : agg;
+  }
+}
+
+__global__ void ngcf_source_grad_kernel(const float* __restrict__ dys, const float* __restrict__ dyi,
+                                        const float* __restrict__ x, float* __restrict__ g, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    g[i] = dys[i] + dyi[i] * x[i];
+}
+
+__global__ void ngcf_add_destination_grad_kernel(const float* __restrict__ dyi, const float* __restrict__ agg,
+                                                 float* __restrict__ dx, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dx[i] = dx[i] + dyi[i] * agg[i];
+}
+
+unsigned elementwise_grid(int64_t n, int device) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads, most = 8 * static_cast<int64_t>(sm_count(device));
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks < most ? blocks : most);
+}
+
 }  // namespace
+
+void ngcf_finish_forward(const float* x, float* y_side, float* y_inter, int64_t n, bool add_self, int device,
+                         Stream s) {
+  if (n == 0) return;
+  ngcf_finish_forward_kernel<<<elementwise_grid(n, device), kThreads, 0, s>>>(x, y_side, y_inter, n, add_self);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void ngcf_source_grad(const float* dys, const float* dyi, const float* x, float* g, int64_t n, int device, Stream s) {
+  if (n == 0) return;
+  ngcf_source_grad_kernel<<<elementwise_grid(n, device), kThreads, 0, s>>>(dys, dyi, x, g, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void ngcf_add_destination_grad(const float* dyi, const float* agg, float* dx, int64_t n, int device, Stream s) {
+  if (n == 0) return;
+  ngcf_add_destination_grad_kernel<<<elementwise_grid(n, device), kThreads, 0, s>>>(dyi, agg, dx, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
 
 void ngcf_forward(const int64_t* ptr, const int32_t* ids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t F,
                   bool mean, bool add_self, const float* x, float* y_side, float* y_inter, int device, Stream s) {

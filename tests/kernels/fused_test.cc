@@ -221,6 +221,44 @@ GT_DEVICE_TEST(FusedNgcf, LongRowsSplitAcrossWarps) {
   }
 }
 
+// Blocks whose rows may have more than 128 edges aggregate on the GPU through the Pull (whose hub
+// rows run on a CTA each) and elementwise steps instead of the fused kernels (kernels/fused.cc):
+// destination hubs of 129 and 900 edges among short rows, sources read by most destinations;
+// degree bounds exact (make_block) and unknown (-1); float, float2 and float4 rows; against the
+// float64 reference and the CPU, and add_self as the plain side plus x_v bit for bit.
+GT_DEVICE_TEST(FusedNgcf, HubRowsThroughThePull) {
+  const int64_t ns = 700, nd = 300;
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  uint64_t r = 11;
+  for (int64_t v = 0; v < nd; ++v) {
+    const int64_t deg = v == 3 ? 900 : v == 200 ? 129 : v % 5;
+    for (int64_t j = 0; j < deg; ++j) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      indices.push_back(static_cast<int32_t>(j % 2 == 0 ? (r >> 33) % 3 : (r >> 33) % static_cast<uint64_t>(ns)));
+    }
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  Block b = make_block(ns, nd, indptr, indices);
+  ASSERT_EQ(b.max_degree, 900);
+  ASSERT_GT(b.max_out_degree, 128);
+  for (const bool known : {true, false}) {
+    Block bb = b;
+    if (!known) bb.max_degree = bb.max_out_degree = -1;
+    for (const int64_t F : {int64_t{1}, int64_t{6}, int64_t{64}}) {
+      SCOPED_TRACE(std::string(known ? "degrees known" : "degrees unknown") + ", F=" + std::to_string(F));
+      const auto xf = random_floats(static_cast<std::size_t>(ns * F), 81 + static_cast<uint64_t>(F));
+      const auto dyf = random_floats(static_cast<std::size_t>(2 * nd * F), 82 + static_cast<uint64_t>(F));
+      const Block bd = bb.to(dev);
+      const Tensor x = tensor_on(xf, {ns, F}, dev);
+      for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+        check_ngcf(bb, dev, xf, dyf, f, F);
+        side_plus_self(bd, dev, x, xf, f, F);
+      }
+    }
+  }
+}
+
 // The fused kernels equal the unfused NAPA path: w = NeighborApply(mul)(x_src, x_dst);
 // y_inter = Pull(h = multiply by w)(ones); y_side = Pull(x_src). Backward through the same ops.
 GT_DEVICE_TEST(FusedNgcf, EqualsUnfusedComposition) {
