@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine run for the full-batch regime (Cornell5, Twitch-DE): models_test, then each
-# model's epoch with train.keep_full_batch false and true (30 epochs, no evaluation, median of
-# epochs 2-30, stage times), PyG's full-batch step for the same models (scripts/pyg_models.py),
+# model's epoch with train.keep_full_batch false and true, and for GCN, GraphSAGE and GIN also
+# combine-first (model.dkp) (30 epochs, no evaluation, median of epochs 2-30, stage times), PyG's full-batch step for the same models (scripts/pyg_models.py),
 # and GraphSAGE's 5-seed accuracy with the batch kept (about 2.5 minutes on an H100).
 #
 #   bash scripts/gpu_run_fullbatch.sh         # from the repository root, OUT=<results folder>
@@ -25,14 +25,17 @@ gat="--set model.hidden=8 --set model.dropout=0.6 --set model.attn_dropout=0.6 -
 for d in cornell5 twitch-de; do
   for m in gcn sage gin ngcf gat; do
     extra=""; [ $m = gat ] && extra="$gat"
-    for k in false true; do
-      $B/gt-train configs/cornell5-sage.yaml $full $extra --set dataset.path=data/$d.h5 --set model.type=$m --set train.keep_full_batch=$k --set train.metrics=$OUT/m.jsonl > $OUT/run.log 2>&1 || tail -2 $OUT/run.log
-      python3 - "$OUT/m.jsonl" "$d $m keep=$k" <<'PY'
+    variants="false/aggregate-first true/aggregate-first"
+    case $m in gcn|sage|gin) variants="$variants true/combine-first";; esac
+    for v in $variants; do
+      k=${v%/*} o=${v#*/}
+      $B/gt-train configs/cornell5-sage.yaml $full $extra --set dataset.path=data/$d.h5 --set model.type=$m --set train.keep_full_batch=$k --set model.dkp=$o --set train.metrics=$OUT/m.jsonl > $OUT/run.log 2>&1 || tail -2 $OUT/run.log
+      python3 - "$OUT/m.jsonl" "$d $m keep=$k $o" <<'PY'
 import json, sys, statistics as st
 rows = [json.loads(l) for l in open(sys.argv[1])]
 late = rows[1:]
 f = lambda k: st.median(r[k] for r in late)
-print(f"{sys.argv[2]:28s} epoch {1e3*f('epoch_s'):6.2f} ms (first {1e3*rows[0]['epoch_s']:6.2f})  S {f('sample_ms'):.2f} R {f('reindex_ms'):.2f} K {f('lookup_ms'):.2f} T {f('transfer_ms'):.2f} fw {f('forward_ms'):.2f} bw {f('backward_ms'):.2f}  h2d {f('h2d_bytes')/1e6:.1f} MB  loss30 {rows[-1]['loss']:.4f}")
+print(f"{sys.argv[2]:44s} epoch {1e3*f('epoch_s'):6.2f} ms (first {1e3*rows[0]['epoch_s']:6.2f})  S {f('sample_ms'):.2f} R {f('reindex_ms'):.2f} K {f('lookup_ms'):.2f} T {f('transfer_ms'):.2f} fw {f('forward_ms'):.2f} bw {f('backward_ms'):.2f}  h2d {f('h2d_bytes')/1e6:.1f} MB  loss30 {rows[-1]['loss']:.4f}")
 PY
     done
   done
