@@ -26,8 +26,8 @@ void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_
                  float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
                  float* alpha, int device, Stream s);
 void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
-                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t max_degree, int64_t H,
-                  int64_t D, float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
+                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t max_degree,
+                  int64_t max_out_degree, int64_t H, int64_t D, float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
                   const float* dy, float* dz, float* del, float* der, int device, Stream s);
 }  // namespace cuda_impl
 #endif
@@ -331,7 +331,8 @@ void gat_aggregate_backward(const Block& b, const Tensor& z, const Tensor& el, c
 #ifdef GT_WITH_CUDA
     return cuda_impl::gat_backward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.t_indptr.data<int64_t>(),
                                    b.t_indices.data<int32_t>(), b.t_eids.data<int32_t>(), b.num_src, b.num_dst,
-                                   b.nnz(), b.max_degree, H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(),
+                                   b.nnz(), b.max_degree, b.max_out_degree, H, D, slope, z.data<float>(), el.data<float>(),
+                                   er.data<float>(),
                                    alpha.data<float>(), kp, dy.data<float>(), dz.data<float>(), del.data<float>(),
                                    der.data<float>(), d.index, s);
 #else

@@ -24,6 +24,13 @@
 // that a hub's heads run on H warps at once instead of one after another on one warp (Twitch-DE
 // with full neighbourhoods, degrees up to 4259); the others one grid row. Each (row, head) is
 // computed the same way either way, so the results are the same bits.
+//
+// Hub rows (more than kGatHubDegree = 256 edges, where Block::max_degree, or max_out_degree for
+// the transpose, allows them; -1 = unknown) are skipped by the kernels above and computed by the
+// *_hub_kernel twins: a CTA of 16 warps per row and head, each warp one sixteenth of the edges,
+// the slices' max, sums and gathered vectors combined in warp order in shared memory (no atomics,
+// the same bits every run; other bits than one warp's). A Cornell5 hub of 3,156 edges on one warp
+// took its layer's three kernels to 3.3 ms of a 4.0 ms full-batch epoch.
 #include <cstdint>
 #include <type_traits>
 
@@ -128,50 +135,83 @@ __device__ __forceinline__ void load_forward_edge(const int32_t* __restrict__ id
   }
 }
 
+// The forward's pieces over the edges [a, b) of row `row` (the whole row, or one warp's slice of
+// a hub row in gat_forward_hub_kernel): the scores' max and their sum of exp(e - m), each the same
+// in every lane; then alpha (written) and the weighted gather, whose sums the caller stores.
+__device__ __forceinline__ float score_max(const int32_t* __restrict__ ids, const float* __restrict__ el, int64_t a,
+                                           int64_t b, int64_t H, int64_t h, float erv, float slope) {
+  float m = -INFINITY;
+  for (int64_t k = a + lane_id(); k < b; k += kWarp) m = fmaxf(m, leaky(el[ids[k] * H + h] + erv, slope));
+  return warp_max(m);
+}
+__device__ __forceinline__ float score_sum(const int32_t* __restrict__ ids, const float* __restrict__ el, int64_t a,
+                                           int64_t b, int64_t H, int64_t h, float erv, float slope, float m) {
+  float part = 0.0f;
+  for (int64_t k = a + lane_id(); k < b; k += kWarp) part += expf(leaky(el[ids[k] * H + h] + erv, slope) - m);
+  return warp_sum(part);
+}
+// Narrow heads: the lane groups' sum over [a, b) (lanes < P hold it after group_sum).
+template <typename V, int P>
+__device__ __forceinline__ V forward_gather_narrow(const int32_t* __restrict__ ids, int64_t a, int64_t b, GatShape sh,
+                                                   float slope, const V* __restrict__ z, const float* __restrict__ el,
+                                                   const float* __restrict__ keep, float* __restrict__ alpha,
+                                                   int64_t h, float erv, float m, float sum) {
+  const int lane = lane_id();
+  V acc = vzero<V>();
+  for (int64_t e0 = a; e0 < b; e0 += kWarp) {
+    const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
+    int my_c;
+    float my_a;
+    load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/true, e0, lane, n, sh.H, h, erv, slope, m, sum, my_c,
+                      my_a);
+    gather_weighted_chunk_narrow<V, P>(n, my_c, my_a, z, sh.H * sh.dv, h * sh.dv, sh.dv, acc);
+  }
+  return group_sum<P>(acc);
+}
+// Wide heads: the column step c0 of the sum over [a, b); alpha written in the step c0 == 0.
+template <typename V>
+__device__ __forceinline__ void forward_gather_wide(const int32_t* __restrict__ ids, int64_t a, int64_t b,
+                                                    GatShape sh, float slope, const V* __restrict__ z,
+                                                    const float* __restrict__ el, const float* __restrict__ keep,
+                                                    float* __restrict__ alpha, int64_t h, float erv, float m, float sum,
+                                                    int64_t c0, V (&acc)[kUnroll]) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
+  for (int64_t e0 = a; e0 < b; e0 += kWarp) {
+    const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
+    int my_c;
+    float my_a;
+    load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/c0 == 0, e0, lane, n, sh.H, h, erv, slope, m, sum, my_c,
+                      my_a);  // alpha once per edge and head
+    gather_weighted_chunk(n, my_c, my_a, z, sh.H * sh.dv, h * sh.dv, sh.dv, c0, acc);
+  }
+}
+
+// skip_above: rows with more edges are gat_forward_hub_kernel's (which writes them).
 template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_forward_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, GatShape sh,
                        float slope, const V* __restrict__ z, const float* __restrict__ el,
                        const float* __restrict__ er, const float* __restrict__ keep, V* __restrict__ y,
-                       float* __restrict__ alpha) {
+                       float* __restrict__ alpha, int64_t skip_above) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;  // fz: row length of z and y in vectors
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = ptr[row], end = ptr[row + 1];
+    if (end - start > skip_above) continue;
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float erv = er[row * H + h];
-      float m = -INFINITY;
-      for (int64_t k = start + lane; k < end; k += kWarp) m = fmaxf(m, leaky(el[ids[k] * H + h] + erv, slope));
-      m = warp_max(m);
-      float part = 0.0f;
-      for (int64_t k = start + lane; k < end; k += kWarp) part += expf(leaky(el[ids[k] * H + h] + erv, slope) - m);
-      const float sum = warp_sum(part);
+      const float m = score_max(ids, el, start, end, H, h, erv, slope);
+      const float sum = score_sum(ids, el, start, end, H, h, erv, slope, m);
       if constexpr (P > 0) {  // narrow heads: one pass, lane groups over the edges
-        V acc = vzero<V>();
-        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
-          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_c;
-          float my_a;
-          load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/true, e0, lane, n, H, h, erv, slope, m, sum, my_c,
-                            my_a);
-          gather_weighted_chunk_narrow<V, P>(n, my_c, my_a, z, fz, h * dv, dv, acc);
-        }
-        acc = group_sum<P>(acc);
+        const V acc = forward_gather_narrow<V, P>(ids, start, end, sh, slope, z, el, keep, alpha, h, erv, m, sum);
         if (lane < P && lane < dv) y[row * fz + h * dv + lane] = acc;
       }
       // At least one pass, so alpha is written even when D == 0.
       for (int64_t c0 = 0; P == 0 && (c0 == 0 || c0 < dv); c0 += kWarp * kUnroll) {
         V acc[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
-        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
-          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_c;
-          float my_a;
-          load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/c0 == 0, e0, lane, n, H, h, erv, slope, m, sum, my_c,
-                            my_a);  // alpha once per edge and head
-          gather_weighted_chunk(n, my_c, my_a, z, fz, h * dv, dv, c0, acc);
-        }
+        forward_gather_wide(ids, start, end, sh, slope, z, el, keep, alpha, h, erv, m, sum, c0, acc);
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
           const int64_t col = c0 + k * kWarp + lane;
@@ -182,98 +222,235 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Kernel 1 of the backward (see the file comment). Narrow heads (P > 0): each lane group of P
-// lanes takes its edges' dot products (summed within the group, butterfly), S is the groups' sums
-// added in a butterfly.
+// Hub rows (more than skip_above edges; see gat_forward): a CTA of kGatHubWarps warps per row
+// and head, warp w taking the w-th slice of the row's edges. The slices' max, their sums of
+// exp(e - m) and their gathered sums meet in shared memory and are combined in warp order (the
+// same bits every run). Rows are found 32 at a time (one degree load a lane, a ballot).
+constexpr int kGatHubWarps = 16;
+constexpr int kGatHubThreads = kGatHubWarps * kWarp;
+
+// The slice of warp `warp` of a row's edges [start, end).
+__device__ __forceinline__ void hub_slice(int64_t start, int64_t end, int& warp, int64_t& a, int64_t& b) {
+  warp = static_cast<int>(threadIdx.x) / kWarp;
+  a = start + (end - start) * warp / kGatHubWarps;
+  b = start + (end - start) * (warp + 1) / kGatHubWarps;
+}
+
+// The CTA's total of one value per warp (lane 0's), in warp order, in every thread.
+__device__ __forceinline__ float cta_sum(float v, float* red) {
+  if (lane_id() == 0) red[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float t = red[0];
+  for (int w = 1; w < kGatHubWarps; ++w) t += red[w];
+  __syncthreads();
+  return t;
+}
+__device__ __forceinline__ float cta_max(float v, float* red) {
+  if (lane_id() == 0) red[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float t = red[0];
+  for (int w = 1; w < kGatHubWarps; ++w) t = fmaxf(t, red[w]);
+  __syncthreads();
+  return t;
+}
+// Adds the warps' values part[w][i] (i < n) in warp order into out[i], by warp 0.
+template <typename V>
+__device__ __forceinline__ void cta_store_sum(V (*part)[kWarp * kUnroll], int i, bool valid, V* out) {
+  __syncthreads();
+  if (threadIdx.x / kWarp == 0 && valid) {
+    V t = part[0][i];
+    for (int w = 1; w < kGatHubWarps; ++w) t = vadd(t, part[w][i]);
+    *out = t;
+  }
+  __syncthreads();
+}
+
+// Calls f(row) for each row of more than `above` edges, the same rows in every thread of the CTA.
+template <typename F>
+__device__ __forceinline__ void for_hub_rows(const int64_t* __restrict__ ptr, int64_t rows, int64_t above, F f) {
+  for (int64_t chunk = blockIdx.x; chunk * kWarp < rows; chunk += gridDim.x) {
+    const int64_t r = chunk * kWarp + lane_id();
+    unsigned hubs = __ballot_sync(kFullMask, r < rows && ptr[r + 1] - ptr[r] > above);
+    while (hubs != 0) {
+      const int64_t row = chunk * kWarp + (__ffs(hubs) - 1);
+      hubs &= hubs - 1;
+      f(row);
+    }
+  }
+}
+
+template <typename V, int P>
+__global__ void __launch_bounds__(kGatHubThreads)
+    gat_forward_hub_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
+                           GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
+                           const float* __restrict__ er, const float* __restrict__ keep, V* __restrict__ y,
+                           float* __restrict__ alpha, int64_t above) {
+  __shared__ float red[kGatHubWarps];
+  __shared__ V part[kGatHubWarps][kWarp * kUnroll];
+  const int lane = lane_id();
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+  for_hub_rows(ptr, rows, above, [&](int64_t row) {
+    int warp;
+    int64_t a, b;
+    hub_slice(ptr[row], ptr[row + 1], warp, a, b);
+    for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
+      const float erv = er[row * H + h];
+      const float m = cta_max(score_max(ids, el, a, b, H, h, erv, slope), red);
+      const float sum = cta_sum(score_sum(ids, el, a, b, H, h, erv, slope, m), red);
+      if constexpr (P > 0) {
+        const V acc = forward_gather_narrow<V, P>(ids, a, b, sh, slope, z, el, keep, alpha, h, erv, m, sum);
+        if (lane < P) part[warp][lane] = acc;
+        cta_store_sum(part, lane, lane < P && lane < dv, y + row * fz + h * dv + lane);
+      }
+      for (int64_t c0 = 0; P == 0 && (c0 == 0 || c0 < dv); c0 += kWarp * kUnroll) {
+        V acc[kUnroll];
+        forward_gather_wide(ids, a, b, sh, slope, z, el, keep, alpha, h, erv, m, sum, c0, acc);
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          part[warp][k * kWarp + lane] = acc[k];
+          const int64_t col = c0 + k * kWarp + lane;
+          cta_store_sum(part, k * kWarp + lane, col < dv, y + row * fz + h * dv + col);
+        }
+      }
+    }
+  });
+}
+
+// Kernel 1 of the backward (see the file comment), in two pieces over the edges [a, b) of row
+// `row` (the whole row, or one warp's slice of a hub row in gat_backward_dst_hub_kernel).
+// backward_scores: g of each edge into ds, and this range's S = sum alpha g (the same in every
+// lane). Narrow heads (P > 0): each lane group of P lanes takes its edges' dot products (summed
+// within the group, butterfly), S is the groups' sums added in a butterfly.
+template <typename V, int P>
+__device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids, int64_t a, int64_t b, int64_t row,
+                                                 int64_t h, GatShape sh, const V* __restrict__ z,
+                                                 const float* __restrict__ alpha, const float* __restrict__ keep,
+                                                 const V* __restrict__ dy, float* ds) {
+  const int lane = lane_id();
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+  const V* dyh = dy + row * fz + h * dv;
+  float S = 0.0f;  // identical in every lane (built from butterfly results)
+  if constexpr (P > 0) {
+    constexpr int G = kWarp / P;
+    const int gi = lane / P, col = lane % P;
+    const V d = col < dv ? __ldg(dyh + col) : vzero<V>();
+    for (int64_t e0 = a; e0 < b; e0 += kWarp) {
+      const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
+      const int my_c = lane < n ? ids[e0 + lane] : 0;
+      for (int j = 0; j < n; j += G * kEdgeUnroll) {
+        float part[kEdgeUnroll];
+#pragma unroll
+        for (int q = 0; q < kEdgeUnroll; ++q) {
+          const int e = j + q * G + gi;
+          const int64_t c = __shfl_sync(kFullMask, my_c, e < n ? e : 0);
+          part[q] = e < n && col < dv ? vhsum(vmul(__ldg(z + c * fz + h * dv + col), d)) : 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < kEdgeUnroll; ++q) {
+          float g = part[q];
+#pragma unroll
+          for (int o = 1; o < P; o *= 2) g += __shfl_xor_sync(kFullMask, g, o);  // within the group
+          const int e = j + q * G + gi;
+          if (e < n) {
+            const int64_t k = e0 + e;
+            if (keep) g *= keep[k * H + h];
+            S += alpha[k * H + h] * g;
+            if (col == 0) ds[k * H + h] = g;  // g for now; turned into ds below
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int o = P; o < kWarp; o *= 2) S += __shfl_xor_sync(kFullMask, S, o);  // over the groups
+  }
+  for (int64_t e0 = a; P == 0 && e0 < b; e0 += kWarp) {
+    const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
+    const int my_c = lane < n ? ids[e0 + lane] : 0;
+    for (int j = 0; j < n; j += kEdgeUnroll) {
+      const V* zq[kEdgeUnroll];
+      float part[kEdgeUnroll];
+#pragma unroll
+      for (int q = 0; q < kEdgeUnroll; ++q) {
+        zq[q] = z + static_cast<int64_t>(__shfl_sync(kFullMask, my_c, j + q)) * fz + h * dv;
+        part[q] = 0.0f;
+      }
+      for (int64_t col = lane; col < dv; col += kWarp) {
+        const V d = __ldg(dyh + col);
+#pragma unroll
+        for (int q = 0; q < kEdgeUnroll; ++q)
+          if (j + q < n) part[q] += vhsum(vmul(__ldg(zq[q] + col), d));
+      }
+#pragma unroll
+      for (int q = 0; q < kEdgeUnroll; ++q) {
+        float g = warp_sum(part[q]);
+        if (j + q < n) {
+          const int64_t e = e0 + j + q;
+          if (keep) g *= keep[e * H + h];
+          S += alpha[e * H + h] * g;
+          if (lane == q) ds[e * H + h] = g;  // g for now; turned into ds below
+        }
+      }
+    }
+  }
+  return S;
+}
+
+// backward_finish: ds = alpha (g - S) LeakyReLU'(el[u] + er[v]) over [a, b) (g as
+// backward_scores left it, from this warp), and their sum (the same in every lane).
+__device__ __forceinline__ float backward_finish(const int32_t* __restrict__ ids, int64_t a, int64_t b, int64_t H,
+                                                 int64_t h, float slope, const float* __restrict__ el, float erv,
+                                                 const float* __restrict__ alpha, float S, float* ds) {
+  __syncwarp();  // the g values written by single lanes are read by other lanes below
+  float part = 0.0f;
+  for (int64_t k = a + lane_id(); k < b; k += kWarp) {
+    const float s = el[ids[k] * H + h] + erv;
+    const float d = alpha[k * H + h] * (ds[k * H + h] - S) * (s > 0.0f ? 1.0f : slope);
+    ds[k * H + h] = d;
+    part += d;
+  }
+  return warp_sum(part);
+}
+
 template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_backward_dst_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
                             GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
                             const float* __restrict__ er, const float* __restrict__ alpha,
                             const float* __restrict__ keep, const V* __restrict__ dy, float* ds,
-                            float* __restrict__ der) {
-  const int lane = lane_id();
-  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+                            float* __restrict__ der, int64_t skip_above) {
+  const int64_t H = sh.H;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = ptr[row], end = ptr[row + 1];
+    if (end - start > skip_above) continue;  // gat_backward_dst_hub_kernel's
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
-      const V* dyh = dy + row * fz + h * dv;
-      float S = 0.0f;  // identical in every lane (built from butterfly results)
-      if constexpr (P > 0) {
-        constexpr int G = kWarp / P;
-        const int gi = lane / P, col = lane % P;
-        const V d = col < dv ? __ldg(dyh + col) : vzero<V>();
-        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
-          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          const int my_c = lane < n ? ids[e0 + lane] : 0;
-          for (int j = 0; j < n; j += G * kEdgeUnroll) {
-            float part[kEdgeUnroll];
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q) {
-              const int e = j + q * G + gi;
-              const int64_t c = __shfl_sync(kFullMask, my_c, e < n ? e : 0);
-              part[q] = e < n && col < dv ? vhsum(vmul(__ldg(z + c * fz + h * dv + col), d)) : 0.0f;
-            }
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q) {
-              float g = part[q];
-#pragma unroll
-              for (int o = 1; o < P; o *= 2) g += __shfl_xor_sync(kFullMask, g, o);  // within the group
-              const int e = j + q * G + gi;
-              if (e < n) {
-                const int64_t k = e0 + e;
-                if (keep) g *= keep[k * H + h];
-                S += alpha[k * H + h] * g;
-                if (col == 0) ds[k * H + h] = g;  // g for now; turned into ds below
-              }
-            }
-          }
-        }
-#pragma unroll
-        for (int o = P; o < kWarp; o *= 2) S += __shfl_xor_sync(kFullMask, S, o);  // over the groups
-      }
-      for (int64_t e0 = start; P == 0 && e0 < end; e0 += kWarp) {
-        const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-        const int my_c = lane < n ? ids[e0 + lane] : 0;
-        for (int j = 0; j < n; j += kEdgeUnroll) {
-          const V* zq[kEdgeUnroll];
-          float part[kEdgeUnroll];
-#pragma unroll
-          for (int q = 0; q < kEdgeUnroll; ++q) {
-            zq[q] = z + static_cast<int64_t>(__shfl_sync(kFullMask, my_c, j + q)) * fz + h * dv;
-            part[q] = 0.0f;
-          }
-          for (int64_t col = lane; col < dv; col += kWarp) {
-            const V d = __ldg(dyh + col);
-#pragma unroll
-            for (int q = 0; q < kEdgeUnroll; ++q)
-              if (j + q < n) part[q] += vhsum(vmul(__ldg(zq[q] + col), d));
-          }
-#pragma unroll
-          for (int q = 0; q < kEdgeUnroll; ++q) {
-            float g = warp_sum(part[q]);
-            if (j + q < n) {
-              const int64_t e = e0 + j + q;
-              if (keep) g *= keep[e * H + h];
-              S += alpha[e * H + h] * g;
-              if (lane == q) ds[e * H + h] = g;  // g for now; turned into ds below
-            }
-          }
-        }
-      }
-      __syncwarp();  // the g values written by single lanes are read by other lanes below
-      const float erv = er[row * H + h];
-      float part = 0.0f;
-      for (int64_t k = start + lane; k < end; k += kWarp) {
-        const float s = el[ids[k] * H + h] + erv;
-        const float d = alpha[k * H + h] * (ds[k * H + h] - S) * (s > 0.0f ? 1.0f : slope);
-        ds[k * H + h] = d;
-        part += d;
-      }
-      const float total = warp_sum(part);
-      if (lane == 0) der[row * H + h] = total;
+      const float S = backward_scores<V, P>(ids, start, end, row, h, sh, z, alpha, keep, dy, ds);
+      const float total = backward_finish(ids, start, end, H, h, slope, el, er[row * H + h], alpha, S, ds);
+      if (lane_id() == 0) der[row * H + h] = total;
     }
   }
+}
+
+// The same for hub rows, a CTA of kGatHubWarps warps per row (see gat_forward_hub_kernel): S and
+// der are the slices' sums added in warp order.
+template <typename V, int P>
+__global__ void __launch_bounds__(kGatHubThreads)
+    gat_backward_dst_hub_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
+                                GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
+                                const float* __restrict__ er, const float* __restrict__ alpha,
+                                const float* __restrict__ keep, const V* __restrict__ dy, float* ds,
+                                float* __restrict__ der, int64_t above) {
+  __shared__ float red[kGatHubWarps];
+  const int64_t H = sh.H;
+  for_hub_rows(ptr, rows, above, [&](int64_t row) {
+    int warp;
+    int64_t a, b;
+    hub_slice(ptr[row], ptr[row + 1], warp, a, b);
+    for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
+      const float S = cta_sum(backward_scores<V, P>(ids, a, b, row, h, sh, z, alpha, keep, dy, ds), red);
+      const float total = cta_sum(backward_finish(ids, a, b, H, h, slope, el, er[row * H + h], alpha, S, ds), red);
+      if (threadIdx.x == 0) der[row * H + h] = total;
+    }
+  });
 }
 
 // Lane `lane` of a chunk of n transposed edges from e0: its source (the forward destination) and
@@ -292,54 +469,117 @@ __device__ __forceinline__ void load_transposed_edge(const int32_t* __restrict__
   }
 }
 
-// Kernel 2 of the backward (see the file comment).
+// Kernel 2 of the backward (see the file comment), its pieces over the transposed edges [a, b)
+// of source row `row`: dz's sum (narrow heads: lanes < P hold it; wide: column step c0) and del's
+// (the same in every lane).
+template <typename V, int P>
+__device__ __forceinline__ V source_gather_narrow(const int32_t* __restrict__ t_ids,
+                                                  const int32_t* __restrict__ t_eids, int64_t a, int64_t b,
+                                                  GatShape sh, int64_t h, const float* __restrict__ alpha,
+                                                  const float* __restrict__ keep, const V* __restrict__ dy) {
+  const int lane = lane_id();
+  V acc = vzero<V>();
+  for (int64_t e0 = a; e0 < b; e0 += kWarp) {
+    const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
+    int my_v;
+    float my_a;
+    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.H, h, my_v, my_a);
+    gather_weighted_chunk_narrow<V, P>(n, my_v, my_a, dy, sh.H * sh.dv, h * sh.dv, sh.dv, acc);
+  }
+  return group_sum<P>(acc);
+}
+template <typename V>
+__device__ __forceinline__ void source_gather_wide(const int32_t* __restrict__ t_ids,
+                                                   const int32_t* __restrict__ t_eids, int64_t a, int64_t b,
+                                                   GatShape sh, int64_t h, const float* __restrict__ alpha,
+                                                   const float* __restrict__ keep, const V* __restrict__ dy, int64_t c0,
+                                                   V (&acc)[kUnroll]) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
+  for (int64_t e0 = a; e0 < b; e0 += kWarp) {
+    const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
+    int my_v;
+    float my_a;
+    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.H, h, my_v, my_a);
+    gather_weighted_chunk(n, my_v, my_a, dy, sh.H * sh.dv, h * sh.dv, sh.dv, c0, acc);
+  }
+}
+__device__ __forceinline__ float source_del(const int32_t* __restrict__ t_eids, int64_t a, int64_t b, int64_t H,
+                                            int64_t h, const float* __restrict__ ds) {
+  float part = 0.0f;
+  for (int64_t k = a + lane_id(); k < b; k += kWarp) part += ds[static_cast<int64_t>(t_eids[k]) * H + h];
+  return warp_sum(part);
+}
+
 template <typename V, int P>
 __global__ void __launch_bounds__(kThreads)
     gat_backward_src_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
                             const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
                             const float* __restrict__ alpha, const float* __restrict__ keep,
                             const float* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
-                            float* __restrict__ del) {
+                            float* __restrict__ del, int64_t skip_above) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
     const int64_t start = t_ptr[row], end = t_ptr[row + 1];
+    if (end - start > skip_above) continue;  // gat_backward_src_hub_kernel's
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       if constexpr (P > 0) {  // narrow heads (see gather_weighted_chunk_narrow)
-        V acc = vzero<V>();
-        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
-          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_v;
-          float my_a;
-          load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, H, h, my_v, my_a);
-          gather_weighted_chunk_narrow<V, P>(n, my_v, my_a, dy, fz, h * dv, dv, acc);
-        }
-        acc = group_sum<P>(acc);
+        const V acc = source_gather_narrow<V, P>(t_ids, t_eids, start, end, sh, h, alpha, keep, dy);
         if (lane < P && lane < dv) dz[row * fz + h * dv + lane] = acc;
       }
       for (int64_t c0 = 0; P == 0 && c0 < dv; c0 += kWarp * kUnroll) {
         V acc[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
-        for (int64_t e0 = start; e0 < end; e0 += kWarp) {
-          const int n = static_cast<int>(end - e0 < kWarp ? end - e0 : kWarp);
-          int my_v;
-          float my_a;
-          load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, H, h, my_v, my_a);
-          gather_weighted_chunk(n, my_v, my_a, dy, fz, h * dv, dv, c0, acc);
-        }
+        source_gather_wide(t_ids, t_eids, start, end, sh, h, alpha, keep, dy, c0, acc);
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
           const int64_t col = c0 + k * kWarp + lane;
           if (col < dv) dz[row * fz + h * dv + col] = acc[k];
         }
       }
-      float part = 0.0f;
-      for (int64_t k = start + lane; k < end; k += kWarp) part += ds[static_cast<int64_t>(t_eids[k]) * H + h];
-      const float total = warp_sum(part);
+      const float total = source_del(t_eids, start, end, H, h, ds);
       if (lane == 0) del[row * H + h] = total;
     }
   }
+}
+
+// The same for hub sources, a CTA of kGatHubWarps warps per row (see gat_forward_hub_kernel).
+template <typename V, int P>
+__global__ void __launch_bounds__(kGatHubThreads)
+    gat_backward_src_hub_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
+                                const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
+                                const float* __restrict__ alpha, const float* __restrict__ keep,
+                                const float* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
+                                float* __restrict__ del, int64_t above) {
+  __shared__ float red[kGatHubWarps];
+  __shared__ V part[kGatHubWarps][kWarp * kUnroll];
+  const int lane = lane_id();
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+  for_hub_rows(t_ptr, rows, above, [&](int64_t row) {
+    int warp;
+    int64_t a, b;
+    hub_slice(t_ptr[row], t_ptr[row + 1], warp, a, b);
+    for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
+      if constexpr (P > 0) {
+        const V acc = source_gather_narrow<V, P>(t_ids, t_eids, a, b, sh, h, alpha, keep, dy);
+        if (lane < P) part[warp][lane] = acc;
+        cta_store_sum(part, lane, lane < P && lane < dv, dz + row * fz + h * dv + lane);
+      }
+      for (int64_t c0 = 0; P == 0 && c0 < dv; c0 += kWarp * kUnroll) {
+        V acc[kUnroll];
+        source_gather_wide(t_ids, t_eids, a, b, sh, h, alpha, keep, dy, c0, acc);
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          part[warp][k * kWarp + lane] = acc[k];
+          const int64_t col = c0 + k * kWarp + lane;
+          cta_store_sum(part, k * kWarp + lane, col < dv, dz + row * fz + h * dv + col);
+        }
+      }
+      const float total = cta_sum(source_del(t_eids, a, b, H, h, ds), red);
+      if (threadIdx.x == 0) del[row * H + h] = total;
+    }
+  });
 }
 
 }  // namespace
@@ -367,29 +607,55 @@ unsigned head_rows(int64_t H, int64_t max_degree) {
   return static_cast<unsigned>(long_rows ? (H < 65535 ? H : 65535) : 1);
 }
 
+// Hub rows: more than kGatHubDegree edges, when the degree bound (-1: unknown) allows them. The
+// warp-per-row kernels skip them (skip_above) and the hub kernels, a CTA of 16 warps per row and
+// head, write them.
+constexpr int64_t kGatHubDegree = 256;
+constexpr int64_t kNoSkip = INT64_MAX;
+bool may_have_hubs(int64_t degree_bound) { return degree_bound < 0 || degree_bound > kGatHubDegree; }
+dim3 hub_grid(int64_t rows, int64_t H, int device) {
+  const int64_t chunks = (rows + kWarp - 1) / kWarp, most = 4 * static_cast<int64_t>(sm_count(device));
+  return dim3(static_cast<unsigned>(chunks < most ? chunks : most), static_cast<unsigned>(H < 65535 ? H : 65535));
+}
+
 void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t max_degree, int64_t H, int64_t D,
                  float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
                  float* alpha, int device, Stream s) {
   if (num_dst == 0 || H == 0) return;  // nothing to write; keeps the grid non-empty
   const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), head_rows(H, max_degree));
+  const bool hubs = may_have_hubs(max_degree);
+  const int64_t skip = hubs ? kGatHubDegree : kNoSkip;
+  const dim3 hgrid = hub_grid(num_dst, H, device);
   if (D % 4 == 0 && aligned16(z) && aligned16(y))
     with_lanes<float4>(D / 4, [&](auto p) {
-      gat_forward_kernel<float4, decltype(p)::value><<<grid, kThreads, 0, s>>>(
-          ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, keep,
-          reinterpret_cast<float4*>(y), alpha);
+      constexpr int P = decltype(p)::value;
+      const GatShape sh{H, D / 4};
+      const auto* z4 = reinterpret_cast<const float4*>(z);
+      auto* y4 = reinterpret_cast<float4*>(y);
+      gat_forward_kernel<float4, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z4, el, er, keep, y4,
+                                                              alpha, skip);
+      if (hubs)
+        gat_forward_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z4, el, er,
+                                                                           keep, y4, alpha, kGatHubDegree);
     });
   else
     with_lanes<float>(D, [&](auto p) {
-      gat_forward_kernel<float, decltype(p)::value><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, GatShape{H, D}, slope,
-                                                                             z, el, er, keep, y, alpha);
+      constexpr int P = decltype(p)::value;
+      const GatShape sh{H, D};
+      gat_forward_kernel<float, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el, er, keep, y, alpha,
+                                                             skip);
+      if (hubs)
+        gat_forward_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el, er,
+                                                                          keep, y, alpha, kGatHubDegree);
     });
   GT_CUDA_LAUNCH_CHECK();
 }
 
 void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
-                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t max_degree, int64_t H,
-                  int64_t D, float slope, const float* z, const float* el, const float* er, const float* alpha, const float* keep,
-                  const float* dy, float* dz, float* del, float* der, int device, Stream s) {
+                  const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t max_degree,
+                  int64_t max_out_degree, int64_t H, int64_t D, float slope, const float* z, const float* el,
+                  const float* er, const float* alpha, const float* keep, const float* dy, float* dz, float* del,
+                  float* der, int device, Stream s) {
   if (H == 0) return;
   DeviceScratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
   float* d_ds = static_cast<float*>(ds.ptr);
@@ -398,31 +664,60 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
   const unsigned hr = head_rows(H, max_degree);
   if (num_dst > 0) {
     const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), hr);
+    const bool hubs = may_have_hubs(max_degree);
+    const int64_t skip = hubs ? kGatHubDegree : kNoSkip;
+    const dim3 hgrid = hub_grid(num_dst, H, device);
     if (vec)
       with_lanes<float4>(D / 4, [&](auto p) {
-        gat_backward_dst_kernel<float4, decltype(p)::value><<<grid, kThreads, 0, s>>>(
-            ptr, ids, num_dst, GatShape{H, D / 4}, slope, reinterpret_cast<const float4*>(z), el, er, alpha, keep,
-            reinterpret_cast<const float4*>(dy), d_ds, der);
+        constexpr int P = decltype(p)::value;
+        const GatShape sh{H, D / 4};
+        const auto* z4 = reinterpret_cast<const float4*>(z);
+        const auto* dy4 = reinterpret_cast<const float4*>(dy);
+        gat_backward_dst_kernel<float4, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z4, el, er, alpha,
+                                                                     keep, dy4, d_ds, der, skip);
+        if (hubs)
+          gat_backward_dst_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(
+              ptr, ids, num_dst, sh, slope, z4, el, er, alpha, keep, dy4, d_ds, der, kGatHubDegree);
       });
     else
       with_lanes<float>(D, [&](auto p) {
-        gat_backward_dst_kernel<float, decltype(p)::value><<<grid, kThreads, 0, s>>>(
-            ptr, ids, num_dst, GatShape{H, D}, slope, z, el, er, alpha, keep, dy, d_ds, der);
+        constexpr int P = decltype(p)::value;
+        const GatShape sh{H, D};
+        gat_backward_dst_kernel<float, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el, er, alpha,
+                                                                    keep, dy, d_ds, der, skip);
+        if (hubs)
+          gat_backward_dst_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el,
+                                                                                 er, alpha, keep, dy, d_ds, der,
+                                                                                 kGatHubDegree);
       });
     GT_CUDA_LAUNCH_CHECK();
   }
   if (num_src > 0) {
     const dim3 grid(static_cast<unsigned>(grid_for_rows(num_src, device)), hr);
+    const bool hubs = may_have_hubs(max_out_degree);
+    const int64_t skip = hubs ? kGatHubDegree : kNoSkip;
+    const dim3 hgrid = hub_grid(num_src, H, device);
     if (vec)
       with_lanes<float4>(D / 4, [&](auto p) {
-        gat_backward_src_kernel<float4, decltype(p)::value><<<grid, kThreads, 0, s>>>(
-            t_ptr, t_ids, t_eids, num_src, GatShape{H, D / 4}, alpha, keep, d_ds,
-            reinterpret_cast<const float4*>(dy), reinterpret_cast<float4*>(dz), del);
+        constexpr int P = decltype(p)::value;
+        const GatShape sh{H, D / 4};
+        const auto* dy4 = reinterpret_cast<const float4*>(dy);
+        auto* dz4 = reinterpret_cast<float4*>(dz);
+        gat_backward_src_kernel<float4, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, alpha, keep,
+                                                                     d_ds, dy4, dz4, del, skip);
+        if (hubs)
+          gat_backward_src_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(
+              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy4, dz4, del, kGatHubDegree);
       });
     else
       with_lanes<float>(D, [&](auto p) {
-        gat_backward_src_kernel<float, decltype(p)::value><<<grid, kThreads, 0, s>>>(
-            t_ptr, t_ids, t_eids, num_src, GatShape{H, D}, alpha, keep, d_ds, dy, dz, del);
+        constexpr int P = decltype(p)::value;
+        const GatShape sh{H, D};
+        gat_backward_src_kernel<float, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, alpha, keep,
+                                                                    d_ds, dy, dz, del, skip);
+        if (hubs)
+          gat_backward_src_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(
+              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy, dz, del, kGatHubDegree);
       });
     GT_CUDA_LAUNCH_CHECK();
   }

@@ -415,35 +415,60 @@ GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
   }
 }
 
-// Rows of hundreds of edges (a block whose max_degree is 256 or more) run each head on its own
-// warp (a grid row per head); the results are the bits of one warp doing every head (the same
-// block claiming short rows), and the CPU's to rounding.
-GT_DEVICE_TEST(FusedGat, LongRowsRunHeadsApartWithTheSameBits) {
+// Hub rows (more than 256 edges, where the block's degree bounds allow them: Block::max_degree
+// forward, max_out_degree for the transpose, -1 unknown) run on a CTA of 16 warps per row and
+// head (kernels/fused_gat.cu): destination hubs of 300 and 1,200 edges among short rows, three
+// sources read by every destination; heads of 1, 2 and 4 vectors (lane groups), 7 floats and 36
+// (a warp per head). As the same block claiming short rows (every row on one warp) and the CPU to
+// rounding, with and without attention dropout; the same bits on a second run.
+GT_DEVICE_TEST(FusedGat, HubRowsRunOnACtaEach) {
   if (!dev.is_cuda()) GTEST_SKIP() << "the launch shape is the GPU's";
-  const int64_t ns = 900, nd = 60, H = 8;
-  Block hub = test::random_block(ns, nd, 700, 97);
-  ASSERT_GE(hub.max_degree, 256);
-  Block short_claim = hub;
-  short_claim.max_degree = 10;  // launches one grid row: every head on the row's warp
-  for (const int64_t D : {int64_t{16}, int64_t{7}}) {
-    const auto zf = random_floats(static_cast<std::size_t>(ns * H * D), 98);
-    const auto elf = random_floats(static_cast<std::size_t>(ns * H), 99, -2.0f, 2.0f);
-    const auto erf = random_floats(static_cast<std::size_t>(nd * H), 100, -2.0f, 2.0f);
-    const auto dyf = random_floats(static_cast<std::size_t>(nd * H * D), 101);
-    const std::string what = "D=" + std::to_string(D);
-    const Gat apart = run_gat(hub, dev, H, D, zf, elf, erf, dyf);
-    const Gat together = run_gat(short_claim, dev, H, D, zf, elf, erf, dyf);
-    EXPECT_EQ(apart.y, together.y) << what;
-    EXPECT_EQ(apart.alpha, together.alpha) << what;
-    EXPECT_EQ(apart.dz, together.dz) << what;
-    EXPECT_EQ(apart.del, together.del) << what;
-    EXPECT_EQ(apart.der, together.der) << what;
-    const Gat cpu = run_gat(hub, Device::cpu(), H, D, zf, elf, erf, dyf);
-    expect_close(apart.y, to_double(cpu.y), 1e-5, "GPU vs CPU y " + what);
-    expect_close(apart.dz, to_double(cpu.dz), 1e-5, "GPU vs CPU dz " + what);
-    expect_close(apart.del, to_double(cpu.del), 1e-4, "GPU vs CPU del " + what);
-    expect_close(apart.der, to_double(cpu.der), 1e-4, "GPU vs CPU der " + what);
+  const int64_t ns = 1500, nd = 400, H = 3;
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  uint64_t r = 5;
+  for (int64_t v = 0; v < nd; ++v) {
+    const int64_t deg = v == 2 ? 1200 : v == 399 ? 300 : v % 9;
+    for (int32_t hub = 0; hub < 3; ++hub) indices.push_back(hub);
+    for (int64_t j = 0; j < deg; ++j) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      indices.push_back(static_cast<int32_t>((r >> 33) % static_cast<uint64_t>(ns)));
+    }
+    indptr.push_back(static_cast<int64_t>(indices.size()));
   }
+  Block hub = make_block(ns, nd, indptr, indices);
+  ASSERT_GT(hub.max_degree, 256);
+  ASSERT_GT(hub.max_out_degree, 256);
+  Block unknown = hub, short_claim = hub;
+  unknown.max_degree = unknown.max_out_degree = -1;
+  short_claim.max_degree = short_claim.max_out_degree = 10;  // every row on one warp
+  for (const int64_t D : {int64_t{4}, int64_t{8}, int64_t{16}, int64_t{7}, int64_t{36}})
+    for (const bool dropout : {false, true}) {
+      const std::string what = "D=" + std::to_string(D) + (dropout ? ", attention dropout" : "");
+      const auto zf = random_floats(static_cast<std::size_t>(ns * H * D), 98);
+      const auto elf = random_floats(static_cast<std::size_t>(ns * H), 99, -2.0f, 2.0f);
+      const auto erf = random_floats(static_cast<std::size_t>(nd * H), 100, -2.0f, 2.0f);
+      const auto dyf = random_floats(static_cast<std::size_t>(nd * H * D), 101);
+      std::vector<float> kf(static_cast<std::size_t>(hub.nnz() * H));
+      for (std::size_t i = 0; i < kf.size(); ++i) kf[i] = (i * 2654435761u) % 5 < 2 ? 0.0f : 1.0f / 0.6f;
+      const std::vector<float>* kp = dropout ? &kf : nullptr;
+      const Gat on_ctas = run_gat(hub, dev, H, D, zf, elf, erf, dyf, kp);
+      const Gat again = run_gat(unknown, dev, H, D, zf, elf, erf, dyf, kp);
+      EXPECT_EQ(on_ctas.y, again.y) << what;
+      EXPECT_EQ(on_ctas.alpha, again.alpha) << what;
+      EXPECT_EQ(on_ctas.dz, again.dz) << what;
+      EXPECT_EQ(on_ctas.del, again.del) << what;
+      EXPECT_EQ(on_ctas.der, again.der) << what;
+      for (const auto& [other, name] : {std::pair<Gat, std::string>{run_gat(short_claim, dev, H, D, zf, elf, erf, dyf, kp),
+                                                                    "one warp a row"},
+                                        {run_gat(hub, Device::cpu(), H, D, zf, elf, erf, dyf, kp), "CPU"}}) {
+        expect_close(on_ctas.y, to_double(other.y), 1e-5, name + " y " + what);
+        expect_close(on_ctas.alpha, to_double(other.alpha), 1e-5, name + " alpha " + what);
+        expect_close(on_ctas.dz, to_double(other.dz), 1e-5, name + " dz " + what);
+        expect_close(on_ctas.del, to_double(other.del), 1e-4, name + " del " + what);
+        expect_close(on_ctas.der, to_double(other.der), 1e-4, name + " der " + what);
+      }
+    }
 }
 
 // Fused GAT equals NeighborApply(add)(el, er) -> LeakyReLU -> edge softmax -> Pull(scalar w),
