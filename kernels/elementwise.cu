@@ -193,7 +193,8 @@ void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int dev
 void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width, int64_t key_cols,
              int device, Stream s) {
   const float scale = 1.0f / (1.0f - p);  // computed on the host, as on the CPU path
-  if (key_cols > 0 && width > 0 && n % width == 0) {
+  if (key_cols == width) key_cols = 0;  // no padding: element i draws counter i either way
+  if (key_cols > 0 && width >= 128 && n % width == 0) {
     const int64_t rows = n / width, cols = (width + kThreads - 1) / kThreads;
     const dim3 grid(static_cast<unsigned>(cols < 65535 ? cols : 65535), static_cast<unsigned>(rows < 65535 ? rows : 65535));
     if (rows > 0) dropout_rows_kernel<<<grid, kThreads, 0, s>>>(x, p, scale, key, step, y, rows, width, key_cols);
