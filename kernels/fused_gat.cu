@@ -229,9 +229,9 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kGatHubWarps = 16;
 constexpr int kGatHubThreads = kGatHubWarps * kWarp;
 
-// The slice of warp `warp` of a row's edges [start, end).
-__device__ __forceinline__ void hub_slice(int64_t start, int64_t end, int& warp, int64_t& a, int64_t& b) {
-  warp = static_cast<int>(threadIdx.x) / kWarp;
+// This warp's slice [a, b) of a row's edges [start, end).
+__device__ __forceinline__ void hub_slice(int64_t start, int64_t end, int64_t& a, int64_t& b) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
   a = start + (end - start) * warp / kGatHubWarps;
   b = start + (end - start) * (warp + 1) / kGatHubWarps;
 }
@@ -265,6 +265,26 @@ __device__ __forceinline__ void cta_store_sum(V (*part)[kWarp * kUnroll], int i,
   __syncthreads();
 }
 
+// A hub row's gathered sums: each warp's (narrow heads: lanes < P after group_sum; wide: the
+// column step c0, kUnroll vectors a lane) into `part`, their warp-order total into out[0, dv).
+template <typename V, int P>
+__device__ __forceinline__ void cta_store_narrow(V (*part)[kWarp * kUnroll], const V& acc, int64_t dv, V* out) {
+  const int lane = lane_id();
+  if (lane < P) part[threadIdx.x / kWarp][lane] = acc;
+  cta_store_sum(part, lane, lane < P && lane < dv, out + lane);
+}
+template <typename V>
+__device__ __forceinline__ void cta_store_wide(V (*part)[kWarp * kUnroll], const V (&acc)[kUnroll], int64_t c0,
+                                               int64_t dv, V* out) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    part[threadIdx.x / kWarp][k * kWarp + lane] = acc[k];
+    const int64_t col = c0 + k * kWarp + lane;
+    cta_store_sum(part, k * kWarp + lane, col < dv, out + col);
+  }
+}
+
 // Calls f(row) for each row of more than `above` edges, the same rows in every thread of the CTA.
 template <typename F>
 __device__ __forceinline__ void for_hub_rows(const int64_t* __restrict__ ptr, int64_t rows, int64_t above, F f) {
@@ -287,30 +307,21 @@ __global__ void __launch_bounds__(kGatHubThreads)
                            float* __restrict__ alpha, int64_t above) {
   __shared__ float red[kGatHubWarps];
   __shared__ V part[kGatHubWarps][kWarp * kUnroll];
-  const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for_hub_rows(ptr, rows, above, [&](int64_t row) {
-    int warp;
     int64_t a, b;
-    hub_slice(ptr[row], ptr[row + 1], warp, a, b);
+    hub_slice(ptr[row], ptr[row + 1], a, b);
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float erv = er[row * H + h];
       const float m = cta_max(score_max(ids, el, a, b, H, h, erv, slope), red);
       const float sum = cta_sum(score_sum(ids, el, a, b, H, h, erv, slope, m), red);
-      if constexpr (P > 0) {
-        const V acc = forward_gather_narrow<V, P>(ids, a, b, sh, slope, z, el, keep, alpha, h, erv, m, sum);
-        if (lane < P) part[warp][lane] = acc;
-        cta_store_sum(part, lane, lane < P && lane < dv, y + row * fz + h * dv + lane);
-      }
+      if constexpr (P > 0)
+        cta_store_narrow<V, P>(part, forward_gather_narrow<V, P>(ids, a, b, sh, slope, z, el, keep, alpha, h, erv, m, sum),
+                               dv, y + row * fz + h * dv);
       for (int64_t c0 = 0; P == 0 && (c0 == 0 || c0 < dv); c0 += kWarp * kUnroll) {
         V acc[kUnroll];
         forward_gather_wide(ids, a, b, sh, slope, z, el, keep, alpha, h, erv, m, sum, c0, acc);
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          part[warp][k * kWarp + lane] = acc[k];
-          const int64_t col = c0 + k * kWarp + lane;
-          cta_store_sum(part, k * kWarp + lane, col < dv, y + row * fz + h * dv + col);
-        }
+        cta_store_wide(part, acc, c0, dv, y + row * fz + h * dv);
       }
     }
   });
@@ -442,9 +453,8 @@ __global__ void __launch_bounds__(kGatHubThreads)
   __shared__ float red[kGatHubWarps];
   const int64_t H = sh.H;
   for_hub_rows(ptr, rows, above, [&](int64_t row) {
-    int warp;
     int64_t a, b;
-    hub_slice(ptr[row], ptr[row + 1], warp, a, b);
+    hub_slice(ptr[row], ptr[row + 1], a, b);
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float S = cta_sum(backward_scores<V, P>(ids, a, b, row, h, sh, z, alpha, keep, dy, ds), red);
       const float total = cta_sum(backward_finish(ids, a, b, H, h, slope, el, er[row * H + h], alpha, S, ds), red);
@@ -554,27 +564,18 @@ __global__ void __launch_bounds__(kGatHubThreads)
                                 float* __restrict__ del, int64_t above) {
   __shared__ float red[kGatHubWarps];
   __shared__ V part[kGatHubWarps][kWarp * kUnroll];
-  const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
   for_hub_rows(t_ptr, rows, above, [&](int64_t row) {
-    int warp;
     int64_t a, b;
-    hub_slice(t_ptr[row], t_ptr[row + 1], warp, a, b);
+    hub_slice(t_ptr[row], t_ptr[row + 1], a, b);
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
-      if constexpr (P > 0) {
-        const V acc = source_gather_narrow<V, P>(t_ids, t_eids, a, b, sh, h, alpha, keep, dy);
-        if (lane < P) part[warp][lane] = acc;
-        cta_store_sum(part, lane, lane < P && lane < dv, dz + row * fz + h * dv + lane);
-      }
+      if constexpr (P > 0)
+        cta_store_narrow<V, P>(part, source_gather_narrow<V, P>(t_ids, t_eids, a, b, sh, h, alpha, keep, dy), dv,
+                               dz + row * fz + h * dv);
       for (int64_t c0 = 0; P == 0 && c0 < dv; c0 += kWarp * kUnroll) {
         V acc[kUnroll];
         source_gather_wide(t_ids, t_eids, a, b, sh, h, alpha, keep, dy, c0, acc);
-#pragma unroll
-        for (int k = 0; k < kUnroll; ++k) {
-          part[warp][k * kWarp + lane] = acc[k];
-          const int64_t col = c0 + k * kWarp + lane;
-          cta_store_sum(part, k * kWarp + lane, col < dv, dz + row * fz + h * dv + col);
-        }
+        cta_store_wide(part, acc, c0, dv, dz + row * fz + h * dv);
       }
       const float total = cta_sum(source_del(t_eids, a, b, H, h, ds), red);
       if (threadIdx.x == 0) del[row * H + h] = total;
