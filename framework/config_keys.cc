@@ -265,7 +265,9 @@ const std::vector<Field>& fields() {
                      "fanouts for evaluation; [] = all neighbours at every layer. Sampled neighbours are drawn by "
                      "node (seed, layer, node): the accuracies do not depend on eval_batch_size, and gt-predict and "
                      "gt-serve draw the same"),
-      int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig, "seeds per evaluation batch"),
+      int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig,
+                "seeds per evaluation batch; when training takes the whole training split in one batch with every "
+                "sampling.fanouts entry -1 (full batch), at least sampling.batch_size"),
       string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu"},
                    "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "
                    "training GPU; auto = gpu when training on a GPU whose memory holds the CSR four times over (a "

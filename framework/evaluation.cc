@@ -62,6 +62,12 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
       }
       at = static_cast<uint32_t>(l + 1);
     }
+  // In the full-batch regime the training batch already holds the graph it reaches, so evaluation
+  // batches are at least that large: one batch for the lists of a small graph instead of several,
+  // each a forward pass over most of it.
+  const int64_t batch_size = one_full_batch(cfg, data.split(cfg.dataset.train_split).size())
+                                 ? std::max(cfg.sampling.eval_batch_size, cfg.sampling.batch_size)
+                                 : cfg.sampling.eval_batch_size;
   std::vector<std::vector<int64_t>> mine;
   std::vector<std::vector<EvalPiece>> pieces;  // per batch of `mine`
   // Adds this replica's shard of `batch`, whose seeds are positions [at, at + size) of the lists
@@ -86,7 +92,7 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
       all.insert(all.end(), ids->begin(), ids->end());
     }
     int64_t at = 0;
-    for (auto& batch : make_batches(all, cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0)) {
+    for (auto& batch : make_batches(all, batch_size, /*shuffle=*/false, 0, 0)) {
       add(batch, at, starts);
       at += static_cast<int64_t>(batch.size());
     }
@@ -95,7 +101,7 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
       std::vector<int64_t> starts(lists.size(), -(int64_t{1} << 62));  // only list l is laid out, at 0
       starts[l] = 0;
       int64_t at = 0;
-      for (auto& batch : make_batches(*lists[l], cfg.sampling.eval_batch_size, /*shuffle=*/false, 0, 0)) {
+      for (auto& batch : make_batches(*lists[l], batch_size, /*shuffle=*/false, 0, 0)) {
         add(batch, at, starts);
         at += static_cast<int64_t>(batch.size());
       }

@@ -50,9 +50,7 @@ namespace {
 // between epochs. The batch is then made in the split's order, the same every epoch (and after a
 // resume), and kept.
 bool keeps_full_batch(const Config& cfg, std::size_t train_nodes) {
-  const auto& f = cfg.sampling.fanouts;
-  return cfg.train.keep_full_batch && train_nodes > 0 && static_cast<int64_t>(train_nodes) <= cfg.sampling.batch_size &&
-         std::all_of(f.begin(), f.end(), [](int64_t k) { return k == -1; });
+  return cfg.train.keep_full_batch && one_full_batch(cfg, train_nodes);
 }
 
 // The output folders check_output_paths made, removed again (when empty) unless the Trainer was

@@ -30,6 +30,15 @@
 
 namespace gt {
 
+// Training takes the whole training split in one batch with every layer's whole neighbourhood
+// (the full-batch regime): the batch has no random draw (train.keep_full_batch keeps it), and
+// evaluation batches are at least as large (Trainer::Impl::evaluate).
+inline bool one_full_batch(const Config& cfg, std::size_t train_nodes) {
+  const auto& f = cfg.sampling.fanouts;
+  return train_nodes > 0 && static_cast<int64_t>(train_nodes) <= cfg.sampling.batch_size &&
+         std::all_of(f.begin(), f.end(), [](int64_t k) { return k == -1; });
+}
+
 // Rows [row0, row0 + rows) of an evaluation batch belong to list `list` (Trainer::Impl::evaluate).
 struct EvalPiece {
   std::size_t list;

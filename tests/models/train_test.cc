@@ -331,6 +331,42 @@ TEST_F(TrainTest, KeptFullBatchTrainsLikeAPreparedOne) {
   EXPECT_EQ(rest.epochs[1].gather_ms, 0.0);
 }
 
+// In the full-batch regime (one training batch, every fanout -1) evaluation batches are at least
+// sampling.batch_size: the valid and test splits (1,200 nodes) are one batch, not three of
+// eval_batch_size 500 (the trace's "evaluate" spans, one per batch, in two evaluations), with the
+// accuracies of the smaller batches; with sampled training fanouts the batches stay 500.
+TEST_F(TrainTest, FullBatchTrainingEvaluatesInBatchesAsLarge) {
+  auto evaluate_spans = [](const std::string& path) {
+    std::ifstream in(path);
+    const std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    int n = 0;
+    const std::string what = "{\"name\": \"evaluate\"";
+    for (std::size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  };
+  std::vector<TrainResult> runs;
+  std::vector<int> spans;
+  for (const auto& [fanouts, eval_batch] :
+       {std::pair<std::vector<int64_t>, int64_t>{{-1, -1}, 500}, {{-1, -1}, 100000}, {{8, -1}, 500}}) {
+    Config c = config("gcn", "cpu");
+    c.sampling.fanouts = fanouts;
+    c.sampling.batch_size = 100000;
+    c.sampling.eval_batch_size = eval_batch;
+    c.train.epochs = 2;
+    c.train.metrics = "";
+    c.train.save_best = "";
+    c.train.trace = (dir_ / ("eval-batches-" + std::to_string(spans.size()) + ".json")).string();
+    runs.push_back(Trainer(c).fit(nullptr));
+    spans.push_back(evaluate_spans(c.train.trace));
+  }
+  EXPECT_EQ(spans, (std::vector<int>{2, 2, 6}));
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_NEAR(runs[0].epochs[e].valid_acc, runs[1].epochs[e].valid_acc, 1.0 / 600) << "epoch " << e + 1;
+    EXPECT_NEAR(runs[0].epochs[e].test_acc, runs[1].epochs[e].test_acc, 1.0 / 600) << "epoch " << e + 1;
+    EXPECT_GT(runs[0].epochs[e].valid_acc, 0.25) << "epoch " << e + 1;
+  }
+}
+
 TEST_F(TrainTest, FitRunsOnce) {
   Config c = config("gcn", "cpu");
   c.train.epochs = 1;
