@@ -22,8 +22,8 @@ void ngcf_finish_forward(const float* x, float* y_side, float* y_inter, int64_t 
                          Stream s);
 void ngcf_source_grad(const float* dys, const float* dyi, const float* x, float* g, int64_t n, int device, Stream s);
 void ngcf_add_destination_grad(const float* dyi, const float* agg, float* dx, int64_t n, int device, Stream s);
-void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t max_degree, int64_t H, int64_t D,
-                 float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
+void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t nnz, int64_t max_degree, int64_t H,
+                 int64_t D, float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
                  float* alpha, int device, Stream s);
 void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, const int32_t* t_ids,
                   const int32_t* t_eids, int64_t num_src, int64_t num_dst, int64_t nnz, int64_t max_degree,
@@ -99,7 +99,7 @@ void gat_forward_cpu(const Block& b, int64_t H, int64_t D, float slope, const fl
                      const float* er, const float* keep, float* y, float* alpha) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
-  const int64_t fz = H * D;
+  const int64_t fz = H * D, E = b.nnz();  // alpha and keep are [H, E]
   napa::for_rows(b.num_dst, [&](int64_t v) {
     const int64_t start = ptr[v], end = ptr[v + 1];
     std::fill(y + v * fz, y + (v + 1) * fz, 0.0f);
@@ -112,8 +112,8 @@ void gat_forward_cpu(const Block& b, int64_t H, int64_t D, float slope, const fl
       float* yh = y + v * fz + h * D;
       for (int64_t k = start; k < end; ++k) {
         const float a = std::exp(leaky(el[ids[k] * H + h] + erv, slope) - m) / sum;
-        alpha[k * H + h] = a;
-        const float w = keep ? a * keep[k * H + h] : a;
+        alpha[h * E + k] = a;
+        const float w = keep ? a * keep[h * E + k] : a;
         const float* zh = z + static_cast<int64_t>(ids[k]) * fz + h * D;
         for (int64_t j = 0; j < D; ++j) yh[j] += zh[j] * w;
       }
@@ -126,8 +126,8 @@ void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const f
                       float* der) {
   const int64_t* ptr = b.indptr.data<int64_t>();
   const int32_t* ids = b.indices.data<int32_t>();
-  const int64_t fz = H * D;
-  std::vector<float> ds(static_cast<std::size_t>(b.nnz() * H));
+  const int64_t fz = H * D, E = b.nnz();  // alpha, keep and ds are [H, E]
+  std::vector<float> ds(static_cast<std::size_t>(E * H));
   // 1. Per destination: g = <dy[v, h], z[u, h]> (times keep), S = sum alpha g,
   //    ds = alpha (g - S) leaky'.
   napa::for_rows(b.num_dst, [&](int64_t v) {
@@ -138,15 +138,15 @@ void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const f
         const float* dh = dy + v * fz + h * D;
         float g = 0.0f;
         for (int64_t j = 0; j < D; ++j) g += zh[j] * dh[j];
-        if (keep) g *= keep[k * H + h];
-        ds[static_cast<std::size_t>(k * H + h)] = g;
-        S += alpha[k * H + h] * g;
+        if (keep) g *= keep[h * E + k];
+        ds[static_cast<std::size_t>(h * E + k)] = g;
+        S += alpha[h * E + k] * g;
       }
       float total = 0.0f;
       for (int64_t k = ptr[v]; k < ptr[v + 1]; ++k) {
         const float s = el[ids[k] * H + h] + er[v * H + h];
-        float& d = ds[static_cast<std::size_t>(k * H + h)];
-        d = alpha[k * H + h] * (d - S) * (s > 0.0f ? 1.0f : slope);
+        float& d = ds[static_cast<std::size_t>(h * E + k)];
+        d = alpha[h * E + k] * (d - S) * (s > 0.0f ? 1.0f : slope);
         total += d;
       }
       der[v * H + h] = total;
@@ -161,12 +161,12 @@ void gat_backward_cpu(const Block& b, int64_t H, int64_t D, float slope, const f
     for (int64_t h = 0; h < H; ++h) {
       float total = 0.0f;
       for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
-        const int64_t v = tids[k], e = teids[k];
-        const float a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
+        const int64_t v = tids[k], e = h * E + teids[k];
+        const float a = keep ? alpha[e] * keep[e] : alpha[e];
         const float* dh = dy + v * fz + h * D;
         float* o = dz + u * fz + h * D;
         for (int64_t j = 0; j < D; ++j) o[j] += dh[j] * a;
-        total += ds[static_cast<std::size_t>(e * H + h)];
+        total += ds[static_cast<std::size_t>(e)];
       }
       del[u * H + h] = total;
     }
@@ -188,10 +188,10 @@ int64_t check_gat_inputs(const Block& b, const Tensor& z, const Tensor& el, cons
   return z.size(1) / H;
 }
 
-// keep, when given: float32 [nnz, H] on the tensors' device.
+// keep, when given: float32 [H, nnz] on the tensors' device.
 const float* check_keep(const Tensor* keep, const Block& b, int64_t H, Device d, const char* op) {
   if (!keep) return nullptr;
-  check_shape(*keep, "keep", b.nnz(), H, op);
+  check_shape(*keep, "keep", H, b.nnz(), op);
   check_device(*keep, "keep", d, op);
   return keep->data<float>();
 }
@@ -290,15 +290,15 @@ void gat_aggregate_forward(const Block& b, const Tensor& z, const Tensor& el, co
   napa::check_block(b, false, d, op);
   check_shape(y, "y", b.num_dst, H * D, op);
   check_device(y, "y", d, op);
-  check_shape(alpha, "alpha", b.nnz(), H, op);
+  check_shape(alpha, "alpha", H, b.nnz(), op);
   check_device(alpha, "alpha", d, op);
   const float* kp = check_keep(keep, b, H, d, op);
   if (b.num_dst == 0) return;
   if (d.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    return cuda_impl::gat_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, b.max_degree, H, D, slope,
-                                  z.data<float>(), el.data<float>(), er.data<float>(), kp, y.data<float>(),
-                                  alpha.data<float>(), d.index, s);
+    return cuda_impl::gat_forward(b.indptr.data<int64_t>(), b.indices.data<int32_t>(), b.num_dst, b.nnz(),
+                                  b.max_degree, H, D, slope, z.data<float>(), el.data<float>(), er.data<float>(), kp,
+                                  y.data<float>(), alpha.data<float>(), d.index, s);
 #else
     (void)s;
     throw_built_without_cuda(op);
@@ -317,7 +317,7 @@ void gat_aggregate_backward(const Block& b, const Tensor& z, const Tensor& el, c
   const int64_t D = check_gat_inputs(b, z, el, er, d, op);
   const int64_t H = el.size(1);
   napa::check_block(b, true, d, op);
-  check_shape(alpha, "alpha", b.nnz(), H, op);
+  check_shape(alpha, "alpha", H, b.nnz(), op);
   check_shape(dy, "dy", b.num_dst, H * D, op);
   check_shape(dz, "dz", b.num_src, H * D, op);
   check_shape(del, "del", b.num_src, H, op);

@@ -22,15 +22,16 @@
 //   e[e, h]     = LeakyReLU(el[u, h] + er[v, h], slope)  for e = (u -> v)
 //   alpha[e, h] = softmax of e[., h] over v's in-edges (numerically stable); saved for backward
 //   y[v, h*D : (h+1)*D] = sum over in-edges e of alpha[e, h] * z[u, h*D : (h+1)*D]
-// alpha float32 [nnz, H], y [num_dst, H * D]; degree-0 destinations get y = 0. H and D are taken
-// from the shapes (D = z.size(1) / H, H = el.size(1)).
+// alpha float32 [H, nnz] (head-major: alpha[e, h] above is stored at h * nnz + e, so that each
+// head's weights are one contiguous array in CSR edge order), y [num_dst, H * D]; degree-0
+// destinations get y = 0. H and D are taken from the shapes (D = z.size(1) / H, H = el.size(1)).
 // Backward (all outputs overwritten): with g[e, h] = <dy[v, h-slice], z[u, h-slice]>,
 // ds[e, h] = alpha[e, h] (g[e, h] - sum_{e' in in(v)} alpha[e', h] g[e', h]) * LeakyReLU'(.):
 //   dz[u, h-slice] = sum over out-edges e of u of alpha[e, h] * dy[v, h-slice]  (transposed block)
 //   del[u, h]      = sum over out-edges e of u of ds[e, h]                     (transposed block)
 //   der[v, h]      = sum over in-edges e of v of ds[e, h]                      (CSR rows)
 // dz and del read per-edge values through block.t_eids; no atomics anywhere.
-// Attention dropout: with keep (float32 [nnz, H], each entry 0 or 1 / (1 - p), e.g. from
+// Attention dropout: with keep (float32 [H, nnz] like alpha, each entry 0 or 1 / (1 - p), e.g. from
 // dropout_forward on ones), the aggregation uses alpha[e, h] * keep[e, h] instead of alpha (the
 // saved alpha stays the undropped softmax), and backward takes the same keep: g is scaled by keep
 // before the softmax gradient, and dz sums alpha * keep * dy. keep == nullptr: no dropout.

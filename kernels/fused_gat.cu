@@ -9,12 +9,18 @@
 //
 // Backward, two kernels and no atomics:
 //  1. CSR, warp per destination v: per head, g[e] = <dy[v, h], z[u, h]> (warp dot per edge),
-//     S = sum alpha g, then ds[e] = alpha (g - S) LeakyReLU'(el[u] + er[v]) into an E x H scratch,
+//     S = sum alpha g, then ds[e] = alpha (g - S) LeakyReLU'(el[u] + er[v]) into an H x E scratch,
 //     and der[v, h] = sum ds.
 //  2. Transposed block, warp per source u: dz[u, h] = sum over out-edges alpha[e, h] dy[v, h] and
 //     del[u, h] = sum ds[e, h], per-edge values read through t_eids.
 // Attention dropout (keep != nullptr): the aggregation weight is alpha * keep (forward and dz), and
 // g is multiplied by keep before the softmax gradient; alpha itself is stored undropped.
+//
+// Per-edge arrays (alpha, keep, ds) are head-major, [H, E]: the warp of (row, head h) reads and
+// writes its row's edges of head h as one contiguous run (coalesced), and the transposed pass's
+// random reads of head h stay within that head's E floats. With [E, H] rows every such access
+// touched a 32-byte sector for 4 bytes, once per head: Cornell5's full batch (1.6M edges, 8 heads)
+// spent 2.4 ms of a 3.5 ms epoch in the three warp-per-row kernels.
 //
 // Narrow heads (at most 8 vectors: GAT's usual 8 columns a head are 2 float4) spread the edges over
 // lane groups of P lanes (gather_weighted_chunk_narrow) instead of leaving 30 of 32 lanes idle.
@@ -31,7 +37,9 @@
 // the slices' max, sums and gathered vectors combined in warp order in shared memory (no atomics,
 // the same bits every run; other bits than one warp's). A Cornell5 hub of 3,156 edges on one warp
 // took its layer's three kernels to 3.3 ms of a 4.0 ms full-batch epoch.
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "framework/device.h"
@@ -47,6 +55,7 @@ __device__ __forceinline__ float leaky(float s, float slope) { return s > 0.0f ?
 
 struct GatShape {
   int64_t H, dv;  // heads; feature vectors per head (D / width of V)
+  int64_t E;      // edges: alpha, keep and ds are head-major, edge e of head h at h * E + e
 };
 
 // acc[k] += a_q * rows[c_q * ld + off + col] over the n (<= 32) edges of a chunk, q in CSR order,
@@ -123,15 +132,16 @@ __device__ __forceinline__ V group_sum(V v) {
 // when there is one (the weight the sum uses); 0 past the chunk.
 __device__ __forceinline__ void load_forward_edge(const int32_t* __restrict__ ids, const float* __restrict__ el,
                                                   const float* __restrict__ keep, float* __restrict__ alpha,
-                                                  bool write_alpha, int64_t e0, int lane, int n, int64_t H, int64_t h,
-                                                  float erv, float slope, float m, float sum, int& c, float& a) {
+                                                  bool write_alpha, int64_t e0, int lane, int n, int64_t H, int64_t E,
+                                                  int64_t h, float erv, float slope, float m, float sum, int& c,
+                                                  float& a) {
   c = 0;
   a = 0.0f;
   if (lane < n) {
     c = ids[e0 + lane];
     a = expf(leaky(el[c * H + h] + erv, slope) - m) / sum;
-    if (write_alpha) alpha[(e0 + lane) * H + h] = a;
-    if (keep) a *= keep[(e0 + lane) * H + h];
+    if (write_alpha) alpha[h * E + e0 + lane] = a;
+    if (keep) a *= keep[h * E + e0 + lane];
   }
 }
 
@@ -162,8 +172,8 @@ __device__ __forceinline__ V forward_gather_narrow(const int32_t* __restrict__ i
     const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
     int my_c;
     float my_a;
-    load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/true, e0, lane, n, sh.H, h, erv, slope, m, sum, my_c,
-                      my_a);
+    load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/true, e0, lane, n, sh.H, sh.E, h, erv, slope, m, sum,
+                      my_c, my_a);
     gather_weighted_chunk_narrow<V, P>(n, my_c, my_a, z, sh.H * sh.dv, h * sh.dv, sh.dv, acc);
   }
   return group_sum<P>(acc);
@@ -182,8 +192,8 @@ __device__ __forceinline__ void forward_gather_wide(const int32_t* __restrict__ 
     const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
     int my_c;
     float my_a;
-    load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/c0 == 0, e0, lane, n, sh.H, h, erv, slope, m, sum, my_c,
-                      my_a);  // alpha once per edge and head
+    load_forward_edge(ids, el, keep, alpha, /*write_alpha=*/c0 == 0, e0, lane, n, sh.H, sh.E, h, erv, slope, m, sum,
+                      my_c, my_a);  // alpha once per edge and head
     gather_weighted_chunk(n, my_c, my_a, z, sh.H * sh.dv, h * sh.dv, sh.dv, c0, acc);
   }
 }
@@ -338,7 +348,7 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
                                                  const float* __restrict__ alpha, const float* __restrict__ keep,
                                                  const V* __restrict__ dy, float* ds) {
   const int lane = lane_id();
-  const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
+  const int64_t H = sh.H, dv = sh.dv, fz = H * dv, E = sh.E;
   const V* dyh = dy + row * fz + h * dv;
   float S = 0.0f;  // identical in every lane (built from butterfly results)
   if constexpr (P > 0) {
@@ -364,9 +374,9 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
           const int e = j + q * G + gi;
           if (e < n) {
             const int64_t k = e0 + e;
-            if (keep) g *= keep[k * H + h];
-            S += alpha[k * H + h] * g;
-            if (col == 0) ds[k * H + h] = g;  // g for now; turned into ds below
+            if (keep) g *= keep[h * E + k];
+            S += alpha[h * E + k] * g;
+            if (col == 0) ds[h * E + k] = g;  // g for now; turned into ds below
           }
         }
       }
@@ -396,9 +406,9 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
         float g = warp_sum(part[q]);
         if (j + q < n) {
           const int64_t e = e0 + j + q;
-          if (keep) g *= keep[e * H + h];
-          S += alpha[e * H + h] * g;
-          if (lane == q) ds[e * H + h] = g;  // g for now; turned into ds below
+          if (keep) g *= keep[h * E + e];
+          S += alpha[h * E + e] * g;
+          if (lane == q) ds[h * E + e] = g;  // g for now; turned into ds below
         }
       }
     }
@@ -409,14 +419,14 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
 // backward_finish: ds = alpha (g - S) LeakyReLU'(el[u] + er[v]) over [a, b) (g as
 // backward_scores left it, from this warp), and their sum (the same in every lane).
 __device__ __forceinline__ float backward_finish(const int32_t* __restrict__ ids, int64_t a, int64_t b, int64_t H,
-                                                 int64_t h, float slope, const float* __restrict__ el, float erv,
-                                                 const float* __restrict__ alpha, float S, float* ds) {
+                                                 int64_t E, int64_t h, float slope, const float* __restrict__ el,
+                                                 float erv, const float* __restrict__ alpha, float S, float* ds) {
   __syncwarp();  // the g values written by single lanes are read by other lanes below
   float part = 0.0f;
   for (int64_t k = a + lane_id(); k < b; k += kWarp) {
     const float s = el[ids[k] * H + h] + erv;
-    const float d = alpha[k * H + h] * (ds[k * H + h] - S) * (s > 0.0f ? 1.0f : slope);
-    ds[k * H + h] = d;
+    const float d = alpha[h * E + k] * (ds[h * E + k] - S) * (s > 0.0f ? 1.0f : slope);
+    ds[h * E + k] = d;
     part += d;
   }
   return warp_sum(part);
@@ -435,7 +445,7 @@ __global__ void __launch_bounds__(kThreads)
     if (end - start > skip_above) continue;  // gat_backward_dst_hub_kernel's
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float S = backward_scores<V, P>(ids, start, end, row, h, sh, z, alpha, keep, dy, ds);
-      const float total = backward_finish(ids, start, end, H, h, slope, el, er[row * H + h], alpha, S, ds);
+      const float total = backward_finish(ids, start, end, H, sh.E, h, slope, el, er[row * H + h], alpha, S, ds);
       if (lane_id() == 0) der[row * H + h] = total;
     }
   }
@@ -457,7 +467,8 @@ __global__ void __launch_bounds__(kGatHubThreads)
     hub_slice(ptr[row], ptr[row + 1], a, b);
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float S = cta_sum(backward_scores<V, P>(ids, a, b, row, h, sh, z, alpha, keep, dy, ds), red);
-      const float total = cta_sum(backward_finish(ids, a, b, H, h, slope, el, er[row * H + h], alpha, S, ds), red);
+      const float total =
+          cta_sum(backward_finish(ids, a, b, H, sh.E, h, slope, el, er[row * H + h], alpha, S, ds), red);
       if (threadIdx.x == 0) der[row * H + h] = total;
     }
   });
@@ -468,14 +479,14 @@ __global__ void __launch_bounds__(kGatHubThreads)
 __device__ __forceinline__ void load_transposed_edge(const int32_t* __restrict__ t_ids,
                                                      const int32_t* __restrict__ t_eids,
                                                      const float* __restrict__ alpha, const float* __restrict__ keep,
-                                                     int64_t e0, int lane, int n, int64_t H, int64_t h, int& v,
+                                                     int64_t e0, int lane, int n, int64_t E, int64_t h, int& v,
                                                      float& a) {
   v = 0;
   a = 0.0f;
   if (lane < n) {
     v = t_ids[e0 + lane];
-    const int64_t e = t_eids[e0 + lane];
-    a = keep ? alpha[e * H + h] * keep[e * H + h] : alpha[e * H + h];
+    const int64_t e = h * E + t_eids[e0 + lane];
+    a = keep ? alpha[e] * keep[e] : alpha[e];
   }
 }
 
@@ -493,7 +504,7 @@ __device__ __forceinline__ V source_gather_narrow(const int32_t* __restrict__ t_
     const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
     int my_v;
     float my_a;
-    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.H, h, my_v, my_a);
+    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.E, h, my_v, my_a);
     gather_weighted_chunk_narrow<V, P>(n, my_v, my_a, dy, sh.H * sh.dv, h * sh.dv, sh.dv, acc);
   }
   return group_sum<P>(acc);
@@ -511,14 +522,14 @@ __device__ __forceinline__ void source_gather_wide(const int32_t* __restrict__ t
     const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
     int my_v;
     float my_a;
-    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.H, h, my_v, my_a);
+    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.E, h, my_v, my_a);
     gather_weighted_chunk(n, my_v, my_a, dy, sh.H * sh.dv, h * sh.dv, sh.dv, c0, acc);
   }
 }
-__device__ __forceinline__ float source_del(const int32_t* __restrict__ t_eids, int64_t a, int64_t b, int64_t H,
-                                            int64_t h, const float* __restrict__ ds) {
+__device__ __forceinline__ float source_del(const int32_t* __restrict__ t_eids, int64_t a, int64_t b,
+                                            const float* __restrict__ ds_h) {
   float part = 0.0f;
-  for (int64_t k = a + lane_id(); k < b; k += kWarp) part += ds[static_cast<int64_t>(t_eids[k]) * H + h];
+  for (int64_t k = a + lane_id(); k < b; k += kWarp) part += ds_h[t_eids[k]];
   return warp_sum(part);
 }
 
@@ -548,7 +559,7 @@ __global__ void __launch_bounds__(kThreads)
           if (col < dv) dz[row * fz + h * dv + col] = acc[k];
         }
       }
-      const float total = source_del(t_eids, start, end, H, h, ds);
+      const float total = source_del(t_eids, start, end, ds + h * sh.E);
       if (lane == 0) del[row * H + h] = total;
     }
   }
@@ -577,7 +588,7 @@ __global__ void __launch_bounds__(kGatHubThreads)
         source_gather_wide(t_ids, t_eids, a, b, sh, h, alpha, keep, dy, c0, acc);
         cta_store_wide(part, acc, c0, dv, dz + row * fz + h * dv);
       }
-      const float total = cta_sum(source_del(t_eids, a, b, H, h, ds), red);
+      const float total = cta_sum(source_del(t_eids, a, b, ds + h * sh.E), red);
       if (threadIdx.x == 0) del[row * H + h] = total;
     }
   });
@@ -613,41 +624,46 @@ unsigned head_rows(int64_t H, int64_t max_degree) {
 // head, write them.
 constexpr int64_t kGatHubDegree = 256;
 constexpr int64_t kNoSkip = INT64_MAX;
-bool may_have_hubs(int64_t degree_bound) { return degree_bound < 0 || degree_bound > kGatHubDegree; }
+// GT_GAT_HUB_DEGREE overrides the bound (experiments, tests); read per launch.
+int64_t hub_degree() {
+  const char* env = std::getenv("GT_GAT_HUB_DEGREE");
+  return env && *env ? std::max<int64_t>(1, std::atoll(env)) : kGatHubDegree;
+}
+bool may_have_hubs(int64_t degree_bound) { return degree_bound < 0 || degree_bound > hub_degree(); }
 dim3 hub_grid(int64_t rows, int64_t H, int device) {
   const int64_t chunks = (rows + kWarp - 1) / kWarp, most = 4 * static_cast<int64_t>(sm_count(device));
   return dim3(static_cast<unsigned>(chunks < most ? chunks : most), static_cast<unsigned>(H < 65535 ? H : 65535));
 }
 
-void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t max_degree, int64_t H, int64_t D,
-                 float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
+void gat_forward(const int64_t* ptr, const int32_t* ids, int64_t num_dst, int64_t nnz, int64_t max_degree, int64_t H,
+                 int64_t D, float slope, const float* z, const float* el, const float* er, const float* keep, float* y,
                  float* alpha, int device, Stream s) {
   if (num_dst == 0 || H == 0) return;  // nothing to write; keeps the grid non-empty
   const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), head_rows(H, max_degree));
   const bool hubs = may_have_hubs(max_degree);
-  const int64_t skip = hubs ? kGatHubDegree : kNoSkip;
+  const int64_t skip = hubs ? hub_degree() : kNoSkip;
   const dim3 hgrid = hub_grid(num_dst, H, device);
   if (D % 4 == 0 && aligned16(z) && aligned16(y))
     with_lanes<float4>(D / 4, [&](auto p) {
       constexpr int P = decltype(p)::value;
-      const GatShape sh{H, D / 4};
+      const GatShape sh{H, D / 4, nnz};
       const auto* z4 = reinterpret_cast<const float4*>(z);
       auto* y4 = reinterpret_cast<float4*>(y);
       gat_forward_kernel<float4, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z4, el, er, keep, y4,
                                                               alpha, skip);
       if (hubs)
         gat_forward_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z4, el, er,
-                                                                           keep, y4, alpha, kGatHubDegree);
+                                                                           keep, y4, alpha, skip);
     });
   else
     with_lanes<float>(D, [&](auto p) {
       constexpr int P = decltype(p)::value;
-      const GatShape sh{H, D};
+      const GatShape sh{H, D, nnz};
       gat_forward_kernel<float, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el, er, keep, y, alpha,
                                                              skip);
       if (hubs)
         gat_forward_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el, er,
-                                                                          keep, y, alpha, kGatHubDegree);
+                                                                          keep, y, alpha, skip);
     });
   GT_CUDA_LAUNCH_CHECK();
 }
@@ -666,59 +682,58 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
   if (num_dst > 0) {
     const dim3 grid(static_cast<unsigned>(grid_for_rows(num_dst, device)), hr);
     const bool hubs = may_have_hubs(max_degree);
-    const int64_t skip = hubs ? kGatHubDegree : kNoSkip;
+    const int64_t skip = hubs ? hub_degree() : kNoSkip;
     const dim3 hgrid = hub_grid(num_dst, H, device);
     if (vec)
       with_lanes<float4>(D / 4, [&](auto p) {
         constexpr int P = decltype(p)::value;
-        const GatShape sh{H, D / 4};
+        const GatShape sh{H, D / 4, nnz};
         const auto* z4 = reinterpret_cast<const float4*>(z);
         const auto* dy4 = reinterpret_cast<const float4*>(dy);
         gat_backward_dst_kernel<float4, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z4, el, er, alpha,
                                                                      keep, dy4, d_ds, der, skip);
         if (hubs)
           gat_backward_dst_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(
-              ptr, ids, num_dst, sh, slope, z4, el, er, alpha, keep, dy4, d_ds, der, kGatHubDegree);
+              ptr, ids, num_dst, sh, slope, z4, el, er, alpha, keep, dy4, d_ds, der, skip);
       });
     else
       with_lanes<float>(D, [&](auto p) {
         constexpr int P = decltype(p)::value;
-        const GatShape sh{H, D};
+        const GatShape sh{H, D, nnz};
         gat_backward_dst_kernel<float, P><<<grid, kThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el, er, alpha,
                                                                     keep, dy, d_ds, der, skip);
         if (hubs)
           gat_backward_dst_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(ptr, ids, num_dst, sh, slope, z, el,
-                                                                                 er, alpha, keep, dy, d_ds, der,
-                                                                                 kGatHubDegree);
+                                                                                 er, alpha, keep, dy, d_ds, der, skip);
       });
     GT_CUDA_LAUNCH_CHECK();
   }
   if (num_src > 0) {
     const dim3 grid(static_cast<unsigned>(grid_for_rows(num_src, device)), hr);
     const bool hubs = may_have_hubs(max_out_degree);
-    const int64_t skip = hubs ? kGatHubDegree : kNoSkip;
+    const int64_t skip = hubs ? hub_degree() : kNoSkip;
     const dim3 hgrid = hub_grid(num_src, H, device);
     if (vec)
       with_lanes<float4>(D / 4, [&](auto p) {
         constexpr int P = decltype(p)::value;
-        const GatShape sh{H, D / 4};
+        const GatShape sh{H, D / 4, nnz};
         const auto* dy4 = reinterpret_cast<const float4*>(dy);
         auto* dz4 = reinterpret_cast<float4*>(dz);
         gat_backward_src_kernel<float4, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, alpha, keep,
                                                                      d_ds, dy4, dz4, del, skip);
         if (hubs)
           gat_backward_src_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(
-              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy4, dz4, del, kGatHubDegree);
+              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy4, dz4, del, skip);
       });
     else
       with_lanes<float>(D, [&](auto p) {
         constexpr int P = decltype(p)::value;
-        const GatShape sh{H, D};
+        const GatShape sh{H, D, nnz};
         gat_backward_src_kernel<float, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, alpha, keep,
                                                                     d_ds, dy, dz, del, skip);
         if (hubs)
           gat_backward_src_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(
-              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy, dz, del, kGatHubDegree);
+              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy, dz, del, skip);
       });
     GT_CUDA_LAUNCH_CHECK();
   }

@@ -13,7 +13,7 @@
 // (zero gradient, zero weight decay term, zero moments).
 //
 // Activation: ELU on hidden layers, as PyG's GAT example (examples/gat.py) and the paper use.
-// Attention dropout (model.attn_dropout, PyG's GATConv dropout): while training, a [nnz, H] mask
+// Attention dropout (model.attn_dropout, PyG's GATConv dropout): while training, an [H, nnz] mask
 // of 0 and 1 / (1 - p) (its own random stream per layer and step) goes into the fused kernels.
 // Not placeable: the attention scores read the projected features, so GAT always combines first.
 #include <cmath>

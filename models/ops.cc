@@ -231,10 +231,10 @@ void GatAggregateOp::forward(const OpRun& run, const std::vector<Tensor>& in, st
   er_ = in[2];
   const int64_t heads = el_.size(1);
   out[0] = empty2(b.num_dst, z_.size(1), z_.device());
-  alpha_ = empty2(b.nnz(), heads, z_.device());
+  alpha_ = empty2(heads, b.nnz(), z_.device());
   keep_ = Tensor();
   if (run.training && p_ > 0.0f) {
-    keep_ = empty2(b.nnz(), heads, z_.device());
+    keep_ = empty2(heads, b.nnz(), z_.device());
     // Seed offset: a stream of draws apart from the input dropout's (same step and layer key).
     dropout_mask(p_, seed_ + kAttentionSeedOffset, run.step * 64 + static_cast<uint64_t>(layer_), keep_,
                  run.ctx.stream());

@@ -315,9 +315,9 @@ Gat run_gat(const Block& b, Device dev, int64_t H, int64_t D, const std::vector<
   Block bd = b.to(dev);
   const int64_t ns = b.num_src, nd = b.num_dst;
   Tensor z = tensor_on(zf, {ns, H * D}, dev), el = tensor_on(elf, {ns, H}, dev), er = tensor_on(erf, {nd, H}, dev);
-  Tensor y = poisoned({nd, H * D}, dev), alpha = poisoned({b.nnz(), H}, dev);
+  Tensor y = poisoned({nd, H * D}, dev), alpha = poisoned({H, b.nnz()}, dev);  // head-major
   Tensor dz = poisoned({ns, H * D}, dev), del = poisoned({ns, H}, dev), der = poisoned({nd, H}, dev);
-  Tensor keep = keepf ? tensor_on(*keepf, {b.nnz(), H}, dev) : Tensor();
+  Tensor keep = keepf ? tensor_on(*keepf, {H, b.nnz()}, dev) : Tensor();
   const Tensor* kp = keepf ? &keep : nullptr;
   gat_aggregate_forward(bd, z, el, er, kSlope, y, alpha, nullptr, kp);
   gat_aggregate_backward(bd, z, el, er, kSlope, alpha, tensor_on(dyf, {nd, H * D}, dev), dz, del, der, nullptr, kp);
@@ -411,6 +411,17 @@ GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
       expect_close(o.dz, to_double(cpu.dz), 1e-5, "GPU vs CPU dz " + what);
       expect_close(o.del, to_double(cpu.del), 1e-4, "GPU vs CPU del " + what);
       expect_close(o.der, to_double(cpu.der), 1e-4, "GPU vs CPU der " + what);
+      // Every row of more than one edge through the hub kernels (a CTA a row and head, most of
+      // its warps on empty slices), rows of 0 and 1 edges through the warp kernels.
+      Block unknown = b;
+      unknown.max_degree = unknown.max_out_degree = -1;
+      test::ScopedEnv env("GT_GAT_HUB_DEGREE", "1");
+      const Gat hubs = run_gat(unknown, dev, c.H, c.D, zf, elf, erf, dyf);
+      expect_close(hubs.y, Vec(ref.begin(), ref.begin() + ny), 1e-5, "hub kernels y " + what);
+      expect_close(hubs.alpha, Vec(ref.begin() + ny, ref.end()), 1e-5, "hub kernels alpha " + what);
+      expect_close(hubs.dz, to_double(cpu.dz), 1e-5, "hub kernels dz " + what);
+      expect_close(hubs.del, to_double(cpu.del), 1e-4, "hub kernels del " + what);
+      expect_close(hubs.der, to_double(cpu.der), 1e-4, "hub kernels der " + what);
     }
   }
 }
@@ -506,13 +517,17 @@ GT_DEVICE_TEST(FusedGat, RejectsBadArguments) {
   const int64_t nnz = b.nnz();
   Tensor z = tensor_on(random_floats(60, 1), {10, 6}, dev), el = tensor_on(random_floats(20, 2), {10, 2}, dev);
   Tensor er = tensor_on(random_floats(12, 3), {6, 2}, dev);
-  Tensor y = poisoned({6, 6}, dev), alpha = poisoned({nnz, 2}, dev);
+  Tensor y = poisoned({6, 6}, dev), alpha = poisoned({2, nnz}, dev);
   EXPECT_NO_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha));
-  Tensor keep_bad = Tensor::zeros({b.nnz() + 1, alpha.size(1)}, DType::kFloat32, dev);
+  Tensor keep_bad = Tensor::zeros({alpha.size(0), b.nnz() + 1}, DType::kFloat32, dev);
   EXPECT_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha, nullptr, &keep_bad), Error);
+  Tensor edge_major = poisoned({nnz, 2}, dev);  // alpha and keep are [H, nnz]
+  EXPECT_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, edge_major), Error);
+  Tensor keep_edge_major = Tensor::zeros({nnz, 2}, DType::kFloat32, dev);
+  EXPECT_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha, nullptr, &keep_edge_major), Error);
   Tensor z7 = tensor_on(random_floats(70, 1), {10, 7}, dev);  // 7 columns, 2 heads
   EXPECT_THROW(gat_aggregate_forward(b, z7, el, er, kSlope, y, alpha), Error);
-  Tensor alpha1 = poisoned({nnz, 1}, dev);
+  Tensor alpha1 = poisoned({1, nnz}, dev);
   EXPECT_THROW(gat_aggregate_forward(b, z, el, er, kSlope, y, alpha1), Error);
   EXPECT_THROW(gat_aggregate_forward(b, z, el, el, kSlope, y, alpha), Error);  // er rows != num_dst
   Tensor dz = poisoned({10, 6}, dev), del = poisoned({10, 2}, dev), der = poisoned({6, 2}, dev);

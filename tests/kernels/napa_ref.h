@@ -126,8 +126,9 @@ inline Vec ref_ngcf(const Csr& g, const Vec& x, Reduce f, int64_t F) {
   return y;
 }
 
-// GAT: y [num_dst, H*D] followed by alpha [nnz, H]. keep ([nnz, H], optional): attention dropout
-// scales, the sum weights alpha * keep (alpha itself is returned undropped).
+// GAT: y [num_dst, H*D] followed by alpha [H, nnz] (head-major, as gat_aggregate_forward stores
+// it). keep ([H, nnz], optional): attention dropout scales, the sum weights alpha * keep (alpha
+// itself is returned undropped).
 inline Vec ref_gat(const Csr& g, const Vec& z, const Vec& el, const Vec& er, double slope, int64_t H, int64_t D,
                    const Vec* keep = nullptr) {
   Vec scores(static_cast<std::size_t>(g.nnz() * H));
@@ -144,8 +145,9 @@ inline Vec ref_gat(const Csr& g, const Vec& z, const Vec& el, const Vec& er, dou
       for (int64_t h = 0; h < H; ++h)
         for (int64_t j = 0; j < D; ++j)
           out[v * H * D + h * D + j] +=
-              alpha[e * H + h] * (keep ? (*keep)[e * H + h] : 1.0) * z[g.ids[e] * H * D + h * D + j];
-  out.insert(out.end(), alpha.begin(), alpha.end());
+              alpha[e * H + h] * (keep ? (*keep)[h * g.nnz() + e] : 1.0) * z[g.ids[e] * H * D + h * D + j];
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t e = 0; e < g.nnz(); ++e) out.push_back(alpha[e * H + h]);
   return out;
 }
 
