@@ -9,10 +9,11 @@
 //
 // Backward, two kernels and no atomics:
 //  1. CSR, warp per destination v: per head, g[e] = <dy[v, h], z[u, h]> (warp dot per edge),
-//     S = sum alpha g, then ds[e] = alpha (g - S) LeakyReLU'(el[u] + er[v]) into an H x E scratch,
-//     and der[v, h] = sum ds.
+//     S = sum alpha g, then ds[e] = alpha (g - S) LeakyReLU'(el[u] + er[v]) into an H x E scratch
+//     of float2 {ds, alpha * keep}, and der[v, h] = sum ds.
 //  2. Transposed block, warp per source u: dz[u, h] = sum over out-edges alpha[e, h] dy[v, h] and
-//     del[u, h] = sum ds[e, h], per-edge values read through t_eids.
+//     del[u, h] = sum ds[e, h], both per-edge values in one 8-byte read through t_eids (three
+//     4-byte reads, each a sector of its own, made this kernel L2-bound).
 // Attention dropout (keep != nullptr): the aggregation weight is alpha * keep (forward and dz), and
 // g is multiplied by keep before the softmax gradient; alpha itself is stored undropped.
 //
@@ -346,7 +347,7 @@ template <typename V, int P>
 __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids, int64_t a, int64_t b, int64_t row,
                                                  int64_t h, GatShape sh, const V* __restrict__ z,
                                                  const float* __restrict__ alpha, const float* __restrict__ keep,
-                                                 const V* __restrict__ dy, float* ds) {
+                                                 const V* __restrict__ dy, float2* ds) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv, E = sh.E;
   const V* dyh = dy + row * fz + h * dv;
@@ -374,9 +375,10 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
           const int e = j + q * G + gi;
           if (e < n) {
             const int64_t k = e0 + e;
-            if (keep) g *= keep[h * E + k];
-            S += alpha[h * E + k] * g;
-            if (col == 0) ds[h * E + k] = g;  // g for now; turned into ds below
+            const float a = alpha[h * E + k], kp = keep ? keep[h * E + k] : 1.0f;
+            if (keep) g *= kp;
+            S += a * g;
+            if (col == 0) ds[h * E + k] = make_float2(g, keep ? a * kp : a);  // g for now; ds below
           }
         }
       }
@@ -406,9 +408,10 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
         float g = warp_sum(part[q]);
         if (j + q < n) {
           const int64_t e = e0 + j + q;
-          if (keep) g *= keep[h * E + e];
-          S += alpha[h * E + e] * g;
-          if (lane == q) ds[h * E + e] = g;  // g for now; turned into ds below
+          const float a = alpha[h * E + e], kp = keep ? keep[h * E + e] : 1.0f;
+          if (keep) g *= kp;
+          S += a * g;
+          if (lane == q) ds[h * E + e] = make_float2(g, keep ? a * kp : a);  // g for now; ds below
         }
       }
     }
@@ -420,24 +423,27 @@ __device__ __forceinline__ float backward_scores(const int32_t* __restrict__ ids
 // backward_scores left it, from this warp), and their sum (the same in every lane).
 __device__ __forceinline__ float backward_finish(const int32_t* __restrict__ ids, int64_t a, int64_t b, int64_t H,
                                                  int64_t E, int64_t h, float slope, const float* __restrict__ el,
-                                                 float erv, const float* __restrict__ alpha, float S, float* ds) {
+                                                 float erv, const float* __restrict__ alpha, float S, float2* ds) {
   __syncwarp();  // the g values written by single lanes are read by other lanes below
   float part = 0.0f;
   for (int64_t k = a + lane_id(); k < b; k += kWarp) {
     const float s = el[ids[k] * H + h] + erv;
-    const float d = alpha[h * E + k] * (ds[h * E + k] - S) * (s > 0.0f ? 1.0f : slope);
-    ds[h * E + k] = d;
+    const float d = alpha[h * E + k] * (ds[h * E + k].x - S) * (s > 0.0f ? 1.0f : slope);
+    ds[h * E + k].x = d;
     part += d;
   }
   return warp_sum(part);
 }
 
+// Narrow heads: at most 64 registers (4 blocks an SM) instead of the 80 the compiler chose (3
+// blocks): Cornell5's full batch 0.47 -> 0.33 ms, no spills. Wide heads would spill; 6 blocks
+// spilled for every width.
 template <typename V, int P>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, P > 0 ? 4 : 1)
     gat_backward_dst_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
                             GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
                             const float* __restrict__ er, const float* __restrict__ alpha,
-                            const float* __restrict__ keep, const V* __restrict__ dy, float* ds,
+                            const float* __restrict__ keep, const V* __restrict__ dy, float2* ds,
                             float* __restrict__ der, int64_t skip_above) {
   const int64_t H = sh.H;
   for (int64_t row = first_warp_row(); row < rows; row += warp_row_stride()) {
@@ -458,7 +464,7 @@ __global__ void __launch_bounds__(kGatHubThreads)
     gat_backward_dst_hub_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows,
                                 GatShape sh, float slope, const V* __restrict__ z, const float* __restrict__ el,
                                 const float* __restrict__ er, const float* __restrict__ alpha,
-                                const float* __restrict__ keep, const V* __restrict__ dy, float* ds,
+                                const float* __restrict__ keep, const V* __restrict__ dy, float2* ds,
                                 float* __restrict__ der, int64_t above) {
   __shared__ float red[kGatHubWarps];
   const int64_t H = sh.H;
@@ -474,37 +480,42 @@ __global__ void __launch_bounds__(kGatHubThreads)
   });
 }
 
-// Lane `lane` of a chunk of n transposed edges from e0: its source (the forward destination) and
-// the edge's coefficient alpha (times the dropout mask when there is one); 0 past the chunk.
+// Lane `lane` of a chunk of n transposed edges from e0: its source (the forward destination), the
+// edge's coefficient alpha (times the dropout mask when there is one) and its ds, from the one
+// float2 that gat_backward_dst_kernel stored (ds_h: head h's E pairs); 0 past the chunk.
 __device__ __forceinline__ void load_transposed_edge(const int32_t* __restrict__ t_ids,
                                                      const int32_t* __restrict__ t_eids,
-                                                     const float* __restrict__ alpha, const float* __restrict__ keep,
-                                                     int64_t e0, int lane, int n, int64_t E, int64_t h, int& v,
-                                                     float& a) {
+                                                     const float2* __restrict__ ds_h, int64_t e0, int lane, int n,
+                                                     int& v, float& a, float& d) {
   v = 0;
-  a = 0.0f;
+  a = d = 0.0f;
   if (lane < n) {
     v = t_ids[e0 + lane];
-    const int64_t e = h * E + t_eids[e0 + lane];
-    a = keep ? alpha[e] * keep[e] : alpha[e];
+    const float2 t = ds_h[t_eids[e0 + lane]];
+    a = t.y;
+    d = t.x;
   }
 }
 
 // Kernel 2 of the backward (see the file comment), its pieces over the transposed edges [a, b)
-// of source row `row`: dz's sum (narrow heads: lanes < P hold it; wide: column step c0) and del's
-// (the same in every lane).
+// of source row `row`: dz's sum (narrow heads: lanes < P hold it; wide: column step c0) and, in
+// del_part, this lane's share of del's (edges a + lane, a + lane + 32, ... in that order; wide
+// heads: in the column step c0 == 0 only); warp_sum gives del's sum.
 template <typename V, int P>
 __device__ __forceinline__ V source_gather_narrow(const int32_t* __restrict__ t_ids,
                                                   const int32_t* __restrict__ t_eids, int64_t a, int64_t b,
-                                                  GatShape sh, int64_t h, const float* __restrict__ alpha,
-                                                  const float* __restrict__ keep, const V* __restrict__ dy) {
+                                                  GatShape sh, int64_t h, const float2* __restrict__ ds,
+                                                  const V* __restrict__ dy, float& del_part) {
   const int lane = lane_id();
+  const float2* ds_h = ds + h * sh.E;
   V acc = vzero<V>();
+  del_part = 0.0f;
   for (int64_t e0 = a; e0 < b; e0 += kWarp) {
     const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
     int my_v;
-    float my_a;
-    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.E, h, my_v, my_a);
+    float my_a, my_d;
+    load_transposed_edge(t_ids, t_eids, ds_h, e0, lane, n, my_v, my_a, my_d);
+    if (lane < n) del_part += my_d;
     gather_weighted_chunk_narrow<V, P>(n, my_v, my_a, dy, sh.H * sh.dv, h * sh.dv, sh.dv, acc);
   }
   return group_sum<P>(acc);
@@ -512,33 +523,29 @@ __device__ __forceinline__ V source_gather_narrow(const int32_t* __restrict__ t_
 template <typename V>
 __device__ __forceinline__ void source_gather_wide(const int32_t* __restrict__ t_ids,
                                                    const int32_t* __restrict__ t_eids, int64_t a, int64_t b,
-                                                   GatShape sh, int64_t h, const float* __restrict__ alpha,
-                                                   const float* __restrict__ keep, const V* __restrict__ dy, int64_t c0,
-                                                   V (&acc)[kUnroll]) {
+                                                   GatShape sh, int64_t h, const float2* __restrict__ ds,
+                                                   const V* __restrict__ dy, int64_t c0, V (&acc)[kUnroll],
+                                                   float& del_part) {
   const int lane = lane_id();
+  const float2* ds_h = ds + h * sh.E;
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) acc[k] = vzero<V>();
+  if (c0 == 0) del_part = 0.0f;
   for (int64_t e0 = a; e0 < b; e0 += kWarp) {
     const int n = static_cast<int>(b - e0 < kWarp ? b - e0 : kWarp);
     int my_v;
-    float my_a;
-    load_transposed_edge(t_ids, t_eids, alpha, keep, e0, lane, n, sh.E, h, my_v, my_a);
+    float my_a, my_d;
+    load_transposed_edge(t_ids, t_eids, ds_h, e0, lane, n, my_v, my_a, my_d);
+    if (c0 == 0 && lane < n) del_part += my_d;
     gather_weighted_chunk(n, my_v, my_a, dy, sh.H * sh.dv, h * sh.dv, sh.dv, c0, acc);
   }
 }
-__device__ __forceinline__ float source_del(const int32_t* __restrict__ t_eids, int64_t a, int64_t b,
-                                            const float* __restrict__ ds_h) {
-  float part = 0.0f;
-  for (int64_t k = a + lane_id(); k < b; k += kWarp) part += ds_h[t_eids[k]];
-  return warp_sum(part);
-}
 
 template <typename V, int P>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, P > 0 ? 4 : 1)
     gat_backward_src_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
                             const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
-                            const float* __restrict__ alpha, const float* __restrict__ keep,
-                            const float* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
+                            const float2* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
                             float* __restrict__ del, int64_t skip_above) {
   const int lane = lane_id();
   const int64_t H = sh.H, dv = sh.dv, fz = H * dv;
@@ -546,20 +553,22 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t start = t_ptr[row], end = t_ptr[row + 1];
     if (end - start > skip_above) continue;  // gat_backward_src_hub_kernel's
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
+      float del_part = 0.0f;
       if constexpr (P > 0) {  // narrow heads (see gather_weighted_chunk_narrow)
-        const V acc = source_gather_narrow<V, P>(t_ids, t_eids, start, end, sh, h, alpha, keep, dy);
+        const V acc = source_gather_narrow<V, P>(t_ids, t_eids, start, end, sh, h, ds, dy, del_part);
         if (lane < P && lane < dv) dz[row * fz + h * dv + lane] = acc;
       }
-      for (int64_t c0 = 0; P == 0 && c0 < dv; c0 += kWarp * kUnroll) {
+      // At least one pass, so del is summed even when D == 0.
+      for (int64_t c0 = 0; P == 0 && (c0 == 0 || c0 < dv); c0 += kWarp * kUnroll) {
         V acc[kUnroll];
-        source_gather_wide(t_ids, t_eids, start, end, sh, h, alpha, keep, dy, c0, acc);
+        source_gather_wide(t_ids, t_eids, start, end, sh, h, ds, dy, c0, acc, del_part);
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
           const int64_t col = c0 + k * kWarp + lane;
           if (col < dv) dz[row * fz + h * dv + col] = acc[k];
         }
       }
-      const float total = source_del(t_eids, start, end, ds + h * sh.E);
+      const float total = warp_sum(del_part);
       if (lane == 0) del[row * H + h] = total;
     }
   }
@@ -570,8 +579,7 @@ template <typename V, int P>
 __global__ void __launch_bounds__(kGatHubThreads)
     gat_backward_src_hub_kernel(const int64_t* __restrict__ t_ptr, const int32_t* __restrict__ t_ids,
                                 const int32_t* __restrict__ t_eids, int64_t rows, GatShape sh,
-                                const float* __restrict__ alpha, const float* __restrict__ keep,
-                                const float* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
+                                const float2* __restrict__ ds, const V* __restrict__ dy, V* __restrict__ dz,
                                 float* __restrict__ del, int64_t above) {
   __shared__ float red[kGatHubWarps];
   __shared__ V part[kGatHubWarps][kWarp * kUnroll];
@@ -580,15 +588,16 @@ __global__ void __launch_bounds__(kGatHubThreads)
     int64_t a, b;
     hub_slice(t_ptr[row], t_ptr[row + 1], a, b);
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
+      float del_part = 0.0f;
       if constexpr (P > 0)
-        cta_store_narrow<V, P>(part, source_gather_narrow<V, P>(t_ids, t_eids, a, b, sh, h, alpha, keep, dy), dv,
+        cta_store_narrow<V, P>(part, source_gather_narrow<V, P>(t_ids, t_eids, a, b, sh, h, ds, dy, del_part), dv,
                                dz + row * fz + h * dv);
-      for (int64_t c0 = 0; P == 0 && c0 < dv; c0 += kWarp * kUnroll) {
+      for (int64_t c0 = 0; P == 0 && (c0 == 0 || c0 < dv); c0 += kWarp * kUnroll) {
         V acc[kUnroll];
-        source_gather_wide(t_ids, t_eids, a, b, sh, h, alpha, keep, dy, c0, acc);
+        source_gather_wide(t_ids, t_eids, a, b, sh, h, ds, dy, c0, acc, del_part);
         cta_store_wide(part, acc, c0, dv, dz + row * fz + h * dv);
       }
-      const float total = cta_sum(source_del(t_eids, a, b, ds + h * sh.E), red);
+      const float total = cta_sum(warp_sum(del_part), red);
       if (threadIdx.x == 0) del[row * H + h] = total;
     }
   });
@@ -674,8 +683,8 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
                   const float* er, const float* alpha, const float* keep, const float* dy, float* dz, float* del,
                   float* der, int device, Stream s) {
   if (H == 0) return;
-  DeviceScratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float), device);
-  float* d_ds = static_cast<float*>(ds.ptr);
+  DeviceScratch ds(static_cast<std::size_t>(nnz > 0 ? nnz * H : 1) * sizeof(float2), device);
+  float2* d_ds = static_cast<float2*>(ds.ptr);
   const bool vec = D % 4 == 0 && aligned16(z) && aligned16(dy) && aligned16(dz);
   // A long destination row of an undirected graph is a long source row of the transpose too.
   const unsigned hr = head_rows(H, max_degree);
@@ -719,21 +728,21 @@ void gat_backward(const int64_t* ptr, const int32_t* ids, const int64_t* t_ptr, 
         const GatShape sh{H, D / 4, nnz};
         const auto* dy4 = reinterpret_cast<const float4*>(dy);
         auto* dz4 = reinterpret_cast<float4*>(dz);
-        gat_backward_src_kernel<float4, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, alpha, keep,
-                                                                     d_ds, dy4, dz4, del, skip);
+        gat_backward_src_kernel<float4, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, d_ds, dy4,
+                                                                     dz4, del, skip);
         if (hubs)
           gat_backward_src_hub_kernel<float4, P><<<hgrid, kGatHubThreads, 0, s>>>(
-              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy4, dz4, del, skip);
+              t_ptr, t_ids, t_eids, num_src, sh, d_ds, dy4, dz4, del, skip);
       });
     else
       with_lanes<float>(D, [&](auto p) {
         constexpr int P = decltype(p)::value;
         const GatShape sh{H, D, nnz};
-        gat_backward_src_kernel<float, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, alpha, keep,
-                                                                    d_ds, dy, dz, del, skip);
+        gat_backward_src_kernel<float, P><<<grid, kThreads, 0, s>>>(t_ptr, t_ids, t_eids, num_src, sh, d_ds, dy, dz,
+                                                                    del, skip);
         if (hubs)
           gat_backward_src_hub_kernel<float, P><<<hgrid, kGatHubThreads, 0, s>>>(
-              t_ptr, t_ids, t_eids, num_src, sh, alpha, keep, d_ds, dy, dz, del, skip);
+              t_ptr, t_ids, t_eids, num_src, sh, d_ds, dy, dz, del, skip);
       });
     GT_CUDA_LAUNCH_CHECK();
   }
