@@ -347,6 +347,18 @@ TrainResult Trainer::fit(std::ostream* log) {
       *log << "warning: " << shared << " node" << (shared > 1 ? "s" : "") << " of split '" << cfg_.dataset.train_split
            << "' " << (shared > 1 ? "are" : "is") << " also in '" << cfg_.dataset.valid_split << "' or '"
            << cfg_.dataset.test_split << "': the valid and test accuracies include training nodes\n";
+    // The same split named for training and evaluation is allowed (a deliberate overfit, or
+    // model selection on the training nodes) but never silent.
+    if (evaluates)
+      for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"dataset.valid_split",
+                                                                                &cfg_.dataset.valid_split},
+                                      {"dataset.test_split", &cfg_.dataset.test_split}})
+        if (*name == cfg_.dataset.train_split)
+          *log << "warning: " << key << " names the training split '" << *name << "': its accuracy is measured "
+               << (std::string_view(key) == "dataset.test_split" ? "on the nodes trained on, not held-out ones"
+                                                                 : "on the nodes trained on, so model selection "
+                                                                   "follows the training fit")
+               << "\n";
     if (const DkpPlanner* dkp = lead.model->dkp(); dkp && dkp->mode() == DkpMode::kAuto) {
       if (dkp->from_cache())
         *log << "kernel placement: auto, cost model read from " << dkp->cache_file() << " (delete it to measure again)\n";

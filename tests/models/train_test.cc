@@ -527,6 +527,21 @@ TEST_F(TrainTest, TrainNodesInTheTestSplitAreWarnedOf) {
   Trainer(c).fit(&log);
   EXPECT_NE(log.str().find("warning: 2 nodes of split 'train' are also in 'valid' or 'test'"), std::string::npos)
       << log.str();
+  // The training split named for evaluation too trains (a deliberate choice) with a warning each.
+  c.dataset.path = (dir_ / "synth.h5").string();
+  c.dataset.test_split = "train";
+  std::ostringstream same_test;
+  Trainer(c).fit(&same_test);
+  EXPECT_NE(same_test.str().find("warning: dataset.test_split names the training split 'train'"), std::string::npos)
+      << same_test.str();
+  EXPECT_EQ(same_test.str().find("dataset.valid_split names"), std::string::npos) << same_test.str();
+  c.dataset.test_split = "test";
+  c.dataset.valid_split = "train";
+  std::ostringstream same_valid;
+  Trainer(c).fit(&same_valid);
+  EXPECT_NE(same_valid.str().find("warning: dataset.valid_split names the training split 'train'"),
+            std::string::npos)
+      << same_valid.str();
 }
 
 // A metrics line cut short (a run killed mid-write, a full disk) is dropped on resume: the next
