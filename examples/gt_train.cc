@@ -94,13 +94,18 @@ int main(int argc, char** argv) {
 
   try {
     gt::Config cfg = gt::load_config(config_path);
-    // The last --set of a key wins: earlier ones of it are not applied (nor checked).
+    // The last --set of a key wins: earlier ones of it are not applied and their values' ranges
+    // not checked, but each must still be a well-formed override of a known key.
     auto key_of = [](const std::string& o) { return o.substr(0, o.find('=')); };
     for (std::size_t i = 0; i < overrides.size(); ++i) {
       bool later = false;
       for (std::size_t j = i + 1; j < overrides.size() && !later; ++j)
-        later = key_of(overrides[j]) == key_of(overrides[i]) && !key_of(overrides[i]).empty();
-      if (!later) gt::apply_override(cfg, overrides[i]);
+        later = overrides[j].find('=') != std::string::npos && key_of(overrides[j]) == key_of(overrides[i]) &&
+                !key_of(overrides[i]).empty();
+      if (later)
+        gt::check_override_syntax(overrides[i]);
+      else
+        gt::apply_override(cfg, overrides[i]);
     }
     if (!trace.empty()) {
       cfg.train.trace = trace;

@@ -158,7 +158,10 @@ Config load_config(const std::string& path) {
   return parse_config(text, path);
 }
 
-void apply_override(Config& cfg, const std::string& assignment) {
+namespace {
+
+// apply_override's parse: the key's field and its value, or throws naming the --set.
+std::pair<const Field*, YAML::Node> parse_override(const std::string& assignment) {
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     GT_THROW("--set " + assignment, "write --set section.key=value", "malformed override");
@@ -191,6 +194,16 @@ void apply_override(Config& cfg, const std::string& assignment) {
                                  "config key '", key, "' needs a value, got '", value, "'");
     n = YAML::Node(value);
   }
+  return {f, n};
+}
+
+}  // namespace
+
+void check_override_syntax(const std::string& assignment) { (void)parse_override(assignment); }
+
+void apply_override(Config& cfg, const std::string& assignment) {
+  const auto [f, n] = parse_override(assignment);
+  const std::string key = assignment.substr(0, assignment.find('='));
   f->set(cfg, n, "--set " + key);
   cfg.where[key] = "--set " + key;
 }

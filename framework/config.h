@@ -124,6 +124,10 @@ Config load_config(const std::string& path);
 Config parse_config(const std::string& yaml_text, const std::string& source_name);
 // Applies "section.key=value" (value in YAML syntax, e.g. fanouts=[5,5]).
 void apply_override(Config& cfg, const std::string& assignment);
+// The checks of apply_override that need no config: the form section.key=value, a known key, a
+// value that parses as YAML without a comment. For an override that a later one of the same key
+// replaces (gt-train: the last --set of a key wins, and its earlier values' ranges go unchecked).
+void check_override_syntax(const std::string& assignment);
 // Every key's bounds and choices, then cross-field checks (fanouts length = layers, ...); throws
 // naming the keys, and for a config from a file the file and line of the key to change (the
 // first of the keys concerned that the file or a --set gave).

@@ -305,7 +305,12 @@ expect_error "fanouts vs layers" 1 "sampling.fanouts" "$WORK/train/metrics.jsonl
   "$GT_TRAIN" "$WORK/good.yaml" --set model.layers=3
 expect_error "unknown option" 2 "--frob" - -- "$GT_TRAIN" "$WORK/good.yaml" --frob
 
-# The last --set of a key wins; an earlier bad value of it is not checked.
+# The last --set of a key wins; an earlier value of it is not applied nor range-checked, but a
+# malformed one (no '=', YAML that does not parse) is still refused.
+expect_error "malformed --set before a good one" 1 "malformed override" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs --set train.epochs=3
+expect_error "unparseable --set before a good one" 1 "cannot parse value '[1'" "$WORK/train/metrics.jsonl" -- \
+  "$GT_TRAIN" "$WORK/good.yaml" --set "train.epochs=[1" --set train.epochs=3
 if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=0 --set train.epochs=3 --print-config >"$WORK/cfg.txt" \
   2>"$WORK/stderr.txt"; then
   grep -q "^  epochs: 3$" "$WORK/cfg.txt" || fail "the last --set did not win: $(grep epochs "$WORK/cfg.txt")"
