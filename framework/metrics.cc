@@ -172,9 +172,27 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const JsonRecord& r) {
   if (!fp_) return;
-  std::string line = r.str() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), fp_) != line.size() || std::fflush(fp_) != 0)
-    GT_THROW(path_, "is the disk full?", "cannot write metrics file '", path_, "'");
+  // Straight to the descriptor (the FILE keeps no buffered bytes that a later close could still
+  // write); a record that does not fit is cut off again, so the file holds whole lines only.
+  const std::string line = r.str() + "\n";
+  const int fd = ::fileno(fp_);
+  const off_t end = ::lseek(fd, 0, SEEK_END);
+  std::size_t done = 0;
+  int err = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (done == line.size()) return;
+  const bool cut = end >= 0 && ::ftruncate(fd, end) == 0;
+  GT_THROW(path_, err == ENOSPC || err == EFBIG || err == EDQUOT ? "the disk is full" : "check the file system",
+           "cannot write metrics file '", path_, "': ", std::strerror(err),
+           cut ? "; it keeps the whole records before this one" : "; its last line may be cut short");
 }
 
 }  // namespace gt

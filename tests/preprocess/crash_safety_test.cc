@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "preprocess/dataset.h"
 #include "tests/preprocess/temp_dir.h"
@@ -157,6 +158,63 @@ TEST(CrashSafety, FullDiskIsAnErrorAndACleanExit) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "3: no error; 4: not a one-line HDF5 error";
   EXPECT_EQ(load_dataset(path).info.num_nodes, 10);
   EXPECT_EQ(test::temp_files_of(path), 0);
+}
+
+// A metrics file on a disk that fills up at any byte (a file-size limit): each write either adds
+// a whole record or fails with a one-line error naming the file, and the file then holds whole
+// lines only (a record cut mid-way was left before, which JSON-lines readers reject).
+TEST(CrashSafety, MetricsOnAFillingDiskKeepWholeLines) {
+  TempDir dir;
+  const std::string path = dir.file("m.jsonl");
+  int failed = 0;
+  for (int limit = 40; limit <= 400; limit += 17) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG, as on a full disk
+      rlimit lim{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+      setrlimit(RLIMIT_FSIZE, &lim);
+      int status = 3;  // 3: every record fitted
+      try {
+        MetricsWriter w(path);
+        for (int epoch = 1; epoch <= 20; ++epoch)
+          w.write(JsonRecord().add("epoch", static_cast<int64_t>(epoch)).add("loss", 0.125 * epoch));
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        status = m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos &&
+                         m.find("whole records") != std::string::npos
+                     ? 0
+                     : 4;
+      }
+      std::_Exit(status);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "limit " << limit;
+    ASSERT_NE(WEXITSTATUS(status), 4) << "limit " << limit << ": the error is not one line naming the file";
+    failed += WEXITSTATUS(status) == 0;
+    std::string text;
+    {
+      std::FILE* fp = std::fopen(path.c_str(), "rb");
+      ASSERT_NE(fp, nullptr);
+      char buf[4096];
+      std::size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) text.append(buf, n);
+      std::fclose(fp);
+    }
+    ASSERT_LE(text.size(), static_cast<std::size_t>(limit)) << "limit " << limit;
+    ASSERT_TRUE(text.empty() || text.back() == '\n') << "limit " << limit << ": a cut line: " << text;
+    int records = 0;
+    for (std::size_t pos = 0; pos < text.size(); ++records) {
+      const std::size_t nl = text.find('\n', pos);
+      const std::string line = text.substr(pos, nl - pos);
+      const JsonRecord want =
+          JsonRecord().add("epoch", static_cast<int64_t>(records + 1)).add("loss", 0.125 * (records + 1));
+      ASSERT_EQ(line, want.str()) << "limit " << limit;
+      pos = nl + 1;
+    }
+  }
+  EXPECT_GT(failed, 10);
 }
 
 // Six parameters (three layers' weights of `weight_len` values and biases of 8) whose values
