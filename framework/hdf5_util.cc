@@ -55,6 +55,14 @@ void fail(const std::string& file, const std::string& object, const char* call) 
            "HDF5 ", fn, " failed", detail.empty() ? "" : ": " + detail);
 }
 
+std::string short_cause(const std::string& detail) {
+  static const std::string kKey = "error message = '";
+  const auto b = detail.find(kKey);
+  if (b == std::string::npos) return detail;
+  const auto e = detail.find('\'', b + kKey.size());
+  return detail.substr(b + kKey.size(), e == std::string::npos ? std::string::npos : e - b - kKey.size());
+}
+
 H5Id file_access_plist(const std::string& path) {
   H5Id fapl(GT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, ""), H5Pclose);
   // STRONG: closing the file closes every object in it, so the file is really closed before

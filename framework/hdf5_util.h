@@ -63,6 +63,10 @@ namespace h5 {
 // device'"), for messages written elsewhere.
 std::string take_error_detail();
 
+// Of such a detail, the system's error message ("No space left on device"), the cause a user
+// needs (HDF5's message also holds the time, the buffer's address and sizes); else the detail.
+std::string short_cause(const std::string& detail);
+
 }  // namespace h5
 
 // Evaluates an HDF5 call and throws naming the file and object when it returns a negative id

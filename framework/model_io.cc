@@ -26,16 +26,6 @@ void check(bool ok, const std::string& path, const std::string& what) {
   GT_THROW(path, "", "HDF5 error while ", what, " in '", path, "'", detail.empty() ? "" : ": " + detail);
 }
 
-// HDF5's message for a failed write holds the time, the buffer's address and sizes; the system's
-// error message in it ("No space left on device") is the cause a user needs.
-std::string short_cause(const std::string& detail) {
-  static const std::string kKey = "error message = '";
-  const auto b = detail.find(kKey);
-  if (b == std::string::npos) return detail;
-  const auto e = detail.find('\'', b + kKey.size());
-  return detail.substr(b + kKey.size(), e == std::string::npos ? std::string::npos : e - b - kKey.size());
-}
-
 // 64-bit FNV-1a of a float buffer's bytes: what commit() compares the file's contents against.
 uint64_t fnv1a(const void* data, std::size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -73,7 +63,7 @@ struct TensorFileWriter::Impl {
   // HDF5's cause. The temporary file is removed by the destructor; the old file stays.
   void check(bool ok, const std::string& what) const {
     if (ok) return;
-    fail(what, short_cause(h5::take_error_detail()));
+    fail(what, h5::short_cause(h5::take_error_detail()));
   }
   [[noreturn]] void fail(const std::string& what, const std::string& detail) const {
     bool full = detail.find("No space") != std::string::npos;
@@ -91,7 +81,7 @@ TensorFileWriter::TensorFileWriter(const std::string& path, std::string kind) : 
   impl_->tmp = temp_path_for(path);
   impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
   if (impl_->file < 0) {
-    std::string detail = short_cause(h5::take_error_detail());
+    std::string detail = h5::short_cause(h5::take_error_detail());
     std::remove(impl_->tmp.c_str());  // created before HDF5 failed to write its header (a full disk)
     release_temp_path(impl_->tmp);
     impl_->fail("creating its temporary file '" + impl_->tmp + "'", detail);

@@ -67,6 +67,24 @@ struct DatasetWriter::Impl {
   std::vector<std::pair<int64_t, int64_t>> feature_ranges;
   std::set<std::string> splits;
 
+  // Runs HDF5 writes of the temporary file; a failure (a full disk, most often) is reported as
+  // the model writer does: naming the file being replaced, what was written and the system's
+  // cause, and that the old file is untouched (the destructor removes the temporary one).
+  template <typename F>
+  void writing(F&& f) const {
+    try {
+      f();
+    } catch (const Error& e) {
+      if (e.where().rfind(tmp, 0) != 0) throw;  // not about the temporary file
+      const std::string object = e.where().size() > tmp.size() + 1 ? e.where().substr(tmp.size() + 1) : "";
+      const std::string cause = h5::short_cause(e.message());
+      const bool full = cause.find("No space") != std::string::npos || cause.find("too large") != std::string::npos;
+      GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder",
+               "cannot write dataset file '", path, "'", object.empty() ? "" : " (" + object + ")", ": ", cause,
+               "; nothing was replaced");
+    }
+  }
+
   ~Impl() {
     std::lock_guard lock(hdf5_mutex());
     features.reset();
@@ -110,20 +128,24 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   }
   m.file = H5Id(file, H5Fclose);
   m.tmp = tmp;  // from here on, the destructor removes it unless committed
-  for (const char* group : {"/graph", "/splits"}) {
-    H5Id gcpl = h5::creation_plist(H5P_GROUP_CREATE, tmp, group);
-    H5Id(GT_H5_CHECK(H5Gcreate2(file, group, H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), tmp, group), H5Gclose).reset();
-  }
+  m.writing([&] {
+    for (const char* group : {"/graph", "/splits"}) {
+      H5Id gcpl = h5::creation_plist(H5P_GROUP_CREATE, tmp, group);
+      H5Id(GT_H5_CHECK(H5Gcreate2(file, group, H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), tmp, group), H5Gclose).reset();
+    }
 
-  hsize_t dims[2] = {static_cast<hsize_t>(m.n), static_cast<hsize_t>(m.f)};
-  hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f))), dims[1]};
-  H5Id space(GT_H5_CHECK(H5Screate_simple(2, dims, nullptr), tmp, "/features"), H5Sclose);
-  H5Id dcpl = h5::creation_plist(H5P_DATASET_CREATE, tmp, "/features");
-  GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
-  // Every row is written exactly once, so pre-filling chunks would only double the I/O.
-  GT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), tmp, "/features");
-  m.features = H5Id(GT_H5_CHECK(H5Dcreate2(file, "/features", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(),
-                                           H5P_DEFAULT), tmp, "/features"), H5Dclose);
+    hsize_t dims[2] = {static_cast<hsize_t>(m.n), static_cast<hsize_t>(m.f)};
+    hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f))), dims[1]};
+    H5Id space(GT_H5_CHECK(H5Screate_simple(2, dims, nullptr), tmp, "/features"), H5Sclose);
+    H5Id dcpl = h5::creation_plist(H5P_DATASET_CREATE, tmp, "/features");
+    GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
+    // Every row is written exactly once, so pre-filling chunks would only double the I/O.
+    GT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), tmp, "/features");
+    m.features = H5Id(GT_H5_CHECK(H5Dcreate2(file, "/features", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                             dcpl.get(), H5P_DEFAULT),
+                                  tmp, "/features"),
+                      H5Dclose);
+  });
 }
 
 DatasetWriter::~DatasetWriter() = default;
@@ -135,8 +157,10 @@ void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::v
   GT_CHECK_ARG(!m.graph_written, "the graph of '", m.path, "' was already written");
   detail::check_graph(indptr, indices, m.n, m.path);
   std::lock_guard lock(hdf5_mutex());
-  h5::write_1d(m.file.get(), m.tmp, "/graph/indptr", indptr.data(), indptr.size());
-  h5::write_1d(m.file.get(), m.tmp, "/graph/indices", indices.data(), indices.size());
+  m.writing([&] {
+    h5::write_1d(m.file.get(), m.tmp, "/graph/indptr", indptr.data(), indptr.size());
+    h5::write_1d(m.file.get(), m.tmp, "/graph/indices", indices.data(), indices.size());
+  });
   m.num_edges = static_cast<int64_t>(indices.size());
   m.directed = directed;
   m.graph_written = true;
@@ -159,14 +183,17 @@ void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
       GT_THROW(m.path, "features must be finite", "feature row ", begin + i / m.f, ", column ", i % m.f, " is ",
                v[i]);
   std::lock_guard lock(hdf5_mutex());
-  H5Id fspace(GT_H5_CHECK(H5Dget_space(m.features.get()), m.tmp, "/features"), H5Sclose);
-  hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
-  hsize_t count[2] = {static_cast<hsize_t>(rows.size(0)), static_cast<hsize_t>(m.f)};
-  GT_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), m.tmp,
-              "/features");
-  H5Id mspace(GT_H5_CHECK(H5Screate_simple(2, count, nullptr), m.tmp, "/features"), H5Sclose);
-  GT_H5_CHECK(H5Dwrite(m.features.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT,
-                       rows.data<float>()), m.tmp, "/features");
+  m.writing([&] {
+    H5Id fspace(GT_H5_CHECK(H5Dget_space(m.features.get()), m.tmp, "/features"), H5Sclose);
+    hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
+    hsize_t count[2] = {static_cast<hsize_t>(rows.size(0)), static_cast<hsize_t>(m.f)};
+    GT_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), m.tmp,
+                "/features");
+    H5Id mspace(GT_H5_CHECK(H5Screate_simple(2, count, nullptr), m.tmp, "/features"), H5Sclose);
+    GT_H5_CHECK(H5Dwrite(m.features.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT,
+                         rows.data<float>()),
+                m.tmp, "/features");
+  });
   m.feature_ranges.emplace_back(begin, begin + rows.size(0));
 }
 
@@ -177,7 +204,7 @@ void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num
   GT_CHECK_ARG(num_classes >= 0, "num_classes = ", num_classes, " is negative");
   detail::check_labels(labels, m.n, num_classes, m.path);
   std::lock_guard lock(hdf5_mutex());
-  h5::write_1d(m.file.get(), m.tmp, "/labels", labels.data(), labels.size());
+  m.writing([&] { h5::write_1d(m.file.get(), m.tmp, "/labels", labels.data(), labels.size()); });
   m.num_classes = num_classes;
   m.labels_written = true;
 }
@@ -188,7 +215,7 @@ void DatasetWriter::write_split(const std::string& name, const std::vector<int64
   detail::check_split(name, ids, m.n, m.path);
   GT_CHECK_ARG(!m.splits.count(name), "split '", name, "' of '", m.path, "' was already written");
   std::lock_guard lock(hdf5_mutex());
-  h5::write_1d(m.file.get(), m.tmp, "/splits/" + name, ids.data(), ids.size());
+  m.writing([&] { h5::write_1d(m.file.get(), m.tmp, "/splits/" + name, ids.data(), ids.size()); });
   m.splits.insert(name);
 }
 
@@ -208,27 +235,30 @@ void DatasetWriter::commit() {
   GT_CHECK_ARG(covered == m.n, "commit of '", m.path, "': feature row ", covered, " was never written");
 
   std::lock_guard lock(hdf5_mutex());
-  const hid_t file = m.file.get();
-  const int version = kDatasetFormatVersion, directed = m.directed ? 1 : 0;
-  const int64_t feature_dim = m.f;
-  h5::write_attr(file, m.tmp, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
-  h5::write_attr(file, m.tmp, "num_nodes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.n);
-  h5::write_attr(file, m.tmp, "num_edges", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_edges);
-  h5::write_attr(file, m.tmp, "feature_dim", H5T_STD_I64LE, H5T_NATIVE_INT64, &feature_dim);
-  h5::write_attr(file, m.tmp, "num_classes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_classes);
-  h5::write_attr(file, m.tmp, "directed", H5T_STD_I32LE, H5T_NATIVE_INT, &directed);
-  h5::write_attr_string(file, m.tmp, "source", m.source);
-  GT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), m.tmp, "");
-  m.features.reset();
-  hid_t closing = m.file.release();
-  GT_H5_CHECK(H5Fclose(closing), m.tmp, "");
+  m.writing([&] {
+    const hid_t file = m.file.get();
+    const int version = kDatasetFormatVersion, directed = m.directed ? 1 : 0;
+    const int64_t feature_dim = m.f;
+    h5::write_attr(file, m.tmp, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version);
+    h5::write_attr(file, m.tmp, "num_nodes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.n);
+    h5::write_attr(file, m.tmp, "num_edges", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_edges);
+    h5::write_attr(file, m.tmp, "feature_dim", H5T_STD_I64LE, H5T_NATIVE_INT64, &feature_dim);
+    h5::write_attr(file, m.tmp, "num_classes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_classes);
+    h5::write_attr(file, m.tmp, "directed", H5T_STD_I32LE, H5T_NATIVE_INT, &directed);
+    h5::write_attr_string(file, m.tmp, "source", m.source);
+    GT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), m.tmp, "");
+    m.features.reset();
+    hid_t closing = m.file.release();
+    GT_H5_CHECK(H5Fclose(closing), m.tmp, "");
+  });
 
   // The data must be on disk before the rename makes it visible under the final name.
   int fd = ::open(m.tmp.c_str(), O_RDONLY);
   if (fd < 0 || ::fsync(fd) != 0) {
     int err = errno;
     if (fd >= 0) ::close(fd);
-    GT_THROW({}, {}, "cannot sync '", m.tmp, "' to disk: ", std::strerror(err));
+    GT_THROW(m.path, err == ENOSPC ? "the disk is full" : "", "cannot write dataset file '", m.path,
+             "': syncing it to disk failed: ", std::strerror(err), "; nothing was replaced");
   }
   ::close(fd);
   if (std::rename(m.tmp.c_str(), m.target.c_str()) != 0)
