@@ -6,12 +6,16 @@
 #include <tbb/parallel_reduce.h>
 #include <tbb/parallel_sort.h>
 #include <tbb/task_arena.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <iomanip>
 #include <iterator>
 #include <numeric>
 #include <sstream>
@@ -382,9 +386,39 @@ class Generator {
 
 }  // namespace
 
+// Options each within their bounds can still ask for more than the machine has (2^31 nodes of
+// 2^24 features is 134 PB): refused before anything is drawn, naming the options and the bytes,
+// instead of a bare std::bad_alloc or a disk filled for minutes. Lower bounds: the generator
+// holds about 40 bytes a node and 8 an edge at once; the file is the features, the graph and
+// the labels.
+void check_resources(const SynthOptions& o, const std::string& out_path) {
+  const double n = static_cast<double>(o.num_nodes), e = n * o.avg_degree;
+  const double memory = 40.0 * n + 8.0 * e;
+  const double file = 4.0 * n * static_cast<double>(o.feature_dim) + 4.0 * e + 20.0 * n;
+  auto gib = [](double b) { return detail::concat(std::fixed, std::setprecision(1), b / double(1 << 30), " GiB"); };
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 && memory > static_cast<double>(pages) * static_cast<double>(page))
+    GT_THROW("synth options", "use fewer --nodes or a lower --avg-degree", "drawing ", o.num_nodes,
+             " nodes of average in-degree ", o.avg_degree, " needs at least ", gib(memory),
+             " of memory; this machine has ", gib(static_cast<double>(pages) * static_cast<double>(page)));
+  // The free space of the output's folder, or of its nearest existing ancestor (folders are made).
+  std::filesystem::path dir = std::filesystem::absolute(out_path).parent_path();
+  std::error_code ec;
+  while (!dir.empty() && !std::filesystem::exists(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) == 0) {
+    const double free = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+    if (file > free)
+      GT_THROW(out_path, "use fewer --nodes or --features, or write to a disk with more room", "a dataset of ",
+               o.num_nodes, " nodes x ", o.feature_dim, " features (average in-degree ", o.avg_degree,
+               ") takes at least ", gib(file), "; '", dir.string(), "' has ", gib(free), " free");
+  }
+}
+
 void generate_synthetic(const SynthOptions& opts, const std::string& out_path) {
   check_options(opts);
   check_dataset_output_path(out_path);  // before the graph is drawn, not when it is written
+  check_resources(opts, out_path);
   tbb::task_arena arena(opts.threads > 0 ? opts.threads : tbb::task_arena::automatic);
   arena.execute([&] { Generator(opts, out_path).run(); });
 }

@@ -246,6 +246,11 @@ expect_error "max degree 0" 1 "--max-degree 0 is not a cap" "$WORK/s.h5" -- "$GT
 expect_error "signal beyond float" 1 "(--signal) = 1e+39 must be in [0, 1e+06]" "$WORK/s.h5" -- \
   "$GT_DATA" synth "$WORK/s.h5" --signal 1e39
 expect_error "feature count" 1 "feature_dim (--features) = 0" "$WORK/s.h5" -- "$GT_DATA" synth "$WORK/s.h5" --features 0
+# Options within their own bounds whose product no machine has: refused before anything is drawn.
+expect_error "synth beyond memory" 1 "of memory; this machine has" "$WORK/s.h5" -- \
+  "$GT_DATA" synth "$WORK/s.h5" --nodes 2000000000 --avg-degree 100000
+expect_error "synth beyond the disk" 1 "features (average in-degree 15) takes at least" "$WORK/s.h5" -- \
+  "$GT_DATA" synth "$WORK/s.h5" --nodes 1000000 --features 16777216
 # An exponent just above 1 keeps the mean degree (it was NaN inside, and the degrees far off).
 if "$GT_DATA" synth "$WORK/e.h5" --nodes 2000 --avg-degree 5 --features 2 --exponent 1.01 >"$WORK/stdout.txt" 2>&1; then
   grep -qE "mean 4\.[89]|mean 5\.0" "$WORK/stdout.txt" || fail "--exponent 1.01: mean degree off: $(grep edges "$WORK/stdout.txt")"
