@@ -329,9 +329,13 @@ void DkpPlanner::configure(const std::string& cache_dir, int64_t warmup_batches)
   cache_file_ = cache_dir.empty() ? std::string() : dkp_cache_path(cache_dir, device_, model_);
   if (mode_ == DkpMode::kAuto && !cache_file_.empty()) {
     DkpCoefficients c;
-    if (load_dkp_cache(cache_file_, c, device_, model_)) {
-      set_coefficients(c);
-      from_cache_ = true;
+    try {
+      if (load_dkp_cache(cache_file_, c, device_, model_)) {
+        set_coefficients(c);
+        from_cache_ = true;
+      }
+    } catch (const Error& e) {
+      cache_problem_ = e.message();
     }
   }
 }

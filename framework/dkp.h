@@ -116,6 +116,10 @@ class DkpPlanner {
   const std::string& cache_file() const { return cache_file_; }
   // The coefficients came from the cache file (configure), not from this run's warm-up.
   bool from_cache() const { return from_cache_; }
+  // Why the cache file configure found was not used (damaged, or fitted for another device or
+  // model: load_dkp_cache's error); "" when it was read or there was none. The cache is only
+  // what an earlier run measured, so such a file is measured again and rewritten, not an error.
+  const std::string& cache_problem() const { return cache_problem_; }
   int64_t warmup_batches() const { return warmup_; }
   int64_t measured_batches() const { return measured_batches_; }
   // Why the fitted coefficients could not be written to the cache ("" = written, or no cache):
@@ -149,7 +153,7 @@ class DkpPlanner {
   std::string model_, device_, cache_file_;
   int64_t warmup_ = 16, measured_batches_ = 0, validate_left_ = 0;
   bool fitted_ = false, measuring_ = false, in_training_batch_ = false, validating_ = false, from_cache_ = false;
-  std::string cache_error_;
+  std::string cache_error_, cache_problem_;
   DkpCoefficients coef_{};
   std::vector<DkpSample> samples_, validation_;
 };

@@ -312,7 +312,7 @@ TEST(Dkp, CacheRoundTrip) {
   p.begin_batch(true);
   EXPECT_FALSE(p.measuring());
   // A missing file is no cache; a truncated, edited or foreign one is an error naming the file
-  // and line (it would otherwise be refitted and overwritten without a word), and leaves `back`.
+  // and line, and leaves `back` (a planner measures again and says why: below).
   EXPECT_FALSE(load_dkp_cache((dir / "missing.txt").string(), back));
   auto message = [&] {
     try {
@@ -351,7 +351,9 @@ TEST(Dkp, CacheRoundTrip) {
   }
   EXPECT_TRUE(load_dkp_cache(path, back));  // without expectations: any header
   DkpPlanner q(DkpMode::kAuto, "gcn", "NVIDIA H100 80GB HBM3");
-  EXPECT_THROW(q.configure(dir.string(), 4), Error);
+  EXPECT_NO_THROW(q.configure(dir.string(), 4));
+  EXPECT_FALSE(q.fitted());
+  EXPECT_NE(q.cache_problem().find("model sage, not for device"), std::string::npos) << q.cache_problem();
   std::filesystem::remove(path);
   std::filesystem::create_directories(path);  // a folder where the file should be
   EXPECT_NE(message().find("not a regular file"), std::string::npos) << message();
@@ -417,6 +419,18 @@ TEST(Dkp, TheTrainerSaysWhatAutoPlacementDid) {
   EXPECT_NE(log.find("cached in " + (dir / "cache").string()), std::string::npos) << log;
   log = log_of(c);
   EXPECT_NE(log.find("cost model read from " + (dir / "cache").string()), std::string::npos) << log;
+  // A damaged cache (it is only what an earlier run measured) is measured again and rewritten,
+  // with a warning naming it: the run does not stop.
+  {
+    const std::string file = dkp_cache_path(c.train.dkp_cache, dkp_device_key(Device::cpu()), "gcn");
+    std::ofstream(file) << "# damaged\ngemm_flop abc\n";
+    log = log_of(c);
+    EXPECT_NE(log.find("warning: the DKP cost-model cache should have '"), std::string::npos) << log;
+    EXPECT_NE(log.find("measuring again, and the fit replaces it"), std::string::npos) << log;
+    EXPECT_NE(log.find("cached in " + (dir / "cache").string()), std::string::npos) << log;
+    DkpCoefficients back;
+    EXPECT_TRUE(load_dkp_cache(file, back)) << "the cache was not rewritten";
+  }
   // On the CPU the processor and the thread count name the cache: a run on fewer threads fits its own.
   auto cache_files = [&](const std::filesystem::path& d) {
     std::vector<std::string> names;
