@@ -163,6 +163,24 @@ TEST(CrashSafety, FullDiskIsAnErrorAndACleanExit) {
   EXPECT_EQ(test::temp_files_of(path), 0);
 }
 
+// Runs body() in a child process whose files may not grow past `limit` bytes (a write past it
+// fails with EFBIG, as on a full disk) and returns its result as the child's exit status, or
+// -1 when the child died of a signal.
+template <typename F>
+int exit_status_with_file_limit(int64_t limit, F body) {
+  const pid_t pid = fork();
+  if (pid < 0) return -2;
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::_Exit(body());
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 // A metrics file on a disk that fills up at any byte (a file-size limit): each write either adds
 // a whole record or fails with a one-line error naming the file, and the file then holds whole
 // lines only (a record cut mid-way was left before, which JSON-lines readers reject).
@@ -171,31 +189,23 @@ TEST(CrashSafety, MetricsOnAFillingDiskKeepWholeLines) {
   const std::string path = dir.file("m.jsonl");
   int failed = 0;
   for (int limit = 40; limit <= 400; limit += 17) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG, as on a full disk
-      rlimit lim{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
-      setrlimit(RLIMIT_FSIZE, &lim);
-      int status = 3;  // 3: every record fitted
+    const int status = exit_status_with_file_limit(limit, [&] {
       try {
         MetricsWriter w(path);
         for (int epoch = 1; epoch <= 20; ++epoch)
           w.write(JsonRecord().add("epoch", static_cast<int64_t>(epoch)).add("loss", 0.125 * epoch));
       } catch (const Error& e) {
         const std::string m = e.what();
-        status = m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos &&
-                         m.find("whole records") != std::string::npos
-                     ? 0
-                     : 4;
+        return m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos &&
+                       m.find("whole records") != std::string::npos
+                   ? 0
+                   : 4;
       }
-      std::_Exit(status);
-    }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status)) << "limit " << limit;
-    ASSERT_NE(WEXITSTATUS(status), 4) << "limit " << limit << ": the error is not one line naming the file";
-    failed += WEXITSTATUS(status) == 0;
+      return 3;  // every record fitted
+    });
+    ASSERT_GE(status, 0) << "limit " << limit;
+    ASSERT_NE(status, 4) << "limit " << limit << ": the error is not one line naming the file";
+    failed += status == 0;
     std::string text;
     {
       std::FILE* fp = std::fopen(path.c_str(), "rb");
@@ -252,37 +262,29 @@ TEST(CrashSafety, SaveWeightsOnAFillingDiskKeepsTheOldFileOrWritesTheNewOne) {
   const auto full_size = static_cast<int64_t>(fs::file_size(path));
   int failed = 0, written = 0;
   for (int64_t limit = 1024; limit <= full_size + 4096; limit += 512) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG, as on a full disk
-      rlimit lim{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
-      setrlimit(RLIMIT_FSIZE, &lim);
+    const int status = exit_status_with_file_limit(limit, [&] {
       std::vector<Param> ps = make_params(2.0f);
-      int status = 0;
       try {
         save_weights(path, param_ptrs(ps), "model: {}\n", 2);
       } catch (const Error& e) {
         const std::string m = e.what();
-        status = m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos ? 10 : 11;
+        return m.find('\n') == std::string::npos && m.find("'" + path + "'") != std::string::npos ? 10 : 11;
       }
-      std::_Exit(status);
-    }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status)) << "limit " << limit;
-    ASSERT_NE(WEXITSTATUS(status), 11) << "limit " << limit << ": the error is not one line naming the file";
+      return 0;
+    });
+    ASSERT_GE(status, 0) << "limit " << limit;
+    ASSERT_NE(status, 11) << "limit " << limit << ": the error is not one line naming the file";
     std::vector<Param> loaded = make_params(-1.0f);
     ASSERT_EQ(error_of([&] { load_weights(path, param_ptrs(loaded)); }), "") << "limit " << limit;
-    const float want = WEXITSTATUS(status) == 0 ? 2.0f : 1.0f;
-    (WEXITSTATUS(status) == 0 ? written : failed)++;
+    const float want = status == 0 ? 2.0f : 1.0f;
+    (status == 0 ? written : failed)++;
     std::vector<Param> expect = make_params(want);
     for (std::size_t i = 0; i < loaded.size(); ++i)
       ASSERT_EQ(loaded[i].value.to_vector<float>(), expect[i].value.to_vector<float>())
           << "limit " << limit << ", " << loaded[i].name << (want == 2.0f ? ": the new file" : ": the old file")
           << " does not hold its weights";
     EXPECT_EQ(test::temp_files_of(path), 0) << "limit " << limit;
-    if (WEXITSTATUS(status) == 0) save_weights(path, param_ptrs(old_params), "model: {}\n", 1);  // back to the old
+    if (status == 0) save_weights(path, param_ptrs(old_params), "model: {}\n", 1);  // back to the old
   }
   EXPECT_GT(failed, 0);
   EXPECT_GT(written, 0);
