@@ -1,11 +1,12 @@
 // Fused GAT aggregation on the GPU. Contract in fused.h; checks and the CPU twin in fused.cc.
 //
 // Forward (TLPGNN style): one warp per destination v does everything for v: per head, pass 1
-// takes the max of the scores e = LeakyReLU(el[u] + er[v]) over v's in-edges (lanes stride over
-// the edges, butterfly max), pass 2 their sum of exp(e - max), pass 3 recomputes each alpha in
-// the lane that loads the edge, stores it (saved for backward) and broadcasts it while the lanes
-// accumulate alpha * z[u, head slice] across the feature columns. Scores are recomputed rather
-// than stored: two gathers of el per edge are far cheaper than a round trip of an E x H array.
+// takes the max of the scores e = LeakyReLU(el[u] + er[v]) over v's in-edges and their sum of
+// exp(e - max) (an online softmax: lanes stride over the edges, each rescaling its sum when its
+// max grows, then a butterfly), pass 2 recomputes each alpha in the lane that loads the edge,
+// stores it (saved for backward) and broadcasts it while the lanes accumulate alpha * z[u, head
+// slice] across the feature columns. Scores are recomputed rather than stored: a second gather of
+// el per edge is far cheaper than a round trip of an E x H array.
 //
 // Backward, two kernels and no atomics:
 //  1. CSR, warp per destination v: per head, g[e] = <dy[v, h], z[u, h]> (warp dot per edge),
@@ -149,18 +150,37 @@ __device__ __forceinline__ void load_forward_edge(const int32_t* __restrict__ id
 // The forward's pieces over the edges [a, b) of row `row` (the whole row, or one warp's slice of
 // a hub row in gat_forward_hub_kernel): the scores' max and their sum of exp(e - m), each the same
 // in every lane; then alpha (written) and the weighted gather, whose sums the caller stores.
-__device__ __forceinline__ float score_max(const int32_t* __restrict__ ids, const float* __restrict__ el, int64_t a,
-                                           int64_t b, int64_t H, int64_t h, float erv, float slope) {
-  float m = -INFINITY;
-  for (int64_t k = a + lane_id(); k < b; k += kWarp) m = fmaxf(m, leaky(el[ids[k] * H + h] + erv, slope));
-  return warp_max(m);
+// The max and the sum come in one pass over the edges (an online softmax: each lane's sum is rescaled when its
+// maximum grows), then combined over the warp; m and sum are the same in every lane. `ids` and
+// `el` are read once per edge and head instead of twice. warp_max_sum returns the warp's (m, sum)
+// for gat_forward_hub_kernel's combination over the CTA.
+struct MaxSum {
+  float m, sum;
+};
+__device__ __forceinline__ MaxSum lane_max_sum(const int32_t* __restrict__ ids, const float* __restrict__ el,
+                                               int64_t a, int64_t b, int64_t H, int64_t h, float erv, float slope) {
+  float m = -INFINITY, part = 0.0f;
+  for (int64_t k = a + lane_id(); k < b; k += kWarp) {
+    const float s = leaky(el[ids[k] * H + h] + erv, slope);
+    if (s > m) {
+      part = part * expf(m - s) + 1.0f;  // expf(-inf) = 0 for the first edge
+      m = s;
+    } else {
+      part += expf(s - m);
+    }
+  }
+  return {m, part};
 }
-__device__ __forceinline__ float score_sum(const int32_t* __restrict__ ids, const float* __restrict__ el, int64_t a,
-                                           int64_t b, int64_t H, int64_t h, float erv, float slope, float m) {
-  float part = 0.0f;
-  for (int64_t k = a + lane_id(); k < b; k += kWarp) part += expf(leaky(el[ids[k] * H + h] + erv, slope) - m);
-  return warp_sum(part);
+// The combination of (m_i, sum_i) pairs: max of m, and the sums rescaled to it (an empty part,
+// m = -inf, adds nothing).
+__device__ __forceinline__ float rescaled(MaxSum p, float m) { return p.m == -INFINITY ? 0.0f : p.sum * expf(p.m - m); }
+__device__ __forceinline__ MaxSum warp_max_sum(const int32_t* __restrict__ ids, const float* __restrict__ el,
+                                               int64_t a, int64_t b, int64_t H, int64_t h, float erv, float slope) {
+  const MaxSum mine = lane_max_sum(ids, el, a, b, H, h, erv, slope);
+  const float m = warp_max(mine.m);
+  return {m, warp_sum(rescaled(mine, m))};
 }
+
 // Narrow heads: the lane groups' sum over [a, b) (lanes < P hold it after group_sum).
 template <typename V, int P>
 __device__ __forceinline__ V forward_gather_narrow(const int32_t* __restrict__ ids, int64_t a, int64_t b, GatShape sh,
@@ -213,8 +233,7 @@ __global__ void __launch_bounds__(kThreads)
     if (end - start > skip_above) continue;
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float erv = er[row * H + h];
-      const float m = score_max(ids, el, start, end, H, h, erv, slope);
-      const float sum = score_sum(ids, el, start, end, H, h, erv, slope, m);
+      const auto [m, sum] = warp_max_sum(ids, el, start, end, H, h, erv, slope);
       if constexpr (P > 0) {  // narrow heads: one pass, lane groups over the edges
         const V acc = forward_gather_narrow<V, P>(ids, start, end, sh, slope, z, el, keep, alpha, h, erv, m, sum);
         if (lane < P && lane < dv) y[row * fz + h * dv + lane] = acc;
@@ -324,8 +343,9 @@ __global__ void __launch_bounds__(kGatHubThreads)
     hub_slice(ptr[row], ptr[row + 1], a, b);
     for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
       const float erv = er[row * H + h];
-      const float m = cta_max(score_max(ids, el, a, b, H, h, erv, slope), red);
-      const float sum = cta_sum(score_sum(ids, el, a, b, H, h, erv, slope, m), red);
+      const MaxSum mine = warp_max_sum(ids, el, a, b, H, h, erv, slope);
+      const float m = cta_max(mine.m, red);
+      const float sum = cta_sum(rescaled(mine, m), red);
       if constexpr (P > 0)
         cta_store_narrow<V, P>(part, forward_gather_narrow<V, P>(ids, a, b, sh, slope, z, el, keep, alpha, h, erv, m, sum),
                                dv, y + row * fz + h * dv);
