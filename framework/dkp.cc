@@ -335,7 +335,7 @@ void DkpPlanner::configure(const std::string& cache_dir, int64_t warmup_batches)
         from_cache_ = true;
       }
     } catch (const Error& e) {
-      cache_problem_ = e.message();
+      cache_problem_ = e.message() + " [at " + (e.where().empty() ? cache_file_ : e.where()) + "]";
     }
   }
 }

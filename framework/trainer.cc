@@ -361,8 +361,7 @@ TrainResult Trainer::fit(std::ostream* log) {
                << "\n";
     if (const DkpPlanner* dkp = lead.model->dkp(); dkp && dkp->mode() == DkpMode::kAuto) {
       if (!dkp->cache_problem().empty())
-        *log << "warning: " << dkp->cache_problem() << " [at " << dkp->cache_file()
-             << "]: measuring again, and the fit replaces it\n";
+        *log << "warning: " << dkp->cache_problem() << ": measuring again, and the fit replaces it\n";
       if (dkp->from_cache())
         *log << "kernel placement: auto, cost model read from " << dkp->cache_file() << " (delete it to measure again)\n";
       else

@@ -373,10 +373,18 @@ if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=4 --set model.dkp=auto --set
     grep -q "no fitted cost model" "$WORK/graph.txt" && fail "--print-graph did not read the DKP cache: $(cat "$WORK/graph.txt")"
     [ "$(stat -c %Y.%s "$CACHE")" = "$BEFORE" ] || fail "--print-graph rewrote the DKP cache"
     echo "ok: --print-graph reads the DKP cache"
-    # A hand-edited cache is an error naming its line, not silently refitted and overwritten.
+    # A hand-edited cache is not used: the log says why, naming its line, and the run measures
+    # again and rewrites it (it only holds what an earlier run measured).
     sed -i '2s/^\([a-z_]*\) /\1x /' "$CACHE"
-    expect_error "edited DKP cache" 1 "$CACHE:2" - -- \
-      "$GT_TRAIN" "$WORK/good.yaml" --set model.dkp=auto --set train.dkp_cache="$WORK/dkp"
+    if "$GT_TRAIN" "$WORK/good.yaml" --set train.epochs=4 --set model.dkp=auto --set train.dkp_cache="$WORK/dkp" \
+      --set train.dkp_warmup=2 >"$WORK/stdout.txt" 2>"$WORK/stderr.txt"; then
+      grep -qF "[at $CACHE:2]: measuring again, and the fit replaces it" "$WORK/stdout.txt" "$WORK/stderr.txt" ||
+        fail "edited DKP cache: no warning naming $CACHE:2: $(cat "$WORK/stdout.txt" "$WORK/stderr.txt")"
+      sed -n 2p "$CACHE" | grep -q '^[a-z_]*x ' && fail "edited DKP cache: not rewritten: $(sed -n 2p "$CACHE")"
+      echo "ok: edited DKP cache"
+    else
+      fail "edited DKP cache: the run failed: $(cat "$WORK/stderr.txt")"
+    fi
   fi
   rm -rf "$WORK/train"
 else
