@@ -117,8 +117,9 @@ class DkpPlanner {
   // The coefficients came from the cache file (configure), not from this run's warm-up.
   bool from_cache() const { return from_cache_; }
   // Why the cache file configure found was not used (damaged, or fitted for another device or
-  // model: load_dkp_cache's error and "[at file:line]"); "" when it was read or there was none. The cache is only
-  // what an earlier run measured, so such a file is measured again and rewritten, not an error.
+  // model: load_dkp_cache's error and "[at file:line]"); "" when it was read or there was none.
+  // The cache is only what an earlier run measured, so such a file is measured again and
+  // rewritten, not an error.
   const std::string& cache_problem() const { return cache_problem_; }
   int64_t warmup_batches() const { return warmup_; }
   int64_t measured_batches() const { return measured_batches_; }

@@ -63,6 +63,13 @@ std::string short_cause(const std::string& detail) {
   return detail.substr(b + kKey.size(), e == std::string::npos ? std::string::npos : e - b - kKey.size());
 }
 
+void throw_write_failure(const std::string& path, const std::string& kind, const std::string& what,
+                         const std::string& cause) {
+  const bool full = cause.find("No space") != std::string::npos || cause.find("too large") != std::string::npos;
+  GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder", "cannot write ",
+           kind, " '", path, "': ", what, " failed", cause.empty() ? "" : " (" + cause + ")", "; nothing was replaced");
+}
+
 H5Id file_access_plist(const std::string& path) {
   H5Id fapl(GT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, ""), H5Pclose);
   // STRONG: closing the file closes every object in it, so the file is really closed before

@@ -67,6 +67,12 @@ std::string take_error_detail();
 // needs (HDF5's message also holds the time, the buffer's address and sizes); else the detail.
 std::string short_cause(const std::string& detail);
 
+// A failed write of a file that replaces `path` atomically (through a temporary file that the
+// writer removes): "cannot write <kind> '<path>': <what> failed (<cause>); nothing was replaced",
+// with a full-disk hint when the cause says so (ENOSPC, or EFBIG past a file-size limit).
+[[noreturn]] void throw_write_failure(const std::string& path, const std::string& kind, const std::string& what,
+                                      const std::string& cause);
+
 }  // namespace h5
 
 // Evaluates an HDF5 call and throws naming the file and object when it returns a negative id

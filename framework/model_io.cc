@@ -66,10 +66,7 @@ struct TensorFileWriter::Impl {
     fail(what, h5::short_cause(h5::take_error_detail()));
   }
   [[noreturn]] void fail(const std::string& what, const std::string& detail) const {
-    bool full = detail.find("No space") != std::string::npos;
-    GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder", "cannot write ",
-             kind, " '", path, "': ", what, " failed", detail.empty() ? "" : " (" + detail + ")",
-             "; nothing was replaced");
+    h5::throw_write_failure(path, kind, what, detail);
   }
 };
 

@@ -349,16 +349,18 @@ TrainResult Trainer::fit(std::ostream* log) {
            << cfg_.dataset.test_split << "': the valid and test accuracies include training nodes\n";
     // The same split named for training and evaluation is allowed (a deliberate overfit, or
     // model selection on the training nodes) but never silent.
+    struct EvalSplit {
+      const char* key;
+      const std::string& name;
+      const char* consequence;
+    };
     if (evaluates)
-      for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"dataset.valid_split",
-                                                                                &cfg_.dataset.valid_split},
-                                      {"dataset.test_split", &cfg_.dataset.test_split}})
-        if (*name == cfg_.dataset.train_split)
-          *log << "warning: " << key << " names the training split '" << *name << "': its accuracy is measured "
-               << (std::string_view(key) == "dataset.test_split" ? "on the nodes trained on, not held-out ones"
-                                                                 : "on the nodes trained on, so model selection "
-                                                                   "follows the training fit")
-               << "\n";
+      for (const EvalSplit& s : {EvalSplit{"dataset.valid_split", cfg_.dataset.valid_split, "so model selection "
+                                                                                           "follows the training fit"},
+                                 EvalSplit{"dataset.test_split", cfg_.dataset.test_split, "not held-out ones"}})
+        if (s.name == cfg_.dataset.train_split)
+          *log << "warning: " << s.key << " names the training split '" << s.name
+               << "': its accuracy is measured on the nodes trained on, " << s.consequence << "\n";
     if (const DkpPlanner* dkp = lead.model->dkp(); dkp && dkp->mode() == DkpMode::kAuto) {
       if (!dkp->cache_problem().empty())
         *log << "warning: " << dkp->cache_problem() << ": measuring again, and the fit replaces it\n";

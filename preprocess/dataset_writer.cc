@@ -77,11 +77,8 @@ struct DatasetWriter::Impl {
     } catch (const Error& e) {
       if (e.where().rfind(tmp, 0) != 0) throw;  // not about the temporary file
       const std::string object = e.where().size() > tmp.size() + 1 ? e.where().substr(tmp.size() + 1) : "";
-      const std::string cause = h5::short_cause(e.message());
-      const bool full = cause.find("No space") != std::string::npos || cause.find("too large") != std::string::npos;
-      GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder",
-               "cannot write dataset file '", path, "'", object.empty() ? "" : " (" + object + ")", ": ", cause,
-               "; nothing was replaced");
+      h5::throw_write_failure(path, "dataset file", object.empty() ? "writing it" : "writing " + object,
+                              h5::short_cause(e.message()));
     }
   }
 
@@ -257,8 +254,7 @@ void DatasetWriter::commit() {
   if (fd < 0 || ::fsync(fd) != 0) {
     int err = errno;
     if (fd >= 0) ::close(fd);
-    GT_THROW(m.path, err == ENOSPC ? "the disk is full" : "", "cannot write dataset file '", m.path,
-             "': syncing it to disk failed: ", std::strerror(err), "; nothing was replaced");
+    h5::throw_write_failure(m.path, "dataset file", "fsync", std::strerror(err));
   }
   ::close(fd);
   if (std::rename(m.tmp.c_str(), m.target.c_str()) != 0)
