@@ -1,5 +1,6 @@
 // Fused NGCF and GAT aggregation: argument checks, CPU implementations with oneTBB (operation for
-// operation the same as fused.cu / fused_gat.cu), and dispatch. Contract in fused.h.
+// operation the same as fused.cu and fused_gat_forward.cu / fused_gat_backward.cu), and dispatch.
+// Contract in fused.h.
 #include "kernels/fused.h"
 
 #include <cmath>

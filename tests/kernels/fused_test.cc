@@ -428,7 +428,7 @@ GT_DEVICE_TEST(FusedGat, ManyShapesAndGpuVsCpu) {
 
 // Hub rows (more than 256 edges, where the block's degree bounds allow them: Block::max_degree
 // forward, max_out_degree for the transpose, -1 unknown) run on a CTA of 16 warps per row and
-// head (kernels/fused_gat.cu): destination hubs of 300 and 1,200 edges among short rows, three
+// head (kernels/fused_gat.cuh): destination hubs of 300 and 1,200 edges among short rows, three
 // sources read by every destination; heads of 1, 2 and 4 vectors (lane groups), 7 floats and 36
 // (a warp per head). As the same block claiming short rows (every row on one warp) and the CPU to
 // rounding, with and without attention dropout; the same bits on a second run.
