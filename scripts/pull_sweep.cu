@@ -25,7 +25,9 @@
 //                                  # count, GT_SWEEP_UNSORTED=1 keeps the rows as drawn;
 //                                  # home (only when named): each SM gathers the lines homed
 //                                  # in its own L2 half (see l2_probe.cu), GT_SWEEP_HOME picks
-//                                  # persistent, mask and/or csr schedules (default csr)
+//                                  # persistent, mask and/or csr schedules (default csr);
+//                                  # scatter (only when named): source-centric, every source
+//                                  # row read once and added by vector reductions in the L2
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -658,6 +660,56 @@ __global__ void __launch_bounds__(32 * (NC + 1), MINB)
     if (++stage == L.S) { stage = 0; phase ^= 1; }
     if (last && band == nb - 1) break;
   }
+}
+
+// ---- Source-centric scatter (twenty-eighth session, GT_SWEEP_PARTS=...,scatter) ----
+// Every source row is read once, in source order (a stream), and added into each of its
+// destinations by vector reductions executed in the L2 (red.global.add.v4.f32, sm_90): the
+// output, zeroed first, is the only matrix touched at random, and a band of it is small enough
+// to stay in L2 (products: the whole 20 MB output; reddit2: 7.3 MB a 128-byte band). Threads
+// are (source, vector of the band) pairs, band-major through blockIdx.y. The sums run in no
+// fixed order (compared with a tolerance).
+__device__ __forceinline__ void red_v4(float4* p, float4 v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
+template <int U, bool STREAM>
+__global__ void __launch_bounds__(256) sc_k(const int64_t* __restrict__ tptr, const int32_t* __restrict__ tids,
+                                            const float4* __restrict__ in, int64_t srcs, int64_t fv, int w4,
+                                            float4* out) {
+  const int64_t band0 = (int64_t)blockIdx.y * w4;
+  const int w = (int)(fv - band0 < w4 ? fv - band0 : w4);
+  const int64_t t = (int64_t)blockIdx.x * 256 + threadIdx.x;
+  const int64_t s = t / w;
+  const int c = (int)(t - s * w);
+  if (s >= srcs) return;
+  const int64_t b = tptr[s], e = tptr[s + 1];
+  if (b == e) return;
+  const float4* src = in + s * fv + band0 + c;
+  const float4 v = STREAM ? __ldcs(src) : __ldg(src);
+  float4* o = out + band0 + c;
+#pragma unroll U
+  for (int64_t k = b; k < e; ++k) red_v4(o + (int64_t)tids[k] * fv, v);
+}
+
+// The same with one warp per source and its lanes over the band (w4 <= 32), so that a source's
+// edge ids are read once per warp and broadcast.
+template <bool STREAM>
+__global__ void __launch_bounds__(256) scw_k(const int64_t* __restrict__ tptr, const int32_t* __restrict__ tids,
+                                             const float4* __restrict__ in, int64_t srcs, int64_t fv, int w4,
+                                             float4* out) {
+  const int64_t band0 = (int64_t)blockIdx.y * w4;
+  const int w = (int)(fv - band0 < w4 ? fv - band0 : w4);
+  const int64_t s = ((int64_t)blockIdx.x * 256 + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (s >= srcs) return;
+  const int64_t b = tptr[s], e = tptr[s + 1];
+  if (b == e || lane >= w) return;
+  const float4* src = in + s * fv + band0 + lane;
+  const float4 v = STREAM ? __ldcs(src) : __ldg(src);
+  float4* o = out + band0 + lane;
+  for (int64_t k = b; k < e; ++k) red_v4(o + (int64_t)tids[k] * fv, v);
 }
 
 // ---- Home-side gathers (nineteenth session, GT_SWEEP_PARTS=...,home) ----
@@ -1606,6 +1658,39 @@ void run_home3(const char* shape, Dev& d, const HomeMap& m, double floor_bytes, 
   CK(cudaFree(side)); CK(cudaFree(ctr)); CK(cudaFree(outB)); CK(cudaFree(dptr)); CK(cudaFree(dids));
 }
 
+// Scatter runs: the transposed block uploaded once; the timed function zeroes the output first.
+struct ScatterBlk { int64_t* ptr; int32_t* ids; };
+ScatterBlk upload_transpose(const Dev& d) {
+  const Blk t = transpose(*d.host);
+  ScatterBlk s{};
+  CK(cudaMalloc(&s.ptr, (t.rows + 1) * 8)); CK(cudaMalloc(&s.ids, std::max<int64_t>(1, t.nnz) * 4));
+  CK(cudaMemcpy(s.ptr, t.ptr.data(), (t.rows + 1) * 8, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(s.ids, t.ids.data(), t.nnz * 4, cudaMemcpyHostToDevice));
+  return s;
+}
+
+template <int U, bool STREAM, bool WARP = false>
+void run_scatter(const char* shape, Dev& d, const ScatterBlk& t, int w4, double floor_bytes) {
+  if (d.F % 4) return;
+  const int64_t fv = d.F / 4;
+  if (w4 <= 0 || w4 > fv) w4 = (int)fv;
+  if (WARP && w4 > kWarp) return;
+  const int64_t bands = (fv + w4 - 1) / w4;
+  const int64_t threads = WARP ? d.cols * kWarp : d.cols * w4;
+  const dim3 grid((unsigned)((threads + 255) / 256), (unsigned)bands);
+  auto f = [&] {
+    CK(cudaMemsetAsync(d.out, 0, d.rows * d.F * 4));
+    if (WARP)
+      scw_k<STREAM><<<grid, 256>>>(t.ptr, t.ids, (const float4*)d.in, d.cols, fv, w4, (float4*)d.out);
+    else
+      sc_k<U, STREAM><<<grid, 256>>>(t.ptr, t.ids, (const float4*)d.in, d.cols, fv, w4, (float4*)d.out);
+  };
+  const auto [err, ms] = check_and_time(d, f);
+  printf("%-18s SCATTER %s band %4dB U%d %s  %8.4f ms  %7.1f GB/s  err %.1e\n", shape, WARP ? "warp" : "flat",
+         w4 * 16, U, STREAM ? "ldcs" : "ldg ", ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+}
+
 void run_perband(const char* shape, Dev& d, double floor_bytes) {
   namespace pv = gt::cuda_impl::pull_vec;
   if (d.F % 32) return;
@@ -1753,6 +1838,18 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
           run_rb<8, 2>(sh, d, 2, 3, sl, floor_bytes); run_rb<8, 2>(sh, d, 2, 4, sl, floor_bytes);
           run_rb<16>(sh, d, 1, 4, sl, floor_bytes);
         }
+      if (part("scatter")) {  // only when named: source-centric, reductions in the L2
+        static ScatterBlk st{};
+        if (rep == 0) st = upload_transpose(d);
+        for (int w4 : {0, 8, 16, 32}) {
+          run_scatter<1, true>(sh, d, st, w4, floor_bytes); run_scatter<4, true>(sh, d, st, w4, floor_bytes);
+          run_scatter<4, false>(sh, d, st, w4, floor_bytes); run_scatter<1, true, true>(sh, d, st, w4, floor_bytes);
+        }
+        // a plain memset of the output, for scale
+        const double ms = time_ms([&] { CK(cudaMemsetAsync(d.out, 0, d.rows * d.F * 4)); });
+        printf("%-18s memset of the output                %8.4f ms\n", sh, ms);
+        if (rep == 1) { CK(cudaFree(st.ptr)); CK(cudaFree(st.ids)); }
+      }
       if (part("home")) {  // only when named: gathers of lines homed in the SM's own L2 half
         static HomeMap hm;  // GT_SWEEP_HOME: any of persistent, mask, csr (default csr)
         static bool have = false;
