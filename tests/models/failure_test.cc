@@ -22,19 +22,12 @@
 #include "preprocess/sampler.h"
 #include "preprocess/synth.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -16,20 +16,14 @@
 #include "framework/config.h"
 #include "framework/trainer.h"
 #include "preprocess/synth.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(ScheduledLr, FollowsEachSchedule) {
   OptimizerConfig c;

@@ -29,6 +29,7 @@
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 #include "tests/temp_files.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -41,15 +42,7 @@ class TempDir : public test::TempDir {
   TempDir() : test::TempDir("crash_safety") {}
 };
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // n nodes on a directed cycle, F features of value `tag` (so versions can be told apart).
 Dataset cycle_dataset(int64_t n, int64_t f, float tag) {

@@ -13,6 +13,7 @@
 #include "preprocess/dataset.h"
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -25,21 +26,8 @@ class TempDir : public test::TempDir {
   TempDir() : test::TempDir("dataset_test") {}
 };
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The message of the gt::Error that `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
+using test::read_bytes;
 
 // 5 nodes, 3 features: 0 <- {1, 2}, 1 <- {0}, 2 <- {}, 3 <- {4}, 4 <- {0, 3}.
 Dataset small_dataset() {

@@ -22,6 +22,7 @@
 #include "preprocess/feature_table.h"
 #include "preprocess/pipeline.h"
 #include "tests/preprocess/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -54,14 +55,7 @@ Dataset ring(int64_t n, int64_t f) {
   return ds;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(FeatureTable, MappedRowsEqualLoadedRows) {
   Dir dir;

@@ -18,6 +18,7 @@
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
 #include "tests/temp_files.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -30,20 +31,8 @@ class TempDir : public test::TempDir {
   TempDir() : test::TempDir("ogb_test") {}
 };
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
+using test::read_bytes;
 
 void put(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
