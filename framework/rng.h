@@ -60,23 +60,17 @@ GT_HOST_DEVICE uint64_t rng_key(uint64_t seed, RngStream stream) {
   return z ^ (z >> 31);
 }
 
-// Dropout's draw for element i (kernels/elementwise.h), the same on both devices: kept when its
-// uniform draw under (key, step) is >= p. key_cols > 0: rows of `width` elements carrying key_cols
-// values, element (r, c) draws what element (r, c) of a [rows, key_cols] tensor draws, and the
-// padding (c >= key_cols) is never kept.
-// The draw itself, for a counter: i, or r * key_cols + c (the GPU kernel of padded rows walks
-// (r, c) without dividing).
+// Dropout's draws, the same on both devices. Counter k takes word k % 4 of the Philox call for
+// counter k / 4, so four neighbouring elements cost one call (ten rounds of 32-bit multiplies
+// that otherwise bound the kernel); element k is kept when that word's uniform is >= p.
+// Which counter an element draws: i for a flat tensor; with key_cols > 0 (rows of `width`
+// elements carrying key_cols values), element (r, c) draws what element (r, c) of a
+// [rows, key_cols] tensor draws, counter r * key_cols + c, and the padding (c >= key_cols) is
+// never kept.
+GT_HOST_DEVICE Philox4 dropout_draws(uint64_t key, uint64_t step, uint64_t group) { return philox(key, step, group); }
+GT_HOST_DEVICE bool dropout_keeps_word(uint32_t word, float p) { return u01(word) >= p; }
 GT_HOST_DEVICE bool dropout_keeps_counter(uint64_t key, uint64_t step, uint64_t counter, float p) {
-  return u01(philox(key, step, counter).v[0]) >= p;
-}
-GT_HOST_DEVICE bool dropout_keeps(uint64_t key, uint64_t step, int64_t i, int64_t width, int64_t key_cols, float p) {
-  uint64_t counter = static_cast<uint64_t>(i);
-  if (key_cols > 0) {
-    const int64_t r = i / width, c = i - r * width;
-    if (c >= key_cols) return false;
-    counter = static_cast<uint64_t>(r * key_cols + c);
-  }
-  return dropout_keeps_counter(key, step, counter, p);
+  return dropout_keeps_word(dropout_draws(key, step, counter >> 2).v[counter & 3], p);
 }
 
 }  // namespace gt

@@ -9,6 +9,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -71,14 +72,35 @@ void check_p(float p, const char* op) {
 
 [[maybe_unused]] int dev_of(const Tensor& t) { return t.device().index; }
 
-// The mask and scaling shared with the CUDA kernel: element i is kept as framework/rng.h's
-// dropout_keeps says; kept elements are multiplied by 1 / (1 - p). x == nullptr stands for ones
-// (the mask).
+// The mask and scaling shared with the CUDA kernels: element k (a flat index, or (r, c) of the
+// unpadded [rows, key_cols] tensor) is kept as framework/rng.h's dropout_keeps_counter says, one
+// Philox call for four neighbouring counters; kept elements are multiplied by 1 / (1 - p), the
+// padding comes out 0. x == nullptr stands for ones (the mask).
 void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width,
                  int64_t key_cols) {
   const float scale = 1.0f / (1.0f - p);
-  for_each_index(n, [&](int64_t i) {
-    y[i] = dropout_keeps(key, step, i, width, key_cols, p) ? (x ? x[i] : 1.0f) * scale : 0.0f;
+  auto put = [&](int64_t i, uint32_t word) {
+    y[i] = dropout_keeps_word(word, p) ? (x ? x[i] : 1.0f) * scale : 0.0f;
+  };
+  if (key_cols <= 0 || key_cols == width) {  // counter i
+    for_each_index((n + 3) / 4, [&](int64_t g) {
+      const Philox4 d = dropout_draws(key, step, static_cast<uint64_t>(g));
+      for (int j = 0; j < 4 && 4 * g + j < n; ++j) put(4 * g + j, d.v[j]);
+    });
+    return;
+  }
+  const int64_t rows = (n + width - 1) / width;
+  const int64_t grain = std::max<int64_t>(1, kGrain / width);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, grain), [&](const tbb::blocked_range<int64_t>& range) {
+    for (int64_t r = range.begin(); r < range.end(); ++r) {
+      const int64_t row = r * width, end = std::min(width, n - row), values = std::min(end, key_cols);
+      for (int64_t c = 0; c < values;) {  // counters r * key_cols + c, four to a draw
+        const uint64_t k = static_cast<uint64_t>(r * key_cols + c);
+        const Philox4 d = dropout_draws(key, step, k >> 2);
+        for (uint64_t j = k & 3; j < 4 && c < values; ++j, ++c) put(row + c, d.v[j]);
+      }
+      for (int64_t c = values; c < end; ++c) y[row + c] = 0.0f;
+    }
   });
 }
 

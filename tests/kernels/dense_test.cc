@@ -435,9 +435,10 @@ std::vector<float> away_from_zero(std::size_t n, uint64_t seed) {
   return v;
 }
 
-// The dropout mask written from the contract in elementwise.h.
+// The dropout mask written from the contract in framework/rng.h: counter i takes word i % 4 of the
+// Philox call for i / 4.
 bool kept(uint64_t seed, uint64_t step, uint64_t i, float p) {
-  return u01(philox(rng_key(seed, RngStream::kDropout), step, i).v[0]) >= p;
+  return u01(philox(rng_key(seed, RngStream::kDropout), step, i / 4).v[i % 4]) >= p;
 }
 
 GT_DEVICE_TEST(ReluGrad, BackwardMatchesFiniteDifferences) {
@@ -524,9 +525,12 @@ GT_DEVICE_TEST(Dropout, PaddedRowsDropLikeUnpaddedRows) {
   Context ctx(dev);
   const Stream st = ctx.stream();
   const float p = 0.4f;
-  // Narrow rows, rows wider than one CUDA block of columns, and more rows than one grid dimension
-  // holds (the GPU's padded-row kernel walks rows and columns in two grid dimensions).
-  for (const auto& [rows, F, W] : {std::tuple<int64_t, int64_t, int64_t>{301, 37, 40}, {33, 599, 608}, {70001, 125, 128}}) {
+  // Narrow rows, rows wider than one CUDA block of columns, rows of one, two and three column
+  // tiles (1,020 or 2,044 columns a tile; widths not a multiple of four go without 16-byte
+  // accesses), and more rows than one grid dimension holds (the GPU's padded-row kernel walks rows
+  // and columns in two grid dimensions).
+  for (const auto& [rows, F, W] : {std::tuple<int64_t, int64_t, int64_t>{301, 37, 40}, {33, 599, 608}, {23, 301, 303},
+                                   {17, 2050, 2100}, {19, 1101, 1107}, {7, 4101, 4111}, {70001, 125, 128}}) {
     SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(F) + " values padded to " + std::to_string(W));
     const auto xf = random_floats(static_cast<std::size_t>(rows * W), 21);
     std::vector<float> narrow(static_cast<std::size_t>(rows * F));
@@ -594,6 +598,16 @@ GT_DEVICE_TEST(Dropout, SameMaskOnEveryDeviceAndKeepRate) {
   Tensor t = x.clone(st);
   dropout_forward(t, p, seed, step, t, st);  // in place
   EXPECT_EQ(t.to_vector<float>(), yv);
+  // Views that do not start on 16 bytes (the GPU's four-element loads must not be used there):
+  // element i of the view draws counter i.
+  Tensor wide = poisoned({n}, dev, st);
+  Tensor shifted_out = wide.rows(1, n);
+  dropout_forward(x.rows(1, n), p, seed, step, shifted_out, st, 0);
+  const auto sv = shifted_out.to_vector<float>();
+  int64_t wrong_shifted = 0;
+  for (int64_t i = 0; i + 1 < n; ++i)
+    wrong_shifted += sv[i] != (kept(seed, step, static_cast<uint64_t>(i), p) ? xf[i + 1] * scale : 0.0f);
+  EXPECT_EQ(wrong_shifted, 0) << "an unaligned view draws other elements";
   Tensor copy = poisoned({n}, dev, st);
   dropout_forward(x, 0.0f, seed, step, copy, st);  // p = 0 copies
   EXPECT_EQ(copy.to_vector<float>(), xf);
