@@ -17,7 +17,7 @@ struct ModelConfig {
   int64_t hidden = 64;           // GAT: width per head
   // Widths of the hidden layers one by one, input side first (layers - 1 entries); empty = `hidden`
   // for each. hidden_width() gives layer l's.
-  std::vector<int64_t> hidden_sizes;
+  std::vector<int64_t> hidden_sizes{};
   int64_t layers = 2;
   double dropout = 0.5;
   bool self_loops = true;        // GCN and GAT: include v itself among its neighbours
@@ -101,15 +101,15 @@ struct TrainConfig {
 };
 
 struct Config {
-  ModelConfig model;
-  DatasetConfig dataset;
-  SamplingConfig sampling;
-  OptimizerConfig optimizer;
-  TrainConfig train;
-  std::string source;  // file the config came from, for messages
+  ModelConfig model{};
+  DatasetConfig dataset{};
+  SamplingConfig sampling{};
+  OptimizerConfig optimizer{};
+  TrainConfig train{};
+  std::string source{};  // file the config came from, for messages
   // Where each key was set: "<file>:<line>" (parse_config) or "--set <key>" (apply_override); keys
   // set in code have no entry. validate_config's errors name the place of the key they concern.
-  std::map<std::string, std::string> where;
+  std::map<std::string, std::string> where{};
 };
 
 // The defaults of a config file (parse_config, load_config): those of Config, plus the outputs

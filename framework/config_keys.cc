@@ -141,6 +141,9 @@ Field string_field(std::string key, Get get, std::vector<std::string> choices, s
   }
   Field f{key, type, std::move(desc), {}, {}, {}};
   auto allowed = [=](const std::string& v, const std::string& where) {
+    // A path or name ends at a NUL for the system: "best.h5\0.bak" would write best.h5.
+    if (v.find('\0') != std::string::npos)
+      GT_THROW(where, "remove it", "config key '", key, "' holds a NUL byte (\\x00) at offset ", v.find('\0'));
     if (choices.empty()) return;
     bool ok = false;
     std::string list;

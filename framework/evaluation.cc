@@ -152,6 +152,8 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
 }
 
 std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists) {
+  for (std::size_t l = 0; l < lists.size(); ++l)
+    GT_CHECK_ARG(lists[l] != nullptr, "Trainer::evaluate_lists: list ", l, " of ", lists.size(), " is a null pointer");
   return accuracies(lists, /*keep=*/false);
 }
 

@@ -44,7 +44,7 @@ struct Dataset;
 
 struct InferenceOptions {
   std::string device = "auto";      // cpu | cuda | cuda:N | auto
-  std::vector<int64_t> fanouts;     // per layer, input side first; empty = all neighbours
+  std::vector<int64_t> fanouts{};   // per layer, input side first; empty = all neighbours
   int64_t max_batch_nodes = 1024;   // seed nodes per micro-batch
   int64_t max_wait_us = 500;        // coalescing window after the oldest queued request, <= 60 s
   int64_t threads = 0;              // CPU threads of the session's task arena; 0 = all cores

@@ -82,6 +82,7 @@ class Trainer {
   double evaluate(const std::vector<int64_t>& ids);
   // evaluate() of several lists through one pipeline (the training loop's valid and test splits):
   // the same accuracies, with one pipeline's set-up and one collective instead of one per list.
+  // A null pointer among them is refused (gt::Error).
   std::vector<double> evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists);
 
   // The first replica's model and context (every replica holds the same parameters).

@@ -122,6 +122,14 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     GT_THROW("model.init", "choose glorot or torch", "unknown initialisation '", cfg.init, "'");
   if (cfg.aggregation != "mean" && cfg.aggregation != "sum")
     GT_THROW("model.aggregation", "choose mean or sum", "unknown aggregation '", cfg.aggregation, "'");
+  // The widths validate_config checks, again for callers who build a model from a ModelConfig of
+  // their own (a zero width would build [in, 0] weights and logits that ignore the input).
+  GT_CHECK_ARG(cfg.layers >= 1, "model.layers must be >= 1, got ", cfg.layers);
+  for (int64_t l = 0; l + 1 < cfg.layers; ++l)
+    GT_CHECK_ARG(hidden_width(cfg, l) >= 1, "model: hidden layer ", l, " has width ", hidden_width(cfg, l),
+                 " (model.hidden / model.hidden_sizes); need >= 1");
+  GT_CHECK_ARG(cfg.type != "gin" || cfg.layers > 1 || cfg.hidden >= 1,
+               "model: a one-layer GIN's MLP is model.hidden wide, got ", cfg.hidden, "; need >= 1");
   const bool gat = cfg.type == "gat";
   // A hidden GAT layer concatenates its heads: the next layer reads width x heads columns.
   auto layer_out = [&](int64_t l) { return hidden_width(cfg, l) * (gat ? cfg.heads : 1); };

@@ -17,7 +17,7 @@
 namespace gt {
 
 struct OgbImportOptions {
-  std::string split;      // split scheme under DIR/split; empty = the only one there
+  std::string split{};    // split scheme under DIR/split; empty = the only one there
   bool directed = false;  // true: keep edges as given (u -> v only)
 };
 

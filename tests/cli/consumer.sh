@@ -28,6 +28,15 @@ while IFS= read -r h; do
     { cat "$WORK/header.log" >&2; echo "FAIL: installed header $rel does not compile on its own" >&2; bad=1; }
 done < <(find "$INC" -name '*.h' | sort)
 [ $bad -eq 0 ] || exit 1
+# Compiling is not enough where the machine happens to have a private dependency's headers
+# (yaml-cpp, HDF5, oneTBB are all here): no installed header may include one, or call itself
+# internal.
+if grep -ln -E '#include <(yaml-cpp|hdf5|H5|tbb|oneapi|cuda|cublas|nccl)' -r "$INC" >"$WORK/private.txt" ||
+   grep -ln 'not installed' -r "$INC" >>"$WORK/private.txt"; then
+  cat "$WORK/private.txt" >&2
+  echo "FAIL: installed headers above include a private dependency or say they are internal" >&2
+  exit 1
+fi
 LAUNCHER=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 args=(-S "$SRC/examples/consumer" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$WORK/prefix")
 [ -z "$CXX_COMPILER" ] || args+=(-DCMAKE_CXX_COMPILER="$CXX_COMPILER")

@@ -200,6 +200,33 @@ TEST(Config, OverrideWithACommentIsRefused) {
   EXPECT_EQ(c.train.metrics, "it's #2");
 }
 
+// A NUL byte in a config (a binary file named as one, or a "\0" escape) keeps the message whole:
+// it is written as \x00, so the file:line after it is not lost when what() is printed. A string
+// value that holds one is refused: the system would cut a path there.
+TEST(Config, NulBytesAreShownAndRefused) {
+  const std::string binary = std::string("model:\n  type: sa") + '\0' + "ge\n\x89HDF\n";
+  std::string e = error_of(binary);
+  EXPECT_NE(e.find("[at test.yaml:"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\0'), std::string::npos) << "a raw NUL in the message";
+  e = error_of("train:\n  save_best: \"best.h5\\0.bak\"\n");
+  EXPECT_NE(e.find("config key 'train.save_best' holds a NUL byte (\\x00) at offset 7 [at test.yaml:2]"),
+            std::string::npos)
+      << e;
+  e = error_of("model:\n  type: \"sa\\0ge\"\n");
+  EXPECT_NE(e.find("'model.type' holds a NUL byte"), std::string::npos) << e;
+  Config c;
+  c.train.save_best = std::string("best.h5\0.bak", 12);
+  try {
+    validate_config(c);
+    ADD_FAILURE() << "a NUL in train.save_best was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("'train.save_best' holds a NUL byte"), std::string::npos) << err.what();
+  }
+  const Error direct(std::string("a\0b\x1b[31m\n", 9), "f.yaml:3", "");
+  EXPECT_EQ(std::string(direct.what()), "a\\x00b\\x1b[31m\n [at f.yaml:3]");
+  EXPECT_EQ(direct.message(), "a\\x00b\\x1b[31m\n");
+}
+
 TEST(Config, DirectoryIsNotAConfig) {
   const std::string dir = ::testing::TempDir();
   try {

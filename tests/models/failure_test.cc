@@ -223,6 +223,32 @@ TEST_F(FailureTest, DenseOutputsMayNotOverlapInputs) {
   EXPECT_TRUE(contains(error_of([&] { linear_input_grad(w, x, w, false, ctx); }), "dx shares memory with w"));
 }
 
+// A ModelConfig built in code is checked as validate_config checks a file's: a hidden width of 0
+// (which would build [in, 0] weights and logits that ignore the input) is refused by name.
+TEST_F(FailureTest, ZeroWidthHiddenLayersAreRefused) {
+  for (const char* type : {"gcn", "sage", "ngcf", "gin", "gat"}) {
+    SCOPED_TRACE(type);
+    ModelConfig mc;
+    mc.type = type;
+    mc.hidden = 0;
+    EXPECT_TRUE(contains(error_of([&] { build_model(mc, 6, 3, Device::cpu(), 1); }), "hidden layer 0 has width 0"));
+    mc.hidden = 8;
+    mc.layers = 3;
+    mc.hidden_sizes = {8, 0};
+    EXPECT_TRUE(contains(error_of([&] { build_model(mc, 6, 3, Device::cpu(), 1); }), "hidden layer 1 has width 0"));
+    mc.hidden_sizes.clear();
+    mc.layers = 0;
+    EXPECT_TRUE(contains(error_of([&] { build_model(mc, 6, 3, Device::cpu(), 1); }), "model.layers must be >= 1"));
+  }
+  ModelConfig gin;
+  gin.type = "gin";
+  gin.layers = 1;
+  gin.hidden = 0;
+  EXPECT_TRUE(contains(error_of([&] { build_model(gin, 6, 3, Device::cpu(), 1); }), "one-layer GIN"));
+  gin.hidden = 4;
+  EXPECT_EQ(error_of([&] { build_model(gin, 6, 3, Device::cpu(), 1); }), "");
+}
+
 // backward before any forward, on other blocks than the forward's, or from a loss the forward
 // did not compute: a clear error at the call (it failed deep inside the graph).
 TEST_F(FailureTest, BackwardNeedsItsForward) {

@@ -206,6 +206,7 @@ TEST_F(TrainTest, ListsEvaluatedTogetherCountEachListApart) {
     EXPECT_TRUE(std::isnan(overlapping[1]));
     EXPECT_EQ(overlapping[2], t.evaluate(head));
     EXPECT_EQ(overlapping[3], v);
+    EXPECT_THROW(t.evaluate_lists({&valid, nullptr}), Error);  // refused, not dereferenced
   }
 }
 
