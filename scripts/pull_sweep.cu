@@ -27,7 +27,11 @@
 //                                  # in its own L2 half (see l2_probe.cu), GT_SWEEP_HOME picks
 //                                  # persistent, mask and/or csr schedules (default csr);
 //                                  # scatter (only when named): source-centric, every source
-//                                  # row read once and added by vector reductions in the L2
+//                                  # row read once and added by vector reductions in the L2;
+//                                  # own (only when named): row-owning warps over per-warp edge
+//                                  # lists sorted by source id (own_k), GT_SWEEP_OWN_PLAN=1 also
+//                                  # builds and times the lists on the device (cub; own_bin_k)
+#include <cub/device/device_segmented_sort.cuh>
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -710,6 +714,81 @@ __global__ void __launch_bounds__(256) scw_k(const int64_t* __restrict__ tptr, c
   const float4 v = STREAM ? __ldcs(src) : __ldg(src);
   float4* o = out + band0 + lane;
   for (int64_t k = b; k < e; ++k) red_v4(o + (int64_t)tids[k] * fv, v);
+}
+
+// ---- Row-owning warps over source-sorted edge streams (twenty-ninth session, part own) ----
+// Every warp of a persistent grid owns a run of R destination rows, their accumulators (one
+// column band: w4 vectors) in shared memory, and streams a list of its rows' edges sorted by
+// source id, packed (src << 8 | local row). All warps start at source 0 and move through the
+// source ids at about the same rate (their lists are equally long and uniformly spread), so the
+// rows the device gathers at any moment lie in a window of the matrix that the L2 can hold,
+// whatever the matrix's size: each source line should come from DRAM about once a band. No
+// bins, no cursors, no barrier: the loads of K edges a lane group are independent (the list is
+// read 32 entries at a time and broadcast by shuffles). GPW lane groups a warp take the edges
+// in turn; their adds are serialised group by group (two may hold the same row), so the sum of
+// a row runs in list order (ascending source id; CSR order when rows are sorted).
+template <int K, int GPW, int MINB = 4, bool PF = false>
+__global__ void __launch_bounds__(256, MINB) own_k(const uint32_t* __restrict__ pairs, const int64_t* __restrict__ wptr,
+                                             const float4* __restrict__ in, int64_t rows, int64_t fv, int w4, int R,
+                                             float4* __restrict__ out) {
+  extern __shared__ float4 acc_sm[];
+  constexpr int LPG = kWarp / GPW;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, grp = lane / LPG, sub = lane % LPG;
+  const int64_t gw = (int64_t)blockIdx.x * (256 / kWarp) + warp;
+  const int64_t r0 = gw * R;
+  if (r0 >= rows) return;  // the whole warp: no block barrier below
+  const int nr = (int)(rows - r0 < R ? rows - r0 : R);
+  float4* my = acc_sm + (size_t)warp * R * w4;
+  const int64_t beg = wptr[gw], end = wptr[gw + 1];
+  for (int64_t c0 = 0; c0 < fv; c0 += w4) {
+    const int w = (int)(fv - c0 < w4 ? fv - c0 : w4);
+    for (int i = lane; i < nr * w4; i += kWarp) vz(my[i]);
+    __syncwarp();
+    const bool live = sub < w;
+    const float4* base = in + c0 + sub;  // rows as 32-bit offsets from here (cols * fv < 2^32)
+    const uint32_t fv32 = (uint32_t)fv;
+    uint32_t pn = PF && beg + lane < end ? __ldg(pairs + beg + lane) : 0u;
+    for (int64_t e = beg; e < end; e += kWarp) {
+      const int n = (int)(end - e < kWarp ? end - e : kWarp);
+      uint32_t p;
+      if (PF) {  // the next 32 entries load while these are gathered
+        p = pn;
+        pn = e + kWarp + lane < end ? __ldg(pairs + e + kWarp + lane) : 0u;
+      } else {
+        p = lane < n ? __ldg(pairs + e + lane) : 0u;
+      }
+      for (int j0 = 0; j0 < n; j0 += GPW * K) {
+        float4 v[K];
+        int lr[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const int j = j0 + k * GPW + grp;
+          const uint32_t q = __shfl_sync(kFull, p, j & (kWarp - 1));
+          lr[k] = j < n ? (int)(q & 255u) : -1;
+          vz(v[k]);
+          if (lr[k] >= 0 && live) v[k] = __ldg(base + (q >> 8) * fv32);
+        }
+        if (GPW == 1) {
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+            if (lr[k] >= 0 && live) va(my[lr[k] * w4 + sub], v[k]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+            for (int g = 0; g < GPW; ++g) {
+              if (g == grp && lr[k] >= 0 && live) va(my[lr[k] * w4 + sub], v[k]);
+              __syncwarp();
+            }
+        }
+      }
+    }
+    __syncwarp();
+    for (int i = lane; i < nr * w4; i += kWarp) {
+      const int r = i / w4, c = i - r * w4;
+      if (c < w) out[(r0 + r) * fv + c0 + c] = my[i];
+    }
+    __syncwarp();
+  }
 }
 
 // ---- Home-side gathers (nineteenth session, GT_SWEEP_PARTS=...,home) ----
@@ -1691,6 +1770,145 @@ void run_scatter(const char* shape, Dev& d, const ScatterBlk& t, int w4, double 
   fflush(stdout);
 }
 
+// The plan on the device: each edge packed as (src << 8 | row % R), then every warp's run of
+// edges (rows gw * R ..) sorted by that key (cub's segmented sort): the cost a library would pay
+// per block.
+__global__ void own_pack_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids, int64_t rows, int R,
+                           uint32_t* __restrict__ keys, int64_t* __restrict__ seg, int64_t segs) {
+  const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) {
+    const uint32_t lr = (uint32_t)(r % R);
+    for (int64_t e = ptr[r]; e < ptr[r + 1]; ++e) keys[e] = (uint32_t)ids[e] << 8 | lr;
+  }
+  if (r <= segs) seg[r] = ptr[r * R < rows ? r * R : rows];
+}
+
+// The plan by a stable counting sort a warp (own_bin_k): the warp's edges (rows gw * R ..) go to
+// 32 bins of source ids (src >> shift), in CSR order within a bin; two passes over the run (a
+// histogram by match groups, then the scatter with ranks from the same groups). Deterministic:
+// a row's sum runs bin by bin, in CSR order within a bin.
+__global__ void __launch_bounds__(256) own_bin_k(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                                 int64_t rows, int R, int shift, int64_t segs,
+                                                 uint32_t* __restrict__ out) {
+  __shared__ int cnt_s[8][32];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t gw = (int64_t)blockIdx.x * 8 + warp;
+  if (gw >= segs) return;
+  const int64_t r0 = gw * R < rows ? gw * R : rows, r1 = r0 + R < rows ? r0 + R : rows;
+  const int64_t b = ptr[r0], e = ptr[r1];
+  cnt_s[warp][lane] = 0;
+  __syncwarp();
+  const unsigned lt = (1u << lane) - 1u;
+  for (int pass = 0; pass < 2; ++pass) {
+    int64_t row = r0;  // the row of edge j (rows advance monotonically with j)
+    for (int64_t c = b; c < e; c += kWarp) {
+      const int64_t j = c + lane;
+      const bool ok = j < e;
+      uint32_t key = 0;
+      int bin = 32 + lane;  // inactive lanes: a group of their own
+      if (ok) {
+        while (ptr[row + 1] <= j) ++row;
+        const uint32_t src = (uint32_t)ids[j];
+        key = src << 8 | (uint32_t)(row - r0);
+        bin = (int)(src >> shift);
+      }
+      const unsigned m = __match_any_sync(kFull, bin);
+      const bool leader = ok && (__ffs(m) - 1) == lane;
+      if (pass == 0) {
+        if (leader) cnt_s[warp][bin] += __popc(m);
+      } else {
+        if (ok) out[b + cnt_s[warp][bin] + __popc(m & lt)] = key;
+        __syncwarp();
+        if (leader) cnt_s[warp][bin] += __popc(m);
+      }
+      __syncwarp();
+    }
+    if (pass == 0) {  // counts -> exclusive starts
+      int v = cnt_s[warp][lane], x = v;
+      for (int o = 1; o < kWarp; o <<= 1) {
+        const int y = __shfl_up_sync(kFull, x, o);
+        if (lane >= o) x += y;
+      }
+      __syncwarp();
+      cnt_s[warp][lane] = x - v;
+      __syncwarp();
+    }
+  }
+}
+
+// Row-owning warps (own_k): the grid sized so that every warp is resident with R rows of w4
+// vectors in shared memory; the per-warp lists built on the host (not timed), sorted by source
+// id (or, SORT false, left in CSR order: the control).
+template <int K, int GPW, int MINB = 4, bool PF = false>
+void run_own(const char* shape, Dev& d, int w4, bool sort_src, double floor_bytes) {
+  if (d.F % 4) return;
+  const Blk& b = *d.host;
+  const int64_t fv = d.F / 4;
+  if (w4 <= 0 || w4 > fv) w4 = (int)std::min<int64_t>(fv, kWarp / GPW);
+  if (w4 > kWarp / GPW) return;
+  int64_t R = 0; int occ = 0; size_t smem = 0;
+  auto kern = own_k<K, GPW, MINB, PF>;
+  if (!size_resident(kern, d.rows, 256 / kWarp, 4, [&](int64_t r) { return (size_t)(256 / kWarp) * r * w4 * 16; },
+                     "own", R, occ, smem))
+    return;
+  if (R > 255 || d.cols >= (1 << 24) || d.cols * fv >= (int64_t(1) << 32)) { printf("own: R %lld or cols too large to pack\n", (long long)R); return; }
+  const int64_t warps = (d.rows + R - 1) / R, blocks = (warps + 7) / 8;
+  std::vector<int64_t> wptr(blocks * 8 + 1, 0);
+  std::vector<uint32_t> pairs(b.nnz);
+  for (int64_t gw = 0; gw < blocks * 8; ++gw) {
+    const int64_t r0 = std::min(d.rows, gw * R), r1 = std::min(d.rows, r0 + R);
+    const int64_t at = wptr[gw];
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t e = b.ptr[r]; e < b.ptr[r + 1]; ++e) pairs[at + e - b.ptr[r0]] = (uint32_t)b.ids[e] << 8 | (uint32_t)(r - r0);
+    wptr[gw + 1] = at + (b.ptr[r1] - b.ptr[r0]);
+    if (sort_src) std::stable_sort(pairs.begin() + at, pairs.begin() + wptr[gw + 1], [](uint32_t x, uint32_t y) { return (x >> 8) < (y >> 8); });
+  }
+  uint32_t* dp; int64_t* dw;
+  CK(cudaMalloc(&dp, std::max<int64_t>(1, b.nnz) * 4)); CK(cudaMalloc(&dw, wptr.size() * 8));
+  CK(cudaMemcpy(dp, pairs.data(), b.nnz * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, wptr.data(), wptr.size() * 8, cudaMemcpyHostToDevice));
+  if (std::getenv("GT_SWEEP_OWN_PLAN")) {  // build the lists on the device and time that
+    const int64_t segs = blocks * 8;
+    uint32_t* keys; int64_t* seg; void* tmp = nullptr; size_t tmp_bytes = 0;
+    CK(cudaMalloc(&keys, std::max<int64_t>(1, b.nnz) * 4)); CK(cudaMalloc(&seg, (std::max(segs, d.rows) + 2) * 8));
+    CK(cub::DeviceSegmentedSort::SortKeys(tmp, tmp_bytes, keys, dp, b.nnz, segs, seg, seg + 1));
+    CK(cudaMalloc(&tmp, std::max<size_t>(tmp_bytes, 1)));
+    auto build = [&] {
+      own_pack_k<<<(unsigned)((std::max(segs + 1, d.rows) + 255) / 256), 256>>>(d.ptr, d.ids, d.rows, (int)R, keys, seg, segs);
+      CK(cub::DeviceSegmentedSort::SortKeys(tmp, tmp_bytes, keys, dp, b.nnz, segs, seg, seg + 1));
+    };
+    build(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+    std::vector<int64_t> segh(segs + 1);
+    CK(cudaMemcpy(segh.data(), seg, (segs + 1) * 8, cudaMemcpyDeviceToHost));
+    if (segh != wptr) printf("own plan: segment offsets differ from the host's\n");
+    const double bms = time_ms(build);
+    printf("%-18s OWN plan on the device (pack + cub segmented sort, %lld segments)  %8.4f ms\n", shape, (long long)segs, bms);
+    int shift = 0;
+    while (((d.cols - 1) >> shift) >= 32) ++shift;
+    auto build2 = [&] { own_bin_k<<<(unsigned)((segs + 7) / 8), 256>>>(d.ptr, d.ids, d.rows, (int)R, shift, segs, dp); };
+    build2(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+    { // every warp's run holds the same edges as the host's, bins ascending
+      std::vector<uint32_t> got(b.nnz);
+      CK(cudaMemcpy(got.data(), dp, b.nnz * 4, cudaMemcpyDeviceToHost));
+      bool same = true;
+      for (int64_t g = 0; g < segs && same; ++g) {
+        std::vector<uint32_t> x(got.begin() + wptr[g], got.begin() + wptr[g + 1]), y(pairs.begin() + wptr[g], pairs.begin() + wptr[g + 1]);
+        for (size_t i = 1; i < x.size(); ++i) same &= (x[i - 1] >> 8 >> shift) <= (x[i] >> 8 >> shift);
+        std::sort(x.begin(), x.end()); std::sort(y.begin(), y.end());
+        same &= x == y;
+      }
+      printf("%-18s OWN plan by 32-bin counting sort a warp: %s, %8.4f ms\n", shape, same ? "checked" : "WRONG", time_ms(build2));
+    }
+    CK(cudaFree(keys)); CK(cudaFree(seg)); CK(cudaFree(tmp));
+  }
+  auto f = [&] { kern<<<(unsigned)blocks, 256, smem>>>(dp, dw, (const float4*)d.in, d.rows, fv, w4, (int)R, (float4*)d.out); };
+  const auto [err, ms] = check_and_time(d, f);
+  printf("%-18s OWN %s%s band %4dB K%d G%d M%d R%3lld %lld blk (%d/SM)  %8.4f ms  %7.1f GB/s  err %.1e\n", shape,
+         sort_src ? "src" : "csr", PF ? "+pf" : "", w4 * 16, K, GPW, MINB, (long long)R, (long long)blocks, occ, ms, floor_bytes / ms / 1e6, err);
+  fflush(stdout);
+  CK(cudaFree(dp)); CK(cudaFree(dw));
+}
+
 void run_perband(const char* shape, Dev& d, double floor_bytes) {
   namespace pv = gt::cuda_impl::pull_vec;
   if (d.F % 32) return;
@@ -1849,6 +2067,24 @@ void sweep(const char* name, int64_t s, int64_t dd, int64_t e, int64_t F, bool b
         const double ms = time_ms([&] { CK(cudaMemsetAsync(d.out, 0, d.rows * d.F * 4)); });
         printf("%-18s memset of the output                %8.4f ms\n", sh, ms);
         if (rep == 1) { CK(cudaFree(st.ptr)); CK(cudaFree(st.ids)); }
+      }
+      if (part("own")) {  // only when named: row-owning warps over source-sorted edge streams
+        if (d.F <= 128) {
+          run_own<8, 1>(sh, d, 0, true, floor_bytes); run_own<4, 1>(sh, d, 0, true, floor_bytes);
+          run_own<8, 1>(sh, d, 0, false, floor_bytes);
+          run_own<8, 1, 4, true>(sh, d, 0, true, floor_bytes);
+          run_own<4, 1, 4, true>(sh, d, 0, true, floor_bytes); run_own<4, 1, 6>(sh, d, 0, true, floor_bytes);
+          run_own<6, 1, 4, true>(sh, d, 0, true, floor_bytes); run_own<6, 1, 5, true>(sh, d, 0, true, floor_bytes);
+          run_own<5, 1, 5, true>(sh, d, 0, true, floor_bytes); run_own<6, 1, 4>(sh, d, 0, true, floor_bytes);
+          run_own<4, 1, 5, true>(sh, d, 0, true, floor_bytes); run_own<4, 1, 6, true>(sh, d, 0, true, floor_bytes);
+        } else {
+          run_own<4, 4>(sh, d, 8, true, floor_bytes); run_own<8, 4>(sh, d, 8, true, floor_bytes);
+          run_own<4, 2>(sh, d, 16, true, floor_bytes); run_own<8, 2>(sh, d, 16, true, floor_bytes);
+          run_own<8, 1>(sh, d, 32, true, floor_bytes); run_own<4, 4>(sh, d, 8, false, floor_bytes);
+          run_own<8, 4, 2>(sh, d, 8, true, floor_bytes); run_own<8, 2, 2>(sh, d, 16, true, floor_bytes);
+          run_own<4, 2, 4, true>(sh, d, 16, true, floor_bytes); run_own<2, 2, 6, true>(sh, d, 16, true, floor_bytes);
+          run_own<4, 2, 6, true>(sh, d, 16, true, floor_bytes);
+        }
       }
       if (part("home")) {  // only when named: gathers of lines homed in the SM's own L2 half
         static HomeMap hm;  // GT_SWEEP_HOME: any of persistent, mask, csr (default csr)
