@@ -440,6 +440,52 @@ GT_DEVICE_TEST(Pull, ColumnBandsOfWholeCacheLines) {
 
 // Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
 // parent buffer just before each output view must stay untouched.
+// Narrow float4 rows of forward-shaped blocks whose source matrix is larger than the L2 are
+// summed by row-owning warps over a plan that orders each warp's edges by source bin
+// (kernels/pull_own.cuh); GT_PULL_OWN=1 forces that path on these small matrices (and on the
+// transposed blocks of backward, which it would otherwise leave alone). Widths of 1 to 32
+// float4 (F = 4 .. 128, 100 as products'), a block of one row a warp (57 rows), one of several
+// rows a warp and runs of more than 256 edges a warp (60,000 rows of 0 to 60 edges: 12 rows a
+// warp on an H100, the plan's second pass), sources beyond the first bin (shift > 0) and rows without edges: as the float64
+// reference and the CPU, the same bits every run, and (GT_PULL_OWN=0) as the other kernels within
+// the summation tolerance. Forced runs with hub rows (more than 128 edges) take the other paths.
+GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
+  if (!dev.is_cuda()) GTEST_SKIP() << "a path of the CUDA kernels (the CPU is the oracle here)";
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  struct Case {
+    int64_t num_src, num_dst;
+    int max_deg;
+    std::vector<int64_t> widths;
+  };
+  const std::vector<Case> cases = {{83, 57, 45, {4, 32, 100, 128}},
+                                   {90000, 60000, 60, {4, 100}},
+                                   {300, 40, 200, {100}}};  // hub rows: not this path
+  for (const Case& c : cases) {
+    Block b = test::random_block(c.num_src, c.num_dst, c.max_deg, static_cast<uint64_t>(c.num_dst) + 5);
+    Block bd = b.to(dev, st);
+    for (const int64_t F : c.widths) {
+      const auto xf = random_floats(static_cast<std::size_t>(c.num_src * F), static_cast<uint64_t>(F) + 61);
+      const auto gf = random_floats(static_cast<std::size_t>(c.num_dst * F), static_cast<uint64_t>(F) + 62);
+      for (Reduce f : {Reduce::kSum, Reduce::kMean}) {
+        const std::string what = std::string(name(f)) + " F=" + std::to_string(F) + " rows " +
+                                 std::to_string(c.num_dst) + " on " + dev.str();
+        PullRun other;
+        {
+          test::ScopedEnv off("GT_PULL_OWN", std::string("0"));
+          other = run_pull_checked(ctx, b, bd, F, xf, gf, f, "other kernels, " + what);
+        }
+        test::ScopedEnv own("GT_PULL_OWN", std::string("1"));
+        const std::string w = "row-owning warps, " + what;
+        const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, w);
+        expect_like_cpu(dev, b, F, xf, gf, f, r, w);
+        expect_close(r.y, to_double(other.y), kPullTol, "forward against the other kernels, " + w, r.yr.mag);
+        expect_close(r.dx, to_double(other.dx), kPullTol, "backward against the other kernels, " + w, r.dxr.mag);
+      }
+    }
+  }
+}
+
 GT_DEVICE_TEST(Pull, UnalignedViews) {
   for (const int64_t F : {int64_t{8}, int64_t{6}, int64_t{130}}) {
     const int64_t num_src = 40, num_dst = 30;

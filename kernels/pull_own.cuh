@@ -1,0 +1,287 @@
+// Forward Pull (sum, mean) of narrow float4 rows by row-owning warps over source-ordered edge
+// lists: the products-shaped path of kernels/pull.cu (issue 3; scripts/pull_sweep.cu, part own;
+// docs/benchmarks.md, "Twenty-ninth session").
+//
+// Every warp of a grid that is resident all at once owns R consecutive destination rows; their
+// accumulators (a whole row of at most 32 float4 a row) live in shared memory. A plan, built on
+// the device for each call, lists each warp's edges ordered by source bin (32 bins of source ids,
+// CSR order within a bin), packed as (src << 8 | local row). Because every warp's list is about
+// as long as the others' and spread over the source ids alike, all warps walk the gathered matrix
+// from its first rows to its last at about the same rate, so the rows read at any moment lie in
+// a window that the L2 holds and each source row comes from DRAM about once (the lane gather
+// reads products' 140 MB matrix 1.9 times: 223 MB where 116 are needed). A lane loads K edges'
+// vectors before it adds any. A row's sum runs bin by bin and in CSR order within a bin: the
+// same bits every run, not the CPU loop's order (compared with a tolerance).
+//
+// Used where it pays (applies()): the source matrix larger than the L2, rows of 20 to 32
+// float4, blocks of 4 or more edges a row without hub rows, and row counts that fit the grid's
+// shared memory with at most 255 rows a warp. GT_PULL_OWN=0 turns it off; =1 forces it wherever
+// it can run (tests, on small blocks).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "framework/cuda_check.h"
+#include "framework/memory.h"
+#include "kernels/pull_vec.cuh"
+
+namespace gt {
+namespace cuda_impl {
+namespace pull_own {
+
+using napa_dev::kFullMask;
+using napa_dev::kWarp;
+constexpr int kWarps = 8;           // warps a block of 256 threads
+constexpr int kEdges = 4;           // vectors a lane loads before adding any
+constexpr int kMinBlocks = 5;       // blocks an SM (the register bound: 51 a thread)
+constexpr int kMaxRowsPerWarp = 255;  // the local row's 8 bits in a plan entry
+constexpr int kBins = 32;           // source bins of the plan (one a lane)
+constexpr int kCachedChunks = 8;    // runs of up to 8 x 32 edges are planned from registers
+// Rows narrower than this many float4 keep the lane gather: at 16 (F = 64, products' hidden
+// width) the plan cost more than the DRAM reads it saved (a products GCN step combine-first
+// 0.579 -> 0.597 ms on an H100); at 25 (F = 100) the forward Pull went 0.097 -> 0.088 ms.
+constexpr int kMinVectors = 20;
+
+// One warp a run of rows: its edges [ptr[r0], ptr[r1]) reordered by source bin (stable) into
+// plan[ptr[r0] ..]. A histogram of the bins by match groups, their exclusive starts by a warp
+// scan, then the scatter with each lane's rank within its match group. Runs of at most 256
+// edges keep their keys in registers between the two passes; longer runs load them again.
+__global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                                   int64_t rows, int R, int shift, int64_t warps,
+                                                   uint32_t* __restrict__ plan) {
+  __shared__ int64_t ptr_s[kWarps][kMaxRowsPerWarp + 1];
+  __shared__ int cnt_s[kWarps][kBins];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (gw >= warps) return;  // the whole warp: no block barrier below
+  const int64_t r0 = gw * R < rows ? gw * R : rows;
+  const int nr = static_cast<int>(rows - r0 < R ? rows - r0 : R);
+  if (nr == 0) return;
+  int64_t* my_ptr = ptr_s[warp];
+  int* cnt = cnt_s[warp];
+  for (int i = lane; i <= nr; i += kWarp) my_ptr[i] = ptr[r0 + i];
+  cnt[lane] = 0;
+  __syncwarp();
+  const int64_t b = my_ptr[0], n = my_ptr[nr] - b;
+  const unsigned lt = (1u << lane) - 1u;
+  // The key and bin of edge b + j whose source is src (inactive lanes: a bin of their own).
+  auto entry = [&](int64_t j, uint32_t src, uint32_t& key, int& bin) {
+    if (j >= n) {
+      key = 0;
+      bin = kBins + lane;
+      return;
+    }
+    int lo = 0, hi = nr;  // the row: the last lr with my_ptr[lr] <= b + j
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (my_ptr[mid] <= b + j) lo = mid; else hi = mid;
+    }
+    key = src << 8 | static_cast<uint32_t>(lo);
+    bin = static_cast<int>(src >> shift);
+  };
+  auto source = [&](int64_t j) { return j < n ? static_cast<uint32_t>(__ldg(ids + b + j)) : 0u; };
+  auto count = [&](int bin, bool ok) {
+    const unsigned m = __match_any_sync(kFullMask, bin);
+    if (ok && __ffs(m) - 1 == lane) cnt[bin] += __popc(m);
+    __syncwarp();
+  };
+  auto place = [&](uint32_t key, int bin, bool ok) {
+    const unsigned m = __match_any_sync(kFullMask, bin);
+    if (ok) plan[b + cnt[bin] + __popc(m & lt)] = key;
+    __syncwarp();
+    if (ok && __ffs(m) - 1 == lane) cnt[bin] += __popc(m);
+    __syncwarp();
+  };
+  auto starts = [&] {  // counts -> exclusive starts
+    const int v = cnt[lane];
+    int x = v;
+    for (int o = 1; o < kWarp; o <<= 1) {
+      const int y = __shfl_up_sync(kFullMask, x, o);
+      if (lane >= o) x += y;
+    }
+    __syncwarp();
+    cnt[lane] = x - v;
+    __syncwarp();
+  };
+  if (n <= kCachedChunks * kWarp) {
+    uint32_t key[kCachedChunks];
+    int bin[kCachedChunks];
+#pragma unroll
+    for (int c = 0; c < kCachedChunks; ++c) key[c] = source(c * kWarp + lane);  // every load in flight at once
+#pragma unroll
+    for (int c = 0; c < kCachedChunks; ++c) entry(c * kWarp + lane, key[c], key[c], bin[c]);
+#pragma unroll
+    for (int c = 0; c < kCachedChunks; ++c)
+      if (c * kWarp < n) count(bin[c], c * kWarp + lane < n);  // n is the warp's: no lane skips alone
+    starts();
+#pragma unroll
+    for (int c = 0; c < kCachedChunks; ++c)
+      if (c * kWarp < n) place(key[c], bin[c], c * kWarp + lane < n);
+    return;
+  }
+  for (int64_t c = 0; c < n; c += kWarp) {
+    uint32_t key;
+    int bin;
+    entry(c + lane, source(c + lane), key, bin);
+    count(bin, c + lane < n);
+  }
+  starts();
+  for (int64_t c = 0; c < n; c += kWarp) {
+    uint32_t key;
+    int bin;
+    entry(c + lane, source(c + lane), key, bin);
+    place(key, bin, c + lane < n);
+  }
+}
+
+// The gather: warp gw sums its rows' edges in plan order into shared memory, then stores the
+// rows (scaled by 1 / degree for the mean; 0 for a row without edges). Lane l owns column l of
+// every row of the warp; the plan is read 32 entries at a time (the next 32 load while these
+// are gathered) and broadcast by shuffles. Source rows are addressed by 32-bit offsets
+// (applies() checks that in_rows x fv < 2^32).
+template <bool kMean>
+__global__ void __launch_bounds__(256, kMinBlocks) pull_kernel(const uint32_t* __restrict__ plan,
+                                                               const int64_t* __restrict__ ptr,
+                                                               const float4* __restrict__ in, int64_t rows, int fv,
+                                                               int R, float4* __restrict__ out) {
+  extern __shared__ float4 acc_sm[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  if (r0 >= rows) return;  // the whole warp
+  const int nr = static_cast<int>(rows - r0 < R ? rows - r0 : R);
+  float4* my = acc_sm + static_cast<size_t>(warp) * R * fv;
+  for (int i = lane; i < nr * fv; i += kWarp) my[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  __syncwarp();
+  const int64_t beg = ptr[r0], end = ptr[r0 + nr];
+  const bool live = lane < fv;
+  const float4* base = in + lane;
+  const uint32_t stride = static_cast<uint32_t>(fv);
+  uint32_t next = beg + lane < end ? __ldg(plan + beg + lane) : 0u;
+  for (int64_t e = beg; e < end; e += kWarp) {
+    const int n = static_cast<int>(end - e < kWarp ? end - e : kWarp);
+    const uint32_t p = next;
+    next = e + kWarp + lane < end ? __ldg(plan + e + kWarp + lane) : 0u;
+    for (int j0 = 0; j0 < n; j0 += kEdges) {
+      float4 v[kEdges];
+      int lr[kEdges];
+#pragma unroll
+      for (int k = 0; k < kEdges; ++k) {
+        const int j = j0 + k;
+        const uint32_t q = __shfl_sync(kFullMask, p, j & (kWarp - 1));
+        lr[k] = j < n ? static_cast<int>(q & 255u) : -1;
+        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (lr[k] >= 0 && live) v[k] = __ldg(base + (q >> 8) * stride);
+      }
+#pragma unroll
+      for (int k = 0; k < kEdges; ++k)
+        if (lr[k] >= 0 && live) {
+          float4& a = my[lr[k] * fv + lane];
+          a.x += v[k].x;
+          a.y += v[k].y;
+          a.z += v[k].z;
+          a.w += v[k].w;
+        }
+    }
+  }
+  __syncwarp();
+  for (int i = lane; i < nr * fv; i += kWarp) {
+    const int r = i / fv;
+    float4 a = my[i];
+    if (kMean) {
+      const int64_t deg = ptr[r0 + r + 1] - ptr[r0 + r];
+      pull_vec::scale(a, deg > 0 ? 1.0f / static_cast<float>(deg) : 1.0f);
+    }
+    out[r0 * fv + i] = a;
+  }
+}
+
+// The grid for `rows` rows of fv vectors on `device`: R rows a warp such that every block is
+// resident at once (the shared memory of R x fv accumulators a warp decides the blocks an SM).
+// False where no such R <= kMaxRowsPerWarp exists.
+struct Grid {
+  int R = 0;
+  int64_t blocks = 0;
+  size_t smem = 0;
+};
+
+inline int blocks_per_sm(size_t smem, int device, int& sms) {
+  static std::mutex mu;
+  static std::map<int, std::pair<int, int>> limits;           // device -> (SMs, opt-in shared memory)
+  static std::map<std::pair<int, size_t>, int> cache;          // (device, smem) -> blocks an SM
+  std::lock_guard<std::mutex> lock(mu);
+  auto lim = limits.find(device);
+  if (lim == limits.end()) {  // once a device: the kernels may take all the shared memory it offers
+    int n = 0, max_smem = 0;
+    GT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    GT_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    for (auto* k : {pull_kernel<false>, pull_kernel<true>})
+      GT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    lim = limits.emplace(device, std::make_pair(n, max_smem)).first;
+  }
+  sms = lim->second.first;
+  if (smem > static_cast<size_t>(lim->second.second)) return 0;
+  auto it = cache.find({device, smem});
+  if (it != cache.end()) return it->second;
+  int occ = 0;
+  GT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pull_kernel<false>, kWarps * kWarp, smem));
+  cache[{device, smem}] = occ;
+  return occ;
+}
+
+inline bool grid_for(int64_t rows, int64_t fv, int device, Grid& g) {
+  int guess = kMinBlocks, sms = 0;
+  blocks_per_sm(0, device, sms);
+  for (int pass = 0; pass < 4; ++pass) {
+    const int64_t warps = static_cast<int64_t>(sms) * guess * kWarps;
+    const int64_t R = (rows + warps - 1) / warps;
+    if (R > kMaxRowsPerWarp) return false;
+    const size_t smem = static_cast<size_t>(kWarps) * static_cast<size_t>(R * fv) * sizeof(float4);
+    const int occ = blocks_per_sm(smem, device, sms);
+    if (occ < 1) return false;
+    g.R = static_cast<int>(R);
+    g.smem = smem;
+    g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+    if (occ >= guess) return g.blocks <= static_cast<int64_t>(sms) * occ;
+    guess = occ;
+  }
+  return false;
+}
+
+// Whether the path applies (see the header), and its grid.
+inline bool applies(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, bool hubs, int device, Grid& g) {
+  const char* env = std::getenv("GT_PULL_OWN");
+  const int forced = env && *env ? std::atoi(env) : -1;
+  if (forced == 0 || fv > kWarp || nnz <= 0 || hubs || in_rows >= (int64_t{1} << 24) ||
+      in_rows * fv >= (int64_t{1} << 32))
+    return false;
+  if (forced != 1) {
+    if (nnz < 4 * rows || fv < kMinVectors) return false;
+    int l2 = 0;
+    GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    if (static_cast<double>(in_rows) * static_cast<double>(fv) * 16.0 <= static_cast<double>(l2)) return false;
+  }
+  return grid_for(rows, fv, device, g);
+}
+
+template <bool kMean>
+void launch(const int64_t* ptr, const int32_t* ids, const float4* in, int64_t in_rows, int64_t rows, int64_t nnz,
+            int64_t fv, float4* out, const Grid& g, int device, cudaStream_t s) {
+  int shift = 0;
+  while (((in_rows - 1) >> shift) >= kBins) ++shift;
+  DeviceScratch plan(static_cast<size_t>(nnz) * sizeof(uint32_t), device);
+  auto* p = static_cast<uint32_t*>(plan.ptr);
+  const int64_t warps = g.blocks * kWarps;
+  plan_kernel<<<static_cast<unsigned>(g.blocks), kWarps * kWarp, 0, s>>>(ptr, ids, rows, g.R, shift, warps, p);
+  GT_CUDA_LAUNCH_CHECK();
+  pull_kernel<kMean><<<static_cast<unsigned>(g.blocks), kWarps * kWarp, g.smem, s>>>(
+      p, ptr, in, rows, static_cast<int>(fv), g.R, out);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace pull_own
+}  // namespace cuda_impl
+}  // namespace gt
