@@ -32,8 +32,8 @@
 //  * Narrow float4 rows (at most 32 vectors) of forward-shaped blocks whose source matrix is
 //    larger than the L2 (products: 140 MB): row-owning warps over a plan that orders each warp's
 //    edges by source bin (pull_own.cuh), so that the whole device walks the matrix in order and
-//    reads each row from DRAM about once (products forward sum 0.095 -> 0.082 ms with the plan's
-//    0.015 ms on an H100). Sum and mean only (the forward Pull).
+//    reads each row from DRAM about once (products forward sum 0.097 -> 0.078 ms on an H100, the
+//    plan included). Sum and mean only (the forward Pull).
 //  * Long rows (blocks averaging kTiledAverageDegree or more edges per row: full neighbourhoods
 //    of power-law graphs): a row of kSplitDegree or more edges has its column steps spread over
 //    grid rows (blockIdx.y), so a hub is walked by many warps instead of one (one warp walking a
@@ -330,7 +330,7 @@ void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr,
   const bool vec2 = F % 2 == 0 && aligned8(in) && aligned8(out);
   pull_own::Grid own;
   if ((kW == Weight::kNone || kW == Weight::kRowMean) && vec4 &&
-      pull_own::applies(in_rows, rows, nnz, F / 4, hubs, device, own)) {
+      pull_own::applies(in_rows, rows, nnz, F / 4, hubs, max_degree, device, own)) {
     pull_own::launch<kW == Weight::kRowMean>(ptr, ids, reinterpret_cast<const float4*>(in), in_rows, rows, nnz, F / 4,
                                               reinterpret_cast<float4*>(out), own, device, s);
     return;  // no hub rows here: applies() refuses blocks that may hold them

@@ -4,10 +4,12 @@
 //
 // Every warp of a grid that is resident all at once owns R consecutive destination rows; their
 // accumulators (a whole row of at most 32 float4 a row) live in shared memory. A plan, built on
-// the device for each call, lists each warp's edges ordered by source bin (32 bins of source ids,
-// CSR order within a bin), packed as (src << 8 | local row). Because every warp's list is about
-// as long as the others' and spread over the source ids alike, all warps walk the gathered matrix
-// from its first rows to its last at about the same rate, so the rows read at any moment lie in
+// the device for each call (by each warp for itself at the start of the gather where its run of
+// edges fits in shared memory, else by plan_kernel in a launch of its own), lists each warp's
+// edges ordered by source bin (32 bins of source ids, CSR order within a bin), packed as
+// (src << 8 | local row). Because every warp's list is about as long as the others' and spread
+// over the source ids alike, all warps walk the gathered matrix from its first rows to its last
+// at about the same rate, so the rows read at any moment lie in
 // a window that the L2 holds and each source row comes from DRAM about once (the lane gather
 // reads products' 140 MB matrix 1.9 times: 223 MB where 116 are needed). A lane loads K edges'
 // vectors before it adds any. A row's sum runs bin by bin and in CSR order within a bin: the
@@ -16,13 +18,14 @@
 // Used where it pays (applies()): the source matrix larger than the L2, rows of 20 to 32
 // float4, blocks of 4 or more edges a row without hub rows, and row counts that fit the grid's
 // shared memory with at most 255 rows a warp. GT_PULL_OWN=0 turns it off; =1 forces it wherever
-// it can run (tests, on small blocks).
+// it can run (tests, on small blocks), =2 also forces the two-launch form (plan_kernel).
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "framework/cuda_check.h"
@@ -43,27 +46,17 @@ constexpr int kBins = 32;           // source bins of the plan (one a lane)
 constexpr int kCachedChunks = 8;    // runs of up to 8 x 32 edges are planned from registers
 // Rows narrower than this many float4 keep the lane gather: at 16 (F = 64, products' hidden
 // width) the plan cost more than the DRAM reads it saved (a products GCN step combine-first
-// 0.579 -> 0.597 ms on an H100); at 25 (F = 100) the forward Pull went 0.097 -> 0.088 ms.
+// 0.579 -> 0.597 ms on an H100); at 25 (F = 100) the forward Pull went 0.097 -> 0.078 ms.
 constexpr int kMinVectors = 20;
 
-// One warp a run of rows: its edges [ptr[r0], ptr[r1]) reordered by source bin (stable) into
-// plan[ptr[r0] ..]. A histogram of the bins by match groups, their exclusive starts by a warp
-// scan, then the scatter with each lane's rank within its match group. Runs of at most 256
-// edges keep their keys in registers between the two passes; longer runs load them again.
-__global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
-                                                   int64_t rows, int R, int shift, int64_t warps,
-                                                   uint32_t* __restrict__ plan) {
-  __shared__ int64_t ptr_s[kWarps][kMaxRowsPerWarp + 1];
-  __shared__ int cnt_s[kWarps][kBins];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (gw >= warps) return;  // the whole warp: no block barrier below
-  const int64_t r0 = gw * R < rows ? gw * R : rows;
-  const int nr = static_cast<int>(rows - r0 < R ? rows - r0 : R);
-  if (nr == 0) return;
-  int64_t* my_ptr = ptr_s[warp];
-  int* cnt = cnt_s[warp];
-  for (int i = lane; i <= nr; i += kWarp) my_ptr[i] = ptr[r0 + i];
+// The plan of one warp's run of rows (my_ptr: their nr + 1 CSR offsets, in shared memory):
+// the run's edges [my_ptr[0], my_ptr[nr]) reordered by source bin (stable) into dst[0 .. n),
+// global or shared memory. A histogram of the bins by match groups (cnt: 32 ints of shared
+// memory), their exclusive starts by a warp scan, then the scatter with each lane's rank within
+// its match group. Runs of at most 256 edges keep their keys in registers between the passes
+// (every id load in flight at once); longer runs load them again.
+__device__ __forceinline__ void plan_run(const int64_t* my_ptr, int nr, const int32_t* __restrict__ ids, int shift,
+                                         int* cnt, uint32_t* dst, int lane) {
   cnt[lane] = 0;
   __syncwarp();
   const int64_t b = my_ptr[0], n = my_ptr[nr] - b;
@@ -91,7 +84,7 @@ __global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ p
   };
   auto place = [&](uint32_t key, int bin, bool ok) {
     const unsigned m = __match_any_sync(kFullMask, bin);
-    if (ok) plan[b + cnt[bin] + __popc(m & lt)] = key;
+    if (ok) dst[cnt[bin] + __popc(m & lt)] = key;
     __syncwarp();
     if (ok && __ffs(m) - 1 == lane) cnt[bin] += __popc(m);
     __syncwarp();
@@ -111,7 +104,7 @@ __global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ p
     uint32_t key[kCachedChunks];
     int bin[kCachedChunks];
 #pragma unroll
-    for (int c = 0; c < kCachedChunks; ++c) key[c] = source(c * kWarp + lane);  // every load in flight at once
+    for (int c = 0; c < kCachedChunks; ++c) key[c] = source(c * kWarp + lane);
 #pragma unroll
     for (int c = 0; c < kCachedChunks; ++c) entry(c * kWarp + lane, key[c], key[c], bin[c]);
 #pragma unroll
@@ -138,14 +131,48 @@ __global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ p
   }
 }
 
+// The plan of every warp's run into plan[ptr[r0] ..] (runs of any length; see pull_kernel).
+__global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
+                                                   int64_t rows, int R, int shift, int64_t warps,
+                                                   uint32_t* __restrict__ plan) {
+  __shared__ int64_t ptr_s[kWarps][kMaxRowsPerWarp + 1];
+  __shared__ int cnt_s[kWarps][kBins];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (gw >= warps) return;  // the whole warp: no block barrier below
+  const int64_t r0 = gw * R < rows ? gw * R : rows;
+  const int nr = static_cast<int>(rows - r0 < R ? rows - r0 : R);
+  if (nr == 0) return;
+  int64_t* my_ptr = ptr_s[warp];
+  for (int i = lane; i <= nr; i += kWarp) my_ptr[i] = ptr[r0 + i];
+  __syncwarp();
+  plan_run(my_ptr, nr, ids, shift, cnt_s[warp], plan + my_ptr[0], lane);
+}
+
 // The gather: warp gw sums its rows' edges in plan order into shared memory, then stores the
 // rows (scaled by 1 / degree for the mean; 0 for a row without edges). Lane l owns column l of
 // every row of the warp; the plan is read 32 entries at a time (the next 32 load while these
 // are gathered) and broadcast by shuffles. Source rows are addressed by 32-bit offsets
-// (applies() checks that in_rows x fv < 2^32).
-template <bool kMean>
+// (applies() checks that in_rows x fv < 2^32). kFused: the warp plans its own run first, into
+// shared memory (runs of at most kPlanCap edges: launch() checks max_degree x R), so that no
+// plan goes through global memory and no second launch waits for it; else it reads the run's
+// plan from plan_kernel's output.
+constexpr int kPlanCap = kCachedChunks * kWarp;
+
+// Dynamic shared memory of a block: the accumulators, and for kFused the plan, the run's CSR
+// offsets and the bin counters of each warp.
+inline size_t smem_bytes(int64_t R, int64_t fv, bool fused) {
+  size_t b = static_cast<size_t>(kWarps) * static_cast<size_t>(R * fv) * sizeof(float4);
+  if (fused)
+    b += static_cast<size_t>(kWarps) * (kPlanCap * sizeof(uint32_t) + static_cast<size_t>(R + 1) * sizeof(int64_t) +
+                                        kBins * sizeof(int));
+  return b;
+}
+
+template <bool kMean, bool kFused>
 __global__ void __launch_bounds__(256, kMinBlocks) pull_kernel(const uint32_t* __restrict__ plan,
                                                                const int64_t* __restrict__ ptr,
+                                                               const int32_t* __restrict__ ids, int shift,
                                                                const float4* __restrict__ in, int64_t rows, int fv,
                                                                int R, float4* __restrict__ out) {
   extern __shared__ float4 acc_sm[];
@@ -155,16 +182,33 @@ __global__ void __launch_bounds__(256, kMinBlocks) pull_kernel(const uint32_t* _
   const int nr = static_cast<int>(rows - r0 < R ? rows - r0 : R);
   float4* my = acc_sm + static_cast<size_t>(warp) * R * fv;
   for (int i = lane; i < nr * fv; i += kWarp) my[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const uint32_t* list;
+  int64_t n_edges;
+  if (kFused) {
+    auto* plan_s = reinterpret_cast<uint32_t*>(acc_sm + static_cast<size_t>(kWarps) * R * fv);
+    auto* ptr_s = reinterpret_cast<int64_t*>(plan_s + kWarps * kPlanCap);
+    auto* cnt_s = reinterpret_cast<int*>(ptr_s + kWarps * (R + 1));
+    int64_t* my_ptr = ptr_s + warp * (R + 1);
+    for (int i = lane; i <= nr; i += kWarp) my_ptr[i] = ptr[r0 + i];
+    __syncwarp();
+    uint32_t* my_plan = plan_s + warp * kPlanCap;
+    plan_run(my_ptr, nr, ids, shift, cnt_s + warp * kBins, my_plan, lane);
+    list = my_plan;
+    n_edges = my_ptr[nr] - my_ptr[0];
+  } else {
+    const int64_t beg = ptr[r0];
+    list = plan + beg;
+    n_edges = ptr[r0 + nr] - beg;
+  }
   __syncwarp();
-  const int64_t beg = ptr[r0], end = ptr[r0 + nr];
   const bool live = lane < fv;
   const float4* base = in + lane;
   const uint32_t stride = static_cast<uint32_t>(fv);
-  uint32_t next = beg + lane < end ? __ldg(plan + beg + lane) : 0u;
-  for (int64_t e = beg; e < end; e += kWarp) {
-    const int n = static_cast<int>(end - e < kWarp ? end - e : kWarp);
+  uint32_t next = lane < n_edges ? list[lane] : 0u;
+  for (int64_t e = 0; e < n_edges; e += kWarp) {
+    const int n = static_cast<int>(n_edges - e < kWarp ? n_edges - e : kWarp);
     const uint32_t p = next;
-    next = e + kWarp + lane < end ? __ldg(plan + e + kWarp + lane) : 0u;
+    next = e + kWarp + lane < n_edges ? list[e + kWarp + lane] : 0u;
     for (int j0 = 0; j0 < n; j0 += kEdges) {
       float4 v[kEdges];
       int lr[kEdges];
@@ -206,44 +250,48 @@ struct Grid {
   int R = 0;
   int64_t blocks = 0;
   size_t smem = 0;
+  bool fused = false;
 };
 
-inline int blocks_per_sm(size_t smem, int device, int& sms) {
+inline int blocks_per_sm(size_t smem, bool fused, int device, int& sms) {
   static std::mutex mu;
-  static std::map<int, std::pair<int, int>> limits;           // device -> (SMs, opt-in shared memory)
-  static std::map<std::pair<int, size_t>, int> cache;          // (device, smem) -> blocks an SM
+  static std::map<int, std::pair<int, int>> limits;                  // device -> (SMs, opt-in shared memory)
+  static std::map<std::tuple<int, size_t, bool>, int> cache;         // (device, smem, fused) -> blocks an SM
   std::lock_guard<std::mutex> lock(mu);
   auto lim = limits.find(device);
   if (lim == limits.end()) {  // once a device: the kernels may take all the shared memory it offers
     int n = 0, max_smem = 0;
     GT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
     GT_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    for (auto* k : {pull_kernel<false>, pull_kernel<true>})
+    for (auto* k : {pull_kernel<false, false>, pull_kernel<true, false>, pull_kernel<false, true>,
+                    pull_kernel<true, true>})
       GT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
     lim = limits.emplace(device, std::make_pair(n, max_smem)).first;
   }
   sms = lim->second.first;
   if (smem > static_cast<size_t>(lim->second.second)) return 0;
-  auto it = cache.find({device, smem});
+  auto it = cache.find({device, smem, fused});
   if (it != cache.end()) return it->second;
   int occ = 0;
-  GT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, pull_kernel<false>, kWarps * kWarp, smem));
-  cache[{device, smem}] = occ;
+  GT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &occ, fused ? pull_kernel<true, true> : pull_kernel<true, false>, kWarps * kWarp, smem));
+  cache[{device, smem, fused}] = occ;
   return occ;
 }
 
-inline bool grid_for(int64_t rows, int64_t fv, int device, Grid& g) {
+inline bool grid_for(int64_t rows, int64_t fv, bool fused, int device, Grid& g) {
   int guess = kMinBlocks, sms = 0;
-  blocks_per_sm(0, device, sms);
+  blocks_per_sm(0, fused, device, sms);
   for (int pass = 0; pass < 4; ++pass) {
     const int64_t warps = static_cast<int64_t>(sms) * guess * kWarps;
     const int64_t R = (rows + warps - 1) / warps;
     if (R > kMaxRowsPerWarp) return false;
-    const size_t smem = static_cast<size_t>(kWarps) * static_cast<size_t>(R * fv) * sizeof(float4);
-    const int occ = blocks_per_sm(smem, device, sms);
+    const size_t smem = smem_bytes(R, fv, fused);
+    const int occ = blocks_per_sm(smem, fused, device, sms);
     if (occ < 1) return false;
     g.R = static_cast<int>(R);
     g.smem = smem;
+    g.fused = fused;
     g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
     if (occ >= guess) return g.blocks <= static_cast<int64_t>(sms) * occ;
     guess = occ;
@@ -251,20 +299,26 @@ inline bool grid_for(int64_t rows, int64_t fv, int device, Grid& g) {
   return false;
 }
 
-// Whether the path applies (see the header), and its grid.
-inline bool applies(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, bool hubs, int device, Grid& g) {
+// Whether the path applies (see the header), and its grid: fused where every run of R rows
+// holds at most kPlanCap edges (max_degree x R, max_degree known), else plan_kernel first.
+inline bool applies(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, bool hubs, int64_t max_degree,
+                    int device, Grid& g) {
   const char* env = std::getenv("GT_PULL_OWN");
   const int forced = env && *env ? std::atoi(env) : -1;
   if (forced == 0 || fv > kWarp || nnz <= 0 || hubs || in_rows >= (int64_t{1} << 24) ||
       in_rows * fv >= (int64_t{1} << 32))
     return false;
-  if (forced != 1) {
+  if (forced != 1 && forced != 2) {
     if (nnz < 4 * rows || fv < kMinVectors) return false;
     int l2 = 0;
     GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     if (static_cast<double>(in_rows) * static_cast<double>(fv) * 16.0 <= static_cast<double>(l2)) return false;
   }
-  return grid_for(rows, fv, device, g);
+  // GT_PULL_OWN=2 forces the two-launch form (tests).
+  if (forced != 2 && max_degree >= 0 && grid_for(rows, fv, true, device, g) &&
+      static_cast<int64_t>(g.R) * max_degree <= kPlanCap)
+    return true;
+  return grid_for(rows, fv, false, device, g);
 }
 
 template <bool kMean>
@@ -272,13 +326,19 @@ void launch(const int64_t* ptr, const int32_t* ids, const float4* in, int64_t in
             int64_t fv, float4* out, const Grid& g, int device, cudaStream_t s) {
   int shift = 0;
   while (((in_rows - 1) >> shift) >= kBins) ++shift;
+  const unsigned blocks = static_cast<unsigned>(g.blocks);
+  if (g.fused) {
+    pull_kernel<kMean, true><<<blocks, kWarps * kWarp, g.smem, s>>>(nullptr, ptr, ids, shift, in, rows,
+                                                                    static_cast<int>(fv), g.R, out);
+    GT_CUDA_LAUNCH_CHECK();
+    return;
+  }
   DeviceScratch plan(static_cast<size_t>(nnz) * sizeof(uint32_t), device);
   auto* p = static_cast<uint32_t*>(plan.ptr);
-  const int64_t warps = g.blocks * kWarps;
-  plan_kernel<<<static_cast<unsigned>(g.blocks), kWarps * kWarp, 0, s>>>(ptr, ids, rows, g.R, shift, warps, p);
+  plan_kernel<<<blocks, kWarps * kWarp, 0, s>>>(ptr, ids, rows, g.R, shift, g.blocks * kWarps, p);
   GT_CUDA_LAUNCH_CHECK();
-  pull_kernel<kMean><<<static_cast<unsigned>(g.blocks), kWarps * kWarp, g.smem, s>>>(
-      p, ptr, in, rows, static_cast<int>(fv), g.R, out);
+  pull_kernel<kMean, false><<<blocks, kWarps * kWarp, g.smem, s>>>(p, ptr, ids, shift, in, rows,
+                                                                   static_cast<int>(fv), g.R, out);
   GT_CUDA_LAUNCH_CHECK();
 }
 

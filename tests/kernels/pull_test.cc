@@ -443,7 +443,8 @@ GT_DEVICE_TEST(Pull, ColumnBandsOfWholeCacheLines) {
 // Narrow float4 rows of forward-shaped blocks whose source matrix is larger than the L2 are
 // summed by row-owning warps over a plan that orders each warp's edges by source bin
 // (kernels/pull_own.cuh); GT_PULL_OWN=1 forces that path on these small matrices (and on the
-// transposed blocks of backward, which it would otherwise leave alone). Widths of 1 to 32
+// transposed blocks of backward, which it would otherwise leave alone), planning in the gather
+// kernel where every warp's run fits its shared memory; =2 always plans in a launch of its own. Widths of 1 to 32
 // float4 (F = 4 .. 128, 100 as products'), a block of one row a warp (57 rows), one of several
 // rows a warp and runs of more than 256 edges a warp (60,000 rows of 0 to 60 edges: 12 rows a
 // warp on an H100, the plan's second pass), sources beyond the first bin (shift > 0) and rows without edges: as the float64
@@ -475,12 +476,14 @@ GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
           test::ScopedEnv off("GT_PULL_OWN", std::string("0"));
           other = run_pull_checked(ctx, b, bd, F, xf, gf, f, "other kernels, " + what);
         }
-        test::ScopedEnv own("GT_PULL_OWN", std::string("1"));
-        const std::string w = "row-owning warps, " + what;
-        const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, w);
-        expect_like_cpu(dev, b, F, xf, gf, f, r, w);
-        expect_close(r.y, to_double(other.y), kPullTol, "forward against the other kernels, " + w, r.yr.mag);
-        expect_close(r.dx, to_double(other.dx), kPullTol, "backward against the other kernels, " + w, r.dxr.mag);
+        for (const char* mode : {"1", "2"}) {  // one launch where the runs allow, and always two
+          test::ScopedEnv own("GT_PULL_OWN", std::string(mode));
+          const std::string w = std::string("row-owning warps (GT_PULL_OWN=") + mode + "), " + what;
+          const PullRun r = run_pull_checked(ctx, b, bd, F, xf, gf, f, w);
+          expect_like_cpu(dev, b, F, xf, gf, f, r, w);
+          expect_close(r.y, to_double(other.y), kPullTol, "forward against the other kernels, " + w, r.yr.mag);
+          expect_close(r.dx, to_double(other.dx), kPullTol, "backward against the other kernels, " + w, r.dxr.mag);
+        }
       }
     }
   }
