@@ -120,11 +120,8 @@ class JsonOut {
     if (fs::exists(st) && !fs::is_regular_file(st))
       throw gt::Error("--json '" + path_ + "' is not a regular file", "gt-bench",
                       "give a file name; leave --json out to write no file");
-    // The rename of commit() would replace a symlink itself, not the file it points to.
-    if (fs::is_symlink(fs::symlink_status(path_, ec))) {
-      const fs::path target = fs::weakly_canonical(path_, ec);
-      if (!ec) path_ = target.string();
-    }
+    // commit() renames over the file a symbolic link names, not the link (gt::TempFile::target).
+    path_ = gt::write_target(path_);
     try {
       gt::make_parent_dirs(path_);
     } catch (const gt::Error& e) {

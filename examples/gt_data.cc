@@ -279,6 +279,9 @@ int cmd_check(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One line at a time even into a file or a pipe, so that a log shows progress as it happens
+  // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   gt::install_temp_file_signal_cleanup();  // SIGINT/SIGTERM: no temporary output file left behind
   try {
     if (argc < 2) usage_error("missing command");

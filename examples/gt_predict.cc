@@ -107,18 +107,23 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   if (!ok)
     GT_THROW(path, err == ENOSPC ? "the disk is full" : "check the free space of its folder", "cannot write '", path,
              "': ", std::strerror(err), "; nothing was replaced");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    GT_THROW(path, "", "cannot rename '", tmp.path(), "' to '", path, "': ", std::strerror(errno));
+  if (std::rename(tmp.c_str(), tmp.target().c_str()) != 0)  // through a link
+    GT_THROW(path, "", "cannot rename '", tmp.path(), "' to '", tmp.target(), "': ", std::strerror(errno));
   tmp.renamed();
 }
 
-// `out` names a file that can be created: not a folder; its folder exists and takes a new file,
+// `out` names a file that can be created: not a folder, nor a device, FIFO or socket; its folder
+// (of the file a symbolic link names) exists and takes a new file,
 // or the nearest folder above it that exists is one this process may create folders in.
 void check_output(const std::string& out) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(out, ec)) GT_THROW(out, "name a file", "the output '", out, "' is a folder");
-  fs::path dir = fs::path(out).parent_path();
+  const fs::file_status st = fs::status(out, ec);  // through a symbolic link: what would be replaced
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    GT_THROW(out, "name a regular file", "the output '", out,
+             "' exists and is not a regular file (a device, FIFO or socket); it would be replaced");
+  fs::path dir = fs::path(gt::write_target(out)).parent_path();
   if (dir.empty()) dir = ".";
   if (fs::is_directory(dir, ec)) {
     const gt::TempFile probe(out);  // removed when done
@@ -141,6 +146,9 @@ void check_output(const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One line at a time even into a file or a pipe, so that a log shows progress as it happens
+  // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, out, dataset, split;
   bool all = false, embeddings = false, fanouts_given = false, batch_given = false;
   gt::InferenceOptions opt;
@@ -272,6 +280,18 @@ int main(int argc, char** argv) {
     for (int64_t f : opt.fanouts) sampled |= f != -1;
     const double accuracy = labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : 0.0;
 
+    // The missing folders of the output are made here and removed again if the write fails.
+    std::vector<std::string> made;
+    struct RemoveUnlessDone {
+      std::vector<std::string>& dirs;
+      bool done = false;
+      ~RemoveUnlessDone() {
+        if (!done) gt::remove_empty_dirs(dirs);
+        gt::release_made_dirs(dirs);
+      }
+    } made_guard{made};
+    gt::make_parent_dirs_noted(gt::write_target(out), made);
+    gt::register_made_dirs(made);  // a signal removes them with the temporary file
     if (csv) {
       write_csv(out, ids, pred, logits, embeddings ? &emb : nullptr);
     } else {
@@ -289,6 +309,7 @@ int main(int argc, char** argv) {
       if (embeddings) w.tensor("embeddings", emb);
       w.commit();
     }
+    made_guard.done = true;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     std::printf("%zu nodes (%s) of %s on %s, model %s: ", ids.size(),

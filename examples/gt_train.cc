@@ -20,6 +20,7 @@
 // stop the run as before (the files written so far stay: metrics lines, the best weights, the
 // last checkpoint), and a file being written when the signal came is not left half-written as a
 // temporary file (framework/temp_files.h).
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -50,6 +51,9 @@ int usage(const char* msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One line at a time even into a file or a pipe, so that a log shows progress as it happens
+  // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   gt::install_temp_file_signal_cleanup();
   std::string config_path;
   std::vector<std::string> overrides;
@@ -64,11 +68,14 @@ int main(int argc, char** argv) {
       std::cout << gt::config_keys_markdown();
       return 0;
     } else if (a == "--print-config") {
+      if (print_graph) return usage("give one of --print-config and --print-graph");
       print_config = true;
     } else if (a == "--print-graph") {
+      if (print_config) return usage("give one of --print-config and --print-graph");
       print_graph = true;
     } else if (a == "--trace") {
       if (i + 1 >= argc) return usage("--trace needs a file name");
+      if (!trace.empty()) return usage("--trace may be given once");
       trace = argv[++i];  // a file name as given, not YAML (so "#" or "null" stay part of it)
       if (trace.empty()) return usage("--trace needs a file name");
     } else if (a == "--set") {
@@ -80,6 +87,9 @@ int main(int argc, char** argv) {
       resume = argv[++i];
       // An empty name (an unset shell variable) would start from scratch and overwrite the outputs.
       if (resume.empty()) return usage("--resume needs a checkpoint file, got an empty name");
+      // "--resume --set ..." (the file forgotten): an option, not a checkpoint's name.
+      if (resume.rfind("--", 0) == 0)
+        return usage(("--resume needs a checkpoint file before the next option, got '" + resume + "'").c_str());
     } else if (a.rfind("--set=", 0) == 0) {
       overrides.push_back(a.substr(6));
     } else if (!a.empty() && a[0] == '-') {

@@ -353,7 +353,8 @@ const std::vector<Field>& fields() {
                  "full-batch training (sampling.batch_size at least the training split, every sampling.fanouts "
                  "entry -1): the one batch is sampled, reindexed, gathered and copied once, in the split's order, and "
                  "every epoch trains on it, as full-batch training in PyG does; false prepares it again each epoch "
-                 "(in a shuffled order: the same nodes and edges, summed in another order)"),
+                 "(in a shuffled order: the same nodes and edges, summed in another order, and with model.dropout "
+                 "> 0 other masks, since a mask follows the rows' order: the losses differ beyond rounding)"),
       string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},
                    "folder of fitted DKP cost models, one file per device and model (model.dkp=auto reuses it "
                    "and skips the warm-up); \"\" = fit every run"),

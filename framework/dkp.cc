@@ -258,7 +258,7 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
     out.close();  // the last buffered write happens here: checked below
     if (out.fail()) GT_THROW(path, "check train.dkp_cache (is the disk full?)", "cannot write the DKP cost-model cache");
   }
-  std::filesystem::rename(tmp.path(), path, ec);
+  std::filesystem::rename(tmp.path(), tmp.target(), ec);  // through a link
   if (ec) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache: ", ec.message());
   tmp.renamed();
 }

@@ -80,6 +80,12 @@ H5Id file_access_plist(const std::string& path) {
   return fapl;
 }
 
+H5Id file_create_plist(const std::string& path) {
+  H5Id fapl = file_access_plist(path);
+  GT_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), path, "");
+  return fapl;
+}
+
 H5Id creation_plist(hid_t cls, const std::string& path, const std::string& name) {
   H5Id plist(GT_H5_CHECK(H5Pcreate(cls), path, name), H5Pclose);
   GT_H5_CHECK(H5Pset_obj_track_times(plist.get(), false), path, name);

@@ -121,7 +121,7 @@ bool drop_epochs_after(const std::string& path, int64_t keep) {
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   bool ok = fp && std::fwrite(kept.data(), 1, kept.size(), fp) == kept.size();
   if (fp) ok = std::fclose(fp) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (!ok || std::rename(tmp.c_str(), tmp.target().c_str()) != 0)  // through a link
     GT_THROW(path, "check that the directory is writable", "cannot rewrite metrics file '", path, "'");
   tmp.renamed();
   return true;

@@ -49,6 +49,7 @@ bool fsync_path(const std::string& path, bool directory) {
 
 struct TensorFileWriter::Impl {
   std::string path, tmp, kind;
+  std::string target;  // the file the rename replaces: path, or what its symbolic links name
   hid_t file = -1;
   bool committed = false;
   struct Written {
@@ -72,11 +73,15 @@ struct TensorFileWriter::Impl {
 
 TensorFileWriter::TensorFileWriter(const std::string& path, std::string kind) : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(hdf5_mutex());
-  make_parent_dirs(path);
   impl_->path = path;
   impl_->kind = std::move(kind);
-  impl_->tmp = temp_path_for(path);
-  impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  impl_->target = write_target(path);  // a symbolic link is written through
+  make_parent_dirs(impl_->target);
+  impl_->tmp = temp_path_for(impl_->target);
+  {
+    H5Id fapl = h5::file_create_plist(impl_->tmp);  // checksummed metadata (hdf5_util.h)
+    impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
+  }
   if (impl_->file < 0) {
     std::string detail = h5::short_cause(h5::take_error_detail());
     std::remove(impl_->tmp.c_str());  // created before HDF5 failed to write its header (a full disk)
@@ -182,12 +187,12 @@ void TensorFileWriter::commit() {
   impl_->check(closed >= 0, "closing");
   if (!fsync_path(tmp, false)) impl_->fail("fsync", std::strerror(errno));
   verify();
-  if (std::rename(tmp.c_str(), impl_->path.c_str()) != 0)
-    GT_THROW(impl_->path, "", "cannot rename '", tmp, "' to '", impl_->path, "': ", std::strerror(errno));
+  if (std::rename(tmp.c_str(), impl_->target.c_str()) != 0)
+    GT_THROW(impl_->path, "", "cannot rename '", tmp, "' to '", impl_->target, "': ", std::strerror(errno));
   impl_->committed = true;
   release_temp_path(tmp);
   // Makes the rename itself durable.
-  auto parent = std::filesystem::path(impl_->path).parent_path();
+  auto parent = std::filesystem::path(impl_->target).parent_path();
   fsync_path(parent.empty() ? "." : parent.string(), true);
 }
 

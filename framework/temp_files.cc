@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "framework/error.h"
+
 namespace gt {
 namespace {
 
@@ -46,17 +48,20 @@ std::array<std::string, kSlots>& registered_names() {
   return *names;
 }
 
-void write_slot(Slot& s, const std::string& abs, bool live) {
+// Slot kinds (Slot::live): a temporary file, or a folder a writer made for its output.
+constexpr int kLiveFile = 1, kLiveDir = 2;
+
+void write_slot(Slot& s, const std::string& abs, int live) {
   s.seq.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   for (std::size_t i = 0; i < abs.size(); ++i) s.path[i].store(abs[i], std::memory_order_relaxed);
   s.path[abs.size()].store('\0', std::memory_order_relaxed);
   s.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
-  s.live.store(live ? 1 : 0, std::memory_order_relaxed);
+  s.live.store(live, std::memory_order_relaxed);
   s.seq.fetch_add(1, std::memory_order_release);
 }
 
-void register_live(const std::string& tmp) {
+void register_live(const std::string& tmp, int kind = kLiveFile) {
   std::error_code ec;
   std::string abs = std::filesystem::absolute(tmp, ec).string();  // a later chdir must not matter
   if (ec) abs = tmp;
@@ -64,7 +69,7 @@ void register_live(const std::string& tmp) {
   std::lock_guard lock(registry_mutex());
   for (std::size_t i = 0; i < kSlots; ++i) {
     if (g_slots[i].live.load(std::memory_order_relaxed)) continue;
-    write_slot(g_slots[i], abs, true);
+    write_slot(g_slots[i], abs, kind);
     registered_names()[i] = tmp;
     return;
   }
@@ -108,6 +113,19 @@ std::string temp_path_for(const std::string& path) {
   return tmp;
 }
 
+std::string write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40) throw Error("cannot write '" + path + "': too many levels of symbolic links", path);
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) throw Error("cannot read the symbolic link '" + p.string() + "': " + ec.message(), path);
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p.string();
+}
+
 TempFile::~TempFile() {
   if (!renamed_) ::unlink(tmp_.c_str());
   release_temp_path(tmp_);
@@ -118,7 +136,7 @@ void release_temp_path(const std::string& tmp) {
   auto& names = registered_names();
   for (std::size_t i = 0; i < kSlots; ++i) {
     if (!g_slots[i].live.load(std::memory_order_relaxed) || names[i] != tmp) continue;
-    write_slot(g_slots[i], std::string(), false);
+    write_slot(g_slots[i], std::string(), 0);
     names[i].clear();
     return;
   }
@@ -149,17 +167,34 @@ int remove_stale_temp_files(const std::string& path) {
 void remove_live_temp_files() noexcept {
   const int self = static_cast<int>(::getpid());
   char buf[kPathMax];
-  for (Slot& s : g_slots) {
-    const uint32_t before = s.seq.load(std::memory_order_acquire);
-    if ((before & 1) || !s.live.load(std::memory_order_relaxed) || s.pid.load(std::memory_order_relaxed) != self)
-      continue;
-    std::size_t n = 0;
-    while (n + 1 < kPathMax && (buf[n] = s.path[n].load(std::memory_order_relaxed)) != '\0') ++n;
-    buf[n] = '\0';
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.seq.load(std::memory_order_relaxed) != before) continue;  // changed while read: released meanwhile
-    ::unlink(buf);
+  // Files first, then the folders made for them; a folder is removed only when empty (rmdir), and
+  // passes repeat so that a folder inside another goes before it.
+  for (int pass = 0; pass < 9; ++pass) {
+    const int kind = pass == 0 ? kLiveFile : kLiveDir;
+    for (Slot& s : g_slots) {
+      const uint32_t before = s.seq.load(std::memory_order_acquire);
+      if ((before & 1) || s.live.load(std::memory_order_relaxed) != kind ||
+          s.pid.load(std::memory_order_relaxed) != self)
+        continue;
+      std::size_t n = 0;
+      while (n + 1 < kPathMax && (buf[n] = s.path[n].load(std::memory_order_relaxed)) != '\0') ++n;
+      buf[n] = '\0';
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (s.seq.load(std::memory_order_relaxed) != before) continue;  // changed while read: released meanwhile
+      if (kind == kLiveFile)
+        ::unlink(buf);
+      else
+        ::rmdir(buf);
+    }
   }
+}
+
+void register_made_dirs(const std::vector<std::string>& dirs) {
+  for (const std::string& d : dirs) register_live(d, kLiveDir);
+}
+
+void release_made_dirs(const std::vector<std::string>& dirs) {
+  for (const std::string& d : dirs) release_temp_path(d);
 }
 
 void install_temp_file_signal_cleanup() {

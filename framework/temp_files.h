@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace gt {
 
@@ -23,20 +24,28 @@ std::string temp_path_for(const std::string& path);
 // Call it after the rename or removal, never before.
 void release_temp_path(const std::string& tmp);
 
-// A temporary file name for an atomic writer of `path` (temp_path_for): when destroyed it removes
-// the file, unless renamed() said it was renamed over `path`, and releases the name.
+// The file an atomic write of `path` replaces: `path`, or where its chain of symbolic links ends,
+// so that a link is written through (the file it names is replaced, the link stays; a link may
+// name a file that does not exist yet). Throws naming `path` on a loop of links or an unreadable
+// one. The temporary file goes next to this target, so the rename stays within one file system.
+std::string write_target(const std::string& path);
+
+// A temporary file name for an atomic writer of `path` (temp_path_for of write_target(path)):
+// rename it over target(), not over `path`. When destroyed it removes the file, unless renamed()
+// said it was renamed, and releases the name.
 class TempFile {
  public:
-  explicit TempFile(const std::string& path) : tmp_(temp_path_for(path)) {}
+  explicit TempFile(const std::string& path) : target_(write_target(path)), tmp_(temp_path_for(target_)) {}
   ~TempFile();
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
   const std::string& path() const { return tmp_; }
   const char* c_str() const { return tmp_.c_str(); }
+  const std::string& target() const { return target_; }
   void renamed() { renamed_ = true; }
 
  private:
-  std::string tmp_;
+  std::string target_, tmp_;
   bool renamed_ = false;
 };
 
@@ -46,9 +55,15 @@ class TempFile {
 // folder) look dead from here: do not share an output folder between such writers.
 int remove_stale_temp_files(const std::string& path);
 
-// Unlinks every temporary file this process has registered and not released. Async-signal-safe:
-// for a signal handler of one's own.
+// Unlinks every temporary file this process has registered and not released, then removes the
+// registered folders that are empty. Async-signal-safe: for a signal handler of one's own.
 void remove_live_temp_files() noexcept;
+
+// Folders a writer made for its output (make_parent_dirs_noted): a signal removes them, when
+// empty, after the temporary files, until release_made_dirs says the output is complete or the
+// writer removed them itself.
+void register_made_dirs(const std::vector<std::string>& dirs);
+void release_made_dirs(const std::vector<std::string>& dirs);
 
 // SIGINT, SIGTERM and SIGHUP: remove the live temporary files (remove_live_temp_files), restore the
 // default action and raise the signal again, so the process still dies of it (exit status 128 + N

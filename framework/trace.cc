@@ -55,7 +55,7 @@ void TraceRecorder::write(const std::string& path) const {
   }
   ok = ok && std::fputs("\n]}\n", fp) >= 0;
   ok = (std::fclose(fp) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (!ok || std::rename(tmp.c_str(), tmp.target().c_str()) != 0)  // through a link
     GT_THROW(path, "is the disk full?", "cannot write trace file '", path, "'");
   tmp.renamed();
 }

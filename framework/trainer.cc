@@ -75,11 +75,23 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   } catch (const Error& e) {
     GT_THROW(config_place(cfg_, {"train.device"}), e.hint(), "train.device: ", e.message());
   }
+  // A file that cannot be opened at all (missing, a folder, not HDF5) is named with the key that
+  // gave it; errors inside the file already say where in it.
+  auto at_key = [&](auto&& load) {
+    try {
+      load();
+    } catch (const Error& e) {
+      if (!e.where().empty()) throw;
+      GT_THROW(config_place(cfg_, {"dataset.path"}), e.hint(), e.message());
+    }
+  };
   if (cfg_.dataset.features == "mmap") {  // validate_config made sure dataset.normalize is none
-    data_ = load_dataset_without_features(cfg_.dataset.path);
-    impl_->features = FeatureTable::map_file(cfg_.dataset.path);
+    at_key([&] {
+      data_ = load_dataset_without_features(cfg_.dataset.path);
+      impl_->features = FeatureTable::map_file(cfg_.dataset.path);
+    });
   } else {
-    data_ = load_dataset(cfg_.dataset.path);
+    at_key([&] { data_ = load_dataset(cfg_.dataset.path); });
     if (cfg_.dataset.normalize == "row") normalize_rows(data_.features);
     impl_->features = FeatureTable(data_.features);
   }

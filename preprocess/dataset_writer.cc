@@ -27,22 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The file a write of `path` replaces: `path`, or where its chain of symbolic links ends (the
-// link itself was replaced by a regular file; now the file it names is written and the link
-// stays). A link may name a file that does not exist yet.
-std::string resolve_links(const std::string& path) {
-  fs::path p(path);
-  std::error_code ec;
-  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
-    if (hops == 40) GT_THROW(path, {}, "cannot write '", path, "': too many levels of symbolic links");
-    const fs::path target = fs::read_symlink(p, ec);
-    if (ec) GT_THROW(path, {}, "cannot read the symbolic link '", p.string(), "': ", ec.message());
-    p = target.is_absolute() ? target : p.parent_path() / target;
-  }
-  return p.string();
-}
-
-
 }  // namespace
 
 int64_t feature_chunk_rows(int64_t feature_dim) {
@@ -89,6 +73,7 @@ struct DatasetWriter::Impl {
     if (!committed && !tmp.empty()) std::remove(tmp.c_str());
     if (!tmp.empty()) release_temp_path(tmp);  // framework/temp_files.h: no longer removed on a signal
     if (!committed) remove_empty_dirs(made);
+    release_made_dirs(made);
   }
 };
 
@@ -104,7 +89,7 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   m.f = feature_dim;
   // The temporary file goes next to the file that the rename replaces, so that a link is written
   // through (and the rename stays within one file system).
-  m.target = resolve_links(path);
+  m.target = write_target(path);
   // As the model and metrics writers do: an output folder need not exist yet.
   try {
     make_parent_dirs_noted(m.target, m.made);
@@ -112,8 +97,9 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
     remove_empty_dirs(m.made);
     throw;
   }
+  register_made_dirs(m.made);  // a signal removes them with the temporary file
   const std::string tmp = temp_path_for(m.target);
-  H5Id fapl = h5::file_access_plist(tmp);
+  H5Id fapl = h5::file_create_plist(tmp);
   errno = 0;
   hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
   if (file < 0) {

@@ -307,6 +307,7 @@ std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std
   Tensor block;
   int64_t f = 0, rows = 0, block_begin = 0, block_rows = 0;
   while (r.next(line)) {
+    if (is_blank(line)) continue;  // as in the edge and split files (an editor's final blank line)
     if (!parse_float_row(line, row, bad))
       r.fail("feature value " + std::to_string(bad) + " of the row is not a number (line " + excerpt(line) + ")");
     for (std::size_t c = 0; c < row.size(); ++c)
@@ -347,7 +348,7 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     GT_THROW({}, "pass the dataset folder that holds raw/ and split/", "OGB dataset folder '", dir,
-             "' does not exist");
+             fs::exists(dir, ec) ? "' is not a folder" : "' does not exist");
   const std::string raw = (fs::path(dir) / "raw").string() + "/";
   const std::string scheme = choose_split(dir, opts.split);  // lists folders, reads no file
   const fs::path split_dir = fs::path(dir) / "split" / scheme;

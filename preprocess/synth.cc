@@ -80,8 +80,10 @@ void check_options(const SynthOptions& o) {
   // Every node has at least one in-edge, so a mean below 1 cannot be met (0.01 gave a mean of 1).
   if (!(o.avg_degree >= 1.0) || o.avg_degree > static_cast<double>(o.num_nodes - 1))
     bad("avg_degree", "--avg-degree", o.avg_degree, "must be in [1, num_nodes - 1] (every node gets an in-edge)");
-  if (o.max_degree < 0 || o.max_degree > o.num_nodes - 1)
-    bad("max_degree", "--max-degree", o.max_degree, "must be in [0, num_nodes - 1] (0 = the default)");
+  if (o.max_degree < 0)
+    bad("max_degree", "--max-degree", o.max_degree, "must be positive (or, in SynthOptions, 0 for the default)");
+  if (o.max_degree > o.num_nodes - 1)
+    bad("max_degree", "--max-degree", o.max_degree, detail::concat("must be at most num_nodes - 1 = ", o.num_nodes - 1));
   if (o.max_degree > 0 && static_cast<double>(o.max_degree) < o.avg_degree)
     bad("max_degree", "--max-degree", o.max_degree, "must be at least avg_degree");
   if (!(o.power_law_exponent > 1.0) || !std::isfinite(o.power_law_exponent))

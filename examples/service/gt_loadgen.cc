@@ -9,6 +9,8 @@
 // throughput is steady-state completions per second. Prints one table row, latency percentiles over all
 // answered requests and throughput (requests/s and nodes/s), and writes the same numbers as one
 // JSON object to --json. Exit status 0 only when every request was answered "ok".
+#include <system_error>
+#include <atomic>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -124,6 +126,9 @@ double percentile(const std::vector<double>& sorted, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One line at a time even into a file or a pipe, so that a log shows progress as it happens
+  // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string host = "127.0.0.1", port, kind = "predict", json;
   int64_t clients = 8, nodes = 1, seed = 0;
   double duration = 10, warmup = 1;
@@ -182,7 +187,9 @@ int main(int argc, char** argv) {
     const auto t_measure = t_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
     const auto t_end = t_measure + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
     std::vector<std::thread> threads;
-    for (int64_t c = 0; c < clients; ++c)
+    std::atomic<bool> stop{false};  // a client thread could not be started: the others end early
+    std::string spawn_error;
+    for (int64_t c = 0; c < clients && spawn_error.empty(); ++c) try {
       threads.emplace_back([&, c] {
         const auto ci = static_cast<std::size_t>(c);
         try {
@@ -190,25 +197,32 @@ int main(int argc, char** argv) {
           cl.set_timeout(std::max(10.0, warmup + duration));
           std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(c));
           std::string line;
-          for (auto now = Clock::now(); now < t_end; now = Clock::now()) {
+          for (auto now = Clock::now(); now < t_end && !stop.load(); now = Clock::now()) {
             line = kind;
             for (int64_t k = 0; k < nodes; ++k) line += " " + std::to_string(rng() % static_cast<uint64_t>(num_nodes));
             line += '\n';
             auto t0 = Clock::now();
             std::string reply = cl.call(line);
             auto t1 = Clock::now();
-            if (t1 < t_measure || t1 > t_end) continue;  // answers completed inside the window
-            if (reply.rfind("ok", 0) != 0) {
+            if (reply.rfind("ok", 0) != 0) {  // an error counts in the warm-up too
               if (errors[ci]++ == 0) first_error[ci] = reply;
               continue;
             }
+            if (t1 < t_measure || t1 > t_end) continue;  // latencies of answers inside the window
             latencies[ci].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
           }
         } catch (const std::exception& e) {
           if (errors[ci]++ == 0) first_error[ci] = e.what();
         }
       });
+    } catch (const std::system_error& e) {
+      spawn_error = std::string("cannot start client thread ") + std::to_string(c + 1) + " of " +
+                    std::to_string(clients) + ": " + e.what();
+      stop = true;
+    }
     for (auto& t : threads) t.join();
+    if (!spawn_error.empty())
+      GT_THROW("gt-loadgen", "use fewer --clients, or raise the limits on threads and memory", spawn_error);
 
     std::vector<double> all;
     int64_t err = 0;

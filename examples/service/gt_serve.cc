@@ -26,6 +26,7 @@
 // comes from the session, which coalesces the requests of all connections into micro-batches,
 // not from the socket layer. It is ~250 lines with no dependency beyond libc, where Asio would
 // add libboost-dev to the build for no capability this needs (no TLS, no HTTP, no timers).
+#include <cstdio>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -43,6 +44,7 @@
 #include <iostream>
 #include <list>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -263,12 +265,17 @@ int usage(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One line at a time even into a file or a pipe, so that a log shows progress as it happens
+  // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, dataset, host = "127.0.0.1", port = "7070";
   gt::InferenceOptions opt;
   int64_t max_connections = 256, idle_timeout_s = 300;
   Limits limits;
+  std::set<std::string> seen;  // an option given twice is refused (the last would silently win)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a.rfind("--", 0) == 0 && a != "--help" && !seen.insert(a).second) return usage(a + " is given twice");
     auto value = [&](int64_t* as_int, std::string* as_str) {
       if (i + 1 >= argc) return false;
       std::string v = argv[++i];

@@ -392,13 +392,14 @@ else
 fi
 
 # A SIGTERM while gt-data writes a dataset: it dies of the signal (status 143) and leaves neither
-# the output nor its temporary file (framework/temp_files.h). (SIGINT is ignored by background
-# jobs of a script, so it is the SIGTERM that is sent here; framework_test covers SIGINT.)
-"$GT_DATA" synth "$WORK/killed.h5" --nodes 2000000 --features 100 >/dev/null 2>&1 &
+# the output nor its temporary file (framework/temp_files.h), nor the folders it made for it.
+# (SIGINT is ignored by background jobs of a script, so it is the SIGTERM that is sent here;
+# framework_test covers SIGINT.)
+"$GT_DATA" synth "$WORK/made/for/killed.h5" --nodes 2000000 --features 100 >/dev/null 2>&1 &
 SYNTH_PID=$!
 SEEN=0
 for _ in $(seq 1 1200); do
-  if compgen -G "$WORK/killed.h5.tmp.*" >/dev/null; then
+  if compgen -G "$WORK/made/for/killed.h5.tmp.*" >/dev/null; then
     SEEN=1
     break
   fi
@@ -408,11 +409,11 @@ kill -TERM "$SYNTH_PID" 2>/dev/null
 wait "$SYNTH_PID"
 RC=$?
 if [ $SEEN -eq 0 ]; then
-  fail "SIGTERM: gt-data synth did not start writing killed.h5 within 60 s (status $RC)"
+  fail "SIGTERM: gt-data synth did not start writing made/for/killed.h5 within 60 s (status $RC)"
 elif [ $RC -ne 143 ]; then
   fail "SIGTERM: gt-data synth exited with status $RC, expected 143 (killed by SIGTERM)"
-elif compgen -G "$WORK/killed.h5*" >/dev/null; then
-  fail "SIGTERM: gt-data synth left $(echo "$WORK"/killed.h5*)"
+elif [ -e "$WORK/made" ]; then
+  fail "SIGTERM: gt-data synth left $(find "$WORK/made")"
 else
-  echo "ok: SIGTERM during a dataset write leaves no temporary file"
+  echo "ok: SIGTERM during a dataset write leaves no temporary file and no folder it made"
 fi

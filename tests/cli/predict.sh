@@ -118,5 +118,28 @@ expect_error 1 "no split 'nosuch'" "$WORK/best.h5" "$WORK/new/sub/x.csv" --split
 echo previous >"$WORK/keep.csv"
 expect_error 1 "no split 'nosuch'" "$WORK/best.h5" "$WORK/keep.csv" --split nosuch --device cpu
 [ "$(cat "$WORK/keep.csv")" = previous ] || die "a failed run changed the existing output"
+mkfifo "$WORK/fifo.csv"
+expect_error 1 "exists and is not a regular file" "$WORK/best.h5" "$WORK/fifo.csv" --device cpu
+[ -p "$WORK/fifo.csv" ] || die "a FIFO at the output path was replaced"
 echo "ok: bad input"
+
+# --- outputs that are symbolic links are written through: the files they name are replaced,
+# the links stay (gt-train's save_best, checkpoint, trace and metrics; gt-predict) ---
+mkdir "$WORK/store" "$WORK/links"
+for f in best ckpt trace metrics pred.csv; do
+  echo old >"$WORK/store/$f"
+  ln -s "../store/$f" "$WORK/links/$f"
+done
+"$GT_TRAIN" "$WORK/train.yaml" --set train.epochs=1 --set train.save_best="$WORK/links/best" \
+  --set train.checkpoint="$WORK/links/ckpt" --set train.metrics="$WORK/links/metrics" \
+  --trace "$WORK/links/trace" \
+  >"$WORK/links.log" 2>&1 || die "training with linked outputs failed: $(cat "$WORK/links.log")"
+"$GT_PREDICT" "$WORK/links/best" "$WORK/links/pred.csv" --device cpu >"$WORK/pl.log" 2>&1 ||
+  die "gt-predict through a link failed: $(cat "$WORK/pl.log")"
+for f in best ckpt trace metrics pred.csv; do
+  [ -L "$WORK/links/$f" ] || die "output '$f' through a symbolic link replaced the link"
+  [ "$(head -c 3 "$WORK/store/$f")" != old ] || die "output '$f' through a symbolic link left the file it names unchanged"
+done
+ls "$WORK/store" "$WORK/links" | grep -q '\.tmp\.' && die "a temporary file was left next to a linked output"
+echo "ok: symbolic links"
 echo "predict.sh: all checks passed"
