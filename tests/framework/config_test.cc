@@ -658,6 +658,44 @@ TEST(TempFiles, WritersReleaseTheirNames) {
     EXPECT_EQ(test::temp_files_of(t.file(f)), 0) << f;
 }
 
+// write_target: where an atomic write of a path lands. A plain path is itself; a chain of
+// symbolic links (relative to each link's folder, or absolute) is followed to its end, which
+// need not exist yet; a loop is an error naming the path. The writers rename onto it, so the
+// links stay and the files they name are replaced (weights and traces here; predict.sh covers
+// the programs).
+TEST(TempFiles, WritesGoThroughSymbolicLinks) {
+  TempDir t;
+  fs::create_directories(t.file("store"));
+  EXPECT_EQ(write_target(t.file("plain.h5")), t.file("plain.h5"));
+  fs::create_symlink("store/real.h5", t.file("a.h5"));  // relative
+  fs::create_symlink(t.file("a.h5"), t.file("b.h5"));   // absolute, to another link
+  EXPECT_EQ(fs::path(write_target(t.file("b.h5"))).lexically_normal(), fs::path(t.file("store/real.h5")));
+  fs::create_symlink("loop2", t.file("loop1"));
+  fs::create_symlink("loop1", t.file("loop2"));
+  std::string err;
+  try {
+    write_target(t.file("loop1"));
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("too many levels of symbolic links"), std::string::npos) << err;
+  EXPECT_NE(err.find(t.file("loop1")), std::string::npos) << err;
+
+  {
+    TensorFileWriter w(t.file("b.h5"));
+    w.attr("x", int64_t{7});
+    w.commit();
+  }
+  EXPECT_TRUE(fs::is_symlink(t.file("b.h5")) && fs::is_symlink(t.file("a.h5")));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(t.file("store/real.h5"))));
+  EXPECT_EQ(TensorFileReader(t.file("b.h5"), "weights file").attr_int("x"), 7);
+  fs::create_symlink("store/trace.json", t.file("trace.json"));
+  TraceRecorder().write(t.file("trace.json"));
+  EXPECT_TRUE(fs::is_symlink(t.file("trace.json")));
+  EXPECT_GT(fs::file_size(t.file("store/trace.json")), 0u);
+  EXPECT_EQ(test::temp_files_of(t.file("store/real.h5")), 0);
+}
+
 // Forks a child that runs install_temp_file_signal_cleanup(), names a temporary file for `target`
 // with temp_path_for and creates it, reports through a pipe and waits; returns its pid.
 pid_t child_writing(const std::string& target) {
