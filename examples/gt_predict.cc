@@ -34,7 +34,7 @@
 #include "framework/config.h"
 #include "framework/error.h"
 #include "framework/inference.h"
-#include "framework/metrics.h"  // make_parent_dirs
+#include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/temp_files.h"
 #include "preprocess/dataset.h"
@@ -80,9 +80,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // The CSV file: written to a temporary file that is renamed over `path` when complete.
+// Its folders exist: main() makes them (and removes them again when the write fails).
 void write_csv(const std::string& path, const std::vector<int64_t>& ids, const std::vector<int64_t>& pred,
                const gt::Tensor& logits, const gt::Tensor* emb) {
-  gt::make_parent_dirs(path);
   gt::TempFile tmp(path);
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   if (!fp) GT_THROW(path, "check the folder and its permissions", "cannot write '", path, "': ", std::strerror(errno));
