@@ -86,6 +86,12 @@ H5Id file_create_plist(const std::string& path) {
   return fapl;
 }
 
+H5Id file_creation_props(const std::string& path) {
+  H5Id fcpl(GT_H5_CHECK(H5Pcreate(H5P_FILE_CREATE), path, ""), H5Pclose);
+  GT_H5_CHECK(H5Pset_obj_track_times(fcpl.get(), false), path, "");
+  return fcpl;
+}
+
 H5Id creation_plist(hid_t cls, const std::string& path, const std::string& name) {
   H5Id plist(GT_H5_CHECK(H5Pcreate(cls), path, name), H5Pclose);
   GT_H5_CHECK(H5Pset_obj_track_times(plist.get(), false), path, name);

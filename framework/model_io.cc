@@ -80,7 +80,8 @@ TensorFileWriter::TensorFileWriter(const std::string& path, std::string kind) : 
   impl_->tmp = temp_path_for(impl_->target);
   {
     H5Id fapl = h5::file_create_plist(impl_->tmp);  // checksummed metadata (hdf5_util.h)
-    impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
+    H5Id fcpl = h5::file_creation_props(impl_->tmp);
+    impl_->file = H5Fcreate(impl_->tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get());
   }
   if (impl_->file < 0) {
     std::string detail = h5::short_cause(h5::take_error_detail());

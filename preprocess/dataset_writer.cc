@@ -101,7 +101,8 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
   const std::string tmp = temp_path_for(m.target);
   H5Id fapl = h5::file_create_plist(tmp);
   errno = 0;
-  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
+  H5Id fcpl = h5::file_creation_props(tmp);
+  hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get());
   if (file < 0) {
     int err = errno;
     H5Eclear2(H5E_DEFAULT);
