@@ -11,7 +11,11 @@
 // more in-edges, sources drawn uniformly at random (our generator, the same distribution).
 //
 // `kernels` times Pull sum and mean, forward and backward (dx over the transposed block), on the
-// first (large) block with CUDA events: median of --iters after 5 warm-up runs. With --align the
+// first (large) block with CUDA events: median of --iters after 5 warm-up runs, each call timed
+// alone (the host's time to issue it counted, as pyg_baseline.py times cuSPARSE) and as the mean
+// of 20 calls queued back to back (the kernels' time on the GPU). Where the forward Pull reads an
+// edge order made with the block's upload (Block::pull_plan), the time of making it and of the
+// Pull without it are reported too. With --align the
 // rows are stored as training stores them (dataset.align_rows: F values, then zeros up to
 // FeatureTable::aligned_width(F, --row-alignment), 128 bytes by default as dataset.row_alignment)
 // and the bytes are still counted on F floats per row. It reports GB/s
@@ -169,6 +173,32 @@ double median_ms(const gt::Context& ctx, const std::function<void()>& fn, int it
   return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
 }
 
+// The mean time of one call among `batch` queued back to back (median over iters batches): the
+// GPU's time for the kernels without the host's time to issue each one, which median_ms counts
+// (its stream is idle when each timed call is issued).
+double queued_ms(const gt::Context& ctx, const std::function<void()>& fn, int iters, int batch = 20) {
+  for (int i = 0; i < 5; ++i) fn();
+  ctx.synchronize();
+  cudaEvent_t a, b;
+  GT_CUDA_CHECK(cudaEventCreate(&a));
+  GT_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    GT_CUDA_CHECK(cudaEventRecord(a, ctx.stream()));
+    for (int j = 0; j < batch; ++j) fn();
+    GT_CUDA_CHECK(cudaEventRecord(b, ctx.stream()));
+    GT_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    GT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    times.push_back(ms / batch);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(times.begin(), times.end());
+  const std::size_t n = times.size();
+  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
 // Device-to-device copy bandwidth, read + write bytes over time (as pyg_baseline.py counts it).
 double copy_gbps(const gt::Context& ctx) {
   const std::size_t n = std::size_t{1} << 28;  // 1 GiB of float32
@@ -186,7 +216,8 @@ int run_kernels(const Options& o, JsonOut& out) {
   gt::Context ctx(gt::Device::cuda(0));
   const double copy = copy_gbps(ctx);
   std::printf("device %s; cudaMemcpy D2D %.1f GB/s (read + write)\n\n", gt::device_name(ctx.device()).c_str(), copy);
-  std::printf("| workload | F | op | ms | floor MB | GB/s (floor bytes) | of D2D copy |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| workload | F | op | ms | floor MB | GB/s (floor bytes) | of D2D copy | ms, 20 queued | of D2D copy, "
+              "queued |\n|---|---|---|---|---|---|---|---|---|\n");
   if (out.enabled()) {
     gt::JsonRecord r;
     r.add("bench", std::string("ceiling")).add("device", gt::device_name(ctx.device())).add("d2d_copy_GBps", copy);
@@ -216,18 +247,32 @@ int run_kernels(const Options& o, JsonOut& out) {
         {"pull_sum_bwd", bwd_sum, [&] { gt::pull_backward(b, dy, gt::Reduce::kSum, dx, ctx.stream()); }},
         {"pull_mean_bwd", bwd_mean, [&] { gt::pull_backward(b, dy, gt::Reduce::kMean, dx, ctx.stream()); }},
     };
+    // Where the forward Pull reads an edge order made with the block's upload (Block::pull_plan),
+    // the time of making it (on the copy stream in training) and of the Pull planning as it goes.
+    gt::Block unplanned = b;
+    unplanned.pull_plan = gt::PullPlan();
+    if (b.pull_plan.order.defined()) {
+      const double plan_bytes = 8.0 * (s.n_dst + 1) + 8.0 * s.nnz;
+      ops.push_back({"pull_plan (upload)", plan_bytes, [&] { b.plan_pulls(ctx.stream()); }});
+      ops.push_back({"pull_sum_fwd (unplanned)", fwd_bytes,
+                     [&] { gt::pull_forward(unplanned, x, gt::Reduce::kSum, y, ctx.stream()); }});
+      ops.push_back({"pull_mean_fwd (unplanned)", fwd_bytes,
+                     [&] { gt::pull_forward(unplanned, x, gt::Reduce::kMean, y, ctx.stream()); }});
+    }
     for (const Op& op : ops) {
       const double ms = median_ms(ctx, op.fn, o.iters);
       const double gbps = op.bytes / ms / 1e6;
-      std::printf("| %s | %lld%s | %s | %.4f | %.1f | %.1f | %.0f%% |\n", w.name, static_cast<long long>(F),
-                  W != F ? (" (rows of " + std::to_string(W) + ")").c_str() : "", op.name, ms,
-                  op.bytes / 1e6, gbps, 100.0 * gbps / copy);
+      const double qms = queued_ms(ctx, op.fn, o.iters);
+      const double qgbps = op.bytes / qms / 1e6;
+      std::printf("| %s | %lld%s | %s | %.4f | %.1f | %.1f | %.0f%% | %.4f | %.0f%% |\n", w.name,
+                  static_cast<long long>(F), W != F ? (" (rows of " + std::to_string(W) + ")").c_str() : "", op.name,
+                  ms, op.bytes / 1e6, gbps, 100.0 * gbps / copy, qms, 100.0 * qgbps / copy);
       if (out.enabled()) {
         gt::JsonRecord r;
         r.add("bench", std::string("kernels")).add("workload", std::string(w.name)).add("op", std::string(op.name));
         r.add("feature_dim", F).add("row_width", W).add("n_src", s.n_src).add("n_dst", s.n_dst).add("nnz", s.nnz);
         r.add("distinct_src", hb.distinct_src).add("ms", ms).add("floor_bytes", op.bytes).add("GBps_floor", gbps);
-        r.add("of_d2d_copy", gbps / copy);
+        r.add("of_d2d_copy", gbps / copy).add("queued_ms", qms).add("queued_of_d2d_copy", qgbps / copy);
         out.add(r);
       }
     }

@@ -7,6 +7,13 @@
 #include <vector>
 
 namespace gt {
+
+#ifdef GT_WITH_CUDA
+namespace cuda_impl {
+void plan_pull(Block& block, Stream s);  // kernels/pull.cu
+}  // namespace cuda_impl
+#endif
+
 namespace {
 
 Tensor copy_if_defined(const Tensor& t, Device d, Stream s) { return t.defined() ? t.to(d, s) : Tensor(); }
@@ -85,7 +92,34 @@ Block Block::to(Device d, Stream s) const {
   out.t_indptr = copy_if_defined(t_indptr, d, s);
   out.t_indices = copy_if_defined(t_indices, d, s);
   out.t_eids = copy_if_defined(t_eids, d, s);
+  if (d.is_cuda()) {
+    out.pull_plan = pull_plan;  // kept where the arrays stayed (a copy to their own device)
+    if (!out.pull_plan_matches()) out.plan_pulls(s);
+  }
   return out;
+}
+
+void Block::plan_pulls(Stream s) {
+  pull_plan = PullPlan();
+  if (!indptr.defined() || !indices.defined() || !indptr.device().is_cuda()) return;
+  GT_CHECK_ARG(indptr.dtype() == DType::kInt64 && indptr.dim() == 1 && indptr.numel() == num_dst + 1,
+               "Block::plan_pulls: block.indptr must be int64 [num_dst + 1 = ", num_dst + 1, "], got ", indptr.str());
+  GT_CHECK_ARG(indices.dtype() == DType::kInt32 && indices.dim() == 1 && indices.device() == indptr.device(),
+               "Block::plan_pulls: block.indices must be a 1-D int32 tensor on ", indptr.device().str(), ", got ",
+               indices.str());
+#ifdef GT_WITH_CUDA
+  cuda_impl::plan_pull(*this, s);
+#else
+  (void)s;
+#endif
+}
+
+bool Block::pull_plan_matches() const {
+  const PullPlan& p = pull_plan;
+  return p.order.defined() && p.rows_per_warp > 0 && indptr.defined() && indices.defined() &&
+         p.indptr.raw() == indptr.raw() && p.indices.raw() == indices.raw() && p.indptr.numel() == indptr.numel() &&
+         p.indices.numel() == indices.numel() && p.order.numel() == indices.numel() &&
+         p.order.device() == indices.device();
 }
 
 void Block::build_transpose() {

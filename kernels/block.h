@@ -22,6 +22,20 @@
 
 namespace gt {
 
+// The order in which the forward Pull's row-owning warps (kernels/pull_own.cuh) read a CUDA
+// block's edges, made on the device when the block is moved there (Block::to, the GPU sampler)
+// and its shape suits that path: the edges of each run of rows_per_warp consecutive destinations,
+// ordered by source bin and packed as (source << 8 | row within the run), int32 [nnz]. Made on
+// the stream of the copy, it costs the Pull nothing at its own time; a block without one has the
+// Pull plan as it goes. The plan holds the indptr and indices it was made from: once a block's
+// arrays are replaced it no longer matches and the Pull ignores it (call Block::plan_pulls again);
+// arrays edited in place on the device are not noticed.
+struct PullPlan {
+  Tensor order;
+  int rows_per_warp = 0;
+  Tensor indptr, indices;
+};
+
 struct Block {
   int64_t num_src = 0;
   int64_t num_dst = 0;
@@ -36,10 +50,18 @@ struct Block {
   // backward reads it (rows of more than 128 edges take kernels/pull.cu's hub kernel).
   int64_t max_out_degree = -1;
 
+  PullPlan pull_plan;  // CUDA blocks of suitable shape only (above)
+
   int64_t nnz() const { return indices.defined() ? indices.numel() : 0; }
   Device device() const { return indptr.device(); }
   // Copies all arrays (forward, transpose and t_eids) (asynchronously when a stream is given).
+  // On a CUDA device it also makes pull_plan where the shape suits, on the same stream.
   Block to(Device d, Stream s = nullptr) const;
+  // Makes pull_plan again from this (CUDA) block's indptr and indices, on stream s, or drops it
+  // where the row-owning path would not take the block (or this is a CPU block).
+  void plan_pulls(Stream s = nullptr);
+  // Whether pull_plan was made from the block's current indptr and indices.
+  bool pull_plan_matches() const;
   // Builds t_indptr/t_indices/t_eids from indptr/indices (CPU tensors).
   void build_transpose();
   // Checks sizes and id ranges (CPU tensors); throws gt::Error naming the first bad entry.

@@ -56,6 +56,7 @@
 //  * Other rows (narrow odd F, transposed blocks of odd F, unaligned views): pull_rows_kernel, a
 //    warp per row striding over rows, 4 scalar loads per lane per edge.
 #include <cstdint>
+#include <utility>
 
 #include "framework/cuda_check.h"
 #include "framework/error.h"
@@ -318,19 +319,31 @@ void launch_lane_rows(const int64_t* ptr, const int32_t* ids, const int64_t* col
   }
 }
 
-// max_degree: the rows' largest degree, or a bound, or -1 (unknown): rows of more than kHubDegree
-// edges may exist unless it says otherwise, and then go to pull_hub_kernel.
+// Whether rows of more than kHubDegree edges may exist: max_degree is the rows' largest degree,
+// or a bound, or -1 (unknown).
+bool has_hubs(int64_t max_degree, int64_t nnz) {
+  return (max_degree < 0 || max_degree > kHubDegree) && nnz > kHubDegree;
+}
+
+// Hub rows (has_hubs) go to pull_hub_kernel. plan, plan_rows: the forward's Block::pull_plan
+// where it matches the block (the row-owning path then skips its own planning), else null.
 template <Weight kW>
 void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr, const float* in, int64_t in_rows,
-                 int64_t rows, int64_t nnz, int64_t max_degree, int64_t F, float* out, int device, Stream s) {
+                 int64_t rows, int64_t nnz, int64_t max_degree, int64_t F, float* out, int device, Stream s,
+                 const uint32_t* plan = nullptr, int plan_rows = 0) {
   if (rows == 0 || F == 0) return;  // nothing to write; also keeps the grid size > 0
-  const bool hubs = (max_degree < 0 || max_degree > kHubDegree) && nnz > kHubDegree;
+  const bool hubs = has_hubs(max_degree, nnz);
   const int64_t skip = hubs ? kHubDegree : pull_vec::kNoSkip;
   const bool vec4 = F % 4 == 0 && aligned16(in) && aligned16(out);
   const bool vec2 = F % 2 == 0 && aligned8(in) && aligned8(out);
   pull_own::Grid own;
   if ((kW == Weight::kNone || kW == Weight::kRowMean) && vec4 &&
-      pull_own::applies(in_rows, rows, nnz, F / 4, hubs, max_degree, device, own)) {
+      pull_own::applies(in_rows, rows, nnz, F / 4, hubs, max_degree, device, plan ? plan_rows : 0, own)) {
+    if (own.planned) {
+      pull_own::launch_planned<kW == Weight::kRowMean>(plan, ptr, ids, reinterpret_cast<const float4*>(in), rows,
+                                                       F / 4, reinterpret_cast<float4*>(out), own, s);
+      return;
+    }
     pull_own::launch<kW == Weight::kRowMean>(ptr, ids, reinterpret_cast<const float4*>(in), in_rows, rows, nnz, F / 4,
                                               reinterpret_cast<float4*>(out), own, device, s);
     return;  // no hub rows here: applies() refuses blocks that may hold them
@@ -368,18 +381,46 @@ void launch_pull(const int64_t* ptr, const int32_t* ids, const int64_t* col_ptr,
 
 }  // namespace
 
+void plan_pull(Block& block, Stream s) {
+  const int dev = block.indptr.device().index;
+  // The launch goes to the block's device (the caller's current device is put back after).
+  int current = 0;
+  GT_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != dev) GT_CUDA_CHECK(cudaSetDevice(dev));
+  struct Restore {
+    int current, dev;
+    ~Restore() {
+      if (current != dev) cudaSetDevice(current);
+    }
+  } restore{current, dev};
+  const int R = pull_own::plan_rows(block.num_src, block.num_dst, block.nnz(), has_hubs(block.max_degree, block.nnz()),
+                                    dev);
+  if (R == 0) return;
+  PullPlan p;
+  p.order = Tensor::empty({block.nnz()}, DType::kInt32, block.indptr.device());
+  pull_own::make_plan(block.indptr.data<int64_t>(), block.indices.data<int32_t>(), block.num_src, block.num_dst, R,
+                      reinterpret_cast<uint32_t*>(p.order.data<int32_t>()), s);
+  p.rows_per_warp = R;
+  p.indptr = block.indptr;
+  p.indices = block.indices;
+  block.pull_plan = std::move(p);
+}
+
 void pull_forward(const Block& block, const Tensor& x, Reduce f, Tensor& y, Stream s) {
   const int64_t* ptr = block.indptr.data<int64_t>();
   const int32_t* ids = block.indices.data<int32_t>();
   const int dev = x.device().index;
   const float* in = x.data<float>();
   float* out = y.data<float>();
+  const bool planned = block.pull_plan_matches();
+  const auto* plan = planned ? reinterpret_cast<const uint32_t*>(block.pull_plan.order.data<int32_t>()) : nullptr;
+  const int R = planned ? block.pull_plan.rows_per_warp : 0;
   if (f == Reduce::kMean)
     launch_pull<Weight::kRowMean>(ptr, ids, nullptr, in, x.size(0), block.num_dst, block.nnz(), block.max_degree,
-                                  x.size(1), out, dev, s);
+                                  x.size(1), out, dev, s, plan, R);
   else
     launch_pull<Weight::kNone>(ptr, ids, nullptr, in, x.size(0), block.num_dst, block.nnz(), block.max_degree,
-                               x.size(1), out, dev, s);
+                               x.size(1), out, dev, s, plan, R);
 }
 
 void pull_backward(const Block& block, const Tensor& dy, Reduce f, Tensor& dx, Stream s) {

@@ -3,10 +3,8 @@
 // docs/benchmarks.md, "Twenty-ninth session").
 //
 // Every warp of a grid that is resident all at once owns R consecutive destination rows; their
-// accumulators (a whole row of at most 32 float4 a row) live in shared memory. A plan, built on
-// the device for each call (by each warp for itself at the start of the gather where its run of
-// edges fits in shared memory, else by plan_kernel in a launch of its own), lists each warp's
-// edges ordered by source bin (32 bins of source ids, CSR order within a bin), packed as
+// accumulators (a whole row of at most 32 float4 a row) live in shared memory. A plan lists each
+// warp's edges ordered by source bin (32 bins of source ids, CSR order within a bin), packed as
 // (src << 8 | local row). Because every warp's list is about as long as the others' and spread
 // over the source ids alike, all warps walk the gathered matrix from its first rows to its last
 // at about the same rate, so the rows read at any moment lie in
@@ -15,10 +13,17 @@
 // vectors before it adds any. A row's sum runs bin by bin and in CSR order within a bin: the
 // same bits every run, not the CPU loop's order (compared with a tolerance).
 //
+// The plan is made where the block is moved to the device (Block::to and the GPU sampler call
+// plan_rows and make_plan on the copy's stream: Block::pull_plan, R rows a warp for a grid of
+// kMinBlocks blocks an SM), so that the Pull itself is the gather alone (launch_planned); for a
+// block without one, the Pull plans as it goes: each warp for itself at the start of the gather
+// where its run of edges fits in shared memory, else plan_kernel in a launch of its own.
+//
 // Used where it pays (applies()): the source matrix larger than the L2, rows of 20 to 32
 // float4, blocks of 4 or more edges a row without hub rows, and row counts that fit the grid's
 // shared memory with at most 255 rows a warp. GT_PULL_OWN=0 turns it off; =1 forces it wherever
-// it can run (tests, on small blocks), =2 also forces the two-launch form (plan_kernel).
+// it can run (tests, on small blocks; Block::to then plans every block it can), =2 also forces
+// the two-launch form (plan_kernel) and ignores blocks' plans.
 #pragma once
 
 #include <cstdint>
@@ -243,6 +248,19 @@ __global__ void __launch_bounds__(256, kMinBlocks) pull_kernel(const uint32_t* _
   }
 }
 
+// GT_PULL_OWN as a number: -1 where unset.
+inline int forced_mode() {
+  const char* env = std::getenv("GT_PULL_OWN");
+  return env && *env ? std::atoi(env) : -1;
+}
+
+// The shift that puts in_rows source ids into kBins bins.
+inline int bin_shift(int64_t in_rows) {
+  int shift = 0;
+  while (((in_rows - 1) >> shift) >= kBins) ++shift;
+  return shift;
+}
+
 // The grid for `rows` rows of fv vectors on `device`: R rows a warp such that every block is
 // resident at once (the shared memory of R x fv accumulators a warp decides the blocks an SM).
 // False where no such R <= kMaxRowsPerWarp exists.
@@ -251,7 +269,22 @@ struct Grid {
   int64_t blocks = 0;
   size_t smem = 0;
   bool fused = false;
+  bool planned = false;  // over the block's own plan (grid_for_plan)
 };
+
+// The L2's bytes on `device` (asked once a device).
+inline int64_t l2_bytes(int device) {
+  static std::mutex mu;
+  static std::map<int, int64_t> sizes;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = sizes.find(device);
+  if (it == sizes.end()) {
+    int l2 = 0;
+    GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    it = sizes.emplace(device, l2).first;
+  }
+  return it->second;
+}
 
 inline int blocks_per_sm(size_t smem, bool fused, int device, int& sms) {
   static std::mutex mu;
@@ -292,6 +325,7 @@ inline bool grid_for(int64_t rows, int64_t fv, bool fused, int device, Grid& g) 
     g.R = static_cast<int>(R);
     g.smem = smem;
     g.fused = fused;
+    g.planned = false;
     g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
     if (occ >= guess) return g.blocks <= static_cast<int64_t>(sms) * occ;
     guess = occ;
@@ -299,21 +333,38 @@ inline bool grid_for(int64_t rows, int64_t fv, bool fused, int device, Grid& g) 
   return false;
 }
 
+// The grid of a block's own plan (R rows a warp) for rows of fv vectors: false where its
+// accumulators do not fit or (unless GT_PULL_OWN=1) its blocks are not all resident at once.
+inline bool grid_for_plan(int64_t rows, int64_t fv, int R, int device, Grid& g) {
+  if (forced_mode() == 2 || R <= 0 || R > kMaxRowsPerWarp) return false;
+  int sms = 0;
+  const size_t smem = smem_bytes(R, fv, false);
+  const int occ = blocks_per_sm(smem, false, device, sms);
+  if (occ < 1) return false;
+  g.R = R;
+  g.smem = smem;
+  g.fused = false;
+  g.planned = true;
+  g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+  return forced_mode() == 1 || g.blocks <= static_cast<int64_t>(sms) * occ;
+}
+
 // Whether the path applies (see the header), and its grid: fused where every run of R rows
 // holds at most kPlanCap edges (max_degree x R, max_degree known), else plan_kernel first.
+// plan_R: the rows a warp of the block's own plan (Block::pull_plan), 0 where it has none; the
+// grid is then that plan's (g.planned) where it fits.
 inline bool applies(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, bool hubs, int64_t max_degree,
-                    int device, Grid& g) {
-  const char* env = std::getenv("GT_PULL_OWN");
-  const int forced = env && *env ? std::atoi(env) : -1;
+                    int device, int plan_R, Grid& g) {
+  const int forced = forced_mode();
   if (forced == 0 || fv > kWarp || nnz <= 0 || hubs || in_rows >= (int64_t{1} << 24) ||
       in_rows * fv >= (int64_t{1} << 32))
     return false;
   if (forced != 1 && forced != 2) {
     if (nnz < 4 * rows || fv < kMinVectors) return false;
-    int l2 = 0;
-    GT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    if (static_cast<double>(in_rows) * static_cast<double>(fv) * 16.0 <= static_cast<double>(l2)) return false;
+    if (static_cast<double>(in_rows) * static_cast<double>(fv) * 16.0 <= static_cast<double>(l2_bytes(device)))
+      return false;
   }
+  if (plan_R > 0 && grid_for_plan(rows, fv, plan_R, device, g)) return true;
   // GT_PULL_OWN=2 forces the two-launch form (tests).
   if (forced != 2 && max_degree >= 0 && grid_for(rows, fv, true, device, g) &&
       static_cast<int64_t>(g.R) * max_degree <= kPlanCap)
@@ -321,11 +372,47 @@ inline bool applies(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, bool
   return grid_for(rows, fv, false, device, g);
 }
 
+// The rows a warp of the plan that Block::to makes for a block of `rows` destinations, or 0
+// where this path would not take the block at any width (the checks of applies() that do not
+// depend on the width, with the narrowest width it takes for the L2 test): R for a grid of
+// kMinBlocks blocks an SM, the occupancy of every width up to 32 float4 whose accumulators fit
+// (products, F = 100: 10 rows a warp and 32 KB of a block's shared memory on an H100).
+inline int plan_rows(int64_t in_rows, int64_t rows, int64_t nnz, bool hubs, int device) {
+  const int forced = forced_mode();
+  if (forced == 0 || forced == 2 || rows <= 0 || nnz <= 0 || hubs || in_rows >= (int64_t{1} << 24)) return 0;
+  if (forced != 1) {
+    if (nnz < 4 * rows) return 0;
+    if (static_cast<double>(in_rows) * kMinVectors * 16.0 <= static_cast<double>(l2_bytes(device))) return 0;
+  }
+  int sms = 0;
+  blocks_per_sm(0, false, device, sms);
+  const int64_t warps = static_cast<int64_t>(sms) * kMinBlocks * kWarps;
+  const int64_t R = (rows + warps - 1) / warps;
+  return R <= kMaxRowsPerWarp ? static_cast<int>(R) : 0;
+}
+
+// Writes the plan of R rows a warp into plan[nnz] on stream s (Block::plan_pulls).
+inline void make_plan(const int64_t* ptr, const int32_t* ids, int64_t in_rows, int64_t rows, int R, uint32_t* plan,
+                      cudaStream_t s) {
+  const int64_t blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+  plan_kernel<<<static_cast<unsigned>(blocks), kWarps * kWarp, 0, s>>>(ptr, ids, rows, R, bin_shift(in_rows),
+                                                                       blocks * kWarps, plan);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+// The gather alone, over a plan made beforehand (Block::pull_plan; g from grid_for_plan).
+template <bool kMean>
+void launch_planned(const uint32_t* plan, const int64_t* ptr, const int32_t* ids, const float4* in, int64_t rows,
+                    int64_t fv, float4* out, const Grid& g, cudaStream_t s) {
+  pull_kernel<kMean, false><<<static_cast<unsigned>(g.blocks), kWarps * kWarp, g.smem, s>>>(
+      plan, ptr, ids, 0, in, rows, static_cast<int>(fv), g.R, out);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
 template <bool kMean>
 void launch(const int64_t* ptr, const int32_t* ids, const float4* in, int64_t in_rows, int64_t rows, int64_t nnz,
             int64_t fv, float4* out, const Grid& g, int device, cudaStream_t s) {
-  int shift = 0;
-  while (((in_rows - 1) >> shift) >= kBins) ++shift;
+  const int shift = bin_shift(in_rows);
   const unsigned blocks = static_cast<unsigned>(g.blocks);
   if (g.fused) {
     pull_kernel<kMean, true><<<blocks, kWarps * kWarp, g.smem, s>>>(nullptr, ptr, ids, shift, in, rows,

@@ -331,6 +331,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
                                                              b.t_indices.data<int32_t>());
       launch_check();
     }
+    b.plan_pulls(s);  // the forward Pull's edge order, where its row-owning path takes the block
     // Everything the layer's kernels use is freed after this synchronisation (end of iteration).
     stream_synchronize(s);
     out.reindex_ms += ms_since(t1);

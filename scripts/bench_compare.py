@@ -69,20 +69,27 @@ def kernels_table(gt, pygs):
     print(f"D2D copy: {fmt(ceil_gt, 1)} GB/s measured by gt-bench, {fmt(ceil_pyg, 1)} GB/s by pyg_baseline.py. "
           "GB/s count each op's fewest bytes (gt-bench: distinct source rows once; pyg_baseline: "
           "min(n_src, nnz) rows), so compare times.\n")
+    print("Times are of calls timed one at a time (as pyg_baseline.py times cuSPARSE); \"queued\" is the "
+          "mean of 20 calls queued back to back (the GPU's time alone). \"plan\": the edge order made with "
+          "the block's upload (Block::pull_plan), where the forward Pull reads one, and the Pull without it.\n")
     print("| workload | F | cuSPARSE sum ms | Pull sum ms | speed-up | Pull mean ms | speed-up | "
-          "Pull sum GB/s | of D2D copy | Pull sum bwd ms | Pull mean bwd ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "Pull sum GB/s | of D2D copy | of copy, queued | Pull sum bwd ms | Pull mean bwd ms | plan ms | "
+          "Pull sum ms, no plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     by = {(r["workload"], r["op"]): r for r in kern}
     for w in dict.fromkeys(r["workload"] for r in kern):
         s = by.get((w, "pull_sum_fwd"), {})
         m = by.get((w, "pull_mean_fwd"), {})
         sb = by.get((w, "pull_sum_bwd"), {})
         mb = by.get((w, "pull_mean_bwd"), {})
+        pl = by.get((w, "pull_plan (upload)"), {})
+        un = by.get((w, "pull_sum_fwd (unplanned)"), {})
         ref = spmm.get(w, {}).get("ms")
         print(f"| {w} | {s.get('feature_dim', '')} | {fmt(ref)} | {fmt(s.get('ms'))} | {ratio(s.get('ms'), ref)} | "
               f"{fmt(m.get('ms'))} | {ratio(m.get('ms'), ref)} | {fmt(s.get('GBps_floor'), 1)} | "
-              f"{fmt(100 * s['of_d2d_copy'] if 'of_d2d_copy' in s else None, 0)}% | {fmt(sb.get('ms'))} | "
-              f"{fmt(mb.get('ms'))} |")
+              f"{fmt(100 * s['of_d2d_copy'] if 'of_d2d_copy' in s else None, 0)}% | "
+              f"{fmt(100 * s['queued_of_d2d_copy'] if 'queued_of_d2d_copy' in s else None, 0)}% | "
+              f"{fmt(sb.get('ms'))} | {fmt(mb.get('ms'))} | {fmt(pl.get('ms'))} | {fmt(un.get('ms'))} |")
     print()
 
 

@@ -4,6 +4,7 @@
 // kernels' gather over the transpose). On CUDA the GPU is also compared with the CPU kernel.
 #include "kernels/pull.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -438,8 +439,42 @@ GT_DEVICE_TEST(Pull, ColumnBandsOfWholeCacheLines) {
   }
 }
 
-// Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
-// parent buffer just before each output view must stay untouched.
+// Block::to's plan against the one made here: for each run of R = rows_per_warp rows, the run's
+// edges stably ordered by source bin (32 bins of the sources), packed as (src << 8 | row - first).
+// A plan stops matching a block whose arrays are replaced (and is made again by plan_pulls); a
+// CPU copy has none.
+void expect_plan(const Block& b, const Block& bp, const std::string& what) {
+  const int R = bp.pull_plan.rows_per_warp;
+  ASSERT_GT(R, 0) << what;
+  int shift = 0;
+  while (((b.num_src - 1) >> shift) >= 32) ++shift;
+  const auto ptr = b.indptr.to_vector<int64_t>();
+  const auto ids = b.indices.to_vector<int32_t>();
+  std::vector<int32_t> want;
+  want.reserve(ids.size());
+  for (int64_t r0 = 0; r0 < b.num_dst; r0 += R) {
+    const int64_t r1 = std::min<int64_t>(b.num_dst, r0 + R);
+    for (int bin = 0; bin < 32; ++bin)
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t e = ptr[static_cast<std::size_t>(r)]; e < ptr[static_cast<std::size_t>(r) + 1]; ++e) {
+          const auto src = static_cast<uint32_t>(ids[static_cast<std::size_t>(e)]);
+          if (static_cast<int>(src >> shift) == bin)
+            want.push_back(static_cast<int32_t>(src << 8 | static_cast<uint32_t>(r - r0)));
+        }
+  }
+  EXPECT_EQ(bp.pull_plan.order.to_vector<int32_t>(), want) << "Block::to's plan, " << what;
+  Block moved = bp;
+  moved.indices = bp.indices.clone();
+  EXPECT_FALSE(moved.pull_plan_matches()) << "a plan for indices that were replaced, " << what;
+  {
+    test::ScopedEnv plan("GT_PULL_OWN", std::string("1"));
+    moved.plan_pulls();
+  }
+  EXPECT_TRUE(moved.pull_plan_matches()) << "Block::plan_pulls after the indices were replaced, " << what;
+  EXPECT_FALSE(bp.to(Device::cpu()).pull_plan.order.defined()) << "a CPU copy with a plan, " << what;
+}
+
+
 // Narrow float4 rows of forward-shaped blocks whose source matrix is larger than the L2 are
 // summed by row-owning warps over a plan that orders each warp's edges by source bin
 // (kernels/pull_own.cuh); GT_PULL_OWN=1 forces that path on these small matrices (and on the
@@ -450,6 +485,8 @@ GT_DEVICE_TEST(Pull, ColumnBandsOfWholeCacheLines) {
 // warp on an H100, the plan's second pass), sources beyond the first bin (shift > 0) and rows without edges: as the float64
 // reference and the CPU, the same bits every run, and (GT_PULL_OWN=0) as the other kernels within
 // the summation tolerance. Forced runs with hub rows (more than 128 edges) take the other paths.
+// Blocks moved by Block::to under GT_PULL_OWN=1 carry the plan (expect_plan), and the gather over
+// it gives the bits of planning in the kernel; blocks with hub rows carry none.
 GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
   if (!dev.is_cuda()) GTEST_SKIP() << "a path of the CUDA kernels (the CPU is the oracle here)";
   Context ctx(dev);
@@ -465,6 +502,16 @@ GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
   for (const Case& c : cases) {
     Block b = test::random_block(c.num_src, c.num_dst, c.max_deg, static_cast<uint64_t>(c.num_dst) + 5);
     Block bd = b.to(dev, st);
+    EXPECT_FALSE(bd.pull_plan.order.defined()) << "a plan for a block this small, rows " << c.num_dst;
+    Block bp;  // with the plan Block::to makes (forced: these matrices fit the L2)
+    {
+      test::ScopedEnv plan("GT_PULL_OWN", std::string("1"));
+      bp = b.to(dev, st);
+    }
+    ctx.synchronize();
+    const bool hubs = c.max_deg > 128;
+    ASSERT_EQ(bp.pull_plan_matches(), !hubs) << "Block::to's plan, rows " << c.num_dst;
+    if (!hubs) expect_plan(b, bp, "rows " + std::to_string(c.num_dst));
     for (const int64_t F : c.widths) {
       const auto xf = random_floats(static_cast<std::size_t>(c.num_src * F), static_cast<uint64_t>(F) + 61);
       const auto gf = random_floats(static_cast<std::size_t>(c.num_dst * F), static_cast<uint64_t>(F) + 62);
@@ -476,6 +523,7 @@ GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
           test::ScopedEnv off("GT_PULL_OWN", std::string("0"));
           other = run_pull_checked(ctx, b, bd, F, xf, gf, f, "other kernels, " + what);
         }
+        PullRun fused;
         for (const char* mode : {"1", "2"}) {  // one launch where the runs allow, and always two
           test::ScopedEnv own("GT_PULL_OWN", std::string(mode));
           const std::string w = std::string("row-owning warps (GT_PULL_OWN=") + mode + "), " + what;
@@ -483,12 +531,31 @@ GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
           expect_like_cpu(dev, b, F, xf, gf, f, r, w);
           expect_close(r.y, to_double(other.y), kPullTol, "forward against the other kernels, " + w, r.yr.mag);
           expect_close(r.dx, to_double(other.dx), kPullTol, "backward against the other kernels, " + w, r.dxr.mag);
+          if (*mode == '1') fused = r;
         }
+        if (hubs) continue;
+        // The gather over Block::to's plan: each row's sum in the same order (bin, then CSR), so
+        // the same bits as planning in the kernel, whatever the rows a warp.
+        test::ScopedEnv own("GT_PULL_OWN", std::string("1"));
+        const std::string w = "row-owning warps over Block::to's plan, " + what;
+        const PullRun r = run_pull_checked(ctx, b, bp, F, xf, gf, f, w);
+        expect_like_cpu(dev, b, F, xf, gf, f, r, w);
+        EXPECT_EQ(r.y, fused.y) << "forward against planning in the kernel, " << w;
+        // ... and it does read that plan: one that sends every edge to its run's first row from
+        // source 0 gives other sums.
+        Block bz = bp;
+        bz.pull_plan.order = Tensor::zeros({bp.nnz()}, DType::kInt32, dev, st);
+        Tensor x = tensor_on(xf, {b.num_src, F}, dev, st), y = poisoned({b.num_dst, F}, dev, st);
+        pull_forward(bz, x, f, y, st);
+        ctx.synchronize();
+        EXPECT_NE(y.to_vector<float>(), r.y) << "a plan of zeros changed nothing: the gather ignores pull_plan, " << w;
       }
     }
   }
 }
 
+// Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
+// parent buffer just before each output view must stay untouched.
 GT_DEVICE_TEST(Pull, UnalignedViews) {
   for (const int64_t F : {int64_t{8}, int64_t{6}, int64_t{130}}) {
     const int64_t num_src = 40, num_dst = 30;
