@@ -334,9 +334,10 @@ inline bool grid_for(int64_t rows, int64_t fv, bool fused, int device, Grid& g) 
 }
 
 // The grid of a block's own plan (R rows a warp) for rows of fv vectors: false where its
-// accumulators do not fit or (unless GT_PULL_OWN=1) its blocks are not all resident at once.
-inline bool grid_for_plan(int64_t rows, int64_t fv, int R, int device, Grid& g) {
-  if (forced_mode() == 2 || R <= 0 || R > kMaxRowsPerWarp) return false;
+// accumulators do not fit or (unless forced, GT_PULL_OWN=1) its blocks are not all resident at
+// once, and with GT_PULL_OWN=2.
+inline bool grid_for_plan(int64_t rows, int64_t fv, int R, int device, int forced, Grid& g) {
+  if (forced == 2 || R <= 0 || R > kMaxRowsPerWarp) return false;
   int sms = 0;
   const size_t smem = smem_bytes(R, fv, false);
   const int occ = blocks_per_sm(smem, false, device, sms);
@@ -346,7 +347,7 @@ inline bool grid_for_plan(int64_t rows, int64_t fv, int R, int device, Grid& g) 
   g.fused = false;
   g.planned = true;
   g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
-  return forced_mode() == 1 || g.blocks <= static_cast<int64_t>(sms) * occ;
+  return forced == 1 || g.blocks <= static_cast<int64_t>(sms) * occ;
 }
 
 // Whether the path applies (see the header), and its grid: fused where every run of R rows
@@ -364,7 +365,7 @@ inline bool applies(int64_t in_rows, int64_t rows, int64_t nnz, int64_t fv, bool
     if (static_cast<double>(in_rows) * static_cast<double>(fv) * 16.0 <= static_cast<double>(l2_bytes(device)))
       return false;
   }
-  if (plan_R > 0 && grid_for_plan(rows, fv, plan_R, device, g)) return true;
+  if (plan_R > 0 && grid_for_plan(rows, fv, plan_R, device, forced, g)) return true;
   // GT_PULL_OWN=2 forces the two-launch form (tests).
   if (forced != 2 && max_degree >= 0 && grid_for(rows, fv, true, device, g) &&
       static_cast<int64_t>(g.R) * max_degree <= kPlanCap)
