@@ -398,8 +398,8 @@ void plan_pull(Block& block, Stream s) {
   if (R == 0) return;
   PullPlan p;
   p.order = Tensor::empty({block.nnz()}, DType::kInt32, block.indptr.device());
-  pull_own::make_plan(block.indptr.data<int64_t>(), block.indices.data<int32_t>(), block.num_src, block.num_dst, R,
-                      reinterpret_cast<uint32_t*>(p.order.data<int32_t>()), s);
+  pull_own::make_plan(block.indptr.data<int64_t>(), block.indices.data<int32_t>(), block.num_src, block.num_dst,
+                      block.nnz(), R, reinterpret_cast<uint32_t*>(p.order.data<int32_t>()), s);
   p.rows_per_warp = R;
   p.indptr = block.indptr;
   p.indices = block.indices;

@@ -79,7 +79,8 @@ __device__ __forceinline__ void plan_run(const int64_t* my_ptr, int nr, const in
       if (my_ptr[mid] <= b + j) lo = mid; else hi = mid;
     }
     key = src << 8 | static_cast<uint32_t>(lo);
-    bin = static_cast<int>(src >> shift);
+    const uint32_t hi_bin = src >> shift;  // below kBins for ids below in_rows; ids are not checked
+    bin = hi_bin < kBins ? static_cast<int>(hi_bin) : kBins - 1;
   };
   auto source = [&](int64_t j) { return j < n ? static_cast<uint32_t>(__ldg(ids + b + j)) : 0u; };
   auto count = [&](int bin, bool ok) {
@@ -136,9 +137,11 @@ __device__ __forceinline__ void plan_run(const int64_t* my_ptr, int nr, const in
   }
 }
 
-// The plan of every warp's run into plan[ptr[r0] ..] (runs of any length; see pull_kernel).
+// The plan of every warp's run into plan[ptr[r0] ..] (runs of any length; see pull_kernel). A
+// run whose offsets leave [0, nnz] (a block that was never validated) writes nothing: the plan
+// is made where a block is copied, so its writes stay inside the plan whatever the offsets say.
 __global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,
-                                                   int64_t rows, int R, int shift, int64_t warps,
+                                                   int64_t rows, int64_t nnz, int R, int shift, int64_t warps,
                                                    uint32_t* __restrict__ plan) {
   __shared__ int64_t ptr_s[kWarps][kMaxRowsPerWarp + 1];
   __shared__ int cnt_s[kWarps][kBins];
@@ -151,6 +154,7 @@ __global__ void __launch_bounds__(256) plan_kernel(const int64_t* __restrict__ p
   int64_t* my_ptr = ptr_s[warp];
   for (int i = lane; i <= nr; i += kWarp) my_ptr[i] = ptr[r0 + i];
   __syncwarp();
+  if (my_ptr[0] < 0 || my_ptr[nr] < my_ptr[0] || my_ptr[nr] > nnz) return;  // the whole warp
   plan_run(my_ptr, nr, ids, shift, cnt_s[warp], plan + my_ptr[0], lane);
 }
 
@@ -197,9 +201,25 @@ __global__ void __launch_bounds__(256, kMinBlocks) pull_kernel(const uint32_t* _
     for (int i = lane; i <= nr; i += kWarp) my_ptr[i] = ptr[r0 + i];
     __syncwarp();
     uint32_t* my_plan = plan_s + warp * kPlanCap;
-    plan_run(my_ptr, nr, ids, shift, cnt_s + warp * kBins, my_plan, lane);
     list = my_plan;
     n_edges = my_ptr[nr] - my_ptr[0];
+    if (n_edges > kPlanCap) {
+      // More edges than Block::max_degree promised (it is a bound the caller gives): the plan
+      // would not fit, so this warp sums its rows in CSR order instead.
+      for (int r = 0; r < nr; ++r)
+        for (int64_t e = my_ptr[r]; e < my_ptr[r + 1]; ++e)
+          if (lane < fv) {
+            const float4 v = __ldg(in + static_cast<int64_t>(__ldg(ids + e)) * fv + lane);
+            float4& a = my[r * fv + lane];
+            a.x += v.x;
+            a.y += v.y;
+            a.z += v.z;
+            a.w += v.w;
+          }
+      n_edges = 0;
+    } else {
+      plan_run(my_ptr, nr, ids, shift, cnt_s + warp * kBins, my_plan, lane);
+    }
   } else {
     const int64_t beg = ptr[r0];
     list = plan + beg;
@@ -393,10 +413,10 @@ inline int plan_rows(int64_t in_rows, int64_t rows, int64_t nnz, bool hubs, int 
 }
 
 // Writes the plan of R rows a warp into plan[nnz] on stream s (Block::plan_pulls).
-inline void make_plan(const int64_t* ptr, const int32_t* ids, int64_t in_rows, int64_t rows, int R, uint32_t* plan,
-                      cudaStream_t s) {
+inline void make_plan(const int64_t* ptr, const int32_t* ids, int64_t in_rows, int64_t rows, int64_t nnz, int R,
+                      uint32_t* plan, cudaStream_t s) {
   const int64_t blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
-  plan_kernel<<<static_cast<unsigned>(blocks), kWarps * kWarp, 0, s>>>(ptr, ids, rows, R, bin_shift(in_rows),
+  plan_kernel<<<static_cast<unsigned>(blocks), kWarps * kWarp, 0, s>>>(ptr, ids, rows, nnz, R, bin_shift(in_rows),
                                                                        blocks * kWarps, plan);
   GT_CUDA_LAUNCH_CHECK();
 }
@@ -423,7 +443,7 @@ void launch(const int64_t* ptr, const int32_t* ids, const float4* in, int64_t in
   }
   DeviceScratch plan(static_cast<size_t>(nnz) * sizeof(uint32_t), device);
   auto* p = static_cast<uint32_t*>(plan.ptr);
-  plan_kernel<<<blocks, kWarps * kWarp, 0, s>>>(ptr, ids, rows, g.R, shift, g.blocks * kWarps, p);
+  plan_kernel<<<blocks, kWarps * kWarp, 0, s>>>(ptr, ids, rows, nnz, g.R, shift, g.blocks * kWarps, p);
   GT_CUDA_LAUNCH_CHECK();
   pull_kernel<kMean, false><<<blocks, kWarps * kWarp, g.smem, s>>>(p, ptr, ids, shift, in, rows,
                                                                    static_cast<int>(fv), g.R, out);

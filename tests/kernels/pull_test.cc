@@ -549,9 +549,33 @@ GT_DEVICE_TEST(Pull, RowOwningWarpsOverSourceOrderedPlans) {
         pull_forward(bz, x, f, y, st);
         ctx.synchronize();
         EXPECT_NE(y.to_vector<float>(), r.y) << "a plan of zeros changed nothing: the gather ignores pull_plan, " << w;
+        // A max_degree below the truth (a caller's wrong bound) sends the block to the one-launch
+        // form; warps whose runs outgrow its shared-memory plan sum in CSR order, still right.
+        Block lie = bd;
+        lie.max_degree = 1;
+        const std::string wl = "max_degree 1 on a block of up to " + std::to_string(c.max_deg) + " edges a row, " + w;
+        expect_like_cpu(dev, b, F, xf, gf, f, run_pull_checked(ctx, b, lie, F, xf, gf, f, wl), wl);
       }
     }
   }
+}
+
+// Block::to plans a block as it copies it, before anyone validated it: offsets past the edges
+// and ids outside the sources must not make the planning kernel write outside the plan
+// (compute-sanitizer memcheck runs this on the GPU machine). What the plan says is unspecified.
+GT_DEVICE_TEST(Pull, PlanningAnUnvalidatedBlockStaysInsideThePlan) {
+  if (!dev.is_cuda()) GTEST_SKIP() << "Block::to plans CUDA blocks only";
+  Block b;
+  b.num_src = 100;
+  b.num_dst = 3;
+  b.indptr = Tensor::from_vector(std::vector<int64_t>{0, 6, 1000000, 4});
+  b.indices = Tensor::from_vector(std::vector<int32_t>{-7, 99999, 3, 250, -1, 42});
+  test::ScopedEnv plan("GT_PULL_OWN", std::string("1"));
+  Context ctx(dev);
+  Block bd = b.to(dev, ctx.stream());
+  ctx.synchronize();
+  EXPECT_TRUE(bd.pull_plan_matches()) << "forced planning made no plan";
+  EXPECT_EQ(bd.pull_plan.order.numel(), 6);
 }
 
 // Views 4 bytes past a 16-byte boundary: the GPU must leave its vector paths. The element of the
