@@ -149,35 +149,11 @@ void require_gpu(const char* cmd) {
 }
 
 #ifdef GT_WITH_CUDA
-// Median milliseconds of fn() on the context's stream, by CUDA events, after `warmup` runs.
-double median_ms(const gt::Context& ctx, const std::function<void()>& fn, int iters, int warmup = 5) {
+// Median milliseconds of fn() on the context's stream, by CUDA events, after `warmup` runs: each
+// timing covers `batch` calls queued back to back and is divided by batch.
+double median_ms(const gt::Context& ctx, const std::function<void()>& fn, int iters, int warmup = 5,
+                 int batch = 1) {
   for (int i = 0; i < warmup; ++i) fn();
-  ctx.synchronize();
-  cudaEvent_t a, b;
-  GT_CUDA_CHECK(cudaEventCreate(&a));
-  GT_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> times;
-  for (int i = 0; i < iters; ++i) {
-    GT_CUDA_CHECK(cudaEventRecord(a, ctx.stream()));
-    fn();
-    GT_CUDA_CHECK(cudaEventRecord(b, ctx.stream()));
-    GT_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    GT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(times.begin(), times.end());
-  const std::size_t n = times.size();
-  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-}
-
-// The mean time of one call among `batch` queued back to back (median over iters batches): the
-// GPU's time for the kernels without the host's time to issue each one, which median_ms counts
-// (its stream is idle when each timed call is issued).
-double queued_ms(const gt::Context& ctx, const std::function<void()>& fn, int iters, int batch = 20) {
-  for (int i = 0; i < 5; ++i) fn();
   ctx.synchronize();
   cudaEvent_t a, b;
   GT_CUDA_CHECK(cudaEventCreate(&a));
@@ -197,6 +173,13 @@ double queued_ms(const gt::Context& ctx, const std::function<void()>& fn, int it
   std::sort(times.begin(), times.end());
   const std::size_t n = times.size();
   return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+// The mean time of one call among 20 queued back to back (median over iters batches): the
+// GPU's time for the kernels without the host's time to issue each one, which median_ms with
+// one call a batch counts (its stream is idle when each timed call is issued).
+double queued_ms(const gt::Context& ctx, const std::function<void()>& fn, int iters) {
+  return median_ms(ctx, fn, iters, 5, 20);
 }
 
 // Device-to-device copy bandwidth, read + write bytes over time (as pyg_baseline.py counts it).

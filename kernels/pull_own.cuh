@@ -281,6 +281,11 @@ inline int bin_shift(int64_t in_rows) {
   return shift;
 }
 
+// Blocks of kWarps warps that give every warp R of `rows` rows.
+inline int64_t blocks_for(int64_t rows, int64_t R) {
+  return (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+}
+
 // The grid for `rows` rows of fv vectors on `device`: R rows a warp such that every block is
 // resident at once (the shared memory of R x fv accumulators a warp decides the blocks an SM).
 // False where no such R <= kMaxRowsPerWarp exists.
@@ -346,7 +351,7 @@ inline bool grid_for(int64_t rows, int64_t fv, bool fused, int device, Grid& g) 
     g.smem = smem;
     g.fused = fused;
     g.planned = false;
-    g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+    g.blocks = blocks_for(rows, R);
     if (occ >= guess) return g.blocks <= static_cast<int64_t>(sms) * occ;
     guess = occ;
   }
@@ -366,7 +371,7 @@ inline bool grid_for_plan(int64_t rows, int64_t fv, int R, int device, int force
   g.smem = smem;
   g.fused = false;
   g.planned = true;
-  g.blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+  g.blocks = blocks_for(rows, R);
   return forced == 1 || g.blocks <= static_cast<int64_t>(sms) * occ;
 }
 
@@ -415,7 +420,7 @@ inline int plan_rows(int64_t in_rows, int64_t rows, int64_t nnz, bool hubs, int 
 // Writes the plan of R rows a warp into plan[nnz] on stream s (Block::plan_pulls).
 inline void make_plan(const int64_t* ptr, const int32_t* ids, int64_t in_rows, int64_t rows, int64_t nnz, int R,
                       uint32_t* plan, cudaStream_t s) {
-  const int64_t blocks = (rows + static_cast<int64_t>(kWarps) * R - 1) / (static_cast<int64_t>(kWarps) * R);
+  const int64_t blocks = blocks_for(rows, R);
   plan_kernel<<<static_cast<unsigned>(blocks), kWarps * kWarp, 0, s>>>(ptr, ids, rows, nnz, R, bin_shift(in_rows),
                                                                        blocks * kWarps, plan);
   GT_CUDA_LAUNCH_CHECK();
@@ -433,21 +438,16 @@ void launch_planned(const uint32_t* plan, const int64_t* ptr, const int32_t* ids
 template <bool kMean>
 void launch(const int64_t* ptr, const int32_t* ids, const float4* in, int64_t in_rows, int64_t rows, int64_t nnz,
             int64_t fv, float4* out, const Grid& g, int device, cudaStream_t s) {
-  const int shift = bin_shift(in_rows);
-  const unsigned blocks = static_cast<unsigned>(g.blocks);
   if (g.fused) {
-    pull_kernel<kMean, true><<<blocks, kWarps * kWarp, g.smem, s>>>(nullptr, ptr, ids, shift, in, rows,
-                                                                    static_cast<int>(fv), g.R, out);
+    pull_kernel<kMean, true><<<static_cast<unsigned>(g.blocks), kWarps * kWarp, g.smem, s>>>(
+        nullptr, ptr, ids, bin_shift(in_rows), in, rows, static_cast<int>(fv), g.R, out);
     GT_CUDA_LAUNCH_CHECK();
     return;
   }
   DeviceScratch plan(static_cast<size_t>(nnz) * sizeof(uint32_t), device);
   auto* p = static_cast<uint32_t*>(plan.ptr);
-  plan_kernel<<<blocks, kWarps * kWarp, 0, s>>>(ptr, ids, rows, nnz, g.R, shift, g.blocks * kWarps, p);
-  GT_CUDA_LAUNCH_CHECK();
-  pull_kernel<kMean, false><<<blocks, kWarps * kWarp, g.smem, s>>>(p, ptr, ids, shift, in, rows,
-                                                                   static_cast<int>(fv), g.R, out);
-  GT_CUDA_LAUNCH_CHECK();
+  make_plan(ptr, ids, in_rows, rows, nnz, g.R, p, s);
+  launch_planned<kMean>(p, ptr, ids, in, rows, fv, out, g, s);
 }
 
 }  // namespace pull_own
