@@ -19,7 +19,7 @@
 //
 // Output files are written atomically: a failed command leaves no file behind (nor the folders it
 // made for it), and an output name that cannot be a file (empty, a folder, ending in '/', one of
-// the import's inputs) is refused before any work. Errors are printed as one line
+// the import's inputs) or whose folder takes no new file is refused before any work. Errors are printed as one line
 // "gt-data: error: ..." (exit status 1); a bad command line gives a usage error (exit status 2).
 // Warnings (a split with no nodes, a synthetic graph well short of its edges) are printed as
 // "gt-data: warning: ..." lines on stderr and do not change the exit status.
@@ -36,6 +36,7 @@
 
 #include "framework/error.h"
 #include "framework/temp_files.h"
+#include "framework/version.h"
 #include "preprocess/dataset.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
@@ -47,7 +48,7 @@ constexpr const char* kUsage = R"(usage:
   gt-data synth OUT.h5 [options]
   gt-data info FILE
   gt-data check FILE
-  gt-data --help
+  gt-data --help | --version
 Each option may be given once; "--" ends the options (for file names that begin with '-').
 
 import-ogb  reads an OGB node-property folder (DIR/raw/*.csv.gz, DIR/split/<scheme>/)
@@ -134,6 +135,14 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
   return a;
 }
 
+// Checks that the output can be created before the import reads or synth draws anything (the
+// DatasetWriter found out only when it was created: after the whole parse, or 40M edges), as
+// gt-train and gt-predict check theirs.
+void check_output_writable(const std::string& out) {
+  gt::check_dataset_output_path(out);
+  gt::check_output_file(out, "the output file", out);
+}
+
 void warn(const std::string& line) { std::cerr << "gt-data: warning: " << line << std::endl; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -193,6 +202,7 @@ int cmd_import(int argc, char** argv) {
     if (opts.split.empty()) usage_error("--split got an empty name (leave the option out to use the only scheme)");
   }
   opts.directed = a.flags.count("--directed") > 0;
+  check_output_writable(a.positional[1]);
   auto t0 = std::chrono::steady_clock::now();
   gt::import_ogb(a.positional[0], a.positional[1], opts);
   std::cout << "gt-data: imported " << a.positional[0] << " -> " << a.positional[1] << " in " << std::fixed
@@ -241,6 +251,7 @@ int cmd_synth(int argc, char** argv) {
   if (auto v = flag("--signal")) o.signal = parse_number<double>("--signal", *v);
   if (auto v = flag("--seed")) o.seed = parse_number<uint64_t>("--seed", *v);
   if (auto v = flag("--threads")) o.threads = parse_number<int>("--threads", *v);
+  check_output_writable(a.positional[0]);
   auto t0 = std::chrono::steady_clock::now();
   o.progress = [](const std::string& line) { std::cout << "gt-data: synth: " << line << std::endl; };
   o.warning = warn;
@@ -286,6 +297,11 @@ int main(int argc, char** argv) {
   try {
     if (argc < 2) usage_error("missing command");
     const std::string cmd = argv[1];
+    if (cmd == "--version") {
+      if (argc > 2) usage_error("--version takes no other arguments");
+      std::cout << "gt-data (graphtensor) " << gt::version() << "\n";
+      return 0;
+    }
     for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i)
       if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" || (i == 1 && cmd == "help")) {
         std::cout << kUsage;

@@ -37,6 +37,7 @@
 #include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/temp_files.h"
+#include "framework/version.h"
 #include "preprocess/dataset.h"
 
 namespace {
@@ -57,6 +58,7 @@ constexpr const char* kUsage =
     "                   sampling.eval_fanouts, as its training evaluated)\n"
     "  --batch N        seed nodes per batch (default: the model's sampling.eval_batch_size)\n"
     "  --threads N      CPU threads (default 0 = all cores)\n"
+    "  --version        print the library's version and backends and exit\n"
     "OUT: .h5/.hdf5 (node_ids, predictions, logits[, embeddings]) or .csv (node_id,prediction,logit_*[,emb_*]).\n";
 
 int usage(const std::string& msg) {
@@ -112,37 +114,6 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   tmp.renamed();
 }
 
-// `out` names a file that can be created: not a folder, nor a device, FIFO or socket; its folder
-// (of the file a symbolic link names) exists and takes a new file,
-// or the nearest folder above it that exists is one this process may create folders in.
-void check_output(const std::string& out) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(out, ec)) GT_THROW(out, "name a file", "the output '", out, "' is a folder");
-  const fs::file_status st = fs::status(out, ec);  // through a symbolic link: what would be replaced
-  if (fs::exists(st) && !fs::is_regular_file(st))
-    GT_THROW(out, "name a regular file", "the output '", out,
-             "' exists and is not a regular file (a device, FIFO or socket); it would be replaced");
-  fs::path dir = fs::path(gt::write_target(out)).parent_path();
-  if (dir.empty()) dir = ".";
-  if (fs::is_directory(dir, ec)) {
-    const gt::TempFile probe(out);  // removed when done
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-      GT_THROW(out, "check the folder and its permissions", "cannot write '", out, "': ", std::strerror(errno));
-    ::close(fd);
-    return;
-  }
-  fs::path up = dir;
-  while (!up.empty() && !fs::exists(up, ec)) up = up.has_parent_path() && up.parent_path() != up ? up.parent_path() : fs::path();
-  if (up.empty()) up = ".";
-  if (!fs::is_directory(up, ec))
-    GT_THROW(out, "name a file in a folder", "cannot write '", out, "': '", up.string(), "' is not a folder");
-  if (::access(up.c_str(), W_OK | X_OK) != 0)
-    GT_THROW(out, "check the folder and its permissions", "cannot write '", out, "': cannot create folders in '",
-             up.string(), "': ", std::strerror(errno));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +128,11 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
+      return 0;
+    }
+    if (a == "--version") {
+      if (argc > 2) return usage("--version takes no other arguments");
+      std::cout << "gt-predict (graphtensor) " << gt::version() << "\n";
       return 0;
     }
     if (a.rfind("--", 0) == 0) {
@@ -218,11 +194,11 @@ int main(int argc, char** argv) {
     return usage("the output '" + out + "' must end in .h5, .hdf5 or .csv (its format)");
 
   // Ctrl-C or SIGTERM while the output is written leaves no temporary file.
-  gt::install_temp_file_signal_cleanup();
+  gt::install_temp_file_signal_cleanup("gt-predict");
   try {
     // The output is checked before anything is loaded: never an input, never a folder, and its
     // folder takes a new file (missing folders are made only when the output is written).
-    check_output(out);
+    gt::check_output_file(out, "the output", out);
     if (gt::same_file(out, model))
       GT_THROW(out, "name another output file", "the output '", out, "' is the model file: it would be overwritten");
     // Read before the session: its defaults (evaluation fanouts and batch size) and its dataset.
@@ -315,9 +291,18 @@ int main(int argc, char** argv) {
     std::printf("%zu nodes (%s) of %s on %s, model %s: ", ids.size(),
                 all ? "all" : ("split '" + split + "'").c_str(), data_path.c_str(), session.device().c_str(),
                 model.c_str());
+    // Where --fanouts replaced the model's evaluation fanouts, the accuracy is not the one
+    // training reported: say which neighbourhoods it is on.
+    std::string on;
+    if (fanouts_given) {
+      for (int64_t f : opt.fanouts) on += (on.empty() ? "" : ",") + (f == -1 ? std::string("all") : std::to_string(f));
+      on = std::string(" (") + (sampled ? "sampled" : "full") + " neighbourhoods of --fanouts " + on +
+           ", not the model's evaluation fanouts)";
+    } else if (sampled) {
+      on = " (sampled neighbourhoods, drawn as training's evaluation drew them)";
+    }
     if (labelled)
-      std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled),
-                  sampled ? " (sampled neighbourhoods, drawn as training's evaluation drew them)" : "");
+      std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled), on.c_str());
     else
       std::printf("no labelled node, no accuracy\n");
     std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(), "node ids, predictions, logits",

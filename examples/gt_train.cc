@@ -1,7 +1,7 @@
 // gt-train: the config-driven trainer.
 //
 //   gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]
-//   gt-train --print-config-keys
+//   gt-train --print-config-keys | --version | --help
 //   gt-train CONFIG.yaml --print-graph   (per layer: ops, output shapes on the first training
 //                                         batch, and the kernel placement chosen; docs/dkp.md)
 //
@@ -31,6 +31,7 @@
 #include "framework/error.h"
 #include "framework/temp_files.h"
 #include "framework/trainer.h"
+#include "framework/version.h"
 #include "models/model.h"
 #include "preprocess/sampler.h"
 
@@ -39,7 +40,19 @@ namespace {
 constexpr const char* kUsage =
     "usage: gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]\n"
     "                            [--print-graph]\n"
-    "       gt-train --print-config-keys\n";
+    "       gt-train --print-config-keys | --version | --help\n"
+    "\n"
+    "Trains the model a YAML config describes (every key: --print-config-keys, docs/configs.md),\n"
+    "printing a line per epoch; writes train.metrics (JSON lines), train.save_best (the best\n"
+    "validation epoch's weights) and train.checkpoint.\n"
+    "  --set KEY=VALUE    override one config key (a YAML value; repeatable, the last one of a key wins)\n"
+    "  --resume CKPT      continue from a checkpoint written by train.checkpoint, as an uninterrupted run\n"
+    "  --trace FILE.json  write a Chrome/Perfetto timeline of the pipeline's stages and the GPU's work\n"
+    "  --print-config     print the config after the overrides, as YAML, and exit\n"
+    "  --print-graph      print the model's dataflow graph on the first training batch and exit\n"
+    "  --print-config-keys  print every key with its type, default and meaning (Markdown) and exit\n"
+    "  --version          print the library's version and backends and exit\n"
+    "Exit status: 0 when training finished with a finite loss, 1 on an error, 2 on a usage error.\n";
 
 // A usage error is one line on stderr (exit 2); --help prints the usage to stdout.
 int usage(const char* msg) {
@@ -54,7 +67,7 @@ int main(int argc, char** argv) {
   // One line at a time even into a file or a pipe, so that a log shows progress as it happens
   // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  gt::install_temp_file_signal_cleanup();
+  gt::install_temp_file_signal_cleanup("gt-train");
   std::string config_path;
   std::vector<std::string> overrides;
   std::string resume, trace;
@@ -64,8 +77,13 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
-    } else if (a == "--print-config-keys") {
-      std::cout << gt::config_keys_markdown();
+    } else if (a == "--print-config-keys" || a == "--version") {
+      // Each prints and exits: anything else on the line would be ignored without a word.
+      if (argc > 2) return usage((a + " takes no other arguments").c_str());
+      if (a == "--version")
+        std::cout << "gt-train (graphtensor) " << gt::version() << "\n";
+      else
+        std::cout << gt::config_keys_markdown();
       return 0;
     } else if (a == "--print-config") {
       if (print_graph) return usage("give one of --print-config and --print-graph");

@@ -30,6 +30,41 @@ std::string key_text(const YAML::Node& key, const std::string& source) {
   return key.Scalar();
 }
 
+// yaml-cpp reads a quote that is never closed as a string running to the end of the file: the
+// sections after it vanish into one value (`metrics: "out/m.jsonl` then `model: ...` trained the
+// default model and wrote a file named after the rest of the config). YAML lets a quoted value
+// span lines, but no config value does, so each one must close on the line it opens.
+void check_quotes_close(const std::string& text, const YAML::Node& n, const std::string& source) {
+  if (n.IsSequence() || n.IsMap()) {
+    for (const auto& item : n) {
+      if (n.IsMap()) {
+        check_quotes_close(text, item.first, source);
+        check_quotes_close(text, item.second, source);
+      } else {
+        check_quotes_close(text, item, source);
+      }
+    }
+    return;
+  }
+  if (!n.IsScalar() || n.Mark().is_null()) return;
+  const auto pos = static_cast<std::size_t>(n.Mark().pos);
+  if (pos >= text.size() || (text[pos] != '"' && text[pos] != '\'')) return;
+  const char q = text[pos];
+  for (std::size_t i = pos + 1; i < text.size() && text[i] != '\n' && text[i] != '\r'; ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;  // an escape: the next character is not the closing quote
+    } else if (text[i] == q) {
+      if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is a quote inside a single-quoted value
+        continue;
+      }
+      return;
+    }
+  }
+  GT_THROW(where_of(source, n), std::string("close it on the same line: ") + q + "..." + q,
+           "the quoted value that starts here (", q, ") does not end on its line");
+}
+
 }  // namespace
 
 Config file_config_defaults() {
@@ -96,6 +131,7 @@ Config parse_config(const std::string& text, const std::string& source) {
   } catch (const YAML::ParserException& e) {
     GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "", "YAML syntax error: ", e.msg);
   }
+  check_quotes_close(text, root, source);
   Config cfg = file_config_defaults();
   cfg.source = source;
   if (root.IsNull()) {

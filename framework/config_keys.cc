@@ -3,8 +3,10 @@
 // and config_keys_markdown (docs/configs.md).
 #include "framework/config_keys.h"
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -55,11 +57,22 @@ T scalar_as(const std::string& key, const std::string& expected, const YAML::Nod
     if (ec != std::errc() || end != e || b == e) type_error(key, expected, n, where);
     return v;
   }
+  T v{};
   try {
-    return n.as<T>();
+    v = n.as<T>();
   } catch (const YAML::Exception&) {
     type_error(key, expected, n, where);
   }
+  if constexpr (std::is_same_v<T, double>) {
+    // yaml-cpp refuses 1e400 but reads 1e-400 as 0 (and 1e-310 as a subnormal): a value the
+    // user wrote that a double cannot hold is refused either way.
+    errno = 0;
+    (void)std::strtod(n.Scalar().c_str(), nullptr);
+    if (errno == ERANGE)
+      GT_THROW(where, "", "config key '", key, "': ", n.Scalar(), " is outside the range of a double (",
+               std::numeric_limits<double>::min(), " to ", std::numeric_limits<double>::max(), " in magnitude)");
+  }
+  return v;
 }
 
 template <typename Get>
@@ -141,9 +154,18 @@ Field string_field(std::string key, Get get, std::vector<std::string> choices, s
   }
   Field f{key, type, std::move(desc), {}, {}, {}};
   auto allowed = [=](const std::string& v, const std::string& where) {
-    // A path or name ends at a NUL for the system: "best.h5\0.bak" would write best.h5.
-    if (v.find('\0') != std::string::npos)
-      GT_THROW(where, "remove it", "config key '", key, "' holds a NUL byte (\\x00) at offset ", v.find('\0'));
+    // A path or name ends at a NUL for the system ("best.h5\0.bak" would write best.h5), and a
+    // line break or other control character makes a file name nobody can type and splits error
+    // messages over lines; a block scalar (| or >) ends with one.
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const auto ch = static_cast<unsigned char>(v[i]);
+      if (ch >= 0x20 && ch != 0x7f) continue;
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      GT_THROW(where, ch == '\n' ? "write the value on the key's line (a block scalar, | or >, keeps a line break)" : "remove it",
+               "config key '", key, "' holds ", ch == 0 ? "a NUL byte" : ch == '\n' ? "a line break" : "a control character",
+               " (", esc, ") at offset ", i);
+    }
     if (choices.empty()) return;
     bool ok = false;
     std::string list;

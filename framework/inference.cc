@@ -280,6 +280,11 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
   const char* op = op_name(what);
   const int64_t n = m.data.info.num_nodes;
   try {
+    // An enum made from an integer (a service mapping request codes) is refused, not served as
+    // embeddings.
+    if (what != InferenceOutput::kLogits && what != InferenceOutput::kEmbedding)
+      GT_THROW("submit", "use InferenceOutput::kLogits or kEmbedding", "submit: unknown output ",
+               static_cast<int>(what));
     if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
     for (int64_t id : ids)
       if (id < 0 || id >= n) GT_THROW(op, "node ids are 0 .. num_nodes-1", op, ": node id ", id, " is out of range [0, ", n, ")");

@@ -159,10 +159,11 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append, int64_t keep_
   // The lock is taken before anything is changed, so that a run refused for it leaves the file
   // as it was; a rewrite renames a new file into place, which is opened and locked again.
   fp_ = open_locked(path);
+  // A new run empties the file at its first record, not here: a run that fails before it
+  // measures anything (a bad feature row, a full disk at the first save) leaves the previous
+  // run's metrics beside the previous run's model instead of an empty file.
   if (!append) {
-    if (::ftruncate(::fileno(fp_), 0) != 0)
-      GT_THROW(path, "check that the file is writable", "cannot truncate metrics file '", path, "': ",
-               std::strerror(errno));
+    truncate_pending_ = true;
   } else if (drop_epochs_after(path, keep_through_epoch)) {
     std::FILE* fresh = open_locked(path);
     std::fclose(fp_);
@@ -180,6 +181,12 @@ void MetricsWriter::write(const JsonRecord& r) {
   // write); a record that does not fit is cut off again, so the file holds whole lines only.
   const std::string line = r.str() + "\n";
   const int fd = ::fileno(fp_);
+  if (truncate_pending_) {
+    if (::ftruncate(fd, 0) != 0)
+      GT_THROW(path_, "check that the file is writable", "cannot truncate metrics file '", path_, "': ",
+               std::strerror(errno));
+    truncate_pending_ = false;
+  }
   const off_t end = ::lseek(fd, 0, SEEK_END);
   std::size_t done = 0;
   int err = 0;

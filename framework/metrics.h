@@ -27,7 +27,9 @@ class JsonRecord {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // "" = disabled; creates parent directories; append keeps existing lines (a resumed run), and
+  // "" = disabled; creates parent directories; without append the file is emptied at the first
+  // write (a run that fails before its first record leaves the file as it was); append keeps
+  // existing lines (a resumed run), and
   // with keep_through_epoch >= 0 only those of epochs up to it (a run resumed from a checkpoint
   // older than the file's last line would otherwise repeat the epochs after the checkpoint); a
   // last line without a newline (cut short) is dropped on append. The file is locked while the
@@ -41,6 +43,7 @@ class MetricsWriter {
  private:
   std::FILE* fp_ = nullptr;
   std::string path_;
+  bool truncate_pending_ = false;
 };
 
 // Escapes a string for JSON.

@@ -350,18 +350,20 @@ DataShape read_data_shape(const TensorFileReader& r) {
 
 void check_data_shape(const std::string& path, const DataShape& stored, const DataShape& now,
                       const std::string& dataset) {
-  if (stored.feature_dim > 0 && stored.feature_dim != now.feature_dim)
+  // 0 on either side is "unknown" (an older file, or a caller that passes no DataShape).
+  if (stored.feature_dim > 0 && now.feature_dim > 0 && stored.feature_dim != now.feature_dim)
     GT_THROW(path, "use the dataset the model was trained on", "'", path, "' was trained on ", stored.feature_dim,
              " features, dataset '", dataset, "' has ", now.feature_dim);
-  if (stored.num_classes > 0 && stored.num_classes != now.num_classes)
+  if (stored.num_classes > 0 && now.num_classes > 0 && stored.num_classes != now.num_classes)
     GT_THROW(path, "use the dataset the model was trained on", "'", path, "' was trained on ", stored.num_classes,
              " classes, dataset '", dataset, "' has ", now.num_classes);
 }
 
 void check_same_graph(const std::string& path, const DataShape& stored, const DataShape& now,
                       const std::string& dataset) {
-  if ((stored.num_nodes > 0 && stored.num_nodes != now.num_nodes) ||
-      (stored.num_edges > 0 && stored.num_edges != now.num_edges))
+  // A graph has nodes, so now.num_nodes == 0 is "unknown"; it may have no edges.
+  if (now.num_nodes > 0 && ((stored.num_nodes > 0 && stored.num_nodes != now.num_nodes) ||
+                            (stored.num_nodes > 0 && stored.num_edges != now.num_edges)))
     GT_THROW(path, "resume on the graph the checkpoint was trained on (dataset.path may move, not change)", "'",
              path, "' was trained on a graph of ", stored.num_nodes, " nodes and ", stored.num_edges,
              " edges, dataset '", dataset, "' has ", now.num_nodes, " and ", now.num_edges);

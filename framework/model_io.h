@@ -87,11 +87,11 @@ struct DataShape {
 };
 void write_data_shape(TensorFileWriter& w, const DataShape& shape);
 DataShape read_data_shape(const TensorFileReader& r);
-// Throws naming the file when `stored`'s features or classes (where known) differ from the
-// dataset in use.
+// Throws naming the file when `stored`'s features or classes differ from the dataset in use
+// (checked where both are known: 0 on either side means unknown).
 void check_data_shape(const std::string& path, const DataShape& stored, const DataShape& now,
                       const std::string& dataset);
-// Throws naming the file when `stored`'s graph size (where known) differs from the dataset's.
+// Throws naming the file when `stored`'s graph size differs from the dataset's (where both known).
 void check_same_graph(const std::string& path, const DataShape& stored, const DataShape& now,
                       const std::string& dataset);
 
@@ -101,7 +101,7 @@ void save_weights(const std::string& path, const std::vector<Param*>& params, co
                   int64_t epoch, const DataShape& shape = {});
 // Loads into existing parameters (same names and shapes, any device); throws naming the file
 // and the parameter on a mismatch, or when the file records another DataShape than `shape`
-// (dataset: the dataset file, for the message). Works on checkpoints too (they store /params
+// (the default, all 0, checks none; dataset: the dataset file, for the message). Works on checkpoints too (they store /params
 // the same way).
 void load_weights(const std::string& path, const std::vector<Param*>& params, const DataShape& shape = {},
                   const std::string& dataset = {});

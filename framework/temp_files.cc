@@ -1,5 +1,6 @@
 #include "framework/temp_files.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -87,7 +89,29 @@ pid_t pid_of_suffix(const std::string& s) {
   return static_cast<pid_t>(pid);
 }
 
+const char* g_stop_note = nullptr;  // set before the handlers are installed, then only read
+bool g_stop_tty = false;            // stderr is a terminal, where a progress bar may hold the line
+
+void write_stderr(const char* s) noexcept {
+  std::size_t n = 0;
+  while (s[n] != '\0') ++n;
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
 void remove_temp_files_and_die(int sig) {
+  if (g_stop_note) {  // write(2) only: async-signal-safe
+    const int saved = errno;
+    if (g_stop_tty) write_stderr("\n");
+    write_stderr(g_stop_note);
+    write_stderr(sig == SIGINT ? ": stopped by SIGINT\n" : sig == SIGTERM ? ": stopped by SIGTERM\n" : ": stopped by SIGHUP\n");
+    errno = saved;
+  }
   remove_live_temp_files();
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -197,7 +221,40 @@ void release_made_dirs(const std::vector<std::string>& dirs) {
   for (const std::string& d : dirs) release_temp_path(d);
 }
 
-void install_temp_file_signal_cleanup() {
+void check_output_file(const std::string& path, const std::string& name, const std::string& where) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) GT_THROW(where, "name a file", name, " '", path, "' is a folder");
+  const fs::file_status st = fs::status(path, ec);  // through a symbolic link: what would be replaced
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    GT_THROW(where, "name a regular file", name, " '", path,
+             "' exists and is not a regular file (a device, FIFO or socket); it would be replaced");
+  fs::path dir = fs::path(write_target(path)).parent_path();
+  if (dir.empty()) dir = ".";
+  if (fs::is_directory(dir, ec)) {
+    const TempFile probe(path);  // removed when done
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+      GT_THROW(where, "check the folder and its permissions", "cannot write ", name, " '", path, "': ",
+               std::strerror(errno));
+    ::close(fd);
+    return;
+  }
+  fs::path up = dir;
+  while (!up.empty() && !fs::exists(up, ec))
+    up = up.has_parent_path() && up.parent_path() != up ? up.parent_path() : fs::path();
+  if (up.empty()) up = ".";
+  if (!fs::is_directory(up, ec))  // a file where a folder should be
+    GT_THROW(where, "name a file in a folder", "cannot write ", name, " '", path, "': '", up.string(),
+             "' is not a folder");
+  if (::access(up.c_str(), W_OK | X_OK) != 0)
+    GT_THROW(where, "check the folder and its permissions", "cannot write ", name, " '", path,
+             "': cannot create folders in '", up.string(), "': ", std::strerror(errno));
+}
+
+void install_temp_file_signal_cleanup(const char* stop_note) {
+  g_stop_note = stop_note;
+  g_stop_tty = ::isatty(STDERR_FILENO) == 1;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) != 0) continue;

@@ -55,6 +55,14 @@ class TempFile {
 // folder) look dead from here: do not share an output folder between such writers.
 int remove_stale_temp_files(const std::string& path);
 
+// Before a program does its work: `path` names an output file that can be written. It is not a
+// folder, nor a device, FIFO or socket (which the rename would replace); its folder (of the file a
+// symbolic link names) exists and takes a new file (a temporary file of the writers' own name,
+// created and removed), or the nearest folder above it that exists is one this process may create
+// folders in (missing folders are made only when the output is written). Throws gt::Error at
+// `where`, naming the output as `name` ("the output", "--json").
+void check_output_file(const std::string& path, const std::string& name, const std::string& where);
+
 // Unlinks every temporary file this process has registered and not released, then removes the
 // registered folders that are empty. Async-signal-safe: for a signal handler of one's own.
 void remove_live_temp_files() noexcept;
@@ -68,8 +76,10 @@ void release_made_dirs(const std::vector<std::string>& dirs);
 // SIGINT, SIGTERM and SIGHUP: remove the live temporary files (remove_live_temp_files), restore the
 // default action and raise the signal again, so the process still dies of it (exit status 128 + N
 // in a shell). A signal that is ignored (nohup, a background job) or already has a handler of its
-// own (a graceful stop, which must be able to finish its writes) is left as it is.
-void install_temp_file_signal_cleanup();
+// own (a graceful stop, which must be able to finish its writes) is left as it is. With a
+// stop_note (a string that lives as long as the process), the handler first writes one line to
+// stderr, "<stop_note>: stopped by SIGTERM", so a log says why the run ended.
+void install_temp_file_signal_cleanup(const char* stop_note = nullptr);
 
 // Temporary names registered and not yet released (tests check that writers release theirs).
 std::size_t live_temp_path_count();

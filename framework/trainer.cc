@@ -373,6 +373,8 @@ TrainResult Trainer::fit(std::ostream* log) {
         if (s.name == cfg_.dataset.train_split)
           *log << "warning: " << s.key << " names the training split '" << s.name
                << "': its accuracy is measured on the nodes trained on, " << s.consequence << "\n";
+    if (cfg_.optimizer.lr == 0.0)
+      *log << "warning: optimizer.lr is 0: the weights stay as initialised (every epoch evaluates the same model)\n";
     if (const DkpPlanner* dkp = lead.model->dkp(); dkp && dkp->mode() == DkpMode::kAuto) {
       if (!dkp->cache_problem().empty())
         *log << "warning: " << dkp->cache_problem() << ": measuring again, and the fit replaces it\n";

@@ -14,6 +14,9 @@
 // Within each row, ids are in the order the sampler produced them; the transpose lists each
 // source's destinations in increasing order (ties, i.e. duplicate edges, in CSR edge order), so
 // t_eids is increasing within each source. All tensors live on the same device.
+// make_block, build_transpose and the samplers produce valid blocks. The ops check the ranges of a
+// CPU block's arrays on every call (one O(nnz) pass); a CUDA block's contents are trusted, so a
+// block whose arrays are replaced by hand should pass validate() before Block::to.
 #pragma once
 
 #include <cstdint>

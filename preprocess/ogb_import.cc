@@ -11,7 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iostream>
+#include <iterator>
 #include <vector>
 
 #include "framework/error.h"
@@ -245,24 +246,53 @@ std::string choose_split(const std::string& dir, const std::string& wanted) {
 }
 
 // The "name" string of DIR/info.json, if there is one (a tiny scan, not a JSON parser: the
-// value is provenance text only).
-std::string info_name(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / "info.json");
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+// value is provenance text only). The file is optional, but one that is there and gives no name
+// (unreadable, not a JSON object, no "name" string) dropped the name from the source attribute
+// without a word: `problem` says why, for a warning; the import goes on.
+std::string info_name(const std::string& dir, std::string& problem) {
+  const fs::path file = fs::path(dir) / "info.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return {};
+  problem = "'" + file.string() + "' ";
+  std::ifstream in(file);
+  std::string text;
+  if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!fs::is_regular_file(file, ec) || !in || in.bad()) {
+    problem += "cannot be read";
+    return {};
+  }
+  const std::size_t first = text.find_first_not_of(" \t\r\n"), last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{' || text[last] != '}') {
+    problem += first == std::string::npos ? "is empty" : "is not a JSON object";
+    return {};
+  }
   std::size_t key = text.find("\"name\"");
-  if (key == std::string::npos) return {};
+  if (key == std::string::npos) {
+    problem += "has no \"name\"";
+    return {};
+  }
   std::size_t colon = text.find_first_not_of(" \t\r\n", key + 6);
-  if (colon == std::string::npos || text[colon] != ':') return {};
-  std::size_t quote = text.find_first_not_of(" \t\r\n", colon + 1);
-  if (quote == std::string::npos || text[quote] != '"') return {};
+  std::size_t quote = colon == std::string::npos || text[colon] != ':' ? std::string::npos
+                                                                       : text.find_first_not_of(" \t\r\n", colon + 1);
+  if (quote == std::string::npos || text[quote] != '"') {
+    problem += "is malformed: \"name\" is not followed by ':' and a string";
+    return {};
+  }
   std::string name;
-  for (std::size_t i = quote + 1; i < text.size() && text[i] != '"'; ++i) {
+  std::size_t i = quote + 1;
+  for (; i < text.size() && text[i] != '"'; ++i) {
     if (text[i] == '\\' && i + 1 < text.size()) ++i;
     name += text[i];
   }
+  if (i >= text.size()) {
+    problem += "is malformed: the \"name\" string is not closed";
+    return {};
+  }
+  if (name.empty()) {
+    problem += "has an empty \"name\"";
+    return {};
+  }
+  problem.clear();
   return name;
 }
 
@@ -393,11 +423,17 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
   writer->write_graph(indptr, indices, opts.directed);
   writer->write_labels(labels, num_classes);
   for (const auto& [name, ids] : splits) writer->write_split(name, ids);
-  const std::string name = info_name(dir);
+  std::string info_problem;
+  const std::string name = info_name(dir, info_problem);
   std::string source = "OGB raw layout '" + dir + "', split '" + scheme + "'";
   if (!name.empty()) source = name + " (" + source + ")";
   writer->set_source(source);
   writer->commit();
+  // After the commit, so that a failed import still prints one line, its error. On stderr as
+  // gt-data prints its warnings (OgbImportOptions has no warning callback to route it through).
+  if (!info_problem.empty())
+    std::cerr << "gt-data: warning: " << info_problem << ": the dataset's source attribute names the folder only"
+              << std::endl;
 }
 
 }  // namespace gt

@@ -69,11 +69,23 @@ int nonempty_splits(const SynthOptions& o) {
 
 void check_options(const SynthOptions& o) {
   // Each option is named as the struct field and as gt-data synth's flag, so that a message reads
-  // right from the library and from the command line.
+  // right from the library and from the command line. A field that no flag sets (the split
+  // fractions: gt-data synth's presets set them, always in range) is named as the field alone:
+  // naming --preset sent the user to a flag that cannot cause the error.
   auto bad = [](const char* key, const char* flag, auto value, const std::string& rule) {
-    GT_THROW(detail::concat("synth option ", key), {}, key, " (", flag, ") = ", value, " ", rule);
+    GT_THROW(detail::concat("synth option ", key), {}, key, flag ? detail::concat(" (", flag, ")") : std::string(),
+             " = ", value, " ", rule);
   };
   if (o.num_nodes < 2 || o.num_nodes > INT32_MAX) bad("num_nodes", "--nodes", o.num_nodes, "must be in [2, 2^31)");
+  // Each fraction on its own, so that the message names the one out of range (a negative
+  // train_fraction was reported as their sum), then the sum.
+  if (!(o.train_fraction >= 0.0 && o.train_fraction <= 1.0))
+    bad("train_fraction", nullptr, o.train_fraction, "must be in [0, 1]");
+  if (!(o.valid_fraction >= 0.0 && o.valid_fraction <= 1.0))
+    bad("valid_fraction", nullptr, o.valid_fraction, "must be in [0, 1]");
+  if (!(o.train_fraction + o.valid_fraction <= 1.0))
+    bad("train_fraction + valid_fraction", nullptr, o.train_fraction + o.valid_fraction,
+        "must be at most 1 (the test split takes the rest)");
   if (o.num_nodes < nonempty_splits(o))
     bad("num_nodes", "--nodes", o.num_nodes,
         detail::concat("is too small: each of the ", nonempty_splits(o), " splits (train, valid, test) needs a node"));
@@ -95,8 +107,6 @@ void check_options(const SynthOptions& o) {
   if (!(o.homophily >= 0.0 && o.homophily <= 1.0)) bad("homophily", "--homophily", o.homophily, "must be in [0, 1]");
   if (!(o.signal >= 0.0 && o.signal <= kMaxSignal))
     bad("signal", "--signal", o.signal, detail::concat("must be in [0, ", kMaxSignal, "]"));
-  if (!(o.train_fraction >= 0.0 && o.valid_fraction >= 0.0 && o.train_fraction + o.valid_fraction <= 1.0))
-    bad("train_fraction + valid_fraction", "--preset", o.train_fraction + o.valid_fraction, "must be in [0, 1]");
   if (o.threads < 0) bad("threads", "--threads", o.threads, "must be >= 0");
 }
 

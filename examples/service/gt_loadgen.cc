@@ -8,7 +8,10 @@
 // --duration seconds. Only answers that arrive inside the --duration window are counted, so
 // throughput is steady-state completions per second. Prints one table row, latency percentiles over all
 // answered requests and throughput (requests/s and nodes/s), and writes the same numbers as one
-// JSON object to --json. Exit status 0 only when every request was answered "ok".
+// JSON object to --json. Exit status 0 only when every request was answered "ok"; each failed
+// request counts as one error, and so does a connection the server refused ("error server busy"),
+// whose client then stops. --json is checked before the run (as gt-predict checks its output: not
+// a folder, its folder takes a new file or can be made) and written atomically after it.
 #include <system_error>
 #include <atomic>
 #include <netdb.h>
@@ -22,24 +25,36 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "framework/config.h"
 #include "framework/error.h"
 #include "framework/metrics.h"
+#include "framework/temp_files.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Each client is a thread and a connection of its own; gt-serve refuses connections beyond its
+// --max-connections (256 by default), so far more clients measure refusals, not the server, and
+// 100000 of them took minutes to start and stop.
+constexpr int64_t kMaxClients = 4096;
+
 constexpr const char* kUsage =
     "usage: gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10]\n"
     "                  [--warmup 1] [--kind predict|embed] [--seed 0] [--json FILE]\n";
+
+// HOST:PORT, or [HOST]:PORT for an IPv6 address ("::1:7070" reads as another address).
+std::string address(const std::string& host, const std::string& port) {
+  return host.find(':') == std::string::npos ? host + ":" + port : "[" + host + "]:" + port;
+}
 
 // A blocking line-oriented client connection.
 class Client {
@@ -59,7 +74,7 @@ class Client {
       }
     }
     ::freeaddrinfo(res);
-    if (fd_ < 0) GT_THROW(host + ":" + port, "is gt-serve running?", "cannot connect to ", host, ":", port);
+    if (fd_ < 0) GT_THROW(address(host, port), "is gt-serve running?", "cannot connect to ", address(host, port));
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
@@ -84,6 +99,7 @@ class Client {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         GT_THROW("gt-loadgen", "", "the server stopped reading the request (timed out while sending)");
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) closed_ = true;
       if (n <= 0) GT_THROW("gt-loadgen", "", "connection lost while sending");
       off += static_cast<std::size_t>(n);
     }
@@ -94,6 +110,7 @@ class Client {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         GT_THROW("gt-loadgen", "", "no answer from the server (timed out)");
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) closed_ = true;
       if (n <= 0) GT_THROW("gt-loadgen", "", "connection closed by the server");
       buf_.append(chunk, static_cast<std::size_t>(n));
     }
@@ -101,10 +118,13 @@ class Client {
     buf_.erase(0, nl + 1);
     return out;
   }
+  // Whether a call failed because the server had closed the connection (not a timeout).
+  bool closed() const { return closed_; }
 
  private:
   int fd_ = -1;
   std::string buf_;
+  bool closed_ = false;
 };
 
 bool parse_int(const std::string& s, int64_t& out) {
@@ -115,6 +135,31 @@ bool parse_int(const std::string& s, int64_t& out) {
 int usage(const std::string& msg) {
   std::cerr << "gt-loadgen: " << msg << " (see gt-loadgen --help)\n";
   return 2;
+}
+
+// `text` to `path` through a temporary file renamed over it (of the file a symbolic link names):
+// a failed write leaves an earlier file as it was. Its missing folders are made here, and removed
+// again when the write fails.
+void write_atomically(const std::string& path, const std::string& text) {
+  std::vector<std::string> made;
+  try {
+    gt::make_parent_dirs_noted(gt::write_target(path), made);
+    gt::TempFile tmp(path);  // removed unless renamed
+    std::FILE* fp = std::fopen(tmp.c_str(), "w");
+    bool ok = fp && std::fwrite(text.data(), 1, text.size(), fp) == text.size() && std::fflush(fp) == 0;
+    int err = errno;
+    if (fp && std::fclose(fp) != 0 && ok) {  // a close can still fail (NFS, quotas)
+      ok = false;
+      err = errno;
+    }
+    if (!ok) GT_THROW("--json", "check the free space of its folder", "cannot write --json '", path, "': ", std::strerror(err));
+    if (std::rename(tmp.c_str(), tmp.target().c_str()) != 0)
+      GT_THROW("--json", "", "cannot rename '", tmp.path(), "' to '", tmp.target(), "': ", std::strerror(errno));
+    tmp.renamed();
+  } catch (...) {
+    gt::remove_empty_dirs(made);
+    throw;
+  }
 }
 
 double percentile(const std::vector<double>& sorted, double q) {
@@ -149,7 +194,10 @@ int main(int argc, char** argv) {
     } else if (a == "--port") {
       if (!next(port) || !parse_int(port, n) || n < 1 || n > 65535) return usage("--port needs a number in [1, 65535]");
     } else if (a == "--clients") {
-      if (!next(v) || !parse_int(v, clients) || clients < 1) return usage("--clients needs a number >= 1");
+      if (!next(v) || !parse_int(v, clients) || clients < 1 || clients > kMaxClients)
+        return usage("--clients needs a number in [1, " + std::to_string(kMaxClients) +
+                     "] (a thread and a connection each; gt-serve refuses more than its --max-connections, 256 "
+                     "by default)");
     } else if (a == "--nodes") {
       if (!next(v) || !parse_int(v, nodes) || nodes < 1) return usage("--nodes needs a number >= 1");
     } else if (a == "--seed") {
@@ -172,13 +220,14 @@ int main(int argc, char** argv) {
   if (port.empty()) return usage("--port is required");
 
   try {
+    if (!json.empty()) gt::check_output_file(json, "--json", "--json");  // before the run, not after it
     int64_t num_nodes = 0;
     {
       Client probe(host, port);
       probe.set_timeout(30);
       std::string info = probe.call("info\n");
       if (std::sscanf(info.c_str(), "ok nodes %lld", reinterpret_cast<long long*>(&num_nodes)) != 1 || num_nodes < 1)
-        GT_THROW(host + ":" + port, "is it gt-serve?", "unexpected answer to info: '", info, "'");
+        GT_THROW(address(host, port), "is it gt-serve?", "unexpected answer to info: '", info, "'");
     }
     std::vector<std::vector<double>> latencies(static_cast<std::size_t>(clients));
     std::vector<int64_t> errors(static_cast<std::size_t>(clients), 0);
@@ -196,15 +245,25 @@ int main(int argc, char** argv) {
           Client cl(host, port);
           cl.set_timeout(std::max(10.0, warmup + duration));
           std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(c));
-          std::string line;
+          std::string line, reply;
+          bool after_error = false;  // the last answer was "error ..."
           for (auto now = Clock::now(); now < t_end && !stop.load(); now = Clock::now()) {
             line = kind;
             for (int64_t k = 0; k < nodes; ++k) line += " " + std::to_string(rng() % static_cast<uint64_t>(num_nodes));
             line += '\n';
             auto t0 = Clock::now();
-            std::string reply = cl.call(line);
+            try {
+              reply = cl.call(line);
+            } catch (const std::exception&) {
+              // The server closes the connection after some errors (a refused connection's
+              // "error server busy", a line over 1 MiB): the error was counted, and the client
+              // stops; the request that found the connection closed is not a second failure.
+              if (after_error && cl.closed()) break;
+              throw;
+            }
             auto t1 = Clock::now();
-            if (reply.rfind("ok", 0) != 0) {  // an error counts in the warm-up too
+            after_error = reply.rfind("ok", 0) != 0;
+            if (after_error) {  // an error counts in the warm-up too
               if (errors[ci]++ == 0) first_error[ci] = reply;
               continue;
             }
@@ -249,14 +308,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(clients), static_cast<long long>(nodes), static_cast<long long>(all.size()),
                 static_cast<long long>(err), n / duration, n * static_cast<double>(nodes) / duration,
                 percentile(all, 0.5), percentile(all, 0.99), all.empty() ? 0.0 : all.back());
-    if (!json.empty()) {
-      gt::make_parent_dirs(json);
-      std::ofstream out(json);
-      out << rec.str() << "\n";
-      if (!out) GT_THROW(json, "", "cannot write '", json, "'");
-    }
+    if (!json.empty()) write_atomically(json, rec.str() + "\n");
     if (err > 0) {
-      std::cerr << "gt-loadgen: " << err << " failed requests, e.g. " << example_error << "\n";
+      std::cerr << "gt-loadgen: " << err << (err == 1 ? " failed request" : " failed requests") << ", e.g. "
+                << example_error << "\n";
       return 1;
     }
     if (all.empty()) {

@@ -6,12 +6,14 @@
 //
 // MODEL.h5 is a training checkpoint (train.checkpoint) or a best-model weights file
 // (train.save_best); the dataset defaults to the one named in its stored config. With --port 0
-// the system picks a free port. The first line on stdout is "gt-serve: listening on HOST:PORT";
+// the system picks a free port. The first line on stdout is "gt-serve: listening on HOST:PORT"
+// ("[HOST]:PORT" for an IPv6 address, as in a URL, so that the port is what follows the last ':');
 // SIGINT or SIGTERM stops the server cleanly (requests in flight are answered at once, without
 // waiting out the coalescing window; then the connections are closed) and it prints the
 // session's counters.
 //
-// Protocol: one request per line, one answer per line, any number of requests per connection.
+// Protocol: one request per line, one answer per line, any number of requests per connection
+// (a last line that the client's input ends without a newline is answered too).
 //   predict ID ID ...   ->  ok CLASS CLASS ...      the argmax class of each node, in order
 //   embed ID ID ...     ->  ok N D V V ...          N rows of D floats (the last hidden layer)
 //   info                ->  ok nodes N classes C dim D device NAME   (NAME: the rest of the line)
@@ -103,6 +105,10 @@ std::string quoted(const std::string& word) {
 struct Limits {
   int64_t max_request_ids = 65536;
 };
+
+// Set before the server shuts the read side of its connections down: a recv() that returns 0
+// then is the server's doing, not the end of the client's input.
+std::atomic<bool> g_stopping{false};
 
 // Request lines answered "error" by the server itself (malformed, too long, too many ids): the
 // session counts the requests it was given; the exit line reports both.
@@ -199,6 +205,14 @@ void serve_connection(int fd, gt::InferenceSession& session, const Limits& limit
       ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {  // closed by the client, idle past the timeout, or shut down by the server
+        // The client's input ended in a line without its newline (printf 'predict 4' | nc): it
+        // is the client's last request, answered as if the newline were there. Not when the
+        // server is stopping (the line may be cut short by the shutdown) nor after a timeout;
+        // a last fragment of blanks is not a request.
+        if (n == 0 && !g_stopping.load() && buf.find_first_not_of(" \t\r") != std::string::npos) {
+          if (buf.back() == '\r') buf.pop_back();
+          send_all(fd, answer(buf, session, limits));
+        }
         ::shutdown(fd, SHUT_RDWR);
         return;
       }
@@ -247,7 +261,8 @@ int listen_on(const std::string& host, const std::string& port, std::string& bou
       char name[NI_MAXHOST], serv[NI_MAXSERV];
       ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, name, sizeof name, serv, sizeof serv,
                     NI_NUMERICHOST | NI_NUMERICSERV);
-      bound = std::string(name) + ":" + serv;
+      // An IPv6 address in brackets ("[::1]:7070"): "::1:7070" reads as another address.
+      bound = ss.ss_family == AF_INET6 ? "[" + std::string(name) + "]:" + serv : std::string(name) + ":" + serv;
       return fd;
     }
     last_error = std::strerror(errno);
@@ -359,6 +374,7 @@ int main(int argc, char** argv) {
     // Stopping, on a signal or an error: the session answers what is in flight at once; shutting
     // the read side makes each connection's recv() return 0 after it has sent its answer.
     auto stop_all = [&] {
+      g_stopping = true;
       session.shutdown();
       for (auto& c : conns) ::shutdown(c.fd, SHUT_RD);
       // A client that does not read its answer could hold its thread in send() for the idle
@@ -409,7 +425,8 @@ int main(int argc, char** argv) {
         ::setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
         ::setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof idle);
         if (static_cast<int64_t>(conns.size()) >= max_connections) {
-          send_all(cfd, "error server busy: " + std::to_string(max_connections) + " connections open\n");
+          send_all(cfd, "error server busy: " + std::to_string(max_connections) +
+                            (max_connections == 1 ? " connection open\n" : " connections open\n"));
           ::close(cfd);
           continue;
         }

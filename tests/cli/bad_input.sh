@@ -417,3 +417,52 @@ elif [ -e "$WORK/made" ]; then
 else
   echo "ok: SIGTERM during a dataset write leaves no temporary file and no folder it made"
 fi
+
+# --- gt-data: the output's folder is checked before any work (a user-acceptance report) ---
+# A folder that takes no new file failed only when the writer was created: after the whole
+# parse (a bad edge file was reported instead), or after drawing the whole graph. /proc takes no
+# file even from root; a read-only folder shows the same to other users.
+expect_error "import into a folder that takes no file" 1 "cannot write the output file '/proc/gt-bad-input.h5'" \
+  /proc/gt-bad-input.h5 -- "$GT_DATA" import-ogb "$WORK/edgeid" /proc/gt-bad-input.h5
+expect_error "synth into a folder that takes no file" 1 "cannot write the output file '/proc/gt-bad-input.h5'" \
+  /proc/gt-bad-input.h5 -- "$GT_DATA" synth /proc/gt-bad-input.h5 --nodes 2000
+[ ! -s "$WORK/stdout.txt" ] || fail "synth into /proc: work began before the output was checked: $(cat "$WORK/stdout.txt")"
+if [ "$(id -u)" -ne 0 ]; then  # root may write anywhere
+  mkdir "$WORK/ro" && chmod 555 "$WORK/ro"
+  expect_error "synth into a read-only folder" 1 "cannot write the output file '$WORK/ro/s.h5': Permission denied" \
+    "$WORK/ro/s.h5" -- "$GT_DATA" synth "$WORK/ro/s.h5" --nodes 2000
+  [ ! -s "$WORK/stdout.txt" ] || fail "synth into a read-only folder: work began first: $(cat "$WORK/stdout.txt")"
+  expect_error "import under a read-only folder" 1 "cannot create folders in '$WORK/ro'" "$WORK/ro/new/g.h5" -- \
+    "$GT_DATA" import-ogb "$WORK/edgeid" "$WORK/ro/new/g.h5"
+  chmod 755 "$WORK/ro"
+  [ -z "$(ls -A "$WORK/ro")" ] || fail "the checks of a read-only folder left $(ls -A "$WORK/ro")"
+fi
+# The check's probe file is gone after a good run, and the output is there.
+if "$GT_DATA" synth "$WORK/probed/s.h5" --nodes 50 --features 2 >/dev/null 2>"$WORK/stderr.txt"; then
+  [ "$(ls -A "$WORK/probed")" = s.h5 ] || fail "synth into a new folder left: $(ls -A "$WORK/probed")"
+  echo "ok: synth into a new folder leaves its output only"
+else
+  fail "synth into a new folder failed: $(cat "$WORK/stderr.txt")"
+fi
+
+# A malformed info.json is a one-line warning naming it (the dataset name was dropped from the
+# source attribute without a word); the import succeeds. A good one is used, silently.
+make_ogb "$WORK/badinfo"
+printf '{"name": cora}\n' >"$WORK/badinfo/info.json"
+if "$GT_DATA" import-ogb "$WORK/badinfo" "$WORK/badinfo.h5" >/dev/null 2>"$WORK/stderr.txt"; then
+  [ "$(wc -l <"$WORK/stderr.txt")" -eq 1 ] && grep -qF "gt-data: warning: '$WORK/badinfo/info.json' is malformed" \
+    "$WORK/stderr.txt" || fail "malformed info.json: expected one warning naming it: $(cat "$WORK/stderr.txt")"
+  [ -s "$WORK/badinfo.h5" ] || fail "malformed info.json: no output file"
+  echo "ok: malformed info.json is a warning"
+else
+  fail "import with a malformed info.json failed: $(cat "$WORK/stderr.txt")"
+fi
+printf '{"name": "cora", "nodes": 5}\n' >"$WORK/badinfo/info.json"
+if "$GT_DATA" import-ogb "$WORK/badinfo" "$WORK/goodinfo.h5" >/dev/null 2>"$WORK/stderr.txt"; then
+  [ ! -s "$WORK/stderr.txt" ] || fail "good info.json: unexpected stderr: $(cat "$WORK/stderr.txt")"
+  "$GT_DATA" info "$WORK/goodinfo.h5" | grep -q "^source: *cora (OGB raw layout" ||
+    fail "good info.json: the name is not in the source: $("$GT_DATA" info "$WORK/goodinfo.h5" | grep source)"
+  echo "ok: good info.json names the source"
+else
+  fail "import with a good info.json failed: $(cat "$WORK/stderr.txt")"
+fi

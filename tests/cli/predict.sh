@@ -61,7 +61,8 @@ echo "ok: test split ($ntest nodes, accuracy $want)"
   >"$WORK/p.log" 2>&1 || die "gt-predict --all failed: $(cat "$WORK/p.log")"
 grep -q "^900 nodes (all)" "$WORK/p.log" || die "expected 900 nodes: $(cat "$WORK/p.log")"
 grep -q "embeddings" "$WORK/p.log" || die "embeddings not written: $(cat "$WORK/p.log")"
-grep -q "sampled neighbourhoods" "$WORK/p.log" || die "sampled fanouts not said: $(cat "$WORK/p.log")"
+grep -q "sampled neighbourhoods of --fanouts 3,3, not the model's evaluation fanouts" "$WORK/p.log" ||
+  die "sampled fanouts given by --fanouts not said: $(cat "$WORK/p.log")"
 [ -s "$WORK/all.h5" ] || die "no HDF5 output"
 "$GT_PREDICT" "$WORK/best.h5" "$WORK/emb.csv" --split valid --embeddings --device cpu >/dev/null 2>&1 ||
   die "gt-predict --embeddings (csv) failed"

@@ -140,6 +140,28 @@ done
 exec 4>&- 5>&- 6>&-
 echo "ok: concurrent connections"
 
+# A last request line that the client's input ends without a newline is answered, as with one
+# (printf 'predict 4' | nc got no answer); a last fragment of blanks is no request. Bash cannot
+# half-close a /dev/tcp connection, so perl sends the input and shuts the writing side down.
+# last_line INPUT: the server's answers to INPUT on a connection of its own.
+last_line() {
+  printf '%s' "$1" | perl -MIO::Socket::INET -e '
+    $SIG{ALRM} = sub { exit 3 }; alarm 10;
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $ARGV[0]) or exit 2;
+    local $/; my $in = <STDIN>; print $s $in; $s->shutdown(1); print <$s>;' "$PORT"
+}
+if command -v perl >/dev/null 2>&1; then
+  REPLY=$(last_line "predict 1 2 3") || die "predict without a newline: perl exited with status $?"
+  [ "$REPLY" = "$three" ] || die "a last line without a newline: '$REPLY', expected '$three'"
+  REPLY=$(last_line $'info\npredict 1 2 3\r') || die "two lines, the last without a newline: status $?"
+  [ "$(printf '%s\n' "$REPLY" | sed -n 2p)" = "$three" ] || die "a last line ending in CR at EOF: '$REPLY'"
+  REPLY=$(last_line $'predict 1 2 3\n  ') || die "a last fragment of blanks: status $?"
+  [ "$REPLY" = "$three" ] || die "a last fragment of blanks was answered: '$REPLY'"
+  echo "ok: a last line without a newline is answered"
+else
+  echo "skip: a last line without a newline (no perl to half-close a connection)"
+fi
+
 # A short load run writes its JSON.
 "$GT_LOADGEN" --port "$PORT" --clients 4 --nodes 8 --duration 1 --warmup 0.2 --json "$WORK/load.json" \
   >"$WORK/load.txt" 2>&1 || die "gt-loadgen failed: $(cat "$WORK/load.txt")"
@@ -177,6 +199,41 @@ wait_stopped 5 "gt-serve sat out its 30 s coalescing window after SIGTERM"
 exec 3>&-
 echo "ok: SIGTERM answers the request in flight"
 
+# A connection beyond --max-connections 1 is told so in words ("1 connection open"), and
+# gt-loadgen counts each refused client once (it counted the busy answer, then the request that
+# found the connection closed: 4 errors for 2 refused clients of 3).
+start_server --max-connections 1
+exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
+ask 3 "info"
+exec 4<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect (4)"
+IFS= read -r -t 10 REPLY <&4 || die "no answer on a connection beyond --max-connections 1"
+[ "$REPLY" = "error server busy: 1 connection open" ] || die "busy server: $REPLY"
+exec 4>&- 3>&-
+sleep 0.5  # the server closes the connection within 200 ms, freeing the slot for gt-loadgen's probe
+# Of 3 clients, 2 are refused, or 3 when the probe's connection was not closed yet when they came.
+"$GT_LOADGEN" --port "$PORT" --clients 3 --duration 1 --warmup 0 --json "$WORK/busy/load.json" \
+  >"$WORK/load.txt" 2>&1 && die "gt-loadgen against a busy server exited 0: $(cat "$WORK/load.txt")"
+grep -q "e.g. error server busy: 1 connection open" "$WORK/load.txt" || die "gt-loadgen, busy: $(cat "$WORK/load.txt")"
+ERRORS=$(sed -n 's/.*"errors": \([0-9]*\).*/\1/p' "$WORK/busy/load.json")
+[ "$ERRORS" = 2 ] || [ "$ERRORS" = 3 ] || die "gt-loadgen counted $ERRORS errors for 2 or 3 refused clients of 3"
+kill -TERM "$SERVER_PID"
+wait_stopped 10 "gt-serve did not stop on SIGTERM"
+echo "ok: refused connections, counted once each ($ERRORS)"
+
+# On an IPv6 address the banner reads [::1]:PORT (it read ::1:PORT), which start_server parses,
+# and gt-loadgen connects there.
+if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
+  start_server --host ::1
+  grep -q "^gt-serve: listening on \[::1\]:$PORT (" "$WORK/serve.log" || die "IPv6 banner: $(head -1 "$WORK/serve.log")"
+  "$GT_LOADGEN" --host ::1 --port "$PORT" --clients 1 --duration 0.3 --warmup 0 >"$WORK/load.txt" 2>&1 ||
+    die "gt-loadgen over IPv6 failed: $(cat "$WORK/load.txt")"
+  kill -TERM "$SERVER_PID"
+  wait_stopped 10 "gt-serve did not stop on SIGTERM"
+  echo "ok: IPv6 banner [::1]:$PORT"
+else
+  echo "skip: IPv6 banner (no ::1 loopback address)"
+fi
+
 # Flags out of range are usage errors naming the flag.
 "$GT_SERVE" "$WORK/ckpt.h5" --max-wait-us 9223372036854775807 >/dev/null 2>"$WORK/err.txt" && die "a huge --max-wait-us was taken"
 grep -q -- "--max-wait-us needs a number of microseconds" "$WORK/err.txt" || die "--max-wait-us: $(cat "$WORK/err.txt")"
@@ -184,5 +241,31 @@ grep -q -- "--max-wait-us needs a number of microseconds" "$WORK/err.txt" || die
 grep -q -- "--max-batch needs a number >= 1" "$WORK/err.txt" || die "--max-batch: $(cat "$WORK/err.txt")"
 "$GT_LOADGEN" --port 1 --duration nan >/dev/null 2>"$WORK/err.txt" && die "--duration nan was taken"
 grep -q -- "--duration needs a number of seconds" "$WORK/err.txt" || die "--duration nan: $(cat "$WORK/err.txt")"
+# --clients is bounded (100000 ran for minutes); a usage error before anything is connected.
+"$GT_LOADGEN" --port 1 --clients 100000 >/dev/null 2>"$WORK/err.txt"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--clients needs a number in \[1, 4096\]" "$WORK/err.txt" ||
+  die "--clients 100000: status $rc: $(cat "$WORK/err.txt")"
 echo "ok: flags out of range"
+
+# --json is checked before the run, as gt-predict checks its output (it failed after the whole
+# run): port 1 has no server, so an error about --json rather than the connection shows that it
+# came first. A missing folder is made only when the file is written (the busy run above).
+expect_json_error() {  # expect_json_error FILE SUBSTRING
+  "$GT_LOADGEN" --port 1 --duration 0.1 --json "$1" >/dev/null 2>"$WORK/err.txt" && die "--json $1 was taken"
+  [ "$(wc -l <"$WORK/err.txt")" -eq 1 ] && grep -qF -- "$2" "$WORK/err.txt" ||
+    die "--json $1: expected one line with '$2': $(cat "$WORK/err.txt")"
+}
+expect_json_error "$WORK" "--json '$WORK' is a folder"
+expect_json_error "$WORK/ckpt.h5/load.json" "'$WORK/ckpt.h5' is not a folder"
+expect_json_error /dev/null "exists and is not a regular file"
+expect_json_error /proc/gt-loadgen.json "cannot write --json '/proc/gt-loadgen.json'"  # takes no file, even as root
+if [ "$(id -u)" -ne 0 ]; then  # root may write anywhere
+  mkdir "$WORK/ro" && chmod 555 "$WORK/ro"
+  expect_json_error "$WORK/ro/load.json" "cannot write --json '$WORK/ro/load.json': Permission denied"
+  expect_json_error "$WORK/ro/new/load.json" "cannot create folders in '$WORK/ro'"
+  chmod 755 "$WORK/ro"
+fi
+[ "$(ls -A "$WORK/busy")" = load.json ] || die "the --json folder made at the end holds: $(ls -A "$WORK/busy")"
+echo "ok: --json checked before the run"
 echo "service.sh: all checks passed"

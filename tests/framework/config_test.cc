@@ -227,6 +227,54 @@ TEST(Config, NulBytesAreShownAndRefused) {
   EXPECT_EQ(direct.message(), "a\\x00b\\x1b[31m\n");
 }
 
+// A quote that is never closed would swallow the rest of the file into one value (yaml-cpp reads
+// it to the end of the file): refused at its line. Quotes that close, escaped quotes and '' pass.
+// Block scalars end with a line break, which no path or name can hold.
+TEST(Config, QuotesCloseOnTheirLineAndValuesHoldNoLineBreaks) {
+  std::string e = error_of("dataset:\n  path: d.h5\ntrain:\n  metrics: \"out/m.jsonl\nmodel:\n  type: sage\n");
+  EXPECT_NE(e.find("the quoted value that starts here (\") does not end on its line [at test.yaml:4]"),
+            std::string::npos)
+      << e;
+  e = error_of("model:\n  type: 'sage\ntrain:\n  epochs: 3\n");
+  EXPECT_NE(e.find("(') does not end on its line [at test.yaml:2]"), std::string::npos) << e;
+  e = error_of("sampling:\n  fanouts: [5, \"10\n  ]\n");  // refused, by yaml-cpp or the check
+  EXPECT_NE(e.find("[at test.yaml:"), std::string::npos) << e;
+  e = error_of("train:\n  metrics: \"m.jsonl\n  epochs: 2\n");  // a value in the middle of a map
+  EXPECT_NE(e.find("does not end on its line [at test.yaml:2]"), std::string::npos) << e;
+  const Config ok = parse_config("model: {type: \"sage\"}\ntrain: {metrics: 'it''s.jsonl', save_best: \"a\\\"b.h5\"}\n",
+                                 "test.yaml");
+  EXPECT_EQ(ok.model.type, "sage");
+  EXPECT_EQ(ok.train.metrics, "it's.jsonl");
+  EXPECT_EQ(ok.train.save_best, "a\"b.h5");
+  e = error_of("train:\n  metrics: |\n    out/m.jsonl\n  epochs: 1\n");
+  EXPECT_NE(e.find("config key 'train.metrics' holds a line break (\\x0a) at offset 11 [at test.yaml:2]"),
+            std::string::npos)
+      << e;
+  e = error_of("model:\n  type: >\n    sage\n");
+  EXPECT_NE(e.find("config key 'model.type' holds a line break"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << "the message spans lines: " << e;
+  e = error_of("dataset:\n  path: \"data/c\\tora.h5\"\n");
+  EXPECT_NE(e.find("config key 'dataset.path' holds a control character (\\x09) at offset 6"), std::string::npos)
+      << e;
+  Config c = parse_config("", "test.yaml");
+  EXPECT_THROW(apply_override(c, "dataset.path=\"a\\nb.h5\""), Error);
+}
+
+// yaml-cpp refuses 1e400 but would read 1e-400 as 0; both are refused. A learning rate of 0 is
+// allowed, as in PyTorch (a run that freezes the weights; the trainer warns of it).
+TEST(Config, NumbersOutsideADoubleAreRefused) {
+  std::string e = error_of("optimizer:\n  lr: 1e-400\n");
+  EXPECT_NE(e.find("config key 'optimizer.lr': 1e-400 is outside the range of a double"), std::string::npos) << e;
+  e = error_of("optimizer:\n  lr: 1e400\n");
+  EXPECT_NE(e.find("config key 'optimizer.lr' expects a number"), std::string::npos) << e;
+  e = error_of("optimizer:\n  weight_decay: 1e-310\n");
+  EXPECT_NE(e.find("outside the range of a double"), std::string::npos) << e;
+  EXPECT_EQ(parse_config("optimizer:\n  lr: 0\n", "test.yaml").optimizer.lr, 0.0);
+  e = error_of("optimizer:\n  lr: -0.1\n");
+  EXPECT_NE(e.find("config key 'optimizer.lr' must be in [0, 100], got -0.1 [at test.yaml:2]"), std::string::npos) << e;
+  EXPECT_EQ(parse_config("optimizer:\n  lr: 1e-30\n  weight_decay: 0\n", "test.yaml").optimizer.lr, 1e-30);
+}
+
 TEST(Config, DirectoryIsNotAConfig) {
   const std::string dir = ::testing::TempDir();
   try {
@@ -738,6 +786,37 @@ TEST(TempFiles, SignalRemovesTheFilesBeingWritten) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
     EXPECT_EQ(test::temp_files_of(target), 0) << "signal " << sig << " left the temporary file";
   }
+}
+
+// With a stop note (gt-train, gt-predict) the handler says on stderr which signal ended the run
+// before the process dies of it.
+TEST(TempFiles, SignalWritesTheStopNote) {
+  TempDir t;
+  const std::string log = t.file("stderr.log");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) ::_exit(3);
+    install_temp_file_signal_cleanup("gt-test");
+    char c = 'y';
+    [[maybe_unused]] ssize_t n = ::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "gt-test: stopped by SIGTERM\n");
 }
 
 // An ignored signal stays ignored (nohup, background jobs) and a handler of the program's own

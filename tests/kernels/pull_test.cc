@@ -207,6 +207,50 @@ TEST(Block, ValidateRejectsBadBlocks) {
   EXPECT_THROW(no_indices.build_transpose(), Error);
 }
 
+// A CPU block whose arrays were replaced after make_block is refused by the ops with the bad
+// entry named, not read outside the features (ids far outside, offsets past the edges, a
+// transpose pointing outside the destinations or edges).
+TEST(Block, OpsRefuseACpuBlockEditedOutOfRange) {
+  const Block b = make_block(5, 3, {0, 3, 3, 6}, {4, 0, 2, 1, 4, 2});
+  Tensor x = Tensor::from_vector(random_floats(5 * 4, 11)).reshape({5, 4});
+  Tensor dy = Tensor::from_vector(random_floats(3 * 4, 12)).reshape({3, 4});
+  Tensor y = poisoned({3, 4}, Device::cpu()), dx = poisoned({5, 4}, Device::cpu());
+  auto expect_refused = [&](const Block& bad, bool backward, const std::string& what) {
+    try {
+      if (backward)
+        pull_backward(bad, dy, Reduce::kSum, dx);
+      else
+        pull_forward(bad, x, Reduce::kSum, y);
+      ADD_FAILURE() << "accepted a block with " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Block far = b;
+  far.indices = Tensor::from_vector(std::vector<int32_t>{4, 1000000000, 2, 1, 4, 2});
+  expect_refused(far, false, "block.indices[1] = 1000000000 is outside [0, 5)");
+  Block negative = b;
+  negative.indices = Tensor::from_vector(std::vector<int32_t>{4, 0, 2, 1, 4, -3});
+  expect_refused(negative, false, "block.indices[5] = -3 is outside [0, 5)");
+  Block past_end = b;
+  past_end.indptr = Tensor::from_vector(std::vector<int64_t>{0, 3, 9, 6});
+  expect_refused(past_end, false, "block.indptr decreases at row 2: 9 then 6");
+  Block short_end = b;
+  short_end.indptr = Tensor::from_vector(std::vector<int64_t>{0, 3, 3, 5});
+  expect_refused(short_end, false, "block.indptr runs from 0 to 5, expected 0 to 6");
+  Block bad_t = b;
+  bad_t.t_indices = Tensor::from_vector(std::vector<int32_t>{0, 2, 0, 7, 0, 2});
+  expect_refused(bad_t, true, "block.t_indices[3] = 7 is outside [0, 3)");
+  Block bad_eids = b;
+  bad_eids.t_eids = Tensor::from_vector(std::vector<int32_t>{1, 3, 6, 2, 0, 4});
+  expect_refused(bad_eids, true, "block.t_eids[2] = 6 is outside [0, 6)");
+  // The unedited block still works, and the same checks pass on it.
+  pull_forward(b, x, Reduce::kSum, y);
+  pull_backward(b, dy, Reduce::kSum, dx);
+  EXPECT_EQ(y.size(0), 3);
+  EXPECT_EQ(dx.size(0), 5);
+}
+
 GT_DEVICE_TEST(Block, ToCopiesAllArrays) {
   Block b = test::random_block(50, 30, 6, 5);
   Block d = b.to(dev);

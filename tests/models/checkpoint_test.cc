@@ -263,6 +263,39 @@ TEST_F(CheckpointTest, NonFiniteWeightsAreRefused) {
   EXPECT_THROW(load_weights(path("inf.h5"), {&back}), Error);
 }
 
+// A weights file that records its data shape loads where the caller passes none (the default,
+// all unknown), and is refused where the caller's shape differs.
+TEST_F(CheckpointTest, WeightsWithAShapeLoadWithoutOneAndAreCheckedWithOne) {
+  Param p;
+  p.name = "layer0.bias";
+  p.value = Tensor::from_vector<float>({0.5f, 2.0f, -1.0f});
+  DataShape shape;
+  shape.feature_dim = 12;
+  shape.num_classes = 3;
+  shape.num_nodes = 100;
+  shape.num_edges = 400;
+  save_weights(path("shaped.h5"), {&p}, "model: {}\n", 1, shape);
+  Param back;
+  back.name = "layer0.bias";
+  back.value = Tensor::from_vector<float>({0, 0, 0});
+  load_weights(path("shaped.h5"), {&back});
+  EXPECT_EQ(back.value.to_vector<float>(), p.value.to_vector<float>());
+  DataShape other = shape;
+  other.feature_dim = 13;
+  try {
+    load_weights(path("shaped.h5"), {&back}, other, "d.h5");
+    ADD_FAILURE() << "weights of 12 features were loaded for 13";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was trained on 12 features, dataset 'd.h5' has 13"), std::string::npos)
+        << e.what();
+  }
+  DataShape other_graph = shape;
+  other_graph.num_edges = 401;
+  load_weights(path("shaped.h5"), {&back}, other_graph, "d.h5");  // weights may serve another graph
+  EXPECT_THROW(check_same_graph(path("shaped.h5"), shape, other_graph, "d.h5"), Error);
+  EXPECT_NO_THROW(check_same_graph(path("shaped.h5"), shape, DataShape{}, "d.h5"));
+}
+
 // A weights file of another format version is refused.
 TEST_F(CheckpointTest, WeightsOfAnotherFormatVersionAreRefused) {
   {

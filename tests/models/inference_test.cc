@@ -220,7 +220,14 @@ TEST_F(InferenceTest, BadRequestsFailAlone) {
   EXPECT_THROW(s.embed({}), Error);
   std::future<Tensor> f = s.submit(InferenceOutput::kLogits, {5000});
   EXPECT_THROW(f.get(), Error);
-  EXPECT_EQ(s.stats().failed_requests, 82);
+  std::future<Tensor> unknown = s.submit(static_cast<InferenceOutput>(7), {1});
+  try {
+    unknown.get();
+    ADD_FAILURE() << "an unknown output was served";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("submit: unknown output 7"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(s.stats().failed_requests, 83);
 }
 
 // shutdown() runs what is queued at once (a server stopping does not sit out a long coalescing

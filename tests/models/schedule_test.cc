@@ -276,6 +276,8 @@ TEST_F(ScheduleTrainTest, PatienceStopsARunThatNoLongerImproves) {
   EXPECT_EQ(r.best_epoch, 1);
   EXPECT_EQ(r.stopped_early, 3);
   ASSERT_EQ(r.epochs.size(), 3u);
+  EXPECT_NE(log.str().find("warning: optimizer.lr is 0: the weights stay as initialised"), std::string::npos)
+      << log.str();
   EXPECT_NE(log.str().find("early stop after epoch 3: no better validation accuracy in the 2 epochs since epoch 1 "
                            "(train.patience 2)"),
             std::string::npos)

@@ -596,8 +596,19 @@ TEST_F(TrainTest, SecondWriterOfAMetricsFileIsRefused) {
   EXPECT_EQ(a, "{\"epoch\": 1}");
   EXPECT_EQ(b, "{\"epoch\": 2}");
   EXPECT_FALSE(std::getline(in, rest));
-  MetricsWriter after(path);  // the lock went with the first writer; a new run truncates
-  EXPECT_EQ(std::filesystem::file_size(path), 0u);
+  // The lock went with the first writer. A new run empties the file at its first record, so one
+  // that fails before measuring anything leaves the previous run's lines.
+  const auto before = std::filesystem::file_size(path);
+  {
+    MetricsWriter failed_early(path);
+  }
+  EXPECT_EQ(std::filesystem::file_size(path), before);
+  MetricsWriter after(path);
+  after.write(JsonRecord().add("epoch", int64_t{1}));
+  std::ifstream again(path);
+  std::getline(again, a);
+  EXPECT_EQ(a, "{\"epoch\": 1}");
+  EXPECT_FALSE(std::getline(again, rest));
 }
 
 TEST_F(TrainTest, GpuFollowsCpuLossCurveCuda) {

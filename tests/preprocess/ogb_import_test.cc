@@ -590,6 +590,14 @@ TEST(SynthTest, OptionErrorsNameTheFlag) {
   EXPECT_NE(msg.find("signal (--signal) = 1e+39 must be in [0, 1e+06]"), std::string::npos) << msg;
   msg = msg_for([](SynthOptions& o) { o.num_nodes = 2; });  // three splits need three nodes
   EXPECT_NE(msg.find("num_nodes (--nodes) = 2 is too small: each of the 3 splits"), std::string::npos) << msg;
+  // The split fractions have no flag (the presets set them): named as fields, each on its own.
+  msg = msg_for([](SynthOptions& o) { o.train_fraction = -0.1; });
+  EXPECT_NE(msg.find("train_fraction = -0.1 must be in [0, 1]"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("--preset"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.valid_fraction = 1.5; });
+  EXPECT_NE(msg.find("valid_fraction = 1.5 must be in [0, 1]"), std::string::npos) << msg;
+  msg = msg_for([](SynthOptions& o) { o.train_fraction = 0.7, o.valid_fraction = 0.5; });
+  EXPECT_NE(msg.find("train_fraction + valid_fraction = 1.2 must be at most 1"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp.file("x.h5")));
   // A bad output name fails before the graph is drawn.
   fs::create_directories(tmp.file("dir"));
