@@ -1,5 +1,6 @@
 #include "framework/config.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
@@ -128,6 +129,9 @@ Config parse_config(const std::string& text, const std::string& source) {
              "a config is one YAML document, this file has another from line ", scan.second);
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // its message is yaml-cpp's "bad file"
+    GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "a config is a map of sections of plain values",
+             "YAML syntax error: lists or maps nested more than ", e.depth(), " deep");
   } catch (const YAML::ParserException& e) {
     GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "", "YAML syntax error: ", e.msg);
   }

@@ -260,6 +260,13 @@ TEST(Config, QuotesCloseOnTheirLineAndValuesHoldNoLineBreaks) {
   EXPECT_THROW(apply_override(c, "dataset.path=\"a\\nb.h5\""), Error);
 }
 
+// Lists nested past yaml-cpp's depth guard: said so, not yaml-cpp's "bad file".
+TEST(Config, DeepNestingIsNamed) {
+  const std::string e = error_of("model: " + std::string(3000, '[') + std::string(3000, ']') + "\n");
+  EXPECT_NE(e.find("YAML syntax error: lists or maps nested more than"), std::string::npos) << e;
+  EXPECT_NE(e.find("[at test.yaml:1]"), std::string::npos) << e;
+}
+
 // yaml-cpp refuses 1e400 but would read 1e-400 as 0; both are refused. A learning rate of 0 is
 // allowed, as in PyTorch (a run that freezes the weights; the trainer warns of it).
 TEST(Config, NumbersOutsideADoubleAreRefused) {
