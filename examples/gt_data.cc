@@ -202,6 +202,7 @@ int cmd_import(int argc, char** argv) {
     if (opts.split.empty()) usage_error("--split got an empty name (leave the option out to use the only scheme)");
   }
   opts.directed = a.flags.count("--directed") > 0;
+  opts.warning = warn;
   check_output_writable(a.positional[1]);
   auto t0 = std::chrono::steady_clock::now();
   gt::import_ogb(a.positional[0], a.positional[1], opts);

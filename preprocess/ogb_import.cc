@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <vector>
 
@@ -429,11 +428,9 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
   if (!name.empty()) source = name + " (" + source + ")";
   writer->set_source(source);
   writer->commit();
-  // After the commit, so that a failed import still prints one line, its error. On stderr as
-  // gt-data prints its warnings (OgbImportOptions has no warning callback to route it through).
-  if (!info_problem.empty())
-    std::cerr << "gt-data: warning: " << info_problem << ": the dataset's source attribute names the folder only"
-              << std::endl;
+  // After the commit, so that a failed import still reports one thing, its error.
+  if (!info_problem.empty() && opts.warning)
+    opts.warning(info_problem + ": the dataset's source attribute names the folder only");
 }
 
 }  // namespace gt

@@ -12,6 +12,7 @@
 // of the files the import reads, or lies in DIR/raw or the split folder, is refused.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace gt {
@@ -19,6 +20,10 @@ namespace gt {
 struct OgbImportOptions {
   std::string split{};    // split scheme under DIR/split; empty = the only one there
   bool directed = false;  // true: keep edges as given (u -> v only)
+  // Called with a one-line warning, after the output is written, when DIR/info.json is there but
+  // gives no dataset name (unreadable, not a JSON object, no "name" string): the source attribute
+  // then names the folder only. Unset: the import says nothing.
+  std::function<void(const std::string&)> warning{};
 };
 
 // Reads DIR and writes an HDF5 dataset to out_path atomically. Returns nothing; throws on error.

@@ -88,6 +88,36 @@ TEST(OgbImportTest, TinyFolderUndirected) {
   EXPECT_NE(ds.info.source.find("tiny"), std::string::npos);
 }
 
+// An info.json that gives no name is reported through OgbImportOptions::warning (once, after the
+// output is written) and the import goes on; a good one, or none, gives no warning.
+TEST(OgbImportTest, MalformedInfoJsonIsWarnedOf) {
+  TinyOgb t;
+  std::vector<std::string> warnings;
+  OgbImportOptions opts;
+  opts.warning = [&](const std::string& w) { warnings.push_back(w); };
+  import_ogb(t.dir, t.out, opts);
+  EXPECT_TRUE(warnings.empty());
+  const std::pair<const char*, const char*> cases[] = {
+      {"{\"name\": tiny}", "is malformed: \"name\" is not followed by ':' and a string"},
+      {"not json", "is not a JSON object"},
+      {"{\"nodes\": 6}", "has no \"name\""},
+      {"{\"name\": \"tiny}", "is malformed: the \"name\" string is not closed"},
+      {"", "is empty"}};
+  for (const auto& [text, problem] : cases) {
+    std::ofstream(t.dir + "/info.json") << text;
+    warnings.clear();
+    import_ogb(t.dir, t.out, opts);
+    ASSERT_EQ(warnings.size(), 1u) << text;
+    EXPECT_NE(warnings[0].find("'" + t.dir + "/info.json' " + problem), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("the dataset's source attribute names the folder only"), std::string::npos);
+    EXPECT_EQ(load_dataset(t.out).info.source.rfind("OGB raw layout", 0), 0u) << text;
+  }
+  std::filesystem::remove(t.dir + "/info.json");
+  warnings.clear();
+  import_ogb(t.dir, t.out, opts);
+  EXPECT_TRUE(warnings.empty());
+}
+
 TEST(OgbImportTest, TinyFolderDirected) {
   TinyOgb t;
   OgbImportOptions opts;
