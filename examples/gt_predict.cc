@@ -296,6 +296,7 @@ int main(int argc, char** argv) {
     std::string on;
     if (fanouts_given) {
       for (int64_t f : opt.fanouts) on += (on.empty() ? "" : ",") + (f == -1 ? std::string("all") : std::to_string(f));
+      if (on.empty()) on = "all";  // --fanouts all: no list, every neighbour of every layer
       on = std::string(" (") + (sampled ? "sampled" : "full") + " neighbourhoods of --fanouts " + on +
            ", not the model's evaluation fanouts)";
     } else if (sampled) {

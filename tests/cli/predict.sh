@@ -71,6 +71,10 @@ grep -q "sampled neighbourhoods of --fanouts 3,3, not the model's evaluation fan
 "$GT_PREDICT" "$WORK/best.h5" "$WORK/full.csv" --fanouts -1,-1 --device cpu >"$WORK/p.log" 2>&1 ||
   die "gt-predict --fanouts -1,-1 failed: $(cat "$WORK/p.log")"
 grep -q "sampled" "$WORK/p.log" && die "full neighbourhoods called sampled: $(cat "$WORK/p.log")"
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/full.csv" --fanouts all --device cpu >"$WORK/p.log" 2>&1 ||
+  die "gt-predict --fanouts all failed: $(cat "$WORK/p.log")"
+grep -q "(full neighbourhoods of --fanouts all, not the model's evaluation fanouts)" "$WORK/p.log" ||
+  die "--fanouts all not named: $(cat "$WORK/p.log")"
 # the default split is the one the run reported as test (dataset.test_split)
 "$GT_TRAIN" "$WORK/train.yaml" --set train.epochs=1 --set dataset.test_split=valid --set train.save_best="$WORK/v.h5" \
   --set train.checkpoint= --set train.metrics= >"$WORK/train2.log" 2>&1 || die "training failed: $(cat "$WORK/train2.log")"
