@@ -145,22 +145,9 @@ class JsonOut {
   // Writes every record added (one JSON object a line) over the file, atomically.
   void commit() {
     if (!enabled()) return;
-    gt::TempFile tmp(path_);  // removed unless renamed
-    std::FILE* fp = std::fopen(tmp.c_str(), "w");
-    bool ok = fp && std::fwrite(lines_.data(), 1, lines_.size(), fp) == lines_.size() && std::fflush(fp) == 0;
-    int err = errno;
-    if (fp && std::fclose(fp) != 0 && ok) {  // a close can still fail (NFS, quotas)
-      ok = false;
-      err = errno;
-    }
-    if (ok && std::rename(tmp.c_str(), path_.c_str()) != 0) {
-      ok = false;
-      err = errno;
-    }
-    if (!ok)
+    if (const int err = gt::write_file_atomically(path_, lines_))
       throw gt::Error("cannot write --json '" + path_ + "': " + std::strerror(err), "gt-bench",
                       "the previous file, if any, is unchanged; is the disk full?");
-    tmp.renamed();
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -242,25 +243,19 @@ void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std
   std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  // A name of its own per writer: data-parallel replicas (threads, or processes sharing the
-  // folder) may fit and save the same device's model at the same time; the last rename wins.
-  TempFile tmp(path);  // removed unless renamed (a failed write left it before)
-  {
-    std::ofstream out(tmp.path());
-    if (!out) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache");
-    out << "# GraphTensor DKP cost model (ms per unit), device " << device << ", model " << model << ", fitted on "
-        << samples << " kernel timings\n";
-    char buf[64];
-    for (int k = 0; k < kDkpTerms; ++k) {
-      std::snprintf(buf, sizeof buf, "%.17g", c[k]);
-      out << dkp_term_name(k) << " " << buf << "\n";
-    }
-    out.close();  // the last buffered write happens here: checked below
-    if (out.fail()) GT_THROW(path, "check train.dkp_cache (is the disk full?)", "cannot write the DKP cost-model cache");
+  std::string text = "# GraphTensor DKP cost model (ms per unit), device " + device + ", model " + model +
+                     ", fitted on " + std::to_string(samples) + " kernel timings\n";
+  char buf[64];
+  for (int k = 0; k < kDkpTerms; ++k) {
+    std::snprintf(buf, sizeof buf, "%.17g", c[k]);
+    text += std::string(dkp_term_name(k)) + " " + buf + "\n";
   }
-  std::filesystem::rename(tmp.path(), tmp.target(), ec);  // through a link
-  if (ec) GT_THROW(path, "check train.dkp_cache", "cannot write the DKP cost-model cache: ", ec.message());
-  tmp.renamed();
+  // The temporary file has a name of its own per writer: data-parallel replicas (threads, or
+  // processes sharing the folder) may fit and save the same device's model at the same time; the
+  // last rename wins.
+  if (const int err = write_file_atomically(path, text))
+    GT_THROW(path, "check train.dkp_cache (is the disk full?)", "cannot write the DKP cost-model cache: ",
+             std::strerror(err));
 }
 
 namespace {

@@ -117,13 +117,9 @@ bool drop_epochs_after(const std::string& path, int64_t keep) {
     kept += line + "\n";
   }
   if (!dropped) return false;
-  TempFile tmp(path);  // removed unless renamed
-  std::FILE* fp = std::fopen(tmp.c_str(), "w");
-  bool ok = fp && std::fwrite(kept.data(), 1, kept.size(), fp) == kept.size();
-  if (fp) ok = std::fclose(fp) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), tmp.target().c_str()) != 0)  // through a link
-    GT_THROW(path, "check that the directory is writable", "cannot rewrite metrics file '", path, "'");
-  tmp.renamed();
+  if (const int err = write_file_atomically(path, kept))
+    GT_THROW(path, "check that the directory is writable", "cannot rewrite metrics file '", path,
+             "': ", std::strerror(err));
   return true;
 }
 

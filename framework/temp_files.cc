@@ -11,6 +11,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -153,6 +154,27 @@ std::string write_target(const std::string& path) {
 TempFile::~TempFile() {
   if (!renamed_) ::unlink(tmp_.c_str());
   release_temp_path(tmp_);
+}
+
+int write_file_atomically(const std::string& path, std::string_view text) {
+  TempFile tmp(path);  // removed unless renamed
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  int err = 0;
+  for (std::size_t done = 0; done < text.size() && err == 0;) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n > 0)
+      done += static_cast<std::size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      err = errno;
+    else if (n == 0)
+      err = EIO;
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;  // a close can still fail (NFS, quotas)
+  if (err == 0 && std::rename(tmp.c_str(), tmp.target().c_str()) != 0) err = errno;
+  if (err == 0) tmp.renamed();
+  return err;
 }
 
 void release_temp_path(const std::string& tmp) {

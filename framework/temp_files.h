@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gt {
@@ -48,6 +49,14 @@ class TempFile {
   std::string target_, tmp_;
   bool renamed_ = false;
 };
+
+// Replaces the file `path` names (write_target: a symbolic link is written through) with `text`:
+// written to a TempFile next to it, flushed to the disk (fsync) and renamed over it. Returns 0, or
+// the errno of the step that failed; then the file is as it was and no temporary file is left.
+// Missing folders are not made here. Throws gt::Error only where write_target does (a loop of
+// links, an unreadable link). For outputs built in memory; a writer that streams a large file
+// uses a TempFile itself.
+int write_file_atomically(const std::string& path, std::string_view text);
 
 // Removes "<path>.tmp.<pid>.<n>" files next to `path` whose process no longer exists
 // (kill(pid, 0) fails with ESRCH); never those of a live process (this one included), nor other

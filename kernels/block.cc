@@ -2,9 +2,10 @@
 #include "kernels/block.h"
 
 #include <algorithm>
-
 #include <string>
 #include <vector>
+
+#include "kernels/napa_check.h"
 
 namespace gt {
 
@@ -33,19 +34,8 @@ void check_csr(const Tensor& ptr_t, const Tensor& ids_t, const char* ptr_name, c
                int64_t rows, int64_t cols) {
   check_array(ptr_t, ptr_name, DType::kInt64, rows + 1);
   GT_CHECK_ARG(ids_t.defined(), "block.", ids_name, " is not set");
-  const int64_t nnz = ids_t.numel();
-  check_array(ids_t, ids_name, DType::kInt32, nnz);
-  const int64_t* ptr = ptr_t.data<int64_t>();
-  const int32_t* ids = ids_t.data<int32_t>();
-  GT_CHECK_ARG(ptr[0] == 0, "block.", ptr_name, "[0] = ", ptr[0], ", expected 0");
-  for (int64_t r = 0; r < rows; ++r)
-    GT_CHECK_ARG(ptr[r + 1] >= ptr[r], "block.", ptr_name, " decreases at row ", r, ": ", ptr[r], " then ",
-                 ptr[r + 1]);
-  GT_CHECK_ARG(ptr[rows] == nnz, "block.", ptr_name, "[", rows, "] = ", ptr[rows], " but block.", ids_name,
-               " has ", nnz, " entries");
-  for (int64_t e = 0; e < nnz; ++e)
-    GT_CHECK_ARG(ids[e] >= 0 && ids[e] < cols, "block.", ids_name, "[", e, "] = ", ids[e], " is outside [0, ",
-                 cols, ")");
+  check_array(ids_t, ids_name, DType::kInt32, ids_t.numel());
+  napa::check_csr_ranges(ptr_t, ids_t, rows, cols, ptr_name, ids_name, "", "");
 }
 
 void check_counts(const Block& b) {

@@ -1,47 +1,27 @@
 // Argument checks shared by the NAPA ops (contract in napa_check.h).
 #include "kernels/napa_check.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_reduce.h>
-
-#include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace gt::napa {
 
-namespace {
-
-// The first i in [0, n) for which bad(i) holds, or n; scanned in parallel (O(n), against the
-// ops' O(nnz x F)).
-template <typename Bad>
-int64_t first_bad(int64_t n, Bad bad) {
-  return tbb::parallel_reduce(
-      tbb::blocked_range<int64_t>(0, n, int64_t{1} << 16), n,
-      [&](const tbb::blocked_range<int64_t>& r, int64_t found) {
-        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
-          if (bad(i)) return i;
-        return found;
-      },
-      [](int64_t a, int64_t b) { return std::min(a, b); });
-}
-
-// One CPU CSR direction, as the kernels will read it: ptr runs from 0 to nnz without decreasing,
-// ids lie in [0, cols). A block whose arrays were replaced after make_block / validate would
-// otherwise make the kernels read outside the features.
 void check_csr_ranges(const Tensor& ptr_t, const Tensor& ids_t, int64_t rows, int64_t cols, const char* ptr_name,
-                      const char* ids_name, const char* op) {
+                      const char* ids_name, const char* where, const char* id_hint) {
   const int64_t* ptr = ptr_t.data<int64_t>();
   const int32_t* ids = ids_t.data<int32_t>();
   const int64_t nnz = ids_t.numel();
-  GT_CHECK_ARG(ptr[0] == 0 && ptr[rows] == nnz, op, ": block.", ptr_name, " runs from ", ptr[0], " to ", ptr[rows],
-               ", expected 0 to ", nnz, " (the block's edges)");
+  GT_CHECK_ARG(ptr[0] == 0 && ptr[rows] == nnz, where, "block.", ptr_name, " runs from ", ptr[0], " to ", ptr[rows],
+               ", expected 0 to ", nnz, " (the entries of block.", ids_name, ")");
   const int64_t r = first_bad(rows, [&](int64_t i) { return ptr[i + 1] < ptr[i]; });
-  GT_CHECK_ARG(r == rows, op, ": block.", ptr_name, " decreases at row ", r, ": ", ptr[r], " then ", ptr[r + 1]);
+  GT_CHECK_ARG(r == rows, where, "block.", ptr_name, " decreases at row ", r, ": ", ptr[r], " then ", ptr[r + 1]);
   const int64_t e = first_bad(nnz, [&](int64_t i) { return ids[i] < 0 || ids[i] >= cols; });
-  GT_CHECK_ARG(e == nnz, op, ": block.", ids_name, "[", e, "] = ", ids[e], " is outside [0, ", cols,
-               ") (a block edited after make_block: check it with Block::validate)");
+  GT_CHECK_ARG(e == nnz, where, "block.", ids_name, "[", e, "] = ", ids[e], " is outside [0, ", cols, ")", id_hint);
 }
 
+namespace {
+// The ops' hint for an id out of range.
+constexpr const char* kEditedHint = " (a block edited after make_block: check it with Block::validate)";
 }  // namespace
 
 void check_matrix(const Tensor& t, const char* name, int64_t rows, const char* rows_what, const char* op) {
@@ -75,7 +55,9 @@ void check_block(const Block& b, bool need_transpose, Device d, const char* op) 
   GT_CHECK_ARG(b.num_src >= 0 && b.num_dst >= 0 && b.num_dst <= b.num_src && b.num_src <= INT32_MAX, op,
                ": the block's sizes num_src = ", b.num_src, ", num_dst = ", b.num_dst,
                " are not 0 <= num_dst <= num_src < 2^31");
-  if (d.is_cpu()) check_csr_ranges(b.indptr, b.indices, b.num_dst, b.num_src, "indptr", "indices", op);
+  const std::string where = std::string(op) + ": ";
+  if (d.is_cpu())
+    check_csr_ranges(b.indptr, b.indices, b.num_dst, b.num_src, "indptr", "indices", where.c_str(), kEditedHint);
   if (!need_transpose) return;
   GT_CHECK_ARG(b.t_indptr.defined() && b.t_indices.defined() && b.t_eids.defined(), op,
                ": the block has no transpose (build it with Block::build_transpose before moving the block)");
@@ -88,12 +70,12 @@ void check_block(const Block& b, bool need_transpose, Device d, const char* op) 
   GT_CHECK_ARG(b.t_indptr.device() == d && b.t_indices.device() == d && b.t_eids.device() == d, op,
                ": the block's transpose is on ", b.t_indptr.device().str(), " but the gradients are on ", d.str());
   if (!d.is_cpu()) return;
-  check_csr_ranges(b.t_indptr, b.t_indices, b.num_src, b.num_dst, "t_indptr", "t_indices", op);
+  check_csr_ranges(b.t_indptr, b.t_indices, b.num_src, b.num_dst, "t_indptr", "t_indices", where.c_str(),
+                   kEditedHint);
   const int32_t* te = b.t_eids.data<int32_t>();
   const int64_t nnz = b.nnz();
   const int64_t e = first_bad(nnz, [&](int64_t i) { return te[i] < 0 || te[i] >= nnz; });
-  GT_CHECK_ARG(e == nnz, op, ": block.t_eids[", e, "] = ", te[e], " is outside [0, ", nnz,
-               ") (a block edited after make_block: check it with Block::validate)");
+  GT_CHECK_ARG(e == nnz, op, ": block.t_eids[", e, "] = ", te[e], " is outside [0, ", nnz, ")", kEditedHint);
 }
 
 int64_t check_edge_values(const Tensor& t, const char* name, int64_t nnz, const char* op) {

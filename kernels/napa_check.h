@@ -3,6 +3,10 @@
 // offending tensor.
 #pragma once
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
 #include <cstdint>
 
 #include "framework/tensor.h"
@@ -22,6 +26,26 @@ void check_device(const Tensor& t, const char* name, Device d, const char* op);
 // blocks come from Block::to of a checked CPU block or from the GPU sampler (the full
 // consistency of a transpose is Block::validate's).
 void check_block(const Block& b, bool need_transpose, Device d, const char* op);
+// One CPU CSR direction, as the kernels read it: ptr ([rows + 1] int64) runs from 0 to the number
+// of ids without decreasing, and every id (int32) lies in [0, cols). Scanned in parallel; throws
+// naming the first bad entry, the message starting with `where` ("Pull: ", or "" for
+// Block::validate) and the one about an id ending with `id_hint` ("" for none). Types and sizes
+// are the caller's to check first.
+void check_csr_ranges(const Tensor& ptr, const Tensor& ids, int64_t rows, int64_t cols, const char* ptr_name,
+                      const char* ids_name, const char* where, const char* id_hint);
+// The first i in [0, n) for which bad(i) holds, or n; scanned in parallel (O(n), against the
+// ops' O(nnz x F)).
+template <typename Bad>
+int64_t first_bad(int64_t n, Bad bad) {
+  return tbb::parallel_reduce(
+      tbb::blocked_range<int64_t>(0, n, int64_t{1} << 16), n,
+      [&](const tbb::blocked_range<int64_t>& r, int64_t found) {
+        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
+          if (bad(i)) return i;
+        return found;
+      },
+      [](int64_t a, int64_t b) { return std::min(a, b); });
+}
 // Per-edge tensors: float32 [nnz] or [nnz, cols]; returns the width (1 for [nnz]).
 int64_t check_edge_values(const Tensor& t, const char* name, int64_t nnz, const char* op);
 

@@ -144,18 +144,8 @@ void write_atomically(const std::string& path, const std::string& text) {
   std::vector<std::string> made;
   try {
     gt::make_parent_dirs_noted(gt::write_target(path), made);
-    gt::TempFile tmp(path);  // removed unless renamed
-    std::FILE* fp = std::fopen(tmp.c_str(), "w");
-    bool ok = fp && std::fwrite(text.data(), 1, text.size(), fp) == text.size() && std::fflush(fp) == 0;
-    int err = errno;
-    if (fp && std::fclose(fp) != 0 && ok) {  // a close can still fail (NFS, quotas)
-      ok = false;
-      err = errno;
-    }
-    if (!ok) GT_THROW("--json", "check the free space of its folder", "cannot write --json '", path, "': ", std::strerror(err));
-    if (std::rename(tmp.c_str(), tmp.target().c_str()) != 0)
-      GT_THROW("--json", "", "cannot rename '", tmp.path(), "' to '", tmp.target(), "': ", std::strerror(errno));
-    tmp.renamed();
+    if (const int err = gt::write_file_atomically(path, text))
+      GT_THROW("--json", "check the free space of its folder", "cannot write --json '", path, "': ", std::strerror(err));
   } catch (...) {
     gt::remove_empty_dirs(made);
     throw;

@@ -353,7 +353,9 @@ TEST(Config, DocsTableIsCurrent) {
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <iterator>
 
 #include "framework/dkp.h"
 #include "framework/epoch_report.h"
@@ -749,6 +751,47 @@ TEST(TempFiles, WritesGoThroughSymbolicLinks) {
   EXPECT_TRUE(fs::is_symlink(t.file("trace.json")));
   EXPECT_GT(fs::file_size(t.file("store/trace.json")), 0u);
   EXPECT_EQ(test::temp_files_of(t.file("store/real.h5")), 0);
+}
+
+// write_file_atomically: the whole text or nothing. It replaces a file (through a link), returns
+// the errno of a failed step with the old file and no temporary file left, and a failed write
+// into a dkp cache or a metrics rewrite, which use it, names the cause.
+TEST(TempFiles, WriteFileAtomicallyReplacesWholeOrNothing) {
+  TempDir t;
+  const std::size_t before = live_temp_path_count();
+  const auto slurp = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(write_file_atomically(t.file("a.txt"), "first\n"), 0);
+  EXPECT_EQ(slurp(t.file("a.txt")), "first\n");
+  std::string big(3 << 20, 'x');  // more than one write() may take
+  big.back() = '\n';
+  EXPECT_EQ(write_file_atomically(t.file("a.txt"), big), 0);
+  EXPECT_EQ(slurp(t.file("a.txt")), big);
+  EXPECT_EQ(write_file_atomically(t.file("a.txt"), ""), 0);
+  EXPECT_EQ(fs::file_size(t.file("a.txt")), 0u);
+
+  fs::create_symlink("a.txt", t.file("link.txt"));
+  EXPECT_EQ(write_file_atomically(t.file("link.txt"), "via link\n"), 0);
+  EXPECT_TRUE(fs::is_symlink(t.file("link.txt")));
+  EXPECT_EQ(slurp(t.file("a.txt")), "via link\n");
+
+  fs::create_directories(t.file("adir/inside"));
+  EXPECT_NE(write_file_atomically(t.file("adir"), "text"), 0) << "a rename over a folder fails";
+  EXPECT_TRUE(fs::is_directory(t.file("adir/inside")));
+  EXPECT_EQ(write_file_atomically(t.file("missing/b.txt"), "text"), ENOENT) << "folders are not made";
+  EXPECT_FALSE(fs::exists(t.file("missing")));
+  EXPECT_EQ(live_temp_path_count(), before);
+  for (const char* f : {"a.txt", "adir", "missing/b.txt"}) EXPECT_EQ(test::temp_files_of(t.file(f)), 0) << f;
+
+  std::string err;
+  try {
+    save_dkp_cache(t.file("adir"), DkpCoefficients{}, "cpu", "gcn", 1);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("cannot write the DKP cost-model cache: Is a directory"), std::string::npos) << err;
 }
 
 // Forks a child that runs install_temp_file_signal_cleanup(), names a temporary file for `target`
