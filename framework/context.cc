@@ -7,6 +7,7 @@
 #include "framework/memory.h"
 
 #ifdef GT_WITH_CUDA
+#include "framework/cublas_api.h"
 #include "framework/cuda_check.h"
 #endif
 
@@ -114,14 +115,15 @@ Context::Context(Device device) : device_(device) {
   copy_stream_ = c;
   side_stream_ = side;
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device.index));
+  const cublas::Api& blas = cublas::api();  // loaded here, by the first CUDA context
   for (void** slot : {&cublas_, &cublas_single_pass_}) {
     cublasHandle_t h;
-    GT_CUBLAS_CHECK(cublasCreate(&h));
+    GT_CUBLAS_CHECK(blas.create(&h));
     *slot = h;
-    GT_CUBLAS_CHECK(cublasSetStream(h, s));
-    GT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+    GT_CUBLAS_CHECK(blas.set_stream(h, s));
+    GT_CUBLAS_CHECK(blas.set_math_mode(h, CUBLAS_PEDANTIC_MATH));
   }
-  GT_CUBLAS_CHECK(cublasSetWorkspace(static_cast<cublasHandle_t>(cublas_single_pass_), nullptr, 0));
+  GT_CUBLAS_CHECK(blas.set_workspace(static_cast<cublasHandle_t>(cublas_single_pass_), nullptr, 0));
 #else
   throw_built_without_cuda("Context");
 #endif
@@ -132,16 +134,17 @@ void Context::set_tf32(bool on) {
 #ifdef GT_WITH_CUDA
   for (void* h : {cublas_, cublas_single_pass_})
     if (h)
-      GT_CUBLAS_CHECK(cublasSetMathMode(static_cast<cublasHandle_t>(h),
-                                        on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+      GT_CUBLAS_CHECK(cublas::api().set_math_mode(static_cast<cublasHandle_t>(h),
+                                                  on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
 #endif
 }
 
 Context::~Context() {
 #ifdef GT_WITH_CUDA
   // Destructors must not throw: errors here are ignored (the device may already be lost).
-  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
-  if (cublas_single_pass_) cublasDestroy(static_cast<cublasHandle_t>(cublas_single_pass_));
+  // A handle exists only after cublas::api() loaded the library, so api() does not throw here.
+  if (cublas_) cublas::api().destroy(static_cast<cublasHandle_t>(cublas_));
+  if (cublas_single_pass_) cublas::api().destroy(static_cast<cublasHandle_t>(cublas_single_pass_));
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (side_stream_) cudaStreamDestroy(side_stream_);

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "framework/context.h"
+#include "framework/cublas_api.h"
 #include "framework/cuda_check.h"
 #include "framework/memory.h"
 #include "kernels/dense.h"
@@ -338,9 +339,10 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
   const bool single_pass = ctx.cublas_single_pass() && K >= kSinglePassMinK && tiles >= ctx.sm_count();
   auto handle = static_cast<cublasHandle_t>(single_pass ? ctx.cublas_single_pass() : ctx.cublas());
   const float alpha = 1.0f;
-  GT_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                              static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
-                              static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
+  GT_CUBLAS_CHECK(cublas::api().sgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
+                                      static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C,
+                                      static_cast<int>(ldc)));
 }
 
 // Reduction slices for a pair of TN products in one launch: twice the tiles of one product, so

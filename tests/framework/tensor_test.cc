@@ -1,6 +1,9 @@
 // Tensors and memory: shapes, views, copies between devices, the allocators.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 #include "framework/context.h"
 #include "framework/memory.h"
 #include "framework/tensor.h"
@@ -116,6 +119,32 @@ TEST(TensorCuda, OutOfMemoryIsAnError) {
   }
   Tensor ok = Tensor::zeros({16}, DType::kFloat32, Device::cuda(0));  // the process goes on
   EXPECT_EQ(ok.to_vector<float>()[0], 0.0f);
+}
+
+// Whether this process has libcublas mapped (/proc/self/maps).
+bool cublas_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("libcublas") != std::string::npos) return true;
+  return false;
+}
+
+// cuBLAS (whose libcublasLt costs about 0.4 s and 210 MB at load) is opened by the first CUDA
+// context, not by linking: a process that stays on the CPU never maps it.
+TEST(CublasLoading, CpuWorkDoesNotLoadIt) {
+  if (cublas_mapped()) GTEST_SKIP() << "a CUDA test earlier in this process loaded cuBLAS";
+  Context cpu(Device::cpu());
+  Tensor a = Tensor::zeros({8, 8}, DType::kFloat32, Device::cpu());
+  EXPECT_EQ(a.to_vector<float>()[0], 0.0f);
+  (void)cuda_device_count();  // the runtime's probe does not load it either
+  EXPECT_FALSE(cublas_mapped());
+}
+
+TEST(CublasLoading, TheFirstCudaContextLoadsIt) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Context gpu(Device::cuda(0));
+  EXPECT_NE(gpu.cublas(), nullptr);
+  EXPECT_TRUE(cublas_mapped());
 }
 
 }  // namespace
