@@ -18,8 +18,12 @@
 namespace gt {
 namespace {
 
-constexpr std::size_t kInitialBuffer = std::size_t{4} << 20;  // grows for longer lines
+// The buffers are sized by the file, up to these: an import opens several files, most of them
+// tiny (counts, labels, splits), and a buffer that is never filled is still allocated and zeroed.
+constexpr std::size_t kInitialBuffer = std::size_t{4} << 20;  // lines; grows for a longer line
+constexpr std::size_t kMinBuffer = std::size_t{64} << 10;
 constexpr std::size_t kInputBuffer = std::size_t{256} << 10;  // compressed bytes read at a time
+constexpr std::size_t kMinInputBuffer = std::size_t{4} << 10;
 // How far fail() decodes ahead (bytes of output) to find damage that may have garbled the line.
 constexpr std::size_t kDamageLookahead = std::size_t{64} << 20;
 
@@ -133,7 +137,9 @@ GzLineReader::GzLineReader(const std::string& path) : path_(path), in_(std::make
   if (S_ISDIR(st.st_mode)) GT_THROW({}, {}, "cannot open '", path, "': it is a directory, not a file");
   in_->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in_->fd < 0) GT_THROW({}, {}, "cannot open '", path, "': ", std::strerror(errno));
-  in_->in.resize(kInputBuffer);
+  // A pipe or a device reports no size: the largest buffers, as for a large file.
+  const std::size_t size = S_ISREG(st.st_mode) ? static_cast<std::size_t>(st.st_size) : kInitialBuffer;
+  in_->in.resize(std::clamp(size, kMinInputBuffer, kInputBuffer));
   in_->zs.next_in = in_->in.data();
   // The first two bytes tell a gzip file from a plain one.
   while (in_->zs.avail_in < 2 && !in_->file_eof)
@@ -144,7 +150,8 @@ GzLineReader::GzLineReader(const std::string& path) : path_(path), in_(std::make
       GT_THROW({}, {}, "cannot read '", path, "': zlib could not be initialised (out of memory)");
     in_->inflating = true;
   }
-  buf_.resize(kInitialBuffer);
+  // A window over the decoded text: a gzip file's text is typically 3-10 times its size.
+  buf_.resize(std::clamp(in_->inflating ? size * 8 : size + 1, kMinBuffer, kInitialBuffer));
 }
 
 GzLineReader::~GzLineReader() = default;

@@ -1,6 +1,7 @@
 // OGB import (handmade folders, bad inputs, the shared Cora copy) and the synthetic generator.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "framework/error.h"
@@ -303,6 +305,43 @@ TEST(GzReaderTest, BytesAfterAMemberMustStartAnotherOne) {
   std::ofstream(t.dir + "/raw/edge.csv.gz", std::ios::binary | std::ios::trunc)
       << read_bytes(tmp.file("e1.gz")) << "\xff" << read_bytes(tmp.file("e2.gz"));
   expect_import_error(t, "edge.csv.gz:4", "byte offset");
+}
+
+// The reader's buffers are sized by the file (64 KiB at the least, 4 MiB at the most): lines
+// longer than that window, from a small gzip file (a 3 MB line compresses to a few KB) or a plain
+// one, and a FIFO (no size) come back whole.
+TEST(GzReaderTest, LinesLongerThanTheWindowComeBackWhole) {
+  TempDir tmp;
+  std::string text;
+  const std::vector<std::size_t> lengths = {5, 3u << 20, 0, 200000, 7, (5u << 20) + 3};
+  for (std::size_t i = 0; i < lengths.size(); ++i) text += std::string(lengths[i], static_cast<char>('a' + i)) + "\n";
+  text += "tail";  // no newline at the end
+  auto lines_of = [](const std::string& path) {
+    GzLineReader r(path);
+    std::string_view line;
+    std::vector<std::string> out;
+    while (r.next(line)) out.emplace_back(line);
+    return out;
+  };
+  auto check = [&](const std::vector<std::string>& got, const char* what) {
+    ASSERT_EQ(got.size(), lengths.size() + 1) << what;
+    for (std::size_t i = 0; i < lengths.size(); ++i)
+      EXPECT_EQ(got[i], std::string(lengths[i], static_cast<char>('a' + i))) << what << " line " << i;
+    EXPECT_EQ(got.back(), "tail") << what;
+  };
+  write_gzip_file(tmp.file("long.gz"), text);
+  EXPECT_LT(std::filesystem::file_size(tmp.file("long.gz")), 100000u);
+  check(lines_of(tmp.file("long.gz")), "gzip");
+  std::ofstream(tmp.file("long.csv"), std::ios::binary) << text;
+  check(lines_of(tmp.file("long.csv")), "plain");
+
+  const std::string fifo = tmp.file("fifo.gz");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string gz = read_bytes(tmp.file("long.gz"));
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << gz; });
+  std::vector<std::string> got = lines_of(fifo);
+  writer.join();
+  check(got, "fifo");
 }
 
 TEST(OgbImportTest, LabelRowCountMismatch) {
