@@ -1,10 +1,35 @@
 // Argument checks shared by the NAPA ops (contract in napa_check.h).
 #include "kernels/napa_check.h"
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 namespace gt::napa {
+
+namespace {
+
+// The first i in [0, n) for which bad(i) holds, or n; scanned in parallel (O(n), against the
+// ops' O(nnz x F)).
+template <typename Bad>
+int64_t first_bad(int64_t n, Bad bad) {
+  return tbb::parallel_reduce(
+      tbb::blocked_range<int64_t>(0, n, int64_t{1} << 16), n,
+      [&](const tbb::blocked_range<int64_t>& r, int64_t found) {
+        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
+          if (bad(i)) return i;
+        return found;
+      },
+      [](int64_t a, int64_t b) { return std::min(a, b); });
+}
+
+// The ops' hint for an id out of range.
+constexpr const char* kEditedHint = " (a block edited after make_block: check it with Block::validate)";
+
+}  // namespace
 
 void check_csr_ranges(const Tensor& ptr_t, const Tensor& ids_t, int64_t rows, int64_t cols, const char* ptr_name,
                       const char* ids_name, const char* where, const char* id_hint) {
@@ -18,11 +43,6 @@ void check_csr_ranges(const Tensor& ptr_t, const Tensor& ids_t, int64_t rows, in
   const int64_t e = first_bad(nnz, [&](int64_t i) { return ids[i] < 0 || ids[i] >= cols; });
   GT_CHECK_ARG(e == nnz, where, "block.", ids_name, "[", e, "] = ", ids[e], " is outside [0, ", cols, ")", id_hint);
 }
-
-namespace {
-// The ops' hint for an id out of range.
-constexpr const char* kEditedHint = " (a block edited after make_block: check it with Block::validate)";
-}  // namespace
 
 void check_matrix(const Tensor& t, const char* name, int64_t rows, const char* rows_what, const char* op) {
   GT_CHECK_ARG(t.defined(), op, ": ", name, " is not set");

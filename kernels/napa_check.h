@@ -3,10 +3,6 @@
 // offending tensor.
 #pragma once
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_reduce.h>
-
-#include <algorithm>
 #include <cstdint>
 
 #include "framework/tensor.h"
@@ -33,19 +29,6 @@ void check_block(const Block& b, bool need_transpose, Device d, const char* op);
 // are the caller's to check first.
 void check_csr_ranges(const Tensor& ptr, const Tensor& ids, int64_t rows, int64_t cols, const char* ptr_name,
                       const char* ids_name, const char* where, const char* id_hint);
-// The first i in [0, n) for which bad(i) holds, or n; scanned in parallel (O(n), against the
-// ops' O(nnz x F)).
-template <typename Bad>
-int64_t first_bad(int64_t n, Bad bad) {
-  return tbb::parallel_reduce(
-      tbb::blocked_range<int64_t>(0, n, int64_t{1} << 16), n,
-      [&](const tbb::blocked_range<int64_t>& r, int64_t found) {
-        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
-          if (bad(i)) return i;
-        return found;
-      },
-      [](int64_t a, int64_t b) { return std::min(a, b); });
-}
 // Per-edge tensors: float32 [nnz] or [nnz, cols]; returns the width (1 for [nnz]).
 int64_t check_edge_values(const Tensor& t, const char* name, int64_t nnz, const char* op);
 
