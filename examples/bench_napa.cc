@@ -27,7 +27,9 @@
 // must fetch them from HBM is paying for its access order. (Counting a row per edge would credit
 // a kernel for traffic it need not make.) The ratio to a cudaMemcpy device-to-device copy
 // measured here (read + write bytes / time) says how close the op is to the memory system's
-// practical ceiling.
+// practical ceiling. The launch floor, the time of a library op on 32 floats (gt::relu_forward)
+// timed both ways, says how much of a call timed alone is the host issuing it and the GPU
+// starting a grid rather than the op's work.
 //
 // `step` times one training step (forward, softmax cross-entropy, backward, Adam at lr 1e-3;
 // 2 layers, hidden 64, no dropout, as pyg_baseline.py's step) per model and workload, median of
@@ -58,6 +60,7 @@
 #include "framework/memory.h"
 #include "framework/metrics.h"
 #include "framework/optimizer.h"
+#include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "kernels/pull.h"
 #include "models/model.h"
@@ -198,12 +201,19 @@ int run_kernels(const Options& o, JsonOut& out) {
 #ifdef GT_WITH_CUDA
   gt::Context ctx(gt::Device::cuda(0));
   const double copy = copy_gbps(ctx);
-  std::printf("device %s; cudaMemcpy D2D %.1f GB/s (read + write)\n\n", gt::device_name(ctx.device()).c_str(), copy);
+  // The launch floor: an op with no work to speak of, through the same library path and timings.
+  gt::Tensor tiny = random_tensor(1, 32, 4, ctx, 32), tiny_out = gt::Tensor::empty({1, 32}, gt::DType::kFloat32, ctx.device());
+  const auto tiny_op = [&] { gt::relu_forward(tiny, tiny_out, ctx.stream()); };
+  const double launch_ms = median_ms(ctx, tiny_op, o.iters), launch_queued_ms = queued_ms(ctx, tiny_op, o.iters);
+  std::printf("device %s; cudaMemcpy D2D %.1f GB/s (read + write); launch floor (gt::relu_forward on 32 floats) "
+              "%.4f ms a call, %.4f ms queued\n\n",
+              gt::device_name(ctx.device()).c_str(), copy, launch_ms, launch_queued_ms);
   std::printf("| workload | F | op | ms | floor MB | GB/s (floor bytes) | of D2D copy | ms, 20 queued | of D2D copy, "
               "queued |\n|---|---|---|---|---|---|---|---|---|\n");
   if (out.enabled()) {
     gt::JsonRecord r;
     r.add("bench", std::string("ceiling")).add("device", gt::device_name(ctx.device())).add("d2d_copy_GBps", copy);
+    r.add("launch_ms", launch_ms).add("launch_queued_ms", launch_queued_ms);
     out.add(r);
   }
   for (const Workload& w : workloads()) {

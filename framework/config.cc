@@ -336,6 +336,19 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"model.dkp", "model.type"}),
              "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first", "model.dkp is '",
              cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
+  if (cfg.model.aggregation == "max") {
+    if (cfg.model.type != "gcn" && cfg.model.type != "sage")
+      GT_THROW(at({"model.aggregation", "model.type"}),
+               cfg.model.type == "ngcf" ? "NGCF aggregates with mean or sum" : "use model.type gcn or sage for max",
+               "model.aggregation is max but model.type is '", cfg.model.type, "': ",
+               cfg.model.type == "gin"   ? "GIN always sums its neighbours"
+               : cfg.model.type == "gat" ? "GAT weights its neighbours by attention"
+                                         : "max applies to gcn and sage");
+    if (cfg.model.dkp != "aggregate-first")
+      GT_THROW(at({"model.dkp", "model.aggregation"}), "set model.dkp=aggregate-first, or aggregation mean or sum",
+               "model.dkp is '", cfg.model.dkp,
+               "' but model.aggregation is max: a product can move before a sum or a mean of rows, not a max");
+  }
 }
 
 }  // namespace gt

@@ -21,7 +21,7 @@ struct ModelConfig {
   int64_t layers = 2;
   double dropout = 0.5;
   bool self_loops = true;        // GCN and GAT: include v itself among its neighbours
-  std::string aggregation = "mean";  // NGCF: mean | sum
+  std::string aggregation = "mean";  // the Pull's f: gcn, sage mean | sum | max; ngcf mean | sum
   int64_t heads = 8;             // GAT: heads of the hidden layers (concatenated)
   int64_t output_heads = 1;      // GAT: heads of the output layer (averaged)
   double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores)

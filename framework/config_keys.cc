@@ -228,8 +228,8 @@ namespace config_detail {
 const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
       string_field("model.type", GT_GET(model, type), {"gcn", "sage", "ngcf", "gin", "gat"},
-                   "GCN (mean aggregation, then one linear layer), GraphSAGE (mean aggregation with a separate root "
-                   "weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, LeakyReLU), GIN "
+                   "GCN (neighbour aggregation, mean by default, then one linear layer), GraphSAGE (the same with a "
+                   "separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, LeakyReLU), GIN "
                    "((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head attention)"),
       int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
                 "width of the hidden layers, unless model.hidden_sizes gives them one by one (GAT: per head; a "
@@ -242,8 +242,11 @@ const std::vector<Field>& fields() {
       bool_field("model.self_loops", GT_GET(model, self_loops),
                  "GCN and GAT: v itself is one of its neighbours (GraphSAGE, NGCF and GIN have their own self terms); "
                  "with false a node without in-edges gets only the bias, the same output for all of them"),
-      string_field("model.aggregation", GT_GET(model, aggregation), {"mean", "sum"},
-                   "NGCF: how neighbour features and neighbour-times-self products are aggregated"),
+      string_field("model.aggregation", GT_GET(model, aggregation), {"mean", "sum", "max"},
+                   "how a layer aggregates its neighbours (the Pull's f): GCN and GraphSAGE mean, sum or max "
+                   "(feature-wise, as PyG's aggr='max'; needs model.dkp=aggregate-first), NGCF mean or sum of its "
+                   "neighbour features and neighbour-times-self products; GIN always sums and GAT weights by "
+                   "attention (max is refused for both, mean and sum do not change them)"),
       int_field("model.heads", GT_GET(model, heads), 1, 256, "GAT: attention heads of the hidden layers (concatenated)"),
       int_field("model.output_heads", GT_GET(model, output_heads), 1, 256,
                 "GAT: attention heads of the output layer (averaged)"),

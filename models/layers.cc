@@ -7,20 +7,21 @@ namespace gt {
 
 using namespace layer_detail;
 
-// Pull(mean) -> MatMul -> Bias + ReLU. The initialisation ids (2 * index) are GCN's own.
+// Pull(f) -> MatMul -> Bias + ReLU, f = o.aggregation (mean by default). The initialisation ids
+// (2 * index) are GCN's own.
 int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const uint64_t id = 2 * static_cast<uint64_t>(o.index);
   const int w = input_weight(g, o, "weight", o.out, d, id);
   const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), id);
   const int xd = input_dropout(g, o, x);
-  const int a = g.add1(std::make_unique<PullOp>(Reduce::kMean), {{xd}}, dst(o, o.in), o.index);
+  const int a = g.add1(std::make_unique<PullOp>(o.aggregation), {{xd}}, dst(o, o.in), o.index);
   const int t = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{a}, {w}}, dst(o, o.out), o.index);
   return g.add1(std::make_unique<BiasActOp>(true, o.activation ? Activation::kRelu : Activation::kNone, 0.0f),
                 {{t}, {b}}, dst(o, o.out), o.index);
 }
 
 // The root term first (x_v W_r, on the destinations' rows: a view), then the neighbour branch
-// Pull(mean) -> MatMul accumulating into it, then Bias + ReLU. In backward the neighbour branch
+// Pull(f) -> MatMul accumulating into it, then Bias + ReLU. In backward the neighbour branch
 // runs first and stores dx; the root GEMM adds its part into dx's first num_dst rows (beta = 1).
 int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const uint64_t id = 3 * static_cast<uint64_t>(o.index);
@@ -29,7 +30,7 @@ int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), id);
   const int xd = input_dropout(g, o, x);
   const int r = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{xd, true}, {wr}}, dst(o, o.out), o.index);
-  const int a = g.add1(std::make_unique<PullOp>(Reduce::kMean), {{xd}}, dst(o, o.in), o.index);
+  const int a = g.add1(std::make_unique<PullOp>(o.aggregation), {{xd}}, dst(o, o.in), o.index);
   const int t = g.add1(std::make_unique<MatMulOp>(o.in, o.out, true), {{a}, {wn}, {r}}, dst(o, o.out), o.index);
   return g.add1(std::make_unique<BiasActOp>(true, o.activation ? Activation::kRelu : Activation::kNone, 0.0f),
                 {{t}, {b}}, dst(o, o.out), o.index);

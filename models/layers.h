@@ -34,7 +34,7 @@ struct LayerOptions {
   int64_t index = 0;       // position in the model, keys dropout masks and initialisation
   uint64_t seed = 0;
   // Model-specific settings (ignored by the layers that do not use them).
-  Reduce aggregation = Reduce::kMean;  // NGCF: kMean or kSum
+  Reduce aggregation = Reduce::kMean;  // GCN, GraphSAGE: kMean, kSum or kMax; NGCF: kMean or kSum
   float negative_slope = 0.2f;         // NGCF output LeakyReLU, GAT attention LeakyReLU (>= 0)
   float gin_eps = 0.0f;                // GIN
   float attn_dropout = 0.0f;           // GAT: attention dropout while training
@@ -45,10 +45,13 @@ struct LayerOptions {
 
 using LayerBuilder = int (*)(Graph& g, const LayerOptions& o, Device d, int x);
 
-// GCN (the paper's form): y = act(mean_{u in N(v)} x_u W + b). Pull(mean) -> MatMul is a linear
-// pair: the DKP pass may run it combine-first, y = act(mean_{u in N(v)} (x_u W) + b).
+// GCN (the paper's form): y = act(f_{u in N(v)} x_u W + b), f = o.aggregation (mean by default;
+// sum; max feature-wise, keeping each feature's argmax for backward). With mean or sum,
+// Pull -> MatMul is a linear pair: the DKP pass may run it combine-first, y = act(f (x_u W) + b);
+// a max is never moved.
 int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x);
-// GraphSAGE: y = act(mean_{u in N(v)} x_u W_n + x_v W_r + b); the neighbour branch is placeable.
+// GraphSAGE: y = act(f_{u in N(v)} x_u W_n + x_v W_r + b), f as GCN's (PyG's SAGEConv with aggr =
+// f); the neighbour branch is placeable for mean and sum.
 int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // NGCF (Wang et al., SIGIR 2019), as pyg_baseline.py's NGCFConv computes it: with f = mean or sum,
 //   side = f_{u in N(v)} x_u, inter = f_{u in N(v)} x_u * x_v (one fused pass, no E x F tensor),

@@ -120,8 +120,15 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
                " columns carry values; need 0 <= in_features <= in_dim");
   if (cfg.init != "glorot" && cfg.init != "torch")
     GT_THROW("model.init", "choose glorot or torch", "unknown initialisation '", cfg.init, "'");
-  if (cfg.aggregation != "mean" && cfg.aggregation != "sum")
-    GT_THROW("model.aggregation", "choose mean or sum", "unknown aggregation '", cfg.aggregation, "'");
+  if (cfg.aggregation != "mean" && cfg.aggregation != "sum" && cfg.aggregation != "max")
+    GT_THROW("model.aggregation", "choose mean, sum or max", "unknown aggregation '", cfg.aggregation, "'");
+  // The rules of validate_config, again for callers who build a model from a ModelConfig of their own.
+  if (cfg.aggregation == "max" && cfg.type != "gcn" && cfg.type != "sage")
+    GT_THROW("model.aggregation", "use mean or sum, or model.type gcn or sage", "model.aggregation max applies to gcn "
+             "and sage, not to '", cfg.type, "'");
+  if (cfg.aggregation == "max" && cfg.dkp != "aggregate-first")
+    GT_THROW("model.dkp", "set model.dkp=aggregate-first", "model.dkp '", cfg.dkp,
+             "' cannot place a max aggregation (only sums and means of rows are linear)");
   // The widths validate_config checks, again for callers who build a model from a ModelConfig of
   // their own (a zero width would build [in, 0] weights and logits that ignore the input).
   GT_CHECK_ARG(cfg.layers >= 1, "model.layers must be >= 1, got ", cfg.layers);
@@ -145,7 +152,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.dropout = static_cast<float>(cfg.dropout);
     o.index = l;
     o.seed = seed;
-    o.aggregation = cfg.aggregation == "sum" ? Reduce::kSum : Reduce::kMean;
+    o.aggregation = cfg.aggregation == "sum" ? Reduce::kSum : cfg.aggregation == "max" ? Reduce::kMax : Reduce::kMean;
     o.negative_slope = static_cast<float>(cfg.negative_slope);
     o.gin_eps = static_cast<float>(cfg.gin_eps);
     o.attn_dropout = static_cast<float>(cfg.attn_dropout);

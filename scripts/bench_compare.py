@@ -65,6 +65,7 @@ def kernels_table(gt, pygs):
             spmm.setdefault(r["workload"], r)
     ceil_gt = next((r["d2d_copy_GBps"] for r in gt if r.get("bench") == "ceiling"), None)
     ceil_pyg = next((p["ceilings"]["d2d_copy_GBps"] for p in pygs if "ceilings" in p), None)
+    launch = next((r for r in gt if r.get("bench") == "ceiling" and "launch_ms" in r), None)
     print("### Aggregation: Pull (GraphTensor) against cuSPARSE SpMM (torch.sparse.mm), large block\n")
     print(f"D2D copy: {fmt(ceil_gt, 1)} GB/s measured by gt-bench, {fmt(ceil_pyg, 1)} GB/s by pyg_baseline.py. "
           "GB/s count each op's fewest bytes (gt-bench: distinct source rows once; pyg_baseline: "
@@ -72,6 +73,9 @@ def kernels_table(gt, pygs):
     print("Times are of calls timed one at a time (as pyg_baseline.py times cuSPARSE); \"queued\" is the "
           "mean of 20 calls queued back to back (the GPU's time alone). \"plan\": the edge order made with "
           "the block's upload (Block::pull_plan), where the forward Pull reads one, and the Pull without it.\n")
+    if launch:
+        print(f"Launch floor (gt::relu_forward on 32 floats, timed the same two ways): {fmt(launch['launch_ms'], 4)} ms "
+              f"a call, {fmt(launch['launch_queued_ms'], 4)} ms queued.\n")
     print("| workload | F | cuSPARSE sum ms | Pull sum ms | speed-up | Pull mean ms | speed-up | "
           "Pull sum GB/s | of D2D copy | of copy, queued | Pull sum bwd ms | Pull mean bwd ms | plan ms | "
           "Pull sum ms, no plan |")

@@ -24,7 +24,8 @@ split/planetoid/{train,valid,test}.csv.gz. Edges are made undirected (as the imp
 feature rows are divided by their sums (dataset.normalize: row). Nothing is downloaded.
 
 The models, as models/{gcn,sage,ngcf,gin,gat}.cc define them (GCN: PyG's GCNConv, whose symmetric
-normalisation differs from GraphTensor's mean with a self loop; GraphSAGE: SAGEConv, mean):
+normalisation differs from GraphTensor's mean with a self loop; GraphSAGE: SAGEConv, mean, or sum
+and max as sage-sum and sage-max, GraphTensor's model.aggregation):
   ngcf  2 x NGCFConv (mean of x_u and of x_u * x_v; LeakyReLU(W1 (side + x_v) + W2 inter + b, 0.2)
         after every layer, the output too), hidden 64, dropout 0.5, Adam lr 0.01, wd 5e-4.
         One bias (W2 has none): pyg_baseline.py's two biases only ever act as their sum.
@@ -46,6 +47,8 @@ from torch_geometric.utils import to_undirected
 HPARAMS = {  # hidden, dropout, lr, weight decay
     "gcn": (64, 0.5, 0.01, 5e-4),
     "sage": (64, 0.5, 0.01, 5e-4),
+    "sage-sum": (64, 0.5, 0.01, 5e-4),  # SAGEConv(aggr="sum"): configs/cora-sage.yaml with model.aggregation=sum
+    "sage-max": (64, 0.5, 0.01, 5e-4),  # SAGEConv(aggr="max"): ... with model.aggregation=max
     "ngcf": (64, 0.5, 0.01, 5e-4),
     "gin": (64, 0.5, 0.01, 5e-4),
     "gat": (8, 0.6, 0.005, 5e-4),
@@ -106,8 +109,9 @@ class Net(torch.nn.Module):
         self.kind = kind
         if kind == "gcn":
             self.convs = torch.nn.ModuleList([GCNConv(fin, hid), GCNConv(hid, classes)])
-        elif kind == "sage":
-            self.convs = torch.nn.ModuleList([SAGEConv(fin, hid, aggr="mean"), SAGEConv(hid, classes, aggr="mean")])
+        elif kind.startswith("sage"):
+            aggr = kind.split("-")[1] if "-" in kind else "mean"
+            self.convs = torch.nn.ModuleList([SAGEConv(fin, hid, aggr=aggr), SAGEConv(hid, classes, aggr=aggr)])
         elif kind == "ngcf":
             self.convs = torch.nn.ModuleList([NGCFConv(fin, hid), NGCFConv(hid, classes)])
         elif kind == "gin":
@@ -128,7 +132,7 @@ class Net(torch.nn.Module):
             x = Fn.dropout(x, self.p, self.training)
             x = conv(x, edge_index)
             if i + 1 < len(self.convs):
-                if self.kind in ("gin", "gcn", "sage"):
+                if self.kind in ("gin", "gcn") or self.kind.startswith("sage"):
                     x = Fn.relu(x)
                 elif self.kind == "gat":
                     x = Fn.elu(x)

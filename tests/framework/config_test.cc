@@ -609,6 +609,17 @@ TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
   EXPECT_TRUE(has(e, "model.dkp is 'auto' but model.type is 'gat' [at c.yaml:3]")) << e;
   e = validate_error(parse_config("model:\n  dkp: auto\n\n  type: gat\n", "c.yaml"));
   EXPECT_TRUE(has(e, "[at c.yaml:2]")) << e;
+  // model.aggregation max: GCN and GraphSAGE only, and never moved by kernel placement.
+  EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: sage\n  aggregation: max\n", "c.yaml")));
+  e = validate_error(parse_config("model:\n  type: gin\n  aggregation: max\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "model.aggregation is max but model.type is 'gin': GIN always sums its neighbours [at c.yaml:3]"))
+      << e;
+  e = validate_error(parse_config("model:\n  type: ngcf\n  aggregation: max\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "NGCF aggregates with mean or sum")) << e;
+  e = validate_error(parse_config("model:\n  type: gcn\n  aggregation: max\n  dkp: combine-first\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "model.dkp is 'combine-first' but model.aggregation is max") && has(e, "[at c.yaml:4]")) << e;
+  e = error_of("model:\n  aggregation: min\n");
+  EXPECT_TRUE(has(e, "model.aggregation") && has(e, "max") && has(e, "test.yaml:2")) << e;
   e = validate_error(parse_config("dataset:\n  features: mmap\n  normalize: row\n", "c.yaml"));
   EXPECT_TRUE(has(e, "needs dataset.features=memory [at c.yaml:3]")) << e;
   e = validate_error(parse_config("dataset:\n  path: \"\"\n", "c.yaml"));

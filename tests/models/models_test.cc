@@ -145,6 +145,18 @@ TEST(ModelGradients, NgcfSum) {
   check_gradients(c, 12);
 }
 
+// GCN and GraphSAGE with a sum and a feature-wise max (model.aggregation): the max's backward
+// routes each feature's gradient to its argmax edge only.
+TEST(ModelGradients, GcnAndSageSumAndMax) {
+  uint64_t seed = 31;
+  for (std::string type : {"gcn", "sage"})
+    for (std::string f : {"sum", "max"}) {
+      ModelConfig c = model_config(type);
+      c.aggregation = f;
+      check_gradients(c, seed++);
+    }
+}
+
 TEST(ModelGradients, Gin) {
   ModelConfig c = model_config("gin");
   c.gin_eps = 0.3;
@@ -211,6 +223,26 @@ TEST(ModelRegistry, ShapesAndErrors) {
   c = model_config("ngcf");
   c.aggregation = "max";
   EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
+  // A max aggregation: GCN and GraphSAGE only, aggregate-first only (a ModelConfig built in code
+  // does not go through validate_config).
+  for (std::string type : {"gin", "gat"}) {
+    c = model_config(type);
+    c.aggregation = "max";
+    EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error) << type;
+  }
+  c = model_config("sage");
+  c.aggregation = "max";
+  c.dkp = "auto";
+  EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
+  c.dkp = "aggregate-first";
+  auto sage_max = build_model(c, 5, 3, Device::cpu(), 0);
+  const std::vector<float> y_max = sage_max->forward(ctx, b.blocks, b.features, false, 0).to_vector<float>();
+  EXPECT_EQ(y_max.size(), 12u);
+  const std::string graph = sage_max->describe(b.blocks);
+  EXPECT_NE(graph.find("Pull max"), std::string::npos) << graph;
+  c.aggregation = "mean";  // the same weights (same seed), another f: other outputs
+  EXPECT_NE(build_model(c, 5, 3, Device::cpu(), 0)->forward(ctx, b.blocks, b.features, false, 0).to_vector<float>(),
+            y_max);
 }
 
 // model.hidden_sizes: each hidden layer its own width (GAT: per head, concatenated), the last
@@ -277,9 +309,11 @@ GT_DEVICE_TEST(ModelOps, EluMatchesFormula) {
 // The same model and batch on both devices: the loss and every gradient agree.
 TEST(ModelGradients, GpuMatchesCpuCuda) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (std::string type : {"ngcf", "gin", "gat"}) {
-    SCOPED_TRACE(type);
+  for (std::string spec : {"ngcf", "gin", "gat", "sage:max", "gcn:max", "gcn:sum"}) {
+    SCOPED_TRACE(spec);
+    const std::string type = spec.substr(0, spec.find(':'));
     ModelConfig c = model_config(type);
+    if (spec.find(':') != std::string::npos) c.aggregation = spec.substr(spec.find(':') + 1);
     if (type == "gat") c.heads = 3;
     Batch host = tiny_batch(5, 3, 21);
     Context cpu_ctx(Device::cpu()), gpu_ctx(Device::cuda(0));
