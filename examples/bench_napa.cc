@@ -202,7 +202,8 @@ int run_kernels(const Options& o, JsonOut& out) {
   gt::Context ctx(gt::Device::cuda(0));
   const double copy = copy_gbps(ctx);
   // The launch floor: an op with no work to speak of, through the same library path and timings.
-  gt::Tensor tiny = random_tensor(1, 32, 4, ctx, 32), tiny_out = gt::Tensor::empty({1, 32}, gt::DType::kFloat32, ctx.device());
+  gt::Tensor tiny = random_tensor(1, 32, 4, ctx, 32);
+  gt::Tensor tiny_out = gt::Tensor::empty({1, 32}, gt::DType::kFloat32, ctx.device());
   const auto tiny_op = [&] { gt::relu_forward(tiny, tiny_out, ctx.stream()); };
   const double launch_ms = median_ms(ctx, tiny_op, o.iters), launch_queued_ms = queued_ms(ctx, tiny_op, o.iters);
   std::printf("device %s; cudaMemcpy D2D %.1f GB/s (read + write); launch floor (gt::relu_forward on 32 floats) "

@@ -229,8 +229,9 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
       string_field("model.type", GT_GET(model, type), {"gcn", "sage", "ngcf", "gin", "gat"},
                    "GCN (neighbour aggregation, mean by default, then one linear layer), GraphSAGE (the same with a "
-                   "separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, LeakyReLU), GIN "
-                   "((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head attention)"),
+                   "separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, "
+                   "LeakyReLU), GIN ((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head "
+                   "attention)"),
       int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
                 "width of the hidden layers, unless model.hidden_sizes gives them one by one (GAT: per head; a "
                 "hidden GAT layer outputs hidden x heads)"),
