@@ -4,6 +4,7 @@
 //
 //   gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment B]] [--json FILE]
 //   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE]
+//                    [--aggregation mean|sum|max]
 //                    [--no-align | --row-alignment B] [--json FILE]
 //
 // Workloads (feature width F, per-layer blocks (n_src, n_dst, nnz), input side first) are those
@@ -38,6 +39,9 @@
 // bound of the peak of allocated memory, inputs included, like PyTorch's max_memory_reserved.
 // --dkp sets model.dkp for gcn, sage and gin (default aggregate-first, the order PyG runs); with
 // auto, 8 untimed warm-up steps fit the cost model first, and the table names the orders chosen.
+// --aggregation sets model.aggregation for gcn and sage (max: feature-wise, aggregate-first; to
+// set beside scripts/pyg_aggr_steps.py, PyG's SAGEConv with the same aggr), and for ngcf when it
+// is sum; the other models keep theirs.
 // The input rows are padded with zeros as training gathers them by default (dataset.align_rows,
 // dataset.row_alignment = --row-alignment; the model's extra weight rows are zero and stay zero,
 // so it computes what it would on F-wide rows); --no-align gives the model the F-wide rows instead.
@@ -81,7 +85,7 @@ struct Options {
   int iters = 30;
   bool tf32 = false, align = true;
   int64_t row_alignment = gt::FeatureTable::kDefaultRowAlignment;  // bytes, as dataset.row_alignment
-  std::string json, dkp = "aggregate-first";
+  std::string json, dkp = "aggregate-first", aggregation = "mean";
 };
 
 Options parse(int argc, char** argv, bool step) {
@@ -116,6 +120,10 @@ Options parse(int argc, char** argv, bool step) {
     } else if (step && a == "--dkp") {
       o.dkp = value();
       gt::parse_dkp_mode(o.dkp);  // throws naming the choices
+    } else if (step && a == "--aggregation") {
+      o.aggregation = value();
+      if (o.aggregation != "mean" && o.aggregation != "sum" && o.aggregation != "max")
+        throw gt::Error("unknown aggregation '" + o.aggregation + "'", "gt-bench --aggregation", "mean, sum or max");
     } else {
       throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
     }
@@ -125,6 +133,8 @@ Options parse(int argc, char** argv, bool step) {
     throw gt::Error(step ? "--row-alignment pads the rows, and --no-align gives the model F-wide rows"
                          : "--row-alignment sets the padding of --align; without it kernels times F-wide rows",
                     "gt-bench", step ? "leave out one of them" : "add --align, or leave --row-alignment out");
+  if (o.aggregation == "max" && o.dkp != "aggregate-first")
+    throw gt::Error("--aggregation max with --dkp " + o.dkp, "gt-bench", "a max is never placed: leave --dkp out");
   no_duplicates(o.workloads, "--workload");
   no_duplicates(o.models, "--model");
   for (auto& w : o.workloads) {
@@ -285,7 +295,8 @@ int run_step(const Options& o, JsonOut& out) {
   gt::Context ctx(gt::Device::cuda(0));
   ctx.set_tf32(o.tf32);
   std::printf("device %s, %s dense math\n\n", gt::device_name(ctx.device()).c_str(), o.tf32 ? "TF32" : "float32");
-  std::printf("model.dkp %s (gcn, sage, gin)\n\n", o.dkp.c_str());
+  std::printf("model.dkp %s (gcn, sage, gin), model.aggregation %s (gcn, sage%s)\n\n", o.dkp.c_str(),
+              o.aggregation.c_str(), o.aggregation == "sum" ? ", ngcf" : "");
   std::printf("| workload | model | step ms | reserved MiB | edges | orders (layer 0, 1) |\n|---|---|---|---|---|---|\n");
   for (const Workload& w : workloads()) {
     if (!selected(o, w)) continue;
@@ -314,6 +325,7 @@ int run_step(const Options& o, JsonOut& out) {
       mc.dropout = 0.0;
       // --dkp applies to the models with a placeable pair; NGCF and GAT keep their fixed order.
       if (m == "gcn" || m == "sage" || m == "gin") mc.dkp = o.dkp;
+      if (m == "gcn" || m == "sage" || (m == "ngcf" && o.aggregation == "sum")) mc.aggregation = o.aggregation;
       auto model = gt::build_model(mc, width, w.classes, ctx.device(), 0, w.feature_dim);
       gt::OptimizerConfig oc;
       oc.lr = 1e-3;
@@ -345,10 +357,11 @@ int run_step(const Options& o, JsonOut& out) {
         std::printf("| %s | %s | failed: %s | | | |\n", w.name, m.c_str(), error.c_str());
       if (out.enabled()) {
         gt::JsonRecord r;
-        r.add("bench", std::string("step")).add("workload", std::string(w.name)).add("model", m);
+        r.add("bench", std::string("step")).add("device", gt::device_name(ctx.device()));
+        r.add("workload", std::string(w.name)).add("model", m);
         r.add("tf32", static_cast<int64_t>(o.tf32)).add("edges", edges).add("feature_dim", w.feature_dim);
         r.add("row_width", width);
-        r.add("dkp", mc.dkp);
+        r.add("dkp", mc.dkp).add("aggregation", mc.aggregation);
         if (!orders.empty()) r.add("dkp_orders", orders);
         if (error.empty()) r.add("step_ms", ms).add("reserved_mib", mib);
         else r.add("error", error);

@@ -7,7 +7,9 @@
 --gt  files written by `gt-bench kernels --json` and `gt-bench step [--tf32] --json` (JSON lines,
       one record per measurement, "bench": ceiling | kernels | step).
 --pyg files written by shared/bench/pyg_baseline.py --json (one JSON object; "tf32" says which
-      run it is; "spmm" holds cuSPARSE's aggregation times, "steps" the training steps).
+      run it is; "spmm" holds cuSPARSE's aggregation times, "steps" the training steps), and by
+      scripts/pyg_aggr_steps.py (steps with a sum or a max aggregation, matched to `gt-bench step
+      --aggregation` by each record's "aggregation").
 
 Tables: (1) Pull forward (sum and mean) against torch.sparse.mm (cuSPARSE SpMM) on each
 workload's large block; (2) one training step per model and workload, with its memory: ours is
@@ -104,7 +106,8 @@ def steps_table(gt, pygs):
     pyg = {}
     for p in pygs:
         for r in p.get("steps", []):
-            pyg[(r["workload"], r["model"], bool(p.get("tf32", False)))] = r
+            # pyg_baseline.py's records are the mean; scripts/pyg_aggr_steps.py's name theirs.
+            pyg[(r["workload"], r["model"], bool(p.get("tf32", False)), r.get("aggregation", "mean"))] = r
     for tf32 in (False, True):
         rows = [r for r in steps if bool(r.get("tf32", 0)) == tf32]
         if not rows:
@@ -114,13 +117,16 @@ def steps_table(gt, pygs):
               "memory ratio |")
         print("|---|---|---|---|---|---|---|---|")
         for r in rows:
-            p = pyg.get((r["workload"], r["model"], tf32), {})
+            aggr = r.get("aggregation", "mean")
+            p = pyg.get((r["workload"], r["model"], tf32, aggr), {})
             ours, theirs = r.get("step_ms"), p.get("step_ms")
             mem, pmem = r.get("reserved_mib"), p.get("peak_mib")
             note = f" ({r['error']})" if "error" in r else (f" (PyG {p['error']})" if "error" in p else "")
-            print(f"| {r['workload']} | {r['model']}{note} | {fmt(theirs)} | {fmt(ours)} | {ratio(ours, theirs)} | "
+            model = r["model"] if aggr == "mean" else f"{r['model']} ({aggr})"
+            print(f"| {r['workload']} | {model}{note} | {fmt(theirs)} | {fmt(ours)} | {ratio(ours, theirs)} | "
                   f"{fmt(pmem, 1)} | {fmt(mem, 1)} | {ratio(mem, pmem)} |")
-        ngcf = [(r, pyg.get((r["workload"], "ngcf", tf32), {})) for r in rows if r["model"] == "ngcf"]
+        ngcf = [(r, pyg.get((r["workload"], "ngcf", tf32, "mean"), {})) for r in rows
+                if r["model"] == "ngcf" and r.get("aggregation", "mean") == "mean"]
         if ngcf:
             print("\nNGCF memory (PyG materialises the E x 2F messages; the fused kernel never does): " +
                   ", ".join(f"{r['workload']} {ratio(r.get('reserved_mib'), p.get('peak_mib'))} smaller"

@@ -103,6 +103,8 @@ expect_error "kernels --json a directory" "--json" -- kernels --json "$WORK/dir"
 expect_error "step --no-align --row-alignment" "--row-alignment" -- step --no-align --row-alignment 64
 expect_error "step empty --model" "--model" -- step --model ,
 expect_error "step duplicate --model" "--model" -- step --model gcn,gcn
+expect_error "step --aggregation min" "mean, sum or max" -- step --aggregation min
+expect_error "step --aggregation max --dkp auto" "never placed" -- step --aggregation max --dkp auto
 expect_error "dkp empty --model" "--model" -- "${D[@]}" "${S[@]}" --model ,
 expect_error "dkp duplicate --model" "--model" -- "${D[@]}" "${S[@]}" --model gcn,gcn
 expect_error "dkp empty --workload" "--workload" -- "${D[@]}" --scale 0.002 --workload ,
