@@ -336,6 +336,12 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"model.dkp", "model.type"}),
              "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first", "model.dkp is '",
              cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
+  if (cfg.model.activation != "relu" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
+      cfg.model.type != "gin")
+    GT_THROW(at({"model.activation", "model.type"}), "leave model.activation out (relu) for " + cfg.model.type,
+             "model.activation is ", cfg.model.activation, " but model.type is '", cfg.model.type, "': ",
+             cfg.model.type == "ngcf" ? "NGCF's layers end in LeakyReLU (model.negative_slope)"
+                                      : "GAT's hidden layers end in ELU");
   if (cfg.model.aggregation == "max") {
     if (cfg.model.type != "gcn" && cfg.model.type != "sage")
       GT_THROW(at({"model.aggregation", "model.type"}),

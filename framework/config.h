@@ -22,9 +22,10 @@ struct ModelConfig {
   double dropout = 0.5;
   bool self_loops = true;        // GCN and GAT: include v itself among its neighbours
   std::string aggregation = "mean";  // the Pull's f: gcn, sage mean | sum | max; ngcf mean | sum
+  std::string activation = "relu";   // after hidden layers (gcn, sage, gin; and in GIN's MLP): relu | leaky_relu | elu | none
   int64_t heads = 8;             // GAT: heads of the hidden layers (concatenated)
   int64_t output_heads = 1;      // GAT: heads of the output layer (averaged)
-  double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores)
+  double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores, activation leaky_relu)
   double gin_eps = 0.0;          // GIN: weight (1 + eps) of a node's own features
   double attn_dropout = 0.0;     // GAT: dropout on the attention coefficients while training
   std::string dkp = "aggregate-first";  // kernel placement (gcn, sage, gin): aggregate-first | combine-first | auto

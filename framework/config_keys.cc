@@ -248,11 +248,16 @@ const std::vector<Field>& fields() {
                    "(feature-wise, as PyG's aggr='max'; needs model.dkp=aggregate-first), NGCF mean or sum of its "
                    "neighbour features and neighbour-times-self products; GIN always sums and GAT weights by "
                    "attention (max is refused for both, mean and sum do not change them)"),
+      string_field("model.activation", GT_GET(model, activation), {"relu", "leaky_relu", "elu", "none"},
+                   "GCN, GraphSAGE and GIN: the activation after every hidden layer (Apply's, fused with its bias) "
+                   "and inside GIN's MLP; leaky_relu has slope model.negative_slope, none makes the layers linear. "
+                   "NGCF's layers end in LeakyReLU and GAT's hidden layers in ELU, so for them a value other than "
+                   "the default is refused"),
       int_field("model.heads", GT_GET(model, heads), 1, 256, "GAT: attention heads of the hidden layers (concatenated)"),
       int_field("model.output_heads", GT_GET(model, output_heads), 1, 256,
                 "GAT: attention heads of the output layer (averaged)"),
       real_field("model.negative_slope", GT_GET(model, negative_slope), 0.0, 1.0,
-                 "LeakyReLU slope: NGCF's layer output and GAT's attention scores"),
+                 "LeakyReLU slope: NGCF's layer output, GAT's attention scores and model.activation leaky_relu"),
       real_field("model.gin_eps", GT_GET(model, gin_eps), -1.0, 1000.0,
                  "GIN: a node's own features enter with weight 1 + eps (fixed, not learned)"),
       real_field("model.attn_dropout", GT_GET(model, attn_dropout), 0.0, 0.99,

@@ -1,8 +1,9 @@
 // GIN layer builder (contract in layers.h), with x the (dropped-out) input:
 //   p  = Pull(sum)(x)                              [n_dst, in]
 //   a  = p + (1 + eps) x_v                         AddDstRows, in place on p
-//   h1 = ReLU(a W1 + b1)                           MatMul, Bias + ReLU
-//   y  = h1 W2 + b2, ReLU'd on hidden layers       MatMul, Bias (+ ReLU)
+//   h1 = act(a W1 + b1)                            MatMul, Bias + act
+//   y  = h1 W2 + b2, act on hidden layers          MatMul, Bias (+ act)
+// act = o.hidden_act (model.activation, ReLU by default).
 // Pull -> AddDstRows -> MatMul is linear in x: the DKP pass turns it into one Cost-DKP node
 // that may combine first, z = x W1, h1 = ReLU(sum_{u in N(v)} z_u + (1 + eps) z_v + b1) (the
 // self term is timed with its Pull: it also scales with the row width).
@@ -25,10 +26,9 @@ int build_gin_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const int p = g.add1(std::make_unique<PullOp>(Reduce::kSum), {{xd}}, dst(o, o.in), o.index);
   const int a = g.add1(std::make_unique<AddDstRowsOp>(1.0f + o.gin_eps), {{p}, {xd, true}}, dst(o, o.in), o.index);
   const int t1 = g.add1(std::make_unique<MatMulOp>(o.in, mid, false), {{a}, {w1}}, dst(o, mid), o.index);
-  const int h1 = g.add1(std::make_unique<BiasActOp>(true, Activation::kRelu, 0.0f), {{t1}, {b1}}, dst(o, mid), o.index);
+  const int h1 = g.add1(bias_act(o, true), {{t1}, {b1}}, dst(o, mid), o.index);
   const int t2 = g.add1(std::make_unique<MatMulOp>(mid, o.out, false), {{h1}, {w2}}, dst(o, o.out), o.index);
-  return g.add1(std::make_unique<BiasActOp>(true, o.activation ? Activation::kRelu : Activation::kNone, 0.0f),
-                {{t2}, {b2}}, dst(o, o.out), o.index);
+  return g.add1(bias_act(o, o.activation), {{t2}, {b2}}, dst(o, o.out), o.index);
 }
 
 }  // namespace gt

@@ -76,6 +76,18 @@ inline int input_dropout(Graph& g, const LayerOptions& o, int x) {
                 {"dropped", Rows::src(o.index), o.in}, o.index);
 }
 
+// Bias + the hidden activation (o.hidden_act) when `on`, else the bias alone: Apply's epilogue.
+inline std::unique_ptr<BiasActOp> bias_act(const LayerOptions& o, bool on) {
+  if (!on) return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f);
+  switch (o.hidden_act) {
+    case HiddenActivation::kRelu: return std::make_unique<BiasActOp>(true, Activation::kRelu, 0.0f);
+    case HiddenActivation::kLeakyRelu: return std::make_unique<BiasActOp>(true, Activation::kLeakyRelu, o.negative_slope);
+    case HiddenActivation::kElu: return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f, /*elu=*/true);
+    case HiddenActivation::kNone: break;
+  }
+  return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f);
+}
+
 inline Graph::OutSpec dst(const LayerOptions& o, int64_t cols, std::string name = "") {
   return {std::move(name), Rows::dst(o.index), cols};
 }

@@ -7,8 +7,8 @@ namespace gt {
 
 using namespace layer_detail;
 
-// Pull(f) -> MatMul -> Bias + ReLU, f = o.aggregation (mean by default). The initialisation ids
-// (2 * index) are GCN's own.
+// Pull(f) -> MatMul -> Bias + activation, f = o.aggregation (mean by default), the activation
+// o.hidden_act on hidden layers (ReLU by default). The initialisation ids (2 * index) are GCN's own.
 int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const uint64_t id = 2 * static_cast<uint64_t>(o.index);
   const int w = input_weight(g, o, "weight", o.out, d, id);
@@ -16,12 +16,11 @@ int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const int xd = input_dropout(g, o, x);
   const int a = g.add1(std::make_unique<PullOp>(o.aggregation), {{xd}}, dst(o, o.in), o.index);
   const int t = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{a}, {w}}, dst(o, o.out), o.index);
-  return g.add1(std::make_unique<BiasActOp>(true, o.activation ? Activation::kRelu : Activation::kNone, 0.0f),
-                {{t}, {b}}, dst(o, o.out), o.index);
+  return g.add1(bias_act(o, o.activation), {{t}, {b}}, dst(o, o.out), o.index);
 }
 
 // The root term first (x_v W_r, on the destinations' rows: a view), then the neighbour branch
-// Pull(f) -> MatMul accumulating into it, then Bias + ReLU. In backward the neighbour branch
+// Pull(f) -> MatMul accumulating into it, then Bias + activation. In backward the neighbour branch
 // runs first and stores dx; the root GEMM adds its part into dx's first num_dst rows (beta = 1).
 int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const uint64_t id = 3 * static_cast<uint64_t>(o.index);
@@ -32,8 +31,7 @@ int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   const int r = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{xd, true}, {wr}}, dst(o, o.out), o.index);
   const int a = g.add1(std::make_unique<PullOp>(o.aggregation), {{xd}}, dst(o, o.in), o.index);
   const int t = g.add1(std::make_unique<MatMulOp>(o.in, o.out, true), {{a}, {wn}, {r}}, dst(o, o.out), o.index);
-  return g.add1(std::make_unique<BiasActOp>(true, o.activation ? Activation::kRelu : Activation::kNone, 0.0f),
-                {{t}, {b}}, dst(o, o.out), o.index);
+  return g.add1(bias_act(o, o.activation), {{t}, {b}}, dst(o, o.out), o.index);
 }
 
 }  // namespace gt

@@ -24,18 +24,22 @@ namespace gt {
 // only the input columns that carry values (torch.nn.Linear's reset_parameters).
 enum class Init { kGlorot, kTorch };
 
+// The activation of GCN's, GraphSAGE's and GIN's hidden layers (model.activation).
+enum class HiddenActivation { kRelu, kLeakyRelu, kElu, kNone };
+
 struct LayerOptions {
   int64_t in = 0, out = 0;
   // Leading input columns that carry values (the rest are zero padding: weight rows that read
   // them start at zero; see build_model). 0 = in.
   int64_t in_features = 0;
-  bool activation = true;  // ReLU after the layer (all but the last)
+  bool activation = true;  // hidden_act after the layer (all but the last)
   float dropout = 0.0f;
   int64_t index = 0;       // position in the model, keys dropout masks and initialisation
   uint64_t seed = 0;
   // Model-specific settings (ignored by the layers that do not use them).
   Reduce aggregation = Reduce::kMean;  // GCN, GraphSAGE: kMean, kSum or kMax; NGCF: kMean or kSum
-  float negative_slope = 0.2f;         // NGCF output LeakyReLU, GAT attention LeakyReLU (>= 0)
+  HiddenActivation hidden_act = HiddenActivation::kRelu;  // GCN, GraphSAGE, GIN (also inside its MLP)
+  float negative_slope = 0.2f;         // NGCF output LeakyReLU, GAT attention LeakyReLU, kLeakyRelu (>= 0)
   float gin_eps = 0.0f;                // GIN
   float attn_dropout = 0.0f;           // GAT: attention dropout while training
   int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
@@ -48,7 +52,7 @@ using LayerBuilder = int (*)(Graph& g, const LayerOptions& o, Device d, int x);
 // GCN (the paper's form): y = act(f_{u in N(v)} x_u W + b), f = o.aggregation (mean by default;
 // sum; max feature-wise, keeping each feature's argmax for backward). With mean or sum,
 // Pull -> MatMul is a linear pair: the DKP pass may run it combine-first, y = act(f (x_u W) + b);
-// a max is never moved.
+// a max is never moved. act: o.hidden_act on hidden layers (ReLU by default), none on the last.
 int build_gcn_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // GraphSAGE: y = act(f_{u in N(v)} x_u W_n + x_v W_r + b), f as GCN's (PyG's SAGEConv with aggr =
 // f); the neighbour branch is placeable for mean and sum.
@@ -58,7 +62,8 @@ int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x);
 //   y = LeakyReLU((side + x_v) W1 + inter W2 + b, negative_slope), on every layer (the output too).
 int build_ngcf_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // GIN (Xu et al., ICLR 2019) with fixed eps: y = MLP((1 + eps) x_v + sum_{u in N(v)} x_u),
-// MLP = Linear(in, mlp_hidden) - ReLU - Linear(mlp_hidden, out), then ReLU when o.activation.
+// MLP = Linear(in, mlp_hidden) - act - Linear(mlp_hidden, out), then act when o.activation (act =
+// o.hidden_act, ReLU by default).
 // The sum and the self term feed the first Linear: a placeable pair.
 int build_gin_layer(Graph& g, const LayerOptions& o, Device d, int x);
 // GAT (Velickovic et al., ICLR 2018), H = o.heads heads of width D = o.out: z = x W [*, H*D],

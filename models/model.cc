@@ -126,6 +126,12 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   if (cfg.aggregation == "max" && cfg.type != "gcn" && cfg.type != "sage")
     GT_THROW("model.aggregation", "use mean or sum, or model.type gcn or sage", "model.aggregation max applies to gcn "
              "and sage, not to '", cfg.type, "'");
+  if (cfg.activation != "relu" && cfg.activation != "leaky_relu" && cfg.activation != "elu" &&
+      cfg.activation != "none")
+    GT_THROW("model.activation", "choose relu, leaky_relu, elu or none", "unknown activation '", cfg.activation, "'");
+  if (cfg.activation != "relu" && cfg.type != "gcn" && cfg.type != "sage" && cfg.type != "gin")
+    GT_THROW("model.activation", "leave it relu for ngcf and gat", "model.activation ", cfg.activation,
+             " applies to gcn, sage and gin, not to '", cfg.type, "'");
   if (cfg.aggregation == "max" && cfg.dkp != "aggregate-first")
     GT_THROW("model.dkp", "set model.dkp=aggregate-first", "model.dkp '", cfg.dkp,
              "' cannot place a max aggregation (only sums and means of rows are linear)");
@@ -154,6 +160,10 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.seed = seed;
     o.aggregation = cfg.aggregation == "sum" ? Reduce::kSum : cfg.aggregation == "max" ? Reduce::kMax : Reduce::kMean;
     o.negative_slope = static_cast<float>(cfg.negative_slope);
+    o.hidden_act = cfg.activation == "leaky_relu" ? HiddenActivation::kLeakyRelu
+                   : cfg.activation == "elu"      ? HiddenActivation::kElu
+                   : cfg.activation == "none"     ? HiddenActivation::kNone
+                                                  : HiddenActivation::kRelu;
     o.gin_eps = static_cast<float>(cfg.gin_eps);
     o.attn_dropout = static_cast<float>(cfg.attn_dropout);
     // GIN's MLP: as wide as the layer's output; the last layer's as the layer before it.

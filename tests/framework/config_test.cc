@@ -618,6 +618,14 @@ TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
   EXPECT_TRUE(has(e, "NGCF aggregates with mean or sum")) << e;
   e = validate_error(parse_config("model:\n  type: gcn\n  aggregation: max\n  dkp: combine-first\n", "c.yaml"));
   EXPECT_TRUE(has(e, "model.dkp is 'combine-first' but model.aggregation is max") && has(e, "[at c.yaml:4]")) << e;
+  // model.activation: gcn, sage and gin; NGCF and GAT keep their own.
+  EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: gin\n  activation: leaky_relu\n", "c.yaml")));
+  e = validate_error(parse_config("model:\n  type: ngcf\n  activation: elu\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "model.activation is elu but model.type is 'ngcf'") && has(e, "[at c.yaml:3]")) << e;
+  e = validate_error(parse_config("model:\n  activation: none\n  type: gat\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "GAT's hidden layers end in ELU") && has(e, "[at c.yaml:2]")) << e;
+  e = error_of("model:\n  activation: tanh\n");
+  EXPECT_TRUE(has(e, "model.activation") && has(e, "leaky_relu") && has(e, "test.yaml:2")) << e;
   e = error_of("model:\n  aggregation: min\n");
   EXPECT_TRUE(has(e, "model.aggregation") && has(e, "max") && has(e, "test.yaml:2")) << e;
   e = validate_error(parse_config("dataset:\n  features: mmap\n  normalize: row\n", "c.yaml"));
