@@ -5,7 +5,7 @@
 //   y  = h1 W2 + b2, act on hidden layers          MatMul, Bias (+ act)
 // act = o.hidden_act (model.activation, ReLU by default).
 // Pull -> AddDstRows -> MatMul is linear in x: the DKP pass turns it into one Cost-DKP node
-// that may combine first, z = x W1, h1 = ReLU(sum_{u in N(v)} z_u + (1 + eps) z_v + b1) (the
+// that may combine first, z = x W1, h1 = act(sum_{u in N(v)} z_u + (1 + eps) z_v + b1) (the
 // self term is timed with its Pull: it also scales with the row width).
 // eps is fixed (GIN-0 by default, as PyG's GINConv with train_eps=False).
 #include "models/layer_common.h"

@@ -78,14 +78,11 @@ inline int input_dropout(Graph& g, const LayerOptions& o, int x) {
 
 // Bias + the hidden activation (o.hidden_act) when `on`, else the bias alone: Apply's epilogue.
 inline std::unique_ptr<BiasActOp> bias_act(const LayerOptions& o, bool on) {
-  if (!on) return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f);
-  switch (o.hidden_act) {
-    case HiddenActivation::kRelu: return std::make_unique<BiasActOp>(true, Activation::kRelu, 0.0f);
-    case HiddenActivation::kLeakyRelu: return std::make_unique<BiasActOp>(true, Activation::kLeakyRelu, o.negative_slope);
-    case HiddenActivation::kElu: return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f, /*elu=*/true);
-    case HiddenActivation::kNone: break;
-  }
-  return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f);
+  const HiddenActivation act = on ? o.hidden_act : HiddenActivation::kNone;
+  if (act == HiddenActivation::kRelu) return std::make_unique<BiasActOp>(true, Activation::kRelu, 0.0f);
+  if (act == HiddenActivation::kLeakyRelu)
+    return std::make_unique<BiasActOp>(true, Activation::kLeakyRelu, o.negative_slope);
+  return std::make_unique<BiasActOp>(true, Activation::kNone, 0.0f, /*elu=*/act == HiddenActivation::kElu);
 }
 
 inline Graph::OutSpec dst(const LayerOptions& o, int64_t cols, std::string name = "") {
