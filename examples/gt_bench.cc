@@ -120,7 +120,7 @@ int bench_pipeline(int argc, char** argv) {
   std::unique_ptr<gt::FeatureCache> cache;
   if (cache_mb > 0 && ctx.is_cuda()) {
     cache = std::make_unique<gt::FeatureCache>(table, ds.indptr, ds.indices,
-                                               gt::FeatureCache::rows_for_mib(cache_mb, table.width()), ctx.device());
+                                               gt::FeatureCache::rows_for_mib(cache_mb, table.row_bytes()), ctx.device());
     std::printf("GPU feature cache: %lld rows (%lld MiB), %.1f%% of CSR entries have a cached source\n",
                 static_cast<long long>(cache->rows()), static_cast<long long>(cache_mb), 100.0 * cache->edge_coverage());
   }

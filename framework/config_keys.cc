@@ -371,9 +371,22 @@ const std::vector<Field>& fields() {
                    "training batches and each epoch's evaluation, written when training ends or fails (not on a stop "
                    "by signal); \"\" = none"),
       int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), -1, 1 << 24,
-                "MiB of GPU memory caching the most-sampled feature rows (fewer bytes cross PCIe); 0 = off; -1 = "
+                "MiB of GPU memory caching the most-gathered feature rows (fewer bytes cross PCIe); 0 = off; -1 = "
                 "auto: the whole table when it takes at most a quarter of the GPU's memory and dataset.features is "
-                "memory, else off (the rows reach the model the same either way)"),
+                "memory, else the memory the model, the graph and the batches in flight leave (an estimate the log "
+                "prints) (the rows reach the model the same either way)"),
+      string_field("train.gpu_cache_policy", GT_GET(train, gpu_cache_policy), {"auto", "presample", "degree"},
+                   "which rows a cache smaller than the table keeps: presample (the rows that train.presample_batches "
+                   "training batches of the first epoch gathered most often, counted before training) or degree (the "
+                   "nodes with most out-edges in the CSR); auto = presample"),
+      int_field("train.presample_batches", GT_GET(train, presample_batches), 1, 1000000,
+                "training batches the pre-sampling pass draws and counts (train.gpu_cache_policy presample), the "
+                "first epoch's own; fewer when the epoch has fewer"),
+      string_field("train.host_features", GT_GET(train, host_features), {"auto", "zero_copy", "cpu_gather"},
+                   "how a GPU gets the feature rows its cache lacks: zero_copy (the table's host memory is pinned once "
+                   "and the GPU reads the rows in place, no CPU gather or staging copy), cpu_gather (CPU threads gather "
+                   "them into pinned buffers that are copied) or auto (zero_copy when the table can be pinned, else "
+                   "cpu_gather, saying why)"),
       int_field("train.eval_cache_mb", GT_GET(train, eval_cache_mb), -1, 1 << 24,
                 "MiB of memory (the GPU's, or the host's on the CPU) in which each replica keeps its evaluation "
                 "batches (sampled blocks and feature rows) from the first evaluation to the last: they are the same "

@@ -75,6 +75,19 @@ int64_t device_total_memory(Device d) {
 #endif
 }
 
+int64_t device_free_memory(Device d) {
+  if (d.is_cpu()) return 0;
+#ifdef GT_WITH_CUDA
+  require_cuda_device(d, "device_free_memory");
+  set_current_device(d);
+  std::size_t free_b = 0, total_b = 0;
+  GT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<int64_t>(free_b);
+#else
+  throw_built_without_cuda("device_free_memory");
+#endif
+}
+
 Device Context::parse_device(const std::string& spec) {
   if (spec == "cpu") return Device::cpu();
   if (spec == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();

@@ -41,5 +41,8 @@ void set_current_device(Device d);
 std::string device_name(Device d);
 // Bytes of memory of CUDA device d (0 for the CPU); throws for a CUDA device that is not there.
 int64_t device_total_memory(Device d);
+// Bytes of device d the driver can still hand out (cudaMemGetInfo; memory cached by this process's
+// allocator counts as used); 0 for the CPU.
+int64_t device_free_memory(Device d);
 
 }  // namespace gt

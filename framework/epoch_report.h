@@ -17,7 +17,7 @@ struct EpochReportInfo {
   int64_t replicas = 1;        // over all processes
   int64_t local_replicas = 1;  // this process's (its stage times are summed over them)
   int64_t cache_rows = -1;     // GPU feature cache rows (per GPU); -1 = no cache
-  int64_t row_bytes = 0;       // bytes of one gathered feature row (what a cache hit saves)
+  int64_t row_bytes = 0;       // bytes of one stored feature row (what crosses PCIe per row, what a cache hit saves)
   bool cuda = false;           // on the CPU nothing crosses to a device: h2d_bytes is null
   bool show_lr = false;        // the learning rate changes between epochs (optimizer.schedule, warm-up)
 };

@@ -120,7 +120,9 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
   if (!mine.empty()) {
     ScopedStage all(tr, "evaluation", "compute", static_cast<int64_t>(mine.size()), nullptr);  // arg: batches
     BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
-                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
+                       {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20,
+                        host_table.get()},
+                       tr);
     pipe.start(std::move(mine), std::move(keys));
     for (std::size_t b = 0; std::unique_ptr<DeviceBatch> batch = pipe.next(); ++b) {
       run(*batch, pieces[b]);  // count_correct waited for the stream: the batch's copies are done

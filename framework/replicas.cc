@@ -1,6 +1,9 @@
 // The replicas of this process and the process group: devices, models, samplers and caches per
 // replica, the communicators between all replicas of all processes, and the check that they
 // start training from one state.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -28,14 +31,42 @@ static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d
   return bytes <= device_total_memory(d) / 4;
 }
 
+// Device bytes to leave to the model and the batches in flight when the cache is sized
+// automatically: per batch, its input rows (at most N, at most batch_size x prod(1 + fanout))
+// times the gathered row and four floats per hidden unit of each layer (activations, their
+// gradients and the aggregation's output), for train.prefetch + 2 batches, the parameters with
+// Adam's two moments and gradients, and 1 GiB for kernel scratch and the allocator's rounding.
+static int64_t reserve_bytes(const Config& cfg, const FeatureTable& features, int64_t params) {
+  double rows = static_cast<double>(cfg.sampling.batch_size);
+  for (int64_t f : cfg.sampling.fanouts) rows *= f < 0 ? static_cast<double>(features.rows()) : static_cast<double>(1 + f);
+  rows = std::min(rows, static_cast<double>(features.rows()));
+  double per_row = static_cast<double>(features.width()) * 4;
+  for (int64_t l = 0; l < cfg.model.layers; ++l) {
+    const int64_t h = l < static_cast<int64_t>(cfg.model.hidden_sizes.size()) ? cfg.model.hidden_sizes[static_cast<std::size_t>(l)]
+                                                                              : cfg.model.hidden;
+    per_row += 4.0 * 4.0 * static_cast<double>(h);
+  }
+  const double batches = static_cast<double>(cfg.train.prefetch + 2);
+  return static_cast<int64_t>(rows * per_row * batches) + params * 4 * 4 + (int64_t{1} << 30);
+}
+
 // Rows of the GPU feature cache on d (train.gpu_cache_mb): the MiB given, or with -1 (auto) the
 // whole table when it is read into memory (not mmap: a table mapped because it is large) and takes
-// at most a quarter of the GPU's memory; 0 = none.
-static int64_t cache_rows(const Config& cfg, const FeatureTable& features, Device d) {
+// at most a quarter of the GPU's memory, else the rows that fit in what the model and the batches
+// leave of the device's free memory (reserve_bytes; `why` says so); 0 = none.
+static int64_t cache_rows(const Config& cfg, const FeatureTable& features, Device d, int64_t params, std::string* why) {
   if (!d.is_cuda() || cfg.train.gpu_cache_mb == 0) return 0;
-  if (cfg.train.gpu_cache_mb > 0) return FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, features.width());
-  const int64_t bytes = features.rows() * features.width() * 4;
-  return cfg.dataset.features == "memory" && bytes <= device_total_memory(d) / 4 ? features.rows() : 0;
+  const int64_t row = std::max<int64_t>(1, features.row_bytes());
+  if (cfg.train.gpu_cache_mb > 0) return FeatureCache::rows_for_mib(cfg.train.gpu_cache_mb, row);
+  const int64_t bytes = features.rows() * row;
+  if (cfg.dataset.features == "memory" && bytes <= device_total_memory(d) / 4) return features.rows();
+  const int64_t free = device_free_memory(d), reserve = reserve_bytes(cfg, features, params);
+  const int64_t rows = std::clamp<int64_t>((free - reserve) / row, 0, features.rows());
+  if (why)
+    *why = "train.gpu_cache_mb -1: " + std::to_string((rows * row) >> 20) + " MiB of the " + std::to_string(free >> 20) +
+           " MiB free, " + std::to_string(reserve >> 20) + " MiB left to the model and " +
+           std::to_string(cfg.train.prefetch + 2) + " batches in flight (estimated)";
+  return rows;
 }
 
 void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device) {
@@ -86,8 +117,6 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.model = build_model(cfg.model, features.width(), data.info.num_classes, d, seed, data.info.feature_dim);
     if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
     r.optimizer = make_optimizer(cfg.optimizer);
-    if (const int64_t rows = cache_rows(cfg, features, d); rows > 0)
-      r.cache = std::make_unique<FeatureCache>(features, data.indptr, data.indices, rows, d);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
     if (sample_on_gpu(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}))) {
@@ -95,7 +124,14 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
       r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
     }
+    // The cache last, so that an automatic size sees what the graph and the model took.
+    std::string why;
+    if (const int64_t rows = cache_rows(cfg, features, d, r.model->num_parameters(), &why); rows > 0) {
+      if (i == 0 && !why.empty()) feature_notes.push_back(why);
+      build_cache(r, cfg, data, rows);
+    }
   }
+  if (device.is_cuda()) map_host_table(cfg);
   set_current_device(replicas[0].ctx->device());
   if (world == 1) return;
 
@@ -135,6 +171,51 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   if (peer_watch)
     peer_watch->start([this](const std::string& why) { peer_gone(why); },
                       {cfg.train.peer_timeout_s, [this] { return progress(); }});
+}
+
+void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows) {
+  const Device d = r.ctx->device();
+  rows = std::min(rows, features.rows());
+  if (rows == features.rows() || cfg.train.gpu_cache_policy == "degree") {
+    r.cache = std::make_unique<FeatureCache>(features, data.indptr, data.indices, rows, d);
+  } else {
+    // Pre-sampling: the first epoch's own first batches (its seeds and keys), drawn by this
+    // replica's training sampler (on the GPU when it samples there), counted per node.
+    const auto& train_ids = data.split(cfg.dataset.train_split);
+    auto batches = make_batches(train_ids, cfg.sampling.batch_size, /*shuffle=*/true,
+                                static_cast<uint64_t>(cfg.train.seed), /*epoch=*/1);
+    if (static_cast<int64_t>(batches.size()) > cfg.train.presample_batches)
+      batches.resize(static_cast<std::size_t>(cfg.train.presample_batches));
+    std::vector<uint64_t> keys(batches.size());
+    for (std::size_t b = 0; b < keys.size(); ++b) keys[b] = (uint64_t{1} << 20) + b;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int32_t> counts =
+        presample_counts(*r.train_sampler, r.train_gpu.get(), batches, keys, features.rows());
+    double share = 0;
+    std::vector<int64_t> top = FeatureCache::most_frequent(counts, rows, &share);
+    r.cache = std::make_unique<FeatureCache>(features, std::move(top), d, "presample", share);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.local == 0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "pre-sampled %zu batches in %.2f s: the cached rows served %.1f%% of their gathers",
+                    batches.size(), s, 100.0 * share);
+      feature_notes.push_back(buf);
+    }
+  }
+}
+
+void Trainer::Impl::map_host_table(const Config& cfg) {
+  // Nothing to read from the host when every replica caches every row.
+  bool all_cached = true;
+  for (const Replica& r : replicas) all_cached &= r.cache && r.cache->rows() == features.rows();
+  if (all_cached || cfg.train.host_features == "cpu_gather") return;
+  try {
+    host_table = std::make_unique<MappedHostTable>(features);
+    feature_notes.push_back(host_table->describe());
+  } catch (const Error& e) {
+    if (cfg.train.host_features == "zero_copy") throw;
+    feature_notes.push_back("the CPU gathers the rows the GPU does not hold (" + e.message() + ")");
+  }
 }
 
 void Trainer::Impl::check_same_start(Replica& r) {

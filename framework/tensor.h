@@ -17,7 +17,9 @@
 
 namespace gt {
 
-enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+// kBFloat16 and kFloat16 are storage types (feature tables kept in 16 bits): tensors of them are
+// allocated, sliced and copied, but no arithmetic op takes them.
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kBFloat16, kFloat16 };
 
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);

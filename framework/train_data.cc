@@ -98,7 +98,8 @@ std::string process_agreement(const Config& cfg, const Dataset& data) {
                                             "train.threads",  "train.metrics",    "train.save_best",
                                             "train.checkpoint", "train.checkpoint_every", "train.progress",
                                             "train.prefetch", "train.prefetch_mb", "train.trace",
-                                            "train.gpu_cache_mb", "train.dkp_cache"};
+                                            "train.gpu_cache_mb", "train.dkp_cache",
+                                            "train.gpu_cache_policy", "train.presample_batches", "train.host_features"};
   std::istringstream in(to_yaml(cfg));
   std::string out, section;
   for (std::string line; std::getline(in, line);) {

@@ -192,7 +192,9 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   if (!reuse) {
     pipe = std::make_unique<BatchPipeline>(
         features, data.labels, *r.train_sampler, *r.ctx,
-        PipelineOptions{cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20}, tr);
+        PipelineOptions{cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20,
+                        host_table.get()},
+        tr);
     pipe->start(mine, std::move(keys));
   }
   std::size_t next_shard = 0;
@@ -342,7 +344,7 @@ TrainResult Trainer::fit(std::ostream* log) {
                              data_.info.num_edges};
   const int64_t local = local_replicas();
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
-                               impl_->features.width() * static_cast<int64_t>(sizeof(float)),
+                               impl_->features.row_bytes(),
                                lead.ctx->is_cuda(),
                                cfg_.optimizer.schedule != "constant" || cfg_.optimizer.warmup_epochs > 0};
 
@@ -355,6 +357,20 @@ TrainResult Trainer::fit(std::ostream* log) {
            << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
            << lead.reducer->num_buckets() << " gradient bucket" << (lead.reducer->num_buckets() > 1 ? "s" : "") << ")";
     *log << (lead.train_gpu ? ", sampling on the GPU" : "") << "\n";
+    if (lead.ctx->is_cuda()) {
+      // Where the feature rows come from (ARCHITECTURE.md's tiers), and why.
+      *log << "feature rows: " << impl_->features.rows() << " x " << impl_->features.cols() << " "
+           << dtype_name(impl_->features.dtype());
+      if (lead.cache)
+        *log << "; GPU cache " << lead.cache->rows() << " rows ("
+             << (lead.cache->rows() == impl_->features.rows() ? std::string("all")
+                                                               : std::to_string(100 * lead.cache->rows() /
+                                                                                std::max<int64_t>(1, impl_->features.rows())) +
+                                                                     "%, " + lead.cache->policy())
+             << ")";
+      *log << "\n";
+      for (const std::string& note : impl_->feature_notes) *log << "  " << note << "\n";
+    }
     if (const int64_t shared = count_train_overlap(cfg_, data_); shared > 0)
       *log << "warning: " << shared << " node" << (shared > 1 ? "s" : "") << " of split '" << cfg_.dataset.train_split
            << "' " << (shared > 1 ? "are" : "is") << " also in '" << cfg_.dataset.valid_split << "' or '"

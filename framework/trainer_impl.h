@@ -26,6 +26,7 @@
 #include "framework/trainer.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
 #include "preprocess/loader.h"
 
 namespace gt {
@@ -115,6 +116,12 @@ struct Trainer::Impl {
   uint64_t step = 0;
   std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
   FeatureTable features;                 // data_.features, or the file's /features mapped (dataset.features)
+  // The host table mapped for the GPUs (train.host_features), declared after `features`, which it
+  // registers, so that it is unregistered first.
+  std::unique_ptr<MappedHostTable> host_table;
+  std::vector<std::string> feature_notes;  // where the feature rows come from, for the log
+  void build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
+  void map_host_table(const Config& cfg);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
   bool fitted = false;    // fit() has run (or started): a Trainer trains once
   // Jobs of several processes: the rendezvous's connections, on which the processes learn that one

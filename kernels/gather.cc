@@ -1,57 +1,204 @@
-// Mixed-source row gather: checks, CPU path (oneTBB) and CUDA dispatch. Contract in gather.h.
+// Tiered row gathers: checks, the CPU path (oneTBB) and the CUDA dispatch. Contract in gather.h.
 #include "kernels/gather.h"
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <limits>
+
+#include "kernels/half_bits.h"
 
 namespace gt {
 
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
-void gather_mixed_rows(const Tensor& cache, const Tensor& staged, const Tensor& index, Tensor& out, Stream s);
+void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
+                   bool check_values, Stream s);
+void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s);
+void count_ids(const Tensor& ids, Tensor& counts, Stream s);
 }  // namespace cuda_impl
 #endif
 
-void gather_mixed_rows(const Tensor& cache, const Tensor& staged, const Tensor& index, Tensor& out, Stream s) {
-  GT_CHECK_ARG(cache.dim() == 2 && staged.dim() == 2 && out.dim() == 2 && index.dim() == 1,
-               "gather_mixed_rows: cache, staged and out must be matrices and index a vector");
-  GT_CHECK_ARG(cache.dtype() == DType::kFloat32 && staged.dtype() == DType::kFloat32 &&
-                   out.dtype() == DType::kFloat32 && index.dtype() == DType::kInt32,
-               "gather_mixed_rows: float32 rows and int32 index expected");
-  const int64_t F = out.size(1), n = index.size(0);
-  GT_CHECK_ARG(cache.size(1) == F && staged.size(1) == F && out.size(0) == n, "gather_mixed_rows: shapes ",
-               cache.str(), ", ", staged.str(), ", ", index.str(), " -> ", out.str(), " do not fit");
-  GT_CHECK_ARG(cache.device() == out.device() && staged.device() == out.device() && index.device() == out.device(),
-               "gather_mixed_rows: all tensors must be on one device");
-  if (n == 0 || F == 0) return;
+namespace {
+
+bool storage_type(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16; }
+
+void check_common(const RowTiers& t, const Tensor& out, int64_t n, const char* op) {
+  GT_CHECK_ARG(storage_type(t.dtype), op, ": rows must be stored as float32, bfloat16 or float16, not ",
+               dtype_name(t.dtype));
+  GT_CHECK_ARG(t.cols >= 0 && out.dim() == 2 && out.dtype() == DType::kFloat32 && out.size(0) == n &&
+                   out.size(1) >= t.cols,
+               op, ": out ", out.str(), " cannot hold ", n, " float32 rows of ", t.cols, " values");
+  if (t.cache.defined() || t.slot.defined()) {
+    GT_CHECK_ARG(t.has_cache(), op, ": a cache needs both its rows and its slot table");
+    GT_CHECK_ARG(t.cache.dim() == 2 && t.cache.size(1) == t.cols && t.cache.dtype() == t.dtype &&
+                     t.cache.device() == out.device(),
+                 op, ": cache ", t.cache.str(), " must hold ", dtype_name(t.dtype), " rows of ", t.cols, " on ",
+                 out.device().str());
+    GT_CHECK_ARG(t.slot.dim() == 1 && t.slot.dtype() == DType::kInt32 && t.slot.size(0) == t.num_nodes &&
+                     t.slot.device() == out.device(),
+                 op, ": slot table ", t.slot.str(), " must be int32 [", t.num_nodes, "] on ", out.device().str());
+  }
+}
+
+// Widens one stored row into dst (cols values, then zeros up to width).
+void widen_row(DType dt, const void* src, int64_t cols, int64_t width, float* dst) {
+  if (dt == DType::kFloat32) {
+    std::memcpy(dst, src, static_cast<std::size_t>(cols) * 4);
+  } else {
+    const auto* h = static_cast<const uint16_t*>(src);
+    if (dt == DType::kBFloat16)
+      for (int64_t j = 0; j < cols; ++j) dst[j] = bf16_to_float(h[j]);
+    else
+      for (int64_t j = 0; j < cols; ++j) dst[j] = fp16_to_float(h[j]);
+  }
+  if (width > cols) std::memset(dst + cols, 0, static_cast<std::size_t>(width - cols) * 4);
+}
+
+bool row_finite(const float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    if (!(x[j] - x[j] == 0.0f)) return false;  // NaN and +-Inf give NaN
+  return true;
+}
+
+}  // namespace
+
+GatherCounters GatherCounters::make(Device d, Stream s) {
+  GatherCounters c;
+  Tensor h = Tensor::from_vector<int64_t>({0, 0, std::numeric_limits<int64_t>::max()});
+  c.values = d.is_cuda() ? h.to(d, s) : h;
+  return c;
+}
+
+void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
+                   bool check_values, Stream s) {
+  GT_CHECK_ARG(ids.dim() == 1 && ids.dtype() == DType::kInt32 && ids.device() == out.device(),
+               "gather_tiered: ids must be int32 [n] on ", out.device().str(), ", got ", ids.str());
+  const int64_t n = ids.size(0);
+  check_common(t, out, n, "gather_tiered");
+  if (counters)
+    GT_CHECK_ARG(counters->values.defined() && counters->values.numel() == 3 &&
+                     counters->values.dtype() == DType::kInt64 && counters->values.device() == out.device(),
+                 "gather_tiered: counters must be int64 [3] on ", out.device().str());
+  if (t.block_offsets.defined())
+    GT_CHECK_ARG(t.rows_per_block > 0 && t.block_offsets.dtype() == DType::kInt64 &&
+                     t.block_offsets.device() == out.device() &&
+                     t.block_offsets.numel() * t.rows_per_block >= t.num_nodes,
+                 "gather_tiered: block offsets ", t.block_offsets.str(), " do not cover ", t.num_nodes, " rows");
+  if (n == 0) return;
   if (out.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    cuda_impl::gather_mixed_rows(cache, staged, index, out, s);
+    cuda_impl::gather_tiered(t, ids, out, counters, sorted, check_values, s);
 #else
-    throw_built_without_cuda("gather_mixed_rows");
+    throw_built_without_cuda("gather_tiered");
 #endif
     return;
   }
-  const float* c = cache.data<float>();
-  const float* st = staged.data<float>();
-  const int32_t* idx = index.data<int32_t>();
+  (void)sorted;  // the CPU reads in batch order: its caches do not care
+  const int32_t* id = ids.data<int32_t>();
+  const int64_t width = out.size(1), elem = static_cast<int64_t>(dtype_size(t.dtype)), row = t.cols * elem;
+  const int32_t* slot = t.has_cache() ? t.slot.data<int32_t>() : nullptr;
+  const int64_t* offsets = t.block_offsets.defined() ? t.block_offsets.data<int64_t>() : nullptr;
+  const char* cache = t.has_cache() ? static_cast<const char*>(t.cache.raw()) : nullptr;
+  const char* host = static_cast<const char*>(t.host);
   float* o = out.data<float>();
-  const int64_t C = cache.size(0), M = staged.size(0);
+  std::atomic<int64_t> hits{0}, misses{0}, bad{std::numeric_limits<int64_t>::max()};
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
+    int64_t h = 0, m = 0;
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      const int64_t v = id[i];
+      if (v < 0 || v >= t.num_nodes) GT_THROW("gather_tiered", "", "node id ", v, " out of range [0, ", t.num_nodes, ")");
+      const int32_t k = slot ? slot[v] : -1;
+      const char* src;
+      if (k >= 0) {
+        src = cache + k * row;
+        ++h;
+      } else {
+        if (!host) GT_THROW("gather_tiered", "", "node ", v, " is not cached and no host table was given");
+        src = offsets ? host + offsets[v / t.rows_per_block] + (v % t.rows_per_block) * row : host + v * row;
+        ++m;
+      }
+      widen_row(t.dtype, src, t.cols, width, o + i * width);
+      if (check_values && k < 0 && !row_finite(o + i * width, t.cols)) {
+        int64_t cur = bad.load();
+        while (v < cur && !bad.compare_exchange_weak(cur, v)) {
+        }
+      }
+    }
+    hits += h;
+    misses += m;
+  });
+  if (counters) {
+    int64_t* c = counters->values.data<int64_t>();
+    c[0] += hits.load();
+    c[1] += misses.load();
+    c[2] = std::min(c[2], bad.load());
+  }
+}
+
+void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s) {
+  const int64_t n = codes.defined() ? codes.size(0) : staged.size(0);
+  check_common(t, out, n, "gather_staged");
+  GT_CHECK_ARG(staged.dim() == 2 && staged.size(1) == t.cols && staged.dtype() == t.dtype &&
+                   staged.device() == out.device(),
+               "gather_staged: staged rows ", staged.str(), " must be ", dtype_name(t.dtype), " [M, ", t.cols, "] on ",
+               out.device().str());
+  if (codes.defined())
+    GT_CHECK_ARG(codes.dim() == 1 && codes.dtype() == DType::kInt32 && codes.device() == out.device(),
+                 "gather_staged: codes must be int32 [n] on ", out.device().str(), ", got ", codes.str());
+  if (n == 0) return;
+  if (out.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::gather_staged(t, staged, codes, out, s);
+#else
+    throw_built_without_cuda("gather_staged");
+#endif
+    return;
+  }
+  const int64_t width = out.size(1), row = t.cols * static_cast<int64_t>(dtype_size(t.dtype));
+  const int64_t C = t.has_cache() ? t.cache.size(0) : 0, M = staged.size(0);
+  const char* cache = t.has_cache() ? static_cast<const char*>(t.cache.raw()) : nullptr;
+  const char* st = static_cast<const char*>(staged.raw());
+  const int32_t* code = codes.defined() ? codes.data<int32_t>() : nullptr;
+  float* o = out.data<float>();
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 256), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i) {
-      int64_t k = idx[i];
-      const float* src;
+      const int64_t k = code ? code[i] : -i - 1;
+      const char* src;
       if (k >= 0) {
-        if (k >= C) GT_THROW("gather_mixed_rows", "", "cache row ", k, " out of range [0, ", C, ")");
-        src = c + k * F;
+        if (k >= C) GT_THROW("gather_staged", "", "cache row ", k, " out of range [0, ", C, ")");
+        src = cache + k * row;
       } else {
-        if (-k - 1 >= M) GT_THROW("gather_mixed_rows", "", "staged row ", -k - 1, " out of range [0, ", M, ")");
-        src = st + (-k - 1) * F;
+        if (-k - 1 >= M) GT_THROW("gather_staged", "", "staged row ", -k - 1, " out of range [0, ", M, ")");
+        src = st + (-k - 1) * row;
       }
-      std::memcpy(o + i * F, src, static_cast<std::size_t>(F) * sizeof(float));
+      widen_row(t.dtype, src, t.cols, width, o + i * width);
     }
   });
+}
+
+void count_ids(const Tensor& ids, Tensor& counts, Stream s) {
+  GT_CHECK_ARG(ids.dim() == 1 && ids.dtype() == DType::kInt32 && counts.dim() == 1 &&
+                   counts.dtype() == DType::kInt32 && ids.device() == counts.device(),
+               "count_ids: int32 ids and counts on one device expected, got ", ids.str(), " and ", counts.str());
+  if (ids.numel() == 0) return;
+  if (counts.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::count_ids(ids, counts, s);
+#else
+    throw_built_without_cuda("count_ids");
+#endif
+    return;
+  }
+  const int32_t* id = ids.data<int32_t>();
+  int32_t* c = counts.data<int32_t>();
+  const int64_t N = counts.size(0);
+  for (int64_t i = 0; i < ids.size(0); ++i) {
+    if (id[i] < 0 || id[i] >= N) GT_THROW("count_ids", "", "node id ", id[i], " out of range [0, ", N, ")");
+    ++c[id[i]];
+  }
 }
 
 }  // namespace gt

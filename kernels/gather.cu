@@ -1,14 +1,21 @@
-// Mixed-source row gather on the GPU (contract in gather.h).
+// Tiered row gathers on the GPU (contract in gather.h).
 //
-// One warp per output row; lanes stride across the row's features. Rows are independent, so
-// there is no synchronisation; the grid strides over rows so its size depends on the SM count,
-// not on n. float4 loads/stores when F % 4 == 0 and all three base pointers are 16-byte aligned
-// (the cache and device buffers come from the allocator, which aligns to 512 bytes; a row view
-// keeps alignment when F % 4 == 0).
+// One warp per output row, lanes across the row's stored bytes in the widest load (16, 8, 4 or 2
+// bytes) that the row size and every tier's row addresses allow; each load is widened to float32
+// in registers and stored with the matching vector store when the output row allows it. Rows are
+// independent (no synchronisation); the grid strides over rows, sized by the SM count (a few
+// blocks per SM keep enough loads in flight to fill the PCIe link, shared/device/README.md, while
+// leaving the SMs to the training kernels that run beside the copy stream). Counters are summed
+// per warp in registers and added once per warp at the end.
+#include <cub/cub.cuh>
+
+#include <climits>
 #include <cstdint>
 
 #include "framework/cuda_check.h"
+#include "framework/memory.h"
 #include "kernels/gather.h"
+#include "kernels/half_bits.h"
 
 namespace gt {
 namespace cuda_impl {
@@ -16,41 +23,284 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kThreads = 256;
+constexpr int kBlocksPerSm = 4;
 
-template <typename V>
-__global__ void gather_kernel(const V* __restrict__ cache, const V* __restrict__ staged,
-                              const int32_t* __restrict__ index, V* __restrict__ out, int64_t n, int64_t width) {
+enum class Kind { kF32, kBF16, kF16 };
+
+struct TierArgs {
+  const char* cache = nullptr;
+  const int32_t* slot = nullptr;
+  const char* host = nullptr;
+  const int64_t* offsets = nullptr;
+  int64_t rows_per_block = 1;
+  const char* staged = nullptr;
+  int64_t row_bytes = 0, cols = 0, width = 0, num_nodes = 0;
+  float* out = nullptr;
+  bool vec_store = false;  // out rows allow float4 (width % 4 == 0, 16-byte base)
+};
+
+template <int kBytes>
+struct Load;
+template <>
+struct Load<16> {
+  using T = uint4;
+  __device__ static void words(const T& v, uint32_t* w) { w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; }
+};
+template <>
+struct Load<8> {
+  using T = uint2;
+  __device__ static void words(const T& v, uint32_t* w) { w[0] = v.x; w[1] = v.y; }
+};
+template <>
+struct Load<4> {
+  using T = uint32_t;
+  __device__ static void words(const T& v, uint32_t* w) { w[0] = v; }
+};
+template <>
+struct Load<2> {
+  using T = uint16_t;
+  __device__ static void words(const T& v, uint32_t* w) { w[0] = v; }
+};
+
+// Values one load of kBytes holds, and their widening.
+template <Kind K, int kBytes>
+struct Widen {
+  static constexpr int kElem = K == Kind::kF32 ? 4 : 2;
+  static constexpr int kVals = kBytes / kElem;
+  __device__ static void run(const typename Load<kBytes>::T& v, float* f) {
+    uint32_t w[4];
+    Load<kBytes>::words(v, w);
+    if constexpr (K == Kind::kF32) {
+      for (int i = 0; i < kVals; ++i) f[i] = __uint_as_float(w[i]);
+    } else {
+      for (int i = 0; i < kVals; ++i) {
+        const uint16_t h = static_cast<uint16_t>(kBytes == 2 ? w[0] : (w[i / 2] >> (16 * (i % 2))));
+        f[i] = K == Kind::kBF16 ? bf16_to_float(h) : fp16_to_float(h);
+      }
+    }
+  }
+};
+
+// Copies one row (src, stored) into dst (float32, width), the warp's lanes across it; returns
+// whether every value read by this lane was finite (only computed when `check`).
+template <Kind K, int kBytes>
+__device__ __forceinline__ bool copy_row(const char* __restrict__ src, float* __restrict__ dst, const TierArgs& a,
+                                         int lane, bool check) {
+  using W = Widen<K, kBytes>;
+  using V = typename Load<kBytes>::T;
+  const int64_t loads = a.row_bytes / kBytes;
+  const V* s = reinterpret_cast<const V*>(src);
+  bool finite = true;
+  for (int64_t j = lane; j < loads; j += kWarp) {
+    float f[W::kVals > 0 ? W::kVals : 1];
+    W::run(s[j], f);
+    float* d = dst + j * W::kVals;
+    if constexpr (W::kVals % 4 == 0) {
+      if (a.vec_store) {
+        for (int q = 0; q < W::kVals; q += 4) *reinterpret_cast<float4*>(d + q) = make_float4(f[q], f[q + 1], f[q + 2], f[q + 3]);
+      } else {
+        for (int q = 0; q < W::kVals; ++q) d[q] = f[q];
+      }
+    } else {
+      for (int q = 0; q < W::kVals; ++q) d[q] = f[q];
+    }
+    if (check)
+      for (int q = 0; q < W::kVals; ++q) finite &= isfinite(f[q]);
+  }
+  for (int64_t c = a.cols + lane; c < a.width; c += kWarp) dst[c] = 0.0f;
+  return finite;
+}
+
+// gather_tiered: row i of the visit order is node ids[i], written to out row pos[i] (or i).
+template <Kind K, int kBytes>
+__global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, const int32_t* __restrict__ ids,
+                                                          const int32_t* __restrict__ pos, int64_t n,
+                                                          unsigned long long* counters, bool check) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
   const int lane = threadIdx.x % kWarp;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; row < n;
-       row += warps) {
-    const int32_t k = index[row];
-    const V* src = k >= 0 ? cache + static_cast<int64_t>(k) * width : staged + static_cast<int64_t>(-k - 1) * width;
-    V* dst = out + row * width;
-    for (int64_t j = lane; j < width; j += kWarp) dst[j] = src[j];
+  int64_t hits = 0, misses = 0;
+  long long bad = LLONG_MAX;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
+    const int64_t v = ids[i];
+    const int64_t p = pos ? pos[i] : i;
+    if (v < 0 || v >= a.num_nodes) {  // never read: reported as -1
+      bad = -1;
+      continue;
+    }
+    const int32_t k = a.slot ? a.slot[v] : -1;
+    const char* src;
+    if (k >= 0) {
+      src = a.cache + static_cast<int64_t>(k) * a.row_bytes;
+      ++hits;
+    } else {
+      src = a.offsets ? a.host + a.offsets[v / a.rows_per_block] + (v % a.rows_per_block) * a.row_bytes
+                      : a.host + v * a.row_bytes;
+      ++misses;
+    }
+    const bool ok = copy_row<K, kBytes>(src, a.out + p * a.width, a, lane, check && k < 0);
+    if (check && !__all_sync(0xffffffffu, ok)) bad = min(bad, static_cast<long long>(v));
+  }
+  if (lane == 0 && counters) {
+    if (hits) atomicAdd(&counters[0], static_cast<unsigned long long>(hits));
+    if (misses) atomicAdd(&counters[1], static_cast<unsigned long long>(misses));
+    if (bad != LLONG_MAX) atomicMin(reinterpret_cast<long long*>(&counters[2]), bad);
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// gather_staged: out row i from the cache (code >= 0) or the staged rows (code < 0).
+template <Kind K, int kBytes>
+__global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, const int32_t* __restrict__ codes, int64_t n) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  const int lane = threadIdx.x % kWarp;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
+    const int64_t k = codes ? codes[i] : -i - 1;
+    const char* src = k >= 0 ? a.cache + k * a.row_bytes : a.staged + (-k - 1) * a.row_bytes;
+    copy_row<K, kBytes>(src, a.out + i * a.width, a, lane, false);
+  }
+}
 
-}  // namespace
+__global__ void iota_kernel(int32_t* p, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p[i] = static_cast<int32_t>(i);
+}
 
-void gather_mixed_rows(const Tensor& cache, const Tensor& staged, const Tensor& index, Tensor& out, Stream s) {
-  const int64_t n = index.size(0), F = out.size(1);
+__global__ void count_kernel(const int32_t* __restrict__ ids, int64_t n, int32_t* counts, int64_t N) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t v = ids[i];
+    if (v >= 0 && v < N) atomicAdd(&counts[v], 1);
+  }
+}
+
+int64_t alignment_of(uintptr_t x) {
+  int64_t a = 16;
+  while (a > 2 && x % static_cast<uintptr_t>(a) != 0) a /= 2;
+  return a;
+}
+
+Kind kind_of(DType d) {
+  return d == DType::kFloat32 ? Kind::kF32 : d == DType::kBFloat16 ? Kind::kBF16 : Kind::kF16;
+}
+
+int grid_for(int64_t n) {
   int device = 0, sms = 0;
   GT_CUDA_CHECK(cudaGetDevice(&device));
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t rows_per_block = kThreads / kWarp;
-  const int64_t blocks = std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, static_cast<int64_t>(sms) * 16);
-  const bool vec = F % 4 == 0 && aligned16(cache.raw()) && aligned16(staged.raw()) && aligned16(out.raw());
-  if (vec) {
-    gather_kernel<float4><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
-        static_cast<const float4*>(cache.raw()), static_cast<const float4*>(staged.raw()), index.data<int32_t>(),
-        static_cast<float4*>(out.raw()), n, F / 4);
-  } else {
-    gather_kernel<float><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
-        cache.data<float>(), staged.data<float>(), index.data<int32_t>(), out.data<float>(), n, F);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + rows_per_block - 1) / rows_per_block,
+                                                                  static_cast<int64_t>(sms) * kBlocksPerSm)));
+}
+
+// L<K, kBytes>::run(args...) for the runtime kind and load width (2-byte loads only for 16-bit rows).
+template <template <Kind, int> class L, Kind K, typename... A>
+void by_width(int64_t bytes, A&&... args) {
+  if (bytes >= 16) L<K, 16>::run(args...);
+  else if (bytes == 8) L<K, 8>::run(args...);
+  else if (bytes == 4 || K == Kind::kF32) L<K, 4>::run(args...);
+  else L<K, (K == Kind::kF32 ? 4 : 2)>::run(args...);
+}
+template <template <Kind, int> class L, typename... A>
+void dispatch(Kind k, int64_t bytes, A&&... args) {
+  if (k == Kind::kF32) by_width<L, Kind::kF32>(bytes, args...);
+  else if (k == Kind::kBF16) by_width<L, Kind::kBF16>(bytes, args...);
+  else by_width<L, Kind::kF16>(bytes, args...);
+}
+
+template <Kind K, int kBytes>
+struct TieredLaunch {
+  static void run(int grid, Stream s, const TierArgs& a, const int32_t* visit, const int32_t* pos, int64_t n,
+                  unsigned long long* c, bool check) {
+    tiered_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, visit, pos, n, c, check);
   }
+};
+template <Kind K, int kBytes>
+struct StagedLaunch {
+  static void run(int grid, Stream s, const TierArgs& a, const int32_t* code, int64_t n) {
+    staged_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, code, n);
+  }
+};
+
+TierArgs args_of(const RowTiers& t, Tensor& out) {
+  TierArgs a;
+  a.row_bytes = t.cols * static_cast<int64_t>(dtype_size(t.dtype));
+  a.cols = t.cols;
+  a.width = out.size(1);
+  a.num_nodes = t.num_nodes;
+  a.out = out.data<float>();
+  a.vec_store = a.width % 4 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
+  if (t.has_cache()) {
+    a.cache = static_cast<const char*>(t.cache.raw());
+    a.slot = t.slot.data<int32_t>();
+  }
+  a.host = static_cast<const char*>(t.host);
+  if (t.block_offsets.defined()) {
+    a.offsets = t.block_offsets.data<int64_t>();
+    a.rows_per_block = t.rows_per_block;
+  }
+  return a;
+}
+
+// The widest load every row address allows: the row size and each base's alignment.
+int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
+  int64_t w = alignment_of(static_cast<uintptr_t>(a.row_bytes));
+  if (a.cache) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.cache)));
+  if (a.host) w = std::min(w, std::min(host_alignment, alignment_of(reinterpret_cast<uintptr_t>(a.host))));
+  if (a.staged) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.staged)));
+  return w;
+}
+
+}  // namespace
+
+void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
+                   bool check_values, Stream s) {
+  const int64_t n = ids.size(0);
+  TierArgs a = args_of(t, out);
+  // Mapped row blocks start where the file put them: their offsets bound the load width too.
+  const int64_t bytes = load_bytes(a, t.block_offsets.defined() ? t.block_alignment : 16);
+  const int32_t* visit = ids.data<int32_t>();
+  const int32_t* pos = nullptr;
+  Tensor sorted_ids, positions, iota;
+  if (sorted && n > 1) {
+    // (id, position) pairs sorted by id over the bits node ids use.
+    int bits = 1;
+    while (bits < 31 && (int64_t{1} << bits) < t.num_nodes) ++bits;
+    sorted_ids = Tensor::empty({n}, DType::kInt32, out.device());
+    positions = Tensor::empty({n}, DType::kInt32, out.device());
+    iota = Tensor::empty({n}, DType::kInt32, out.device());
+    iota_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(iota.data<int32_t>(), n);
+    GT_CUDA_LAUNCH_CHECK();
+    std::size_t temp_bytes = 0;
+    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids.data<int32_t>(), sorted_ids.data<int32_t>(),
+                                                  iota.data<int32_t>(), positions.data<int32_t>(), n, 0, bits, s));
+    Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, out.device());
+    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, ids.data<int32_t>(), sorted_ids.data<int32_t>(),
+                                                  iota.data<int32_t>(), positions.data<int32_t>(), n, 0, bits, s));
+    visit = sorted_ids.data<int32_t>();
+    pos = positions.data<int32_t>();
+  }
+  auto* c = counters ? reinterpret_cast<unsigned long long*>(counters->values.data<int64_t>()) : nullptr;
+  const int grid = grid_for(n);
+  dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid, s, a, visit, pos, n, c, check_values);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s) {
+  const int64_t n = codes.defined() ? codes.size(0) : staged.size(0);
+  TierArgs a = args_of(t, out);
+  a.host = nullptr;
+  a.staged = static_cast<const char*>(staged.raw());
+  const int64_t bytes = load_bytes(a, 16);
+  const int32_t* code = codes.defined() ? codes.data<int32_t>() : nullptr;
+  const int grid = grid_for(n);
+  dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid, s, a, code, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void count_ids(const Tensor& ids, Tensor& counts, Stream s) {
+  const int64_t n = ids.size(0);
+  count_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(
+      ids.data<int32_t>(), n, counts.data<int32_t>(), counts.size(0));
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,18 +1,70 @@
-// Row gather from two sources, for the GPU feature cache:
+// Feature-row gathers from tiers (ARCHITECTURE.md, "Where feature rows come from"): each row of a
+// batch comes from the first tier that holds it, and is widened to float32 as it is gathered.
 //
-//   out[i, :] = index[i] >= 0 ? cache[index[i], :] : staged[-index[i] - 1, :]
+//   tier 1  the device cache: rows [C, cols] resident on the GPU, and per node its slot (or -1);
+//   tier 2  the host table read by the GPU through mapped pointers (zero copy): pinned or
+//           registered host memory, dense rows or the row blocks of a memory-mapped dataset file;
+//   tier 3  rows a CPU gather staged and copied ([M, cols]), when the table cannot be mapped.
 //
-// cache float32 [C, F] (rows resident on the device), staged float32 [M, F] (rows just copied
-// from the host), index int32 [n], out float32 [n, F] (may be a row view of a larger buffer).
-// All on one device; the CUDA path runs on `s` (one warp per output row, lanes across features,
-// 16-byte loads when rows are aligned). Out-of-range indices are an error on the CPU and are
-// checked on the GPU by the caller that builds `index` (the pipeline).
+// Every tier stores rows of `cols` values of one type (float32, bfloat16 or float16); `out` is
+// float32 [n, W] with W >= cols: the values, widened exactly (kernels/half_bits.h), then zeros.
+// All functions run on `out`'s device (the CUDA path on stream s, asynchronously; the CPU path
+// with oneTBB) and give bitwise the same rows on both.
+//
+// Why the zero-copy gather sorts: reads of a mapped host table from the GPU are capped by
+// requests per second, not bytes, when they are scattered (about 35M rows/s on an H200 host,
+// shared/device/README.md), and come close to the PCIe link when consecutive warps read
+// ascending addresses. The gather therefore visits a batch's rows in increasing node id (a radix
+// sort of (id, position) on the device) and writes each to its position.
 #pragma once
+
+#include <cstdint>
 
 #include "framework/tensor.h"
 
 namespace gt {
 
-void gather_mixed_rows(const Tensor& cache, const Tensor& staged, const Tensor& index, Tensor& out, Stream s = nullptr);
+struct RowTiers {
+  DType dtype = DType::kFloat32;  // storage type of every tier: float32, bfloat16 or float16
+  int64_t cols = 0;               // values stored per row
+  int64_t num_nodes = 0;          // rows of the whole table (ids are checked against it)
+  // Tier 1 (optional): cache rows [C, cols] of `dtype` and slot int32 [num_nodes] (-1 = not
+  // cached), both on the gather's device.
+  Tensor cache, slot;
+  // Tier 2 (optional): the host table as the gather's device sees it. Dense rows start at
+  // host + r * cols * elem; with block_offsets (int64 on the device, one per block of
+  // rows_per_block rows: a memory-mapped file) at host + block_offsets[r / rpb] + (r % rpb) * row.
+  const void* host = nullptr;
+  Tensor block_offsets;
+  int64_t rows_per_block = 0;
+  int64_t block_alignment = 16;  // largest power of two <= 16 dividing every block offset
+  bool has_cache() const { return cache.defined() && slot.defined(); }
+};
+
+// Counters a gather adds to (int64 [3] on the gather's device, or undefined): rows read from the
+// cache, rows read from the host tier, and the smallest node id whose row held a non-finite value
+// (set to INT64_MAX before the first gather; only checked when check_values is true).
+struct GatherCounters {
+  Tensor values;  // int64 [3]
+  static GatherCounters make(Device d, Stream s = nullptr);
+};
+
+// out[i, :] = row ids[i] from tier 1 when cached, else tier 2 (which must be set). ids: int32
+// [n] on out's device, each in [0, num_nodes) (checked on the CPU; on the GPU an id out of range
+// sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
+// (see above; false reads them in batch order, for measuring). check_values: non-finite values
+// are reported through counters (a mapped table's values are not checked when it is opened).
+void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters = nullptr,
+                   bool sorted = true, bool check_values = false, Stream s = nullptr);
+
+// out[i, :] = codes[i] >= 0 ? cache row codes[i] : staged row -codes[i] - 1; with codes
+// undefined, out[i, :] = staged row i. staged: [M, cols] of t.dtype on out's device (tier 3);
+// codes int32 [n] on out's device; code ranges are checked on the CPU and by the caller that
+// builds them on the GPU (the pipeline).
+void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s = nullptr);
+
+// counts[id] += 1 for every id in ids (int32 [n] and int32 [N], one device): what a pre-sampling
+// pass counts to pick the cache's rows (preprocess/feature_cache.h).
+void count_ids(const Tensor& ids, Tensor& counts, Stream s = nullptr);
 
 }  // namespace gt

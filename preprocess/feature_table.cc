@@ -130,4 +130,14 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   });
 }
 
+int64_t FeatureTable::map_bytes() const { return map_ ? static_cast<int64_t>(map_->bytes) : 0; }
+
+void FeatureTable::gather_stored(const std::vector<int64_t>& ids, Tensor& out) const {
+  GT_CHECK_ARG(out.dim() == 2 && out.size(0) == static_cast<int64_t>(ids.size()) && out.size(1) == cols_ &&
+                   out.dtype() == dtype() && !out.is_cuda(),
+               "gather_stored output ", out.str(), " does not fit ", ids.size(), " rows of ", cols_, " ", dtype_name(dtype()));
+  FeatureTable narrow = with_width(cols_);
+  narrow.gather(ids, out);
+}
+
 }  // namespace gt

@@ -62,6 +62,22 @@ class FeatureTable {
   }
   // The in-memory tensor (undefined when mapped).
   const Tensor& tensor() const { return tensor_; }
+  // Storage of the rows, for gathers that read the table themselves (the GPU's zero-copy gather,
+  // kernels/gather.h): element type and size, bytes of one stored row, row r as stored.
+  DType dtype() const { return DType::kFloat32; }
+  int64_t elem_bytes() const { return 4; }
+  int64_t row_bytes() const { return cols_ * elem_bytes(); }
+  const void* row_data(int64_t r) const { return row(r); }
+  // Base of a tensor-backed table (nullptr when mapped).
+  const void* dense_data() const { return map_ ? nullptr : dense_; }
+  // A mapped table: the whole file mapping, and where its row blocks lie in it (byte offsets).
+  const void* map_base() const { return base_; }
+  int64_t map_bytes() const;
+  const std::vector<int64_t>& block_offsets() const { return block_offset_; }
+  int64_t rows_per_block() const { return rows_per_block_; }
+  // Rows listed in ids copied as stored (no widening, no padding) into out [ids.size(), cols()]
+  // of dtype() (any host memory); ids and the values of a mapped table checked as by gather().
+  void gather_stored(const std::vector<int64_t>& ids, Tensor& out) const;
   // Rows listed in ids into out ([ids.size(), width()], any host memory), in parallel; ids are
   // checked, and so are the values of a mapped table (NaN/Inf: gt::Error naming the file, row and
   // column; a tensor's values are the caller's, checked by load_dataset when read from a file).

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "kernels/gather.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
 
 namespace gt {
 namespace flow = tbb::flow;
@@ -33,6 +35,8 @@ struct Work {
   Tensor device_features;         // [capacity, F], filled chunk by chunk by K
   int64_t rows_done = 0;
   int64_t cache_misses = 0, h2d_bytes = 0;
+  bool counted_on_device = false;  // its hits and host reads are in the pipeline's device counters
+  Event gathered;  // a device gather of a mapped file's rows: its values are checked after it
 };
 using Msg = std::shared_ptr<Work>;
 
@@ -52,6 +56,12 @@ struct BatchPipeline::Impl {
       : features(f), labels(l), sampler(s), ctx(c), opts(o), trace(t) {}
 
   const FeatureTable features;
+  // Where a device gather reads rows (kernels/gather.h): the cache and/or the mapped host table.
+  RowTiers tiers;
+  bool device_rows = false;  // every row can be read by the GPU (mapped host table, or a full cache)
+  bool check_values = false;  // a mapped file read in place: its values are checked by the gather
+  GatherCounters counters;    // cache hits, host reads, first bad row: on the device
+  Tensor bad_row;             // pinned int64 [1]: counters' third slot, copied after each gather
   const std::vector<int32_t>& labels;
   const NeighborSampler& sampler;
   const Context& ctx;
@@ -132,6 +142,10 @@ struct BatchPipeline::Impl {
   // The whole batch on the GPU (PipelineOptions::gpu): S, R, and K when the rows are resident.
   void do_gpu_batch(const Msg& w);
   void do_gpu_lookup(const Msg& w);  // K for GPU-sampled batches whose rows are on the host
+  // A mapped file read in place: copy the gather's bad-row slot to the host after the gather, and
+  // throw the CPU gather's error (file, row, column) when it names a row.
+  Event after_gather(Stream s);
+  void check_gathered(const Work& w);
   std::unique_ptr<flow::function_node<Msg, Msg>> gpu_node, gpu_lookup;
   // A batch entered its first stage: count it for the in-flight peak.
   void admit() {
@@ -282,11 +296,19 @@ bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
   const int64_t need = c.begin + rows;
   const bool cuda = ctx.is_cuda();
   const FeatureCache* cache = cuda ? opts.cache : nullptr;
+  const bool zero_copy = cuda && opts.host != nullptr;
   Tensor staging, index;
   int64_t misses = rows;
   {
     ScopedStage st(trace, "K", "lookup", w->seq, &out.gather_ms);
-    if (cache) {
+    if (zero_copy) {
+      // The GPU reads the rows itself: only the ids cross.
+      index = Tensor::empty({rows}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+      int32_t* idx = index.data<int32_t>();
+      for (int64_t i = 0; i < rows; ++i) idx[i] = static_cast<int32_t>(c.ids[static_cast<std::size_t>(i)]);
+      misses = 0;  // counted on the device
+      w->counted_on_device = true;
+    } else if (cache) {
       // Rows in the cache are referenced by slot; only the others are gathered and copied.
       index = Tensor::empty({rows}, DType::kInt32, Device::cpu(), /*pinned=*/true);
       int32_t* idx = index.data<int32_t>();
@@ -301,10 +323,14 @@ bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
         }
       }
       misses = static_cast<int64_t>(miss_ids.size());
-      staging = Tensor::empty({misses, F}, DType::kFloat32, Device::cpu(), /*pinned=*/true);
-      gather_rows(features, miss_ids, staging);
+      staging = Tensor::empty({misses, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
+      features.gather_stored(miss_ids, staging);
+    } else if (cuda) {
+      // Rows as stored (16-bit rows cross in 16 bits); widened on the device.
+      staging = Tensor::empty({rows, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
+      features.gather_stored(c.ids, staging);
     } else {
-      staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/cuda);
+      staging = Tensor::empty({rows, F}, DType::kFloat32, Device::cpu(), /*pinned=*/false);
       gather_rows(features, c.ids, staging);
     }
   }
@@ -332,27 +358,50 @@ bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
       }
       w->device_features = grown;
     }
-    if (cache && rows) {
-      Tensor dev_staged = staging.to(ctx.device(), ctx.copy_stream());
-      Tensor dev_index = index.to(ctx.device(), ctx.copy_stream());
-      Tensor dst = w->device_features.rows(c.begin, need);
-      gather_mixed_rows(cache->table(), dev_staged, dev_index, dst, ctx.copy_stream());
-      out.keep_alive.insert(out.keep_alive.end(), {index, dev_staged, dev_index});
+    Tensor dst = w->device_features.rows(c.begin, need);
+    if (zero_copy && rows) {
+      Tensor dev_ids = index.to(ctx.device(), ctx.copy_stream());
+      gather_tiered(tiers, dev_ids, dst, &counters, /*sorted=*/true, check_values, ctx.copy_stream());
+      out.keep_alive.insert(out.keep_alive.end(), {index, dev_ids});
     } else if (rows) {
-      w->device_features.rows(c.begin, need).copy_from(staging, ctx.copy_stream());
+      Tensor dev_staged = staging.to(ctx.device(), ctx.copy_stream());
+      Tensor dev_index = cache ? index.to(ctx.device(), ctx.copy_stream()) : Tensor();
+      gather_staged(tiers, dev_staged, dev_index, dst, ctx.copy_stream());
+      out.keep_alive.insert(out.keep_alive.end(), {staging, dev_staged});  // pinned: read asynchronously
+      if (cache) out.keep_alive.insert(out.keep_alive.end(), {index, dev_index});
     }
-    out.keep_alive.push_back(staging);  // pinned: the copy reads it asynchronously
   }
   w->rows_done = need;
   w->cache_misses += misses;
-  w->h2d_bytes += misses * F * 4 + (cache ? rows * 4 : 0);
+  w->h2d_bytes += misses * features.row_bytes() + (cache || zero_copy ? rows * 4 : 0);
   if (!c.last) return false;
 
   int64_t prev = capacity_hint.load();
   while (need > prev && !capacity_hint.compare_exchange_weak(prev, need)) {
   }
+  if (zero_copy && check_values) {
+    w->gathered = after_gather(ctx.copy_stream());
+    check_gathered(*w);
+  }
   finish_batch(w, need);
   return true;
+}
+
+Event BatchPipeline::Impl::after_gather(Stream s) {
+  copy_bytes(bad_row.raw(), Device::cpu(), static_cast<const char*>(counters.values.raw()) + 2 * sizeof(int64_t),
+             ctx.device(), sizeof(int64_t), s);
+  return Event::record(s);
+}
+
+void BatchPipeline::Impl::check_gathered(const Work& w) {
+  w.gathered.synchronize();
+  const int64_t bad = *bad_row.data<int64_t>();
+  if (bad == std::numeric_limits<int64_t>::max()) return;
+  if (bad < 0) GT_THROW("BatchPipeline", "", "a batch listed a node id outside the feature table");
+  // The CPU gather of that row names the file, the row and the column.
+  Tensor one = Tensor::empty({1, features.width()}, DType::kFloat32);
+  gather_rows(features, {bad}, one);
+  GT_THROW(features.path(), "", "feature row ", bad, " holds a value that is not finite");
 }
 
 void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
@@ -361,8 +410,8 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
   const FeatureCache* cache = cuda ? opts.cache : nullptr;
   out.features = w->device_features.rows(0, need);
   // The batch's feature bytes: its buffer (device, or host for CPU training) and, on a GPU, the
-  // pinned staging of the rows that crossed PCIe.
-  const int64_t bytes = (need + (cuda ? w->cache_misses : 0)) * features.width() * 4;
+  // pinned staging of the rows that crossed PCIe (none when the GPU read them in place).
+  const int64_t bytes = need * features.width() * 4 + (cuda ? w->cache_misses * features.row_bytes() : 0);
   int64_t largest = largest_batch_bytes.load();
   while (bytes > largest && !largest_batch_bytes.compare_exchange_weak(largest, bytes)) {
   }
@@ -386,8 +435,10 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     totals.transfer_ms += out.transfer_ms + out.transfer_features_ms;
     totals.sampled_edges += out.sampled_edges;
     totals.h2d_bytes += cuda ? w->h2d_bytes : 0;
-    totals.cache_hits += cache ? need - w->cache_misses : 0;
-    totals.cache_misses += cache ? w->cache_misses : 0;
+    if (!w->counted_on_device) {
+      totals.cache_hits += cache ? need - w->cache_misses : 0;
+      totals.cache_misses += cache ? w->cache_misses : 0;
+    }
     ++totals.batches;
   }
 }
@@ -412,16 +463,17 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
     out.sample_ms = g.sample_ms;
     out.reindex_ms = g.reindex_ms;
     const int64_t n_in = g.input_nodes.size(0);
-    const FeatureCache* cache = opts.cache;
-    if (cache && cache->rows() == features.rows()) {
-      // Every row is resident (cached in id order, so a node's slot is its id): K is one gather
-      // kernel on the device, nothing crosses PCIe but the labels.
+    if (device_rows) {
+      // Every row is readable by the GPU (cached, or in the mapped host table): K is one gather
+      // kernel on the device, cached rows from device memory and the others over PCIe in place;
+      // nothing goes back to the host.
       ScopedStage st(trace, "K (GPU)", "lookup", w->seq, &out.gather_ms);
       w->device_features = Tensor::empty({n_in, features.width()}, DType::kFloat32, ctx.device());
-      Tensor none = Tensor::empty({0, features.width()}, DType::kFloat32, ctx.device());
-      gather_mixed_rows(cache->table(), none, g.input_nodes, w->device_features, s);
+      gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s);
       out.keep_alive.push_back(g.input_nodes);
       w->rows_done = n_in;
+      w->counted_on_device = true;
+      if (check_values) w->gathered = after_gather(s);  // checked by the next node
       finish_batch(w, n_in);
     } else {
       // Rows on the host: the input ids come back; the next node gathers them as K does in the
@@ -437,7 +489,10 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
 
 void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {
   guarded([&] {
-    if (w->rows_done > 0 || !w->out) return;  // gathered on the device already
+    if (w->rows_done > 0 || !w->out) {  // gathered on the device already
+      if (!w->gathered.empty()) check_gathered(*w);
+      return;
+    }
     Chunk c;
     c.work = w;
     c.begin = 0;
@@ -455,9 +510,34 @@ BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int
     GT_CHECK_ARG(ctx.is_cuda() && opts.gpu->device() == ctx.device(), "GPU sampling on ", opts.gpu->device().str(),
                  " for a pipeline that feeds ", ctx.device().str(), ": both must be the same CUDA device");
   if (opts.cache)
-    GT_CHECK_ARG(opts.cache->table().size(1) == features.width(), "the GPU feature cache holds rows of ",
-                 opts.cache->table().size(1), " floats but the pipeline gathers rows of ", features.width(),
-                 ": build the cache from the same feature table");
+    GT_CHECK_ARG(opts.cache->table().size(1) == features.cols() && opts.cache->table().dtype() == features.dtype() &&
+                     opts.cache->num_nodes() == features.rows(),
+                 "the GPU feature cache holds ", opts.cache->num_nodes(), " nodes' rows of ", opts.cache->table().size(1),
+                 " ", dtype_name(opts.cache->table().dtype()), " values but the pipeline gathers ", features.rows(),
+                 " rows of ", features.cols(), " ", dtype_name(features.dtype()), ": build the cache from the same table");
+  if (opts.host) GT_CHECK_ARG(ctx.is_cuda(), "a mapped host table feeds a GPU pipeline, not ", ctx.device().str());
+  Impl& m = *impl_;
+  m.tiers.dtype = features.dtype();
+  m.tiers.cols = features.cols();
+  m.tiers.num_nodes = features.rows();
+  if (ctx.is_cuda()) {
+    if (opts.cache) m.tiers = opts.cache->tiers();
+    if (opts.host) {
+      const RowTiers h = opts.host->tiers(ctx.device());
+      m.tiers.host = h.host;
+      m.tiers.block_offsets = h.block_offsets;
+      m.tiers.rows_per_block = h.rows_per_block;
+      m.tiers.block_alignment = h.block_alignment;
+      m.check_values = features.mapped();
+    }
+    m.device_rows = opts.host || (opts.cache && opts.cache->rows() == features.rows());
+    if (opts.host || opts.cache) {
+      set_current_device(ctx.device());
+      m.counters = GatherCounters::make(ctx.device(), ctx.copy_stream());
+      stream_synchronize(ctx.copy_stream());
+      m.bad_row = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
+    }
+  }
   impl_->build(sampler.num_layers());
 }
 
@@ -531,6 +611,18 @@ PipelineTotals BatchPipeline::totals() const {
   t.cas_retries = impl_->lock_stats.cas_retries.load();
   t.largest_batch_bytes = impl_->largest_batch_bytes.load();
   t.peak_in_flight = impl_->peak_in_flight.load();
+  const Impl& m = *impl_;
+  if (m.counters.values.defined()) {
+    // Device gathers count their rows on the device: hits, and rows read from the host in place.
+    set_current_device(m.ctx.device());
+    stream_synchronize(m.ctx.copy_stream());
+    const std::vector<int64_t> c = m.counters.values.to(Device::cpu()).to_vector<int64_t>();
+    if (m.opts.cache) {
+      t.cache_hits += c[0];
+      t.cache_misses += c[1];
+    }
+    t.h2d_bytes += c[1] * m.features.row_bytes();
+  }
   return t;
 }
 

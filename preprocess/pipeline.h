@@ -14,9 +14,17 @@
 // device memory stay bounded, and a sequencer_node hands batches over in order.
 //
 // With PipelineOptions::gpu (sampling.device: gpu) one serial node replaces S, R and K: the batch is
-// sampled and reindexed by kernels on the copy stream (preprocess/gpu_sampler.h) and, when the GPU
-// cache holds every row, its features are gathered there too; otherwise K gathers on the host as
-// above. PipelineOptions::max_bytes bounds the feature bytes of the batches in flight as well.
+// sampled and reindexed by kernels on the copy stream (preprocess/gpu_sampler.h) and, when its rows
+// can all be read from the device (a cache of every row, or the cache plus the host table mapped
+// for the GPU: PipelineOptions::host), gathered there too by one kernel, with no host round trip;
+// otherwise K gathers on the host as above. PipelineOptions::max_bytes bounds the feature bytes
+// of the batches in flight as well.
+//
+// Where K's rows come from on a GPU (kernels/gather.h): with PipelineOptions::host, K is a gather
+// kernel on the copy stream that reads cached rows from the device and the others from host memory
+// through mapped pointers (zero copy): a CPU-sampled chunk only sends its ids. Without it, the
+// CPU gathers the rows the cache lacks, as stored, into pinned staging, which is copied and widened
+// on the device. Rows stored in 16 bits cross PCIe in 16 bits either way.
 //
 // For the same seeds and keys the blocks and features are bitwise identical to BatchLoader's
 // serial path, with or without GPU sampling. An exception in any stage cancels the graph and the
@@ -38,6 +46,7 @@ namespace gt {
 
 class FeatureCache;
 class GpuSampler;
+class MappedHostTable;
 
 struct PipelineOptions {
   int64_t prefetch = 4;                 // batches in flight between the limiter and the trainer
@@ -50,6 +59,9 @@ struct PipelineOptions {
   // seen times prefetch would exceed it; one batch is always admitted, however large. Until the
   // first batch is measured, one at a time.
   int64_t max_bytes = 0;
+  // The feature table mapped for the GPU (preprocess/host_table.h, CUDA only): K reads the rows
+  // that the cache does not hold from host memory with a gather kernel (zero copy).
+  const MappedHostTable* host = nullptr;
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed

@@ -9,6 +9,7 @@
 #include "framework/rng.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
 #include "preprocess/pipeline.h"
 
 namespace gt {
@@ -147,8 +148,10 @@ TEST(GpuSampler, NeedsCudaBuild) {
 }
 
 // The pipeline with GPU sampling gives the serial CPU path's batches: features gathered on the
-// host (no cache), mixed (a cache of some rows), or on the device (every row cached).
-void gpu_pipeline_equals_serial(int64_t cache_rows) {
+// host (no cache), mixed (a cache of some rows), or on the device (every row cached); with
+// zero_copy, the rows the cache lacks are read from the mapped host table by the GPU, and CPU
+// sampling (the chunked K) is checked the same way.
+void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool gpu_sampling = true) {
   Graph g(3000, 8);
   Context ctx(Device::cuda(0));
   NeighborSampler cpu(g.view(), {6, 4, 3}, false, 5);
@@ -162,12 +165,17 @@ void gpu_pipeline_equals_serial(int64_t cache_rows) {
   std::vector<uint64_t> keys;
   for (std::size_t i = 0; i < batches.size(); ++i) keys.push_back(500 + i);
   BatchLoader serial(g.features, g.labels, cpu, ctx);
+  const FeatureTable table(g.features);
+  std::unique_ptr<MappedHostTable> host;
+  if (zero_copy) host = std::make_unique<MappedHostTable>(table);
   PipelineOptions o;
   o.prefetch = 3;
   o.cache = cache.get();
-  o.gpu = &gpu;
-  BatchPipeline pipe(g.features, g.labels, cpu, ctx, o);
+  o.gpu = gpu_sampling ? &gpu : nullptr;
+  o.host = host.get();
+  BatchPipeline pipe(table, g.labels, cpu, ctx, o);
   pipe.start(batches, keys);
+  int64_t rows = 0;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     SCOPED_TRACE("batch " + std::to_string(i));
     auto got = pipe.next();
@@ -178,13 +186,37 @@ void gpu_pipeline_equals_serial(int64_t cache_rows) {
     EXPECT_EQ(got->features.shape(), want.features.shape());
     EXPECT_EQ(got->features.to_vector<float>(), want.features.to_vector<float>());  // bitwise
     EXPECT_EQ(got->labels.to_vector<int32_t>(), want.labels.to_vector<int32_t>());
+    rows += want.features.size(0);
   }
   EXPECT_EQ(pipe.next(), nullptr);
   PipelineTotals t = pipe.totals();
   EXPECT_EQ(t.batches, 10);
   EXPECT_GT(t.sampled_edges, 0);
-  if (cache_rows >= g.n) EXPECT_EQ(t.h2d_bytes, 0);  // nothing but labels crosses PCIe
+  if (cache_rows >= g.n && gpu_sampling) EXPECT_EQ(t.h2d_bytes, 0);  // nothing but labels crosses PCIe
   else EXPECT_GT(t.h2d_bytes, 0);
+  if (cache) {
+    EXPECT_EQ(t.cache_hits + t.cache_misses, rows);  // every row counted once, on the host or the device
+    EXPECT_GT(t.cache_hits, 0);
+  }
+  if (zero_copy && gpu_sampling) {
+    // Only rows read in place cross: their stored bytes, counted by the gather kernel.
+    const int64_t misses = cache ? t.cache_misses : rows;
+    EXPECT_EQ(t.h2d_bytes, misses * table.row_bytes());
+  }
+}
+
+TEST(GpuSampler, PipelineZeroCopyEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gpu_pipeline_equals_serial(0, /*zero_copy=*/true);
+}
+TEST(GpuSampler, PipelineZeroCopyPartialCacheEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gpu_pipeline_equals_serial(1000, /*zero_copy=*/true);
+}
+TEST(GpuSampler, PipelineCpuSamplingZeroCopyEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gpu_pipeline_equals_serial(0, /*zero_copy=*/true, /*gpu_sampling=*/false);
+  gpu_pipeline_equals_serial(1000, /*zero_copy=*/true, /*gpu_sampling=*/false);
 }
 
 TEST(GpuSampler, PipelineHostRowsEqualsSerialCuda) {

@@ -177,36 +177,43 @@ TEST(Reindex, MatchesSerialFirstAppearance) {
 namespace gt {
 namespace {
 
-void gather_mixed(Device d) {
+// Staged rows (tier 3 of kernels/gather.h): cache rows by slot, the others from the staging, widened
+// and padded; the same on both devices; codes out of range are errors on the CPU.
+void gather_staged_rows(Device d) {
   Context ctx(d);
+  RowTiers t;
+  t.cols = 6;
+  t.num_nodes = 9;
   Tensor cache = Tensor::empty({5, 6}, DType::kFloat32), staged = Tensor::empty({3, 6}, DType::kFloat32);
   for (int i = 0; i < 30; ++i) cache.data<float>()[i] = static_cast<float>(i);
   for (int i = 0; i < 18; ++i) staged.data<float>()[i] = -1.0f - static_cast<float>(i);
+  t.cache = cache.to(d);
+  t.slot = Tensor::from_vector<int32_t>(std::vector<int32_t>(9, -1)).to(d);
   Tensor index = Tensor::from_vector<int32_t>({4, -1, 0, -3, 2});
-  Tensor out = Tensor::empty({5, 6}, DType::kFloat32, d);
+  Tensor out = Tensor::empty({5, 8}, DType::kFloat32, d);
   out.fill_bytes(0xFF, ctx.stream());  // poison
-  Tensor dc = cache.to(d), ds = staged.to(d), di = index.to(d);
-  gather_mixed_rows(dc, ds, di, out, ctx.stream());
+  Tensor ds = staged.to(d), di = index.to(d);
+  gather_staged(t, ds, di, out, ctx.stream());
   ctx.synchronize();
   std::vector<float> got = out.to_vector<float>();
   const int src_rows[5] = {4, -1, 0, -3, 2};
   for (int i = 0; i < 5; ++i)
-    for (int j = 0; j < 6; ++j) {
+    for (int j = 0; j < 8; ++j) {
       int k = src_rows[i];
-      float want = k >= 0 ? cache.data<float>()[k * 6 + j] : staged.data<float>()[(-k - 1) * 6 + j];
-      EXPECT_EQ(got[static_cast<std::size_t>(i * 6 + j)], want) << i << "," << j;
+      float want = j >= 6 ? 0.0f : k >= 0 ? cache.data<float>()[k * 6 + j] : staged.data<float>()[(-k - 1) * 6 + j];
+      EXPECT_EQ(got[static_cast<std::size_t>(i * 8 + j)], want) << i << "," << j;
     }
   if (d.is_cpu()) {
     Tensor bad = Tensor::from_vector<int32_t>({7});
     Tensor o1 = Tensor::empty({1, 6}, DType::kFloat32);
-    EXPECT_THROW(gather_mixed_rows(cache, staged, bad, o1), Error);
+    EXPECT_THROW(gather_staged(t, staged, bad, o1), Error);
   }
 }
 
-TEST(Gather, MixedRows) { gather_mixed(Device::cpu()); }
-TEST(Gather, MixedRowsCuda) {
+TEST(Gather, StagedRows) { gather_staged_rows(Device::cpu()); }
+TEST(Gather, StagedRowsCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  gather_mixed(Device::cuda(0));
+  gather_staged_rows(Device::cuda(0));
 }
 
 // A byte budget bounds the batches in flight by the largest batch seen (at least one is always

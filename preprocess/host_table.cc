@@ -1,0 +1,99 @@
+#include "preprocess/host_table.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "framework/error.h"
+#ifdef GT_WITH_CUDA
+#include "framework/cuda_check.h"
+#endif
+
+namespace gt {
+
+MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
+#ifdef GT_WITH_CUDA
+  file_ = table.mapped();
+  const char* first = static_cast<const char*>(file_ ? table.map_base() : table.dense_data());
+  const int64_t len = file_ ? table.map_bytes() : table.rows() * table.row_bytes();
+  if (!first || len == 0) {
+    // An empty table: nothing to register, nothing will be read.
+    device_ptr_ = first;
+    return;
+  }
+  // Whole pages: the driver pins pages, and a table allocated by malloc starts past a header.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(first) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(first) + static_cast<uintptr_t>(len) + page - 1) / page * page;
+  base_ = reinterpret_cast<void*>(lo);
+  bytes_ = static_cast<int64_t>(hi - lo);
+  const auto t0 = std::chrono::steady_clock::now();
+  cudaError_t err = cudaHostRegister(base_, static_cast<std::size_t>(bytes_),
+                                     cudaHostRegisterMapped | cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+  if (err == cudaErrorHostMemoryAlreadyRegistered) {
+    (void)cudaGetLastError();  // pinned already (allocated page-locked): usable as it is
+  } else if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    GT_THROW(file_ ? table.path() : std::string("train.host_features"),
+             "set train.host_features: cpu_gather (the CPU gathers the rows and copies them)",
+             "the GPU cannot map the ", file_ ? "memory-mapped feature table" : "feature table", " (", bytes_ >> 20,
+             " MiB): cudaHostRegister: ", cudaGetErrorString(err));
+  } else {
+    registered_ = true;
+  }
+  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  void* dev = nullptr;
+  GT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, const_cast<char*>(first), 0));
+  device_ptr_ = dev;
+  if (file_) {
+    // Row blocks begin where the file put them: the widest load the gather may use is bounded by
+    // their alignment as well as by the row size.
+    int64_t a = 16;
+    for (int64_t off : table.block_offsets())
+      while (a > 2 && off % a != 0) a /= 2;
+    block_alignment_ = a;
+    if (table.elem_bytes() == 4 && a < 4)
+      GT_THROW(table.path(), "set train.host_features: cpu_gather",
+               "the float32 feature blocks of this file are not 4-byte aligned: the GPU cannot read them in place");
+  }
+#else
+  (void)table_;
+  throw_built_without_cuda("MappedHostTable");
+#endif
+}
+
+MappedHostTable::~MappedHostTable() {
+#ifdef GT_WITH_CUDA
+  if (registered_) (void)cudaHostUnregister(base_);
+#endif
+}
+
+RowTiers MappedHostTable::tiers(Device d) const {
+  RowTiers t;
+  t.dtype = table_.dtype();
+  t.cols = table_.cols();
+  t.num_nodes = table_.rows();
+  if (!file_) {
+    t.host = device_ptr_;
+    return t;
+  }
+  // Block offsets are relative to the mapping's start, which is what device_ptr_ points to.
+  t.host = device_ptr_;
+  t.rows_per_block = table_.rows_per_block();
+  t.block_alignment = block_alignment_;
+  std::lock_guard<std::mutex> lock(mu_);
+  Tensor& off = offsets_[d.index];
+  if (!off.defined()) off = Tensor::from_vector(table_.block_offsets()).to(d);
+  t.block_offsets = off;
+  return t;
+}
+
+std::string MappedHostTable::describe() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.2f GB %s read by the GPU in place (zero copy; registered in %.2f s)",
+                static_cast<double>(bytes_) / 1e9, file_ ? "of the memory-mapped file" : "in host memory", seconds_);
+  return buf;
+}
+
+}  // namespace gt

@@ -1,0 +1,59 @@
+// A feature table in host memory that the GPUs of this process read directly (tier 2 of
+// ARCHITECTURE.md, "Where feature rows come from"): the table's memory is page-locked once and
+// mapped into every device's address space, so a gather kernel (kernels/gather.h) reads a batch's
+// rows over PCIe straight into the batch's device buffer. No CPU thread touches the rows and no
+// staging buffer or copy is involved; the copy engines stay free.
+//
+// What can be mapped:
+//   - a table in memory (dataset.features: memory): its pages are registered (cudaHostRegister,
+//     read-only, portable to all devices). Registration pins every page of the table: it takes
+//     about a second per 10-20 GB and that much host memory stays resident while training;
+//   - a memory-mapped dataset file (dataset.features: mmap): the read-only file mapping is
+//     registered the same way, which faults in and pins every page of the file, the whole table
+//     then resident as for `memory`. Whether the driver accepts a file-backed read-only mapping
+//     depends on the driver and the file system: when it refuses, the error says so and the
+//     trainer keeps the CPU gather for that table (train.host_features: auto).
+// The registration is undone when the object goes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "kernels/gather.h"
+#include "preprocess/feature_table.h"
+
+namespace gt {
+
+class MappedHostTable {
+ public:
+  // Registers `table`'s memory for the GPUs (it must outlive this object). Throws gt::Error with
+  // the driver's reason when it cannot (and in a build without CUDA).
+  explicit MappedHostTable(const FeatureTable& table);
+  ~MappedHostTable();
+  MappedHostTable(const MappedHostTable&) = delete;
+  MappedHostTable& operator=(const MappedHostTable&) = delete;
+
+  // The host tier of a gather on device d (dtype, cols, node count, pointer; for a mapped file the
+  // row blocks' offsets, copied to d on first use). Thread-safe.
+  RowTiers tiers(Device d) const;
+  int64_t bytes() const { return bytes_; }        // registered bytes
+  double register_seconds() const { return seconds_; }
+  bool file_backed() const { return file_; }
+  // One line for logs: what is mapped, how large, how long registration took.
+  std::string describe() const;
+
+ private:
+  const FeatureTable& table_;
+  void* base_ = nullptr;    // registered range (page-aligned)
+  int64_t bytes_ = 0;
+  const void* device_ptr_ = nullptr;  // the table's first byte as the devices see it
+  bool registered_ = false, file_ = false;
+  double seconds_ = 0;
+  int64_t block_alignment_ = 16;
+  mutable std::mutex mu_;
+  mutable std::map<int, Tensor> offsets_;  // per device index
+};
+
+}  // namespace gt
