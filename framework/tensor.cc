@@ -14,6 +14,8 @@ std::size_t dtype_size(DType t) {
     case DType::kFloat64: return 8;
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
+    case DType::kBFloat16: return 2;
+    case DType::kFloat16: return 2;
   }
   return 0;
 }
@@ -24,6 +26,8 @@ const char* dtype_name(DType t) {
     case DType::kFloat64: return "float64";
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat16: return "float16";
   }
   return "?";
 }
