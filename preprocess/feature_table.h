@@ -81,7 +81,7 @@ class FeatureTable {
   // A mapped table: the whole file's read-only mapping (nullptr and 0 for a tensor, or an empty
   // file), and where its row blocks lie in it: row r is at map_base() +
   // block_offsets()[r / rows_per_block()] + (r % rows_per_block()) * row_bytes(). A tensor has
-  // no blocks (block_offsets() empty).
+  // no blocks (block_offsets() empty, rows_per_block() 1): use dense_data().
   const void* map_base() const { return base_; }
   int64_t map_bytes() const;
   const std::vector<int64_t>& block_offsets() const { return block_offset_; }
