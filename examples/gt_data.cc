@@ -3,15 +3,23 @@
 // It turns graph data into the HDF5 dataset files that gt-train and the library read
 // (docs/dataset-format.md describes the layout), and describes such files:
 //
-//   gt-data import-ogb DIR OUT.h5 [--split NAME] [--directed]
+//   gt-data import-ogb DIR OUT.h5 [--split NAME] [--directed] [--feature-dtype T]
 //       Imports a node-classification dataset in the raw layout of the Open Graph Benchmark
 //       (DIR/raw/*.csv.gz, DIR/split/<scheme>/*.csv.gz), e.g. an ogbn-* download or one of
 //       the folders of shared/data. Undirected edges get both directions.
 //   gt-data synth OUT.h5 [--preset default|products] [--nodes N] [--avg-degree D] ...
 //       Generates a synthetic power-law graph whose features and homophilous edges make a GNN
 //       beat an MLP. The products preset has the size of ogbn-products.
+//   gt-data convert IN.h5 OUT.h5 --feature-dtype T
+//       Rewrites a dataset with its feature table stored in another type, streaming the rows in
+//       blocks; everything else is copied as it is.
+//
+// T, the feature table's stored type, is float32 (the default), bfloat16 (bf16) or float16
+// (fp16): 16-bit tables take half the bytes and are widened to float32 as rows are gathered
+// (preprocess/feature_dtype.h); values are rounded to nearest even, and a value the type cannot
+// hold (NaN, Inf, |x| >= 65520 for float16) is an error naming the row and column.
 //   gt-data info FILE
-//       Prints sizes, how the feature table is stored, degree statistics, splits and label
+//       Prints sizes, how the feature table is stored (its type included), degree statistics, splits and label
 //       counts; a feature table of the wrong shape or type is an error.
 //   gt-data check FILE
 //       Reads the whole file and holds it to every rule a load does, every feature value
@@ -38,14 +46,16 @@
 #include "framework/temp_files.h"
 #include "framework/version.h"
 #include "preprocess/dataset.h"
+#include "preprocess/feature_dtype.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  gt-data import-ogb DIR OUT.h5 [--split NAME] [--directed]
+  gt-data import-ogb DIR OUT.h5 [--split NAME] [--directed] [--feature-dtype T]
   gt-data synth OUT.h5 [options]
+  gt-data convert IN.h5 OUT.h5 --feature-dtype T
   gt-data info FILE
   gt-data check FILE
   gt-data --help | --version
@@ -54,6 +64,9 @@ Each option may be given once; "--" ends the options (for file names that begin 
 import-ogb  reads an OGB node-property folder (DIR/raw/*.csv.gz, DIR/split/<scheme>/)
   --split NAME     split scheme under DIR/split (default: the only one there)
   --directed       keep edges u -> v only (default: add the reverse edges)
+  --feature-dtype T  type the feature table is stored in: float32 (default), bfloat16 (bf16)
+                   or float16 (fp16); 16-bit values are rounded to nearest even, and a value
+                   the type cannot hold (float16: |x| >= 65520) is an error
 
 synth  generates a synthetic power-law graph with class-homophilous edges
   --preset P       default (20000 nodes, avg degree 15, 64 features, 8 classes) or
@@ -74,8 +87,13 @@ synth  generates a synthetic power-law graph with class-homophilous edges
   --signal S       class signal against unit noise in the features, in [0, 1e6] (default 0.18)
   --seed S         random seed (default 0); the output depends only on the options
   --threads T      worker threads (default: all cores)
+  --feature-dtype T  float32 (default), bfloat16 (bf16) or float16 (fp16), as for import-ogb
 
-info  prints sizes, the feature table's type and storage, in-degree statistics, splits and
+convert  rewrites IN.h5 as OUT.h5 with the feature table stored in another type, streaming
+  the rows in blocks of about 64 MiB; graph, labels, splits and source are copied as they are
+  --feature-dtype T  float32, bfloat16 (bf16) or float16 (fp16); required
+
+info  prints sizes, the feature table's type (float32, bfloat16, float16) and storage, in-degree statistics, splits and
   label counts of a dataset file
 
 check  reads a whole dataset file (the feature table in blocks of about 64 MiB) and applies
@@ -193,8 +211,19 @@ void print_summary(const std::string& path) {
   std::cout << " unlabelled:" << unlabelled << "\n";
 }
 
+// The value of --feature-dtype (float32 when absent); an unknown name is a usage error.
+gt::DType feature_dtype_flag(const Args& a) {
+  auto it = a.flags.find("--feature-dtype");
+  if (it == a.flags.end()) return gt::DType::kFloat32;
+  try {
+    return gt::parse_feature_dtype(it->second, "--feature-dtype");
+  } catch (const gt::Error&) {
+    usage_error("invalid value '" + it->second + "' for --feature-dtype (float32, bfloat16, bf16, float16 or fp16)");
+  }
+}
+
 int cmd_import(int argc, char** argv) {
-  Args a = parse_args(argc, argv, 2, {"--split"}, {"--directed"});
+  Args a = parse_args(argc, argv, 2, {"--split", "--feature-dtype"}, {"--directed"});
   if (a.positional.size() != 2) usage_error("import-ogb needs DIR and OUT.h5");
   gt::OgbImportOptions opts;
   if (a.flags.count("--split")) {
@@ -202,6 +231,7 @@ int cmd_import(int argc, char** argv) {
     if (opts.split.empty()) usage_error("--split got an empty name (leave the option out to use the only scheme)");
   }
   opts.directed = a.flags.count("--directed") > 0;
+  opts.feature_dtype = feature_dtype_flag(a);
   opts.warning = warn;
   check_output_writable(a.positional[1]);
   auto t0 = std::chrono::steady_clock::now();
@@ -215,7 +245,7 @@ int cmd_import(int argc, char** argv) {
 int cmd_synth(int argc, char** argv) {
   Args a = parse_args(argc, argv, 2,
                       {"--preset", "--nodes", "--avg-degree", "--max-degree", "--exponent", "--features",
-                       "--classes", "--homophily", "--signal", "--seed", "--threads"},
+                       "--classes", "--homophily", "--signal", "--seed", "--threads", "--feature-dtype"},
                       {});
   if (a.positional.size() != 1) usage_error("synth needs exactly one output file");
   gt::SynthOptions o;
@@ -252,6 +282,7 @@ int cmd_synth(int argc, char** argv) {
   if (auto v = flag("--signal")) o.signal = parse_number<double>("--signal", *v);
   if (auto v = flag("--seed")) o.seed = parse_number<uint64_t>("--seed", *v);
   if (auto v = flag("--threads")) o.threads = parse_number<int>("--threads", *v);
+  o.feature_dtype = feature_dtype_flag(a);
   check_output_writable(a.positional[0]);
   auto t0 = std::chrono::steady_clock::now();
   o.progress = [](const std::string& line) { std::cout << "gt-data: synth: " << line << std::endl; };
@@ -259,6 +290,22 @@ int cmd_synth(int argc, char** argv) {
   gt::generate_synthetic(o, a.positional[0]);
   std::cout << "gt-data: wrote " << a.positional[0] << " in " << std::fixed << std::setprecision(2)
             << seconds_since(t0) << " s\n";
+  return 0;
+}
+
+int cmd_convert(int argc, char** argv) {
+  Args a = parse_args(argc, argv, 2, {"--feature-dtype"}, {});
+  if (a.positional.size() != 2) usage_error("convert needs IN.h5 and OUT.h5");
+  if (!a.flags.count("--feature-dtype")) usage_error("convert needs --feature-dtype float32|bfloat16|float16");
+  const gt::DType dtype = feature_dtype_flag(a);
+  const std::string& in = a.positional[0];
+  const std::string& out = a.positional[1];
+  check_output_writable(out);
+  auto t0 = std::chrono::steady_clock::now();
+  gt::convert_dataset(in, out, dtype);
+  std::cout << "gt-data: converted " << in << " -> " << out << " (features " << gt::dtype_name(dtype) << ") in "
+            << std::fixed << std::setprecision(2) << seconds_since(t0) << " s\n";
+  print_summary(out);
   return 0;
 }
 
@@ -274,7 +321,7 @@ int cmd_check(int argc, char** argv) {
   if (a.positional.size() != 1) usage_error("check needs exactly one dataset file");
   const std::string& path = a.positional[0];
   const gt::DatasetCheck c = gt::check_dataset(path);
-  const double mib = static_cast<double>(c.values_checked) * 4.0 / static_cast<double>(1 << 20);
+  const double mib = static_cast<double>(c.values_checked * c.features.elem_bytes) / static_cast<double>(1 << 20);
   std::cout << std::fixed << std::setprecision(2) << "file:      " << path << "\n"
             << "graph:     " << c.info.num_nodes << " nodes, " << c.info.num_edges
             << " edges: CSR, labels and " << c.info.split_sizes.size() << " splits valid\n"
@@ -310,6 +357,7 @@ int main(int argc, char** argv) {
       }
     if (cmd == "import-ogb") return cmd_import(argc, argv);
     if (cmd == "synth") return cmd_synth(argc, argv);
+    if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "info") return cmd_info(argc, argv);
     if (cmd == "check") return cmd_check(argc, argv);
     usage_error("unknown command '" + cmd + "'");

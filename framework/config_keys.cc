@@ -288,7 +288,8 @@ const std::vector<Field>& fields() {
                 "4384, 602 -> 608, 100 -> 100). 128-byte rows put each warp's gather loads on whole cache lines"),
       string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
                    "feature normalisation on load: row = PyG's NormalizeFeatures (subtract the table's minimum, "
-                   "then divide each row by its sum, a sum below 1 counting as 1)"),
+                   "then divide each row by its sum, a sum below 1 counting as 1); a bfloat16 or float16 table is "
+                   "normalised in float32 and rounded back to its type"),
       string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),
       string_field("dataset.valid_split", GT_GET(dataset, valid_split), {}, "split for model selection"),
       string_field("dataset.test_split", GT_GET(dataset, test_split), {}, "split reported at the best validation epoch"),

@@ -17,12 +17,17 @@
 
 namespace gt {
 
-// kBFloat16 and kFloat16 are storage types (feature tables kept in 16 bits): tensors of them are
-// allocated, sliced and copied, but no arithmetic op takes them.
+// kBFloat16 and kFloat16 are storage types (16-bit feature tables, preprocess/feature_dtype.h):
+// tensors of them are created, copied, moved between devices and sliced as bytes (empty, zeros,
+// to, clone, copy_from, rows, reshape, fill_bytes), but no arithmetic op takes them. Ops check
+// for float32 through data<float>(), which throws "tensor is bfloat16, accessed as float32".
+// Their elements are accessed as uint16_t bit patterns through raw().
 enum class DType { kFloat32, kFloat64, kInt32, kInt64, kBFloat16, kFloat16 };
 
-std::size_t dtype_size(DType t);
-const char* dtype_name(DType t);
+std::size_t dtype_size(DType t);  // bytes per element: 2 for the 16-bit types
+const char* dtype_name(DType t);  // "float32", ..., "bfloat16", "float16"
+// Whether t is one of the storage-only 16-bit float types.
+constexpr bool is_16bit_float(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }
 template <> constexpr DType dtype_of<double>() { return DType::kFloat64; }

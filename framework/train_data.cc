@@ -13,6 +13,7 @@
 
 #include "framework/error.h"
 #include "framework/trainer.h"
+#include "preprocess/feature_dtype.h"
 
 namespace gt {
 
@@ -22,10 +23,59 @@ int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int
   return n;
 }
 
+namespace {
+
+// One row of normalize_rows: minus mn, then over the row's sum (a sum below 1 counting as 1).
+void normalize_row(float* row, int64_t f, float mn) {
+  if (mn != 0)
+    for (int64_t j = 0; j < f; ++j) row[j] -= mn;
+  double s = 0;
+  for (int64_t j = 0; j < f; ++j) s += row[j];
+  if (s < 1) s = 1;
+  for (int64_t j = 0; j < f; ++j) row[j] = static_cast<float>(row[j] / s);
+}
+
+// normalize_rows of a 16-bit table: each row widened (exactly), normalised in float32 as a float32
+// table is, and rounded back to nearest even, one row at a time so that the table is never held in
+// float32. The result is the float32 normalisation of the widened table, rounded.
+void normalize_rows_16bit(Tensor& features) {
+  const int64_t n = features.size(0), f = features.size(1);
+  uint16_t* x = static_cast<uint16_t*>(features.raw());
+  const bool bf16 = features.dtype() == DType::kBFloat16;
+  auto widen = [bf16](uint16_t h) { return bf16 ? half::bf16_to_float(h) : half::fp16_to_float(h); };
+  const float mn = tbb::parallel_reduce(
+      tbb::blocked_range<int64_t>(0, n * f, 1 << 16), std::numeric_limits<float>::infinity(),
+      [&](const tbb::blocked_range<int64_t>& r, float m) {
+        for (int64_t i = r.begin(); i < r.end(); ++i) m = std::min(m, widen(x[i]));
+        return m;
+      },
+      [](float a, float b) { return std::min(a, b); });
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1024), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<float> row(static_cast<std::size_t>(f));
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      uint16_t* h = x + i * f;
+      for (int64_t j = 0; j < f; ++j) row[j] = widen(h[j]);
+      normalize_row(row.data(), f, mn);
+      for (int64_t j = 0; j < f; ++j) {
+        // Normalised values lie in [0, 1]: every 16-bit type holds them.
+        bool ok = true;
+        h[j] = bf16 ? half::float_to_bf16(row[j], ok) : half::float_to_fp16(row[j], ok);
+        if (!ok)
+          GT_THROW("dataset.normalize", "set dataset.normalize: none", "row normalisation of the ",
+                   dtype_name(features.dtype()), " feature table gave ", row[j], " at row ", i, ", column ", j,
+                   ", which the type cannot hold");
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void normalize_rows(Tensor& features) {
   const int64_t n = features.size(0), f = features.size(1);
-  float* x = features.data<float>();
   if (n == 0 || f == 0) return;
+  if (is_16bit_float(features.dtype())) return normalize_rows_16bit(features);
+  float* x = features.data<float>();
   // PyG's NormalizeFeatures: the table's minimum is subtracted first, so that signed features do
   // not give signed or near-zero sums (dividing by those flipped and blew up rows: a synthetic
   // table trained to 28% instead of 94%), and a sum below 1 counts as 1. Binary features such as
@@ -38,15 +88,7 @@ void normalize_rows(Tensor& features) {
       },
       [](float a, float b) { return std::min(a, b); });
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1024), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t i = r.begin(); i < r.end(); ++i) {
-      float* row = x + i * f;
-      if (mn != 0)
-        for (int64_t j = 0; j < f; ++j) row[j] -= mn;
-      double s = 0;
-      for (int64_t j = 0; j < f; ++j) s += row[j];
-      if (s < 1) s = 1;
-      for (int64_t j = 0; j < f; ++j) row[j] = static_cast<float>(row[j] / s);
-    }
+    for (int64_t i = r.begin(); i < r.end(); ++i) normalize_row(x + i * f, f, mn);
   });
 }
 
@@ -114,8 +156,10 @@ std::string process_agreement(const Config& cfg, const Dataset& data) {
     if (std::find(std::begin(kPerProcess), std::end(kPerProcess), key) == std::end(kPerProcess)) out += entry + "\n";
   }
   out += "dataset shape: " + std::to_string(data.info.num_nodes) + " nodes, " + std::to_string(data.info.num_edges) +
-         " edges, " + std::to_string(data.info.feature_dim) + " features, " + std::to_string(data.info.num_classes) +
-         " classes\n";
+         " edges, " + std::to_string(data.info.feature_dim) + " features" +
+         // A 16-bit table gathers other values than its float32 original: named (float32 lines as before).
+         (is_16bit_float(data.info.feature_dtype) ? std::string(" (") + dtype_name(data.info.feature_dtype) + ")" : "") +
+         ", " + std::to_string(data.info.num_classes) + " classes\n";
   return out;
 }
 

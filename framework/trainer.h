@@ -109,7 +109,9 @@ class Trainer {
 };
 
 // dataset.normalize: row, as PyG's NormalizeFeatures: subtracts the table's minimum from every
-// value, then divides each row by its sum, a sum below 1 counting as 1.
+// value, then divides each row by its sum, a sum below 1 counting as 1. features is float32,
+// bfloat16 or float16 [N, F] (CPU); a 16-bit table is normalised in float32 (each row widened
+// exactly) and rounded back to its type, to nearest even, so that it stays 16-bit.
 void normalize_rows(Tensor& features);
 
 }  // namespace gt

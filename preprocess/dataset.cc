@@ -13,6 +13,7 @@
 #include "framework/error.h"
 #include "framework/hdf5_util.h"
 #include "preprocess/dataset_internal.h"
+#include "preprocess/feature_dtype.h"
 
 namespace gt {
 namespace {
@@ -110,11 +111,14 @@ int64_t read_attr_int(hid_t file, const std::string& path, const char* name) {
   return v;
 }
 
-std::string read_attr_string(hid_t file, const std::string& path, const char* name) {
+// `object` names what the attribute is attached to in messages (the file's root when empty).
+std::string read_attr_string(hid_t file, const std::string& path, const char* name, const std::string& object = {}) {
   H5Id attr = open_attr(file, path, name);
   h5::require_one_value(attr.get(), path, name);
   H5Id type(GT_H5_CHECK(H5Aget_type(attr.get()), path, name), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING) GT_THROW(path + ":" + name, {}, "attribute '", name, "' is not a string");
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    GT_THROW(path + ":" + (object.empty() ? std::string(name) : object), {}, "attribute '", name, "'",
+             object.empty() ? "" : " of " + object, " is not a string");
   if (GT_H5_CHECK(H5Tis_variable_str(type.get()), path, name) > 0) {  // as h5py writes strings
     H5Id mtype(GT_H5_CHECK(H5Tcopy(H5T_C_S1), path, name), H5Tclose);
     GT_H5_CHECK(H5Tset_size(mtype.get(), H5T_VARIABLE), path, name);
@@ -167,6 +171,32 @@ std::vector<std::string> split_names(hid_t file, const std::string& path) {
   return names;
 }
 
+// The type /features holds, from its HDF5 type and its dtype attribute (preprocess/dataset.h):
+// a uint16 table must say bfloat16 or float16; a float table has no attribute, or "float32".
+// Other element types are float32 here, and refused by open_features' check_storage.
+DType stored_feature_dtype(hid_t ds, const std::string& path) {
+  const std::string where = path + ":/features";
+  const char* hint = "16-bit tables are uint16 with dtype = bfloat16 or float16 on /features, as gt-data writes them";
+  H5Id type(GT_H5_CHECK(H5Dget_type(ds), path, "/features"), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const bool u16 = cls == H5T_INTEGER && H5Tget_size(type.get()) == 2 && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+  const bool has_attr = GT_H5_CHECK(H5Aexists(ds, "dtype"), path, "/features") > 0;
+  const std::string attr = has_attr ? read_attr_string(ds, path, "dtype", "/features") : std::string();
+  if (u16) {
+    if (!has_attr)
+      GT_THROW(where, hint, "/features of '", path,
+               "' is stored as uint16 without a dtype attribute, so it is not known to be bfloat16 or float16");
+    if (attr == "bfloat16") return DType::kBFloat16;
+    if (attr == "float16") return DType::kFloat16;
+    GT_THROW(where, hint, "/features of '", path, "' has dtype attribute '", attr,
+             "'; a uint16 table is bfloat16 or float16");
+  }
+  if (has_attr && !(cls == H5T_FLOAT && attr == "float32"))
+    GT_THROW(where, hint, "/features of '", path, "' is stored as ", type_name(type.get()), " but its dtype attribute says '",
+             attr, "'");
+  return DType::kFloat32;
+}
+
 DatasetInfo read_info(hid_t file, const std::string& path) {
   DatasetInfo info;
   info.num_nodes = read_attr_int(file, path, "num_nodes");
@@ -186,25 +216,31 @@ DatasetInfo read_info(hid_t file, const std::string& path) {
     if (dims.size() != 1) GT_THROW(path + ":" + obj, {}, obj, " is not a list of node ids");
     info.split_sizes[name] = static_cast<int64_t>(dims[0]);
   }
+  if (H5Lexists(file, "/features", H5P_DEFAULT) > 0)
+    info.feature_dtype = stored_feature_dtype(open_dataset(file, path, "/features").get(), path);
   return info;
 }
 
-// Selects rows [begin, end) of the [N, F] feature table and reads them.
-Tensor read_rows(hid_t ds, const std::string& path, int64_t n, int64_t f, int64_t begin, int64_t end) {
+// Selects rows [begin, end) of the [N, F] feature table and reads them, in the stored type
+// `dtype` (a float64 table is converted to float32 by HDF5).
+Tensor read_rows(hid_t ds, const std::string& path, int64_t n, int64_t f, int64_t begin, int64_t end, DType dtype) {
   if (begin < 0 || end < begin || end > n)
     GT_THROW(path + ":/features", {}, "feature rows [", begin, ", ", end, ") out of range for ", n, " nodes");
-  Tensor out = Tensor::empty({end - begin, f}, DType::kFloat32);
+  Tensor out = Tensor::empty({end - begin, f}, dtype);
   if (out.numel() == 0) return out;
   H5Id fspace(GT_H5_CHECK(H5Dget_space(ds), path, "/features"), H5Sclose);
   hsize_t start[2] = {static_cast<hsize_t>(begin), 0}, count[2] = {static_cast<hsize_t>(end - begin),
                                                                     static_cast<hsize_t>(f)};
   GT_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path, "/features");
   H5Id mspace(GT_H5_CHECK(H5Screate_simple(2, count, nullptr), path, "/features"), H5Sclose);
-  GT_H5_CHECK(H5Dread(ds, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, out.data<float>()), path,
-              "/features");
+  GT_H5_CHECK(H5Dread(ds, dtype == DType::kFloat32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16, mspace.get(), fspace.get(),
+                      H5P_DEFAULT, out.raw()),
+              path, "/features");
   return out;
 }
 
+// Opens /features with the checks of every reader: shape, element type (floats, or uint16 with a
+// dtype attribute: stored_feature_dtype) and stored size. info.feature_dtype is the stored type.
 H5Id open_features(hid_t file, const std::string& path, const DatasetInfo& info) {
   H5Id dapl(GT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS), path, "/features"), H5Pclose);
   // A few chunks of cache so that consecutive small row ranges do not re-read their chunk.
@@ -223,7 +259,8 @@ H5Id open_features(hid_t file, const std::string& path, const DatasetInfo& info)
   if (dims[1] != static_cast<hsize_t>(info.feature_dim))
     GT_THROW(where, hint, "/features has ", dims[1], " columns (shape [", shape, "]), but feature_dim is ",
              info.feature_dim, " (expected [", info.num_nodes, ", ", info.feature_dim, "])");
-  check_storage(file, ds.get(), path, "/features", dims, H5T_FLOAT);
+  check_storage(file, ds.get(), path, "/features", dims,
+                is_16bit_float(info.feature_dtype) ? H5T_INTEGER : H5T_FLOAT);
   return ds;
 }
 
@@ -240,7 +277,7 @@ Dataset load(const std::string& path, bool with_features) {
     ds.splits[name] = read_1d<int64_t>(file.get(), path, "/splits/" + name, size);
   if (with_features) {
     H5Id feat = open_features(file.get(), path, ds.info);
-    ds.features = read_rows(feat.get(), path, n, ds.info.feature_dim, 0, n);
+    ds.features = read_rows(feat.get(), path, n, ds.info.feature_dim, 0, n, ds.info.feature_dtype);
   }
   ds.validate(path);
   return ds;
@@ -301,7 +338,7 @@ Tensor read_feature_rows(const std::string& path, int64_t begin, int64_t end) {
 }
 
 struct FeatureReader::Impl {
-  std::string path;
+  std::string path;  // info.feature_dtype is the stored type
   DatasetInfo info;
   H5Id file, features;
   ~Impl() {
@@ -321,16 +358,23 @@ FeatureLayout feature_layout(const std::string& path) {
   FeatureLayout out;
   out.num_nodes = info.num_nodes;
   out.feature_dim = info.feature_dim;
+  out.dtype = info.feature_dtype;
+  out.elem_bytes = static_cast<int64_t>(dtype_size(info.feature_dtype));
   hsize_t file_size = 0;
   GT_H5_CHECK(H5Fget_filesize(file.get(), &file_size), path, "/features");
   out.file_size = static_cast<int64_t>(file_size);
   H5Id type(GT_H5_CHECK(H5Dget_type(ds.get()), path, "/features"), H5Tclose);
-  if (H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0)
+  if (is_16bit_float(out.dtype)) {
+    if (H5Tequal(type.get(), H5T_STD_U16LE) <= 0)
+      GT_THROW(where, hint, "/features (", dtype_name(out.dtype),
+               ") is not stored as little-endian uint16, so it cannot be memory-mapped");
+  } else if (H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0) {
     GT_THROW(where, hint, "/features is not stored as little-endian float32, so it cannot be memory-mapped");
+  }
   H5Id dcpl(GT_H5_CHECK(H5Dget_create_plist(ds.get()), path, "/features"), H5Pclose);
   if (GT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, "/features") > 0)
     GT_THROW(where, hint, "/features is compressed or filtered, so it cannot be memory-mapped");
-  const int64_t row_bytes = info.feature_dim * 4;
+  const int64_t row_bytes = info.feature_dim * out.elem_bytes;
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout == H5D_CONTIGUOUS) {
     const haddr_t addr = H5Dget_offset(ds.get());
@@ -380,7 +424,9 @@ FeatureStorage feature_storage(const std::string& path) {
   out.rows = info.num_nodes;
   out.cols = info.feature_dim;
   H5Id type(GT_H5_CHECK(H5Dget_type(ds.get()), path, "/features"), H5Tclose);
-  out.type = type_name(type.get());
+  out.dtype = info.feature_dtype;
+  out.type = is_16bit_float(out.dtype) ? dtype_name(out.dtype) : type_name(type.get());
+  out.elem_bytes = static_cast<int64_t>(H5Tget_size(type.get()));
   const H5T_order_t order = H5Tget_order(type.get());
   out.byte_order = order == H5T_ORDER_LE ? "little-endian" : order == H5T_ORDER_BE ? "big-endian" : "mixed";
   H5Id dcpl(GT_H5_CHECK(H5Dget_create_plist(ds.get()), path, "/features"), H5Pclose);
@@ -411,14 +457,17 @@ FeatureReader::~FeatureReader() = default;
 
 int64_t FeatureReader::num_nodes() const { return impl_->info.num_nodes; }
 int64_t FeatureReader::feature_dim() const { return impl_->info.feature_dim; }
+DType FeatureReader::dtype() const { return impl_->info.feature_dtype; }
 
 Tensor FeatureReader::read_rows(int64_t begin, int64_t end) {
   Tensor rows;
   {
     std::lock_guard lock(hdf5_mutex());
     rows = gt::read_rows(impl_->features.get(), impl_->path, impl_->info.num_nodes, impl_->info.feature_dim, begin,
-                         end);
+                         end, impl_->info.feature_dtype);
   }
+  // 16-bit rows widened exactly, outside the lock (NaN and Inf stay NaN and Inf for the check).
+  if (rows.dtype() != DType::kFloat32) rows = convert_features(rows, DType::kFloat32, begin, impl_->path);
   // The rule load_dataset applies to the whole table, applied to the rows read (outside the
   // HDF5 lock, so other readers go on).
   if (rows.numel() > 0)

@@ -15,6 +15,7 @@
 #include "framework/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
+#include "preprocess/feature_dtype.h"
 
 namespace gt {
 
@@ -82,6 +83,31 @@ void check_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t first
   if (first < total) throw_non_finite_feature(where, first_row + first / cols, first % cols, x[first]);
 }
 
+void check_finite_rows16(const uint16_t* x, DType dtype, int64_t rows, int64_t cols, int64_t first_row,
+                         const std::string& where) {
+  const int64_t total = rows * cols;
+  const uint16_t exp_mask = dtype == DType::kBFloat16 ? 0x7F80u : 0x7C00u;
+  const int64_t first = tbb::parallel_reduce(
+      tbb::blocked_range<int64_t>(0, total, int64_t{1} << 16), total,
+      [x, exp_mask](const tbb::blocked_range<int64_t>& r, int64_t found) {
+        for (int64_t i = r.begin(); i < r.end() && i < found; ++i)
+          if ((x[i] & exp_mask) == exp_mask) return i;
+        return found;
+      },
+      [](int64_t a, int64_t b) { return std::min(a, b); });
+  if (first < total) {
+    const float v = dtype == DType::kBFloat16 ? half::bf16_to_float(x[first]) : half::fp16_to_float(x[first]);
+    throw_non_finite_feature(where, first_row + first / cols, first % cols, v);
+  }
+}
+
+void throw_feature_out_of_range(const std::string& where, int64_t row, int64_t column, float value, DType dtype) {
+  GT_THROW(where,
+           dtype == DType::kFloat16 ? "float16 holds |x| <= 65504: scale the features, or store them as bfloat16"
+                                    : "scale the features, or store them as float32",
+           "feature row ", row, ", column ", column, " is ", value, ", outside the range of ", dtype_name(dtype));
+}
+
 }  // namespace detail
 
 void Dataset::validate(const std::string& where) const {
@@ -91,13 +117,20 @@ void Dataset::validate(const std::string& where) const {
   if (info.num_edges != static_cast<int64_t>(indices.size()))
     GT_THROW(where, {}, "info.num_edges = ", info.num_edges, " but the graph has ", indices.size(), " edges");
   if (features.defined()) {
-    if (features.dtype() != DType::kFloat32 || features.dim() != 2 || features.is_cuda() ||
+    if (!is_feature_dtype(features.dtype()) || features.dim() != 2 || features.is_cuda() ||
         features.size(0) != n || features.size(1) != info.feature_dim)
-      GT_THROW(where, {}, "features are ", features.str(), ", expected float32[", n, ", ", info.feature_dim,
-               "] on cpu");
+      GT_THROW(where, {}, "features are ", features.str(), ", expected float32, bfloat16 or float16 [", n, ", ",
+               info.feature_dim, "] on cpu");
+    if (features.dtype() != info.feature_dtype)
+      GT_THROW(where, "set info.feature_dtype to the features' type", "features are ", features.str(),
+               " but info.feature_dtype is ", dtype_name(info.feature_dtype));
     // A NaN or Inf feature poisons every layer it reaches and shows up epochs later as a
     // diverged loss: name the first one here instead.
-    detail::check_finite_rows(features.data<float>(), n, info.feature_dim, 0, where);
+    if (features.dtype() == DType::kFloat32)
+      detail::check_finite_rows(features.data<float>(), n, info.feature_dim, 0, where);
+    else
+      detail::check_finite_rows16(static_cast<const uint16_t*>(features.raw()), features.dtype(), n,
+                                  info.feature_dim, 0, where);
   }
   detail::check_labels(labels, n, info.num_classes, where);
   for (const auto& [name, ids] : splits) detail::check_split(name, ids, n, where);
@@ -175,7 +208,8 @@ DatasetCheck check_dataset(const std::string& path, const std::function<void(int
   // Then the values, a block of rows at a time (whole HDF5 chunks, about 64 MiB).
   FeatureReader reader(path);
   const int64_t n = out.info.num_nodes, f = out.info.feature_dim;
-  const int64_t chunk = feature_chunk_rows(f);
+  // The reader widens 16-bit rows to float32 (4 bytes a value in memory, whatever is stored).
+  const int64_t chunk = feature_chunk_rows(f, reader.dtype());
   const int64_t per_block = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(1, f * 4) / chunk) * chunk;
   for (int64_t begin = 0; begin < n; begin += per_block) {
     const int64_t end = std::min(n, begin + per_block);

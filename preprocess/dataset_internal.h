@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/tensor.h"
+
 namespace gt::detail {
 
 // Each throws gt::Error naming `where` and the first bad entry. n is the number of nodes.
@@ -25,5 +27,15 @@ void check_split(const std::string& name, const std::vector<int64_t>& ids, int64
 // Scans rows x cols floats (a parallel scan, ~1 GB/s per core) and throws the error above for
 // the first value that is not finite; first_row is the node id of the first row.
 void check_finite_rows(const float* x, int64_t rows, int64_t cols, int64_t first_row, const std::string& where);
+// The same scan over rows x cols values of a 16-bit table of type `dtype` (kBFloat16 or
+// kFloat16, bit patterns): a value whose exponent bits are all ones is NaN or infinite, reported
+// widened (preprocess/feature_dtype.h) with the error above.
+void check_finite_rows16(const uint16_t* x, DType dtype, int64_t rows, int64_t cols, int64_t first_row,
+                         const std::string& where);
+// The error for a finite float32 feature that a 16-bit table cannot hold (it rounds beyond the
+// type's largest finite value, 65504 for float16): as throw_non_finite_feature, naming `where`,
+// the row, the column and the type.
+[[noreturn]] void throw_feature_out_of_range(const std::string& where, int64_t row, int64_t column, float value,
+                                             DType dtype);
 
 }  // namespace gt::detail

@@ -21,6 +21,7 @@
 #include "framework/metrics.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
+#include "preprocess/feature_dtype.h"
 
 namespace gt {
 namespace {
@@ -29,9 +30,9 @@ namespace fs = std::filesystem;
 
 }  // namespace
 
-int64_t feature_chunk_rows(int64_t feature_dim) {
+int64_t feature_chunk_rows(int64_t feature_dim, DType dtype) {
   constexpr int64_t kChunkBytes = int64_t{1} << 20;
-  return std::max<int64_t>(1, kChunkBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(1, feature_dim)));
+  return std::max<int64_t>(1, kChunkBytes / (static_cast<int64_t>(dtype_size(dtype)) * std::max<int64_t>(1, feature_dim)));
 }
 
 struct DatasetWriter::Impl {
@@ -39,6 +40,7 @@ struct DatasetWriter::Impl {
   std::string target;             // the file renamed over: path, or what its symbolic links name
   std::vector<std::string> made;  // folders of the path created here, removed again unless committed
   int64_t n = 0, f = 0;
+  DType dtype = DType::kFloat32;  // of the stored feature table
   H5Id file, features;
   bool graph_written = false, labels_written = false, committed = false;
   // After commit() the file is final (and the HDF5 handle closed): a later write is the caller's error.
@@ -77,16 +79,19 @@ struct DatasetWriter::Impl {
   }
 };
 
-DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim)
+DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim, DType feature_dtype)
     : impl_(std::make_unique<Impl>()) {
   GT_CHECK_ARG(num_nodes >= 1 && num_nodes <= INT32_MAX, "num_nodes = ", num_nodes, " is outside [1, 2^31)");
   GT_CHECK_ARG(feature_dim >= 1, "feature_dim = ", feature_dim, " must be at least 1");
+  GT_CHECK_ARG(is_feature_dtype(feature_dtype), "feature tables are stored as float32, bfloat16 or float16, not ",
+               dtype_name(feature_dtype));
   check_dataset_output_path(path);
   std::lock_guard lock(hdf5_mutex());
   Impl& m = *impl_;
   m.path = path;
   m.n = num_nodes;
   m.f = feature_dim;
+  m.dtype = feature_dtype;
   // The temporary file goes next to the file that the rename replaces, so that a link is written
   // through (and the rename stays within one file system).
   m.target = write_target(path);
@@ -119,16 +124,21 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
     }
 
     hsize_t dims[2] = {static_cast<hsize_t>(m.n), static_cast<hsize_t>(m.f)};
-    hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f))), dims[1]};
+    hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f, m.dtype))), dims[1]};
     H5Id space(GT_H5_CHECK(H5Screate_simple(2, dims, nullptr), tmp, "/features"), H5Sclose);
     H5Id dcpl = h5::creation_plist(H5P_DATASET_CREATE, tmp, "/features");
     GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
     // Every row is written exactly once, so pre-filling chunks would only double the I/O.
     GT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), tmp, "/features");
-    m.features = H5Id(GT_H5_CHECK(H5Dcreate2(file, "/features", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
-                                             dcpl.get(), H5P_DEFAULT),
+    // HDF5 1.10 has no 16-bit float type: a 16-bit table is uint16 bit patterns, and the dtype
+    // attribute says how to read them (docs/dataset-format.md). float32 tables get no attribute,
+    // so that they are the files written before 16-bit tables existed, byte for byte.
+    const bool half = is_16bit_float(m.dtype);
+    m.features = H5Id(GT_H5_CHECK(H5Dcreate2(file, "/features", half ? H5T_STD_U16LE : H5T_IEEE_F32LE, space.get(),
+                                             H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                   tmp, "/features"),
                       H5Dclose);
+    if (half) h5::write_attr_string(m.features.get(), tmp, "dtype", dtype_name(m.dtype));
   });
 }
 
@@ -150,22 +160,28 @@ void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::v
   m.graph_written = true;
 }
 
+DType DatasetWriter::feature_dtype() const { return impl_->dtype; }
+
 void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
   Impl& m = *impl_;
   m.check_open();
-  GT_CHECK_ARG(rows.defined() && rows.dtype() == DType::kFloat32 && rows.dim() == 2 && !rows.is_cuda() &&
+  GT_CHECK_ARG(rows.defined() && is_feature_dtype(rows.dtype()) && rows.dim() == 2 && !rows.is_cuda() &&
                    rows.size(1) == m.f,
-               "feature rows must be float32[n, ", m.f, "] on cpu, got ", rows.defined() ? rows.str() : "undefined");
+               "feature rows must be float32, bfloat16 or float16 [n, ", m.f, "] on cpu, got ",
+               rows.defined() ? rows.str() : "undefined");
   GT_CHECK_ARG(begin >= 0 && begin + rows.size(0) <= m.n, "feature rows [", begin, ", ", begin + rows.size(0),
                ") out of range for ", m.n, " nodes");
   if (rows.size(0) == 0) return;
   // load_dataset refuses NaN and infinite features: refuse to write them (e.g. gt-data synth
-  // --signal 1e39, finite as a double and infinite as a float).
-  const float* v = rows.data<float>();
-  for (int64_t i = 0; i < rows.numel(); ++i)
-    if (!std::isfinite(v[i]))
-      GT_THROW(m.path, "features must be finite", "feature row ", begin + i / m.f, ", column ", i % m.f, " is ",
-               v[i]);
+  // --signal 1e39, finite as a double and infinite as a float), and values that the 16-bit type
+  // cannot hold. Rows in another type are converted first (rounded to nearest even), so the
+  // check is on what is stored.
+  const Tensor stored = rows.dtype() == m.dtype ? rows : convert_features(rows, m.dtype, begin, m.path);
+  if (m.dtype == DType::kFloat32)
+    detail::check_finite_rows(stored.data<float>(), stored.size(0), m.f, begin, m.path);
+  else
+    detail::check_finite_rows16(static_cast<const uint16_t*>(stored.raw()), m.dtype, stored.size(0), m.f, begin,
+                                m.path);
   std::lock_guard lock(hdf5_mutex());
   m.writing([&] {
     H5Id fspace(GT_H5_CHECK(H5Dget_space(m.features.get()), m.tmp, "/features"), H5Sclose);
@@ -174,8 +190,8 @@ void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
     GT_H5_CHECK(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), m.tmp,
                 "/features");
     H5Id mspace(GT_H5_CHECK(H5Screate_simple(2, count, nullptr), m.tmp, "/features"), H5Sclose);
-    GT_H5_CHECK(H5Dwrite(m.features.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT,
-                         rows.data<float>()),
+    GT_H5_CHECK(H5Dwrite(m.features.get(), m.dtype == DType::kFloat32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16,
+                         mspace.get(), fspace.get(), H5P_DEFAULT, stored.raw()),
                 m.tmp, "/features");
   });
   m.feature_ranges.emplace_back(begin, begin + rows.size(0));
@@ -259,9 +275,41 @@ void DatasetWriter::commit() {
 void save_dataset(const Dataset& ds, const std::string& path) {
   ds.validate(path);
   GT_CHECK_ARG(ds.features.defined(), "save_dataset: the dataset for '", path, "' has no features");
-  DatasetWriter w(path, ds.info.num_nodes, ds.info.feature_dim);
+  DatasetWriter w(path, ds.info.num_nodes, ds.info.feature_dim, ds.features.dtype());
   w.write_graph(ds.indptr, ds.indices, ds.info.directed);
   w.write_feature_rows(0, ds.features);
+  w.write_labels(ds.labels, ds.info.num_classes);
+  for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
+  w.set_source(ds.info.source);
+  w.commit();
+}
+
+void convert_dataset(const std::string& in, const std::string& out, DType dtype,
+                     const std::function<void(int64_t, int64_t)>& progress) {
+  GT_CHECK_ARG(is_feature_dtype(dtype), "feature tables are stored as float32, bfloat16 or float16, not ",
+               dtype_name(dtype));
+  check_dataset_output_path(out);
+  std::error_code ec;
+  const bool same = fs::exists(out, ec) ? fs::equivalent(in, out, ec)
+                                        : fs::weakly_canonical(in, ec) == fs::weakly_canonical(out, ec);
+  if (same)
+    GT_THROW(out, "write the converted dataset to another file", "the input '", in, "' and the output '", out,
+             "' are the same file");
+  const Dataset ds = load_dataset_without_features(in);  // graph, labels and splits, checked
+  FeatureReader reader(in);
+  const int64_t n = ds.info.num_nodes, f = ds.info.feature_dim;
+  DatasetWriter w(out, n, f, dtype);
+  w.write_graph(ds.indptr, ds.indices, ds.info.directed);
+  // Blocks of whole output chunks, about 64 MiB of float32 rows as read.
+  const int64_t chunk = feature_chunk_rows(f, dtype);
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(1, f * 4) / chunk) * chunk;
+  for (int64_t begin = 0; begin < n; begin += per_block) {
+    const int64_t end = std::min(n, begin + per_block);
+    // Converted here so that a value the new type cannot hold is named in the input file.
+    const Tensor rows = reader.read_rows(begin, end);  // float32, widened exactly
+    w.write_feature_rows(begin, dtype == DType::kFloat32 ? rows : convert_features(rows, dtype, begin, in));
+    if (progress) progress(end, n);
+  }
   w.write_labels(ds.labels, ds.info.num_classes);
   for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
   w.set_source(ds.info.source);

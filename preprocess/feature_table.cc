@@ -16,6 +16,7 @@
 #include "framework/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
+#include "preprocess/feature_dtype.h"
 
 namespace gt {
 
@@ -29,12 +30,19 @@ struct FeatureTable::Mapping {
 };
 
 FeatureTable::FeatureTable(const Tensor& t) : tensor_(t) {
-  GT_CHECK_ARG(t.defined() && t.dim() == 2 && t.dtype() == DType::kFloat32 && !t.is_cuda(),
-               "a feature table is a float32 [N, F] CPU tensor, got ", t.defined() ? t.str() : "an undefined tensor");
-  dense_ = t.data<float>();
+  GT_CHECK_ARG(t.defined() && t.dim() == 2 && is_feature_dtype(t.dtype()) && !t.is_cuda(),
+               "a feature table is a float32, bfloat16 or float16 [N, F] CPU tensor, got ",
+               t.defined() ? t.str() : "an undefined tensor");
+  dense_ = static_cast<const char*>(t.raw());
+  dtype_ = t.dtype();
+  elem_bytes_ = static_cast<int64_t>(dtype_size(dtype_));
   rows_ = t.size(0);
   cols_ = t.size(1);
   width_ = cols_;
+}
+
+int64_t FeatureTable::map_bytes() const {
+  return map_ && map_->addr != MAP_FAILED ? static_cast<int64_t>(map_->bytes) : 0;
 }
 
 int64_t FeatureTable::aligned_width(int64_t cols, int64_t align_bytes) {
@@ -60,6 +68,8 @@ FeatureTable FeatureTable::map_file(const std::string& path) {
   FeatureTable t;
   t.rows_ = layout.num_nodes;
   t.cols_ = layout.feature_dim;
+  t.dtype_ = layout.dtype;
+  t.elem_bytes_ = layout.elem_bytes;
   t.width_ = t.cols_;
   t.rows_per_block_ = std::max<int64_t>(layout.rows_per_block, 1);
   t.block_offset_ = layout.offsets;
@@ -92,6 +102,14 @@ bool all_finite(const float* x, int64_t n) {
   return (acc & 0x80000000u) == 0;
 }
 
+// Whether n 16-bit values of type dtype are all finite (exponent bits not all ones), as above.
+bool all_finite16(const uint16_t* x, int64_t n, DType dtype) {
+  const uint32_t mask = dtype == DType::kBFloat16 ? 0x7F80u : 0x7C00u;
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>((x[i] & mask) == mask);
+  return bad == 0;
+}
+
 // Rows of a mapped table are checked in groups of about this many bytes, right after they are
 // copied: the group is still in the L1 cache, while the copies themselves (memcpy) keep their
 // full speed. (A check inside the copy loop costs as much as the copy for 400-byte rows: the
@@ -105,18 +123,30 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   GT_CHECK_ARG(out.dim() == 2 && out.size(0) == n && out.size(1) == width_ && out.dtype() == DType::kFloat32 && !out.is_cuda(),
                "gather_rows output ", out.str(), " does not fit ", n, " rows of ", width_, " (float32, host)");
   float* o = out.data<float>();
-  const std::size_t row_bytes = static_cast<std::size_t>(cols_) * sizeof(float);
+  const std::size_t stored_bytes = static_cast<std::size_t>(row_bytes());
   const std::size_t pad_bytes = static_cast<std::size_t>(width_ - cols_) * sizeof(float);
   // A tensor was checked when it was loaded (Dataset::validate); a mapping was not read then.
+  // Widening keeps NaN and Inf, so 16-bit rows are checked on the float32 values gathered.
   const bool check = mapped();
   const int64_t check_rows = std::max<int64_t>(1, kCheckBytes / std::max<int64_t>(1, width_ * 4));
+  const DType dtype = dtype_;
+  const int64_t cols = cols_;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
     int64_t unchecked = r.begin();  // rows [unchecked, i) are copied but not checked yet
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t id = ids[static_cast<std::size_t>(i)];
       if (id < 0 || id >= rows_) GT_THROW("gather_rows", "", "node id ", id, " out of range [0, ", rows_, ")");
       float* dst = o + i * width_;
-      std::memcpy(dst, row(id), row_bytes);
+      const void* src = row_data(id);
+      if (dtype == DType::kFloat32) {
+        std::memcpy(dst, src, stored_bytes);
+      } else {
+        const uint16_t* h = static_cast<const uint16_t*>(src);
+        if (dtype == DType::kBFloat16)
+          for (int64_t c = 0; c < cols; ++c) dst[c] = half::bf16_to_float(h[c]);
+        else
+          for (int64_t c = 0; c < cols; ++c) dst[c] = half::fp16_to_float(h[c]);
+      }
       if (pad_bytes) std::memset(dst + cols_, 0, pad_bytes);
       if (check && (i + 1 - unchecked == check_rows || i + 1 == r.end())) {
         if (!all_finite(o + unchecked * width_, (i + 1 - unchecked) * width_))
@@ -130,14 +160,43 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   });
 }
 
-int64_t FeatureTable::map_bytes() const { return map_ ? static_cast<int64_t>(map_->bytes) : 0; }
-
 void FeatureTable::gather_stored(const std::vector<int64_t>& ids, Tensor& out) const {
-  GT_CHECK_ARG(out.dim() == 2 && out.size(0) == static_cast<int64_t>(ids.size()) && out.size(1) == cols_ &&
-                   out.dtype() == dtype() && !out.is_cuda(),
-               "gather_stored output ", out.str(), " does not fit ", ids.size(), " rows of ", cols_, " ", dtype_name(dtype()));
-  FeatureTable narrow = with_width(cols_);
-  narrow.gather(ids, out);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  GT_CHECK_ARG(out.dim() == 2 && out.size(0) == n && out.size(1) == cols_ && out.dtype() == dtype_ && !out.is_cuda(),
+               "gather_stored output ", out.str(), " does not fit ", n, " rows of ", cols_, " (", dtype_name(dtype_),
+               ", host)");
+  if (n == 0 || cols_ == 0) {
+    for (int64_t id : ids)
+      if (id < 0 || id >= rows_) GT_THROW("gather_stored", "", "node id ", id, " out of range [0, ", rows_, ")");
+    return;
+  }
+  char* o = static_cast<char*>(out.raw());
+  const int64_t rb = row_bytes();
+  const bool check = mapped();
+  const int64_t check_rows = std::max<int64_t>(1, kCheckBytes / std::max<int64_t>(1, rb));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
+    int64_t unchecked = r.begin();  // rows [unchecked, i) are copied but not checked yet
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      const int64_t id = ids[static_cast<std::size_t>(i)];
+      if (id < 0 || id >= rows_) GT_THROW("gather_stored", "", "node id ", id, " out of range [0, ", rows_, ")");
+      std::memcpy(o + i * rb, row_data(id), static_cast<std::size_t>(rb));
+      if (check && (i + 1 - unchecked == check_rows || i + 1 == r.end())) {
+        const int64_t count = (i + 1 - unchecked) * cols_;
+        const bool ok = dtype_ == DType::kFloat32
+                            ? all_finite(reinterpret_cast<const float*>(o + unchecked * rb), count)
+                            : all_finite16(reinterpret_cast<const uint16_t*>(o + unchecked * rb), count, dtype_);
+        if (!ok)
+          for (int64_t k = unchecked; k <= i; ++k) {  // rare: find the first bad value
+            const int64_t row = ids[static_cast<std::size_t>(k)];
+            if (dtype_ == DType::kFloat32)
+              detail::check_finite_rows(reinterpret_cast<const float*>(o + k * rb), 1, cols_, row, path_);
+            else
+              detail::check_finite_rows16(reinterpret_cast<const uint16_t*>(o + k * rb), dtype_, 1, cols_, row, path_);
+          }
+        unchecked = i + 1;
+      }
+    }
+  });
 }
 
 }  // namespace gt

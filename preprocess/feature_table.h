@@ -1,5 +1,9 @@
-// The feature table the lookup stage (K) gathers from: float32 rows [N, F], either a tensor in
-// memory or the dataset file's /features memory-mapped (config dataset.features: mmap).
+// The feature table the lookup stage (K) gathers from: rows [N, F] stored as float32, bfloat16 or
+// float16 (preprocess/feature_dtype.h), either a tensor in memory or the dataset file's /features
+// memory-mapped (config dataset.features: mmap). gather() gives float32 rows whatever the stored
+// type (16-bit values widened exactly), so the model's math does not change; gather_stored() and
+// the raw accessors (row_data, dense_data, map_base, block_offsets) give the rows as stored, for
+// consumers that move 16-bit rows and widen them themselves (the GPU gather).
 //
 // Mapping, not HDF5 reads, is how tables larger than one wants resident are served: the file's
 // row blocks (HDF5 chunks of about 1 MiB, uncompressed) are mapped read-only and a row is a
@@ -13,6 +17,7 @@
 // load_dataset gives for them, naming the dataset file, the row (the node id) and the column.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,14 +30,18 @@ namespace gt {
 class FeatureTable {
  public:
   FeatureTable() = default;
-  // A float32 [N, F] CPU tensor (referenced, not copied).
+  // A float32, bfloat16 or float16 [N, F] CPU tensor (referenced, not copied).
   FeatureTable(const Tensor& t);  // NOLINT: implicit, so tensors pass wherever a table is taken
-  // /features of a dataset file, memory-mapped. Throws gt::Error naming the file when it cannot
-  // be mapped.
+  // /features of a dataset file, memory-mapped in its stored type (float32, or 16 bits when its
+  // dtype attribute says so). Throws gt::Error naming the file when it cannot be mapped.
   static FeatureTable map_file(const std::string& path);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }  // values stored per row
+  // Storage type of the rows: kFloat32, kBFloat16 or kFloat16.
+  DType dtype() const { return dtype_; }
+  int64_t elem_bytes() const { return elem_bytes_; }           // 4 or 2
+  int64_t row_bytes() const { return cols_ * elem_bytes_; }    // bytes of one stored row
   // Floats per gathered row: cols() values, then zeros up to the width (cols() unless
   // with_width() set more). Batches, the GPU feature cache and the model's input use this width.
   int64_t width() const { return width_; }
@@ -54,39 +63,47 @@ class FeatureTable {
   bool mapped() const { return map_ != nullptr; }
   // The dataset file of a mapped table ("" for a tensor).
   const std::string& path() const { return path_; }
-  // Row r (0 <= r < rows(), unchecked).
-  const float* row(int64_t r) const {
-    if (!map_) return dense_ + r * cols_;
-    return reinterpret_cast<const float*>(base_ + block_offset_[static_cast<std::size_t>(r / rows_per_block_)]) +
-           (r % rows_per_block_) * cols_;
+  // Row r as stored (0 <= r < rows(), unchecked): row_bytes() bytes of dtype() values, in the
+  // tensor or in the mapping.
+  const void* row_data(int64_t r) const {
+    if (!map_) return dense_ + r * row_bytes();
+    return base_ + block_offset_[static_cast<std::size_t>(r / rows_per_block_)] + (r % rows_per_block_) * row_bytes();
   }
-  // The in-memory tensor (undefined when mapped).
-  const Tensor& tensor() const { return tensor_; }
-  // Storage of the rows, for gathers that read the table themselves (the GPU's zero-copy gather,
-  // kernels/gather.h): element type and size, bytes of one stored row, row r as stored.
-  DType dtype() const { return DType::kFloat32; }
-  int64_t elem_bytes() const { return 4; }
-  int64_t row_bytes() const { return cols_ * elem_bytes(); }
-  const void* row_data(int64_t r) const { return row(r); }
-  // Base of a tensor-backed table (nullptr when mapped).
+  // Row r as float32 values (0 <= r < rows(), unchecked): valid for float32 tables only (a debug
+  // build asserts it); 16-bit rows are read with row_data(), or widened by gather().
+  const float* row(int64_t r) const {
+    assert(dtype_ == DType::kFloat32 && "FeatureTable::row() of a 16-bit table: use row_data() or gather()");
+    return static_cast<const float*>(row_data(r));
+  }
+  // Base of a tensor-backed table ([rows(), cols()] of dtype(), rows row_bytes() apart); nullptr
+  // when mapped.
   const void* dense_data() const { return map_ ? nullptr : dense_; }
-  // A mapped table: the whole file mapping, and where its row blocks lie in it (byte offsets).
+  // A mapped table: the whole file's read-only mapping (nullptr and 0 for a tensor, or an empty
+  // file), and where its row blocks lie in it: row r is at map_base() +
+  // block_offsets()[r / rows_per_block()] + (r % rows_per_block()) * row_bytes(). A tensor has
+  // no blocks (block_offsets() empty, rows_per_block() 1): use dense_data().
   const void* map_base() const { return base_; }
   int64_t map_bytes() const;
   const std::vector<int64_t>& block_offsets() const { return block_offset_; }
   int64_t rows_per_block() const { return rows_per_block_; }
-  // Rows listed in ids copied as stored (no widening, no padding) into out [ids.size(), cols()]
-  // of dtype() (any host memory); ids and the values of a mapped table checked as by gather().
-  void gather_stored(const std::vector<int64_t>& ids, Tensor& out) const;
-  // Rows listed in ids into out ([ids.size(), width()], any host memory), in parallel; ids are
-  // checked, and so are the values of a mapped table (NaN/Inf: gt::Error naming the file, row and
-  // column; a tensor's values are the caller's, checked by load_dataset when read from a file).
+  // The in-memory tensor (undefined when mapped).
+  const Tensor& tensor() const { return tensor_; }
+  // Rows listed in ids into out (float32 [ids.size(), width()], any host memory), in parallel:
+  // the row's values (16-bit values widened exactly), then zeros up to width(). ids are checked,
+  // and so are the values of a mapped table (NaN/Inf: gt::Error naming the file, row and column;
+  // a tensor's values are the caller's, checked by load_dataset when read from a file).
   void gather(const std::vector<int64_t>& ids, Tensor& out) const;
+  // Rows listed in ids copied as stored (no widening, no padding) into out ([ids.size(), cols()]
+  // of dtype(), any host memory), in parallel; ids are checked, and so are the values of a mapped
+  // table (NaN/Inf: the error gather() gives).
+  void gather_stored(const std::vector<int64_t>& ids, Tensor& out) const;
 
  private:
   struct Mapping;
   Tensor tensor_;
-  const float* dense_ = nullptr;
+  const char* dense_ = nullptr;
+  DType dtype_ = DType::kFloat32;
+  int64_t elem_bytes_ = 4;
   std::shared_ptr<Mapping> map_;
   std::string path_;
   const char* base_ = nullptr;

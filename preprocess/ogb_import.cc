@@ -327,7 +327,8 @@ void check_not_an_input(const std::string& out, const std::string& dir, const st
 }
 
 // Streams node-feat into the writer, which is created once the first row gives the width.
-std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std::string& out_path, int64_t n) {
+std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std::string& out_path, int64_t n,
+                                              DType dtype) {
   GzLineReader r(path);
   std::string_view line;
   std::vector<float> row;
@@ -346,8 +347,8 @@ std::unique_ptr<DatasetWriter> write_features(const std::string& path, const std
                "NaN/Inf features make training diverge; clean the source data");
     if (!writer) {
       f = static_cast<int64_t>(row.size());
-      writer = std::make_unique<DatasetWriter>(out_path, n, f);
-      const int64_t chunk = feature_chunk_rows(f);
+      writer = std::make_unique<DatasetWriter>(out_path, n, f, dtype);
+      const int64_t chunk = feature_chunk_rows(f, dtype);
       block_rows = std::max<int64_t>(1, kFeatureBlockBytes / (4 * f * chunk)) * chunk;
       block = Tensor::empty({std::min(block_rows, n), f}, DType::kFloat32);
     }
@@ -418,7 +419,7 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
     build_csr(edges, n, opts.directed, indptr, indices);
   }
 
-  std::unique_ptr<DatasetWriter> writer = write_features(raw + "node-feat.csv.gz", out_path, n);
+  std::unique_ptr<DatasetWriter> writer = write_features(raw + "node-feat.csv.gz", out_path, n, opts.feature_dtype);
   writer->write_graph(indptr, indices, opts.directed);
   writer->write_labels(labels, num_classes);
   for (const auto& [name, ids] : splits) writer->write_split(name, ids);

@@ -15,11 +15,17 @@
 #include <functional>
 #include <string>
 
+#include "framework/tensor.h"
+
 namespace gt {
 
 struct OgbImportOptions {
   std::string split{};    // split scheme under DIR/split; empty = the only one there
   bool directed = false;  // true: keep edges as given (u -> v only)
+  // Type the feature table is stored in: float32, bfloat16 or float16 (rows parsed as float32 and
+  // rounded to nearest even block by block; a value a 16-bit type cannot hold is an error naming
+  // the output file, row and column).
+  DType feature_dtype = DType::kFloat32;
   // Called with a one-line warning, after the output is written, when DIR/info.json is there but
   // gives no dataset name (unreadable, not a JSON object, no "name" string): the source attribute
   // then names the folder only. Unset: the import says nothing.

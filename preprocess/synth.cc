@@ -127,7 +127,7 @@ class Generator {
     t0 = Clock::now();
     draw_edges();
     report_edges(t0);
-    DatasetWriter writer(out_, n_, o_.feature_dim);
+    DatasetWriter writer(out_, n_, o_.feature_dim, o_.feature_dtype);
     writer.write_graph(indptr_, indices_, /*directed=*/true);
     std::vector<int32_t>().swap(indices_);  // the features need the memory more
     t0 = Clock::now();
@@ -324,7 +324,7 @@ class Generator {
       for (int64_t k = 0; k < draws; ++k)
         normals4(philox(key_, c, counter(kCentroid, k)), centroid.data() + (c * draws + k) * 4);
     const float signal = static_cast<float>(o_.signal);
-    const int64_t chunk = feature_chunk_rows(f);
+    const int64_t chunk = feature_chunk_rows(f, o_.feature_dtype);  // the file's chunks
     const int64_t block_rows = std::min(n_, (kFeatureBlockRows + chunk - 1) / chunk * chunk);
     Tensor block = Tensor::empty({block_rows, f}, DType::kFloat32);
     float* out = block.data<float>();

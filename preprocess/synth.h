@@ -16,6 +16,8 @@
 #include <functional>
 #include <string>
 
+#include "framework/tensor.h"
+
 namespace gt {
 
 struct SynthOptions {
@@ -34,6 +36,9 @@ struct SynthOptions {
   double train_fraction = 0.6, valid_fraction = 0.2;  // test = the rest
   uint64_t seed = 0;
   int threads = 0;              // 0 = all cores
+  // Type the feature table is stored in: float32, bfloat16 or float16. Rows are drawn in float32
+  // and rounded to nearest even one block at a time (the table is never held whole, in either type).
+  DType feature_dtype = DType::kFloat32;
   // Called after each stage with a one-line summary ("edges: ... (1.2 s)"); may be empty.
   std::function<void(const std::string&)> progress;
   // Called with a one-line warning when the graph falls short of what was asked: fewer than 90%

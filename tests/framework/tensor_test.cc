@@ -1,6 +1,7 @@
 // Tensors and memory: shapes, views, copies between devices, the allocators.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -75,6 +76,55 @@ TEST(Tensor, PinnedHostMemory) {
   p.fill_bytes(0);
   EXPECT_EQ(p.to_vector<float>()[999], 0.0f);
   EXPECT_THROW(Tensor::empty({4}, DType::kFloat32, Device::cuda(0), true), Error);
+}
+
+// bfloat16 and float16 are storage types: byte copies, views and pinned memory work; typed
+// access as float is an error naming both types, never a reinterpretation.
+TEST(Tensor, SixteenBitStorageTypesCopyAsBytes) {
+  EXPECT_EQ(dtype_size(DType::kBFloat16), 2u);
+  EXPECT_EQ(dtype_size(DType::kFloat16), 2u);
+  EXPECT_STREQ(dtype_name(DType::kBFloat16), "bfloat16");
+  EXPECT_STREQ(dtype_name(DType::kFloat16), "float16");
+  EXPECT_TRUE(is_16bit_float(DType::kBFloat16));
+  EXPECT_TRUE(is_16bit_float(DType::kFloat16));
+  EXPECT_FALSE(is_16bit_float(DType::kFloat32));
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    Tensor a = Tensor::empty({5, 3}, t, Device::cpu(), /*pinned=*/true);
+    EXPECT_TRUE(a.pinned());
+    EXPECT_EQ(a.nbytes(), 30u);
+    EXPECT_EQ(a.str(), std::string(dtype_name(t)) + "[5, 3] on cpu");
+    uint16_t* p = static_cast<uint16_t*>(a.raw());
+    for (int i = 0; i < 15; ++i) p[i] = static_cast<uint16_t>(0x3F80 + i);
+    Tensor c = a.clone();
+    EXPECT_EQ(c.dtype(), t);
+    EXPECT_EQ(static_cast<uint16_t*>(c.raw())[14], 0x3F80 + 14);
+    Tensor mid = a.rows(2, 4);  // a view 2 * 3 * 2 bytes in
+    EXPECT_EQ(static_cast<uint16_t*>(mid.raw())[0], 0x3F80 + 6);
+    Tensor d = Tensor::zeros({2, 3}, t);
+    d.copy_from(mid);
+    EXPECT_EQ(static_cast<uint16_t*>(d.raw())[5], 0x3F80 + 11);
+    EXPECT_EQ(a.to(Device::cpu()).raw(), a.raw());
+    EXPECT_EQ(a.reshape({15}).numel(), 15);
+    const std::string err = [&] {
+      try {
+        a.data<float>();
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    }();
+    EXPECT_NE(err.find(std::string("tensor is ") + dtype_name(t) + ", accessed as float32"), std::string::npos) << err;
+    EXPECT_THROW(d.copy_from(Tensor::zeros({2, 3}, DType::kFloat32)), Error);  // no conversion in copies
+  }
+}
+
+TEST(TensorCuda, SixteenBitRoundTrip) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Tensor a = Tensor::empty({4, 2}, DType::kBFloat16);
+  for (int i = 0; i < 8; ++i) static_cast<uint16_t*>(a.raw())[i] = static_cast<uint16_t>(0xC000 + i);
+  Tensor back = a.to(Device::cuda(0)).to(Device::cpu());
+  EXPECT_EQ(back.dtype(), DType::kBFloat16);
+  EXPECT_EQ(std::memcmp(back.raw(), a.raw(), a.nbytes()), 0);
 }
 
 TEST(Context, ParsesDevices) {

@@ -17,6 +17,25 @@
 namespace gt {
 namespace {
 
+// The 16-bit storage types (feature tables) reach no arithmetic: ops refuse them by name.
+TEST(Dense, SixteenBitStorageTypesAreRefusedByOps) {
+  Context ctx(Device::cpu());
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    Tensor x = Tensor::zeros({4, 3}, t), w = Tensor::zeros({3, 2}, DType::kFloat32);
+    Tensor y = Tensor::zeros({4, 2}, DType::kFloat32), z = Tensor::zeros({4, 3}, DType::kFloat32);
+    for (const auto& call : {std::function<void()>([&] { linear_forward(x, w, nullptr, y, ctx); }),
+                             std::function<void()>([&] { relu_forward(x, z); })}) {
+      try {
+        call();
+        ADD_FAILURE() << "an op took a " << dtype_name(t) << " tensor";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(dtype_name(t)), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+
 using test::expect_close;
 using test::poisoned;
 using test::random_floats;

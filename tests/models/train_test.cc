@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,6 +18,7 @@
 #include "framework/model_io.h"
 #include "framework/trainer.h"
 #include "preprocess/dataset.h"
+#include "preprocess/feature_dtype.h"
 #include "preprocess/synth.h"
 
 namespace gt {
@@ -457,6 +459,30 @@ TEST(NormalizeRows, FollowsPygNormalizeFeatures) {
   Tensor small = Tensor::from_vector(std::vector<float>{0, 0.5f, 0.25f, 0.25f}, {2, 2});  // sums 0.5: kept
   normalize_rows(small);
   EXPECT_EQ(small.to_vector<float>(), (std::vector<float>{0, 0.5f, 0.25f, 0.25f}));
+}
+
+// dataset.normalize: row on a 16-bit table normalises in float32 and rounds back: the result is
+// the float32 normalisation of the widened table, rounded to nearest even, and stays 16-bit.
+TEST(NormalizeRows, SixteenBitTablesAreNormalisedInFloat32AndRoundedBack) {
+  const int64_t n = 300, f = 17;
+  std::vector<float> v(n * f);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 101) / 7.0f - 3.0f;
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    Tensor half_table = convert_features(Tensor::from_vector(v, {n, f}), t, 0, "mem");
+    Tensor wide = convert_features(half_table, DType::kFloat32, 0, "mem");
+    normalize_rows(half_table);
+    normalize_rows(wide);
+    ASSERT_EQ(half_table.dtype(), t);
+    const Tensor want = convert_features(wide, t, 0, "mem");
+    EXPECT_EQ(std::memcmp(half_table.raw(), want.raw(), want.nbytes()), 0) << dtype_name(t);
+    // Rows sum to about 1 (each value rounded to 8 or 11 significant bits).
+    const Tensor back = convert_features(half_table, DType::kFloat32, 0, "mem");
+    for (int64_t r = 0; r < n; r += 37) {
+      double sum = 0;
+      for (int64_t c = 0; c < f; ++c) sum += back.data<float>()[r * f + c];
+      EXPECT_NEAR(sum, 1.0, t == DType::kBFloat16 ? 0.03 : 0.005) << r;
+    }
+  }
 }
 
 // train.trace: events carry their epoch (batch numbers restart every epoch), threads are numbered

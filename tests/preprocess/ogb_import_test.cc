@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,6 +18,7 @@
 #include "preprocess/dataset.h"
 #include "tests/preprocess/temp_dir.h"
 #include "preprocess/gz_reader.h"
+#include "preprocess/feature_dtype.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
 #include "tests/temp_files.h"
@@ -88,6 +90,38 @@ TEST(OgbImportTest, TinyFolderUndirected) {
   EXPECT_EQ(ds.split("valid"), (std::vector<int64_t>{5}));
   EXPECT_EQ(ds.splits.count("test"), 0u);  // optional
   EXPECT_NE(ds.info.source.find("tiny"), std::string::npos);
+}
+
+// --feature-dtype on import: the table is stored in 16 bits, each value the float32 value rounded
+// to nearest even; a value float16 cannot hold is an error naming the output file, row and column.
+TEST(OgbImportTest, SixteenBitFeatureTables) {
+  TinyOgb t;
+  import_ogb(t.dir, t.out);
+  const Dataset f32 = load_dataset(t.out);
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    OgbImportOptions opts;
+    opts.feature_dtype = dtype;
+    const std::string out = t.tmp.file(std::string("tiny_") + dtype_name(dtype) + ".h5");
+    import_ogb(t.dir, out, opts);
+    const Dataset ds = load_dataset(out);
+    ASSERT_EQ(ds.features.dtype(), dtype);
+    const Tensor want = convert_features(f32.features, dtype, 0, "mem");
+    EXPECT_EQ(std::memcmp(ds.features.raw(), want.raw(), want.nbytes()), 0) << dtype_name(dtype);
+    EXPECT_EQ(t.rows(ds), t.rows(f32));
+    EXPECT_EQ(ds.labels, f32.labels);
+  }
+  put(t.dir + "/raw/node-feat.csv.gz", "1,2\n-0.057943,-0.052530\n1e-3,+4\n0,0\n7.5,-1e5\n2,2\n");
+  OgbImportOptions opts;
+  opts.feature_dtype = DType::kFloat16;
+  const std::string out = t.tmp.file("big.h5");
+  const std::string err = error_of([&] { import_ogb(t.dir, out, opts); });
+  EXPECT_NE(err.find("feature row 4, column 1 is -100000, outside the range of float16 [at " + out + "]"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(out));
+  opts.feature_dtype = DType::kBFloat16;  // holds it
+  import_ogb(t.dir, out, opts);
+  EXPECT_EQ(load_dataset(out).info.feature_dtype, DType::kBFloat16);
 }
 
 // An info.json that gives no name is reported through OgbImportOptions::warning (once, after the
