@@ -16,6 +16,7 @@
 #include "framework/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
+#include "preprocess/mapped_read.h"
 
 namespace gt {
 
@@ -116,7 +117,8 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
       const int64_t id = ids[static_cast<std::size_t>(i)];
       if (id < 0 || id >= rows_) GT_THROW("gather_rows", "", "node id ", id, " out of range [0, ", rows_, ")");
       float* dst = o + i * width_;
-      std::memcpy(dst, row(id), row_bytes);
+      if (!check) std::memcpy(dst, row(id), row_bytes);
+      else if (!copy_from_mapping(dst, row(id), row_bytes)) throw_mapped_row_unreadable(path_, id);
       if (pad_bytes) std::memset(dst + cols_, 0, pad_bytes);
       if (check && (i + 1 - unchecked == check_rows || i + 1 == r.end())) {
         if (!all_finite(o + unchecked * width_, (i + 1 - unchecked) * width_))
