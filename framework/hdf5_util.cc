@@ -74,8 +74,13 @@ std::string short_cause(const std::string& detail) {
 
 void throw_write_failure(const std::string& path, const std::string& kind, const std::string& what,
                          const std::string& cause) {
-  const bool full = cause.find("No space") != std::string::npos || cause.find("too large") != std::string::npos;
-  GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder", "cannot write ",
+  const bool full = cause.find("No space") != std::string::npos;
+  const bool limit = cause.find("too large") != std::string::npos;  // EFBIG: ulimit -f (SIGXFSZ is ignored)
+  GT_THROW(path,
+           full    ? "the disk is full"
+           : limit ? "the file would pass this process's file-size limit (ulimit -f) or the file system's largest file"
+                   : "check the free space and permissions of its folder",
+           "cannot write ",
            kind, " '", path, "': ", what, " failed", cause.empty() ? "" : " (" + cause + ")", "; nothing was replaced");
 }
 
