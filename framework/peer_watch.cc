@@ -15,8 +15,8 @@
 
 #include "framework/comm.h"
 #include "framework/error.h"
-#include "framework/thread_group.h"
 #include "framework/socket_io.h"
+#include "framework/thread_group.h"
 
 namespace gt {
 
