@@ -30,6 +30,7 @@
 #include "framework/error.h"
 #include "framework/memory.h"
 #include "framework/metrics.h"
+#include "framework/thread_group.h"
 
 namespace {
 
@@ -153,9 +154,9 @@ int bench_allreduce(int argc, char** argv) {
   std::vector<Result> results;
   std::mutex mu;
   std::exception_ptr first_error;  // the rank that failed first; the others then fail of its abort
-  std::vector<std::thread> ranks;
+  gt::ThreadGroup ranks;  // a rank that cannot start: the others are released and joined
   for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
+    ranks.start([&, r] {
       try {
         gt::Device d = on_gpus ? gt::Device::cuda(r) : gt::Device::cpu();
         gt::set_current_device(d);
@@ -191,8 +192,8 @@ int bench_allreduce(int argc, char** argv) {
         // (the other ranks see the same result and fail the same check).
         host.abort();
       }
-    });
-  for (auto& t : ranks) t.join();
+    }, "rank " + std::to_string(r), [&] { host.abort(); });
+  ranks.join();
   if (first_error) std::rethrow_exception(first_error);
 
   const std::string device = on_gpus ? gt::device_name(gt::Device::cuda(0)) : "cpu";

@@ -64,6 +64,32 @@ void save_checkpoint(const std::string& path, const std::string& config_yaml, co
   w.commit();
 }
 
+namespace {
+
+// What a run can have written: a resumed run would otherwise go on from a NaN best accuracy (no
+// later epoch is ever "better", so no best model is saved again), or from a step counter that
+// keys the dropout masks and the schedule far outside anything trained. A batch holds at least
+// one node and node ids are int32, so an epoch has fewer than 2^31 steps; train.epochs is at most
+// 10^6.
+void validate_training_state(const CheckpointInfo& info) {
+  constexpr int64_t kMaxEpochs = 1000000, kMaxStepsPerEpoch = int64_t{1} << 31;
+  const TrainingState& st = info.state;
+  auto bad = [&](const char* field, const auto& value, const std::string& expected) {
+    GT_THROW(info.path + ":" + field, "the file is corrupt or was not written by train.checkpoint; resume from another",
+             "checkpoint '", info.path, "' has ", field, " = ", value, ", expected ", expected);
+  };
+  if (st.epoch > kMaxEpochs) bad("epoch", st.epoch, "at most 1000000 (train.epochs' bound)");
+  if (st.step > (st.epoch + 1) * kMaxStepsPerEpoch)
+    bad("step", st.step, "below 2^31 steps per epoch (epoch " + std::to_string(st.epoch) + ")");
+  if (st.best_epoch < 0 || st.best_epoch > st.epoch)
+    bad("best_epoch", st.best_epoch, "0.." + std::to_string(st.epoch) + " (the last completed epoch)");
+  for (auto [field, v] : {std::pair<const char*, double>{"best_valid_acc", st.best_valid_acc},
+                          std::pair<const char*, double>{"test_acc_at_best", st.test_acc_at_best}})
+    if (!(v == -1 || (v >= 0 && v <= 1))) bad(field, v, "an accuracy in [0, 1], or -1 (none yet)");
+}
+
+}  // namespace
+
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   TensorFileReader r(path, "checkpoint");
   if (!r.has_attr("format") || r.attr_string("format") != kFormatName)
@@ -89,6 +115,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   info.data = read_data_shape(r);
   if (info.state.epoch < 0 || info.state.step < 0 || info.optimizer_step < 0)
     GT_THROW(path, "the file is corrupt", "checkpoint '", path, "' has a negative epoch or step");
+  validate_training_state(info);
   return info;
 }
 

@@ -15,6 +15,8 @@
 
 #include "framework/config_keys.h"
 #include "framework/error.h"
+#include "framework/temp_files.h"
+#include "framework/yaml_load.h"
 
 namespace gt {
 
@@ -128,7 +130,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     GT_THROW(source + ":" + std::to_string(scan.second), "merge the documents into one (one config per file)",
              "a config is one YAML document, this file has another from line ", scan.second);
   try {
-    root = YAML::Load(text);
+    root = load_yaml(text, source);
   } catch (const YAML::DeepRecursion& e) {  // its message is yaml-cpp's "bad file"
     GT_THROW(source + ":" + std::to_string(e.mark.line + 1), "a config is a map of sections of plain values",
              "YAML syntax error: lists or maps nested more than ", e.depth(), " deep");
@@ -183,6 +185,7 @@ Config load_config(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
       GT_THROW(path, "give the path of a YAML file", "config '", path, "' is a directory");
+    check_input_file(path, "config");  // a FIFO: fopen would wait for a writer for ever
     FILE* fp = std::fopen(path.c_str(), "rb");
     if (!fp) GT_THROW(path, "check the path", "cannot open config file '", path, "'");
     constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;  // a config is a few KiB
@@ -224,7 +227,7 @@ std::pair<const Field*, YAML::Node> parse_override(const std::string& assignment
   }
   YAML::Node n;
   try {
-    n = YAML::Load(value);
+    n = load_yaml(value, "--set " + key);
   } catch (const YAML::Exception&) {
     GT_THROW("--set " + assignment, "", "config key '", key, "': cannot parse value '", value, "'");
   }

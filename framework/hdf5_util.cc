@@ -33,8 +33,17 @@ std::recursive_mutex& hdf5_mutex() {
     // table, and closing it again at exit crashed the process after its error was printed. Our
     // files are all closed (and fsynced) explicitly; the OS reclaims the rest.
     H5dont_atexit();
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   });
+  // HDF5's automatic printing of its error stack (30-odd lines on stderr, before our one-line
+  // error) is off in every thread that calls HDF5: in a thread-safe HDF5 build (Debian's is one)
+  // the setting belongs to the calling thread, so turning it off once, in the first thread, left
+  // it on in the others (InferenceSession's worker: gt-predict and gt-serve printed the stack for
+  // a damaged model file). Every HDF5 call of the library takes this lock first.
+  thread_local const bool silenced = [] {
+    std::lock_guard lock(m);  // a build that is not thread-safe shares the setting: one caller at a time
+    return H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+  }();
+  (void)silenced;
   return m;
 }
 
@@ -65,8 +74,13 @@ std::string short_cause(const std::string& detail) {
 
 void throw_write_failure(const std::string& path, const std::string& kind, const std::string& what,
                          const std::string& cause) {
-  const bool full = cause.find("No space") != std::string::npos || cause.find("too large") != std::string::npos;
-  GT_THROW(path, full ? "the disk is full" : "check the free space and permissions of its folder", "cannot write ",
+  const bool full = cause.find("No space") != std::string::npos;
+  const bool limit = cause.find("too large") != std::string::npos;  // EFBIG: ulimit -f (SIGXFSZ is ignored)
+  GT_THROW(path,
+           full    ? "the disk is full"
+           : limit ? "the file would pass this process's file-size limit (ulimit -f) or the file system's largest file"
+                   : "check the free space and permissions of its folder",
+           "cannot write ",
            kind, " '", path, "': ", what, " failed", cause.empty() ? "" : " (" + cause + ")", "; nothing was replaced");
 }
 

@@ -21,9 +21,10 @@
 
 namespace gt {
 
-// Debian's HDF5 is built without thread safety: every HDF5 call of the library holds this
-// recursive lock. The first call also silences the library's own error printing (a stack dump on
-// stderr); errors are reported as one-line gt::Error messages instead.
+// Every HDF5 call of the library holds this recursive lock (the library is used as if it were not
+// thread-safe). The first call in each thread also silences the library's own error printing (a
+// stack dump on stderr; a per-thread setting in a thread-safe HDF5); errors are reported as
+// one-line gt::Error messages instead.
 std::recursive_mutex& hdf5_mutex();
 
 // Owns one HDF5 identifier.

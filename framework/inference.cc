@@ -14,6 +14,7 @@
 #include "framework/context.h"
 #include "framework/error.h"
 #include "framework/model_io.h"
+#include "framework/thread_group.h"
 #include "framework/trainer.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
@@ -136,7 +137,7 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   // only thread that ever uses them (CUDA's current device is per thread).
   std::promise<void> ready;
   std::future<void> ready_f = ready.get_future();
-  m.worker = std::thread([&m, device, p = std::move(ready)]() mutable {
+  m.worker = start_thread([&m, device, p = std::move(ready)]() mutable {
     try {
       m.setup(device);
     } catch (...) {
@@ -145,7 +146,7 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
     }
     p.set_value();
     m.run();
-  });
+  }, "the inference session's worker");
   try {
     ready_f.get();
   } catch (...) {

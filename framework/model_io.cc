@@ -13,6 +13,7 @@
 #include "framework/error.h"
 #include "framework/hdf5_util.h"
 #include "framework/metrics.h"
+#include "framework/temp_files.h"
 
 namespace gt {
 namespace {
@@ -20,10 +21,14 @@ namespace {
 constexpr int kWeightsFormatVersion = 1;
 
 // A failed HDF5 call while reading: names the file and what was being read, with HDF5's cause.
-void check(bool ok, const std::string& path, const std::string& what) {
-  if (ok) return;
-  std::string detail = h5::take_error_detail();
-  GT_THROW(path, "", "HDF5 error while ", what, " in '", path, "'", detail.empty() ? "" : ": " + detail);
+// A file HDF5 cannot read as far as our reads go (cut short, overwritten in part, not HDF5 at
+// all): one message for all of them, distinct from a whole file of another model ("has no
+// dataset ...", "has shape ..."), so that a damaged file is not taken for a config mismatch.
+[[noreturn]] void throw_damaged(const std::string& path, const std::string& kind, const std::string& what) {
+  const std::string cause = h5::short_cause(h5::take_error_detail());
+  GT_THROW(path, "the file is damaged or truncated (an interrupted copy, a full disk): copy it again or use another",
+           "'", path, "' is not a valid GraphTensor ", kind, " (damaged or truncated): ", what, " failed",
+           cause.empty() ? "" : " (" + cause + ")");
 }
 
 // 64-bit FNV-1a of a float buffer's bytes: what commit() compares the file's contents against.
@@ -206,10 +211,15 @@ struct TensorFileReader::Impl {
   [[noreturn]] void missing(const std::string& what, const std::string& name) const {
     GT_THROW(path, "is it a GraphTensor " + kind + "?", kind, " '", path, "' has no ", what, " '", name, "'");
   }
+  void check(bool ok, const std::string& what) const {
+    if (!ok) throw_damaged(path, kind, what);
+  }
   hid_t open_attr(const std::string& name) const {
-    if (H5Aexists(file, name.c_str()) <= 0) missing("attribute", name);
+    const htri_t exists = H5Aexists(file, name.c_str());
+    check(exists >= 0, "looking for attribute " + name);
+    if (exists == 0) missing("attribute", name);
     hid_t a = H5Aopen(file, name.c_str(), H5P_DEFAULT);
-    check(a >= 0, path, "opening attribute " + name);
+    check(a >= 0, "opening attribute " + name);
     return a;
   }
   H5T_class_t attr_class(hid_t a) const {
@@ -227,9 +237,9 @@ TensorFileReader::TensorFileReader(const std::string& path, std::string kind) : 
   impl_->kind = std::move(kind);
   if (::access(path.c_str(), R_OK) != 0)
     GT_THROW(path, "check the path", "cannot open ", impl_->kind, " '", path, "'");
+  check_input_file(path, impl_->kind);  // H5Fopen of a FIFO would wait for a writer for ever
   impl_->file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (impl_->file < 0)
-    GT_THROW(path, "the file is not HDF5, or is truncated or corrupt", "cannot read ", impl_->kind, " '", path, "'");
+  impl_->check(impl_->file >= 0, "opening it");
 }
 
 TensorFileReader::~TensorFileReader() {
@@ -241,7 +251,9 @@ const std::string& TensorFileReader::path() const { return impl_->path; }
 
 bool TensorFileReader::has_attr(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
-  return H5Aexists(impl_->file, name.c_str()) > 0;
+  const htri_t exists = H5Aexists(impl_->file, name.c_str());
+  impl_->check(exists >= 0, "looking for attribute " + name);
+  return exists > 0;
 }
 
 bool TensorFileReader::has_tensor(const std::string& name) const {
@@ -252,7 +264,12 @@ bool TensorFileReader::has_tensor(const std::string& name) const {
   while (pos != std::string::npos) {
     std::size_t next = name.find('/', pos);
     prefix = name.substr(0, next);
-    if (!prefix.empty() && H5Lexists(impl_->file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (!prefix.empty()) {
+      // < 0: the file's index of objects cannot be read (damaged), not "no such tensor".
+      const htri_t exists = H5Lexists(impl_->file, prefix.c_str(), H5P_DEFAULT);
+      impl_->check(exists >= 0, "looking for " + prefix);
+      if (exists == 0) return false;
+    }
     pos = next == std::string::npos ? next : next + 1;
   }
   return true;
@@ -264,7 +281,7 @@ int64_t TensorFileReader::attr_int(const std::string& name) const {
   h5::require_one_value(a.get(), impl_->path, name);
   if (impl_->attr_class(a.get()) != H5T_INTEGER) impl_->wrong_type(name, "an integer");
   int64_t v = 0;
-  check(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0, impl_->path, "reading attribute " + name);
+  impl_->check(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0, "reading attribute " + name);
   return v;
 }
 
@@ -274,7 +291,7 @@ double TensorFileReader::attr_real(const std::string& name) const {
   h5::require_one_value(a.get(), impl_->path, name);
   if (impl_->attr_class(a.get()) != H5T_FLOAT) impl_->wrong_type(name, "a number");
   double v = 0;
-  check(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0, impl_->path, "reading attribute " + name);
+  impl_->check(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0, "reading attribute " + name);
   return v;
 }
 
@@ -286,7 +303,7 @@ std::string TensorFileReader::attr_string(const std::string& name) const {
   if (type.get() < 0 || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0)
     impl_->wrong_type(name, "a fixed-length string");
   std::string buf(H5Tget_size(type.get()), '\0');
-  check(H5Aread(a.get(), type.get(), buf.data()) >= 0, impl_->path, "reading attribute " + name);
+  impl_->check(H5Aread(a.get(), type.get(), buf.data()) >= 0, "reading attribute " + name);
   buf.resize(buf.find('\0') == std::string::npos ? buf.size() : buf.find('\0'));
   return buf;
 }
@@ -302,19 +319,19 @@ void TensorFileReader::read_into(const std::string& name, Tensor& t, const std::
   {
     std::lock_guard lock(hdf5_mutex());
     H5Id ds(H5Dopen2(impl_->file, name.c_str(), H5P_DEFAULT), H5Dclose);
-    check(ds.get() >= 0, impl_->path, "opening " + name);
+    impl_->check(ds.get() >= 0, "opening " + name);
     H5Id space(H5Dget_space(ds.get()), H5Sclose);
     int nd = H5Sget_simple_extent_ndims(space.get());
-    check(nd >= 0, impl_->path, "reading the shape of " + name);
+    impl_->check(nd >= 0, "reading the shape of " + name);
     std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     Shape shape(dims.begin(), dims.end());
     if (shape != t.shape())
       GT_THROW(impl_->path, hint, "'", name, "' in ", impl_->kind, " '", impl_->path, "' has shape ", shape_str(shape),
                ", expected ", shape_str(t.shape()));
-    check(H5Dread(ds.get(), int64 ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                  host.raw()) >= 0,
-          impl_->path, "reading " + name);
+    impl_->check(H5Dread(ds.get(), int64 ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                         host.raw()) >= 0,
+                 "reading " + name);
   }
   if (int64) {
     t.copy_from(host);

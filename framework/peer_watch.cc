@@ -16,6 +16,7 @@
 #include "framework/comm.h"
 #include "framework/error.h"
 #include "framework/socket_io.h"
+#include "framework/thread_group.h"
 
 namespace gt {
 
@@ -208,7 +209,8 @@ void PeerWatch::start(std::function<void(const std::string&)> on_lost, Hangs han
   GT_CHECK_ARG(!impl_->thread.joinable() && !impl_->finished_here, "PeerWatch::start: already started or finished");
   GT_CHECK_ARG(hangs.timeout_s >= 0, "PeerWatch::start: negative timeout ", hangs.timeout_s);
   if (peers() == 0) return;
-  impl_->thread = std::thread([this, f = std::move(on_lost), h = std::move(hangs)] { impl_->run(f, h); });
+  impl_->thread = start_thread([this, f = std::move(on_lost), h = std::move(hangs)] { impl_->run(f, h); },
+                               "the watch over the job's other processes");
 }
 
 void PeerWatch::start(std::function<void(const std::string&)> on_lost) { start(std::move(on_lost), Hangs{}); }

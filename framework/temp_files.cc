@@ -123,7 +123,23 @@ void remove_temp_files_and_die(int sig) {
 
 }  // namespace
 
+void ignore_file_size_signal() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGXFSZ, nullptr, &old) != 0) return;
+    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) return;  // the program's own choice
+    struct sigaction sa {};
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGXFSZ, &sa, nullptr);
+  });
+}
+
 std::string temp_path_for(const std::string& path) {
+  // Every atomic writer comes here before it writes: past a file-size limit its write() must fail
+  // with EFBIG (reported, the temporary file removed), not kill the process.
+  ignore_file_size_signal();
   remove_stale_temp_files(path);
   static std::atomic<uint64_t> next{0};
   const std::string stem = path + ".tmp." + std::to_string(::getpid()) + ".";
@@ -274,7 +290,20 @@ void check_output_file(const std::string& path, const std::string& name, const s
              "': cannot create folders in '", up.string(), "': ", std::strerror(errno));
 }
 
+void check_input_file(const std::string& path, const std::string& name) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISFIFO(st.st_mode)  ? "a FIFO (named pipe)"
+                     : S_ISDIR(st.st_mode) ? "a folder"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                  : "not a file";
+  GT_THROW(path, "give the path of a regular file (a FIFO would be waited on for ever)", name, " '", path, "' is ",
+           kind, ", not a regular file");
+}
+
 void install_temp_file_signal_cleanup(const char* stop_note) {
+  ignore_file_size_signal();  // for the program's other writers too (logs, appended metrics)
   g_stop_note = stop_note;
   g_stop_tty = ::isatty(STDERR_FILENO) == 1;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {

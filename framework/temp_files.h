@@ -72,6 +72,22 @@ int remove_stale_temp_files(const std::string& path);
 // `where`, naming the output as `name` ("the output", "--json").
 void check_output_file(const std::string& path, const std::string& name, const std::string& where);
 
+// A write past a file-size limit (ulimit -f, RLIMIT_FSIZE) raises SIGXFSZ, whose default action
+// kills the process at once: no message, and the temporary file stays. This sets SIGXFSZ to
+// ignored when it is at its default (a handler or an ignore of the program's own is left as it
+// is), so such a write fails with EFBIG instead and the writer's error path reports it ("File too
+// large") and removes its temporary file. temp_path_for (every atomic writer) and
+// install_temp_file_signal_cleanup (the programs) call it; a process-wide setting, made once.
+void ignore_file_size_signal();
+
+// Before a reader opens the input `path` (a config, a dataset, a model or checkpoint file): when it
+// exists and is not a regular file, throws gt::Error "<name> '<path>' is a FIFO (named pipe), not
+// a regular file" (or a folder, a device, a socket) at `path`. open() of a FIFO waits for a writer
+// for ever, and HDF5 and the config reader need a file they can seek in. A path that does not
+// exist (or cannot be looked at) is left to the reader, whose message says so. Readers that stream
+// (GzLineReader, for OGB's .csv.gz files) take FIFOs and do not call this.
+void check_input_file(const std::string& path, const std::string& name);
+
 // Unlinks every temporary file this process has registered and not released, then removes the
 // registered folders that are empty. Async-signal-safe: for a signal handler of one's own.
 void remove_live_temp_files() noexcept;

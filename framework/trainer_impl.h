@@ -22,6 +22,7 @@
 #include "framework/grad_reducer.h"
 #include "framework/optimizer.h"
 #include "framework/progress.h"
+#include "framework/thread_group.h"
 #include "framework/trace.h"
 #include "framework/trainer.h"
 #include "preprocess/feature_cache.h"
@@ -185,9 +186,11 @@ struct Trainer::Impl {
     }
     std::mutex mu;
     std::exception_ptr first;
-    std::vector<std::thread> pool;
+    // A replica whose thread cannot start: the others are released from their collectives
+    // (abort_all) and joined, and the failure is a gt::Error (ThreadGroup), not std::terminate.
+    ThreadGroup pool;
     for (Replica& r : replicas)
-      pool.emplace_back([&, rp = &r] {
+      pool.start([&, rp = &r] {
         try {
           set_current_device(rp->ctx->device());
           f(*rp);
@@ -199,8 +202,8 @@ struct Trainer::Impl {
           }
           abort_all();
         }
-      });
-    for (auto& t : pool) t.join();
+      }, "data-parallel replica " + std::to_string(r.rank), [this] { abort_all(); });
+    pool.join();
     set_current_device(replicas[0].ctx->device());
     throw_if_peer_lost();
     if (first) std::rethrow_exception(first);

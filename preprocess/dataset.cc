@@ -12,6 +12,7 @@
 
 #include "framework/error.h"
 #include "framework/hdf5_util.h"
+#include "framework/temp_files.h"
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
 
@@ -143,6 +144,7 @@ H5Id open_for_read(const std::string& path) {
              "cannot open dataset file '", path, "': ", err == ENOENT ? "no such file" : std::strerror(err));
   }
   if (S_ISDIR(st.st_mode)) GT_THROW({}, {}, "cannot open dataset file '", path, "': it is a directory");
+  check_input_file(path, "dataset file");  // a FIFO: H5Fis_hdf5 would wait for a writer for ever
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     GT_THROW({}, "datasets are written by gt-data import-ogb or gt-data synth",

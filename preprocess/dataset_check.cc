@@ -205,6 +205,11 @@ DatasetCheck check_dataset(const std::string& path, const std::function<void(int
     out.info = ds.info;
   }
   out.features = feature_storage(path);
+  // A [N, 0] table loads (HDF5 holds it), but no model can learn from rows without values.
+  if (out.info.feature_dim == 0 && out.info.num_nodes > 0)
+    GT_THROW(path + ":/features", "re-create the dataset with the node features (OGB's node-feat.csv.gz)",
+             "dataset file '", path, "' has a feature table with 0 features per node (shape [", out.info.num_nodes,
+             ", 0])");
   // Then the values, a block of rows at a time (whole HDF5 chunks, about 64 MiB).
   FeatureReader reader(path);
   const int64_t n = out.info.num_nodes, f = out.info.feature_dim;

@@ -17,6 +17,7 @@
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
+#include "preprocess/mapped_read.h"
 
 namespace gt {
 
@@ -137,10 +138,19 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
       const int64_t id = ids[static_cast<std::size_t>(i)];
       if (id < 0 || id >= rows_) GT_THROW("gather_rows", "", "node id ", id, " out of range [0, ", rows_, ")");
       float* dst = o + i * width_;
+      // A mapped row is copied under the SIGBUS guard (preprocess/mapped_read.h) first: as it is
+      // (float32) or into this thread's scratch (16-bit), which is widened from there.
       const void* src = row_data(id);
       if (dtype == DType::kFloat32) {
-        std::memcpy(dst, src, stored_bytes);
+        if (!check) std::memcpy(dst, src, stored_bytes);
+        else if (!copy_from_mapping(dst, src, stored_bytes)) throw_mapped_row_unreadable(path_, id);
       } else {
+        if (check) {
+          thread_local std::vector<uint16_t> scratch;
+          scratch.resize(static_cast<std::size_t>(cols));
+          if (!copy_from_mapping(scratch.data(), src, stored_bytes)) throw_mapped_row_unreadable(path_, id);
+          src = scratch.data();
+        }
         const uint16_t* h = static_cast<const uint16_t*>(src);
         if (dtype == DType::kBFloat16)
           for (int64_t c = 0; c < cols; ++c) dst[c] = half::bf16_to_float(h[c]);
@@ -179,7 +189,9 @@ void FeatureTable::gather_stored(const std::vector<int64_t>& ids, Tensor& out) c
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t id = ids[static_cast<std::size_t>(i)];
       if (id < 0 || id >= rows_) GT_THROW("gather_stored", "", "node id ", id, " out of range [0, ", rows_, ")");
-      std::memcpy(o + i * rb, row_data(id), static_cast<std::size_t>(rb));
+      if (!check) std::memcpy(o + i * rb, row_data(id), static_cast<std::size_t>(rb));
+      else if (!copy_from_mapping(o + i * rb, row_data(id), static_cast<std::size_t>(rb)))
+        throw_mapped_row_unreadable(path_, id);
       if (check && (i + 1 - unchecked == check_rows || i + 1 == r.end())) {
         const int64_t count = (i + 1 - unchecked) * cols_;
         const bool ok = dtype_ == DType::kFloat32

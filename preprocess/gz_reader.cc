@@ -289,6 +289,11 @@ bool GzLineReader::next(std::string_view& line) {
       return true;
     }
     std::size_t scanned = end_ - begin_;  // no newline in these bytes; do not search them again
+    if (scanned > kMaxLineBytes)
+      throw Error("line " + std::to_string(line_ + 1) + " is longer than " + std::to_string(kMaxLineBytes >> 20) +
+                      " MiB (no line break in " + std::to_string(scanned) + " bytes)",
+                  path_ + ":" + std::to_string(line_ + 1),
+                  "the file is damaged or not CSV text: lines of OGB data are a few KiB");
     refill();
     scan_from = begin_ + scanned;
   }

@@ -14,13 +14,15 @@
 //     line N (byte offset B: data that is neither a gzip member nor zero padding ...)"); gzip
 //     would stop there too, and reading on as if the file ended would cut it short silently,
 //   - a truncated gzip stream: the complete lines before the cut are returned first, then
-//     next() throws naming the line where the data ends ("<file>:<N + 1>").
+//     next() throws naming the line where the data ends ("<file>:<N + 1>"),
+//   - a line longer than kMaxLineBytes, naming it ("<file>:<N + 1>").
 // The stream is inflated with zlib's inflate() directly rather than gzread(), which drops all
 // the output of a call that meets corrupt data (up to megabytes), so that the line named is the
 // last one that was actually decoded.
 // Not thread-safe; use one reader per thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +33,12 @@ namespace gt {
 
 class GzLineReader {
  public:
+  // The longest line next() returns. A longer one is an error naming the file and the line
+  // ("line N is longer than 16 MiB"), so that a small file cannot make the reader hold gigabytes:
+  // 3 MB of gzip inflate to one 3 GiB line, which the buffer followed to 7 GB before. CSV lines
+  // of OGB data are at most some KiB (a 4353-float feature row is about 50 KiB).
+  static constexpr std::size_t kMaxLineBytes = std::size_t{16} << 20;
+
   explicit GzLineReader(const std::string& path);
   ~GzLineReader();
   GzLineReader(const GzLineReader&) = delete;

@@ -253,6 +253,10 @@ std::string info_name(const std::string& dir, std::string& problem) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return {};
   problem = "'" + file.string() + "' ";
+  if (!fs::is_regular_file(file, ec)) {  // before opening: a FIFO would block the open for ever
+    problem += "is not a regular file";
+    return {};
+  }
   std::ifstream in(file);
   std::string text;
   if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -413,6 +417,14 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
   std::vector<int32_t> indices;
   {
     EdgeList edges = read_edges(raw + "edge.csv.gz", n, expected_edges);
+    // A 0-byte file (a failed download, a copy cut at once) reads as no lines: before, it imported
+    // as a graph without edges, and trained a model that never looks at a neighbour.
+    if (edges.src.empty()) {
+      const bool zero_bytes = fs::is_regular_file(raw + "edge.csv.gz", ec) && fs::file_size(raw + "edge.csv.gz", ec) == 0;
+      GT_THROW(raw + "edge.csv.gz", "the file is incomplete or empty; copy or download it again",
+               "'", raw, "edge.csv.gz' ", zero_bytes ? "is empty (0 bytes)" : "lists no edges",
+               ": a graph needs edges");
+    }
     if (expected_edges >= 0 && static_cast<int64_t>(edges.src.size()) != expected_edges)
       GT_THROW(raw + "edge.csv.gz", "the edge file may be incomplete", "'", raw, "edge.csv.gz' has ",
                edges.src.size(), " edges, but num-edge-list.csv.gz says ", expected_edges);

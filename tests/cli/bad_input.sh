@@ -466,3 +466,28 @@ if "$GT_DATA" import-ogb "$WORK/badinfo" "$WORK/goodinfo.h5" >/dev/null 2>"$WORK
 else
   fail "import with a good info.json failed: $(cat "$WORK/stderr.txt")"
 fi
+
+# --- hostile conditions at the programs' level (issue 47, docs/reliability.md) ---
+# A file-size limit: a writer past it died of SIGXFSZ with no message and left its temporary file.
+expect_error "ulimit -f under gt-data synth" 1 "File too large" "$WORK/fsz.h5" -- \
+  bash -c 'ulimit -f 64; exec "$0" synth "$1" --nodes 20000 --features 64' "$GT_DATA" "$WORK/fsz.h5"
+ls "$WORK"/fsz.h5.tmp.* >/dev/null 2>&1 && fail "ulimit -f: a temporary file was left: $(ls "$WORK"/fsz.h5.tmp.*)"
+# Inputs that are FIFOs waited for a writer for ever (timeout: a hang fails the check, not the suite).
+mkfifo "$WORK/in.fifo"
+expect_error "config is a FIFO" 1 "config '$WORK/in.fifo' is a FIFO (named pipe), not a regular file" - -- \
+  timeout 20 "$GT_TRAIN" "$WORK/in.fifo"
+expect_error "dataset is a FIFO" 1 "dataset file '$WORK/in.fifo' is a FIFO (named pipe), not a regular file" - -- \
+  timeout 20 "$GT_DATA" info "$WORK/in.fifo"
+# A YAML alias bomb (nine levels of nine aliases) ran for minutes; now one line naming its line.
+{
+  printf 'model:\n  hidden_sizes: [&a0 [x, x, x, x, x, x, x, x, x]'
+  for l in 1 2 3 4 5 6 7 8; do
+    p=$((l - 1))
+    printf ', &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]' $l $p $p $p $p $p $p $p $p $p
+  done
+  printf ']\n'
+} >"$WORK/bomb.yaml"
+expect_error "YAML alias bomb" 1 "values with its aliases expanded (an alias-expansion bomb?) [at $WORK/bomb.yaml:2]" - -- \
+  timeout 20 "$GT_TRAIN" "$WORK/bomb.yaml"
+expect_error "YAML alias bomb in --set" 1 "[at --set sampling.fanouts:1]" - -- \
+  timeout 20 "$GT_TRAIN" "$WORK/good.yaml" --set "sampling.fanouts=$(sed -n 's/^  hidden_sizes: //p' "$WORK/bomb.yaml")"

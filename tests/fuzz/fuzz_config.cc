@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::size_t nl = rest.find('\n');
     const std::string_view line = rest.substr(0, nl);
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.find('=') == std::string_view::npos || line.size() > 256) continue;
+    if (line.find('=') == std::string_view::npos || line.size() > 1024) continue;
     gt::Config cfg;
     try {
       gt::apply_override(cfg, std::string(line));

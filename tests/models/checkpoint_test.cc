@@ -13,6 +13,8 @@
 #include "framework/checkpoint.h"
 #include "framework/model_io.h"
 #include "framework/trainer.h"
+#include "framework/inference.h"
+#include "models/model.h"
 #include "preprocess/synth.h"
 #include "tests/temp_files.h"
 
@@ -388,6 +390,83 @@ TEST_F(CheckpointTest, TensorFileRoundTrip) {
   EXPECT_EQ(ids.to_vector<int64_t>(), (std::vector<int64_t>{0, -1, int64_t{1} << 40}));
   EXPECT_THROW(r.attr_int("s"), Error);
   EXPECT_THROW(r.attr_string("missing"), Error);
+}
+
+// A checkpoint whose state no run writes: a NaN best accuracy (no later epoch is ever better, so
+// the best model is never saved again), an accuracy above 1, a step counter of 2^62 after two
+// epochs. Before: resumed without a word. Now refused, naming the file and the field.
+TEST_F(CheckpointTest, ImpossibleTrainingStateIsRefused) {
+  const CheckpointInfo info = read_checkpoint_info(trained_checkpoint());
+  Context ctx(Device::cpu());
+  std::unique_ptr<Model> model = build_model(info.config.model, info.data.feature_dim, info.data.num_classes,
+                                             Device::cpu(), 1, info.data.feature_dim);
+  std::unique_ptr<Optimizer> opt = make_optimizer(info.config.optimizer);
+  auto bad = [&](const std::string& name, auto&& change, const std::string& part) {
+    TrainingState st = info.state;
+    change(st);
+    save_checkpoint(path(name), info.config_yaml, st, *model, *opt, ctx, info.data);
+    expect_resume_error(config("sage", "adam", 4), path(name), part);
+    expect_resume_error(config("sage", "adam", 4), path(name), "[at " + path(name) + ":");
+  };
+  bad("nanacc.h5", [](TrainingState& st) { st.best_valid_acc = std::nan(""); },
+      "checkpoint '" + path("nanacc.h5") + "' has best_valid_acc = nan, expected an accuracy in [0, 1]");
+  bad("bigacc.h5", [](TrainingState& st) { st.test_acc_at_best = 7; }, "has test_acc_at_best = 7");
+  bad("step.h5", [](TrainingState& st) { st.step = int64_t{1} << 62; }, "has step = 4611686018427387904");
+  bad("best.h5", [](TrainingState& st) { st.best_epoch = 9; }, "has best_epoch = 9, expected 0..2");
+  EXPECT_NO_THROW(read_checkpoint_info(trained_checkpoint()));
+}
+
+// Overwrites one byte inside every HDF5 object header but the root group's (the "OHDR" blocks of
+// the version 2 formats, whose checksums then fail): the file opens and its attributes read, but
+// the groups that hold the tensors cannot be read.
+void damage_object_headers(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::size_t pos = bytes.find("OHDR");
+  int damaged = 0;
+  while ((pos = bytes.find("OHDR", pos + 4)) != std::string::npos) {
+    bytes[pos + 6] = static_cast<char>(bytes[pos + 6] ^ 0x5a);
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0) << file;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A damaged model or checkpoint file printed HDF5's 34-line diagnostic stack and then "has no
+// dataset 'params/...' (hint: was it saved from the same model config?)" in gt-predict and
+// gt-serve, and the misleading line alone on --resume. Now one line that says the file is damaged.
+TEST_F(CheckpointTest, DamagedFilesAreNamedAsDamagedNotAsAnotherModel) {
+  const std::string ckpt = path("damaged.ckpt.h5");
+  fs::copy_file(trained_checkpoint(), ckpt, fs::copy_options::overwrite_existing);
+  damage_object_headers(ckpt);
+  expect_resume_error(config("sage", "adam", 4), ckpt,
+                      "'" + ckpt + "' is not a valid GraphTensor checkpoint (damaged or truncated)");
+  Config c = config("sage", "adam", 1);
+  c.train.save_best = path("damaged-best.h5");
+  Trainer(c).fit(nullptr);
+  damage_object_headers(c.train.save_best);
+  std::string e;
+  ::testing::internal::CaptureStderr();
+  try {
+    InferenceSession s(c.train.save_best, path("synth.h5"));
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  // The session reads the file on its worker thread, where HDF5 printed its stack.
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(printed.find("HDF5-DIAG"), std::string::npos) << printed;
+  EXPECT_NE(e.find("'" + c.train.save_best + "' is not a valid GraphTensor "), std::string::npos) << e;
+  EXPECT_NE(e.find("(damaged or truncated)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("was it saved from the same model config"), std::string::npos) << e;
+  // Cut short: the same words.
+  fs::resize_file(c.train.save_best, fs::file_size(c.train.save_best) / 2);
+  try {
+    InferenceSession s(c.train.save_best, path("synth.h5"));
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("(damaged or truncated)"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -796,3 +796,24 @@ TEST(SynthTest, WarnsWhenEdgesFallShort) {
 
 }  // namespace
 }  // namespace gt
+
+namespace gt {
+namespace {
+
+// A 0-byte edge file (a failed download) imported as a graph without edges, which then trained;
+// so did a gzip file of no lines. Both are refused naming the file, with or without
+// num-edge-list.csv.gz.
+TEST(OgbImportTest, EmptyEdgeFileIsRefused) {
+  TinyOgb t;
+  fs::remove(t.dir + "/raw/num-edge-list.csv.gz");
+  std::ofstream(t.dir + "/raw/edge.csv.gz", std::ios::binary | std::ios::trunc).flush();
+  ASSERT_EQ(fs::file_size(t.dir + "/raw/edge.csv.gz"), 0u);
+  expect_import_error(t, "raw/edge.csv.gz", "edge.csv.gz' is empty (0 bytes): a graph needs edges");
+  put(t.dir + "/raw/edge.csv.gz", "\n\n");
+  expect_import_error(t, "raw/edge.csv.gz", "edge.csv.gz' lists no edges: a graph needs edges");
+  put(t.dir + "/raw/num-edge-list.csv.gz", "0\n");
+  expect_import_error(t, "raw/edge.csv.gz", "lists no edges");
+}
+
+}  // namespace
+}  // namespace gt
