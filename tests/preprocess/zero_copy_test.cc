@@ -1,0 +1,253 @@
+// Feature rows from tiers (kernels/gather.h): the GPU's gather from the device cache and from the
+// host table read in place (preprocess/host_table.h) equals the CPU gather (FeatureTable::gather)
+// bit for bit, for every load width, storage type, padding and cache share; pre-sampling counts
+// agree between the GPU and the CPU sampler.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/context.h"
+#include "framework/rng.h"
+#include "kernels/gather.h"
+#include "preprocess/dataset.h"
+#include "preprocess/feature_cache.h"
+#include "preprocess/feature_dtype.h"
+#include "preprocess/feature_table.h"
+#include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
+#include "preprocess/sampler.h"
+#include "tests/preprocess/temp_dir.h"
+
+namespace gt {
+namespace {
+
+bool have_gpu() { return built_with_cuda() && cuda_device_count() > 0; }
+
+// A [n, cols] table of `dtype` with fresh random values (never zeros), salted.
+Tensor random_table(int64_t n, int64_t cols, DType dtype, uint64_t salt) {
+  Tensor f = Tensor::empty({n, cols}, DType::kFloat32);
+  float* x = f.data<float>();
+  for (int64_t i = 0; i < n * cols; ++i) x[i] = 4.0f * (u01(philox(salt, 1, static_cast<uint64_t>(i)).v[0]) - 0.5f) + 1e-3f;
+  return dtype == DType::kFloat32 ? f : convert_features(f, dtype, 0, "test table");
+}
+
+// Ids: both ends of the table, duplicates, and random ones.
+std::vector<int64_t> some_ids(int64_t n, int64_t count, uint64_t salt) {
+  std::vector<int64_t> ids{0, n - 1, n - 1, 0, n / 2};
+  for (int64_t i = 0; i < count; ++i) ids.push_back(static_cast<int64_t>(random64(salt, 2, static_cast<uint64_t>(i)) % n));
+  ids.push_back(ids[7]);  // a duplicate further on
+  return ids;
+}
+
+Tensor ids_tensor(const std::vector<int64_t>& ids, Device d) {
+  std::vector<int32_t> v(ids.begin(), ids.end());
+  Tensor t = Tensor::from_vector(v);
+  return d.is_cuda() ? t.to(d) : t;
+}
+
+// Compares gather_tiered on `d` with FeatureTable::gather for one table, width and cache share.
+void expect_tiered_equals_cpu(const FeatureTable& table, const RowTiers& host, const FeatureCache* cache, Device d,
+                              const std::vector<int64_t>& ids, bool sorted, const std::string& what) {
+  SCOPED_TRACE(what);
+  const int64_t n = static_cast<int64_t>(ids.size()), W = table.width();
+  Tensor want = Tensor::empty({n, W}, DType::kFloat32);
+  table.gather(ids, want);
+  RowTiers t = cache ? cache->tiers() : host;
+  t.host = host.host;
+  t.block_offsets = host.block_offsets;
+  t.rows_per_block = host.rows_per_block;
+  t.block_alignment = host.block_alignment;
+  Tensor out = Tensor::empty({n, W}, DType::kFloat32, d);
+  Context ctx(d);
+  out.fill_bytes(0xFF, ctx.stream());  // NaN: anything left unwritten shows
+  GatherCounters counters = GatherCounters::make(d, ctx.stream());
+  gather_tiered(t, ids_tensor(ids, d), out, &counters, sorted, /*check_values=*/true, ctx.stream());
+  ctx.synchronize();
+  const Tensor got = out.is_cuda() ? out.to(Device::cpu()) : out;
+  ASSERT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+  const std::vector<int64_t> c = (counters.values.is_cuda() ? counters.values.to(Device::cpu()) : counters.values).to_vector<int64_t>();
+  int64_t hits = 0;
+  if (cache)
+    for (int64_t v : ids) hits += cache->slot(v) >= 0;
+  EXPECT_EQ(c[0], hits);
+  EXPECT_EQ(c[1], n - hits);
+  EXPECT_EQ(c[2], std::numeric_limits<int64_t>::max());  // every value finite
+}
+
+// Every load width (rows of 2 to 4096 bytes, odd sizes too), float32 and both 16-bit types, the
+// stored width and a padded one, no cache / some rows cached / all cached, sorted and batch order.
+void tiered_matches_cpu(Device d) {
+  const int64_t n = 1000;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
+    for (int64_t cols : {1, 2, 3, 4, 5, 8, 12, 31, 32, 100, 129, 256, 1024}) {
+      const Tensor x = random_table(n, cols, dt, static_cast<uint64_t>(cols) * 7 + static_cast<uint64_t>(dt));
+      const FeatureTable base(x);
+      std::unique_ptr<MappedHostTable> mapped;
+      RowTiers host;
+      if (d.is_cuda()) {
+        mapped = std::make_unique<MappedHostTable>(base);
+        host = mapped->tiers(d);
+      } else {
+        host.dtype = dt;
+        host.cols = cols;
+        host.num_nodes = n;
+        host.host = base.dense_data();
+      }
+      const std::vector<int64_t> ids = some_ids(n, 700, static_cast<uint64_t>(cols));
+      for (const FeatureTable& table : {base, base.aligned()}) {
+        const std::string name = std::string(dtype_name(dt)) + " cols " + std::to_string(cols) + " width " +
+                                 std::to_string(table.width());
+        expect_tiered_equals_cpu(table, host, nullptr, d, ids, true, name + " host");
+        expect_tiered_equals_cpu(table, host, nullptr, d, ids, false, name + " host, batch order");
+        if (!d.is_cuda()) continue;
+        std::vector<int64_t> third;
+        for (int64_t v = 0; v < n; v += 3) third.push_back(v);
+        third.push_back(n - 1);
+        FeatureCache some(table, third, d, "test", 0);
+        expect_tiered_equals_cpu(table, host, &some, d, ids, true, name + " a third cached");
+        std::vector<int64_t> every(static_cast<std::size_t>(n));
+        for (int64_t v = 0; v < n; ++v) every[static_cast<std::size_t>(v)] = v;
+        FeatureCache full(table, every, d, "test", 0);
+        RowTiers none;  // no host tier: every row must come from the cache
+        none.dtype = dt;
+        none.cols = cols;
+        none.num_nodes = n;
+        expect_tiered_equals_cpu(table, none, &full, d, ids, true, name + " all cached");
+      }
+    }
+}
+
+TEST(ZeroCopy, TieredGatherMatchesTableGather) { tiered_matches_cpu(Device::cpu()); }
+TEST(ZeroCopy, TieredGatherMatchesTableGatherCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  tiered_matches_cpu(Device::cuda(0));
+}
+
+// An empty batch writes nothing and counts nothing; a non-finite value is reported by node id
+// when values are checked.
+void empty_and_bad_values(Device d) {
+  Context ctx(d);
+  const int64_t n = 300, cols = 16;
+  Tensor x = random_table(n, cols, DType::kFloat32, 5);
+  x.data<float>()[123 * cols + 7] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[201 * cols + 0] = std::numeric_limits<float>::infinity();
+  const FeatureTable table(x);
+  std::unique_ptr<MappedHostTable> mapped;
+  RowTiers t;
+  if (d.is_cuda()) {
+    mapped = std::make_unique<MappedHostTable>(table);
+    t = mapped->tiers(d);
+  } else {
+    t.cols = cols;
+    t.num_nodes = n;
+    t.host = table.dense_data();
+  }
+  GatherCounters c = GatherCounters::make(d, ctx.stream());
+  Tensor none = Tensor::empty({0, cols}, DType::kFloat32, d);
+  gather_tiered(t, ids_tensor({}, d), none, &c, true, true, ctx.stream());
+  Tensor out = Tensor::empty({4, cols}, DType::kFloat32, d);
+  gather_tiered(t, ids_tensor({5, 201, 123, 9}, d), out, &c, true, true, ctx.stream());
+  ctx.synchronize();
+  const std::vector<int64_t> v = (c.values.is_cuda() ? c.values.to(Device::cpu()) : c.values).to_vector<int64_t>();
+  EXPECT_EQ(v[1], 4);
+  EXPECT_EQ(v[2], 123);  // the smallest id with a value that is not finite
+}
+
+TEST(ZeroCopy, EmptyBatchAndBadValues) { empty_and_bad_values(Device::cpu()); }
+TEST(ZeroCopy, EmptyBatchAndBadValuesCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  empty_and_bad_values(Device::cuda(0));
+}
+
+// A memory-mapped dataset file (float32 and bf16, several row blocks) read in place by the GPU
+// equals the CPU gather from the same mapping. Registering a file mapping is up to the driver:
+// when it refuses, the error must say what to do instead (the trainer then gathers on the CPU).
+TEST(ZeroCopy, MappedFileReadInPlaceCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  test::TempDir dir("zero_copy");
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    const int64_t cols = 37, n = 3 * feature_chunk_rows(cols, dt) + 11;
+    Dataset ds;
+    ds.info.num_nodes = n;
+    ds.info.feature_dim = cols;
+    ds.info.num_classes = 2;
+    ds.info.feature_dtype = dt;
+    ds.indptr.assign(static_cast<std::size_t>(n + 1), 0);
+    ds.features = random_table(n, cols, dt, 11);
+    ds.labels.assign(static_cast<std::size_t>(n), 1);
+    ds.splits["train"] = {0, 1};
+    const std::string path = dir.file(std::string("mapped_") + dtype_name(dt) + ".h5");
+    save_dataset(ds, path);
+    const FeatureTable table = FeatureTable::map_file(path).aligned();
+    std::unique_ptr<MappedHostTable> mapped;
+    try {
+      mapped = std::make_unique<MappedHostTable>(table);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cpu_gather"), std::string::npos) << e.what();
+      std::printf("note: this driver does not map a file mapping: %s\n", e.what());
+      continue;
+    }
+    EXPECT_TRUE(mapped->file_backed());
+    const Device d = Device::cuda(0);
+    expect_tiered_equals_cpu(table, mapped->tiers(d), nullptr, d, some_ids(n, 2000, 3), true,
+                             std::string("mapped ") + dtype_name(dt));
+  }
+}
+
+// Pre-sampling: the GPU sampler's counts equal the CPU sampler's for the same batches and keys;
+// the most frequent rows break ties by the smaller id and report the share they serve.
+TEST(Presample, MostFrequentBreaksTiesBySmallerId) {
+  const std::vector<int32_t> counts{3, 5, 5, 0, 1, 5, 2};
+  double share = 0;
+  EXPECT_EQ(FeatureCache::most_frequent(counts, 3, &share), (std::vector<int64_t>{1, 2, 5}));
+  EXPECT_DOUBLE_EQ(share, 15.0 / 21.0);
+  EXPECT_EQ(FeatureCache::most_frequent(counts, 0, &share), std::vector<int64_t>{});
+  EXPECT_EQ(FeatureCache::most_frequent(counts, 99).size(), counts.size());
+}
+
+TEST(Presample, CountsOnGpuEqualCpuCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 4000;
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t deg = static_cast<int64_t>(random64(21, static_cast<uint64_t>(v), 0) % 30);
+    const std::size_t row = indices.size();
+    // Skewed sources: low ids are hubs.
+    for (int64_t j = 0; j < deg; ++j) {
+      const double u = u01(philox(22, static_cast<uint64_t>(v), static_cast<uint64_t>(j)).v[0]);
+      indices.push_back(static_cast<int32_t>(static_cast<double>(n) * u * u * u) % static_cast<int32_t>(n));
+    }
+    std::sort(indices.begin() + static_cast<std::ptrdiff_t>(row), indices.end());
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  const CsrView g{indptr.data(), indices.data(), n};
+  NeighborSampler cpu(g, {10, 5, 3}, false, 9);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g, Device::cuda(0)));
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
+  auto batches = make_batches(ids, 256, true, 4, 1);
+  batches.resize(6);
+  std::vector<uint64_t> keys;
+  for (std::size_t b = 0; b < batches.size(); ++b) keys.push_back((uint64_t{1} << 20) + b);
+  const std::vector<int32_t> on_gpu = presample_counts(cpu, &gpu, batches, keys, n);
+  const std::vector<int32_t> on_cpu = presample_counts(cpu, nullptr, batches, keys, n);
+  EXPECT_EQ(on_gpu, on_cpu);
+  int64_t total = 0;
+  for (int32_t c : on_cpu) total += c;
+  EXPECT_GT(total, 6 * 256);
+  // Caching the most gathered tenth serves more than a tenth of the gathers on a skewed graph.
+  double share = 0;
+  FeatureCache::most_frequent(on_cpu, n / 10, &share);
+  EXPECT_GT(share, 0.2);
+}
+
+}  // namespace
+}  // namespace gt
