@@ -10,6 +10,7 @@
 #include <cub/cub.cuh>
 
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 
 #include "framework/cuda_check.h"
@@ -183,13 +184,23 @@ Kind kind_of(DType d) {
   return d == DType::kFloat32 ? Kind::kF32 : d == DType::kBFloat16 ? Kind::kBF16 : Kind::kF16;
 }
 
+// Blocks per SM: kBlocksPerSm, or GT_GATHER_BLOCKS_PER_SM (1..32) for measuring (gather.h).
+int blocks_per_sm() {
+  static const int v = [] {
+    const char* e = std::getenv("GT_GATHER_BLOCKS_PER_SM");
+    const int b = e ? std::atoi(e) : 0;
+    return b >= 1 && b <= 32 ? b : kBlocksPerSm;
+  }();
+  return v;
+}
+
 int grid_for(int64_t n) {
   int device = 0, sms = 0;
   GT_CUDA_CHECK(cudaGetDevice(&device));
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t rows_per_block = kThreads / kWarp;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + rows_per_block - 1) / rows_per_block,
-                                                                  static_cast<int64_t>(sms) * kBlocksPerSm)));
+                                                                  static_cast<int64_t>(sms) * blocks_per_sm())));
 }
 
 // L<K, kBytes>::run(args...) for the runtime kind and load width (2-byte loads only for 16-bit rows).

@@ -15,7 +15,10 @@
 // requests per second, not bytes, when they are scattered (about 35M rows/s on an H200 host,
 // shared/device/README.md), and come close to the PCIe link when consecutive warps read
 // ascending addresses. The gather therefore visits a batch's rows in increasing node id (a radix
-// sort of (id, position) on the device) and writes each to its position.
+// sort of (id, position) on the device) and writes each to its position. Its grid is a few blocks
+// per SM (enough loads in flight for the link, while the sampler's and the model's kernels keep
+// room beside it); the environment variable GT_GATHER_BLOCKS_PER_SM (1..32) overrides the count,
+// for measuring (gt-bench gather, docs/benchmarks.md).
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "framework/error.h"
 #ifdef GT_WITH_CUDA
@@ -22,8 +23,21 @@ MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
     device_ptr_ = first;
     return;
   }
-  // Whole pages: the driver pins pages, and a table allocated by malloc starts past a header.
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (!file_ && len < kRegisterMinBytes) {
+    // A small table shares its pages with other heap objects: registering them would make those
+    // objects page-locked too, and copies from a buffer that straddles the registered range fail.
+    // It is copied into memory allocated pinned and mapped instead (twice its size, at most 64 MiB).
+    GT_CUDA_CHECK(cudaHostAlloc(&copy_, static_cast<std::size_t>(len), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memcpy(copy_, first, static_cast<std::size_t>(len));
+    bytes_ = len;
+    void* dev = nullptr;
+    GT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, copy_, 0));
+    device_ptr_ = dev;
+    return;
+  }
+  // Whole pages: the driver pins pages. A large table is an allocation of its own pages (the
+  // allocator maps it apart from the heap), which it starts a header's length into.
   const uintptr_t lo = reinterpret_cast<uintptr_t>(first) / page * page;
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(first) + static_cast<uintptr_t>(len) + page - 1) / page * page;
   base_ = reinterpret_cast<void*>(lo);
@@ -66,6 +80,7 @@ MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
 MappedHostTable::~MappedHostTable() {
 #ifdef GT_WITH_CUDA
   if (registered_) (void)cudaHostUnregister(base_);
+  if (copy_) (void)cudaFreeHost(copy_);
 #endif
 }
 

@@ -5,14 +5,18 @@
 // staging buffer or copy is involved; the copy engines stay free.
 //
 // What can be mapped:
-//   - a table in memory (dataset.features: memory): its pages are registered (cudaHostRegister,
+//   - a table in memory (dataset.features: memory) of 64 MiB or more: its pages are registered
+//     (cudaHostRegister,
 //     read-only, portable to all devices). Registration pins every page of the table: it takes
 //     about a second per 10-20 GB and that much host memory stays resident while training;
 //   - a memory-mapped dataset file (dataset.features: mmap): the read-only file mapping is
 //     registered the same way, which faults in and pins every page of the file, the whole table
 //     then resident as for `memory`. Whether the driver accepts a file-backed read-only mapping
 //     depends on the driver and the file system: when it refuses, the error says so and the
-//     trainer keeps the CPU gather for that table (train.host_features: auto).
+//     trainer keeps the CPU gather for that table (train.host_features: auto). The driver of the
+//     H200 machines here (580.159) registers a dataset file's mapping;
+//   - a smaller table in memory is copied once into memory allocated pinned and mapped: it shares
+//     its pages with other heap objects, which registering would pin too.
 // The registration is undone when the object goes.
 #pragma once
 
@@ -45,7 +49,10 @@ class MappedHostTable {
   std::string describe() const;
 
  private:
+  // Tables below this size are copied into pinned memory rather than registered in place.
+  static constexpr int64_t kRegisterMinBytes = int64_t{64} << 20;
   const FeatureTable& table_;
+  void* copy_ = nullptr;    // the pinned copy of a small table
   void* base_ = nullptr;    // registered range (page-aligned)
   int64_t bytes_ = 0;
   const void* device_ptr_ = nullptr;  // the table's first byte as the devices see it
