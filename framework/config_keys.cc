@@ -379,7 +379,8 @@ const std::vector<Field>& fields() {
       string_field("train.gpu_cache_policy", GT_GET(train, gpu_cache_policy), {"auto", "presample", "degree"},
                    "which rows a cache smaller than the table keeps: presample (the rows that train.presample_batches "
                    "training batches of the first epoch gathered most often, counted before training) or degree (the "
-                   "nodes with most out-edges in the CSR); auto = presample"),
+                   "nodes with most out-edges in the CSR); auto = presample when those batches gather at least 4 rows "
+                   "per node of the table (at most batch_size x prod(1 + fanout) each), else degree"),
       int_field("train.presample_batches", GT_GET(train, presample_batches), 1, 1000000,
                 "training batches the pre-sampling pass draws and counts (train.gpu_cache_policy presample), the "
                 "first epoch's own; fewer when the epoch has fewer"),

@@ -3,6 +3,7 @@
 // start training from one state.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -173,11 +174,35 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
                       {cfg.train.peer_timeout_s, [this] { return progress(); }});
 }
 
+// Input rows a training batch gathers at most: batch_size x prod(1 + fanout), at most N.
+static double batch_rows_bound(const Config& cfg, int64_t n) {
+  double rows = static_cast<double>(cfg.sampling.batch_size);
+  for (int64_t f : cfg.sampling.fanouts) rows *= f < 0 ? static_cast<double>(n) : static_cast<double>(1 + f);
+  return std::min(rows, static_cast<double>(n));
+}
+
 void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows) {
   const Device d = r.ctx->device();
   rows = std::min(rows, features.rows());
-  if (rows == features.rows() || cfg.train.gpu_cache_policy == "degree") {
+  // Counts of a few gathers per node are mostly noise: auto pre-samples only when the batches it
+  // would draw gather at least kPresampleGathersPerRow rows per node of the table (bounded by
+  // batch_rows_bound), and picks by degree otherwise. (On a 111M-node graph 128 batches gather
+  // about one row per node; their most frequent 5% served 14% of an epoch's gathers, the highest
+  // degrees 19%: docs/benchmarks.md.)
+  constexpr double kPresampleGathersPerRow = 4.0;
+  const double presample_rows =
+      batch_rows_bound(cfg, features.rows()) *
+      std::min(static_cast<double>(cfg.train.presample_batches),
+               std::ceil(static_cast<double>(data.split(cfg.dataset.train_split).size()) /
+                         static_cast<double>(cfg.sampling.batch_size)));
+  const bool degree = cfg.train.gpu_cache_policy == "degree" ||
+                      (cfg.train.gpu_cache_policy == "auto" &&
+                       presample_rows < kPresampleGathersPerRow * static_cast<double>(features.rows()));
+  if (rows == features.rows() || degree) {
     r.cache = std::make_unique<FeatureCache>(features, data.indptr, data.indices, rows, d);
+    if (r.local == 0 && rows < features.rows() && cfg.train.gpu_cache_policy == "auto")
+      feature_notes.push_back("cache by degree: " + std::to_string(cfg.train.presample_batches) +
+                              " pre-sampled batches would gather too few rows per node to count (train.presample_batches)");
   } else {
     // Pre-sampling: the first epoch's own first batches (its seeds and keys), drawn by this
     // replica's training sampler (on the GPU when it samples there), counted per node.
