@@ -61,8 +61,11 @@ void* device_alloc(std::size_t bytes, int device) {
   std::size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(pool.mu);
   void* ptr = nullptr;
-  auto it = pool.free_blocks.find(size);
-  if (it != pool.free_blocks.end()) {
+  // Best fit within a quarter more than asked: batches differ in size from one to the next, and an
+  // exact-size match would send most of their buffers to cudaMalloc.
+  auto it = pool.free_blocks.lower_bound(size);
+  if (it != pool.free_blocks.end() && it->first <= size + size / 4) {
+    size = it->first;
     ptr = it->second;
     pool.free_blocks.erase(it);
     pool.cached -= size;
@@ -125,8 +128,10 @@ void* pinned_alloc(std::size_t bytes) {
   std::size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(pool.mu);
   void* ptr = nullptr;
-  auto it = pool.free_blocks.find(size);
-  if (it != pool.free_blocks.end()) {
+  // Best fit as on the device (cudaHostAlloc costs far more than a lookup).
+  auto it = pool.free_blocks.lower_bound(size);
+  if (it != pool.free_blocks.end() && it->first <= size + size / 4) {
+    size = it->first;
     ptr = it->second;
     pool.free_blocks.erase(it);
     pool.cached -= size;

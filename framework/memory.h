@@ -2,7 +2,8 @@
 // devices. Tensors use these; kernels take scratch space from here, not from cudaMalloc.
 //
 // The device allocator keeps freed blocks in per-size free lists (sizes rounded up to 512 bytes,
-// or to 2 MiB above 1 MiB) and hands them out again without a cudaMalloc/cudaFree; blocks are
+// or to 2 MiB above 1 MiB) and hands out the smallest free block that holds the size asked with at
+// most a quarter to spare, without a cudaMalloc/cudaFree; blocks are
 // only returned to the driver by release_cached_memory() or when an allocation fails (then the
 // cache is emptied and the allocation retried once). Frees are stream-ordered only in the sense
 // that a block is reused by later work on the same (single) compute stream; callers that use a

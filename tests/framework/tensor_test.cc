@@ -157,6 +157,11 @@ TEST(TensorCuda, CachingAllocatorReusesBlocks) {
   std::size_t mallocs = memory_stats().device_mallocs;
   for (int i = 0; i < 10; ++i) Tensor b = Tensor::empty({1 << 20}, DType::kFloat32, Device::cuda(0));
   EXPECT_EQ(memory_stats().device_mallocs, mallocs);
+  // A somewhat smaller request (batches vary) takes the same block; a much smaller one does not.
+  { Tensor c = Tensor::empty({(1 << 20) - 100000}, DType::kFloat32, Device::cuda(0)); }
+  EXPECT_EQ(memory_stats().device_mallocs, mallocs);
+  { Tensor c = Tensor::empty({1 << 18}, DType::kFloat32, Device::cuda(0)); }
+  EXPECT_EQ(memory_stats().device_mallocs, mallocs + 1);
 }
 
 TEST(TensorCuda, OutOfMemoryIsAnError) {
