@@ -21,6 +21,7 @@
 #include "preprocess/synth.h"
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -43,15 +44,7 @@ std::string alias_bomb(const std::string& prefix) {
   return s + "]";
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // Each door YAML comes in by: a config text, a config file, a --set value, and a config stored in
 // a model file (gt-predict, gt-serve, InferenceSession and --resume read it with parse_config).
