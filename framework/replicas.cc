@@ -32,15 +32,20 @@ static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d
   return bytes <= device_total_memory(d) / 4;
 }
 
+// Input rows a training batch gathers at most: batch_size x prod(1 + fanout), at most N.
+static double batch_rows_bound(const Config& cfg, int64_t n) {
+  double rows = static_cast<double>(cfg.sampling.batch_size);
+  for (int64_t f : cfg.sampling.fanouts) rows *= f < 0 ? static_cast<double>(n) : static_cast<double>(1 + f);
+  return std::min(rows, static_cast<double>(n));
+}
+
 // Device bytes to leave to the model and the batches in flight when the cache is sized
 // automatically: per batch, its input rows (at most N, at most batch_size x prod(1 + fanout))
 // times the gathered row and four floats per hidden unit of each layer (activations, their
 // gradients and the aggregation's output), for train.prefetch + 2 batches, the parameters with
 // Adam's two moments and gradients, and 1 GiB for kernel scratch and the allocator's rounding.
 static int64_t reserve_bytes(const Config& cfg, const FeatureTable& features, int64_t params) {
-  double rows = static_cast<double>(cfg.sampling.batch_size);
-  for (int64_t f : cfg.sampling.fanouts) rows *= f < 0 ? static_cast<double>(features.rows()) : static_cast<double>(1 + f);
-  rows = std::min(rows, static_cast<double>(features.rows()));
+  const double rows = batch_rows_bound(cfg, features.rows());
   double per_row = static_cast<double>(features.width()) * 4;
   for (int64_t l = 0; l < cfg.model.layers; ++l) {
     const int64_t h = l < static_cast<int64_t>(cfg.model.hidden_sizes.size()) ? cfg.model.hidden_sizes[static_cast<std::size_t>(l)]
@@ -172,13 +177,6 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   if (peer_watch)
     peer_watch->start([this](const std::string& why) { peer_gone(why); },
                       {cfg.train.peer_timeout_s, [this] { return progress(); }});
-}
-
-// Input rows a training batch gathers at most: batch_size x prod(1 + fanout), at most N.
-static double batch_rows_bound(const Config& cfg, int64_t n) {
-  double rows = static_cast<double>(cfg.sampling.batch_size);
-  for (int64_t f : cfg.sampling.fanouts) rows *= f < 0 ? static_cast<double>(n) : static_cast<double>(1 + f);
-  return std::min(rows, static_cast<double>(n));
 }
 
 void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows) {
