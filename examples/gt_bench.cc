@@ -122,7 +122,7 @@ int bench_pipeline(int argc, char** argv) {
     cache = std::make_unique<gt::FeatureCache>(table, ds.indptr, ds.indices,
                                                gt::FeatureCache::rows_for_mib(cache_mb, table.row_bytes()), ctx.device());
     std::printf("GPU feature cache: %lld rows (%lld MiB), %.1f%% of CSR entries have a cached source\n",
-                static_cast<long long>(cache->rows()), static_cast<long long>(cache_mb), 100.0 * cache->edge_coverage());
+                static_cast<long long>(cache->rows()), static_cast<long long>(cache_mb), 100.0 * cache->hit_estimate());
   }
   const std::vector<int64_t> train = ds.split("train");
   if (train.empty()) throw gt::Error("the train split of " + path + " is empty", "gt-bench", "the seeds come from it");

@@ -78,19 +78,18 @@ FeatureCache::FeatureCache(const FeatureTable& features, std::vector<int64_t> no
 void FeatureCache::build(const FeatureTable& features, std::vector<int64_t> nodes, Device device) {
   const int64_t n = features.rows();
   const int64_t rows = static_cast<int64_t>(nodes.size());
-  dtype_ = features.dtype();
-  cols_ = features.cols();
   slot_.assign(static_cast<std::size_t>(n), -1);
   for (std::size_t i = 0; i < nodes.size(); ++i) slot_[static_cast<std::size_t>(nodes[i])] = static_cast<int32_t>(i);
   // Rows as stored, in id order (better host locality while copying), gathered in slices so the
   // pinned staging stays small whatever the cache's size.
-  table_ = Tensor::empty({rows, cols_}, dtype_, device);
+  const int64_t cols = features.cols();
+  table_ = Tensor::empty({rows, cols}, features.dtype(), device);
   constexpr int64_t kSliceBytes = int64_t{64} << 20;
   const int64_t slice = std::max<int64_t>(1, kSliceBytes / std::max<int64_t>(1, features.row_bytes()));
   for (int64_t b = 0; b < rows; b += slice) {
     const int64_t e = std::min(rows, b + slice);
     std::vector<int64_t> ids(nodes.begin() + b, nodes.begin() + e);
-    Tensor host = Tensor::empty({e - b, cols_}, dtype_, Device::cpu(), /*pinned=*/true);
+    Tensor host = Tensor::empty({e - b, cols}, features.dtype(), Device::cpu(), /*pinned=*/true);
     features.gather_stored(ids, host);
     table_.rows(b, e).copy_from(host);
   }
@@ -99,8 +98,8 @@ void FeatureCache::build(const FeatureTable& features, std::vector<int64_t> node
 
 RowTiers FeatureCache::tiers() const {
   RowTiers t;
-  t.dtype = dtype_;
-  t.cols = cols_;
+  t.dtype = table_.dtype();
+  t.cols = table_.size(1);
   t.num_nodes = num_nodes();
   t.cache = table_;
   t.slot = d_slot_;

@@ -48,7 +48,6 @@ class FeatureCache {
   // Degree: the fraction of all CSR entries (potential samples) whose source is cached.
   // Presample: the fraction of the pre-sampled gathers that the cached rows serve.
   double hit_estimate() const { return hit_estimate_; }
-  double edge_coverage() const { return hit_estimate_; }
 
   // Rows of `row_bytes` bytes each that fit in `mib` MiB.
   static int64_t rows_for_mib(int64_t mib, int64_t row_bytes) { return mib * (int64_t{1} << 20) / row_bytes; }
@@ -60,8 +59,6 @@ class FeatureCache {
   void build(const FeatureTable& features, std::vector<int64_t> nodes, Device device);
   std::vector<int32_t> slot_;
   Tensor table_, d_slot_;
-  DType dtype_ = DType::kFloat32;
-  int64_t cols_ = 0;
   std::string policy_;
   double hit_estimate_ = 0;
 };

@@ -271,7 +271,7 @@ TEST(Pipeline, FeatureCacheEqualsSerialPathCuda) {
   NeighborSampler sampler(fx.view(), {6, 4}, false, 5);
   FeatureCache cache(fx.features, fx.indptr, fx.indices, 1000, ctx.device());
   EXPECT_EQ(cache.rows(), 1000);
-  EXPECT_GT(cache.edge_coverage(), 1000.0 / 3000.0);  // the most-sampled third covers more than a third
+  EXPECT_GT(cache.hit_estimate(), 1000.0 / 3000.0);  // the most-sampled third covers more than a third
   auto batches = fx.batches(8, 128);
   auto keys = keys_for(batches.size());
   BatchLoader serial(fx.features, fx.labels, sampler, ctx);
