@@ -15,7 +15,7 @@ namespace gt {
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
-                   bool check_values, Stream s);
+                   bool check_values, Stream s, std::vector<Tensor>* keep);
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s);
 void count_ids(const Tensor& ids, Tensor& counts, Stream s);
 }  // namespace cuda_impl
@@ -73,7 +73,7 @@ GatherCounters GatherCounters::make(Device d, Stream s) {
 }
 
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
-                   bool check_values, Stream s) {
+                   bool check_values, Stream s, std::vector<Tensor>* keep) {
   GT_CHECK_ARG(ids.dim() == 1 && ids.dtype() == DType::kInt32 && ids.device() == out.device(),
                "gather_tiered: ids must be int32 [n] on ", out.device().str(), ", got ", ids.str());
   const int64_t n = ids.size(0);
@@ -90,7 +90,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
   if (n == 0) return;
   if (out.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    cuda_impl::gather_tiered(t, ids, out, counters, sorted, check_values, s);
+    cuda_impl::gather_tiered(t, ids, out, counters, sorted, check_values, s, keep);
 #else
     throw_built_without_cuda("gather_tiered");
 #endif

@@ -194,13 +194,28 @@ int blocks_per_sm() {
   return v;
 }
 
-int grid_for(int64_t n) {
+// The grid of a gather of n rows. Reads from device memory take up to kBlocksPerSm blocks on
+// every SM. Reads that may cross PCIe (a host tier) take one block on half of the SMs: a warp
+// waiting microseconds on host memory holds its SM's memory pipeline, and with such warps on
+// every SM all other kernels of the device ran 9-15x slower (the sampler's draws, an empty
+// launch). On an H200 (132 SMs), 48 blocks already read 400-byte rows at the rate of the whole
+// grid and left the sampler within 20% of its time alone; 64 blocks read 200-byte rows 12%
+// faster than 49 (docs/feature-rows.md).
+// GT_GATHER_GRID (a block count) overrides both, for measuring.
+int grid_for(int64_t n, bool host_tier) {
   int device = 0, sms = 0;
   GT_CUDA_CHECK(cudaGetDevice(&device));
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  static const int64_t forced = [] {
+    const char* e = std::getenv("GT_GATHER_GRID");
+    const long v = e ? std::atol(e) : 0;
+    return static_cast<int64_t>(v >= 1 && v <= 65536 ? v : 0);
+  }();
   const int64_t rows_per_block = kThreads / kWarp;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + rows_per_block - 1) / rows_per_block,
-                                                                  static_cast<int64_t>(sms) * blocks_per_sm())));
+  const int64_t cap = forced ? forced
+                      : host_tier ? std::max<int64_t>(8, static_cast<int64_t>(sms) / 2)
+                                  : static_cast<int64_t>(sms) * blocks_per_sm();
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, cap)));
 }
 
 // L<K, kBytes>::run(args...) for the runtime kind and load width (2-byte loads only for 16-bit rows).
@@ -264,14 +279,14 @@ int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
 }  // namespace
 
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
-                   bool check_values, Stream s) {
+                   bool check_values, Stream s, std::vector<Tensor>* keep) {
   const int64_t n = ids.size(0);
   TierArgs a = args_of(t, out);
   // Mapped row blocks start where the file put them: their offsets bound the load width too.
   const int64_t bytes = load_bytes(a, t.block_offsets.defined() ? t.block_alignment : 16);
   const int32_t* visit = ids.data<int32_t>();
   const int32_t* pos = nullptr;
-  Tensor sorted_ids, positions, iota;
+  Tensor sorted_ids, positions, iota, temp;
   if (sorted && n > 1) {
     // (id, position) pairs sorted by id over the bits node ids use.
     int bits = 1;
@@ -284,16 +299,19 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
     std::size_t temp_bytes = 0;
     GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids.data<int32_t>(), sorted_ids.data<int32_t>(),
                                                   iota.data<int32_t>(), positions.data<int32_t>(), n, 0, bits, s));
-    Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, out.device());
+    temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, out.device());
     GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, ids.data<int32_t>(), sorted_ids.data<int32_t>(),
                                                   iota.data<int32_t>(), positions.data<int32_t>(), n, 0, bits, s));
     visit = sorted_ids.data<int32_t>();
     pos = positions.data<int32_t>();
   }
   auto* c = counters ? reinterpret_cast<unsigned long long*>(counters->values.data<int64_t>()) : nullptr;
-  const int grid = grid_for(n);
+  const int grid = grid_for(n, t.host != nullptr);
   dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid, s, a, visit, pos, n, c, check_values);
   GT_CUDA_LAUNCH_CHECK();
+  if (keep)
+    for (Tensor* x : {&sorted_ids, &positions, &iota, &temp})
+      if (x->defined()) keep->push_back(std::move(*x));
 }
 
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s) {
@@ -303,7 +321,7 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
   a.staged = static_cast<const char*>(staged.raw());
   const int64_t bytes = load_bytes(a, 16);
   const int32_t* code = codes.defined() ? codes.data<int32_t>() : nullptr;
-  const int grid = grid_for(n);
+  const int grid = grid_for(n, false);
   dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid, s, a, code, n);
   GT_CUDA_LAUNCH_CHECK();
 }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "framework/tensor.h"
 
@@ -57,8 +58,16 @@ struct GatherCounters {
 // sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
 // (see above; false reads them in batch order, for measuring). check_values: non-finite values
 // are reported through counters (a mapped table's values are not checked when it is opened).
+// The sort's scratch tensors are freed on return while the gather may still be queued on s: that
+// is safe when s is the only stream the calling thread's allocation pool serves (framework/
+// memory.h). Otherwise pass `keep`: the scratch is moved there, and the caller frees it once s has
+// passed the gather (the pipeline samples on another stream from the same pool).
+// On a GPU, a gather with a host tier runs on a part of the SMs (gather_grid in gather.cu): reads
+// over PCIe wait microseconds, and warps waiting on them on every SM slow every other kernel of
+// the device (the sampler 15x, measured; docs/feature-rows.md).
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters = nullptr,
-                   bool sorted = true, bool check_values = false, Stream s = nullptr);
+                   bool sorted = true, bool check_values = false, Stream s = nullptr,
+                   std::vector<Tensor>* keep = nullptr);
 
 // out[i, :] = codes[i] >= 0 ? cache row codes[i] : staged row -codes[i] - 1; with codes
 // undefined, out[i, :] = staged row i. staged: [M, cols] of t.dtype on out's device (tier 3);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 
 #include "framework/cuda_check.h"
@@ -150,11 +151,14 @@ Tensor scratch_bytes(std::size_t bytes, Device d) {
   return Tensor::empty({static_cast<int64_t>(bytes / 8 + 1)}, DType::kInt64, d);
 }
 
+// Through pinned memory: a copy to pageable memory goes through the driver's staging, which
+// other threads' pageable copies (queued behind long kernels) may hold.
 template <typename T>
-T read_back(const T* device_ptr, Device d, Stream s) {
-  T v{};
-  copy_bytes(&v, Device::cpu(), device_ptr, d, sizeof(T), s);
+T read_back(const T* device_ptr, Device d, Stream s, const Tensor& pinned) {
+  copy_bytes(pinned.raw(), Device::cpu(), device_ptr, d, sizeof(T), s);
   stream_synchronize(s);
+  T v{};
+  std::memcpy(&v, pinned.raw(), sizeof(T));
   return v;
 }
 
@@ -186,6 +190,7 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
   set_current_device(d);
   const int64_t n = std::max<int64_t>(graph_->num_nodes(), 1);
   minpos_ = Tensor::empty({n}, DType::kInt32, d);
+  scalar_ = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
   local_ = Tensor::empty({n}, DType::kInt32, d);
   device_memset(minpos_.raw(), 0xff, minpos_.nbytes(), nullptr);
   stream_synchronize(nullptr);
@@ -216,8 +221,9 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
   GpuSampledBatch out;
   out.blocks.resize(static_cast<std::size_t>(L));
   // The seeds as the first frontier (int32 global ids; range-checked above).
-  std::vector<int32_t> seeds32(seeds.begin(), seeds.end());
-  Tensor frontier = Tensor::from_vector(seeds32).to(d, s);
+  Tensor seeds32 = Tensor::empty({static_cast<int64_t>(seeds.size())}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+  std::copy(seeds.begin(), seeds.end(), seeds32.data<int32_t>());
+  Tensor frontier = seeds32.to(d, s);  // seeds32 outlives the copy: the first layer synchronises s
   int64_t n_front = static_cast<int64_t>(seeds.size());
 
   for (int64_t l = L - 1; l >= 0; --l) {
@@ -245,7 +251,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     Tensor temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
-    const int64_t nnz = read_back(b.indptr.data<int64_t>() + n_dst, d, s);
+    const int64_t nnz = read_back(b.indptr.data<int64_t>() + n_dst, d, s, scalar_);
     if (n_dst + nnz >= std::numeric_limits<int32_t>::max())
       GT_THROW("GpuSampler::sample", "lower the batch size or the fanouts", "layer ", l, " has ", n_dst, " destinations and ",
                nnz, " edges: local ids beyond int32");
@@ -279,7 +285,7 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, first.data<int32_t>(), rank.data<int32_t>(),
                                                 nnz + 1, s));
-    const int64_t n_new = read_back(rank.data<int32_t>() + nnz, d, s);
+    const int64_t n_new = read_back(rank.data<int32_t>() + nnz, d, s, scalar_);
     const int64_t n_src = n_dst + n_new;
     b.num_src = n_src;
     Tensor next = Tensor::empty({std::max<int64_t>(n_src, 1)}, DType::kInt32, d);

@@ -81,6 +81,7 @@ class GpuSampler {
   const NeighborSampler& cpu_;
   std::shared_ptr<const GpuGraph> graph_;
   Tensor minpos_, local_;  // int32 [N] each: the reindexing table
+  Tensor scalar_;          // pinned int64 [1]: sizes read back between kernels
   Stream stream_ = nullptr;
   mutable std::mutex mu_;
 };

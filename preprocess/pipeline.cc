@@ -361,7 +361,7 @@ bool BatchPipeline::Impl::add_chunk(const Chunk& c) {
     Tensor dst = w->device_features.rows(c.begin, need);
     if (zero_copy && rows) {
       Tensor dev_ids = index.to(ctx.device(), ctx.copy_stream());
-      gather_tiered(tiers, dev_ids, dst, &counters, /*sorted=*/true, check_values, ctx.copy_stream());
+      gather_tiered(tiers, dev_ids, dst, &counters, /*sorted=*/true, check_values, ctx.copy_stream(), &out.keep_alive);
       out.keep_alive.insert(out.keep_alive.end(), {index, dev_ids});
     } else if (rows) {
       Tensor dev_staged = staging.to(ctx.device(), ctx.copy_stream());
@@ -420,11 +420,15 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     recheck = true;
     cv.notify_all();
   }
-  std::vector<int32_t> lab(w->seeds.size());
-  for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = labels[static_cast<std::size_t>(w->seeds[i])];
-  out.labels = Tensor::from_vector(lab);
+  // Pinned on a GPU: a copy from pageable memory may wait for the copy stream to drain, which
+  // would hold this thread (and the next batch's sampling) until the batch's gather ends.
+  Tensor lab = Tensor::empty({static_cast<int64_t>(w->seeds.size())}, DType::kInt32, Device::cpu(), /*pinned=*/cuda);
+  int32_t* l = lab.data<int32_t>();
+  for (std::size_t i = 0; i < w->seeds.size(); ++i) l[i] = labels[static_cast<std::size_t>(w->seeds[i])];
+  out.labels = lab;
   if (cuda) {
-    out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
+    out.labels = lab.to(ctx.device(), ctx.copy_stream());
+    out.keep_alive.push_back(lab);  // read asynchronously
     out.ready = Event::record(ctx.copy_stream());
   }
   {
@@ -469,7 +473,10 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       // nothing goes back to the host.
       ScopedStage st(trace, "K (GPU)", "lookup", w->seq, &out.gather_ms);
       w->device_features = Tensor::empty({n_in, features.width()}, DType::kFloat32, ctx.device());
-      gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s);
+      // The sort's scratch stays with the batch: the next batch's sampling allocates from this
+      // thread's pool on the sampler's stream while this gather may still be queued on s.
+      gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
+                    &out.keep_alive);
       out.keep_alive.push_back(g.input_nodes);
       w->rows_done = n_in;
       w->counted_on_device = true;
