@@ -303,10 +303,12 @@ const std::vector<Field>& fields() {
       int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig,
                 "seeds per evaluation batch; when training takes the whole training split in one batch with every "
                 "sampling.fanouts entry -1 (full batch), at least sampling.batch_size"),
-      string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu"},
+      string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu", "gpu_host"},
                    "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "
-                   "training GPU; auto = gpu when training on a GPU whose memory holds the CSR four times over (a "
-                   "GPU-bound model, e.g. very wide features, can train faster with cpu: docs/benchmarks.md)"),
+                   "training GPU; gpu_host samples on the GPU from the CSR left in host memory (page-locked, read "
+                   "over PCIe); auto = gpu when training on a GPU whose memory holds the CSR four times over, else "
+                   "gpu_host there, else cpu (a GPU-bound model, e.g. very wide features, can train faster with cpu: "
+                   "docs/benchmarks.md)"),
       string_field("optimizer.type", GT_GET(optimizer, type), {"adam", "sgd"}, "optimizer"),
       real_field("optimizer.lr", GT_GET(optimizer, lr), 0.0, 100.0, "learning rate"),
       real_field("optimizer.weight_decay", GT_GET(optimizer, weight_decay), 0.0, 1.0, "L2 penalty added to the gradient"),

@@ -15,21 +15,28 @@
 
 namespace gt {
 
-// sampling.device: gpu needs a CUDA training device; auto picks the GPU when training runs on one
-// and the graph's CSR and reindexing table (8 bytes per node) take at most a quarter of its memory.
-// `place` is where the config set sampling.device (config_place), for the message.
-static bool sample_on_gpu(const std::string& mode, const Dataset& data, Device d, const std::string& place) {
-  if (mode == "cpu") return false;
-  if (mode == "gpu") {
+// Where sampling runs (sampling.device): "cpu", "gpu" (the CSR in device memory) or "gpu_host"
+// (the GPU samples from the CSR in host memory, read in place). gpu and gpu_host need a CUDA
+// training device. auto picks gpu when training runs on a GPU and the CSR and the reindexing table
+// (8 bytes per node) take at most a quarter of its memory, else gpu_host there, else cpu; `why`
+// says which and why for the log. `place` is where the config set sampling.device (config_place).
+static std::string sampling_place(const std::string& mode, const Dataset& data, Device d, const std::string& place,
+                                  std::string* why) {
+  if (mode == "cpu") return "cpu";
+  if (mode == "gpu" || mode == "gpu_host") {
     if (!d.is_cuda())
-      GT_THROW(place, "set sampling.device=cpu (or auto), or train.device=cuda",
-               "sampling.device is gpu but training runs on ", d.str());
-    return true;
+      GT_THROW(place, "set sampling.device=cpu (or auto), or train.device=cuda", "sampling.device is ", mode,
+               " but training runs on ", d.str());
+    return mode;
   }
-  if (!d.is_cuda()) return false;
-  const int64_t bytes = static_cast<int64_t>(data.indptr.size()) * 8 + static_cast<int64_t>(data.indices.size()) * 4 +
-                        data.info.num_nodes * 8;
-  return bytes <= device_total_memory(d) / 4;
+  if (!d.is_cuda()) return "cpu";
+  const int64_t csr = static_cast<int64_t>(data.indptr.size()) * 8 + static_cast<int64_t>(data.indices.size()) * 4;
+  const int64_t need = csr + data.info.num_nodes * 8, budget = device_total_memory(d) / 4;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "the CSR and reindexing table (%.2f GB) %s a quarter of the GPU's memory (%.2f GB)",
+                static_cast<double>(need) / 1e9, need <= budget ? "fit" : "exceed", static_cast<double>(budget) / 1e9);
+  *why = std::string("sampling.device auto: ") + buf;
+  return need <= budget ? "gpu" : "gpu_host";
 }
 
 // Input rows a training batch gathers at most: batch_size x prod(1 + fanout), at most N.
@@ -125,13 +132,22 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.optimizer = make_optimizer(cfg.optimizer);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);
-    if (sample_on_gpu(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}))) {
-      r.gpu_graph = std::make_shared<GpuGraph>(g, d);
+    std::string why;
+    const std::string where =
+        sampling_place(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}), &why);
+    if (where != "cpu") {
+      r.gpu_graph = std::make_shared<GpuGraph>(g, d, where == "gpu" ? GpuGraph::Place::kDevice : GpuGraph::Place::kHost);
+      if (i == 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "; the CSR (%.2f GB) %s in %.2f s", static_cast<double>(r.gpu_graph->bytes()) / 1e9,
+                      where == "gpu" ? "copied to the GPU" : "in host memory, mapped for the GPU", r.gpu_graph->seconds());
+        sampling_note = (why.empty() ? std::string("sampling.device ") + where : why) + buf;
+      }
       r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
     }
     // The cache last, so that an automatic size sees what the graph and the model took.
-    std::string why;
+    why.clear();
     if (const int64_t rows = cache_rows(cfg, features, d, r.model->num_parameters(), &why); rows > 0) {
       if (i == 0 && !why.empty()) feature_notes.push_back(why);
       build_cache(r, cfg, data, rows);

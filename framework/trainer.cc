@@ -356,7 +356,11 @@ TrainResult Trainer::fit(std::ostream* log) {
       *log << " x " << impl_->world << " replicas (" << impl_->procs.world << " process"
            << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
            << lead.reducer->num_buckets() << " gradient bucket" << (lead.reducer->num_buckets() > 1 ? "s" : "") << ")";
-    *log << (lead.train_gpu ? ", sampling on the GPU" : "") << "\n";
+    if (lead.train_gpu)
+      *log << ", sampling on the GPU"
+           << (lead.gpu_graph->place() == GpuGraph::Place::kHost ? " from the CSR in host memory" : "");
+    *log << "\n";
+    if (!impl_->sampling_note.empty()) *log << "  " << impl_->sampling_note << "\n";
     if (lead.ctx->is_cuda()) {
       // Where the feature rows come from (ARCHITECTURE.md's tiers), and why.
       *log << "feature rows: " << impl_->features.rows() << " x " << impl_->features.cols() << " "

@@ -121,6 +121,7 @@ struct Trainer::Impl {
   // registers, so that it is unregistered first.
   std::unique_ptr<MappedHostTable> host_table;
   std::vector<std::string> feature_notes;  // where the feature rows come from, for the log
+  std::string sampling_note;               // where sampling runs and why, for the log
   void build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
   void map_host_table(const Config& cfg);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch

@@ -1,11 +1,13 @@
 // GPU sampling in a build without CUDA: the types exist (so configs and programs that name them
 // compile) and constructing one says why it cannot work. The CUDA build uses gpu_sampler.cu.
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
 
 #ifndef GT_WITH_CUDA
 namespace gt {
 
-GpuGraph::GpuGraph(CsrView, Device) { throw_built_without_cuda("GpuGraph (sampling.device: gpu)"); }
+GpuGraph::GpuGraph(CsrView, Device, Place) { throw_built_without_cuda("GpuGraph (sampling.device: gpu)"); }
+GpuGraph::~GpuGraph() = default;
 GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph>) : cpu_(cpu) {
   throw_built_without_cuda("GpuSampler (sampling.device: gpu)");
 }

@@ -11,6 +11,7 @@
 #include "framework/memory.h"
 #include "framework/rng.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
 
 namespace gt {
 namespace {
@@ -168,18 +169,35 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-GpuGraph::GpuGraph(CsrView g, Device device) : num_nodes_(g.num_nodes) {
+GpuGraph::GpuGraph(CsrView g, Device device, Place place) : num_nodes_(g.num_nodes), device_(device), place_(place) {
   GT_CHECK_ARG(device.is_cuda(), "GpuGraph: a CUDA device is needed, got ", device.str());
   GT_CHECK_ARG(g.num_nodes >= 0 && g.num_nodes < std::numeric_limits<int32_t>::max(),
                "GpuGraph: ", g.num_nodes, " nodes do not fit int32 ids");
+  const auto t0 = std::chrono::steady_clock::now();
   const int64_t nnz = g.indptr[g.num_nodes];
   for (int64_t v = 0; v < g.num_nodes; ++v) max_degree_ = std::max(max_degree_, g.indptr[v + 1] - g.indptr[v]);
   set_current_device(device);
-  indptr_ = Tensor::empty({g.num_nodes + 1}, DType::kInt64, device);
-  indices_ = Tensor::empty({nnz}, DType::kInt32, device);
-  copy_bytes(indptr_.raw(), device, g.indptr, Device::cpu(), indptr_.nbytes(), nullptr);
-  if (nnz) copy_bytes(indices_.raw(), device, g.indices, Device::cpu(), indices_.nbytes(), nullptr);
+  const int64_t indptr_bytes = (g.num_nodes + 1) * static_cast<int64_t>(sizeof(int64_t));
+  const int64_t indices_bytes = nnz * static_cast<int64_t>(sizeof(int32_t));
+  bytes_ = indptr_bytes + indices_bytes;
+  if (place == Place::kHost) {
+    const std::string way = "set sampling.device: gpu or cpu";
+    host_indptr_ = std::make_unique<MappedHostRange>(g.indptr, indptr_bytes, "the graph's CSR (indptr)", way);
+    host_indices_ = std::make_unique<MappedHostRange>(g.indices, indices_bytes, "the graph's CSR (indices)", way);
+    indptr_ptr_ = static_cast<const int64_t*>(host_indptr_->device_ptr());
+    indices_ptr_ = static_cast<const int32_t*>(host_indices_->device_ptr());
+  } else {
+    indptr_ = Tensor::empty({g.num_nodes + 1}, DType::kInt64, device);
+    indices_ = Tensor::empty({nnz}, DType::kInt32, device);
+    copy_bytes(indptr_.raw(), device, g.indptr, Device::cpu(), indptr_.nbytes(), nullptr);
+    if (nnz) copy_bytes(indices_.raw(), device, g.indices, Device::cpu(), indices_.nbytes(), nullptr);
+    indptr_ptr_ = indptr_.data<int64_t>();
+    indices_ptr_ = nnz ? indices_.data<int32_t>() : nullptr;
+  }
+  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+GpuGraph::~GpuGraph() = default;
 
 GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph> graph)
     : cpu_(cpu), graph_(std::move(graph)) {
@@ -210,8 +228,8 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
   std::lock_guard<std::mutex> lock(mu_);
   const Device d = graph_->device();
   set_current_device(d);  // callers may serve several GPUs from one thread
-  const int64_t* g_indptr = graph_->indptr().data<int64_t>();
-  const int32_t* g_indices = graph_->indices().data<int32_t>();
+  const int64_t* g_indptr = graph_->indptr();
+  const int32_t* g_indices = graph_->indices();
   uint32_t* minpos = reinterpret_cast<uint32_t*>(minpos_.data<int32_t>());
   int32_t* local = local_.data<int32_t>();
   const int self = cpu_.self_loops() ? 1 : 0;

@@ -36,19 +36,37 @@ namespace gt {
 
 // A graph's in-neighbour CSR resident on a CUDA device (indptr int64 [N+1], indices int32 [E]).
 // Shared by the samplers of one device (training and evaluation).
+class MappedHostRange;
+
+// The CSR a GpuSampler draws from. kDevice copies it into `device`'s memory. kHost leaves it in
+// host memory, page-locked and mapped (preprocess/host_table.h), and the sampling kernels read
+// its rows over PCIe, as DGL's UVA sampling does: for a CSR that should not take device memory
+// (sampling.device: gpu_host). `g` must then outlive the graph.
 class GpuGraph {
  public:
-  GpuGraph(CsrView g, Device device);
+  enum class Place { kDevice, kHost };
+  GpuGraph(CsrView g, Device device, Place place = Place::kDevice);
+  ~GpuGraph();
+  GpuGraph(const GpuGraph&) = delete;
+  GpuGraph& operator=(const GpuGraph&) = delete;
   int64_t num_nodes() const { return num_nodes_; }
-  const Tensor& indptr() const { return indptr_; }
-  const Tensor& indices() const { return indices_; }
-  Device device() const { return indptr_.device(); }
-  int64_t bytes() const { return indptr_.nbytes() + indices_.nbytes(); }
+  const int64_t* indptr() const { return indptr_ptr_; }   // as the device sees it
+  const int32_t* indices() const { return indices_ptr_; }
+  Device device() const { return device_; }
+  Place place() const { return place_; }
+  int64_t bytes() const { return bytes_; }  // the CSR's bytes (device memory with kDevice)
   int64_t max_degree() const { return max_degree_; }  // the largest in-degree of a node
+  double seconds() const { return seconds_; }         // time taken to copy or map the CSR
 
  private:
-  int64_t num_nodes_ = 0, max_degree_ = 0;
-  Tensor indptr_, indices_;
+  int64_t num_nodes_ = 0, max_degree_ = 0, bytes_ = 0;
+  Device device_;
+  Place place_ = Place::kDevice;
+  Tensor indptr_, indices_;                             // kDevice
+  std::unique_ptr<MappedHostRange> host_indptr_, host_indices_;  // kHost
+  const int64_t* indptr_ptr_ = nullptr;
+  const int32_t* indices_ptr_ = nullptr;
+  double seconds_ = 0;
 };
 
 struct GpuSampledBatch {

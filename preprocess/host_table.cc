@@ -13,46 +13,42 @@
 
 namespace gt {
 
-MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
+MappedHostRange::MappedHostRange(const void* data, int64_t len, const std::string& what, const std::string& way_out,
+                                 bool copy_small) {
 #ifdef GT_WITH_CUDA
-  file_ = table.mapped();
-  const char* first = static_cast<const char*>(file_ ? table.map_base() : table.dense_data());
-  const int64_t len = file_ ? table.map_bytes() : table.rows() * table.row_bytes();
-  if (!first || len == 0) {
-    // An empty table: nothing to register, nothing will be read.
+  const char* first = static_cast<const char*>(data);
+  if (!first || len == 0) {  // nothing to map, nothing will be read
     device_ptr_ = first;
     return;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  if (!file_ && len < kRegisterMinBytes) {
-    // A small table shares its pages with other heap objects: registering them would make those
+  if (copy_small && len < kRegisterMinBytes) {
+    // A small range shares its pages with other heap objects: registering them would make those
     // objects page-locked too, and copies from a buffer that straddles the registered range fail.
-    // It is copied into memory allocated pinned and mapped instead (twice its size, at most 64 MiB).
+    // It is copied into memory allocated pinned and mapped instead (at most 64 MiB).
     GT_CUDA_CHECK(cudaHostAlloc(&copy_, static_cast<std::size_t>(len), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memcpy(copy_, first, static_cast<std::size_t>(len));
     bytes_ = len;
     void* dev = nullptr;
     GT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, copy_, 0));
     device_ptr_ = dev;
+    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
   }
-  // Whole pages: the driver pins pages. A large table is an allocation of its own pages (the
+  // Whole pages: the driver pins pages. A large range is an allocation of its own pages (the
   // allocator maps it apart from the heap), which it starts a header's length into.
   const uintptr_t lo = reinterpret_cast<uintptr_t>(first) / page * page;
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(first) + static_cast<uintptr_t>(len) + page - 1) / page * page;
   base_ = reinterpret_cast<void*>(lo);
   bytes_ = static_cast<int64_t>(hi - lo);
-  const auto t0 = std::chrono::steady_clock::now();
   cudaError_t err = cudaHostRegister(base_, static_cast<std::size_t>(bytes_),
                                      cudaHostRegisterMapped | cudaHostRegisterPortable | cudaHostRegisterReadOnly);
   if (err == cudaErrorHostMemoryAlreadyRegistered) {
     (void)cudaGetLastError();  // pinned already (allocated page-locked): usable as it is
   } else if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    GT_THROW(file_ ? table.path() : std::string("train.host_features"),
-             "set train.host_features: cpu_gather (the CPU gathers the rows and copies them)",
-             "the GPU cannot map the ", file_ ? "memory-mapped feature table" : "feature table", " (", bytes_ >> 20,
-             " MiB): cudaHostRegister: ", cudaGetErrorString(err));
+    GT_THROW(what, way_out, "the GPU cannot map it (", bytes_ >> 20, " MiB): cudaHostRegister: ", cudaGetErrorString(err));
   } else {
     registered_ = true;
   }
@@ -60,7 +56,35 @@ MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
   void* dev = nullptr;
   GT_CUDA_CHECK(cudaHostGetDevicePointer(&dev, const_cast<char*>(first), 0));
   device_ptr_ = dev;
-  if (file_) {
+#else
+  (void)data;
+  (void)len;
+  (void)what;
+  (void)way_out;
+  (void)copy_small;
+  throw_built_without_cuda("MappedHostRange");
+#endif
+}
+
+MappedHostRange::~MappedHostRange() {
+#ifdef GT_WITH_CUDA
+  if (registered_) (void)cudaHostUnregister(base_);
+  if (copy_) (void)cudaFreeHost(copy_);
+#endif
+}
+
+MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
+#ifdef GT_WITH_CUDA
+  file_ = table.mapped();
+  const void* first = file_ ? table.map_base() : table.dense_data();
+  const int64_t len = file_ ? table.map_bytes() : table.rows() * table.row_bytes();
+  range_ = std::make_unique<MappedHostRange>(
+      first, len, file_ ? table.path() : std::string("train.host_features"),
+      "set train.host_features: cpu_gather (the CPU gathers the rows and copies them)", /*copy_small=*/!file_);
+  bytes_ = range_->bytes();
+  seconds_ = range_->seconds();
+  device_ptr_ = range_->device_ptr();
+  if (file_ && len > 0) {
     // Row blocks begin where the file put them: the widest load the gather may use is bounded by
     // their alignment as well as by the row size.
     int64_t a = 16;
@@ -77,12 +101,7 @@ MappedHostTable::MappedHostTable(const FeatureTable& table) : table_(table) {
 #endif
 }
 
-MappedHostTable::~MappedHostTable() {
-#ifdef GT_WITH_CUDA
-  if (registered_) (void)cudaHostUnregister(base_);
-  if (copy_) (void)cudaFreeHost(copy_);
-#endif
-}
+MappedHostTable::~MappedHostTable() = default;
 
 RowTiers MappedHostTable::tiers(Device d) const {
   RowTiers t;

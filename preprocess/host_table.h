@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -29,6 +30,33 @@
 #include "preprocess/feature_table.h"
 
 namespace gt {
+
+// Host memory that the GPUs of this process read in place, by the rules above: a range of
+// kRegisterMinBytes or more is registered where it is (read-only, mapped, portable), a smaller one
+// (or one that may not be registered in place) is copied once into pinned mapped memory unless
+// `copy_small` is false. Throws gt::Error naming `what` with the driver's reason when the range
+// cannot be mapped, and in a build without CUDA. The range must outlive this object.
+class MappedHostRange {
+ public:
+  MappedHostRange(const void* data, int64_t bytes, const std::string& what, const std::string& way_out,
+                  bool copy_small = true);
+  ~MappedHostRange();
+  MappedHostRange(const MappedHostRange&) = delete;
+  MappedHostRange& operator=(const MappedHostRange&) = delete;
+
+  const void* device_ptr() const { return device_ptr_; }  // `data` as the devices see it
+  int64_t bytes() const { return bytes_; }                // registered or copied bytes
+  double seconds() const { return seconds_; }             // time taken to register or copy
+  static constexpr int64_t kRegisterMinBytes = int64_t{64} << 20;
+
+ private:
+  void* copy_ = nullptr;  // the pinned copy of a small range
+  void* base_ = nullptr;  // registered range (page-aligned)
+  int64_t bytes_ = 0;
+  const void* device_ptr_ = nullptr;
+  bool registered_ = false;
+  double seconds_ = 0;
+};
 
 class MappedHostTable {
  public:
@@ -49,14 +77,11 @@ class MappedHostTable {
   std::string describe() const;
 
  private:
-  // Tables below this size are copied into pinned memory rather than registered in place.
-  static constexpr int64_t kRegisterMinBytes = int64_t{64} << 20;
   const FeatureTable& table_;
-  void* copy_ = nullptr;    // the pinned copy of a small table
-  void* base_ = nullptr;    // registered range (page-aligned)
+  std::unique_ptr<MappedHostRange> range_;  // the table's bytes (a file: its whole mapping)
   int64_t bytes_ = 0;
   const void* device_ptr_ = nullptr;  // the table's first byte as the devices see it
-  bool registered_ = false, file_ = false;
+  bool file_ = false;
   double seconds_ = 0;
   int64_t block_alignment_ = 16;
   mutable std::mutex mu_;

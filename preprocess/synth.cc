@@ -64,7 +64,8 @@ constexpr double kMaxSignal = 1e6;
 
 // The splits with a positive fraction (the test split takes what train and valid leave).
 int nonempty_splits(const SynthOptions& o) {
-  return (o.train_fraction > 0) + (o.valid_fraction > 0) + (1.0 - o.train_fraction - o.valid_fraction > 1e-9);
+  return (o.train_fraction > 0) + (o.valid_fraction > 0) +
+         (o.test_fraction < 0 ? 1.0 - o.train_fraction - o.valid_fraction > 1e-9 : o.test_fraction > 0);
 }
 
 void check_options(const SynthOptions& o) {
@@ -86,6 +87,10 @@ void check_options(const SynthOptions& o) {
   if (!(o.train_fraction + o.valid_fraction <= 1.0))
     bad("train_fraction + valid_fraction", nullptr, o.train_fraction + o.valid_fraction,
         "must be at most 1 (the test split takes the rest)");
+  if (o.test_fraction >= 0 && !(o.train_fraction + o.valid_fraction + o.test_fraction <= 1.0))
+    bad("train_fraction + valid_fraction + test_fraction", nullptr, o.train_fraction + o.valid_fraction + o.test_fraction,
+        "must be at most 1");
+  if (!(o.test_fraction <= 1.0)) bad("test_fraction", nullptr, o.test_fraction, "must be at most 1 (< 0: the rest)");
   if (o.num_nodes < nonempty_splits(o))
     bad("num_nodes", "--nodes", o.num_nodes,
         detail::concat("is too small: each of the ", nonempty_splits(o), " splits (train, valid, test) needs a node"));
@@ -125,10 +130,13 @@ class Generator {
     draw_degrees();
     report("classes and degrees", t0);
     t0 = Clock::now();
-    draw_edges();
+    if (o_.undirected)
+      draw_undirected_edges();
+    else
+      draw_edges();
     report_edges(t0);
     DatasetWriter writer(out_, n_, o_.feature_dim, o_.feature_dtype);
-    writer.write_graph(indptr_, indices_, /*directed=*/true);
+    writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
     std::vector<int32_t>().swap(indices_);  // the features need the memory more
     t0 = Clock::now();
     write_features(writer);
@@ -291,6 +299,167 @@ class Generator {
     indices_.resize(static_cast<std::size_t>(out));
   }
 
+  // Walker's alias method over weights w[0..m): draw(bits) = i with probability w[i] / sum(w),
+  // O(1) a draw. Built by Vose's stable pairing of under- and over-full slots.
+  struct Alias {
+    std::vector<float> prob;
+    std::vector<int32_t> alias;
+    void build(const int64_t* w, int64_t m) {
+      prob.assign(static_cast<std::size_t>(m), 1.0f);
+      alias.resize(static_cast<std::size_t>(m));
+      double total = 0;
+      for (int64_t i = 0; i < m; ++i) total += static_cast<double>(w[i]);
+      std::vector<double> scaled(static_cast<std::size_t>(m));
+      std::vector<int32_t> small, large;
+      for (int64_t i = 0; i < m; ++i) {
+        alias[i] = static_cast<int32_t>(i);
+        scaled[i] = static_cast<double>(w[i]) * static_cast<double>(m) / total;
+        (scaled[i] < 1.0 ? small : large).push_back(static_cast<int32_t>(i));
+      }
+      while (!small.empty() && !large.empty()) {
+        const int32_t s = small.back(), l = large.back();
+        small.pop_back();
+        prob[s] = static_cast<float>(scaled[s]);
+        alias[s] = l;
+        scaled[l] -= 1.0 - scaled[s];
+        if (scaled[l] < 1.0) {
+          large.pop_back();
+          small.push_back(l);
+        }
+      }  // what is left in either list is full (probability 1) up to rounding
+    }
+    int64_t draw(uint64_t bits, int64_t m) const {
+      const int64_t i = static_cast<int64_t>(below(bits, static_cast<uint64_t>(m)));
+      const float u = static_cast<float>(bits & 0xffffff) * (1.0f / 16777216.0f);  // bits below `below`'s
+      return u < prob[i] ? i : alias[i];
+    }
+  };
+
+  // SynthOptions::undirected. Node v starts h_v = deg_v / 2 edges (the odd half-edge by a coin);
+  // a partner is drawn from v's class with probability homophily (an alias table per class, over
+  // its members, weighted by degree), else from all nodes by degree. Self-loops and repeated
+  // pairs are dropped; each pair is stored as u in v's row and v in u's. Rows are sorted.
+  void draw_undirected_edges() {
+    std::vector<int64_t> member_deg(static_cast<std::size_t>(n_));
+    for_nodes([&](int64_t i) { member_deg[i] = deg_[members_[i]]; });
+    std::vector<Alias> by_class(static_cast<std::size_t>(c_));
+    Alias all;
+    tbb::parallel_for(int64_t{-1}, c_, [&](int64_t c) {
+      if (c < 0) all.build(deg_.data(), n_);
+      else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c]);
+    });
+    std::vector<int64_t>().swap(member_deg);
+    std::vector<int64_t> start(static_cast<std::size_t>(n_ + 1), 0);  // v's draws: [start[v], start[v + 1])
+    std::vector<int32_t> draws;
+    std::vector<int64_t> count;
+    const uint32_t h_threshold = static_cast<uint32_t>(std::min(o_.homophily * 4294967296.0, 4294967295.0));
+    struct Scratch {
+      std::vector<int32_t> row, fresh, merged;
+    };
+    tbb::enumerable_thread_specific<Scratch> scratch;
+    // A pair that both ends drew is one edge: hub pairs do that often (15% of the edges of a
+    // 2M-node graph with 172 classes). The pairs are counted after the draws, and the draws
+    // redone once or twice with h scaled up until the edges are within 2% of those asked for.
+    double scale = 1.0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      for (int64_t v = 0; v < n_; ++v) {
+        const double want = static_cast<double>(deg_[v]) * scale / 2.0;
+        const int64_t h = std::min<int64_t>(n_ - 1, static_cast<int64_t>(std::floor(
+            want + u01_53(random64(key_, v, counter(kEdge, static_cast<uint64_t>(attempt) << 36))))));
+        start[v + 1] = start[v] + h;
+      }
+      if (attempt == 0) requested_edges_ = 2 * start[n_];
+      draws.assign(static_cast<std::size_t>(start[n_]), -1);
+      count.assign(static_cast<std::size_t>(n_), 0);
+      for_nodes(
+          [&](int64_t v) {
+            Scratch& sc = scratch.local();
+            sc.row.clear();
+            const int32_t c = cls_[v];
+            const int64_t n_c = class_begin_[c + 1] - class_begin_[c], h = start[v + 1] - start[v];
+            // A partner v already has, or v itself, is drawn again (kEdgeRounds more times at most),
+            // as draw_edges does: hubs would otherwise lose a fifth of the edges asked for.
+            for (int round = 0; round <= kEdgeRounds && static_cast<int64_t>(sc.row.size()) < h; ++round) {
+              const int64_t need = h - static_cast<int64_t>(sc.row.size());
+              sc.fresh.clear();
+              for (int64_t j = 0; j < need; ++j) {
+                const Philox4 r = philox(key_, v, counter(kEdge, ((static_cast<uint64_t>(round) << 32) | j) + 1));
+                const uint64_t bits = (uint64_t{r.v[2]} << 32) | r.v[3];
+                const int64_t u = o_.homophily >= 1.0 || r.v[0] < h_threshold
+                                      ? members_[class_begin_[c] + by_class[c].draw(bits, n_c)]
+                                      : all.draw(bits, n_);
+                if (u != v) sc.fresh.push_back(static_cast<int32_t>(u));
+              }
+              std::sort(sc.fresh.begin(), sc.fresh.end());
+              sc.fresh.erase(std::unique(sc.fresh.begin(), sc.fresh.end()), sc.fresh.end());
+              sc.merged.clear();
+              std::set_union(sc.row.begin(), sc.row.end(), sc.fresh.begin(), sc.fresh.end(), std::back_inserter(sc.merged));
+              sc.row.swap(sc.merged);
+            }
+            if (static_cast<int64_t>(sc.row.size()) > h) sc.row.resize(static_cast<std::size_t>(h));
+            std::fill(std::copy(sc.row.begin(), sc.row.end(), draws.begin() + start[v]), draws.begin() + start[v + 1], -1);
+            __atomic_fetch_add(&count[v], static_cast<int64_t>(sc.row.size()), __ATOMIC_RELAXED);
+            for (int32_t u : sc.row) __atomic_fetch_add(&count[u], 1, __ATOMIC_RELAXED);
+          },
+          256);
+      // Distinct undirected edges: the draws less one per pair drawn from both ends.
+      const int64_t both = tbb::parallel_reduce(
+          tbb::blocked_range<int64_t>(0, n_, 1024), int64_t{0},
+          [&](const tbb::blocked_range<int64_t>& r, int64_t acc) {
+            for (int64_t v = r.begin(); v < r.end(); ++v)
+              for (int64_t j = start[v]; j < start[v + 1] && draws[j] >= 0; ++j) {
+                const int32_t u = draws[j];
+                auto b = draws.begin() + start[u], e = draws.begin() + start[u + 1];
+                e = std::lower_bound(b, e, -1, [](int32_t x, int32_t) { return x >= 0; });  // the drawn part
+                acc += std::binary_search(b, e, static_cast<int32_t>(v)) ? 1 : 0;
+              }
+            return acc;
+          },
+          std::plus<int64_t>());
+      int64_t drawn = 0;
+      for (int64_t v = 0; v < n_; ++v) drawn += count[v];
+      const double edges = static_cast<double>(drawn) / 2.0 - static_cast<double>(both) / 2.0;
+      const double asked = static_cast<double>(requested_edges_) / 2.0;
+      if (o_.progress && attempt < 2 && edges < 0.98 * asked)
+        o_.progress(detail::concat("undirected draws gave ", static_cast<int64_t>(edges), " distinct edges of ",
+                                   static_cast<int64_t>(asked), " asked: drawn again, ", asked / edges, "x as many"));
+      if (edges >= 0.98 * asked || edges <= 0) break;
+      scale *= asked / edges;
+    }
+    std::vector<Alias>().swap(by_class);
+    all = Alias();
+    std::vector<int64_t> cursor(static_cast<std::size_t>(n_ + 1), 0);
+    for (int64_t v = 0; v < n_; ++v) cursor[v + 1] = cursor[v] + count[v];
+    indices_.resize(static_cast<std::size_t>(cursor[n_]));
+    std::vector<int64_t> cap(cursor.begin(), cursor.end());  // row v: [cap[v], cap[v + 1])
+    for_nodes([&](int64_t v) {
+      for (int64_t j = start[v]; j < start[v + 1]; ++j) {
+        const int32_t u = draws[j];
+        if (u < 0) continue;
+        indices_[__atomic_fetch_add(&cursor[v], 1, __ATOMIC_RELAXED)] = u;
+        indices_[__atomic_fetch_add(&cursor[u], 1, __ATOMIC_RELAXED)] = static_cast<int32_t>(v);
+      }
+    });
+    std::vector<int32_t>().swap(draws);
+    std::vector<int64_t>().swap(start);
+    for_nodes([&](int64_t v) {
+      auto b = indices_.begin() + cap[v], e = indices_.begin() + cap[v + 1];
+      std::sort(b, e);
+      deg_[v] = std::unique(b, e) - b;
+    }, 256);
+    // Compact the rows forward in place.
+    indptr_.resize(static_cast<std::size_t>(n_ + 1));
+    int64_t out = 0;
+    for (int64_t v = 0; v < n_; ++v) {
+      if (out != cap[v]) std::memmove(indices_.data() + out, indices_.data() + cap[v], deg_[v] * sizeof(int32_t));
+      indptr_[v] = out;
+      out += deg_[v];
+    }
+    indptr_[n_] = out;
+    indices_.resize(static_cast<std::size_t>(out));
+    indices_.shrink_to_fit();
+  }
+
   void report_edges(Clock::time_point t0) {
     int64_t min_d = INT64_MAX, max_d = 0;
     for (int64_t v = 0; v < n_; ++v) {
@@ -357,16 +526,18 @@ class Generator {
     int64_t size[3];
     size[0] = static_cast<int64_t>(std::floor(o_.train_fraction * static_cast<double>(n_)));
     size[1] = std::min(n_ - size[0], static_cast<int64_t>(std::floor(o_.valid_fraction * static_cast<double>(n_))));
-    size[2] = n_ - size[0] - size[1];
+    size[2] = o_.test_fraction < 0
+                  ? n_ - size[0] - size[1]
+                  : std::min(n_ - size[0] - size[1], static_cast<int64_t>(std::floor(o_.test_fraction * static_cast<double>(n_))));
     const bool wanted[3] = {o_.train_fraction > 0, o_.valid_fraction > 0,
-                            1.0 - o_.train_fraction - o_.valid_fraction > 1e-9};
+                            o_.test_fraction < 0 ? 1.0 - o_.train_fraction - o_.valid_fraction > 1e-9 : o_.test_fraction > 0};
     for (int s = 0; s < 3; ++s)
       if (wanted[s] && size[s] == 0) {
         int largest = static_cast<int>(std::max_element(size, size + 3) - size);
         --size[largest];  // check_options: n >= the number of wanted splits, so largest has 2+
         ++size[s];
       }
-    const int64_t cuts[4] = {0, size[0], size[0] + size[1], n_};
+    const int64_t cuts[4] = {0, size[0], size[0] + size[1], size[0] + size[1] + size[2]};
     const char* names[3] = {"train", "valid", "test"};
     for (int s = 0; s < 3; ++s) {
       std::vector<int64_t> ids;
@@ -382,7 +553,10 @@ class Generator {
     os << "synthetic (gt-data synth): nodes " << n_ << ", avg_degree " << o_.avg_degree << ", max_degree "
        << max_degree_ << ", power_law_exponent " << o_.power_law_exponent << ", features " << o_.feature_dim
        << ", classes " << c_ << ", homophily " << o_.homophily << ", signal " << o_.signal << ", train/valid "
-       << o_.train_fraction << "/" << o_.valid_fraction << ", seed " << o_.seed;
+       << o_.train_fraction << "/" << o_.valid_fraction;
+    if (o_.test_fraction >= 0) os << "/" << o_.test_fraction;
+    if (o_.undirected) os << ", undirected";
+    os << ", seed " << o_.seed;
     return os.str();
   }
 
@@ -406,7 +580,8 @@ class Generator {
 void check_resources(const SynthOptions& o, const std::string& out_path) {
   const double n = static_cast<double>(o.num_nodes), e = n * o.avg_degree;
   const double memory = 40.0 * n + 8.0 * e;
-  const double file = 4.0 * n * static_cast<double>(o.feature_dim) + 4.0 * e + 20.0 * n;
+  const double file = static_cast<double>(dtype_size(o.feature_dtype)) * n * static_cast<double>(o.feature_dim) +
+                      4.0 * e + 20.0 * n;
   auto gib = [](double b) { return detail::concat(std::fixed, std::setprecision(1), b / double(1 << 30), " GiB"); };
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page > 0 && memory > static_cast<double>(pages) * static_cast<double>(page))

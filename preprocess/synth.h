@@ -34,6 +34,16 @@ struct SynthOptions {
   // that mean taken twice (two hops).
   double signal = 0.18;  // in [0, 1e6]
   double train_fraction = 0.6, valid_fraction = 0.2;  // test = the rest
+  // Test split fraction; < 0 = every node not in train or valid. With a value, the nodes in no
+  // split are unlabelled in the task (they keep a class for their features and edges).
+  double test_fraction = -1.0;
+  // Undirected (a symmetrised graph, as ogbn-papers100M is trained): the degrees drawn are the
+  // nodes' total degrees; each node starts half its degree of edges to partners drawn in
+  // proportion to their degrees (same class with probability `homophily`), and every edge is
+  // stored in both directions, so a node's in- and out-degree are equal and about the degree it
+  // drew (Chung-Lu). Heavy-tailed degrees then mean heavy-tailed sampling frequencies, as in
+  // real citation graphs. false: directed, as described at the top.
+  bool undirected = false;
   uint64_t seed = 0;
   int threads = 0;              // 0 = all cores
   // Type the feature table is stored in: float32, bfloat16 or float16. Rows are drawn in float32

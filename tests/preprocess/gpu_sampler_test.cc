@@ -73,10 +73,12 @@ void expect_same_blocks(const std::vector<Block>& gpu, const std::vector<Block>&
   }
 }
 
-void same_as_cpu(std::vector<int64_t> fanouts, bool self_loops, int64_t batch) {
-  Graph g(4000);
+void same_as_cpu(std::vector<int64_t> fanouts, bool self_loops, int64_t batch,
+                 GpuGraph::Place place = GpuGraph::Place::kDevice, int64_t nodes = 4000) {
+  Graph g(nodes);
   NeighborSampler cpu(g.view(), fanouts, self_loops, 11);
-  auto graph = std::make_shared<GpuGraph>(g.view(), Device::cuda(0));
+  auto graph = std::make_shared<GpuGraph>(g.view(), Device::cuda(0), place);
+  EXPECT_EQ(graph->place(), place);
   GpuSampler gpu(cpu, graph);
   Context ctx(Device::cuda(0));
   for (uint64_t key = 0; key < 4; ++key) {
@@ -104,6 +106,18 @@ TEST(GpuSampler, SelfLoopsAndAllNeighboursCuda) {
 TEST(GpuSampler, LargeFanoutCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   same_as_cpu({100, 30}, false, 300);
+}
+// sampling.device: gpu_host: the kernels read the CSR from host memory through mapped pointers.
+// A small CSR is copied into pinned mapped memory; one of more than 64 MiB (3.5M nodes, ~68M
+// edges) is registered in place: both draw the CPU's blocks.
+TEST(GpuSampler, HostCsrSameBlocksAsCpuCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  same_as_cpu({10, 5, 3}, false, 200, GpuGraph::Place::kHost);
+  same_as_cpu({-1, 4}, true, 150, GpuGraph::Place::kHost);
+}
+TEST(GpuSampler, RegisteredHostCsrSameBlocksAsCpuCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  same_as_cpu({15, 10, 5}, true, 1024, GpuGraph::Place::kHost, 3500000);
 }
 TEST(GpuSampler, EverySeedAndFanoutOneCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";

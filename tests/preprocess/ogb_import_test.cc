@@ -659,6 +659,43 @@ TEST(SynthTest, DefaultGraphStatistics) {
   for (int32_t l : ds.labels) ASSERT_TRUE(l >= 0 && l < o.num_classes);
 }
 
+// SynthOptions::undirected (the papers100m preset): every edge stored both ways, rows sorted and
+// unique without self-loops, the mean degree within 3% of the one asked for (hub pairs drawn from
+// both ends are drawn again), heavy-tailed degrees, and only the asked-for split sizes.
+TEST(SynthTest, UndirectedGraphIsSymmetricWithTheAskedDegree) {
+  TempDir tmp;
+  SynthOptions o;
+  o.num_nodes = 30000;
+  o.avg_degree = 29;
+  o.num_classes = 17;
+  o.feature_dim = 8;
+  o.undirected = true;
+  o.train_fraction = 0.05;
+  o.valid_fraction = 0.01;
+  o.test_fraction = 0.02;
+  generate_synthetic(o, tmp.file("u.h5"));
+  Dataset ds = load_dataset(tmp.file("u.h5"));
+  const int64_t n = o.num_nodes;
+  EXPECT_FALSE(ds.info.directed);
+  EXPECT_NEAR(static_cast<double>(ds.info.num_edges) / static_cast<double>(n), o.avg_degree, 0.03 * o.avg_degree);
+  int64_t max_d = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    max_d = std::max(max_d, ds.indptr[v + 1] - ds.indptr[v]);
+    for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e) {
+      const int32_t u = ds.indices[e];
+      ASSERT_NE(u, v);
+      if (e > ds.indptr[v]) ASSERT_LT(ds.indices[e - 1], u);
+      ASSERT_TRUE(std::binary_search(ds.indices.begin() + ds.indptr[u], ds.indices.begin() + ds.indptr[u + 1],
+                                     static_cast<int32_t>(v)))
+          << "edge " << u << " -> " << v << " has no reverse";
+    }
+  }
+  EXPECT_GT(static_cast<double>(max_d), 20 * o.avg_degree);
+  EXPECT_EQ(ds.split("train").size(), 1500u);
+  EXPECT_EQ(ds.split("valid").size(), 300u);
+  EXPECT_EQ(ds.split("test").size(), 600u);
+}
+
 TEST(SynthTest, BadOptionsNameTheOption) {
   TempDir tmp;
   SynthOptions o = small_synth(1);
