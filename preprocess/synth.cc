@@ -349,41 +349,46 @@ class Generator {
       else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c]);
     });
     std::vector<int64_t>().swap(member_deg);
-    std::vector<int64_t> start(static_cast<std::size_t>(n_ + 1), 0);  // v's draws: [start[v], start[v + 1])
-    std::vector<int32_t> draws;
-    std::vector<int64_t> count;
+    // Row v of `draws` holds v's partners, sorted and unique: len[v] of them, room for
+    // (deg_v * kSlack) / 2 + 2 from start[v].
+    constexpr double kSlack = 1.3;
+    std::vector<int64_t> start(static_cast<std::size_t>(n_ + 1), 0);
+    for (int64_t v = 0; v < n_; ++v)
+      start[v + 1] = start[v] + std::min<int64_t>(n_ - 1, static_cast<int64_t>(static_cast<double>(deg_[v]) * kSlack / 2) + 2);
+    std::vector<int32_t> draws(static_cast<std::size_t>(start[n_]), -1);
+    std::vector<int32_t> len(static_cast<std::size_t>(n_), 0);
     const uint32_t h_threshold = static_cast<uint32_t>(std::min(o_.homophily * 4294967296.0, 4294967295.0));
     struct Scratch {
-      std::vector<int32_t> row, fresh, merged;
+      std::vector<int32_t> fresh, merged;
     };
     tbb::enumerable_thread_specific<Scratch> scratch;
-    // A pair that both ends drew is one edge: hub pairs do that often (15% of the edges of a
-    // 2M-node graph with 172 classes). The pairs are counted after the draws, and the draws
-    // redone once or twice with h scaled up until the edges are within 2% of those asked for.
+    // v draws until it has h_v = deg_v * scale / 2 partners (stochastically rounded); a partner it
+    // has already, or v itself, is drawn again (kEdgeRounds more rounds at most), as draw_edges
+    // does. A pair that both ends drew is one edge, and hub pairs do that often (9% of the edges
+    // of the papers100m preset, 15% of a 2M-node graph with 172 classes): the pairs are counted
+    // after the draws, and the rows topped up with the scale raised until the distinct edges are
+    // within 2% of those asked for.
     double scale = 1.0;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      for (int64_t v = 0; v < n_; ++v) {
-        const double want = static_cast<double>(deg_[v]) * scale / 2.0;
-        const int64_t h = std::min<int64_t>(n_ - 1, static_cast<int64_t>(std::floor(
-            want + u01_53(random64(key_, v, counter(kEdge, static_cast<uint64_t>(attempt) << 36))))));
-        start[v + 1] = start[v] + h;
-      }
-      if (attempt == 0) requested_edges_ = 2 * start[n_];
-      draws.assign(static_cast<std::size_t>(start[n_]), -1);
-      count.assign(static_cast<std::size_t>(n_), 0);
+    const double asked = o_.avg_degree * static_cast<double>(n_) / 2.0;
+    for (int attempt = 0; attempt < 4; ++attempt) {
       for_nodes(
           [&](int64_t v) {
+            const int64_t room = start[v + 1] - start[v];
+            const double jitter = u01_53(random64(key_, v, counter(kEdge, 0)));
+            const int64_t h = std::min<int64_t>(
+                room, static_cast<int64_t>(std::floor(static_cast<double>(deg_[v]) * scale / 2.0 + jitter)));
+            if (len[v] >= h) return;
             Scratch& sc = scratch.local();
-            sc.row.clear();
             const int32_t c = cls_[v];
-            const int64_t n_c = class_begin_[c + 1] - class_begin_[c], h = start[v + 1] - start[v];
-            // A partner v already has, or v itself, is drawn again (kEdgeRounds more times at most),
-            // as draw_edges does: hubs would otherwise lose a fifth of the edges asked for.
-            for (int round = 0; round <= kEdgeRounds && static_cast<int64_t>(sc.row.size()) < h; ++round) {
-              const int64_t need = h - static_cast<int64_t>(sc.row.size());
+            const int64_t n_c = class_begin_[c + 1] - class_begin_[c];
+            const auto row = draws.begin() + start[v];
+            int64_t have = len[v];
+            for (int round = 0; round <= kEdgeRounds && have < h; ++round) {
+              const int64_t need = h - have;
+              const uint64_t stream = static_cast<uint64_t>(attempt * (kEdgeRounds + 1) + round) << 32;
               sc.fresh.clear();
               for (int64_t j = 0; j < need; ++j) {
-                const Philox4 r = philox(key_, v, counter(kEdge, ((static_cast<uint64_t>(round) << 32) | j) + 1));
+                const Philox4 r = philox(key_, v, counter(kEdge, (stream | static_cast<uint64_t>(j)) + 1));
                 const uint64_t bits = (uint64_t{r.v[2]} << 32) | r.v[3];
                 const int64_t u = o_.homophily >= 1.0 || r.v[0] < h_threshold
                                       ? members_[class_begin_[c] + by_class[c].draw(bits, n_c)]
@@ -393,39 +398,44 @@ class Generator {
               std::sort(sc.fresh.begin(), sc.fresh.end());
               sc.fresh.erase(std::unique(sc.fresh.begin(), sc.fresh.end()), sc.fresh.end());
               sc.merged.clear();
-              std::set_union(sc.row.begin(), sc.row.end(), sc.fresh.begin(), sc.fresh.end(), std::back_inserter(sc.merged));
-              sc.row.swap(sc.merged);
+              std::set_union(row, row + have, sc.fresh.begin(), sc.fresh.end(), std::back_inserter(sc.merged));
+              have = std::min<int64_t>(h, static_cast<int64_t>(sc.merged.size()));
+              std::copy(sc.merged.begin(), sc.merged.begin() + have, row);
             }
-            if (static_cast<int64_t>(sc.row.size()) > h) sc.row.resize(static_cast<std::size_t>(h));
-            std::fill(std::copy(sc.row.begin(), sc.row.end(), draws.begin() + start[v]), draws.begin() + start[v + 1], -1);
-            __atomic_fetch_add(&count[v], static_cast<int64_t>(sc.row.size()), __ATOMIC_RELAXED);
-            for (int32_t u : sc.row) __atomic_fetch_add(&count[u], 1, __ATOMIC_RELAXED);
+            len[v] = static_cast<int32_t>(have);
           },
           256);
       // Distinct undirected edges: the draws less one per pair drawn from both ends.
-      const int64_t both = tbb::parallel_reduce(
-          tbb::blocked_range<int64_t>(0, n_, 1024), int64_t{0},
-          [&](const tbb::blocked_range<int64_t>& r, int64_t acc) {
-            for (int64_t v = r.begin(); v < r.end(); ++v)
-              for (int64_t j = start[v]; j < start[v + 1] && draws[j] >= 0; ++j) {
+      const auto sums = tbb::parallel_reduce(
+          tbb::blocked_range<int64_t>(0, n_, 1024), std::pair<int64_t, int64_t>{0, 0},
+          [&](const tbb::blocked_range<int64_t>& r, std::pair<int64_t, int64_t> acc) {
+            for (int64_t v = r.begin(); v < r.end(); ++v) {
+              acc.first += len[v];
+              for (int64_t j = start[v]; j < start[v] + len[v]; ++j) {
                 const int32_t u = draws[j];
-                auto b = draws.begin() + start[u], e = draws.begin() + start[u + 1];
-                e = std::lower_bound(b, e, -1, [](int32_t x, int32_t) { return x >= 0; });  // the drawn part
-                acc += std::binary_search(b, e, static_cast<int32_t>(v)) ? 1 : 0;
+                acc.second += std::binary_search(draws.begin() + start[u], draws.begin() + start[u] + len[u],
+                                                 static_cast<int32_t>(v));
               }
+            }
             return acc;
           },
-          std::plus<int64_t>());
-      int64_t drawn = 0;
-      for (int64_t v = 0; v < n_; ++v) drawn += count[v];
-      const double edges = static_cast<double>(drawn) / 2.0 - static_cast<double>(both) / 2.0;
-      const double asked = static_cast<double>(requested_edges_) / 2.0;
-      if (o_.progress && attempt < 2 && edges < 0.98 * asked)
+          [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> y) {
+            return std::pair<int64_t, int64_t>{x.first + y.first, x.second + y.second};
+          });
+      const double edges = static_cast<double>(sums.first) - static_cast<double>(sums.second) / 2.0;
+      if (edges >= 0.98 * asked || edges <= 0 || attempt == 3) break;
+      if (o_.progress)
         o_.progress(detail::concat("undirected draws gave ", static_cast<int64_t>(edges), " distinct edges of ",
-                                   static_cast<int64_t>(asked), " asked: drawn again, ", asked / edges, "x as many"));
-      if (edges >= 0.98 * asked || edges <= 0) break;
-      scale *= asked / edges;
+                                   static_cast<int64_t>(asked), " asked: the rows are topped up"));
+      // Damped: the rows topped up gain fewer pairs drawn from both ends than the first draws had.
+      scale *= 1.0 + 0.8 * (asked / edges - 1.0);
     }
+    requested_edges_ = static_cast<int64_t>(2 * asked);
+    std::vector<int64_t> count(static_cast<std::size_t>(n_), 0);
+    for_nodes([&](int64_t v) {
+      __atomic_fetch_add(&count[v], static_cast<int64_t>(len[v]), __ATOMIC_RELAXED);
+      for (int64_t j = start[v]; j < start[v] + len[v]; ++j) __atomic_fetch_add(&count[draws[j]], 1, __ATOMIC_RELAXED);
+    });
     std::vector<Alias>().swap(by_class);
     all = Alias();
     std::vector<int64_t> cursor(static_cast<std::size_t>(n_ + 1), 0);
@@ -433,14 +443,14 @@ class Generator {
     indices_.resize(static_cast<std::size_t>(cursor[n_]));
     std::vector<int64_t> cap(cursor.begin(), cursor.end());  // row v: [cap[v], cap[v + 1])
     for_nodes([&](int64_t v) {
-      for (int64_t j = start[v]; j < start[v + 1]; ++j) {
+      for (int64_t j = start[v]; j < start[v] + len[v]; ++j) {
         const int32_t u = draws[j];
-        if (u < 0) continue;
         indices_[__atomic_fetch_add(&cursor[v], 1, __ATOMIC_RELAXED)] = u;
         indices_[__atomic_fetch_add(&cursor[u], 1, __ATOMIC_RELAXED)] = static_cast<int32_t>(v);
       }
     });
     std::vector<int32_t>().swap(draws);
+    std::vector<int32_t>().swap(len);
     std::vector<int64_t>().swap(start);
     for_nodes([&](int64_t v) {
       auto b = indices_.begin() + cap[v], e = indices_.begin() + cap[v + 1];
