@@ -660,14 +660,18 @@ TEST_F(TrainTest, GpuSamplingTrainsLikeCpuSamplingCuda) {
   c.train.epochs = 3;
   c.sampling.device = "cpu";
   TrainResult cpu = Trainer(c).fit(nullptr);
-  c.sampling.device = "gpu";
-  TrainResult gpu = Trainer(c).fit(nullptr);
-  ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size());
-  for (std::size_t e = 0; e < cpu.epochs.size(); ++e) {
-    EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 1e-5 * std::max(1.0, cpu.epochs[e].loss)) << "epoch " << e + 1;
-    EXPECT_EQ(gpu.epochs[e].sampled_edges, cpu.epochs[e].sampled_edges) << "epoch " << e + 1;
+  // The CSR in device memory, then left in host memory and read in place (gpu_host).
+  for (const char* where : {"gpu", "gpu_host"}) {
+    SCOPED_TRACE(where);
+    c.sampling.device = where;
+    TrainResult gpu = Trainer(c).fit(nullptr);
+    ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size());
+    for (std::size_t e = 0; e < cpu.epochs.size(); ++e) {
+      EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 1e-5 * std::max(1.0, cpu.epochs[e].loss)) << "epoch " << e + 1;
+      EXPECT_EQ(gpu.epochs[e].sampled_edges, cpu.epochs[e].sampled_edges) << "epoch " << e + 1;
+    }
+    EXPECT_EQ(gpu.test_acc_at_best, cpu.test_acc_at_best);
   }
-  EXPECT_EQ(gpu.test_acc_at_best, cpu.test_acc_at_best);
 }
 
 // train.gpu_cache_mb: -1 (the default) caches a table this small whole on the GPU, so every row is
@@ -853,12 +857,14 @@ TEST_F(TrainTest, ModelFilesFromBeforeRowAlignmentOpenWith16ByteRows) {
 
 TEST_F(TrainTest, GpuSamplingNeedsAGpu) {
   Config c = config("sage", "cpu");
-  c.sampling.device = "gpu";
-  try {
-    Trainer t(c);
-    FAIL() << "sampling.device=gpu was accepted for CPU training";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sampling.device"), std::string::npos) << e.what();
+  for (const char* where : {"gpu", "gpu_host"}) {
+    c.sampling.device = where;
+    try {
+      Trainer t(c);
+      FAIL() << "sampling.device=" << where << " was accepted for CPU training";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("sampling.device is " + std::string(where)), std::string::npos) << e.what();
+    }
   }
   c.sampling.device = "auto";  // auto falls back to the CPU sampler
   EXPECT_NO_THROW(Trainer{c});
