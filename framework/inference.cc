@@ -206,15 +206,22 @@ void InferenceSession::Impl::run() {
       // one-node request back by 15 s on 2 cores).
       drop_cancelled();
       if (queue.empty()) continue;
+      // Fair shares: each pass gives every queued request an equal part of the room left (one row
+      // at least), in arrival order, so that a one-node request queued behind large ones is in the
+      // next micro-batch instead of waiting for all their rows (processor sharing).
       int64_t room = opt.max_batch_nodes;
       while (room > 0 && !queue.empty()) {
-        std::shared_ptr<Request> r = queue.front();
-        std::size_t take = std::min<std::size_t>(static_cast<std::size_t>(room), r->ids.size() - r->next);
-        slices.push_back({r, r->next, r->next + take});
-        r->next += take;
-        room -= static_cast<int64_t>(take);
-        queued_nodes -= static_cast<int64_t>(take);
-        if (r->next == r->ids.size()) queue.pop_front();
+        const int64_t share = std::max<int64_t>(1, room / static_cast<int64_t>(queue.size()));
+        for (const std::shared_ptr<Request>& r : queue) {
+          if (room == 0) break;
+          const std::size_t take = std::min<std::size_t>(static_cast<std::size_t>(std::min(share, room)),
+                                                         r->ids.size() - r->next);
+          slices.push_back({r, r->next, r->next + take});
+          r->next += take;
+          room -= static_cast<int64_t>(take);
+          queued_nodes -= static_cast<int64_t>(take);
+        }
+        std::erase_if(queue, [](const std::shared_ptr<Request>& r) { return r->next == r->ids.size(); });
       }
     }
     run_batch(slices);

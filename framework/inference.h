@@ -11,10 +11,11 @@
 // Model::forward. Features are normalised as the stored config says (dataset.normalize).
 //
 // Threads: any number of threads may call predict/embed/submit at once. Requests go into a queue;
-// one worker thread, which owns the device context and the model, takes them in arrival order and
-// coalesces them into micro-batches of up to max_batch_nodes seed nodes, waiting at most
-// max_wait_us after the oldest queued request for more to arrive (a request larger than
-// max_batch_nodes is split over several micro-batches). Node ids repeated within a micro-batch
+// one worker thread, which owns the device context and the model, coalesces them into
+// micro-batches of up to max_batch_nodes seed nodes, waiting at most max_wait_us after the oldest
+// queued request for more to arrive. A micro-batch is shared fairly: every queued request gets an
+// equal part of it (one row at least, in arrival order), so a request larger than max_batch_nodes
+// is split over several micro-batches and a small request queued behind it goes into the next one. Node ids repeated within a micro-batch
 // are computed once. Each request's future is fulfilled when its rows are done.
 //
 // Determinism: neighbour draws are keyed by (config seed, layer, node), not by the micro-batch,

@@ -369,6 +369,8 @@ int main(int argc, char** argv) {
           return set_error(res, 503,
                            "server busy: answers held for clients would exceed --max-queued-bytes " +
                                std::to_string(limits.max_queued_bytes) + " (retry, or ask for fewer nodes)");
+        // A client that sent its request and closed the connection at once gets nothing computed.
+        if (server.client_gone()) return set_error(res, 499, "the client closed the connection");
         auto cancelled = std::make_shared<std::atomic<bool>>(false);
         std::future<gt::Tensor> fut = s->submit(what, std::move(reader.ids), cancelled);
         // Wait for the answer, looking every 20 ms whether the client is still there: the rows of
