@@ -490,8 +490,14 @@ int main(int argc, char** argv) {
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       std::string msg = "HTTP " + std::to_string(res.status);
+      if (res.status == 404 && (req.path == "/v1/predict" || req.path == "/v1/embed")) res.status = 405;
+      if (res.status == 404 && (req.path == "/v1/info" || req.path == "/healthz" || req.path == "/livez" ||
+                                req.path == "/metrics"))
+        res.status = 405;
       if (res.status == 404) msg = "no endpoint " + req.path.substr(0, 128) + " (see docs/serving.md)";
-      if (res.status == 405) msg = "method not allowed";
+      if (res.status == 405)
+        msg = req.method.substr(0, 16) + " is not allowed on " + req.path +
+              (req.path.rfind("/v1/", 0) == 0 && req.path != "/v1/info" ? " (use POST)" : " (use GET)");
       if (res.status == 413) msg = "the body is larger than the server's --max-request-bytes";
       if (res.status == 414) msg = "the request line is longer than 8 KiB";
       if (res.status == 400) msg = "malformed HTTP request";
