@@ -233,12 +233,14 @@ bool server_ended(int fd, int ms) {
   return r > 0;
 }
 
-// 503 "server busy" written at accept: the connection was refused.
+// The 503 "server busy: N connections open" written at accept: the connection was refused (a
+// 503 for --max-queued-bytes is an answer to a request, and does not count).
 bool refused_at_once(int fd) {
   if (!server_ended(fd, 0)) return false;
-  char buf[16] = {};
+  char buf[512] = {};
   ssize_t n = ::recv(fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
-  return n > 0 && std::strncmp(buf, "HTTP/1.1 503", 12) == 0;
+  return n > 0 && std::strncmp(buf, "HTTP/1.1 503", 12) == 0 &&
+         (std::strstr(buf, " connections open") || std::strstr(buf, " connection open"));
 }
 
 void misbehave(const std::string& kind, const std::string& host, const std::string& port, const std::string& path,
@@ -276,13 +278,17 @@ void misbehave(const std::string& kind, const std::string& host, const std::stri
     } else {  // abandoner
       send_all(fd, http_request("POST", path, host, nodes_body(rng, nodes, num_nodes)));
     }
-    if (refused_at_once(fd)) st.refused.fetch_add(1);
+    const bool refused = refused_at_once(fd);
+    if (refused) st.refused.fetch_add(1);
     else if (ended) {
       st.ended_by_server.fetch_add(1);
       st.held(Clock::now() - t0);
     }
     ::close(fd);
-    if (kind == "abandoner") std::this_thread::sleep_until(std::min(end, Clock::now() + std::chrono::milliseconds(interval_ms)));
+    // An abandoner paces its requests; a refused client waits as long before it comes back (it
+    // would otherwise connect in a tight loop, measuring the loop rather than the server).
+    if (kind == "abandoner" || refused)
+      std::this_thread::sleep_until(std::min(end, Clock::now() + std::chrono::milliseconds(interval_ms)));
   }
 }
 
