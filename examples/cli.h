@@ -1,9 +1,10 @@
 // The command-line rules every GraphTensor program follows, on CLI11:
 //   - `--help` (and `-h`) print a help generated from the declarations, with each option's default,
 //     to stdout, and exit 0;
-//   - a usage error is one line on stderr, "PROGRAM: --option: what is wanted (see PROGRAM --help)",
-//     exit status 2; it names the option (CLI11's own errors do too);
-//   - an option given twice is an error (the last would win without a word);
+//   - a usage error is one line on stderr, "PROGRAM: --option needs WHAT, got 'VALUE' (see
+//     PROGRAM --help)", exit status 2; it names the option (CLI11's own errors do too);
+//   - an option given twice is an error, "--option is given twice" (the last would win without a
+//     word); an unknown one is "unknown option '--x'";
 //   - numbers are checked whole ("10x", "nan", "1e999" are refused) against a stated range.
 // The validators below say what they want in words ("needs a number >= 1"), so that a message is
 // the same whichever program prints it.
@@ -50,6 +51,25 @@ inline int parse(CLI::App& app, int argc, const char* const* argv) {
     std::string msg = e.what();
     for (char& c : msg)
       if (c == '\n') c = ' ';
+    // CLI11's words, said as every GraphTensor program says them.
+    if (const auto p = msg.find(": At Most 1 required but received "); p != std::string::npos) {
+      const std::string n = msg.substr(p + 34);
+      msg = msg.substr(0, p) + " is given " + (n == "2" ? "twice" : n + " times");
+    } else if (const auto q = msg.find(": needs "); q != std::string::npos && msg.rfind("-", 0) == 0) {
+      msg = msg.substr(0, q) + msg.substr(q + 1);  // "--port: needs ..." -> "--port needs ..."
+    } else if (const std::string x = "The following argument was not expected: "; msg.rfind(x, 0) == 0) {
+      const std::string arg = msg.substr(x.size());
+      msg = (arg.rfind("-", 0) == 0 ? "unknown option '" : "unexpected argument '") + arg + "'";
+    } else if (const std::string y = "The following arguments were not expected: "; msg.rfind(y, 0) == 0) {
+      // Several: an unknown option among them is the likely cause (its value follows it).
+      std::string rest = msg.substr(y.size()), first_option;
+      for (std::size_t b = 0; b < rest.size() && first_option.empty();) {
+        std::size_t e = std::min(rest.find(' ', b), rest.size());
+        if (rest[b] == '-') first_option = rest.substr(b, e - b);
+        b = e + 1;
+      }
+      msg = first_option.empty() ? "unexpected arguments: " + rest : "unknown option '" + first_option + "'";
+    }
     std::cerr << app.get_name() << ": " << msg << " (see " << app.get_name() << " --help)\n";
     return 2;
   }
@@ -77,7 +97,7 @@ inline CLI::Validator integer(int64_t lo, int64_t hi = INT64_MAX, const std::str
         if (!parse_int64(s, v) || v < lo || v > hi) return "needs " + want + ", got '" + s + "'";
         return "";
       },
-      "INT", "integer");
+      "", "integer");
 }
 
 // A finite real number in [lo, hi], or (lo, hi] when lo_open; "needs WHAT in [lo, hi]".
@@ -95,10 +115,10 @@ inline CLI::Validator real(double lo, double hi, bool lo_open, const std::string
         if (!parse_double(s, v) || (lo_open ? v <= lo : v < lo) || v > hi) return "needs " + want + ", got '" + s + "'";
         return "";
       },
-      "NUM", "real");
+      "", "real");
 }
 
-// One of the given words; "is one of a, b or c".
+// One of the given words; "needs a, b or c".
 inline CLI::Validator one_of(const std::vector<std::string>& words) {
   std::string list;
   for (std::size_t i = 0; i < words.size(); ++i)
@@ -107,7 +127,7 @@ inline CLI::Validator one_of(const std::vector<std::string>& words) {
       [words, list](std::string& s) -> std::string {
         for (const std::string& w : words)
           if (s == w) return "";
-        return "is " + list + ", got '" + s + "'";
+        return "needs " + list + ", got '" + s + "'";
       },
       "{" + list + "}", "one_of");
 }

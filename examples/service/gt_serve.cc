@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     bool ok;
     opt.fanouts = gt_cli::int_list(fanouts, ok);
     if (!ok) {
-      std::cerr << "gt-serve: --fanouts: needs a list of integers like 10,10, or all, got '" << fanouts
+      std::cerr << "gt-serve: --fanouts needs a list of integers like 10,10, or all, got '" << fanouts
                 << "' (see gt-serve --help)\n";
       return 2;
     }

@@ -264,17 +264,17 @@ expect_usage() {  # expect_usage PROGRAM SUBSTRING ARGS...
   [ $rc -eq 2 ] && [ "$(wc -l <"$WORK/err.txt")" -eq 1 ] && grep -qF -- "$want" "$WORK/err.txt" ||
     die "$(basename "$prog") $*: status $rc, expected 2 and one line with '$want': $(cat "$WORK/err.txt")"
 }
-expect_usage "$GT_SERVE" "--max-wait-us: needs a number of microseconds in [0, 60000000]" "$WORK/ckpt.h5" --max-wait-us 9223372036854775807
-expect_usage "$GT_SERVE" "--max-batch: needs a number >= 1" "$WORK/ckpt.h5" --max-batch 0
-expect_usage "$GT_SERVE" "--port: needs a number in [0, 65535]" "$WORK/ckpt.h5" --port 70000
-expect_usage "$GT_SERVE" "--request-timeout-s: needs a number of seconds in (0, 3600]" "$WORK/ckpt.h5" --request-timeout-s 0
-expect_usage "$GT_SERVE" "--fanouts: needs a list of integers" "$WORK/ckpt.h5" --fanouts 10,x
-expect_usage "$GT_SERVE" "--port" "$WORK/ckpt.h5" --port 1 --port 2
-expect_usage "$GT_SERVE" "--bogus" "$WORK/ckpt.h5" --bogus
+expect_usage "$GT_SERVE" "--max-wait-us needs a number of microseconds in [0, 60000000]" "$WORK/ckpt.h5" --max-wait-us 9223372036854775807
+expect_usage "$GT_SERVE" "--max-batch needs a number >= 1" "$WORK/ckpt.h5" --max-batch 0
+expect_usage "$GT_SERVE" "--port needs a number in [0, 65535]" "$WORK/ckpt.h5" --port 70000
+expect_usage "$GT_SERVE" "--request-timeout-s needs a number of seconds in (0, 3600]" "$WORK/ckpt.h5" --request-timeout-s 0
+expect_usage "$GT_SERVE" "--fanouts needs a list of integers" "$WORK/ckpt.h5" --fanouts 10,x
+expect_usage "$GT_SERVE" "--port is given twice" "$WORK/ckpt.h5" --port 1 --port 2
+expect_usage "$GT_SERVE" "unknown option '--bogus'" "$WORK/ckpt.h5" --bogus
 expect_usage "$GT_SERVE" "model is required" 
-expect_usage "$GT_LOADGEN" "--duration: needs a number of seconds in (0, 86400]" --port 1 --duration nan
-expect_usage "$GT_LOADGEN" "--clients: needs a number in [1, 4096]" --port 1 --clients 100000
-expect_usage "$GT_LOADGEN" "--kind: is predict or embed" --port 1 --kind train
+expect_usage "$GT_LOADGEN" "--duration needs a number of seconds in (0, 86400]" --port 1 --duration nan
+expect_usage "$GT_LOADGEN" "--clients needs a number in [1, 4096]" --port 1 --clients 100000
+expect_usage "$GT_LOADGEN" "--kind needs predict or embed, got 'train'" --port 1 --kind train
 expect_usage "$GT_LOADGEN" "--port is required" --clients 2
 expect_usage "$GT_LOADGEN" "--misbehave and --misbehaving-clients go together" --port 1 --misbehave abandoner
 "$GT_SERVE" --help >"$WORK/help.txt" 2>&1 || die "gt-serve --help failed"
