@@ -32,6 +32,33 @@ inline void configure(CLI::App& app) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::Throw);
 }
 
+// A CLI11 error in the words every GraphTensor program uses (one line).
+inline std::string message(const CLI::ParseError& e) {
+  std::string msg = e.what();
+  for (char& c : msg)
+    if (c == '\n') c = ' ';
+  // CLI11's words, said as every GraphTensor program says them.
+  if (const auto p = msg.find(": At Most 1 required but received "); p != std::string::npos) {
+    const std::string n = msg.substr(p + 34);
+    msg = msg.substr(0, p) + " is given " + (n == "2" ? "twice" : n + " times");
+  } else if (const auto q = msg.find(": needs "); q != std::string::npos && msg.rfind("-", 0) == 0) {
+    msg = msg.substr(0, q) + msg.substr(q + 1);  // "--port: needs ..." -> "--port needs ..."
+  } else if (const std::string x = "The following argument was not expected: "; msg.rfind(x, 0) == 0) {
+    const std::string arg = msg.substr(x.size());
+    msg = (arg.rfind("-", 0) == 0 ? "unknown option '" : "unexpected argument '") + arg + "'";
+  } else if (const std::string y = "The following arguments were not expected: "; msg.rfind(y, 0) == 0) {
+    // Several: an unknown option among them is the likely cause (its value follows it).
+    std::string rest = msg.substr(y.size()), first_option;
+    for (std::size_t b = 0; b < rest.size() && first_option.empty();) {
+      std::size_t e = std::min(rest.find(' ', b), rest.size());
+      if (rest[b] == '-') first_option = rest.substr(b, e - b);
+      b = e + 1;
+    }
+    msg = first_option.empty() ? "unexpected arguments: " + rest : "unknown option '" + first_option + "'";
+  }
+  return msg;
+}
+
 // Parses argv. Returns -1 when the program should go on, else the status to exit with: 0 after
 // --help or --version, 2 after a usage error (printed as one line naming the option).
 inline int parse(CLI::App& app, int argc, const char* const* argv) {
@@ -48,28 +75,7 @@ inline int parse(CLI::App& app, int argc, const char* const* argv) {
     std::cout << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::string msg = e.what();
-    for (char& c : msg)
-      if (c == '\n') c = ' ';
-    // CLI11's words, said as every GraphTensor program says them.
-    if (const auto p = msg.find(": At Most 1 required but received "); p != std::string::npos) {
-      const std::string n = msg.substr(p + 34);
-      msg = msg.substr(0, p) + " is given " + (n == "2" ? "twice" : n + " times");
-    } else if (const auto q = msg.find(": needs "); q != std::string::npos && msg.rfind("-", 0) == 0) {
-      msg = msg.substr(0, q) + msg.substr(q + 1);  // "--port: needs ..." -> "--port needs ..."
-    } else if (const std::string x = "The following argument was not expected: "; msg.rfind(x, 0) == 0) {
-      const std::string arg = msg.substr(x.size());
-      msg = (arg.rfind("-", 0) == 0 ? "unknown option '" : "unexpected argument '") + arg + "'";
-    } else if (const std::string y = "The following arguments were not expected: "; msg.rfind(y, 0) == 0) {
-      // Several: an unknown option among them is the likely cause (its value follows it).
-      std::string rest = msg.substr(y.size()), first_option;
-      for (std::size_t b = 0; b < rest.size() && first_option.empty();) {
-        std::size_t e = std::min(rest.find(' ', b), rest.size());
-        if (rest[b] == '-') first_option = rest.substr(b, e - b);
-        b = e + 1;
-      }
-      msg = first_option.empty() ? "unexpected arguments: " + rest : "unknown option '" + first_option + "'";
-    }
+    const std::string msg = message(e);
     std::cerr << app.get_name() << ": " << msg << " (see " << app.get_name() << " --help)\n";
     return 2;
   }
