@@ -44,6 +44,7 @@
 
 #include "framework/error.h"
 #include "framework/temp_files.h"
+#include "cli.h"
 #include "framework/version.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_dtype.h"
@@ -122,9 +123,10 @@ T parse_number(const std::string& flag, const std::string& text) {
   return value;
 }
 
-// Splits argv into positional arguments and "--flag value" / "--switch" options. An argument
-// that begins with '-' (other than "-" itself) is an option until "--", after which every
-// argument is positional; an option given twice is an error (the last one silently won).
+// Splits argv (from `first`) into positional arguments and "--flag value" / "--switch" options,
+// with CLI11 and the rules of examples/cli.h: an argument that begins with '-' (other than "-"
+// itself) is an option until "--", after which every argument is positional; an unknown option
+// or one given twice is a usage error naming it.
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> flags;
@@ -132,29 +134,22 @@ struct Args {
 
 Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& valued,
                 const std::vector<std::string>& switches) {
+  CLI::App app{"", std::string("gt-data ") + argv[first - 1]};
+  gt_cli::configure(app);
+  app.set_help_flag();  // gt-data's --help (every command) is handled before
+  std::map<std::string, std::string> values;
+  std::map<std::string, CLI::Option*> options;
+  for (const std::string& v : valued) options[v] = app.add_option(v, values[v]);
+  for (const std::string& s : switches) options[s] = app.add_flag(s);
   Args a;
-  bool options = true;
-  for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (options && arg == "--") {
-      options = false;
-      continue;
-    }
-    if (!options || arg.size() < 2 || arg[0] != '-') {
-      a.positional.push_back(arg);
-      continue;
-    }
-    const bool is_switch = std::find(switches.begin(), switches.end(), arg) != switches.end();
-    if (!is_switch && std::find(valued.begin(), valued.end(), arg) == valued.end())
-      usage_error("unknown option '" + arg + "'");
-    if (a.flags.count(arg)) usage_error(arg + " given twice");
-    if (is_switch) {
-      a.flags[arg] = "1";
-    } else {
-      if (i + 1 >= argc) usage_error("missing value for " + arg);
-      a.flags[arg] = argv[++i];
-    }
+  app.add_option("args", a.positional);
+  try {
+    app.parse(argc - first + 1, argv + first - 1);  // CLI11 skips the first: the command's name
+  } catch (const CLI::ParseError& e) {
+    usage_error(gt_cli::message(e));
   }
+  for (const auto& [name, opt] : options)
+    if (opt->count() > 0) a.flags[name] = values.count(name) ? values[name] : "1";
   return a;
 }
 

@@ -37,44 +37,15 @@
 #include "framework/metrics.h"
 #include "framework/model_io.h"
 #include "framework/temp_files.h"
+#include "cli.h"
 #include "framework/version.h"
 #include "preprocess/dataset.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all] [--embeddings]\n"
-    "                  [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]\n"
-    "\n"
-    "Writes the predictions of a trained model (train.save_best or train.checkpoint) for the nodes of\n"
-    "a split (default: its test split) or of every node (--all), and prints the accuracy on the\n"
-    "labelled ones.\n"
-    "  --dataset FILE   graph to predict on (default: the dataset.path stored in MODEL)\n"
-    "  --split NAME     nodes of this split of the dataset (default: the model's dataset.test_split)\n"
-    "  --all            every node of the graph instead of a split\n"
-    "  --embeddings     also write each node's embedding (the last hidden layer's output)\n"
-    "  --device D       cpu, cuda, cuda:N or auto (default auto: the GPU when there is one)\n"
-    "  --fanouts LIST   neighbours sampled per layer, input side first, or all (default: the model's\n"
-    "                   sampling.eval_fanouts, as its training evaluated)\n"
-    "  --batch N        seed nodes per batch (default: the model's sampling.eval_batch_size)\n"
-    "  --threads N      CPU threads (default 0 = all cores)\n"
-    "  --version        print the library's version and backends and exit\n"
-    "OUT: .h5/.hdf5 (node_ids, predictions, logits[, embeddings]) or .csv (node_id,prediction,logit_*[,emb_*]).\n";
-
 int usage(const std::string& msg) {
   std::cerr << "gt-predict: " << msg << " (see gt-predict --help)\n";
   return 2;
-}
-
-bool parse_int(const std::string& s, int64_t& out) {
-  if (s.empty()) return false;
-  std::size_t pos = 0;
-  try {
-    out = std::stoll(s, &pos);
-  } catch (...) {
-    return false;
-  }
-  return pos == s.size();
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -123,68 +94,47 @@ int main(int argc, char** argv) {
   std::string model, out, dataset, split;
   bool all = false, embeddings = false, fanouts_given = false, batch_given = false;
   gt::InferenceOptions opt;
-  std::set<std::string> seen;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (a == "--version") {
-      if (argc > 2) return usage("--version takes no other arguments");
-      std::cout << "gt-predict (graphtensor) " << gt::version() << "\n";
-      return 0;
-    }
-    if (a.rfind("--", 0) == 0) {
-      if (!seen.insert(a).second) return usage(a + " is given twice");
-    } else {
-      if (model.empty())
-        model = a;
-      else if (out.empty())
-        out = a;
-      else
-        return usage("unexpected argument '" + a + "': give MODEL and OUT once");
-      continue;
-    }
-    auto value = [&](std::string& v) {
-      if (i + 1 >= argc) return false;
-      v = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--dataset") {
-      if (!value(dataset) || dataset.empty()) return usage("--dataset needs a file");
-    } else if (a == "--split") {
-      if (!value(split) || split.empty()) return usage("--split needs a split name (train, valid, test, ...)");
-    } else if (a == "--all") {
-      all = true;
-    } else if (a == "--embeddings") {
-      embeddings = true;
-    } else if (a == "--device") {
-      if (!value(opt.device) || opt.device.empty()) return usage("--device needs cpu, cuda, cuda:N or auto");
-    } else if (a == "--fanouts") {
-      if (!value(v) || v.empty()) return usage("--fanouts needs a list like 10,10, or all");
-      fanouts_given = true;
-      if (v != "all") {
-        for (std::size_t b = 0; b <= v.size();) {
-          std::size_t e = v.find(',', b);
-          if (e == std::string::npos) e = v.size();
-          int64_t f = 0;
-          if (!parse_int(v.substr(b, e - b), f) || (f < 1 && f != -1))
-            return usage("--fanouts needs positive integers (or -1 for all neighbours) like 10,10, got '" + v + "'");
-          opt.fanouts.push_back(f);
-          b = e + 1;
-        }
-      }
-    } else if (a == "--batch") {
-      if (!value(v) || !parse_int(v, opt.max_batch_nodes) || opt.max_batch_nodes < 1)
-        return usage("--batch needs a number of nodes >= 1");
-      batch_given = true;
-    } else if (a == "--threads") {
-      if (!value(v) || !parse_int(v, opt.threads) || opt.threads < 0 || opt.threads > 4096)
-        return usage("--threads needs a number in [0, 4096] (0 = all cores)");
-    } else {
-      return usage("unknown option '" + a + "'");
+  std::string fanouts, threads_text;
+  bool version = false;
+  CLI::App app{"Writes the predictions of a trained model (train.save_best or train.checkpoint) for the nodes of\n"
+               "a split (default: its test split) or of every node (--all), and prints the accuracy on the\n"
+               "labelled ones. OUT: .h5/.hdf5 (node_ids, predictions, logits[, embeddings]) or .csv\n"
+               "(node_id,prediction,logit_*[,emb_*]).",
+               "gt-predict"};
+  gt_cli::configure(app);
+  app.add_option("model", model, "a train.save_best weights file or a train.checkpoint (MODEL.h5)");
+  app.add_option("out", out, "the output: OUT.h5, OUT.hdf5 or OUT.csv");
+  auto* o_dataset = app.add_option("--dataset", dataset, "graph to predict on (default: the dataset.path stored in MODEL)");
+  auto* o_split = app.add_option("--split", split, "nodes of this split of the dataset (default: the model's dataset.test_split)");
+  app.add_flag("--all", all, "every node of the graph instead of a split (not with --split)");
+  app.add_flag("--embeddings", embeddings, "also write each node's embedding (the last hidden layer's output)");
+  auto* o_device = app.add_option("--device", opt.device, "cpu, cuda, cuda:N or auto (auto: the GPU when there is one)");
+  auto* o_fanouts = app.add_option("--fanouts", fanouts, "neighbours sampled per layer, input side first, or all "
+                                   "(default: the model's sampling.eval_fanouts, as its training evaluated)");
+  auto* o_batch = app.add_option("--batch", opt.max_batch_nodes, "seed nodes per batch (default: the model's "
+                                 "sampling.eval_batch_size)")->check(gt_cli::integer(1, INT64_MAX, "a number of nodes"));
+  app.add_option("--threads", opt.threads, "CPU threads (0 = all cores)")->check(gt_cli::integer(0, 4096));
+  app.add_flag("--version", version, "print the library's version and backends and exit");
+  o_batch->default_str("");
+  o_fanouts->default_str("");
+  if (int rc = gt_cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (version) {
+    if (argc > 2) return usage("--version takes no other arguments");
+    std::cout << "gt-predict (graphtensor) " << gt::version() << "\n";
+    return 0;
+  }
+  if (o_dataset->count() && dataset.empty()) return usage("--dataset needs a file");
+  if (o_split->count() && split.empty()) return usage("--split needs a split name (train, valid, test, ...)");
+  if (o_device->count() && opt.device.empty()) return usage("--device needs cpu, cuda, cuda:N or auto");
+  batch_given = o_batch->count() > 0;
+  if (o_fanouts->count()) {
+    fanouts_given = true;
+    if (fanouts.empty()) return usage("--fanouts needs a list like 10,10, or all");
+    if (fanouts != "all") {
+      bool ok;
+      opt.fanouts = gt_cli::int_list(fanouts, ok);
+      for (int64_t f : opt.fanouts) ok = ok && (f >= 1 || f == -1);
+      if (!ok) return usage("--fanouts needs positive integers (or -1 for all neighbours) like 10,10, got '" + fanouts + "'");
     }
   }
   if (model.empty() || out.empty()) return usage("give a model file and an output file");

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "framework/config.h"
 #include "framework/dkp.h"
 #include "framework/error.h"
@@ -37,29 +38,11 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: gt-train CONFIG.yaml [--set section.key=value]... [--resume CKPT] [--trace FILE.json] [--print-config]\n"
-    "                            [--print-graph]\n"
-    "       gt-train --print-config-keys | --version | --help\n"
-    "\n"
-    "Trains the model a YAML config describes (every key: --print-config-keys, docs/configs.md),\n"
-    "printing a line per epoch; writes train.metrics (JSON lines), train.save_best (the best\n"
-    "validation epoch's weights) and train.checkpoint.\n"
-    "  --set KEY=VALUE    override one config key (a YAML value; repeatable, the last one of a key wins)\n"
-    "  --resume CKPT      continue from a checkpoint written by train.checkpoint, as an uninterrupted run\n"
-    "  --trace FILE.json  write a Chrome/Perfetto timeline of the pipeline's stages and the GPU's work\n"
-    "  --print-config     print the config after the overrides, as YAML, and exit\n"
-    "  --print-graph      print the model's dataflow graph on the first training batch and exit\n"
-    "  --print-config-keys  print every key with its type, default and meaning (Markdown) and exit\n"
-    "  --version          print the library's version and backends and exit\n"
-    "Exit status: 0 when training finished with a finite loss, 1 on an error, 2 on a usage error.\n";
-
-// A usage error is one line on stderr (exit 2); --help prints the usage to stdout.
-int usage(const char* msg) {
+// A usage error is one line on stderr (exit 2), in the words of examples/cli.h's rules.
+int usage(const std::string& msg) {
   std::cerr << "gt-train: " << msg << " (see gt-train --help)\n";
   return 2;
 }
-
 
 }  // namespace
 
@@ -69,55 +52,48 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   gt::install_temp_file_signal_cleanup("gt-train");
   std::string config_path;
-  std::vector<std::string> overrides;
-  std::string resume, trace;
-  bool print_config = false, print_graph = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--print-config-keys" || a == "--version") {
-      // Each prints and exits: anything else on the line would be ignored without a word.
-      if (argc > 2) return usage((a + " takes no other arguments").c_str());
-      if (a == "--version")
-        std::cout << "gt-train (graphtensor) " << gt::version() << "\n";
-      else
-        std::cout << gt::config_keys_markdown();
-      return 0;
-    } else if (a == "--print-config") {
-      if (print_graph) return usage("give one of --print-config and --print-graph");
-      print_config = true;
-    } else if (a == "--print-graph") {
-      if (print_config) return usage("give one of --print-config and --print-graph");
-      print_graph = true;
-    } else if (a == "--trace") {
-      if (i + 1 >= argc) return usage("--trace needs a file name");
-      if (!trace.empty()) return usage("--trace may be given once");
-      trace = argv[++i];  // a file name as given, not YAML (so "#" or "null" stay part of it)
-      if (trace.empty()) return usage("--trace needs a file name");
-    } else if (a == "--set") {
-      if (i + 1 >= argc) return usage("--set needs section.key=value");
-      overrides.push_back(argv[++i]);
-    } else if (a == "--resume") {
-      if (i + 1 >= argc) return usage("--resume needs a checkpoint file");
-      if (!resume.empty()) return usage("--resume may be given once");
-      resume = argv[++i];
-      // An empty name (an unset shell variable) would start from scratch and overwrite the outputs.
-      if (resume.empty()) return usage("--resume needs a checkpoint file, got an empty name");
-      // "--resume --set ..." (the file forgotten): an option, not a checkpoint's name.
-      if (resume.rfind("--", 0) == 0)
-        return usage(("--resume needs a checkpoint file before the next option, got '" + resume + "'").c_str());
-    } else if (a.rfind("--set=", 0) == 0) {
-      overrides.push_back(a.substr(6));
-    } else if (!a.empty() && a[0] == '-') {
-      return usage(("unknown option " + a).c_str());
-    } else if (config_path.empty()) {
-      config_path = a;
-    } else {
-      return usage("only one config file may be given");
-    }
+  std::vector<std::string> overrides, resumes, traces;
+  bool print_config = false, print_graph = false, print_keys = false, version = false;
+  CLI::App app{"Trains the model a YAML config describes (every key: --print-config-keys, docs/configs.md),\n"
+               "evaluating, saving the best weights and checkpoints as its train section says.\n"
+               "Exit status: 0 when training finished with a finite loss, 1 on an error, 2 on a usage error.",
+               "gt-train"};
+  gt_cli::configure(app);
+  app.add_option("config", config_path, "the YAML config (CONFIG.yaml)");
+  // Repeatable, the last of a key wins; --resume and --trace are collected to say "given once".
+  app.add_option("--set", overrides, "override one config key: section.key=value (a YAML value; repeatable, "
+                 "the last one of a key wins)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("KEY=VALUE")->expected(1);
+  app.add_option("--resume", resumes, "continue from a checkpoint written by train.checkpoint, as an uninterrupted run")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("CKPT")->expected(1);
+  app.add_option("--trace", traces, "write a Chrome/Perfetto timeline of the pipeline's stages and the GPU's work")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("FILE.json")->expected(1);
+  auto* pc = app.add_flag("--print-config", print_config, "print the config after the overrides, as YAML, and exit");
+  auto* pg = app.add_flag("--print-graph", print_graph, "print the model's dataflow graph on the first training batch and exit");
+  pc->excludes(pg);
+  app.add_flag("--print-config-keys", print_keys, "print every key with its type, default and meaning (Markdown) and exit");
+  app.add_flag("--version", version, "print the library's version and backends and exit");
+  if (int rc = gt_cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (print_keys || version) {
+    // Each prints and exits: anything else on the line would be ignored without a word.
+    if (argc > 2) return usage(std::string(print_keys ? "--print-config-keys" : "--version") + " takes no other arguments");
+    if (version)
+      std::cout << "gt-train (graphtensor) " << gt::version() << "\n";
+    else
+      std::cout << gt::config_keys_markdown();
+    return 0;
   }
+  // "--resume --set ..." (the file forgotten): an option, not a checkpoint's name.
+  for (const std::string& r : resumes)
+    if (r.rfind("--", 0) == 0) return usage("--resume needs a checkpoint file before the next option, got '" + r + "'");
+  if (resumes.size() > 1) return usage("--resume may be given once");
+  if (traces.size() > 1) return usage("--trace may be given once");
+  const std::string resume = resumes.empty() ? "" : resumes[0];
+  // A file name as given, not YAML (so "#" or "null" stay part of it).
+  const std::string trace = traces.empty() ? "" : traces[0];
+  // An empty name (an unset shell variable) would start from scratch and overwrite the outputs.
+  if (!resumes.empty() && resume.empty()) return usage("--resume needs a checkpoint file, got an empty name");
+  if (!traces.empty() && trace.empty()) return usage("--trace needs a file name");
   if (config_path.empty()) return usage("no config file given");
 
   try {

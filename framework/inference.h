@@ -11,10 +11,11 @@
 // Model::forward. Features are normalised as the stored config says (dataset.normalize).
 //
 // Threads: any number of threads may call predict/embed/submit at once. Requests go into a queue;
-// one worker thread, which owns the device context and the model, takes them in arrival order and
-// coalesces them into micro-batches of up to max_batch_nodes seed nodes, waiting at most
-// max_wait_us after the oldest queued request for more to arrive (a request larger than
-// max_batch_nodes is split over several micro-batches). Node ids repeated within a micro-batch
+// one worker thread, which owns the device context and the model, coalesces them into
+// micro-batches of up to max_batch_nodes seed nodes, waiting at most max_wait_us after the oldest
+// queued request for more to arrive. A micro-batch is shared fairly: every queued request gets an
+// equal part of it (one row at least, in arrival order), so a request larger than max_batch_nodes
+// is split over several micro-batches and a small request queued behind it goes into the next one. Node ids repeated within a micro-batch
 // are computed once. Each request's future is fulfilled when its rows are done.
 //
 // Determinism: neighbour draws are keyed by (config seed, layer, node), not by the micro-batch,
@@ -27,8 +28,15 @@
 // with a one-line gt::Error; a failure while running a micro-batch fails the requests in it; other
 // requests and callers are unaffected. The destructor finishes the queued requests, then joins the
 // worker.
+//
+// Cancellation: submit() may be given a flag (a server sets it when the client has gone). A request
+// whose flag is set before its rows are all computed is dropped from the queue, not run: its rows
+// not yet taken by a micro-batch are skipped, and its future throws "cancelled". Rows of it already
+// in a micro-batch that has started are computed (a micro-batch is not interrupted).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -71,8 +79,10 @@ class InferenceSession {
   // Blocking calls; throw gt::Error for a bad request.
   Tensor predict(const std::vector<int64_t>& ids);  // float32 [ids.size(), num_classes()], CPU
   Tensor embed(const std::vector<int64_t>& ids);    // float32 [ids.size(), embedding_dim()], CPU
-  // Asynchronous form: a bad request gives a future that throws.
-  std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids);
+  // Asynchronous form: a bad request gives a future that throws. `cancelled`, when given, is read
+  // by the worker: once true, the request's remaining rows are not run and its future throws.
+  std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids,
+                             std::shared_ptr<const std::atomic<bool>> cancelled = nullptr);
 
   int64_t num_nodes() const;
   int64_t num_classes() const;
@@ -82,8 +92,14 @@ class InferenceSession {
   const Dataset& dataset() const;
   std::string device() const;     // "cpu" or the GPU's name
 
+  // Counters since the session started. failed_requests includes the cancelled ones.
+  // batch_nodes[k] counts the micro-batches of n distinct seed nodes with 2^(k-1) < n <= 2^k
+  // (k = 0: one node; the last bucket takes everything larger).
+  static constexpr int kBatchBuckets = 21;
   struct Stats {
-    int64_t requests = 0, failed_requests = 0, batches = 0, nodes = 0;
+    int64_t requests = 0, failed_requests = 0, cancelled_requests = 0, batches = 0, nodes = 0;
+    int64_t queued_requests = 0, queued_nodes = 0;  // now: submitted, rows not all taken by a micro-batch
+    std::array<int64_t, kBatchBuckets> batch_nodes{};
   };
   Stats stats() const;
 

@@ -1,141 +1,194 @@
-// gt-loadgen: a closed-loop load generator for gt-serve.
+// gt-loadgen: a closed-loop HTTP load generator for gt-serve, which can also play misbehaving
+// clients (for the tests of the server's limits and for measuring a well-behaved client beside them).
 //
-//   gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10]
-//              [--warmup 1] [--kind predict|embed] [--seed 0] [--json FILE]
+//   gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10] [--warmup 1]
+//              [--kind predict|embed] [--seed 0] [--json FILE]
+//              [--misbehave slow-sender|non-reader|abandoner --misbehaving-clients N
+//               --misbehave-nodes 4096 --misbehave-interval-s 1]
 //
-// Opens --clients connections; each sends a request of --nodes uniformly random node ids (of the
-// "info" node count), waits for the answer, and sends the next, for --warmup seconds and then
-// --duration seconds. Only answers that arrive inside the --duration window are counted, so
-// throughput is steady-state completions per second. Prints one table row, latency percentiles over all
-// answered requests and throughput (requests/s and nodes/s), and writes the same numbers as one
-// JSON object to --json. Exit status 0 only when every request was answered "ok"; each failed
-// request counts as one error, and so does a connection the server refused ("error server busy"),
-// whose client then stops. --json is checked before the run (as gt-predict checks its output: not
-// a folder, its folder takes a new file or can be made) and written atomically after it.
-#include <system_error>
-#include <atomic>
+// Each of --clients keeps one HTTP/1.1 connection open (keep-alive) and sends POST /v1/predict (or
+// /v1/embed) with --nodes uniformly random ids (of /v1/info's node count), reads the answer, checks
+// it has one row per id, and sends the next, for --warmup seconds and then --duration seconds.
+// Only answers inside the --duration window count, so throughput is steady-state completions per
+// second. It prints one table row (requests, errors, req/s, nodes/s, p50/p99/max latency) and
+// writes the same numbers as one JSON object to --json. Exit status 0 only when every request of
+// the well-behaved clients was answered 200; each failed request counts as one error, and so does
+// a connection the server refused (503 "server busy"), whose client then stops.
+//
+// Misbehaving clients (--misbehaving-clients of the --misbehave kind) run during the whole run and
+// are not measured; each repeats its misbehaviour on a new connection whenever the server ends one:
+//   slow-sender  sends a request's line and then one header byte every --misbehave-interval-s;
+//   non-reader   sends requests for --misbehave-nodes embeddings, one every interval, and never
+//                reads an answer (its receive buffer is 4 KiB);
+//   abandoner    sends a request for --misbehave-nodes embeddings and closes the connection at once,
+//                one every interval.
+// What the server did to them (connections ended by the server, refused, how long the server let
+// one be held) is printed and written under "misbehaving" in --json.
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
-#include <charconv>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "cli.h"
 #include "framework/config.h"
 #include "framework/error.h"
-#include "framework/metrics.h"
 #include "framework/temp_files.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
 
 // Each client is a thread and a connection of its own; gt-serve refuses connections beyond its
 // --max-connections (256 by default), so far more clients measure refusals, not the server, and
 // 100000 of them took minutes to start and stop.
 constexpr int64_t kMaxClients = 4096;
 
-constexpr const char* kUsage =
-    "usage: gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10]\n"
-    "                  [--warmup 1] [--kind predict|embed] [--seed 0] [--json FILE]\n";
-
 // HOST:PORT, or [HOST]:PORT for an IPv6 address ("::1:7070" reads as another address).
 std::string address(const std::string& host, const std::string& port) {
   return host.find(':') == std::string::npos ? host + ":" + port : "[" + host + "]:" + port;
 }
 
-// A blocking line-oriented client connection.
-class Client {
- public:
-  Client(const std::string& host, const std::string& port) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
-      GT_THROW("--host " + host, "", "cannot resolve '", host, "': ", ::gai_strerror(rc));
-    for (addrinfo* a = res; a && fd_ < 0; a = a->ai_next) {
-      fd_ = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-      if (fd_ >= 0 && ::connect(fd_, a->ai_addr, a->ai_addrlen) != 0) {
-        ::close(fd_);
-        fd_ = -1;
-      }
+// A connected TCP socket (-1 when the connection failed); `rcvbuf` > 0 sets SO_RCVBUF first.
+int connect_to(const std::string& host, const std::string& port, int rcvbuf = 0) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    GT_THROW("--host " + host, "", "cannot resolve '", host, "': ", ::gai_strerror(rc));
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      ::close(fd);
+      fd = -1;
     }
-    ::freeaddrinfo(res);
-    if (fd_ < 0) GT_THROW(address(host, port), "is gt-serve running?", "cannot connect to ", address(host, port));
-    int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  ::freeaddrinfo(res);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+bool send_all(int fd, const std::string& s) {
+  for (std::size_t off = 0; off < s.size();) {
+    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+std::string http_request(const std::string& method, const std::string& path, const std::string& host,
+                         const std::string& body) {
+  std::string r = method + " " + path + " HTTP/1.1\r\nHost: " + host + "\r\n";
+  if (method == "POST") r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  return r + "\r\n" + body;
+}
+
+std::string nodes_body(std::mt19937_64& rng, int64_t n, int64_t num_nodes) {
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(num_nodes));
+  return json{{"nodes", ids}}.dump();
+}
+
+// A keep-alive HTTP/1.1 client connection (answers with Content-Length, as gt-serve sends them).
+class HttpClient {
+ public:
+  HttpClient(const std::string& host, const std::string& port) : host_(host), port_(port) {
+    fd_ = connect_to(host, port);
+    if (fd_ < 0) GT_THROW(address(host, port), "is gt-serve running?", "cannot connect to ", address(host, port));
+  }
+  ~HttpClient() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
   // A send or receive that makes no progress for `seconds` fails (a stalled server cannot hang
   // the run past its duration).
   void set_timeout(double seconds) {
-    timeval tv{static_cast<time_t>(seconds), static_cast<suseconds_t>((seconds - static_cast<double>(
-                                                                          static_cast<time_t>(seconds))) * 1e6)};
+    timeval tv{static_cast<time_t>(seconds),
+               static_cast<suseconds_t>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e6)};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
-  ~Client() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
 
-  // Sends one line and returns the answer line (without its newline).
-  std::string call(const std::string& line) {
-    for (std::size_t off = 0; off < line.size();) {
-      ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        GT_THROW("gt-loadgen", "", "the server stopped reading the request (timed out while sending)");
-      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) closed_ = true;
-      if (n <= 0) GT_THROW("gt-loadgen", "", "connection lost while sending");
-      off += static_cast<std::size_t>(n);
+  // Sends a request and reads its answer; returns the status and sets `body`. Throws on a lost
+  // connection or a timeout. After an answer with "Connection: close", closed() is true.
+  int call(const std::string& method, const std::string& path, const std::string& body, std::string& out) {
+    if (closed_) GT_THROW("gt-loadgen", "", "connection closed by the server");
+    if (!send_all(fd_, http_request(method, path, host_, body))) {
+      closed_ = errno == EPIPE || errno == ECONNRESET;
+      GT_THROW("gt-loadgen", "", errno == EAGAIN ? "the server stopped reading the request (timed out while sending)"
+                                                 : "connection lost while sending");
     }
-    std::size_t nl;
+    std::size_t head_end;
+    while ((head_end = buf_.find("\r\n\r\n")) == std::string::npos) fill();
+    const std::string head = buf_.substr(0, head_end);
+    int status = 0;
+    if (std::sscanf(head.c_str(), "HTTP/1.%*d %d", &status) != 1)
+      GT_THROW("gt-loadgen", "is it gt-serve?", "not an HTTP answer: '", head.substr(0, 80), "'");
+    std::string lower = head;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::size_t length = 0;
+    if (auto p = lower.find("\r\ncontent-length:"); p != std::string::npos)
+      length = std::strtoull(lower.c_str() + p + 17, nullptr, 10);
+    const bool close_after = lower.find("\r\nconnection: close") != std::string::npos;
+    while (buf_.size() < head_end + 4 + length) fill();
+    out = buf_.substr(head_end + 4, length);
+    buf_.erase(0, head_end + 4 + length);
+    if (close_after) closed_ = true;
+    return status;
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  void fill() {
     char chunk[65536];
-    while ((nl = buf_.find('\n')) == std::string::npos) {
+    for (;;) {
       ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         GT_THROW("gt-loadgen", "", "no answer from the server (timed out)");
-      if (n == 0 || (n < 0 && errno == ECONNRESET)) closed_ = true;
-      if (n <= 0) GT_THROW("gt-loadgen", "", "connection closed by the server");
+      if (n <= 0) {
+        closed_ = true;
+        GT_THROW("gt-loadgen", "", "connection closed by the server");
+      }
       buf_.append(chunk, static_cast<std::size_t>(n));
+      return;
     }
-    std::string out = buf_.substr(0, nl);
-    buf_.erase(0, nl + 1);
-    return out;
   }
-  // Whether a call failed because the server had closed the connection (not a timeout).
-  bool closed() const { return closed_; }
-
- private:
+  std::string host_, port_;
   int fd_ = -1;
   std::string buf_;
   bool closed_ = false;
 };
-
-bool parse_int(const std::string& s, int64_t& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-int usage(const std::string& msg) {
-  std::cerr << "gt-loadgen: " << msg << " (see gt-loadgen --help)\n";
-  return 2;
-}
 
 // `text` to `path` through a temporary file renamed over it (of the file a symbolic link names):
 // a failed write leaves an earlier file as it was. Its missing folders are made here, and removed
@@ -158,66 +211,153 @@ double percentile(const std::vector<double>& sorted, double q) {
   return sorted[std::min(i, sorted.size() - 1)];
 }
 
+// What the server did to the misbehaving clients.
+struct MisbehaviourStats {
+  std::atomic<int64_t> connections{0}, ended_by_server{0}, refused{0}, connect_failures{0};
+  std::atomic<int64_t> max_held_us{0};
+  void held(Clock::duration d) {
+    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    int64_t cur = max_held_us.load();
+    while (us > cur && !max_held_us.compare_exchange_weak(cur, us)) {
+    }
+  }
+};
+
+// Waits up to `ms` for the server to end the connection (or answer: for a slow sender, any answer
+// is the server giving up on the request). True when it did.
+bool server_ended(int fd, int ms) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  int r;
+  do r = ::poll(&p, 1, ms);
+  while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
+// The 503 "server busy: N connections open" written at accept: the connection was refused (a
+// 503 for --max-queued-bytes is an answer to a request, and does not count).
+bool refused_at_once(int fd) {
+  if (!server_ended(fd, 0)) return false;
+  char buf[512] = {};
+  ssize_t n = ::recv(fd, buf, sizeof buf - 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 && std::strncmp(buf, "HTTP/1.1 503", 12) == 0 &&
+         (std::strstr(buf, " connections open") || std::strstr(buf, " connection open"));
+}
+
+void misbehave(const std::string& kind, const std::string& host, const std::string& port, const std::string& path,
+               int64_t nodes, int64_t num_nodes, double interval_s, uint64_t seed, Clock::time_point end,
+               MisbehaviourStats& st) {
+  std::mt19937_64 rng(seed);
+  const int interval_ms = std::max(1, static_cast<int>(interval_s * 1000));
+  while (Clock::now() < end) {
+    const int fd = connect_to(host, port, kind == "non-reader" ? 4096 : 0);
+    if (fd < 0) {
+      st.connect_failures.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    st.connections.fetch_add(1);
+    const auto t0 = Clock::now();
+    bool ended = false;
+    if (kind == "slow-sender") {
+      ended = !send_all(fd, "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nX-Slow: ");
+      while (!ended && Clock::now() < end) {
+        if (server_ended(fd, interval_ms)) ended = true;
+        else if (!send_all(fd, "a")) ended = true;
+      }
+    } else if (kind == "non-reader") {
+      while (!ended && Clock::now() < end) {
+        pollfd p{fd, POLLRDHUP, 0};
+        if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) ended = true;
+        // Sends without blocking: a server that stopped reading leaves the request unsent.
+        else if (const std::string req = http_request("POST", path, host, nodes_body(rng, nodes, num_nodes));
+                 ::send(fd, req.data(), req.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+          ended = true;
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+      }
+    } else {  // abandoner
+      send_all(fd, http_request("POST", path, host, nodes_body(rng, nodes, num_nodes)));
+    }
+    const bool refused = refused_at_once(fd);
+    if (refused) st.refused.fetch_add(1);
+    else if (ended) {
+      st.ended_by_server.fetch_add(1);
+      st.held(Clock::now() - t0);
+    }
+    ::close(fd);
+    // An abandoner paces its requests; a refused client waits as long before it comes back (it
+    // would otherwise connect in a tight loop, measuring the loop rather than the server).
+    if (kind == "abandoner" || refused)
+      std::this_thread::sleep_until(std::min(end, Clock::now() + std::chrono::milliseconds(interval_ms)));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // One line at a time even into a file or a pipe, so that a log shows progress as it happens
   // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::string host = "127.0.0.1", port, kind = "predict", json;
-  int64_t clients = 8, nodes = 1, seed = 0;
-  double duration = 10, warmup = 1;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&](std::string& v) {
-      if (i + 1 >= argc) return false;
-      v = argv[++i];
-      return true;
-    };
-    std::string v;
-    int64_t n;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--host") {
-      if (!next(host)) return usage("--host needs an address");
-    } else if (a == "--port") {
-      if (!next(port) || !parse_int(port, n) || n < 1 || n > 65535) return usage("--port needs a number in [1, 65535]");
-    } else if (a == "--clients") {
-      if (!next(v) || !parse_int(v, clients) || clients < 1 || clients > kMaxClients)
-        return usage("--clients needs a number in [1, " + std::to_string(kMaxClients) +
-                     "] (a thread and a connection each; gt-serve refuses more than its --max-connections, 256 "
-                     "by default)");
-    } else if (a == "--nodes") {
-      if (!next(v) || !parse_int(v, nodes) || nodes < 1) return usage("--nodes needs a number >= 1");
-    } else if (a == "--seed") {
-      if (!next(v) || !parse_int(v, seed)) return usage("--seed needs a number");
-    } else if (a == "--duration" || a == "--warmup") {
-      double& d = a == "--duration" ? duration : warmup;
-      char* end = nullptr;
-      const bool dur = a == "--duration";  // a window of 0 s measures nothing; no warm-up is allowed
-      if (!next(v) || (d = std::strtod(v.c_str(), &end), *end != '\0' || v.empty()) ||
-          !((dur ? d > 0 : d >= 0) && d <= 86400))
-        return usage(a + (dur ? " needs a number of seconds in (0, 86400]" : " needs a number of seconds in [0, 86400]"));
-    } else if (a == "--kind") {
-      if (!next(kind) || (kind != "predict" && kind != "embed")) return usage("--kind is predict or embed");
-    } else if (a == "--json") {
-      if (!next(json)) return usage("--json needs a file");
-    } else {
-      return usage("unknown argument " + a);
-    }
+  ::signal(SIGPIPE, SIG_IGN);  // sends use MSG_NOSIGNAL; this is for any that does not
+  std::string host = "127.0.0.1", port, kind = "predict", json_path, misbehave_kind = "none";
+  int64_t clients = 8, nodes = 1, seed = 0, bad_clients = 0, bad_nodes = 4096;
+  double duration = 10, warmup = 1, bad_interval = 1;
+
+  CLI::App app{"A closed-loop HTTP load generator for gt-serve (POST /v1/predict or /v1/embed), which can also\n"
+               "run misbehaving clients beside the measured ones.",
+               "gt-loadgen"};
+  gt_cli::configure(app);
+  app.add_option("--host", host, "gt-serve's address");
+  app.add_option("--port", port, "gt-serve's port")->required()->check(gt_cli::integer(1, 65535));
+  app.add_option("--clients", clients,
+                 "well-behaved clients, each a thread and a keep-alive connection (gt-serve refuses more than its "
+                 "--max-connections, 256 by default)")
+      ->check(gt_cli::integer(1, kMaxClients));
+  app.add_option("--nodes", nodes, "random node ids per request")->check(gt_cli::integer(1));
+  app.add_option("--duration", duration, "seconds measured")->check(gt_cli::real(0, 86400, true, "a number of seconds"));
+  app.add_option("--warmup", warmup, "seconds before the measurement")
+      ->check(gt_cli::real(0, 86400, false, "a number of seconds"));
+  app.add_option("--kind", kind, "the endpoint: predict or embed")->check(gt_cli::one_of({"predict", "embed"}));
+  app.add_option("--seed", seed, "seed of the random ids")->check(gt_cli::integer(INT64_MIN + 1, INT64_MAX - 1));
+  app.add_option("--json", json_path, "also write the figures to this file as one JSON object");
+  app.add_option("--misbehave", misbehave_kind, "what the misbehaving clients do")
+      ->check(gt_cli::one_of({"none", "slow-sender", "non-reader", "abandoner"}));
+  app.add_option("--misbehaving-clients", bad_clients, "misbehaving clients (threads) beside the measured ones")
+      ->check(gt_cli::integer(0, kMaxClients));
+  app.add_option("--misbehave-nodes", bad_nodes, "node ids in a non-reader's or an abandoner's request")
+      ->check(gt_cli::integer(1, int64_t{1} << 24));
+  app.add_option("--misbehave-interval-s", bad_interval,
+                 "a slow sender's time between bytes; a non-reader's and an abandoner's between requests")
+      ->check(gt_cli::real(0, 3600, true, "a number of seconds"));
+  if (int rc = gt_cli::parse(app, argc, argv); rc >= 0) return rc;
+  if ((misbehave_kind == "none") != (bad_clients == 0)) {
+    std::cerr << "gt-loadgen: --misbehave and --misbehaving-clients go together (see gt-loadgen --help)\n";
+    return 2;
   }
-  if (port.empty()) return usage("--port is required");
+  const std::string path = kind == "predict" ? "/v1/predict" : "/v1/embed";
 
   try {
-    if (!json.empty()) gt::check_output_file(json, "--json", "--json");  // before the run, not after it
+    if (!json_path.empty()) gt::check_output_file(json_path, "--json", "--json");  // before the run, not after it
     int64_t num_nodes = 0;
     {
-      Client probe(host, port);
-      probe.set_timeout(30);
-      std::string info = probe.call("info\n");
-      if (std::sscanf(info.c_str(), "ok nodes %lld", reinterpret_cast<long long*>(&num_nodes)) != 1 || num_nodes < 1)
-        GT_THROW(address(host, port), "is it gt-serve?", "unexpected answer to info: '", info, "'");
+      // The model may still be loading: /v1/info answers 503 until it is (up to 60 s).
+      const auto give_up = Clock::now() + std::chrono::seconds(60);
+      for (;;) {
+        HttpClient probe(host, port);
+        probe.set_timeout(30);
+        std::string body;
+        const int status = probe.call("GET", "/v1/info", "", body);
+        if (status == 200) {
+          json info = json::parse(body, nullptr, false);
+          if (info.is_object() && info.contains("nodes") && info["nodes"].is_number_integer())
+            num_nodes = info["nodes"].get<int64_t>();
+          if (num_nodes < 1) GT_THROW(address(host, port), "is it gt-serve?", "unexpected answer to GET /v1/info: '", body, "'");
+          break;
+        }
+        if (status != 503 || Clock::now() > give_up)
+          GT_THROW(address(host, port), "is it gt-serve?", "GET /v1/info answered ", status, ": ", body);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     }
     std::vector<std::vector<double>> latencies(static_cast<std::size_t>(clients));
     std::vector<int64_t> errors(static_cast<std::size_t>(clients), 0);
@@ -228,33 +368,60 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     std::atomic<bool> stop{false};  // a client thread could not be started: the others end early
     std::string spawn_error;
-    for (int64_t c = 0; c < clients && spawn_error.empty(); ++c) try {
+    MisbehaviourStats bad;
+    // The measured clients connect first, so that misbehaving ones cannot take their places.
+    std::vector<std::unique_ptr<HttpClient>> conns(static_cast<std::size_t>(clients));
+    for (int64_t c = 0; c < clients; ++c) {
+      try {
+        conns[static_cast<std::size_t>(c)] = std::make_unique<HttpClient>(host, port);
+        conns[static_cast<std::size_t>(c)]->set_timeout(std::max(10.0, warmup + duration));
+      } catch (const std::exception& e) {
+        if (errors[static_cast<std::size_t>(c)]++ == 0) first_error[static_cast<std::size_t>(c)] = e.what();
+      }
+    }
+    for (int64_t c = 0; c < clients + bad_clients && spawn_error.empty(); ++c) try {
+      if (c >= clients) {
+        threads.emplace_back([&, c] {
+          misbehave(misbehave_kind, host, port, path, bad_nodes, num_nodes, bad_interval,
+                    static_cast<uint64_t>(seed) * 1000003u + 7919u * static_cast<uint64_t>(c), t_end, bad);
+        });
+        continue;
+      }
       threads.emplace_back([&, c] {
         const auto ci = static_cast<std::size_t>(c);
+        HttpClient* cl = conns[ci].get();
+        if (!cl) return;
         try {
-          Client cl(host, port);
-          cl.set_timeout(std::max(10.0, warmup + duration));
           std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(c));
-          std::string line, reply;
-          bool after_error = false;  // the last answer was "error ..."
+          std::string reply;
           for (auto now = Clock::now(); now < t_end && !stop.load(); now = Clock::now()) {
-            line = kind;
-            for (int64_t k = 0; k < nodes; ++k) line += " " + std::to_string(rng() % static_cast<uint64_t>(num_nodes));
-            line += '\n';
+            const std::string body = nodes_body(rng, nodes, num_nodes);
             auto t0 = Clock::now();
+            int status;
             try {
-              reply = cl.call(line);
+              status = cl->call("POST", path, body, reply);
             } catch (const std::exception&) {
-              // The server closes the connection after some errors (a refused connection's
-              // "error server busy", a line over 1 MiB): the error was counted, and the client
-              // stops; the request that found the connection closed is not a second failure.
-              if (after_error && cl.closed()) break;
+              // A refused connection ("server busy": 503 and the end of the connection) was
+              // counted as one error; the request that found the connection closed is not a second.
+              if (errors[ci] > 0 && cl->closed()) break;
               throw;
             }
             auto t1 = Clock::now();
-            after_error = reply.rfind("ok", 0) != 0;
-            if (after_error) {  // an error counts in the warm-up too
-              if (errors[ci]++ == 0) first_error[ci] = reply;
+            if (status != 200) {  // an error counts in the warm-up too
+              json e = json::parse(reply, nullptr, false);
+              if (errors[ci]++ == 0)
+                first_error[ci] = "HTTP " + std::to_string(status) + " " +
+                                  (e.is_object() && e.contains("error") ? e["error"].dump() : reply.substr(0, 200));
+              if (cl->closed()) break;
+              continue;
+            }
+            // One row per id: an answer that is not what was asked for is an error.
+            json a = json::parse(reply, nullptr, false);
+            const char* key = kind == "predict" ? "predictions" : "embeddings";
+            if (!a.is_object() || !a.contains(key) || !a[key].is_array() ||
+                static_cast<int64_t>(a[key].size()) != nodes) {
+              if (errors[ci]++ == 0) first_error[ci] = "an answer without " + std::to_string(nodes) + " " + key + ": " +
+                                                       reply.substr(0, 200);
               continue;
             }
             if (t1 < t_measure || t1 > t_end) continue;  // latencies of answers inside the window
@@ -266,7 +433,7 @@ int main(int argc, char** argv) {
       });
     } catch (const std::system_error& e) {
       spawn_error = std::string("cannot start client thread ") + std::to_string(c + 1) + " of " +
-                    std::to_string(clients) + ": " + e.what();
+                    std::to_string(clients + bad_clients) + ": " + e.what();
       stop = true;
     }
     for (auto& t : threads) t.join();
@@ -285,12 +452,19 @@ int main(int argc, char** argv) {
     const double n = static_cast<double>(all.size());
     double mean = 0;
     for (double x : all) mean += x / std::max(n, 1.0);
-    gt::JsonRecord rec;
-    rec.add("kind", kind).add("clients", clients).add("nodes_per_request", nodes).add("duration_s", duration);
-    rec.add("requests", static_cast<int64_t>(all.size())).add("errors", err);
-    rec.add("requests_per_s", n / duration).add("nodes_per_s", n * static_cast<double>(nodes) / duration);
-    rec.add("p50_ms", percentile(all, 0.50)).add("p90_ms", percentile(all, 0.90)).add("p99_ms", percentile(all, 0.99));
-    rec.add("max_ms", all.empty() ? 0.0 : all.back()).add("mean_ms", mean);
+    json rec = {{"kind", kind},
+                {"clients", clients},
+                {"nodes_per_request", nodes},
+                {"duration_s", duration},
+                {"requests", static_cast<int64_t>(all.size())},
+                {"errors", err},
+                {"requests_per_s", n / duration},
+                {"nodes_per_s", n * static_cast<double>(nodes) / duration},
+                {"p50_ms", percentile(all, 0.50)},
+                {"p90_ms", percentile(all, 0.90)},
+                {"p99_ms", percentile(all, 0.99)},
+                {"max_ms", all.empty() ? 0.0 : all.back()},
+                {"mean_ms", mean}};
 
     std::printf("%-8s %8s %10s %9s %7s %10s %11s %9s %9s %9s\n", "kind", "clients", "nodes/req", "requests", "errors",
                 "req/s", "nodes/s", "p50 ms", "p99 ms", "max ms");
@@ -298,7 +472,22 @@ int main(int argc, char** argv) {
                 static_cast<long long>(clients), static_cast<long long>(nodes), static_cast<long long>(all.size()),
                 static_cast<long long>(err), n / duration, n * static_cast<double>(nodes) / duration,
                 percentile(all, 0.5), percentile(all, 0.99), all.empty() ? 0.0 : all.back());
-    if (!json.empty()) write_atomically(json, rec.str() + "\n");
+    if (bad_clients > 0) {
+      rec["misbehaving"] = {{"kind", misbehave_kind},
+                            {"clients", bad_clients},
+                            {"connections", bad.connections.load()},
+                            {"ended_by_server", bad.ended_by_server.load()},
+                            {"refused", bad.refused.load()},
+                            {"connect_failures", bad.connect_failures.load()},
+                            {"max_held_s", static_cast<double>(bad.max_held_us.load()) / 1e6}};
+      std::printf("misbehaving %s x%lld: %lld connections, %lld ended by the server (held at most %.2f s), "
+                  "%lld refused, %lld failed to connect\n",
+                  misbehave_kind.c_str(), static_cast<long long>(bad_clients),
+                  static_cast<long long>(bad.connections.load()), static_cast<long long>(bad.ended_by_server.load()),
+                  static_cast<double>(bad.max_held_us.load()) / 1e6, static_cast<long long>(bad.refused.load()),
+                  static_cast<long long>(bad.connect_failures.load()));
+    }
+    if (!json_path.empty()) write_atomically(json_path, rec.dump(2) + "\n");
     if (err > 0) {
       std::cerr << "gt-loadgen: " << err << (err == 1 ? " failed request" : " failed requests") << ", e.g. "
                 << example_error << "\n";

@@ -1,68 +1,57 @@
-// gt-serve: node predictions and embeddings over TCP, on top of gt::InferenceSession.
+// gt-serve: node predictions and embeddings over HTTP/1.1 with JSON bodies, on top of
+// gt::InferenceSession (docs/serving.md has the API, the limits and the worst-case memory).
 //
-//   gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto]
-//            [--fanouts 10,10 (default: all)] [--max-batch 1024] [--max-wait-us 500] [--threads 0]
-//            [--max-connections 256] [--max-request-ids 65536] [--idle-timeout-s 300]
+//   gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto] ...
+//   (gt-serve --help lists every option with its default)
 //
-// MODEL.h5 is a training checkpoint (train.checkpoint) or a best-model weights file
-// (train.save_best); the dataset defaults to the one named in its stored config. With --port 0
-// the system picks a free port. The first line on stdout is "gt-serve: listening on HOST:PORT"
-// ("[HOST]:PORT" for an IPv6 address, as in a URL, so that the port is what follows the last ':');
-// SIGINT or SIGTERM stops the server cleanly (requests in flight are answered at once, without
-// waiting out the coalescing window; then the connections are closed) and it prints the
-// session's counters.
+//   POST /v1/predict {"nodes": [1, 2]}  -> {"predictions": [0, 2], "logits": [[..], [..]]}
+//   POST /v1/embed   {"nodes": [1, 2]}  -> {"embeddings": [[..], [..]]}
+//   GET  /v1/info                        -> {"nodes": N, "classes": C, "dim": D, "device": ".."}
+//   GET  /healthz                        -> 200 {"status": "ready"} once the model is loaded, else 503
+//   GET  /livez                          -> 200 while the process serves
+//   GET  /metrics                        -> Prometheus text format
+// An error is {"error": "one line"} with a 4xx/5xx status.
 //
-// Protocol: one request per line, one answer per line, any number of requests per connection
-// (a last line that the client's input ends without a newline is answered too).
-//   predict ID ID ...   ->  ok CLASS CLASS ...      the argmax class of each node, in order
-//   embed ID ID ...     ->  ok N D V V ...          N rows of D floats (the last hidden layer)
-//   info                ->  ok nodes N classes C dim D device NAME   (NAME: the rest of the line)
-//   anything wrong      ->  error MESSAGE           the connection stays usable
-// A line longer than 1 MiB is answered "error ..." and the connection is closed; a request of
-// more than --max-request-ids ids is an error (it bounds the answer's size); a connection idle
-// for --idle-timeout-s, or whose client stops reading answers for as long, is closed.
+// The server listens before the model is loaded (so that /healthz can say "loading"); the first
+// line on stdout is "gt-serve: listening on HOST:PORT (...)" ("[HOST]:PORT" for IPv6; --port 0
+// picks a free port), and "gt-serve: ready (...)" follows once requests can be answered. A model
+// that cannot be loaded is a one-line error and exit status 1. SIGINT or SIGTERM stops the server:
+// no new connections, the queued requests are answered at once (the session's coalescing window
+// is cut short), then the connections are closed; it prints its counters.
 //
-// Why plain POSIX sockets with a thread per connection rather than Boost.Asio: each request is a
-// blocking wait on the session's future, so a thread per connection is the natural shape and
-// needs no callbacks or strands; the thread count is bounded by --max-connections; throughput
-// comes from the session, which coalesces the requests of all connections into micro-batches,
-// not from the socket layer. It is ~250 lines with no dependency beyond libc, where Asio would
-// add libboost-dev to the build for no capability this needs (no TLS, no HTTP, no timers).
-#include <cstdio>
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
+// The line protocol of earlier versions is gone (docs/serving.md says why).
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
-#include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
-#include <list>
+#include <map>
 #include <memory>
-#include <set>
+#include <mutex>
+#include <sstream>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "cli.h"
 #include "framework/error.h"
 #include "framework/inference.h"
+#include "service/bounded_http.h"
 
 namespace {
 
-constexpr std::size_t kMaxLine = std::size_t{1} << 20;
-
-constexpr const char* kUsage =
-    "usage: gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto]\n"
-    "                [--fanouts 10,10 (default: all)] [--max-batch 1024] [--max-wait-us 500] [--threads 0]\n"
-    "                [--max-connections 256] [--max-request-ids 65536] [--idle-timeout-s 300]\n";
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+// Floats written as the shortest text that reads back to the same float32 ("0.1", not the
+// 17-digit double "0.10000000149011612").
+using fjson = nlohmann::basic_json<std::map, std::vector, std::string, bool, std::int64_t, std::uint64_t, float>;
 
 int g_stop_pipe[2] = {-1, -1};
 
@@ -71,210 +60,211 @@ void on_signal(int) {
   [[maybe_unused]] ssize_t n = ::write(g_stop_pipe[1], &c, 1);
 }
 
-bool parse_int(const std::string& s, int64_t& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-bool send_all(int fd, const std::string& s) {
-  std::size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-void append_number(std::string& out, auto v) {
-  char buf[32];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, p);
-}
-
-// A word of the client's, as an answer quotes it: at most 64 bytes, and bytes that are not
-// printable ASCII (a NUL, a '\r', 0xFF) as '?', so that an answer stays one line of text.
-std::string quoted(const std::string& word) {
-  std::string out = word.substr(0, 64);
-  for (char& c : out)
-    if (c < 0x20 || c > 0x7e) c = '?';
-  return word.size() > 64 ? out + "..." : out;
-}
-
-struct Limits {
-  int64_t max_request_ids = 65536;
-};
-
-// Set before the server shuts the read side of its connections down: a recv() that returns 0
-// then is the server's doing, not the end of the client's input.
-std::atomic<bool> g_stopping{false};
-
-// Request lines answered "error" by the server itself (malformed, too long, too many ids): the
-// session counts the requests it was given; the exit line reports both.
-std::atomic<int64_t> g_rejected{0};
-
-std::string rejected(std::string answer) {
-  g_rejected.fetch_add(1, std::memory_order_relaxed);
-  return answer;
-}
-
-// One request line -> one answer line (with its newline).
-std::string answer(const std::string& line, gt::InferenceSession& session, const Limits& limits) {
-  std::vector<std::string> words;
-  for (std::size_t i = 0; i < line.size();) {
-    std::size_t b = line.find_first_not_of(" \t", i);
-    if (b == std::string::npos) break;
-    std::size_t e = line.find_first_of(" \t", b);
-    words.push_back(line.substr(b, e == std::string::npos ? std::string::npos : e - b));
-    i = e == std::string::npos ? line.size() : e;
-  }
-  if (words.empty()) return rejected("error empty request (commands: predict, embed, info)\n");
-  const std::string& cmd = words[0];
-  if (cmd == "info") {
-    if (words.size() > 1) return rejected("error info takes no arguments, got '" + quoted(words[1]) + "'\n");
-    return "ok nodes " + std::to_string(session.num_nodes()) + " classes " + std::to_string(session.num_classes()) +
-           " dim " + std::to_string(session.embedding_dim()) + " device " + session.device() + "\n";
-  }
-  if (cmd != "predict" && cmd != "embed")
-    return rejected("error unknown command '" + quoted(cmd) + "' (commands: predict, embed, info)\n");
-  if (static_cast<int64_t>(words.size() - 1) > limits.max_request_ids)
-    return rejected("error " + cmd + ": " + std::to_string(words.size() - 1) +
-                    " ids in one request, more than the server's --max-request-ids " +
-                    std::to_string(limits.max_request_ids) + " (split the request)\n");
+// Reads {"nodes": [id, ...]} with nlohmann-json's SAX interface, straight into a vector of ids:
+// no document tree (a 1 MiB body of small ids would be ~8 MB as a tree), and the id count is
+// checked as the ids arrive, so a request over --max-request-ids stops being read at the limit.
+class NodesReader : public nlohmann::json_sax<json> {
+ public:
+  explicit NodesReader(int64_t max_ids) : max_ids_(max_ids) {}
   std::vector<int64_t> ids;
-  ids.reserve(words.size() - 1);
-  for (std::size_t i = 1; i < words.size(); ++i) {
-    int64_t id;
-    if (!parse_int(words[i], id)) return rejected("error " + cmd + ": '" + quoted(words[i]) + "' is not a node id\n");
-    ids.push_back(id);
-  }
-  try {
-    std::string out = "ok";
-    if (cmd == "predict") {
-      gt::Tensor logits = session.predict(ids);
-      const int64_t c = logits.size(1);
-      const float* l = logits.data<float>();
-      out.reserve(ids.size() * 4 + 4);
-      for (std::size_t i = 0; i < ids.size(); ++i) {
-        const float* row = l + static_cast<int64_t>(i) * c;
-        int64_t best = 0;
-        for (int64_t k = 1; k < c; ++k)
-          if (row[k] > row[best]) best = k;
-        out += ' ';
-        append_number(out, best);
-      }
-    } else {
-      gt::Tensor emb = session.embed(ids);
-      out += ' ';
-      append_number(out, emb.size(0));
-      out += ' ';
-      append_number(out, emb.size(1));
-      const float* e = emb.data<float>();
-      out.reserve(out.size() + static_cast<std::size_t>(emb.numel()) * 12);
-      for (int64_t i = 0; i < emb.numel(); ++i) {
-        out += ' ';
-        append_number(out, e[i]);
-      }
-    }
-    return out + "\n";
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    for (char& ch : msg)
-      if (ch < 0x20 || ch > 0x7e) ch = ' ';
-    return "error " + msg + "\n";
-  }
-}
+  std::string error;       // set when the body is refused
+  bool too_many = false;   // refused for its size (413)
+  bool saw_nodes = false;
 
-// Answers the requests of one connection until the client closes it, a line is too long, the
-// connection idles past its timeout (recv/send fail with EAGAIN) or the server stops (shutdown
-// of the read side makes recv return 0). On return the socket is shut down both ways, so the
-// client sees the end at once; the accept loop closes the descriptor.
-void serve_connection(int fd, gt::InferenceSession& session, const Limits& limits) {
-  std::string buf;
-  char chunk[65536];
-  for (;;) {
-    std::size_t nl, scanned = 0;
-    while ((nl = buf.find('\n', scanned)) == std::string::npos) {
-      if (buf.size() > kMaxLine) {
-        send_all(fd, rejected("error request line longer than 1 MiB\n"));
-        ::shutdown(fd, SHUT_RDWR);
-        return;
-      }
-      scanned = buf.size();
-      ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {  // closed by the client, idle past the timeout, or shut down by the server
-        // The client's input ended in a line without its newline (printf 'predict 4' | nc): it
-        // is the client's last request, answered as if the newline were there. Not when the
-        // server is stopping (the line may be cut short by the shutdown) nor after a timeout;
-        // a last fragment of blanks is not a request.
-        if (n == 0 && !g_stopping.load() && buf.find_first_not_of(" \t\r") != std::string::npos) {
-          if (buf.back() == '\r') buf.pop_back();
-          send_all(fd, answer(buf, session, limits));
-        }
-        ::shutdown(fd, SHUT_RDWR);
-        return;
-      }
-      buf.append(chunk, static_cast<std::size_t>(n));
-    }
-    if (nl > kMaxLine) {
-      send_all(fd, rejected("error request line longer than 1 MiB\n"));
-      ::shutdown(fd, SHUT_RDWR);
-      return;
-    }
-    std::string line = buf.substr(0, nl);
-    buf.erase(0, nl + 1);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!send_all(fd, answer(line, session, limits))) {
-      ::shutdown(fd, SHUT_RDWR);
-      return;
-    }
+  bool null() override { return value("null"); }
+  bool boolean(bool) override { return value("a boolean"); }
+  bool number_integer(number_integer_t v) override { return id(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (v > static_cast<number_unsigned_t>(INT64_MAX)) return fail(at() + ": " + std::to_string(v) + " is out of range");
+    return id(static_cast<int64_t>(v));
   }
-}
+  bool number_float(number_float_t, const string_t& s) override { return value("'" + cut(s) + "' (not an integer)"); }
+  bool string(string_t& s) override { return value("the string \"" + cut(s) + "\""); }
+  bool binary(binary_t&) override { return value("binary data"); }
+  bool start_object(std::size_t) override {
+    if (depth_ != 0) return value("an object");
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (k != "nodes") return fail("unknown key \"" + cut(k) + "\" (the body is {\"nodes\": [id, ...]})");
+    if (saw_nodes) return fail("key \"nodes\" is given twice");
+    saw_nodes = true;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ != 1) return value("an array");
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) override {
+    if (error.empty()) {
+      std::string what = e.what();
+      const std::size_t colon = what.rfind(": ");  // "[json.exception.parse_error.101] parse error at ...: why"
+      error = "the body is not valid JSON (byte " + std::to_string(pos) + "): " +
+              (colon == std::string::npos ? what : what.substr(colon + 2));
+    }
+    return false;
+  }
 
-struct Connection {
-  int fd = -1;
-  std::atomic<bool> done{false};
-  std::thread thread;
+ private:
+  std::string at() const { return "\"nodes\"[" + std::to_string(ids.size()) + "]"; }
+  static std::string cut(const std::string& s) {
+    std::string out = s.substr(0, 64);
+    for (char& c : out)
+      if (c < 0x20 || c > 0x7e) c = '?';
+    return s.size() > 64 ? out + "..." : out;
+  }
+  bool fail(std::string msg) {
+    if (error.empty()) error = std::move(msg);
+    return false;
+  }
+  // A value where a node id or the body's object belongs.
+  bool value(const std::string& what) {
+    if (depth_ == 2) return fail(at() + " is " + what + ", not a node id");
+    if (depth_ == 1) return fail("\"nodes\" is " + what + ", not an array of node ids");
+    return fail("the body is " + what + ", not {\"nodes\": [id, ...]}");
+  }
+  bool id(int64_t v) {
+    if (depth_ != 2) return value("a number");
+    if (static_cast<int64_t>(ids.size()) >= max_ids_) {
+      too_many = true;
+      return fail("more than the server's --max-request-ids " + std::to_string(max_ids_) +
+                  " node ids in one request (split the request)");
+    }
+    ids.push_back(v);
+    return true;
+  }
+  int64_t max_ids_;
+  int depth_ = 0;
 };
 
-int listen_on(const std::string& host, const std::string& port, std::string& bound) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
-    GT_THROW("--host " + host, "", "cannot resolve '", host, "': ", ::gai_strerror(rc));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  std::string last_error = "no address";
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof ss;
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-      char name[NI_MAXHOST], serv[NI_MAXSERV];
-      ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, name, sizeof name, serv, sizeof serv,
-                    NI_NUMERICHOST | NI_NUMERICSERV);
-      // An IPv6 address in brackets ("[::1]:7070"): "::1:7070" reads as another address.
-      bound = ss.ss_family == AF_INET6 ? "[" + std::string(name) + "]:" + serv : std::string(name) + ":" + serv;
-      return fd;
-    }
-    last_error = std::strerror(errno);
-    ::close(fd);
+// A latency histogram with Prometheus buckets, updated without locks.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  void observe(double v) {
+    std::size_t i = 0;
+    while (i < bounds_.size() && v > bounds_[i]) ++i;
+    counts_[i].fetch_add(1, std::memory_order_relaxed);
+    sum_us_.fetch_add(static_cast<int64_t>(v * 1e6), std::memory_order_relaxed);
   }
-  GT_THROW("--port " + port, "choose another port, or --port 0 for a free one", "cannot listen on ", host, ":", port,
-           ": ", last_error);
+  void write(std::ostream& o, const std::string& name, const std::string& labels) const {
+    int64_t cum = 0;
+    const std::string sep = labels.empty() ? "" : ",";
+    for (std::size_t i = 0; i < counts_.size(); ++i) {
+      cum += counts_[i].load(std::memory_order_relaxed);
+      o << name << "_bucket{" << labels << sep << "le=\"" << (i < bounds_.size() ? fmt(bounds_[i]) : "+Inf") << "\"} "
+        << cum << "\n";
+    }
+    o << name << "_sum" << (labels.empty() ? "" : "{" + labels + "}") << " " << static_cast<double>(sum_us_.load()) / 1e6
+      << "\n";
+    o << name << "_count" << (labels.empty() ? "" : "{" + labels + "}") << " " << cum << "\n";
+  }
+  static std::string fmt(double x) {
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::atomic<int64_t>> counts_;
+  std::atomic<int64_t> sum_us_{0};
+};
+
+const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                            0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+
+// The endpoints the metrics are labelled with (anything else is "other", so that a scan of
+// random paths cannot grow the label set).
+const std::vector<std::string> kEndpoints = {"/v1/predict", "/v1/embed", "/v1/info", "/healthz", "/livez", "/metrics"};
+
+struct Metrics {
+  std::mutex mu;
+  std::map<std::pair<std::string, int>, int64_t> requests;  // (endpoint, status) -> count
+  std::map<std::string, std::unique_ptr<Histogram>> latency;
+  Metrics() {
+    for (const auto& e : kEndpoints) latency[e] = std::make_unique<Histogram>(kLatencyBounds);
+    latency["other"] = std::make_unique<Histogram>(kLatencyBounds);
+  }
+  static std::string endpoint(const std::string& path) {
+    for (const auto& e : kEndpoints)
+      if (path == e) return e;
+    return "other";
+  }
+  void record(const std::string& path, int status, double seconds) {
+    const std::string e = endpoint(path);
+    latency[e]->observe(seconds);
+    std::lock_guard lk(mu);
+    ++requests[{e, status}];
+  }
+};
+
+int64_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t pages = 0, rss = 0;
+  f >> pages >> rss;
+  return rss * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-int usage(const std::string& msg) {
-  std::cerr << "gt-serve: " << msg << " (see gt-serve --help)\n";
-  return 2;
+void set_json(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, "application/json");
+}
+
+void set_error(httplib::Response& res, int status, const std::string& message) {
+  set_json(res, status, json{{"error", message}}.dump() + "\n");
+}
+
+// The text of an answer: {"predictions": [..], "logits": [[..], ..]} or {"embeddings": [[..], ..]}.
+// Each row goes through nlohmann-json on its own, so a 65,536-row answer never exists as a tree
+// (16 bytes a value and a vector a row: several times its text).
+std::string answer_text(gt::InferenceOutput what, const gt::Tensor& t) {
+  const int64_t n = t.size(0), d = t.size(1);
+  const float* v = t.data<float>();
+  std::string out;
+  out.reserve(static_cast<std::size_t>(n * (d * 12 + 8) + 64));
+  fjson row = fjson::array();
+  auto rows = [&] {
+    for (int64_t i = 0; i < n; ++i) {
+      row.get_ref<fjson::array_t&>().assign(v + i * d, v + (i + 1) * d);
+      out += i == 0 ? "" : ",";
+      out += row.dump();
+    }
+  };
+  if (what == gt::InferenceOutput::kLogits) {
+    std::vector<int64_t> pred(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float* r = v + i * d;
+      int64_t best = 0;
+      for (int64_t k = 1; k < d; ++k)
+        if (r[k] > r[best]) best = k;
+      pred[static_cast<std::size_t>(i)] = best;
+    }
+    out += "{\"predictions\":" + json(pred).dump() + ",\"logits\":[";
+  } else {
+    out += "{\"embeddings\":[";
+  }
+  rows();
+  out += "]}\n";
+  return out;
+}
+
+// An upper bound on the bytes one answer holds while it is made and written: its text (at most 16
+// characters a float32 with its comma, 21 a class id), a second copy in case the client asked for
+// a compressed answer, the result tensor and the request's ids.
+int64_t answer_bound(int64_t n, int64_t width, bool logits) {
+  const int64_t text = n * (width * 16 + 4 + (logits ? 21 : 0)) + 64;
+  return 2 * text + n * width * 4 + n * 8;
 }
 
 }  // namespace
@@ -283,175 +273,274 @@ int main(int argc, char** argv) {
   // One line at a time even into a file or a pipe, so that a log shows progress as it happens
   // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::string model, dataset, host = "127.0.0.1", port = "7070";
+  std::string model, dataset, host = "127.0.0.1", port = "7070", fanouts = "all";
   gt::InferenceOptions opt;
-  int64_t max_connections = 256, idle_timeout_s = 300;
-  Limits limits;
-  std::set<std::string> seen;  // an option given twice is refused (the last would silently win)
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) == 0 && a != "--help" && !seen.insert(a).second) return usage(a + " is given twice");
-    auto value = [&](int64_t* as_int, std::string* as_str) {
-      if (i + 1 >= argc) return false;
-      std::string v = argv[++i];
-      if (as_str) *as_str = v;
-      return as_int ? parse_int(v, *as_int) : true;
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--dataset") {
-      if (!value(nullptr, &dataset)) return usage("--dataset needs a file");
-    } else if (a == "--host") {
-      if (!value(nullptr, &host)) return usage("--host needs an address");
-    } else if (a == "--port") {
-      int64_t p;
-      if (!value(&p, &port) || p < 0 || p > 65535) return usage("--port needs a number in [0, 65535]");
-    } else if (a == "--device") {
-      if (!value(nullptr, &opt.device)) return usage("--device needs cpu, cuda, cuda:N or auto");
-    } else if (a == "--fanouts") {
-      std::string list;
-      if (!value(nullptr, &list)) return usage("--fanouts needs a list like 10,10");
-      for (std::size_t b = 0; b <= list.size();) {
-        std::size_t e = std::min(list.find(',', b), list.size());
-        int64_t f;
-        if (!parse_int(list.substr(b, e - b), f)) return usage("--fanouts needs a list of integers like 10,10");
-        opt.fanouts.push_back(f);
-        b = e + 1;
-      }
-    } else if (a == "--max-batch") {
-      if (!value(&opt.max_batch_nodes, nullptr) || opt.max_batch_nodes < 1)
-        return usage("--max-batch needs a number >= 1");
-    } else if (a == "--max-wait-us") {
-      if (!value(&opt.max_wait_us, nullptr) || opt.max_wait_us < 0 || opt.max_wait_us > 60'000'000)
-        return usage("--max-wait-us needs a number of microseconds in [0, 60000000]");
-    } else if (a == "--threads") {
-      if (!value(&opt.threads, nullptr) || opt.threads < 0) return usage("--threads needs a number >= 0 (0 = all cores)");
-    } else if (a == "--max-connections") {
-      if (!value(&max_connections, nullptr) || max_connections < 1) return usage("--max-connections needs a number >= 1");
-    } else if (a == "--max-request-ids") {
-      if (!value(&limits.max_request_ids, nullptr) || limits.max_request_ids < 1)
-        return usage("--max-request-ids needs a number >= 1");
-    } else if (a == "--idle-timeout-s") {
-      if (!value(&idle_timeout_s, nullptr) || idle_timeout_s < 1 || idle_timeout_s > 86400)
-        return usage("--idle-timeout-s needs a number of seconds in [1, 86400]");
-    } else if (!a.empty() && a[0] == '-') {
-      return usage("unknown option " + a);
-    } else if (model.empty()) {
-      model = a;
-    } else {
-      return usage("only one model file may be given");
+  gt_serve::HttpLimits limits;
+  int64_t max_request_ids = 65536;
+
+  CLI::App app{"Serves a trained model's node predictions and embeddings over HTTP/1.1 with JSON bodies:\n"
+               "POST /v1/predict and /v1/embed {\"nodes\": [..]}, GET /v1/info, /healthz, /livez, /metrics.\n"
+               "Every resource a client can hold is bounded by the options below (docs/serving.md).",
+               "gt-serve"};
+  gt_cli::configure(app);
+  app.add_option("model", model, "a training checkpoint (train.checkpoint) or best-model weights file")->required();
+  app.add_option("--dataset", dataset, "the dataset to answer on (default: the model's stored dataset.path)");
+  app.add_option("--host", host, "the address to listen on");
+  app.add_option("--port", port, "the port to listen on (0: a free one, printed on the first line)")
+      ->check(gt_cli::integer(0, 65535));
+  app.add_option("--device", opt.device, "cpu, cuda, cuda:N or auto");
+  app.add_option("--fanouts", fanouts, "neighbours sampled per layer, e.g. 10,10 (all: full neighbourhoods)");
+  app.add_option("--max-batch", opt.max_batch_nodes, "seed nodes per micro-batch")->check(gt_cli::integer(1));
+  app.add_option("--max-wait-us", opt.max_wait_us, "coalescing window after the oldest queued request")
+      ->check(gt_cli::integer(0, 60'000'000, "a number of microseconds"));
+  app.add_option("--threads", opt.threads, "CPU threads of the session (0: all cores)")->check(gt_cli::integer(0, 4096));
+  app.add_option("--max-connections", limits.max_connections, "connections open at once; more are answered 503")
+      ->check(gt_cli::integer(1, 100000));
+  app.add_option("--max-request-ids", max_request_ids, "node ids in one request; more are answered 413")
+      ->check(gt_cli::integer(1, int64_t{1} << 24));
+  app.add_option("--max-request-bytes", limits.max_request_bytes, "bytes of one request's body; more are answered 413")
+      ->check(gt_cli::integer(64, int64_t{1} << 32));
+  app.add_option("--request-timeout-s", limits.request_timeout_s,
+                 "a request's line, headers and body must arrive within this (a new connection's first request: from "
+                 "the connection); slower senders are dropped")
+      ->check(gt_cli::real(0, 3600, true, "a number of seconds"));
+  app.add_option("--idle-timeout-s", limits.idle_timeout_s, "a keep-alive connection without a request for this long is closed")
+      ->check(gt_cli::real(0, 86400, true, "a number of seconds"));
+  app.add_option("--write-timeout-s", limits.write_timeout_s,
+                 "an answer the client has not read within this is dropped with its connection")
+      ->check(gt_cli::real(0, 3600, true, "a number of seconds"));
+  app.add_option("--max-queued-bytes", limits.max_queued_bytes,
+                 "bytes of answers being made or waiting for their clients, all connections together; a request whose "
+                 "answer would exceed it is answered 503")
+      ->check(gt_cli::integer(1 << 16, int64_t{1} << 40));
+  app.add_option("--send-buffer-bytes", limits.send_buffer_bytes, "the kernel's send buffer of each connection (SO_SNDBUF)")
+      ->check(gt_cli::integer(4096, 64 << 20));
+  if (int rc = gt_cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (fanouts != "all") {
+    bool ok;
+    opt.fanouts = gt_cli::int_list(fanouts, ok);
+    if (!ok) {
+      std::cerr << "gt-serve: --fanouts needs a list of integers like 10,10, or all, got '" << fanouts
+                << "' (see gt-serve --help)\n";
+      return 2;
     }
   }
-  if (model.empty()) return usage("no model file given");
+
+  // A client that goes away must never kill the server: writes use MSG_NOSIGNAL, and SIGPIPE is
+  // ignored as well for any write that does not.
+  ::signal(SIGPIPE, SIG_IGN);
+  // Each connection holds a descriptor: take the hard limit, and say so when it is below the cap.
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < limits.max_connections + 64)
+      std::cerr << "gt-serve: warning: the descriptor limit (" << rl.rlim_cur << ") is below --max-connections "
+                << limits.max_connections << " + 64; connections beyond it wait (ulimit -n)\n";
+  }
 
   try {
-    gt::InferenceSession session(model, dataset, opt);
-    std::string bound;
-    int lfd = listen_on(host, port, bound);
     if (::pipe(g_stop_pipe) != 0) GT_THROW("gt-serve", "", "cannot create a pipe: ", std::strerror(errno));
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
-    std::cout << "gt-serve: listening on " << bound << " (" << session.num_nodes() << " nodes, "
-              << session.num_classes() << " classes, device " << session.device() << ")" << std::endl;
 
-    std::list<Connection> conns;  // only this thread touches the list
-    // Joins finished connections and closes their descriptors (they shut their sockets down
-    // themselves when they end, so clients see the end at once; the descriptor waits for this).
-    auto reap = [&conns] {
-      for (auto it = conns.begin(); it != conns.end();) {
-        if (it->done) {
-          it->thread.join();
-          ::close(it->fd);
-          it = conns.erase(it);
-        } else {
-          ++it;
+    gt_serve::BoundedHttpServer server(limits);
+    Metrics metrics;
+    std::unique_ptr<gt::InferenceSession> session_holder;
+    std::atomic<gt::InferenceSession*> session{nullptr};
+    std::atomic<bool> stopping{false};
+    std::string load_error;
+
+    auto infer = [&](gt::InferenceOutput what) {
+      return [&, what](const httplib::Request& req, httplib::Response& res) {
+        gt::InferenceSession* s = session.load();
+        if (!s) return set_error(res, 503, stopping ? "the server is stopping" : "the model is still loading (see /healthz)");
+        NodesReader reader(max_request_ids);
+        if (!json::sax_parse(req.body, &reader) || !reader.error.empty()) {
+          if (reader.error.empty()) reader.error = "the body is not {\"nodes\": [id, ...]}";
+          return set_error(res, reader.too_many ? 413 : 400, reader.error);
         }
-      }
-    };
-    // Stopping, on a signal or an error: the session answers what is in flight at once; shutting
-    // the read side makes each connection's recv() return 0 after it has sent its answer.
-    auto stop_all = [&] {
-      g_stopping = true;
-      session.shutdown();
-      for (auto& c : conns) ::shutdown(c.fd, SHUT_RD);
-      // A client that does not read its answer could hold its thread in send() for the idle
-      // timeout: after 5 s the sockets still open are shut down both ways.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      auto all_done = [&] {
-        for (auto& c : conns)
-          if (!c.done) return false;
-        return true;
-      };
-      while (!all_done() && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      for (auto& c : conns)
-        if (!c.done) ::shutdown(c.fd, SHUT_RDWR);
-      for (auto& c : conns) {
-        if (c.thread.joinable()) c.thread.join();
-        ::close(c.fd);
-      }
-      conns.clear();
-      ::close(lfd);
-    };
-    const timeval idle{static_cast<time_t>(idle_timeout_s), 0};
-    bool accept_paused = false;  // out of descriptors: wait for connections to end, do not spin
-    try {
-      for (;;) {
-        pollfd fds[2] = {{g_stop_pipe[0], POLLIN, 0}, {lfd, POLLIN, 0}};
-        // Wake at least every 200 ms to close finished connections without waiting for a new one.
-        if (::poll(fds, accept_paused ? 1 : 2, 200) < 0) {
-          if (errno == EINTR) continue;
-          GT_THROW("gt-serve", "", "poll failed: ", std::strerror(errno));
-        }
-        if (fds[0].revents) break;
-        reap();
-        accept_paused = false;
-        if (!(fds[1].revents & POLLIN)) continue;
-        int cfd = ::accept(lfd, nullptr, nullptr);
-        if (cfd < 0) {
-          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-            if (conns.empty())
-              std::cerr << "gt-serve: cannot accept a connection: " << std::strerror(errno)
-                        << " (raise the descriptor limit, ulimit -n)" << std::endl;
-            accept_paused = true;  // retried after the next poll timeout, when connections may have ended
+        if (!reader.saw_nodes) return set_error(res, 400, "the body has no key \"nodes\" (it is {\"nodes\": [id, ...]})");
+        const bool logits = what == gt::InferenceOutput::kLogits;
+        const int64_t n = static_cast<int64_t>(reader.ids.size());
+        const int64_t bound = answer_bound(n, logits ? s->num_classes() : s->embedding_dim(), logits);
+        if (!server.reserve_answer(bound))
+          return set_error(res, 503,
+                           "server busy: answers held for clients would exceed --max-queued-bytes " +
+                               std::to_string(limits.max_queued_bytes) + " (retry, or ask for fewer nodes)");
+        // A client that sent its request and closed the connection at once gets nothing computed.
+        if (server.client_gone()) return set_error(res, 499, "the client closed the connection");
+        auto cancelled = std::make_shared<std::atomic<bool>>(false);
+        std::future<gt::Tensor> fut = s->submit(what, std::move(reader.ids), cancelled);
+        // Wait for the answer, looking every 20 ms whether the client is still there: the rows of
+        // a client that has gone are not computed (the session drops its queued rows).
+        while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+          if (!*cancelled && server.client_gone()) *cancelled = true;
+        if (*cancelled) {
+          try {
+            fut.get();
+          } catch (...) {
           }
-          continue;
+          return set_error(res, 499, "the client closed the connection");  // nobody reads this
         }
-        int one = 1;
-        ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        ::setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
-        ::setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof idle);
-        if (static_cast<int64_t>(conns.size()) >= max_connections) {
-          send_all(cfd, "error server busy: " + std::to_string(max_connections) +
-                            (max_connections == 1 ? " connection open\n" : " connections open\n"));
-          ::close(cfd);
-          continue;
-        }
-        Connection& c = conns.emplace_back();
-        c.fd = cfd;
         try {
-          c.thread = std::thread([&c, &session, &limits] {
-            serve_connection(c.fd, session, limits);
-            c.done = true;
-          });
-        } catch (const std::system_error& e) {  // no thread to be had (a process or memory limit)
-          send_all(cfd, std::string("error server busy: cannot start a thread for the connection: ") + e.what() + "\n");
-          ::close(cfd);
-          conns.pop_back();
+          gt::Tensor t = fut.get();
+          set_json(res, 200, answer_text(what, t));
+        } catch (const std::exception& e) {
+          std::string msg = e.what();
+          for (char& ch : msg)
+            if (ch < 0x20 || ch > 0x7e) ch = ' ';
+          const bool bad_ids = msg.find("out of range") != std::string::npos || msg.find("empty list") != std::string::npos;
+          set_error(res, bad_ids ? 400 : msg.find("shutting down") != std::string::npos ? 503 : 500, msg);
         }
+      };
+    };
+    server.Post("/v1/predict", infer(gt::InferenceOutput::kLogits));
+    server.Post("/v1/embed", infer(gt::InferenceOutput::kEmbedding));
+    server.Get("/v1/info", [&](const httplib::Request&, httplib::Response& res) {
+      gt::InferenceSession* s = session.load();
+      if (!s) return set_error(res, 503, "the model is still loading (see /healthz)");
+      set_json(res, 200,
+               json{{"nodes", s->num_nodes()}, {"classes", s->num_classes()}, {"dim", s->embedding_dim()},
+                    {"device", s->device()}, {"model", model}}
+                       .dump() + "\n");
+    });
+    server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
+      const char* status = stopping ? "stopping" : session.load() ? "ready" : "loading";
+      set_json(res, std::strcmp(status, "ready") == 0 ? 200 : 503, json{{"status", status}}.dump() + "\n");
+    });
+    server.Get("/livez", [&](const httplib::Request&, httplib::Response& res) {
+      set_json(res, 200, json{{"status", "alive"}}.dump() + "\n");
+    });
+    server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+      std::ostringstream o;
+      {
+        std::lock_guard lk(metrics.mu);
+        o << "# HELP gt_http_requests_total HTTP requests answered, by endpoint and status code.\n"
+             "# TYPE gt_http_requests_total counter\n";
+        for (const auto& [k, v] : metrics.requests)
+          o << "gt_http_requests_total{endpoint=\"" << k.first << "\",code=\"" << k.second << "\"} " << v << "\n";
+        o << "# HELP gt_http_errors_total HTTP requests answered with a status of 400 or more, by endpoint.\n"
+             "# TYPE gt_http_errors_total counter\n";
+        std::map<std::string, int64_t> errors;
+        for (const auto& e : kEndpoints) errors[e] = 0;
+        for (const auto& [k, v] : metrics.requests)
+          if (k.second >= 400) errors[k.first] += v;
+        for (const auto& [e, v] : errors) o << "gt_http_errors_total{endpoint=\"" << e << "\"} " << v << "\n";
       }
-    } catch (...) {
-      stop_all();
-      throw;
+      o << "# HELP gt_http_request_duration_seconds From a request's first byte to its answer written.\n"
+           "# TYPE gt_http_request_duration_seconds histogram\n";
+      for (const auto& [e, h] : metrics.latency) h->write(o, "gt_http_request_duration_seconds", "endpoint=\"" + e + "\"");
+      const auto& c = server.counters();
+      o << "# HELP gt_http_open_connections Connections open now.\n# TYPE gt_http_open_connections gauge\n"
+        << "gt_http_open_connections " << c.open.load() << "\n"
+        << "# HELP gt_http_max_connections The --max-connections cap.\n# TYPE gt_http_max_connections gauge\n"
+        << "gt_http_max_connections " << limits.max_connections << "\n"
+        << "# HELP gt_http_connections_total Connections accepted, and of them refused for the cap.\n"
+           "# TYPE gt_http_connections_total counter\n"
+        << "gt_http_connections_total{result=\"accepted\"} " << c.accepted.load() << "\n"
+        << "gt_http_connections_total{result=\"refused\"} " << c.refused.load() << "\n"
+        << "# HELP gt_http_connections_dropped_total Connections ended by a limit, by reason.\n"
+           "# TYPE gt_http_connections_dropped_total counter\n"
+        << "gt_http_connections_dropped_total{reason=\"request_timeout\"} " << c.request_timeouts.load() << "\n"
+        << "gt_http_connections_dropped_total{reason=\"write_timeout\"} " << c.write_timeouts.load() << "\n"
+        << "gt_http_connections_dropped_total{reason=\"idle_timeout\"} " << c.idle_timeouts.load() << "\n"
+        << "gt_http_connections_dropped_total{reason=\"request_too_large\"} " << c.oversize.load() << "\n"
+        << "gt_http_connections_dropped_total{reason=\"client_gone\"} " << c.clients_gone.load() << "\n"
+        << "# HELP gt_http_queued_answer_bytes Bytes of answers being made or waiting for their clients (bound).\n"
+           "# TYPE gt_http_queued_answer_bytes gauge\n"
+        << "gt_http_queued_answer_bytes " << c.queued_bytes.load() << "\n"
+        << "# HELP gt_http_queued_answer_refusals_total Requests answered 503 for --max-queued-bytes.\n"
+           "# TYPE gt_http_queued_answer_refusals_total counter\n"
+        << "gt_http_queued_answer_refusals_total " << c.budget_refusals.load() << "\n";
+      gt::InferenceSession* s = session.load();
+      o << "# HELP gt_model_ready 1 once the model is loaded and requests are answered.\n# TYPE gt_model_ready gauge\n"
+        << "gt_model_ready " << (s && !stopping ? 1 : 0) << "\n";
+      if (s) {
+        const gt::InferenceSession::Stats st = s->stats();
+        o << "# HELP gt_inference_requests_total Requests given to the inference session, by result.\n"
+             "# TYPE gt_inference_requests_total counter\n"
+          << "gt_inference_requests_total{result=\"ok\"} " << st.requests - st.failed_requests << "\n"
+          << "gt_inference_requests_total{result=\"failed\"} " << st.failed_requests - st.cancelled_requests << "\n"
+          << "gt_inference_requests_total{result=\"cancelled\"} " << st.cancelled_requests << "\n"
+          << "# HELP gt_inference_queue_requests Requests queued in the session now.\n"
+             "# TYPE gt_inference_queue_requests gauge\n"
+          << "gt_inference_queue_requests " << st.queued_requests << "\n"
+          << "# HELP gt_inference_queue_nodes Node ids queued in the session now.\n# TYPE gt_inference_queue_nodes gauge\n"
+          << "gt_inference_queue_nodes " << st.queued_nodes << "\n"
+          << "# HELP gt_inference_batch_nodes Distinct seed nodes per micro-batch.\n"
+             "# TYPE gt_inference_batch_nodes histogram\n";
+        int64_t cum = 0;
+        for (int k = 0; k < gt::InferenceSession::kBatchBuckets; ++k) {
+          cum += st.batch_nodes[static_cast<std::size_t>(k)];
+          o << "gt_inference_batch_nodes_bucket{le=\""
+            << (k + 1 < gt::InferenceSession::kBatchBuckets ? std::to_string(int64_t{1} << k) : "+Inf") << "\"} " << cum
+            << "\n";
+        }
+        o << "gt_inference_batch_nodes_sum " << st.nodes << "\ngt_inference_batch_nodes_count " << st.batches << "\n";
+      }
+      o << "# HELP gt_process_resident_memory_bytes Resident memory of the server.\n"
+           "# TYPE gt_process_resident_memory_bytes gauge\n"
+        << "gt_process_resident_memory_bytes " << resident_bytes() << "\n";
+      res.status = 200;
+      res.set_content(o.str(), "text/plain; version=0.0.4");
+    });
+    // httplib's own refusals (404, 405, 413, 414, 400 for a malformed request) get a JSON body too.
+    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      std::string msg = "HTTP " + std::to_string(res.status);
+      if (res.status == 404 && (req.path == "/v1/predict" || req.path == "/v1/embed")) res.status = 405;
+      if (res.status == 404 && (req.path == "/v1/info" || req.path == "/healthz" || req.path == "/livez" ||
+                                req.path == "/metrics"))
+        res.status = 405;
+      if (res.status == 404) msg = "no endpoint " + req.path.substr(0, 128) + " (see docs/serving.md)";
+      if (res.status == 405)
+        msg = req.method.substr(0, 16) + " is not allowed on " + req.path +
+              (req.path.rfind("/v1/", 0) == 0 && req.path != "/v1/info" ? " (use POST)" : " (use GET)");
+      if (res.status == 413) msg = "the body is larger than the server's --max-request-bytes";
+      if (res.status == 414) msg = "the request line is longer than 8 KiB";
+      if (res.status == 400) msg = "malformed HTTP request";
+      set_error(res, res.status, msg);
+    });
+    server.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
+      const double s = std::chrono::duration<double>(Clock::now() - gt_serve::BoundedHttpServer::request_start()).count();
+      metrics.record(req.path, res.status, s);
+    });
+
+    const std::string bound = server.bind_listen(host, port);
+    std::cout << "gt-serve: listening on " << bound << " (HTTP; GET /healthz answers 200 once the model is loaded)"
+              << std::endl;
+    std::thread loader([&] {
+      try {
+        session_holder = std::make_unique<gt::InferenceSession>(model, dataset, opt);
+        session = session_holder.get();
+        std::cout << "gt-serve: ready (" << session_holder->num_nodes() << " nodes, " << session_holder->num_classes()
+                  << " classes, device " << session_holder->device() << ")" << std::endl;
+      } catch (const std::exception& e) {
+        load_error = e.what();
+        on_signal(0);  // stops the server
+      }
+    });
+    server.serve(g_stop_pipe[0], [&] {
+      stopping = true;
+      if (gt::InferenceSession* s = session.load()) s->shutdown();
+    });
+    loader.join();
+    if (!load_error.empty()) {
+      std::cerr << "gt-serve: error: " << load_error << "\n";
+      return 1;
     }
-    stop_all();
-    gt::InferenceSession::Stats st = session.stats();
-    std::cout << "gt-serve: stopped after " << st.requests << " requests (" << st.failed_requests << " failed), "
-              << st.batches << " micro-batches, " << st.nodes << " nodes; " << g_rejected.load()
-              << " malformed request lines refused" << std::endl;
+    const auto& c = server.counters();
+    std::cout << "gt-serve: stopped";
+    if (session_holder) {
+      const gt::InferenceSession::Stats st = session_holder->stats();
+      std::cout << " after " << st.requests << " requests (" << st.failed_requests << " failed, "
+                << st.cancelled_requests << " cancelled), " << st.batches << " micro-batches, " << st.nodes << " nodes";
+    }
+    std::cout << "; " << c.accepted.load() << " connections (" << c.refused.load() << " refused, "
+              << c.request_timeouts.load() << " too slow to send, " << c.write_timeouts.load() << " too slow to read)"
+              << std::endl;
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "gt-serve: error: " << e.what() << "\n";

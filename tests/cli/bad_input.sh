@@ -233,7 +233,7 @@ printf '0\n1\n0\n1\n-1\n\n' | gzip >"$WORK/blanklabel/raw/node-label.csv.gz"
   echo "ok: trailing blank label line" || fail "trailing blank label line: $(cat "$WORK/stderr.txt")"
 
 # Command-line parsing: an option twice, an empty --split, a short unknown option, "--".
-expect_error "option given twice" 2 "--nodes given twice" - -- "$GT_DATA" synth "$WORK/s.h5" --nodes 5 --nodes 6
+expect_error "option given twice" 2 "--nodes is given twice" - -- "$GT_DATA" synth "$WORK/s.h5" --nodes 5 --nodes 6
 expect_error "empty --split" 2 "--split got an empty name" - -- "$GT_DATA" import-ogb "$WORK/good" "$WORK/s.h5" --split ""
 expect_error "short unknown option" 2 "unknown option '-x'" - -- "$GT_DATA" import-ogb "$WORK/good" "$WORK/s.h5" -x
 "$GT_DATA" info -- "$WORK/good.h5" >"$WORK/info.txt" 2>&1 && grep -q "nodes: *5" "$WORK/info.txt" &&

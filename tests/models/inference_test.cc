@@ -263,6 +263,55 @@ TEST_F(InferenceTest, ShutdownAnswersQueuedRequestsAtOnce) {
   }
 }
 
+// A request whose cancel flag is set is not run: its future throws "cancelled", no node of it is
+// computed, and the others are answered as usual.
+TEST_F(InferenceTest, CancelledRequestsAreNotRun) {
+  InferenceOptions o = cpu_options();
+  o.max_batch_nodes = 64;
+  InferenceSession s(config().train.checkpoint, "", o);
+  std::vector<int64_t> many;
+  for (int64_t i = 0; i < 20000; ++i) many.push_back(i % 2000);
+  auto flag = std::make_shared<std::atomic<bool>>(true);  // the client had gone before the worker saw it
+  std::future<Tensor> gone = s.submit(InferenceOutput::kEmbedding, many, flag);
+  std::future<Tensor> kept = s.submit(InferenceOutput::kLogits, {3, 4});
+  EXPECT_EQ(kept.get().size(0), 2);
+  try {
+    gone.get();
+    ADD_FAILURE() << "a cancelled request was answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cancelled"), std::string::npos) << e.what();
+  }
+  const InferenceSession::Stats st = s.stats();
+  EXPECT_EQ(st.cancelled_requests, 1);
+  EXPECT_EQ(st.failed_requests, 1);
+  EXPECT_EQ(st.nodes, 2) << "rows of the cancelled request were computed";
+  EXPECT_EQ(st.queued_requests, 0);
+  EXPECT_EQ(st.queued_nodes, 0);
+  int64_t batches = 0;
+  for (int64_t n : st.batch_nodes) batches += n;
+  EXPECT_EQ(batches, st.batches);
+  EXPECT_EQ(st.batch_nodes[1], 1) << "one micro-batch of 2 nodes";
+}
+
+// A small request queued behind a large one goes into the next micro-batch (fair shares), not after
+// all the large one's rows.
+TEST_F(InferenceTest, SmallRequestIsNotHeldBehindLargeOnes) {
+  InferenceOptions o = cpu_options();
+  o.max_batch_nodes = 64;
+  InferenceSession s(config().train.checkpoint, "", o);
+  std::vector<int64_t> many;
+  for (int64_t i = 0; i < 20000; ++i) many.push_back(i % 2000);
+  std::future<Tensor> large = s.submit(InferenceOutput::kLogits, many);
+  std::future<Tensor> small = s.submit(InferenceOutput::kLogits, {5});
+  ASSERT_EQ(small.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(large.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the one-node request waited for all 20000 rows queued before it";
+  const std::vector<float> a = small.get().to_vector<float>();
+  const std::vector<float> all = large.get().to_vector<float>();
+  const int64_t c = s.num_classes();
+  EXPECT_TRUE(Close(a, std::vector<float>(all.begin() + 5 * c, all.begin() + 6 * c)));
+}
+
 TEST_F(InferenceTest, OpenErrors) {
   EXPECT_THROW(InferenceSession(path("absent.h5"), "", cpu_options()), Error);
   InferenceOptions o = cpu_options();

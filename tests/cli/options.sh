@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Option parsing of the programs on CLI11 (examples/cli.h), run by ctest as
+#   bash tests/cli/options.sh GT_TRAIN GT_PREDICT GT_SERVE GT_LOADGEN
+# For each: --help is generated (lists every option, exit 0, on stdout); an unknown option, an
+# option given twice and a value out of range are one line on stderr naming the option, status 2.
+set -u
+if [ $# -ne 4 ]; then
+  echo "usage: bash $0 GT_TRAIN GT_PREDICT GT_SERVE GT_LOADGEN" >&2
+  exit 2
+fi
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_options.XXXXXX") || exit 1
+trap 'rm -rf "$WORK"' EXIT
+die() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# help PROGRAM OPTION...: --help exits 0 and lists each OPTION.
+help() {
+  local prog=$1
+  shift
+  "$prog" --help >"$WORK/out.txt" 2>"$WORK/err.txt" || die "$(basename "$prog") --help: status $?"
+  [ -s "$WORK/err.txt" ] && die "$(basename "$prog") --help wrote to stderr: $(cat "$WORK/err.txt")"
+  for o in "$@"; do grep -q -- "$o" "$WORK/out.txt" || die "$(basename "$prog") --help lacks $o"; done
+}
+# usage PROGRAM SUBSTRING ARGS...: status 2 and one line on stderr with SUBSTRING.
+usage() {
+  local prog=$1 want=$2
+  shift 2
+  "$prog" "$@" >/dev/null 2>"$WORK/err.txt"
+  local rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$WORK/err.txt")" -eq 1 ] && grep -qF -- "$want" "$WORK/err.txt" ||
+    die "$(basename "$prog") $*: status $rc, expected 2 and one line with '$want': $(cat "$WORK/err.txt")"
+}
+
+help "$1" --set --resume --trace --print-config --print-graph --print-config-keys --version
+usage "$1" "unknown option '--frob'" c.yaml --frob
+usage "$1" "--resume may be given once" c.yaml --resume a.h5 --resume b.h5
+usage "$1" "--resume needs a checkpoint file before the next option, got '--set'" c.yaml --resume --set a=b
+usage "$1" "--trace: 1 required" c.yaml --trace
+usage "$1" "unexpected argument 'b.yaml'" a.yaml b.yaml
+usage "$1" "no config file given"
+echo "ok: gt-train"
+
+help "$2" --dataset --split --all --embeddings --device --fanouts --batch --threads --version
+usage "$2" "--split is given twice" m.h5 o.csv --split a --split b
+usage "$2" "unknown option '--nodes'" m.h5 o.csv --nodes 1
+usage "$2" "--batch needs a number of nodes >= 1, got '0'" m.h5 o.csv --batch 0
+usage "$2" "--threads needs a number in [0, 4096], got '-1'" m.h5 o.csv --threads -1
+usage "$2" "--fanouts needs positive integers" m.h5 o.csv --fanouts 0,1
+echo "ok: gt-predict"
+
+help "$3" --dataset --host --port --max-connections --request-timeout-s --write-timeout-s --max-queued-bytes \
+  --max-request-bytes --max-request-ids --idle-timeout-s --send-buffer-bytes
+usage "$3" "--max-connections needs a number in [1, 100000], got '0'" m.h5 --max-connections 0
+usage "$3" "--write-timeout-s needs a number of seconds in (0, 3600], got 'inf'" m.h5 --write-timeout-s inf
+usage "$3" "--max-queued-bytes needs a number in [65536, " m.h5 --max-queued-bytes 10
+usage "$3" "--host is given twice" m.h5 --host a --host b
+echo "ok: gt-serve"
+
+help "$4" --port --clients --nodes --duration --warmup --kind --seed --json --misbehave --misbehaving-clients
+usage "$4" "--misbehave needs none, slow-sender, non-reader or abandoner, got 'rude'" --port 1 --misbehave rude
+usage "$4" "--nodes needs a number >= 1, got '1x'" --port 1 --nodes 1x
+usage "$4" "--warmup needs a number of seconds in [0, 86400], got '-1'" --port 1 --warmup -1
+echo "ok: gt-loadgen"
+echo "options.sh: all checks passed"
