@@ -120,7 +120,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     set_current_device(d);
     r.ctx = std::make_unique<Context>(d);
     r.ctx->set_tf32(cfg.train.precision == "tf32");
-    r.model = build_model(cfg.model, features.width(), data.info.num_classes, d, seed, data.info.feature_dim);
+    r.model = build_model(cfg.model, features.width(), task.outputs, d, seed, data.info.feature_dim, task.loss);
     if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
     r.optimizer = make_optimizer(cfg.optimizer);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);

@@ -9,7 +9,7 @@
 namespace gt {
 
 Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder,
-             Device device, DkpMode dkp_mode)
+             Device device, DkpMode dkp_mode, LossOptions loss)
     : type_(std::move(type)) {
   GT_CHECK_ARG(!layers.empty(), "a model needs at least one layer");
   const int64_t last = static_cast<int64_t>(layers.size()) - 1;
@@ -21,7 +21,11 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   }
   logits_ = h;
   labels_ = graph_.add_input("labels", Rows::dst(last), 0);
-  auto loss_op = std::make_unique<SoftmaxCrossEntropyOp>();
+  std::unique_ptr<LossOp> loss_op;
+  if (loss.task == Task::kMulticlass)
+    loss_op = std::make_unique<SoftmaxCrossEntropyOp>();
+  else
+    loss_op = std::make_unique<SigmoidBceOp>(loss.w_neg, loss.w_pos);
   loss_op_ = loss_op.get();
   loss_value_ = graph_.add1(std::move(loss_op), {{logits_}, {labels_}}, {"loss", Rows::fixed(1), 1}, last);
   graph_.keep(logits_);
@@ -32,7 +36,7 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   auto planner = std::make_shared<DkpPlanner>(dkp_mode, type_, dkp_device_key(device));
   if (graph_.rewrite_placement(planner) > 0) {
     dkp_ = std::move(planner);
-  } else if (dkp_mode != DkpMode::kAggregateFirst) {
+  } else if (dkp_mode == DkpMode::kCombineFirst) {
     GT_THROW("model.dkp", "kernel placement applies to gcn, sage and gin; use aggregate-first", "model.dkp is '",
              dkp_mode_name(dkp_mode), "' but a ", type_, " graph has no linear Pull -> MatMul pair to place");
   }
@@ -106,7 +110,7 @@ int64_t Model::num_parameters() {
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
-                                   uint64_t seed, int64_t in_features) {
+                                   uint64_t seed, int64_t in_features, LossOptions loss) {
   static const std::map<std::string, LayerBuilder> registry = {{"gcn", build_gcn_layer},
                                                                {"sage", build_sage_layer},
                                                                {"ngcf", build_ngcf_layer},
@@ -132,7 +136,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   if (cfg.activation != "relu" && cfg.type != "gcn" && cfg.type != "sage" && cfg.type != "gin")
     GT_THROW("model.activation", "leave it relu for ngcf and gat", "model.activation ", cfg.activation,
              " applies to gcn, sage and gin, not to '", cfg.type, "'");
-  if (cfg.aggregation == "max" && cfg.dkp != "aggregate-first")
+  if (cfg.aggregation == "max" && cfg.dkp == "combine-first")
     GT_THROW("model.dkp", "set model.dkp=aggregate-first", "model.dkp '", cfg.dkp,
              "' cannot place a max aggregation (only sums and means of rows are linear)");
   // The widths validate_config checks, again for callers who build a model from a ModelConfig of
@@ -172,7 +176,11 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.init = cfg.init == "torch" ? Init::kTorch : Init::kGlorot;
     layers.push_back(o);
   }
-  return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode);
+  return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode, loss);
+}
+
+int64_t model_outputs(Task task, int64_t num_classes, int64_t targets) {
+  return task == Task::kMulticlass ? num_classes : task == Task::kBinary ? 1 : targets;
 }
 
 }  // namespace gt

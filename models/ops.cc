@@ -262,7 +262,12 @@ void SoftmaxCrossEntropyOp::forward(const OpRun& run, const std::vector<Tensor>&
   loss_ = softmax_cross_entropy_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0]);
 }
 
-void SoftmaxCrossEntropyOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+void SigmoidBceOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  dlogits_ = empty_like(in[0]);
+  loss_ = sigmoid_bce_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0], w_neg_, w_pos_);
+}
+
+void LossOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
   if (!din[0].wanted()) return;
   const float seed = dout[0].device().is_cuda() ? dout[0].to_vector<float>()[0] : dout[0].data<float>()[0];
   if (seed != 1.0f) scale(seed, dlogits_, run.ctx.stream());

@@ -31,9 +31,7 @@ DeviceBatch BatchLoader::load(const std::vector<int64_t>& seeds, uint64_t batch_
   b.host_features = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features_.width()}, DType::kFloat32,
                                   Device::cpu(), /*pinned=*/cuda);
   gather_rows(features_, sb.input_nodes, b.host_features);
-  std::vector<int32_t> lab(seeds.size());
-  for (std::size_t i = 0; i < seeds.size(); ++i) lab[i] = labels_[static_cast<std::size_t>(seeds[i])];
-  Tensor host_labels = Tensor::from_vector(lab);
+  Tensor host_labels = gather_labels(labels_, features_.rows(), seeds);
   b.gather_ms = ms_since(t0);
 
   t0 = std::chrono::steady_clock::now();
@@ -50,6 +48,20 @@ DeviceBatch BatchLoader::load(const std::vector<int64_t>& seeds, uint64_t batch_
   }
   b.transfer_ms = ms_since(t0);
   return b;
+}
+
+Tensor gather_labels(const std::vector<int32_t>& labels, int64_t rows, const std::vector<int64_t>& seeds) {
+  const int64_t n = static_cast<int64_t>(seeds.size());
+  const int64_t targets = rows > 0 ? static_cast<int64_t>(labels.size()) / rows : 1;
+  GT_CHECK_ARG(rows <= 0 || targets * rows == static_cast<int64_t>(labels.size()), "gather_labels: ", labels.size(),
+               " labels are not a whole number of targets for ", rows, " nodes");
+  Tensor out = targets == 1 ? Tensor::empty({n}, DType::kInt32) : Tensor::empty({n, targets}, DType::kInt32);
+  int32_t* dst = out.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t* src = labels.data() + seeds[static_cast<std::size_t>(i)] * targets;
+    std::copy(src, src + targets, dst + i * targets);
+  }
+  return out;
 }
 
 }  // namespace gt

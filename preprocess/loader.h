@@ -35,7 +35,7 @@ struct DeviceBatch {
 class BatchLoader {
  public:
   // features: float32 [N, F] (a CPU tensor or a mapped file; the table is a view, copied, whose
-  // rows must outlive the loader); labels: [N]. labels, sampler and ctx are referenced, not
+  // rows must outlive the loader); labels: [N] or [N, T] row-major (gather_labels). labels, sampler and ctx are referenced, not
   // copied: they must outlive the loader (temporaries are refused at compile time).
   BatchLoader(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
               const Context& ctx);
@@ -50,6 +50,11 @@ class BatchLoader {
   const NeighborSampler& sampler_;
   const Context& ctx_;
 };
+
+// The labels of `seeds` from a dataset's labels of `rows` nodes: int32 [n] when there is one
+// label per node, [n, T] (row-major) when labels holds T = labels.size() / rows per node (the
+// targets of a multi-label task). A CPU tensor.
+Tensor gather_labels(const std::vector<int32_t>& labels, int64_t rows, const std::vector<int64_t>& seeds);
 
 // Rows of `table` listed in ids, gathered in parallel into `out` ([ids.size(), F], any host memory).
 void gather_rows(const FeatureTable& table, const std::vector<int64_t>& ids, Tensor& out);

@@ -420,9 +420,7 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     recheck = true;
     cv.notify_all();
   }
-  std::vector<int32_t> lab(w->seeds.size());
-  for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = labels[static_cast<std::size_t>(w->seeds[i])];
-  out.labels = Tensor::from_vector(lab);
+  out.labels = gather_labels(labels, features.rows(), w->seeds);
   if (cuda) {
     out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
     out.ready = Event::record(ctx.copy_stream());

@@ -78,7 +78,8 @@ struct PipelineTotals {
 
 class BatchPipeline {
  public:
-  // features: float32 [N, F] host tensor or mapped file; labels [N]; both outlive the pipeline.
+  // features: float32 [N, F] host tensor or mapped file; labels [N] or [N, T] (gather_labels);
+  // both outlive the pipeline.
   BatchPipeline(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
                 const Context& ctx, PipelineOptions opts, TraceRecorder* trace = nullptr);
   ~BatchPipeline();

@@ -363,7 +363,7 @@ TEST(Dkp, CacheRoundTrip) {
 TEST(Dkp, ConfigValidation) {
   Config cfg = parse_config("model: {type: gcn, dkp: auto}\n", "t.yaml");
   EXPECT_EQ(cfg.model.dkp, "auto");
-  EXPECT_EQ(Config().model.dkp, "aggregate-first");
+  EXPECT_EQ(Config().model.dkp, "auto");
   EXPECT_THROW(parse_config("model: {dkp: fastest}\n", "t.yaml"), Error);
   apply_override(cfg, "model.dkp=combine-first");
   EXPECT_NO_THROW(validate_config(cfg));
@@ -373,13 +373,18 @@ TEST(Dkp, ConfigValidation) {
   }
   for (const char* t : {"gat", "ngcf"}) {
     apply_override(cfg, std::string("model.type=") + t);
-    EXPECT_THROW(validate_config(cfg), Error) << t;
+    EXPECT_THROW(validate_config(cfg), Error) << t;  // combine-first: nothing to place
+    apply_override(cfg, "model.dkp=auto");
+    EXPECT_NO_THROW(validate_config(cfg)) << t;  // auto: the fixed order
+    apply_override(cfg, "model.dkp=combine-first");
   }
   EXPECT_THROW(apply_override(cfg, "train.dkp_warmup=1"), Error);
   EXPECT_THROW(parse_dkp_mode("max"), Error);
   ModelConfig mc;
   mc.type = "ngcf";
   mc.dkp = "auto";
+  EXPECT_EQ(build_model(mc, 4, 2, Device::cpu(), 0)->dkp(), nullptr);
+  mc.dkp = "combine-first";
   EXPECT_THROW(build_model(mc, 4, 2, Device::cpu(), 0), Error);
 }
 

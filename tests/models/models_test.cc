@@ -269,8 +269,10 @@ TEST(ModelRegistry, ShapesAndErrors) {
   EXPECT_EQ(linear.find("ELU"), std::string::npos) << linear;
   c = model_config("sage");
   c.aggregation = "max";
-  c.dkp = "auto";
+  c.dkp = "combine-first";
   EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
+  c.dkp = "auto";  // nothing to place: the fixed order, no planner
+  EXPECT_EQ(build_model(c, 5, 3, Device::cpu(), 0)->dkp(), nullptr);
   c.dkp = "aggregate-first";
   auto sage_max = build_model(c, 5, 3, Device::cpu(), 0);
   const std::vector<float> y_max = sage_max->forward(ctx, b.blocks, b.features, false, 0).to_vector<float>();
