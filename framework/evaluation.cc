@@ -50,7 +50,8 @@ std::vector<std::vector<float>> Trainer::Impl::evaluate(Replica& r, const Config
   const auto run = [&](DeviceBatch& batch, const std::vector<EvalPiece>& pieces) {
     ScopedStage ev(tr, "evaluate", "compute", batch.seq, nullptr);  // forward and the copies (waits)
     batch.ready.wait(r.ctx->stream());
-    Tensor logits = r.model->forward(*r.ctx, batch.blocks, batch.features, /*training=*/false, 0);
+    Tensor logits = r.model->forward(*r.ctx, batch.blocks, batch.features, /*training=*/false, 0, nullptr, nullptr,
+                                     &batch.node_scale);
     const int64_t C = logits.size(1);
     for (const EvalPiece& p : pieces) {
       const std::vector<float> z = logits.rows(p.row0, p.row0 + p.rows).to_vector<float>();
@@ -154,7 +155,7 @@ std::vector<std::vector<float>> Trainer::Impl::evaluate(Replica& r, const Config
     ScopedStage all(tr, "evaluation", "compute", static_cast<int64_t>(mine.size()), nullptr);  // arg: batches
     BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
                        {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20,
-                        host_table.get()},
+                        host_table.get(), node_scale_of(r)},
                        tr);
     pipe.start(std::move(mine), std::move(keys));
     for (std::size_t b = 0; std::unique_ptr<DeviceBatch> batch = pipe.next(); ++b) {

@@ -54,6 +54,7 @@ struct InferenceSession::Impl {
   std::string model_path;
   std::string dataset_path;  // the file `data` came from
   Dataset data;
+  std::vector<float> node_scales;  // a GCN with symmetric normalisation: d^-1/2 per node
   TaskSetup task;  // the model's outputs: num_classes logits, 1 (binary) or one per target
   int64_t emb_dim = 0;
   FeatureTable table;  // data.features, gathering rows of the width the model was trained on
@@ -197,6 +198,7 @@ void InferenceSession::Impl::setup(Device device) {
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
   const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
   sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
+  if (model->needs_node_scale()) node_scales = gt::node_scales(data.indptr, self_loops);
 }
 
 void InferenceSession::Impl::run() {
@@ -241,10 +243,12 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
     Tensor logits, emb;
     arena->execute([&] {
       BatchLoader loader(table, data.labels, *sampler, *ctx);
+      if (model->needs_node_scale()) loader.set_node_scale(&node_scales);
       // One fixed batch key: draws then depend on (seed, layer, node) only, not on the batch.
       DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
       Tensor last_hidden;
-      Tensor out = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, &last_hidden);
+      Tensor out = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, &last_hidden, nullptr,
+                                  &b.node_scale);
       ctx->synchronize();
       if (want_logits) logits = out.to(Device::cpu());
       if (want_emb) emb = last_hidden.to(Device::cpu());

@@ -194,7 +194,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     pipe = std::make_unique<BatchPipeline>(
         features, data.labels, *r.train_sampler, *r.ctx,
         PipelineOptions{cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20,
-                        host_table.get()},
+                        host_table.get(), node_scale_of(r)},
         tr);
     pipe->start(mine, std::move(keys));
   }
@@ -227,7 +227,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       // backward stage below, where the step first waits.
       ScopedStage fw(tr, "forward", "compute", batch->seq, &st.forward_ms);
       logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step, nullptr,
-                                &batch->labels);
+                                &batch->labels, &batch->node_scale);
     }
     {
       ScopedStage bw(tr, "backward", "compute", batch->seq, &st.backward_ms);

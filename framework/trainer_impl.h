@@ -124,6 +124,11 @@ struct Trainer::Impl {
   std::unique_ptr<MappedHostTable> host_table;
   std::vector<std::string> feature_notes;  // where the feature rows come from, for the log
   TaskSetup task;
+  // GCN with symmetric normalisation: d^-1/2 of every node (node_scales), for the pipelines.
+  std::vector<float> node_scales;
+  const std::vector<float>* node_scale_of(const Replica& r) const {
+    return r.model->needs_node_scale() ? &node_scales : nullptr;
+  }
   void build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
   void map_host_table(const Config& cfg);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch

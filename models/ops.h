@@ -54,6 +54,23 @@ class PullOp final : public Op {
   Tensor argmax_;
 };
 
+// y[i, :] = x[i, :] * r[i]: inputs (x [n, F], r [m, 1] with m >= n, its first n rows read). GCN's
+// symmetric normalisation: r = d^-1/2 per node of the batch (Model's node_scale input, the input
+// rows of layer 0, whose prefixes are every later layer's rows). Backward: dx = dy * r (r is data,
+// no gradient).
+class RowScaleOp final : public Op {
+ public:
+  const char* kind() const override { return "RowScale"; }
+  std::string label() const override { return "RowScale d^-1/2"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  int in_place_input() const override { return 0; }
+  void release() override { r_ = Tensor(); }
+
+ private:
+  Tensor r_;
+};
+
 // y = a + alpha * x[:num_dst]: inputs (a [n_dst, F], x as dst_rows). GIN's (1 + eps) self term.
 class AddDstRowsOp final : public Op {
  public:

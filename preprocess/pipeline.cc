@@ -421,8 +421,14 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     cv.notify_all();
   }
   out.labels = gather_labels(labels, features.rows(), w->seeds);
+  if (opts.node_scale) {
+    GT_CHECK_ARG(static_cast<int64_t>(w->frontier.size()) == need, "BatchPipeline: ", w->frontier.size(),
+                 " input ids for ", need, " input rows");
+    out.node_scale = gather_node_scale(*opts.node_scale, w->frontier);
+  }
   if (cuda) {
     out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
+    if (out.node_scale.defined()) out.node_scale = out.node_scale.to(ctx.device(), ctx.copy_stream());
     out.ready = Event::record(ctx.copy_stream());
   }
   {
@@ -469,6 +475,11 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       w->device_features = Tensor::empty({n_in, features.width()}, DType::kFloat32, ctx.device());
       gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s);
       out.keep_alive.push_back(g.input_nodes);
+      if (opts.node_scale) {  // the scales are gathered on the host, from the ids
+        Tensor ids = g.input_nodes.to(Device::cpu(), s);
+        const int32_t* p = ids.data<int32_t>();
+        w->frontier.assign(p, p + n_in);
+      }
       w->rows_done = n_in;
       w->counted_on_device = true;
       if (check_values) w->gathered = after_gather(s);  // checked by the next node
@@ -495,7 +506,7 @@ void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {
     c.work = w;
     c.begin = 0;
     c.last = true;
-    c.ids = std::move(w->frontier);
+    c.ids = opts.node_scale ? w->frontier : std::move(w->frontier);  // finish_batch reads them for the scales
     add_chunk(c);
   });
 }

@@ -62,6 +62,9 @@ struct PipelineOptions {
   // The feature table mapped for the GPU (preprocess/host_table.h, CUDA only): K reads the rows
   // that the cache does not hold from host memory with a gather kernel (zero copy).
   const MappedHostTable* host = nullptr;
+  // Per-node scales of the whole graph (models/model.h: node_scales, [N]) for a GCN with symmetric
+  // normalisation: each batch gets DeviceBatch::node_scale from them. Outlives the pipeline.
+  const std::vector<float>* node_scale = nullptr;
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed

@@ -180,19 +180,21 @@ void expect_models_agree(Device dev) {
   Tensor x = test::tensor_on(test::random_floats(30 * 7, 23), {30, 7}, dev);
   std::vector<int32_t> labels = {0, 2, 1, 2, 0};
   Tensor lab = Tensor::from_vector(labels).to(dev);
-  for (const char* type : {"gcn", "sage", "gin"}) {
+  Tensor scale = test::tensor_on(test::random_floats(30, 24, 0.2f, 1.0f), {30, 1}, dev);
+  for (const char* type : {"gcn", "gcn-mean", "sage", "gin"}) {
     SCOPED_TRACE(type);
     std::vector<std::vector<std::vector<float>>> grads;
     std::vector<std::vector<float>> logits;
     for (const char* mode : {"aggregate-first", "combine-first"}) {
       ModelConfig mc;
-      mc.type = type;
+      mc.type = std::string(type) == "gcn-mean" ? "gcn" : type;  // gcn: symmetric normalisation
+      if (std::string(type) == "gcn-mean") mc.normalization = "mean";
       mc.hidden = 8;
       mc.dropout = 0.3;
       mc.gin_eps = 0.5;
       mc.dkp = mode;
       auto model = build_model(mc, 7, 3, dev, 5);
-      Tensor out = model->forward(ctx, blocks, x, true, 2);
+      Tensor out = model->forward(ctx, blocks, x, true, 2, nullptr, nullptr, &scale);
       Tensor dl = Tensor::empty(out.shape(), DType::kFloat32, dev);
       softmax_cross_entropy(out, lab, dl, ctx.stream());
       model->backward(ctx, blocks, dl);
@@ -478,6 +480,7 @@ TEST(Dkp, AutoWarmsUpFitsAndCaches) {
   Context ctx(Device::cpu());
   ModelConfig mc;
   mc.type = "gcn";
+  mc.normalization = "mean";
   mc.hidden = 16;
   mc.dropout = 0.0;
   mc.dkp = "auto";
