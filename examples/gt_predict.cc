@@ -15,7 +15,11 @@
 // `logits` [n, classes] and, with --embeddings, `embeddings` [n, dim] (the last hidden layer), root
 // attributes `format` ("graphtensor-predictions"), `format_version`, `model`, `dataset`, `nodes`
 // (the split's name, or "all"), `labelled` and, when labelled > 0, `accuracy`; .csv -> a header
-// `node_id,prediction,logit_0,...[,emb_0,...]` and one line per node. OUT is written atomically
+// `node_id,prediction,logit_0,...[,emb_0,...]` and one line per node. Binary and multi-label
+// models (docs/tasks.md) predict each target positive when its logit is > 0 and add
+// `probabilities` (sigmoid of the logits; CSV prob_j columns) and the `task` attribute;
+// multi-label `predictions` are [n, T] (CSV pred_j columns), and the accuracy counts labelled
+// targets. OUT is written atomically
 // (a temporary file renamed over it; none is left by Ctrl-C or SIGTERM), never over the model or
 // the dataset.
 #include <fcntl.h>
@@ -337,7 +341,8 @@ int main(int argc, char** argv) {
       on = " (sampled neighbourhoods, drawn as training's evaluation drew them)";
     }
     if (labelled)
-      std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled), on.c_str());
+      std::printf("accuracy %.4f on %lld labelled%s%s\n", accuracy, static_cast<long long>(labelled),
+                  sigmoid ? " targets" : "", on.c_str());
     else
       std::printf("no labelled node, no accuracy\n");
     std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(),
