@@ -224,6 +224,35 @@ TEST_F(CheckpointTest, ModelKeysAreComparedByNameAndNamePlace) {
   }
 }
 
+// The selection metric and the class weights decide what a run keeps and trains; a checkpoint of
+// a GCN from before model.normalization averaged its neighbours (mean).
+TEST_F(CheckpointTest, SelectionWeightsAndGcnNormalisationAreCompared) {
+  CheckpointInfo info = read_checkpoint_info(trained_checkpoint());
+  Config c = config("sage", "adam", 4);
+  c.train.select_by = "macro_f1";
+  EXPECT_THROW(check_resumable(info, c), Error);
+  c = config("sage", "adam", 4);
+  c.train.class_weights = "balanced";
+  try {
+    check_resumable(info, c);
+    ADD_FAILURE() << "other class weights were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.class_weights none, the config has balanced"), std::string::npos)
+        << e.what();
+  }
+  CheckpointInfo older = info;
+  const auto at = older.config_yaml.find("  normalization: ");
+  ASSERT_NE(at, std::string::npos);
+  older.config_yaml.erase(at, older.config_yaml.find('\n', at) + 1 - at);
+  const std::string sage = "type: \"sage\"";
+  older.config_yaml.replace(older.config_yaml.find(sage), sage.size(), "type: \"gcn\"");
+  c = config("gcn", "adam", 4);
+  c.model.hidden = info.config.model.hidden;
+  EXPECT_THROW(check_resumable(older, c), Error) << "an older GCN checkpoint resumed as symmetric";
+  c.model.normalization = "mean";
+  EXPECT_NO_THROW(check_resumable(older, c));
+}
+
 // Resuming on another graph of the same feature width and classes is refused.
 TEST_F(CheckpointTest, AnotherGraphIsAnError) {
   SynthOptions o;
