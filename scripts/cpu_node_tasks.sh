@@ -10,7 +10,8 @@
 #   [DEVICE=cpu] [SEEDS="0 1 2 3 4"] [TWITCH_SEEDS=...] [DATASETS="cora cornell5 twitch-de"] \
 #     scripts/cpu_node_tasks.sh [dkp|acc|auc]...
 # One line per run; GT_TRAIN overrides build/gt-train; DEVICE=cuda runs the same on the GPU
-# (scripts/gpu_run_tasks.sh); MODEL=sage measures GraphSAGE instead of GCN (acc: one line per seed).
+# (scripts/gpu_run_tasks.sh); MODEL=sage measures GraphSAGE instead of GCN (acc: one line per seed);
+# NORMS="mean" limits acc to one GCN normalisation.
 set -u
 cd "$(dirname "$0")/.."
 G=${GT_TRAIN:-./build/gt-train}
@@ -47,7 +48,7 @@ for what in "$@"; do
   acc)
     for d in $DATASETS; do
       seeds=$SEEDS; [ $d = twitch-de ] && seeds=$TWITCH_SEEDS
-      norms="symmetric mean"; [ "$MODEL" != gcn ] && norms=mean
+      norms=${NORMS:-"symmetric mean"}; [ "$MODEL" != gcn ] && norms=mean
       for n in $norms; do
         for s in $seeds; do
           r=$($G configs/default.yaml $base --set dataset.path=data/$d.h5 --set dataset.normalize=$(norm $d) \
