@@ -260,6 +260,7 @@ int bench_dkp(int argc, char** argv) {
         for (int m = 0; m < n_modes; ++m) {
           gt::ModelConfig mc;
           mc.type = model_type;
+          mc.normalization = "mean";  // the paper's GCN: these batches carry no node scales
           mc.hidden = c.hidden;
           mc.layers = static_cast<int64_t>(blocks.size());
           mc.dropout = 0.0;

@@ -320,6 +320,7 @@ int run_step(const Options& o, JsonOut& out) {
       gt::release_cached_memory();  // only what the previous model left cached; the batch stays
       gt::ModelConfig mc;
       mc.type = m;
+      mc.normalization = "mean";  // the paper's GCN: these batches carry no node scales
       mc.hidden = w.hidden;
       mc.layers = static_cast<int64_t>(w.blocks.size());
       mc.dropout = 0.0;

@@ -94,6 +94,9 @@ synth  generates a synthetic power-law graph with class-homophilous edges
   --seed S         random seed (default 0); the output depends only on the options
   --threads T      worker threads (default: all cores)
   --feature-dtype T  float32 (default), bfloat16 (bf16) or float16 (fp16), as for import-ogb
+  --targets T      multi-label: T >= 2 binary targets per node ([N, T] labels) that follow the
+                   node's class, instead of the class id (default 0: the class)
+  --missing F      with --targets: fraction of target entries written as -1 (missing), in [0, 0.9]
 
 convert  rewrites IN.h5 as OUT.h5 with the feature table stored in another type, streaming
   the rows in blocks of about 64 MiB; graph, labels, splits and source are copied as they are
@@ -194,7 +197,9 @@ void print_summary(const std::string& path) {
             << (feat.filters > 0 ? ", compressed (" + std::to_string(feat.filters) + " HDF5 filters)" : ", uncompressed")
             << ", " << feat.stored_bytes << " bytes stored ("
             << static_cast<double>(feat.stored_bytes) / static_cast<double>(1 << 20) << " MiB)\n"
-            << "classes:   " << info.num_classes << "\n"
+            << "classes:   " << info.num_classes
+            << (info.num_targets > 1 ? " (" + std::to_string(info.num_targets) + " binary targets per node)" : std::string())
+            << "\n"
             << "in-degree: min " << min_d << ", mean "
             << (info.num_nodes ? static_cast<double>(info.num_edges) / static_cast<double>(info.num_nodes) : 0.0)
             << ", max " << max_d << " (" << isolated << " nodes without in-edges)\n"
@@ -245,7 +250,8 @@ int cmd_import(int argc, char** argv) {
 int cmd_synth(int argc, char** argv) {
   Args a = parse_args(argc, argv, 2,
                       {"--preset", "--nodes", "--avg-degree", "--max-degree", "--exponent", "--features",
-                       "--classes", "--homophily", "--signal", "--seed", "--threads", "--feature-dtype"},
+                       "--classes", "--homophily", "--signal", "--seed", "--threads", "--feature-dtype",
+                       "--targets", "--missing"},
                       {"--undirected"});
   if (a.positional.size() != 1) usage_error("synth needs exactly one output file");
   gt::SynthOptions o;
@@ -295,6 +301,8 @@ int cmd_synth(int argc, char** argv) {
   if (auto v = flag("--signal")) o.signal = parse_number<double>("--signal", *v);
   if (auto v = flag("--seed")) o.seed = parse_number<uint64_t>("--seed", *v);
   if (auto v = flag("--threads")) o.threads = parse_number<int>("--threads", *v);
+  if (auto v = flag("--targets")) o.targets = parse_number<int64_t>("--targets", *v);
+  if (auto v = flag("--missing")) o.missing_fraction = parse_number<double>("--missing", *v);
   o.feature_dtype = feature_dtype_flag(a);
   check_output_writable(a.positional[0]);
   auto t0 = std::chrono::steady_clock::now();

@@ -15,7 +15,11 @@
 // `logits` [n, classes] and, with --embeddings, `embeddings` [n, dim] (the last hidden layer), root
 // attributes `format` ("graphtensor-predictions"), `format_version`, `model`, `dataset`, `nodes`
 // (the split's name, or "all"), `labelled` and, when labelled > 0, `accuracy`; .csv -> a header
-// `node_id,prediction,logit_0,...[,emb_0,...]` and one line per node. OUT is written atomically
+// `node_id,prediction,logit_0,...[,emb_0,...]` and one line per node. Binary and multi-label
+// models (docs/tasks.md) predict each target positive when its logit is > 0 and add
+// `probabilities` (sigmoid of the logits; CSV prob_j columns) and the `task` attribute;
+// multi-label `predictions` are [n, T] (CSV pred_j columns), and the accuracy counts labelled
+// targets. OUT is written atomically
 // (a temporary file renamed over it; none is left by Ctrl-C or SIGTERM), never over the model or
 // the dataset.
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 
 #include <chrono>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -54,8 +59,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // The CSV file: written to a temporary file that is renamed over `path` when complete.
 // Its folders exist: main() makes them (and removes them again when the write fails).
+// pred: one per node, or `targets` per node (multi-label: pred_j columns); probs: sigmoid tasks'
+// probabilities (prob_j columns), else null.
 void write_csv(const std::string& path, const std::vector<int64_t>& ids, const std::vector<int64_t>& pred,
-               const gt::Tensor& logits, const gt::Tensor* emb) {
+               const gt::Tensor& logits, const gt::Tensor* emb, const gt::Tensor* probs, int64_t targets) {
   gt::TempFile tmp(path);
   std::FILE* fp = std::fopen(tmp.c_str(), "w");
   if (!fp) GT_THROW(path, "check the folder and its permissions", "cannot write '", path, "': ", std::strerror(errno));
@@ -63,13 +70,19 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   const int64_t d = emb ? emb->shape()[1] : 0;
   const float* l = logits.data<float>();
   const float* e = emb ? emb->data<float>() : nullptr;
-  bool ok = std::fputs("node_id,prediction", fp) >= 0;
+  const float* p = probs ? probs->data<float>() : nullptr;
+  bool ok = std::fputs(targets > 1 ? "node_id" : "node_id,prediction", fp) >= 0;
+  for (int64_t j = 0; j < c && ok && targets > 1; ++j) ok = std::fprintf(fp, ",pred_%lld", static_cast<long long>(j)) > 0;
   for (int64_t j = 0; j < c && ok; ++j) ok = std::fprintf(fp, ",logit_%lld", static_cast<long long>(j)) > 0;
+  for (int64_t j = 0; j < c && ok && p; ++j) ok = std::fprintf(fp, ",prob_%lld", static_cast<long long>(j)) > 0;
   for (int64_t j = 0; j < d && ok; ++j) ok = std::fprintf(fp, ",emb_%lld", static_cast<long long>(j)) > 0;
   ok = ok && std::fputc('\n', fp) != EOF;
   for (std::size_t i = 0; i < ids.size() && ok; ++i) {
-    ok = std::fprintf(fp, "%lld,%lld", static_cast<long long>(ids[i]), static_cast<long long>(pred[i])) > 0;
+    ok = std::fprintf(fp, "%lld", static_cast<long long>(ids[i])) > 0;
+    for (int64_t j = 0; j < targets && ok; ++j)
+      ok = std::fprintf(fp, ",%lld", static_cast<long long>(pred[i * static_cast<std::size_t>(targets) + j])) > 0;
     for (int64_t j = 0; j < c && ok; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(l[i * c + j])) > 0;
+    for (int64_t j = 0; j < c && ok && p; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(p[i * c + j])) > 0;
     for (int64_t j = 0; j < d && ok; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(e[i * d + j])) > 0;
     ok = ok && std::fputc('\n', fp) != EOF;
   }
@@ -189,12 +202,34 @@ int main(int argc, char** argv) {
     if (embeddings) emb = session.embed(ids);
     const int64_t c = session.num_classes();
     const float* l = logits.data<float>();
-    std::vector<int64_t> pred(ids.size());
+    // Multiclass: the first maximal logit; binary and multi-label: each target positive when its
+    // logit is > 0, and its probability sigmoid(logit) (written beside the logits).
+    const bool sigmoid = session.task() != gt::Task::kMulticlass;
+    const int64_t targets = sigmoid ? c : 1;
+    std::vector<int64_t> pred(ids.size() * static_cast<std::size_t>(targets));
+    gt::Tensor probs;
+    if (sigmoid) {
+      probs = gt::Tensor::empty(logits.shape(), gt::DType::kFloat32);
+      for (int64_t k = 0; k < logits.numel(); ++k) probs.data<float>()[k] = 1.0f / (1.0f + std::exp(-l[k]));
+    }
     int64_t labelled = 0, correct = 0;
     for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto row = static_cast<int64_t>(i);
+      if (sigmoid) {
+        for (int64_t j = 0; j < c; ++j) {
+          const int64_t p = l[row * c + j] > 0.0f ? 1 : 0;
+          pred[i * static_cast<std::size_t>(c) + j] = p;
+          const int32_t label = data.labels[static_cast<std::size_t>(ids[i] * c + j)];
+          if (label >= 0) {
+            ++labelled;
+            correct += label == p;
+          }
+        }
+        continue;
+      }
       int64_t best = 0;
       for (int64_t j = 1; j < c; ++j)
-        if (l[static_cast<int64_t>(i) * c + j] > l[static_cast<int64_t>(i) * c + best]) best = j;
+        if (l[row * c + j] > l[row * c + best]) best = j;
       pred[i] = best;
       const int32_t label = data.labels[static_cast<std::size_t>(ids[i])];
       if (label >= 0) {
@@ -219,7 +254,7 @@ int main(int argc, char** argv) {
     gt::make_parent_dirs_noted(gt::write_target(out), made);
     gt::register_made_dirs(made);  // a signal removes them with the temporary file
     if (csv) {
-      write_csv(out, ids, pred, logits, embeddings ? &emb : nullptr);
+      write_csv(out, ids, pred, logits, embeddings ? &emb : nullptr, sigmoid ? &probs : nullptr, targets);
     } else {
       gt::TensorFileWriter w(out, "predictions file");
       w.attr("format", std::string("graphtensor-predictions"));
@@ -230,8 +265,11 @@ int main(int argc, char** argv) {
       w.attr("labelled", labelled);
       if (labelled) w.attr("accuracy", accuracy);
       w.tensor("node_ids", gt::Tensor::from_vector<int64_t>(ids));
-      w.tensor("predictions", gt::Tensor::from_vector<int64_t>(pred));
+      w.attr("task", std::string(gt::task_name(session.task())));
+      w.tensor("predictions", targets > 1 ? gt::Tensor::from_vector<int64_t>(pred, {static_cast<int64_t>(ids.size()), targets})
+                                          : gt::Tensor::from_vector<int64_t>(pred));
       w.tensor("logits", logits);
+      if (sigmoid) w.tensor("probabilities", probs);
       if (embeddings) w.tensor("embeddings", emb);
       w.commit();
     }
@@ -253,10 +291,12 @@ int main(int argc, char** argv) {
       on = " (sampled neighbourhoods, drawn as training's evaluation drew them)";
     }
     if (labelled)
-      std::printf("accuracy %.4f on %lld labelled%s\n", accuracy, static_cast<long long>(labelled), on.c_str());
+      std::printf("accuracy %.4f on %lld labelled%s%s\n", accuracy, static_cast<long long>(labelled),
+                  sigmoid ? " targets" : "", on.c_str());
     else
       std::printf("no labelled node, no accuracy\n");
-    std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(), "node ids, predictions, logits",
+    std::printf("wrote %s (%s%s) in %.2f s\n", out.c_str(),
+                sigmoid ? "node ids, predictions, logits, probabilities" : "node ids, predictions, logits",
                 embeddings ? ", embeddings" : "", seconds);
     return 0;
   } catch (const gt::Error& e) {

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "framework/error.h"
@@ -148,6 +149,22 @@ void check_resumable(const CheckpointInfo& info, const Config& cfg) {
     }
   };
   compare("model", {}, "saved from a model with ");
+  // Checkpoints written before model.normalization existed hold a GCN that averaged (mean).
+  if (cfg.model.type == "gcn" && cfg.model.normalization != "mean" &&
+      info.config_yaml.find("normalization:") == std::string::npos)
+    GT_THROW(config_place(cfg, {"model.normalization"}), "resume with model.normalization: mean",
+             "checkpoint '", info.path, "' was trained before model.normalization existed, with GCN's mean; the config "
+             "has ", cfg.model.normalization, ": the resumed run would not continue the same training");
+  // The loss's class weights and the selection metric decide the training and the best epoch kept.
+  for (const auto& [key, now, was] :
+       {std::tuple<const char*, std::string, std::string>{"train.class_weights", cfg.train.class_weights,
+                                                          info.config.train.class_weights},
+        std::tuple<const char*, std::string, std::string>{"train.select_by", cfg.train.select_by,
+                                                          info.config.train.select_by}})
+    if (now != was && info.config_yaml.find(std::string(key).substr(6) + ":") != std::string::npos)
+      GT_THROW(config_place(cfg, {key}), "resume with the config the checkpoint was trained with", "checkpoint '",
+               info.path, "' was trained with ", key, " ", was, ", the config has ", now,
+               ": the resumed run would not continue the same training");
   if (info.state.seed != cfg.train.seed)
     GT_THROW(info.path, "resume with the same train.seed", "checkpoint '", info.path, "' was trained with train.seed ",
              info.state.seed, ", the config has ", cfg.train.seed);

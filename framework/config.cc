@@ -3,7 +3,10 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -334,7 +337,7 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"optimizer.min_lr", "optimizer.lr"}), "set optimizer.min_lr <= optimizer.lr",
              "optimizer.min_lr is ", cfg.optimizer.min_lr, " but optimizer.lr is ", cfg.optimizer.lr,
              ": the cosine schedule decays from lr to min_lr");
-  if (cfg.model.dkp != "aggregate-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
+  if (cfg.model.dkp == "combine-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
       cfg.model.type != "gin")
     GT_THROW(at({"model.dkp", "model.type"}),
              "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first", "model.dkp is '",
@@ -345,6 +348,16 @@ void validate_config(const Config& cfg) {
              "model.activation is ", cfg.model.activation, " but model.type is '", cfg.model.type, "': ",
              cfg.model.type == "ngcf" ? "NGCF's layers end in LeakyReLU (model.negative_slope)"
                                       : "GAT's hidden layers end in ELU");
+  if (cfg.model.type == "gcn" && cfg.model.normalization == "symmetric" && cfg.model.aggregation != "mean")
+    GT_THROW(at({"model.aggregation", "model.normalization"}),
+             "set model.normalization: mean to aggregate GCN's neighbours by " + cfg.model.aggregation,
+             "model.aggregation is ", cfg.model.aggregation,
+             " but model.normalization is symmetric, which weights GCN's neighbours by 1 / sqrt(d_u d_v) itself");
+  if (cfg.train.select_by == "roc_auc" && cfg.model.task == "multiclass")
+    GT_THROW(at({"train.select_by", "model.task"}), "select a multiclass model by accuracy, micro_f1 or macro_f1",
+             "train.select_by is roc_auc but model.task is multiclass: ROC-AUC is defined for binary and multilabel "
+             "tasks");
+  parse_class_weights(cfg.train.class_weights, at({"train.class_weights"}));
   if (cfg.model.aggregation == "max") {
     if (cfg.model.type != "gcn" && cfg.model.type != "sage")
       GT_THROW(at({"model.aggregation", "model.type"}),
@@ -353,11 +366,29 @@ void validate_config(const Config& cfg) {
                cfg.model.type == "gin"   ? "GIN always sums its neighbours"
                : cfg.model.type == "gat" ? "GAT weights its neighbours by attention"
                                          : "max applies to gcn and sage");
-    if (cfg.model.dkp != "aggregate-first")
+    if (cfg.model.dkp == "combine-first")
       GT_THROW(at({"model.dkp", "model.aggregation"}), "set model.dkp=aggregate-first, or aggregation mean or sum",
                "model.dkp is '", cfg.model.dkp,
                "' but model.aggregation is max: a product can move before a sum or a mean of rows, not a max");
   }
+}
+
+std::vector<double> parse_class_weights(const std::string& text, const std::string& where) {
+  if (text == "none" || text == "balanced") return {};
+  std::vector<double> w;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end == item.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+      GT_THROW(where, "give none, balanced, or positive numbers separated by commas, e.g. \"1,3\"",
+               "train.class_weights '", text, "': '", item, "' is not a positive number");
+    w.push_back(v);
+    pos = comma + 1;
+  }
+  return w;
 }
 
 }  // namespace gt

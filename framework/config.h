@@ -28,7 +28,14 @@ struct ModelConfig {
   double negative_slope = 0.2;   // LeakyReLU slope (NGCF output, GAT attention scores, activation leaky_relu)
   double gin_eps = 0.0;          // GIN: weight (1 + eps) of a node's own features
   double attn_dropout = 0.0;     // GAT: dropout on the attention coefficients while training
-  std::string dkp = "aggregate-first";  // kernel placement (gcn, sage, gin): aggregate-first | combine-first | auto
+  // Kernel placement (gcn, sage, gin): auto | aggregate-first | combine-first. auto on a model
+  // without a placeable Pull -> MatMul pair (ngcf, gat, a max aggregation) runs its fixed order.
+  std::string dkp = "auto";
+  // GCN's neighbour weighting: symmetric = D^-1/2 (A + I) D^-1/2 with the full graph's degrees
+  // (Kipf and Welling; PyG's GCNConv), mean = the Pull's model.aggregation (the paper's GCN).
+  std::string normalization = "symmetric";
+  // The node task (framework/task_metrics.h): auto (from the labels) | multiclass | binary | multilabel.
+  std::string task = "auto";
   std::string init = "glorot";   // weight initialisation: glorot | torch (LayerOptions::init)
 };
 
@@ -78,7 +85,13 @@ struct TrainConfig {
   int64_t seed = 0;
   int64_t threads = 0;          // 0 = all cores
   int64_t eval_every = 1;       // evaluate valid and test every N epochs (and at the end); 0 = never
-  int64_t patience = 0;         // stop when this many epochs passed without a better valid accuracy; 0 = never
+  int64_t patience = 0;         // stop when this many epochs passed without a better valid metric; 0 = never
+  // The validation metric of model selection, early stopping and save_best: auto (accuracy for
+  // multiclass, roc_auc for binary and multilabel) | accuracy | roc_auc | micro_f1 | macro_f1.
+  std::string select_by = "auto";
+  // Loss weights per class: none | balanced (n / (K n_c) over the training split's labelled
+  // entries) | a list "w0,w1,..." (K values; binary and multilabel: negative, positive).
+  std::string class_weights = "none";
   std::string precision = "float32";  // float32 | tf32 (GPU dense math)
   // Outputs are off ("") in a Config built in code; a config file's defaults write them under
   // out/ (file_config_defaults).
@@ -159,6 +172,9 @@ void remove_empty_dirs(const std::vector<std::string>& dirs);
 // here in `made` (outermost first; one that appeared meanwhile is not ours), for
 // remove_empty_dirs after a failure. Throws naming the folder; what it made is in `made`.
 void make_parent_dirs_noted(const std::string& path, std::vector<std::string>& made);
+// train.class_weights as numbers: empty for none and balanced, else the listed weights (each
+// finite and > 0); throws naming `where` for anything else.
+std::vector<double> parse_class_weights(const std::string& text, const std::string& where);
 // The config as YAML text (round-trips through parse_config).
 std::string to_yaml(const Config& cfg);
 // Markdown table of every key: key | type | default | description.

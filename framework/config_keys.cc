@@ -263,10 +263,21 @@ const std::vector<Field>& fields() {
       real_field("model.attn_dropout", GT_GET(model, attn_dropout), 0.0, 0.99,
                  "GAT: while training, each edge's attention coefficient (per head) is dropped with this "
                  "probability and the kept ones scaled by 1 / (1 - p), as PyG's GATConv dropout"),
-      string_field("model.dkp", GT_GET(model, dkp), {"aggregate-first", "combine-first", "auto"},
-                   "kernel placement of gcn, sage and gin (docs/dkp.md): Pull then MatMul, MatMul on every source "
-                   "row then Pull, or per layer and batch the order a fitted cost model predicts cheaper; ngcf and "
-                   "gat need aggregate-first"),
+      string_field("model.dkp", GT_GET(model, dkp), {"auto", "aggregate-first", "combine-first"},
+                   "kernel placement of gcn, sage and gin (docs/dkp.md): per layer and batch the order a fitted "
+                   "cost model predicts cheaper (the first run times both orders on train.dkp_warmup batches and "
+                   "caches the fit in train.dkp_cache), Pull then MatMul, or MatMul on every source row then Pull. "
+                   "auto on a model with nothing to place (ngcf, gat, a max aggregation) runs its fixed order; "
+                   "combine-first there is refused"),
+      string_field("model.normalization", GT_GET(model, normalization), {"symmetric", "mean"},
+                   "GCN: symmetric weights edge u -> v by 1 / sqrt(d_u d_v), d = in-degree + 1 in the whole graph "
+                   "(Kipf and Welling's D^-1/2 (A + I) D^-1/2, as PyG's GCNConv; needs model.self_loops and "
+                   "aggregation mean); mean aggregates by model.aggregation as the paper's GCN"),
+      string_field("model.task", GT_GET(model, task), {"auto", "multiclass", "binary", "multilabel"},
+                   "node task (docs/tasks.md): multiclass = softmax cross-entropy over the classes; binary = one "
+                   "logit, sigmoid binary cross-entropy; multilabel = one sigmoid per target of [N, T] labels, -1 "
+                   "entries left out; auto = multilabel for [N, T] labels, binary for labels 0/1, else multiclass "
+                   "(the log prints the choice)"),
       string_field("model.init", GT_GET(model, init), {"glorot", "torch"},
                    "weight initialisation: glorot = Glorot-uniform weights, zero biases (as PyG's GCNConv and "
                    "GATConv); torch = every dense weight and its bias uniform in +-1/sqrt(fan_in), as "
@@ -353,6 +364,14 @@ const std::vector<Field>& fields() {
                 "early stopping: end the run at an evaluation when this many epochs have passed since the best "
                 "validation accuracy (the checkpoint records it; train.save_best holds the best epoch's weights); "
                 "0 = train all train.epochs"),
+      string_field("train.select_by", GT_GET(train, select_by), {"auto", "accuracy", "roc_auc", "micro_f1", "macro_f1"},
+                   "validation metric of model selection, early stopping and train.save_best (docs/tasks.md): "
+                   "auto = accuracy for multiclass, roc_auc for binary and multilabel; roc_auc needs a binary or "
+                   "multilabel task"),
+      string_field("train.class_weights", GT_GET(train, class_weights), {},
+                   "loss weight of each class: none; balanced = n / (K n_c) from the training split's labelled "
+                   "entries (K classes; binary and multilabel: 2, negative and positive pooled over targets); or "
+                   "K comma-separated positive numbers, e.g. \"1,3\""),
       string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),

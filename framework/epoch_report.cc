@@ -1,6 +1,7 @@
 #include "framework/epoch_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "framework/progress.h"
@@ -23,7 +24,8 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
     rec.add("grad_norm", st.grad_norm);
   else
     rec.add_null("grad_norm");  // not measured: optimizer.clip_norm is 0
-  if (st.valid_acc >= 0)
+  const bool evaluated = st.valid_acc != -1;  // -1: not evaluated this epoch (NaN: evaluated, undefined)
+  if (evaluated)
     rec.add("valid_acc", st.valid_acc).add("test_acc", st.test_acc);
   else
     rec.add_null("valid_acc").add_null("test_acc");  // not evaluated this epoch
@@ -31,6 +33,16 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
     rec.add("eval_s", st.eval_seconds);
   else
     rec.add_null("eval_s");
+  // The task's other metrics (NaN, written null, where undefined: docs/tasks.md).
+  for (const Metric m : {Metric::kRocAuc, Metric::kMicroF1, Metric::kMacroF1}) {
+    const std::string name = metric_name(m);
+    if (evaluated) {
+      rec.add("valid_" + name, st.valid.get(m)).add("test_" + name, st.test.get(m));
+    } else {
+      rec.add_null("valid_" + name).add_null("test_" + name);
+    }
+  }
+  rec.add("select_by", std::string(metric_name(info.select_by)));
   rec.add("epoch_s", st.seconds).add("batches", st.batches).add("seeds_per_s", seeds_per_s(st));
   rec.add("sampled_edges", st.sampled_edges).add("sample_ms", st.sample_ms).add("reindex_ms", st.reindex_ms);
   rec.add("lookup_ms", st.gather_ms).add("transfer_ms", st.transfer_ms).add("forward_ms", st.forward_ms);
@@ -58,7 +70,10 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
     std::snprintf(line, sizeof line, "  |g| %.3g", st.grad_norm);
     log << line;
   }
-  if (st.valid_acc >= 0)
+  if (info.select_by != Metric::kAccuracy && st.valid_acc != -1)
+    std::snprintf(line, sizeof line, "  valid %s %.4f (acc %.4f)  test %.4f (acc %.4f)", metric_name(info.select_by),
+                  st.valid_selected, st.valid_acc, st.test_selected, st.test_acc);
+  else if (st.valid_acc != -1)
     std::snprintf(line, sizeof line, "  valid %.4f  test %.4f", st.valid_acc, st.test_acc);
   else
     std::snprintf(line, sizeof line, "  valid %-6s  test %-6s", "-", "-");  // not evaluated this epoch
@@ -91,8 +106,13 @@ void log_result(std::ostream& log, const TrainResult& r) {
     return;
   }
   char line[256];
-  std::snprintf(line, sizeof line, "best valid %.4f at epoch %lld, test %.4f\n", r.best_valid_acc,
-                static_cast<long long>(r.best_epoch), r.test_acc_at_best);
+  // The last field is the test value (scripts/accuracy.sh reads it).
+  if (r.select_by == Metric::kAccuracy)
+    std::snprintf(line, sizeof line, "best valid %.4f at epoch %lld, test %.4f\n", r.best_valid_acc,
+                  static_cast<long long>(r.best_epoch), r.test_acc_at_best);
+  else
+    std::snprintf(line, sizeof line, "best valid %s %.4f at epoch %lld, test %.4f\n", metric_name(r.select_by),
+                  r.best_valid_acc, static_cast<long long>(r.best_epoch), r.test_acc_at_best);
   log << line << std::flush;
 }
 

@@ -22,26 +22,60 @@ int64_t Trainer::Impl::eval_cache_budget(const Config& cfg, const Replica& r) {
   return r.ctx->is_cuda() ? device_total_memory(r.ctx->device()) / 8 : int64_t{512} << 20;
 }
 
-std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
-                                             const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
-  std::vector<double> correct(lists.size(), 0.0);
+namespace {
+
+// The outputs of every list laid end to end (list l from offsets[l]), summed over the replicas:
+// each replica writes only its own rows and leaves the others 0, so the sum gathers them exactly.
+std::vector<std::vector<float>> split_outputs(const std::vector<double>& all, const std::vector<int64_t>& offsets) {
+  std::vector<std::vector<float>> out;
+  for (std::size_t l = 0; l + 1 < offsets.size(); ++l)
+    out.emplace_back(all.begin() + offsets[l], all.begin() + offsets[l + 1]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
+                                                        const std::vector<const std::vector<int64_t>*>& lists,
+                                                        bool keep) {
+  // Multiclass: the predicted class per row (first maximum, as count_correct); sigmoid tasks: the
+  // logits (the metrics need the scores: ROC-AUC ranks them).
+  const bool multiclass = task.task == Task::kMulticlass;
+  const int64_t width = multiclass ? 1 : task.outputs;
+  std::vector<int64_t> offsets{0};
+  for (const auto* ids : lists) offsets.push_back(offsets.back() + static_cast<int64_t>(ids->size()) * width);
+  std::vector<double> outputs(static_cast<std::size_t>(offsets.back()), 0.0);
   TraceRecorder* tr = r.local == 0 ? trace.get() : nullptr;  // the evaluation batches' stages too
-  // Counts one batch's correct predictions into `correct`, list by list.
+  // Copies one batch's outputs into `outputs`, list by list.
   const auto run = [&](DeviceBatch& batch, const std::vector<EvalPiece>& pieces) {
-    ScopedStage ev(tr, "evaluate", "compute", batch.seq, nullptr);  // forward and the counts (waits)
+    ScopedStage ev(tr, "evaluate", "compute", batch.seq, nullptr);  // forward and the copies (waits)
     batch.ready.wait(r.ctx->stream());
-    Tensor logits = r.model->forward(*r.ctx, batch.blocks, batch.features, /*training=*/false, 0);
-    for (const EvalPiece& p : pieces)
-      correct[p.list] += static_cast<double>(count_correct(
-          logits.rows(p.row0, p.row0 + p.rows), batch.labels.rows(p.row0, p.row0 + p.rows), r.ctx->stream()));
+    Tensor logits = r.model->forward(*r.ctx, batch.blocks, batch.features, /*training=*/false, 0, nullptr, nullptr,
+                                     &batch.node_scale);
+    const int64_t C = logits.size(1);
+    for (const EvalPiece& p : pieces) {
+      const std::vector<float> z = logits.rows(p.row0, p.row0 + p.rows).to_vector<float>();
+      double* out = outputs.data() + offsets[p.list] + p.at * width;
+      for (int64_t i = 0; i < p.rows; ++i) {
+        const float* zi = z.data() + i * C;
+        if (multiclass) {
+          int64_t best = 0;  // first maximum on ties
+          for (int64_t j = 1; j < C; ++j)
+            if (zi[j] > zi[best]) best = j;
+          out[i] = static_cast<double>(best);
+        } else {
+          for (int64_t j = 0; j < C; ++j) out[i * width + j] = zi[j];
+        }
+      }
+    }
     work_done.fetch_add(1, std::memory_order_relaxed);
   };
   EvalCache& kept = r.eval_cache;
   if (keep && kept.decided && !kept.batches.empty()) {
     ScopedStage all(tr, "evaluation (kept batches)", "compute", static_cast<int64_t>(kept.batches.size()), nullptr);
     for (std::size_t b = 0; b < kept.batches.size(); ++b) run(*kept.batches[b], kept.pieces[b]);
-    reduce(r, correct);
-    return std::vector<int64_t>(correct.begin(), correct.end());
+    reduce(r, outputs);
+    return split_outputs(outputs, offsets);
   }
   // The lists one after another, cut into batches of eval_batch_size: a batch may hold the end of
   // one list and the start of the next, so the valid and test splits of a small graph share one
@@ -80,7 +114,7 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
     std::vector<EvalPiece> p;
     for (std::size_t l = 0; l < lists.size(); ++l) {
       const int64_t b0 = std::max(lo, starts[l]), b1 = std::min(hi, starts[l] + static_cast<int64_t>(lists[l]->size()));
-      if (b0 < b1) p.push_back({l, b0 - lo, b1 - b0});
+      if (b0 < b1) p.push_back({l, b0 - lo, b1 - b0, b0 - starts[l]});
     }
     mine.push_back(std::move(shard));
     pieces.push_back(std::move(p));
@@ -121,11 +155,11 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
     ScopedStage all(tr, "evaluation", "compute", static_cast<int64_t>(mine.size()), nullptr);  // arg: batches
     BatchPipeline pipe(features, data.labels, *r.eval_sampler, *r.ctx,
                        {cfg.train.prefetch, r.cache.get(), r.eval_gpu.get(), cfg.train.prefetch_mb << 20,
-                        host_table.get()},
+                        host_table.get(), node_scale_of(r)},
                        tr);
     pipe.start(std::move(mine), std::move(keys));
     for (std::size_t b = 0; std::unique_ptr<DeviceBatch> batch = pipe.next(); ++b) {
-      run(*batch, pieces[b]);  // count_correct waited for the stream: the batch's copies are done
+      run(*batch, pieces[b]);  // the logits' copy waited for the stream: the batch's copies are done
       if (!fits) continue;
       batch->host_features = Tensor();  // staging buffers: not needed again
       batch->keep_alive.clear();
@@ -149,35 +183,53 @@ std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, cons
     else
       kept.batches.clear();
   }
-  reduce(r, correct);  // one collective for all the lists: every replica makes the same one
-  return std::vector<int64_t>(correct.begin(), correct.end());
+  reduce(r, outputs);  // one collective for all the lists: every replica makes the same one
+  return split_outputs(outputs, offsets);
 }
 
 std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists) {
-  for (std::size_t l = 0; l < lists.size(); ++l)
-    GT_CHECK_ARG(lists[l] != nullptr, "Trainer::evaluate_lists: list ", l, " of ", lists.size(), " is a null pointer");
-  return accuracies(lists, /*keep=*/false);
+  std::vector<double> acc;
+  for (const NodeMetrics& m : evaluate_metrics(lists)) acc.push_back(m.accuracy);
+  return acc;
 }
 
-std::vector<double> Trainer::accuracies(const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
-  std::vector<int64_t> correct(lists.size(), 0);
+std::vector<NodeMetrics> Trainer::evaluate_metrics(const std::vector<const std::vector<int64_t>*>& lists) {
+  for (std::size_t l = 0; l < lists.size(); ++l)
+    GT_CHECK_ARG(lists[l] != nullptr, "Trainer::evaluate_lists: list ", l, " of ", lists.size(), " is a null pointer");
+  return metrics_of(lists, /*keep=*/false);
+}
+
+std::vector<NodeMetrics> Trainer::metrics_of(const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
+  std::vector<std::vector<float>> outputs(lists.size());
   std::vector<const std::vector<int64_t>*> nonempty;
   for (const auto* ids : lists)
     if (!ids->empty()) nonempty.push_back(ids);
   if (!nonempty.empty())
     impl_->on_replicas([&](Replica& r) {
-      std::vector<int64_t> c = impl_->evaluate(r, cfg_, data_, nonempty, keep);
-      if (r.local == 0) correct = std::move(c);
+      std::vector<std::vector<float>> o = impl_->evaluate(r, cfg_, data_, nonempty, keep);
+      if (r.local != 0) return;
+      for (std::size_t l = 0, k = 0; l < lists.size(); ++l)
+        if (!lists[l]->empty()) outputs[l] = std::move(o[k++]);
     });
-  std::vector<double> acc;
-  for (std::size_t l = 0, k = 0; l < lists.size(); ++l) {
-    const int64_t labelled = lists[l]->empty() ? 0 : count_labelled(data_.labels, *lists[l]);
-    const int64_t c = lists[l]->empty() ? 0 : correct[k++];
-    acc.push_back(labelled ? static_cast<double>(c) / static_cast<double>(labelled)
-                           : std::numeric_limits<double>::quiet_NaN());
+  const TaskSetup& t = impl_->task;
+  std::vector<NodeMetrics> result;
+  for (std::size_t l = 0; l < lists.size(); ++l) {
+    const std::vector<int64_t>& ids = *lists[l];
+    const std::vector<int32_t> labels = gather_labels(data_.labels, data_.info.num_nodes, ids).to_vector<int32_t>();
+    if (t.task == Task::kMulticlass) {
+      std::vector<int32_t> pred(outputs[l].begin(), outputs[l].end());
+      pred.resize(ids.size(), 0);
+      result.push_back(multiclass_metrics(pred, labels, t.outputs));
+    } else {
+      outputs[l].resize(labels.size(), 0.0f);
+      result.push_back(sigmoid_metrics(outputs[l], labels, t.outputs));
+    }
   }
-  return acc;
+  return result;
 }
+
+Task Trainer::task() const { return impl_->task.task; }
+Metric Trainer::select_by() const { return impl_->task.select_by; }
 
 double Trainer::evaluate(const std::vector<int64_t>& ids) { return evaluate_lists({&ids})[0]; }
 

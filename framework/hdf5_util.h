@@ -112,11 +112,13 @@ H5Id creation_plist(hid_t cls, const std::string& path, const std::string& name)
 // The dimensions of dataset `ds` (`name` in file `path`, for messages).
 std::vector<hsize_t> dataset_dims(hid_t ds, const std::string& path, const std::string& name);
 
-// Creates the 1-D int32 or int64 dataset `name` under `loc` and writes n values into it.
+// Creates the 1-D int32 or int64 dataset `name` under `loc` and writes n values into it; with
+// cols > 0 the dataset is 2-D [n / cols, cols] (row-major), e.g. /labels of several targets.
 template <typename T>
-void write_1d(hid_t loc, const std::string& path, const std::string& name, const T* data, std::size_t n) {
-  hsize_t dims[1] = {n};
-  H5Id space(GT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, name), H5Sclose);
+void write_1d(hid_t loc, const std::string& path, const std::string& name, const T* data, std::size_t n,
+              std::size_t cols = 0) {
+  hsize_t dims[2] = {cols > 0 ? n / cols : n, cols};
+  H5Id space(GT_H5_CHECK(H5Screate_simple(cols > 0 ? 2 : 1, dims, nullptr), path, name), H5Sclose);
   H5Id dcpl = creation_plist(H5P_DATASET_CREATE, path, name);
   H5Id ds(GT_H5_CHECK(H5Dcreate2(loc, name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(),
                                  H5P_DEFAULT), path, name), H5Dclose);

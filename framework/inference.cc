@@ -15,6 +15,7 @@
 #include "framework/error.h"
 #include "framework/model_io.h"
 #include "framework/thread_group.h"
+#include "framework/train_data.h"
 #include "framework/trainer.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
@@ -55,6 +56,8 @@ struct InferenceSession::Impl {
   std::string model_path;
   std::string dataset_path;  // the file `data` came from
   Dataset data;
+  std::vector<float> node_scales;  // a GCN with symmetric normalisation: d^-1/2 per node
+  TaskSetup task;  // the model's outputs: num_classes logits, 1 (binary) or one per target
   int64_t emb_dim = 0;
   FeatureTable table;  // data.features, gathering rows of the width the model was trained on
   std::string device_name;
@@ -108,6 +111,10 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
     if (yaml.find("align_rows") == std::string::npos) m.cfg.dataset.align_rows = false;
     // ... and those written before dataset.row_alignment existed on rows of a multiple of 16 bytes.
     if (yaml.find("row_alignment") == std::string::npos) m.cfg.dataset.row_alignment = 16;
+    // ... and those written before node tasks and GCN's normalisation existed were multiclass
+    // softmax models, their GCN layers averaging.
+    if (yaml.find("task:") == std::string::npos) m.cfg.model.task = "multiclass";
+    if (yaml.find("normalization:") == std::string::npos) m.cfg.model.normalization = "mean";
   }
   validate_config(m.cfg);
   const int64_t layers = m.cfg.model.layers;
@@ -127,6 +134,11 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   }
   m.dataset_path = ds;
   m.data = load_dataset(ds);
+  {
+    Config c = m.cfg;
+    c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
+    m.task = resolve_task(c, m.data);
+  }
   if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
   m.table = FeatureTable(m.data.features);
   if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
@@ -182,7 +194,7 @@ void InferenceSession::Impl::setup(Device device) {
   ctx = std::make_unique<Context>(device);
   device_name = gt::device_name(device);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
-  model = build_model(cfg.model, table.width(), data.info.num_classes, device, seed, data.info.feature_dim);
+  model = build_model(cfg.model, table.width(), task.outputs, device, seed, data.info.feature_dim, task.loss);
   load_weights(model_path, model->params(), DataShape{data.info.feature_dim, data.info.num_classes},
                dataset_path);
   std::vector<int64_t> fanouts = opt.fanouts;
@@ -190,6 +202,7 @@ void InferenceSession::Impl::setup(Device device) {
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
   const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
   sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
+  if (model->needs_node_scale()) node_scales = gt::node_scales(data.indptr, self_loops);
 }
 
 void InferenceSession::Impl::run() {
@@ -265,10 +278,12 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
     Tensor logits, emb;
     arena->execute([&] {
       BatchLoader loader(table, data.labels, *sampler, *ctx);
+      if (model->needs_node_scale()) loader.set_node_scale(&node_scales);
       // One fixed batch key: draws then depend on (seed, layer, node) only, not on the batch.
       DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
       Tensor last_hidden;
-      Tensor out = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, &last_hidden);
+      Tensor out = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, &last_hidden, nullptr,
+                                  &b.node_scale);
       ctx->synchronize();
       if (want_logits) logits = out.to(Device::cpu());
       if (want_emb) emb = last_hidden.to(Device::cpu());
@@ -357,7 +372,8 @@ Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submi
 Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }
 
 int64_t InferenceSession::num_nodes() const { return impl_->data.info.num_nodes; }
-int64_t InferenceSession::num_classes() const { return impl_->data.info.num_classes; }
+int64_t InferenceSession::num_classes() const { return impl_->task.outputs; }
+Task InferenceSession::task() const { return impl_->task.task; }
 int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
 const Config& InferenceSession::config() const { return impl_->cfg; }
 const Dataset& InferenceSession::dataset() const { return impl_->data; }

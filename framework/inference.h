@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "framework/config.h"
+#include "framework/task_metrics.h"
 #include "framework/tensor.h"
 
 namespace gt {
@@ -85,7 +86,9 @@ class InferenceSession {
                              std::shared_ptr<const std::atomic<bool>> cancelled = nullptr);
 
   int64_t num_nodes() const;
+  // The logits per node: the classes of a multiclass model, 1 for binary, T for multilabel.
   int64_t num_classes() const;
+  Task task() const;  // the model's node task (framework/task_metrics.h)
   int64_t embedding_dim() const;  // the last hidden layer's width (GAT: x heads), or the feature width for a 1-layer model
   const Config& config() const;   // the stored training config
   // The graph the session answers on: labels and splits (for evaluating a model), read-only.

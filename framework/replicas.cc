@@ -115,6 +115,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
   const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+  if (cfg.model.type == "gcn" && cfg.model.normalization == "symmetric") node_scales = gt::node_scales(data.indptr, self_loops);
   std::vector<int64_t> eval_fanouts = cfg.sampling.eval_fanouts;
   if (eval_fanouts.empty()) eval_fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
   replicas.resize(static_cast<std::size_t>(local));
@@ -127,7 +128,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     set_current_device(d);
     r.ctx = std::make_unique<Context>(d);
     r.ctx->set_tf32(cfg.train.precision == "tf32");
-    r.model = build_model(cfg.model, features.width(), data.info.num_classes, d, seed, data.info.feature_dim);
+    r.model = build_model(cfg.model, features.width(), task.outputs, d, seed, data.info.feature_dim, task.loss);
     if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
     r.optimizer = make_optimizer(cfg.optimizer);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);

@@ -17,9 +17,10 @@
 
 namespace gt {
 
-int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids) {
+int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids, int64_t targets) {
   int64_t n = 0;
-  for (int64_t id : ids) n += labels[static_cast<std::size_t>(id)] >= 0;
+  for (int64_t id : ids)
+    for (int64_t t = 0; t < targets; ++t) n += labels[static_cast<std::size_t>(id * targets + t)] >= 0;
   return n;
 }
 
@@ -111,7 +112,7 @@ void check_splits(const Config& cfg, const Dataset& data) {
                    (train ? "" : no_eval),
                key, ": dataset '", cfg.dataset.path, "' has no split '", *split, "'");
     }
-    if (count_labelled(data.labels, data.split(*split)) == 0)
+    if (count_labelled(data.labels, data.split(*split), data.info.num_targets) == 0)
       GT_THROW(config_place(cfg, {key}), train ? std::string() : std::string("choose another split") + no_eval, key,
                ": split '", *split, "' of dataset '", cfg.dataset.path, "' has no labelled nodes",
                train ? "" : ": every evaluation would score 0 and model selection would mean nothing");
@@ -161,6 +162,71 @@ std::string process_agreement(const Config& cfg, const Dataset& data) {
          (is_16bit_float(data.info.feature_dtype) ? std::string(" (") + dtype_name(data.info.feature_dtype) + ")" : "") +
          ", " + std::to_string(data.info.num_classes) + " classes\n";
   return out;
+}
+
+TaskSetup resolve_task(const Config& cfg, const Dataset& data) {
+  TaskSetup t;
+  t.targets = data.info.num_targets;
+  t.num_classes = data.info.num_classes;
+  const std::string at = config_place(cfg, {"model.task"});
+  t.task = cfg.model.task == "auto" ? infer_task(t.targets, t.num_classes) : parse_task(cfg.model.task, at);
+  const std::string labels = t.targets > 1 ? std::to_string(t.targets) + " targets per node"
+                                           : std::to_string(t.num_classes) + " classes";
+  if (t.task == Task::kMulticlass && t.targets > 1)
+    GT_THROW(at, "set model.task: multilabel (or auto)", "model.task is multiclass but dataset '", cfg.dataset.path,
+             "' has ", labels, ": one softmax cannot take several labels per node");
+  if (t.task == Task::kBinary && (t.targets > 1 || t.num_classes > 2))
+    GT_THROW(at, t.targets > 1 ? "set model.task: multilabel (or auto)" : "set model.task: multiclass (or auto)",
+             "model.task is binary but dataset '", cfg.dataset.path, "' has ", labels,
+             t.targets > 1 ? "" : " (binary labels are 0 and 1)");
+  if (t.task == Task::kMultilabel && t.targets == 1 && t.num_classes > 2)
+    GT_THROW(at, "set model.task: multiclass (or auto)", "model.task is multilabel but dataset '", cfg.dataset.path,
+             "' has one label of ", t.num_classes, " classes per node (multi-label targets are [N, T] of 0 and 1)");
+  if (t.task == Task::kMulticlass && t.num_classes < 2)
+    GT_THROW(at, "set model.task: binary (or auto)", "model.task is multiclass but dataset '", cfg.dataset.path,
+             "' has ", t.num_classes, " class(es)");
+  t.outputs = model_outputs(t.task, t.num_classes, t.targets);
+  t.loss.task = t.task;
+  const std::string sel_at = config_place(cfg, {"train.select_by"});
+  t.select_by = cfg.train.select_by == "auto" ? default_metric(t.task) : parse_metric(cfg.train.select_by, sel_at);
+  if (t.select_by == Metric::kRocAuc && t.task == Task::kMulticlass)
+    GT_THROW(sel_at, "select a multiclass model by accuracy, micro_f1 or macro_f1",
+             "train.select_by is roc_auc but the task is multiclass (dataset '", cfg.dataset.path, "', ", labels,
+             "): ROC-AUC is defined for binary and multilabel tasks");
+  // Class weights: the sigmoid loss weighs an entry by its label (negative, positive).
+  const std::string cw_at = config_place(cfg, {"train.class_weights"});
+  const std::string& cw = cfg.train.class_weights;
+  if (cw == "none") return t;
+  if (t.task == Task::kMulticlass)
+    GT_THROW(cw_at, "leave train.class_weights: none for multiclass tasks",
+             "train.class_weights is '", cw, "' but the task is multiclass: class weights apply to the binary and "
+             "multilabel losses");
+  double w[2] = {1.0, 1.0};
+  if (cw == "balanced") {
+    int64_t count[2] = {0, 0};
+    for (int64_t v : data.split(cfg.dataset.train_split))
+      for (int64_t k = 0; k < t.targets; ++k) {
+        const int32_t y = data.labels[static_cast<std::size_t>(v * t.targets + k)];
+        if (y == 0 || y == 1) ++count[y];
+      }
+    if (count[0] == 0 || count[1] == 0)
+      GT_THROW(cw_at, "set train.class_weights: none, or give the weights", "train.class_weights is balanced but "
+               "the training split '", cfg.dataset.train_split, "' has ", count[0], " negative and ", count[1],
+               " positive labels");
+    const double n = static_cast<double>(count[0] + count[1]);
+    w[0] = n / (2.0 * static_cast<double>(count[0]));
+    w[1] = n / (2.0 * static_cast<double>(count[1]));
+  } else {
+    const std::vector<double> given = parse_class_weights(cw, cw_at);
+    if (given.size() != 2)
+      GT_THROW(cw_at, "give two weights, negative then positive, e.g. \"1,3\"", "train.class_weights has ",
+               given.size(), " values but a ", task_name(t.task), " task has 2 classes (negative, positive)");
+    w[0] = given[0];
+    w[1] = given[1];
+  }
+  t.loss.w_neg = static_cast<float>(w[0]);
+  t.loss.w_pos = static_cast<float>(w[1]);
+  return t;
 }
 
 }  // namespace gt

@@ -10,12 +10,28 @@
 #include <vector>
 
 #include "framework/config.h"
+#include "framework/task_metrics.h"
+#include "models/model.h"
 #include "preprocess/dataset.h"
 
 namespace gt {
 
-// How many of `ids` have a label (labels[id] >= 0).
-int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids);
+// How many labels of `ids` are set (>= 0): nodes for one target, entries of [N, T] labels for
+// `targets` > 1.
+int64_t count_labelled(const std::vector<int32_t>& labels, const std::vector<int64_t>& ids, int64_t targets = 1);
+
+// The task a run trains (model.task, resolved against the dataset's labels), its selection metric
+// and loss options; throws naming the config key when they do not fit the labels.
+struct TaskSetup {
+  Task task = Task::kMulticlass;
+  Metric select_by = Metric::kAccuracy;
+  LossOptions loss;
+  int64_t targets = 1;      // label columns per node
+  int64_t outputs = 0;      // logits per node
+  int64_t num_classes = 0;  // the dataset's
+};
+// class_weights balanced reads the training split's labels.
+TaskSetup resolve_task(const Config& cfg, const Dataset& data);
 
 // Throws naming the config key (and its line) unless the training split exists and has labelled
 // nodes, and, when the run evaluates (train.eval_every > 0), the valid and test splits too.

@@ -98,6 +98,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   if (cfg_.dataset.align_rows)
     impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
   check_splits(cfg_, data_);
+  impl_->task = resolve_task(cfg_, data_);
   if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
   impl_->setup(cfg_, data_, device);
   // Built: the folders are the Trainer's now, removed (when still empty) with it, so that a
@@ -193,7 +194,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     pipe = std::make_unique<BatchPipeline>(
         features, data.labels, *r.train_sampler, *r.ctx,
         PipelineOptions{cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20,
-                        host_table.get()},
+                        host_table.get(), node_scale_of(r)},
         tr);
     pipe->start(mine, std::move(keys));
   }
@@ -217,7 +218,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     std::unique_ptr<DeviceBatch> prepared = reuse ? nullptr : pipe->next();
     DeviceBatch* batch = reuse ? r.kept_train.get() : prepared.get();
     batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
-    const int64_t nl = count_labelled(data.labels, seeds);
+    const int64_t nl = count_labelled(data.labels, seeds, data.info.num_targets);
     float loss;
     Tensor logits;
     {
@@ -226,14 +227,14 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       // backward stage below, where the step first waits.
       ScopedStage fw(tr, "forward", "compute", batch->seq, &st.forward_ms);
       logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step, nullptr,
-                                &batch->labels);
+                                &batch->labels, &batch->node_scale);
     }
     {
       ScopedStage bw(tr, "backward", "compute", batch->seq, &st.backward_ms);
       if (r.reducer) {
         // The mean over this shard, weighted by its share of the global batch's labelled seeds:
         // summed over the replicas, the gradient of the global batch's mean loss.
-        const int64_t total = count_labelled(data.labels, batches[b]);
+        const int64_t total = count_labelled(data.labels, batches[b], data.info.num_targets);
         const float share = total > 0 ? static_cast<float>(static_cast<double>(nl) / static_cast<double>(total)) : 0.0f;
         r.model->backward_loss(*r.ctx, batch->blocks, share, [&](std::size_t l) { r.reducer->layer_done(l); });
         r.reducer->finish();
@@ -261,7 +262,8 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
                  "training diverged: the loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "", " at epoch ", epoch,
                  ", batch ", b + 1, replica);
       }
-      part.correct += count_correct(logits, batch->labels, r.ctx->stream());
+      part.correct += task.task == Task::kMulticlass ? count_correct(logits, batch->labels, r.ctx->stream())
+                                                     : count_correct_sigmoid(logits, batch->labels, r.ctx->stream());
       clip();
       r.optimizer->step(*r.ctx, r.model->params());
       // The batch's device buffers go back to the pool below: finish the work that reads them.
@@ -346,7 +348,10 @@ TrainResult Trainer::fit(std::ostream* log) {
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
                                impl_->features.row_bytes(),
                                lead.ctx->is_cuda(),
-                               cfg_.optimizer.schedule != "constant" || cfg_.optimizer.warmup_epochs > 0};
+                               cfg_.optimizer.schedule != "constant" || cfg_.optimizer.warmup_epochs > 0,
+                               impl_->task.task, impl_->task.select_by};
+  result.task = impl_->task.task;
+  result.select_by = impl_->task.select_by;
 
   if (log) {
     *log << "training " << cfg_.model.type << " (" << lead.model->num_parameters() << " parameters) on "
@@ -361,6 +366,27 @@ TrainResult Trainer::fit(std::ostream* log) {
            << (lead.gpu_graph->place() == GpuGraph::Place::kHost ? " from the CSR in host memory" : "");
     *log << "\n";
     if (!impl_->sampling_note.empty()) *log << "  " << impl_->sampling_note << "\n";
+    {
+      const TaskSetup& t = impl_->task;
+      *log << "task: " << task_name(t.task) << (cfg_.model.task == "auto" ? " (from the labels: " : " (model.task; ");
+      if (t.targets > 1) *log << t.targets << " binary targets per node";
+      else *log << t.num_classes << " classes";
+      *log << "), " << (t.task == Task::kMulticlass ? "softmax cross-entropy" : "sigmoid binary cross-entropy");
+      if (t.loss.w_neg != 1.0f || t.loss.w_pos != 1.0f)
+        *log << " with class weights " << t.loss.w_neg << " (negative), " << t.loss.w_pos << " (positive)";
+      *log << "; model selection by validation " << metric_name(t.select_by)
+           << (cfg_.train.select_by == "auto" ? " (train.select_by auto)" : "") << "\n";
+      // Accuracy on a skewed split says little: a model predicting the majority class scores it.
+      std::vector<int32_t> train_labels;
+      for (int64_t v : train_ids)
+        for (int64_t k = 0; k < t.targets; ++k)
+          train_labels.push_back(data_.labels[static_cast<std::size_t>(v * t.targets + k)]);
+      const double major = majority_share(train_labels, t.num_classes);
+      if (t.select_by == Metric::kAccuracy && major > 0.75)
+        *log << "warning: " << static_cast<int>(std::lround(100 * major)) << "% of the training split's labels are "
+             << "one class: accuracy selects models that predict it (it scores " << static_cast<int>(std::lround(100 * major))
+             << "%); select by roc_auc or macro_f1 (train.select_by)\n";
+    }
     if (lead.ctx->is_cuda()) {
       // Where the feature rows come from (ARCHITECTURE.md's tiers), and why.
       *log << "feature rows: " << impl_->features.rows() << " x " << impl_->features.cols() << " "
@@ -462,13 +488,18 @@ TrainResult Trainer::fit(std::ostream* log) {
     if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
       const auto eval_start = std::chrono::steady_clock::now();
       // One pipeline for both; their batches are kept for the next epochs when they fit.
-      const std::vector<double> acc = accuracies({&valid_ids, &test_ids}, /*keep=*/true);
+      const std::vector<NodeMetrics> m = metrics_of({&valid_ids, &test_ids}, /*keep=*/true);
       st.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
-      st.valid_acc = acc[0];
-      st.test_acc = acc[1];
-      if (st.valid_acc > result.best_valid_acc) {
-        result.best_valid_acc = st.valid_acc;
-        result.test_acc_at_best = st.test_acc;
+      st.valid = m[0];
+      st.test = m[1];
+      st.valid_acc = m[0].accuracy;
+      st.test_acc = m[1].accuracy;
+      st.valid_selected = m[0].get(impl_->task.select_by);
+      st.test_selected = m[1].get(impl_->task.select_by);
+      // NaN (a metric the split leaves undefined) never wins.
+      if (st.valid_selected > result.best_valid_acc) {
+        result.best_valid_acc = st.valid_selected;
+        result.test_acc_at_best = st.test_selected;
         result.best_epoch = epoch;
         if (writer && !cfg_.train.save_best.empty())
           save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, epoch, data_shape);
@@ -478,7 +509,7 @@ TrainResult Trainer::fit(std::ostream* log) {
     // Early stopping, decided at an evaluation: every process has the same (all-reduced) accuracies,
     // so all of them stop after the same epoch. At the last epoch too: the checkpoint then says
     // so, and a resume to more epochs stops where an uninterrupted longer run would have.
-    const bool stop = st.valid_acc >= 0 && cfg_.train.patience > 0 && result.best_epoch > 0 &&
+    const bool stop = st.valid_acc != -1 && cfg_.train.patience > 0 && result.best_epoch > 0 &&
                       epoch - result.best_epoch >= cfg_.train.patience;
 
     metrics.write(epoch_record(st, report));
@@ -494,7 +525,8 @@ TrainResult Trainer::fit(std::ostream* log) {
       result.stopped_early = epoch;
       const int64_t gap = epoch - result.best_epoch;
       if (log)
-        *log << "early stop after epoch " << epoch << ": no better validation accuracy in the " << gap << " epoch"
+        *log << "early stop after epoch " << epoch << ": no better validation " << metric_name(impl_->task.select_by)
+             << " in the " << gap << " epoch"
              << (gap > 1 ? "s" : "") << " since epoch " << result.best_epoch << " (train.patience "
              << cfg_.train.patience << ")\n";
       break;

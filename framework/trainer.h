@@ -22,6 +22,7 @@
 
 #include "framework/config.h"
 #include "framework/context.h"
+#include "framework/task_metrics.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_table.h"
@@ -33,7 +34,10 @@ struct EpochStats {
   double lr = 0;  // the epoch's learning rate (optimizer.schedule)
   double grad_norm = -1;  // optimizer.clip_norm > 0: mean global gradient norm before clipping; else -1
   double loss = 0, train_acc = 0;
-  double valid_acc = -1, test_acc = -1;  // -1 when not evaluated this epoch
+  double valid_acc = -1, test_acc = -1;  // accuracy; -1 when not evaluated this epoch
+  NodeMetrics valid, test;               // every metric of the task (when evaluated)
+  // The value of train.select_by on valid and test (model selection); -1 when not evaluated.
+  double valid_selected = -1, test_selected = -1;
   double seconds = 0;                    // training time of the epoch (evaluation excluded)
   double eval_seconds = -1;              // time of the epoch's evaluation (valid and test); -1 when none
   // Host milliseconds per stage, summed over the epoch's batches. S, R, K and T run in the
@@ -51,7 +55,11 @@ struct EpochStats {
 struct TrainResult {
   std::vector<EpochStats> epochs;
   int64_t best_epoch = 0;
+  // The validation value of the selection metric (train.select_by: accuracy for multiclass tasks
+  // unless set) at the best epoch, and the test value of the same metric there.
   double best_valid_acc = -1, test_acc_at_best = -1;
+  Task task = Task::kMulticlass;
+  Metric select_by = Metric::kAccuracy;
   std::string device;  // "cpu" or the GPU's name (of the first replica)
   int64_t replicas = 1;  // data-parallel replicas over all processes
   int64_t stopped_early = 0;  // the epoch after which train.patience ended the run; 0 = it did not
@@ -84,6 +92,11 @@ class Trainer {
   // the same accuracies, with one pipeline's set-up and one collective instead of one per list.
   // A null pointer among them is refused (gt::Error).
   std::vector<double> evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists);
+  // Every metric of the task (framework/task_metrics.h) on each list, as evaluate_lists.
+  std::vector<NodeMetrics> evaluate_metrics(const std::vector<const std::vector<int64_t>*>& lists);
+  // The node task (model.task, or the one the labels imply) and the selection metric (train.select_by).
+  Task task() const;
+  Metric select_by() const;
 
   // The first replica's model and context (every replica holds the same parameters).
   Model& model();
@@ -100,8 +113,8 @@ class Trainer {
   int process_rank() const;
 
  private:
-  // evaluate_lists; `keep`: the training loop's lists, whose batches may be kept between epochs.
-  std::vector<double> accuracies(const std::vector<const std::vector<int64_t>*>& lists, bool keep);
+  // evaluate_metrics; `keep`: the training loop's lists, whose batches may be kept between epochs.
+  std::vector<NodeMetrics> metrics_of(const std::vector<const std::vector<int64_t>*>& lists, bool keep);
   Config cfg_;
   Dataset data_;
   struct Impl;

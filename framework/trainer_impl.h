@@ -24,6 +24,7 @@
 #include "framework/progress.h"
 #include "framework/thread_group.h"
 #include "framework/trace.h"
+#include "framework/train_data.h"
 #include "framework/trainer.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
@@ -45,6 +46,7 @@ inline bool one_full_batch(const Config& cfg, std::size_t train_nodes) {
 struct EvalPiece {
   std::size_t list;
   int64_t row0, rows;
+  int64_t at;  // the position in the list of the piece's first row
 };
 
 // The training loop's evaluation batches, kept from its first evaluation (train.eval_cache_mb):
@@ -122,6 +124,12 @@ struct Trainer::Impl {
   std::unique_ptr<MappedHostTable> host_table;
   std::vector<std::string> feature_notes;  // where the feature rows come from, for the log
   std::string sampling_note;               // where sampling runs and why, for the log
+  TaskSetup task;
+  // GCN with symmetric normalisation: d^-1/2 of every node (node_scales), for the pipelines.
+  std::vector<float> node_scales;
+  const std::vector<float>* node_scale_of(const Replica& r) const {
+    return r.model->needs_node_scale() ? &node_scales : nullptr;
+  }
   void build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
   void map_host_table(const Config& cfg);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
@@ -231,11 +239,13 @@ struct Trainer::Impl {
   // train_epoch's work, run by it (inside run_flushing_denormals on the CPU).
   EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                               const std::vector<std::vector<int64_t>>& batches, bool keep, ProgressBar& bar);
-  // Correct predictions (summed over the job's replicas) on each of several id lists, through one
-  // pipeline (see the definition). `keep`: the lists are the training loop's, the same at every
-  // call, and their batches may be kept in r.eval_cache.
-  std::vector<int64_t> evaluate(Replica& r, const Config& cfg, const Dataset& data,
-                                const std::vector<const std::vector<int64_t>*>& lists, bool keep = false);
+  // The model's outputs on each of several id lists, gathered from the job's replicas, through
+  // one pipeline (see the definition): per list, [ids, width] row-major in the list's order, where
+  // width is 1 for multiclass tasks (the predicted class, as a float) and the logits' width for
+  // sigmoid tasks. `keep`: the lists are the training loop's, the same at every call, and their
+  // batches may be kept in r.eval_cache.
+  std::vector<std::vector<float>> evaluate(Replica& r, const Config& cfg, const Dataset& data,
+                                           const std::vector<const std::vector<int64_t>*>& lists, bool keep = false);
   // The bytes r.eval_cache may hold (train.eval_cache_mb; auto: an eighth of the GPU's memory, or
   // 512 MiB on the CPU).
   static int64_t eval_cache_budget(const Config& cfg, const Replica& r);

@@ -29,6 +29,7 @@ void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int
              int device, Stream s);
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
 void scale(float alpha, float* y, int64_t n, int device, Stream s);
+void scale_rows(const float* x, const float* r, float* y, int64_t n, int64_t F, int device, Stream s);
 // count <= kMaxAdamGroup tensors on one device, in one launch.
 void adam_group(float* const* params, const float* const* grads, float* const* ms, float* const* vs,
                 const int64_t* ns, int count, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
@@ -290,6 +291,31 @@ void axpy(float alpha, const Tensor& x, Tensor& y, Stream s) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   for_each_index(n, [&](int64_t i) { yp[i] += alpha * xp[i]; });
+}
+
+void scale_rows(const Tensor& x, const Tensor& r, Tensor& y, Stream s) {
+  const char* op = "scale_rows";
+  check_float(x, "x", op);
+  check_float(r, "r", op);
+  GT_CHECK_ARG(x.dim() == 2, op, ": x must be [n, F], got ", x.str());
+  GT_CHECK_ARG(r.dim() >= 1 && r.dim() <= 2 && (r.dim() == 1 || r.size(1) == 1) && r.size(0) >= x.size(0), op,
+               ": r must be [m] or [m, 1] with m >= ", x.size(0), " rows, got ", r.str());
+  check_same(x, "x", y, "y", op);
+  GT_CHECK_ARG(r.device() == x.device(), op, ": r is on ", r.device().str(), " but x is on ", x.device().str());
+  const int64_t n = x.size(0), F = x.size(1);
+  if (n == 0 || F == 0) return;
+  if (x.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::scale_rows(x.data<float>(), r.data<float>(), y.data<float>(), n, F, dev_of(x), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* px = x.data<float>();
+  const float* pr = r.data<float>();
+  float* py = y.data<float>();
+  for_each_index(n * F, [&](int64_t i) { py[i] = px[i] * pr[i / F]; });
 }
 
 void scale(float alpha, Tensor& y, Stream s) {

@@ -221,6 +221,11 @@ __global__ void scale_kernel(float alpha, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] *= alpha;
 }
 
+// y[i] = x[i] * r[i / F], grid-stride over the n * F elements (one writer each; in place safe).
+__global__ void scale_rows_kernel(const float* x, const float* r, float* y, int64_t n, int64_t F) {
+  for (int64_t i = first_index(); i < n * F; i += grid_stride()) y[i] = x[i] * r[i / F];
+}
+
 // One element of Adam: the CPU loop's arithmetic, in its order.
 __device__ __forceinline__ void adam_element(float* param, const float* grad, float* m, float* v, int64_t i, float lr,
                                              float b1, float b2, float eps, float wd, float bc1, float bc2) {
@@ -346,6 +351,11 @@ void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s
 
 void scale(float alpha, float* y, int64_t n, int device, Stream s) {
   scale_kernel<<<grid_for(n, device), kThreads, 0, s>>>(alpha, y, n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void scale_rows(const float* x, const float* r, float* y, int64_t n, int64_t F, int device, Stream s) {
+  scale_rows_kernel<<<grid_for(n * F, device), kThreads, 0, s>>>(x, r, y, n, F);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -47,6 +47,10 @@ void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = n
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s = nullptr);
 // y *= alpha.
 void scale(float alpha, Tensor& y, Stream s = nullptr);
+// y[i, j] = x[i, j] * r[i]: x and y float32 [n, F] (y may be x: in place), r float32 with at least
+// n entries ([m] or [m, 1], m >= n; its first n are read), all on one device. GCN's symmetric
+// normalisation scales rows by d^-1/2 (models/ops.h: RowScaleOp).
+void scale_rows(const Tensor& x, const Tensor& r, Tensor& y, Stream s = nullptr);
 
 // Adam (Kingma & Ba) with L2 weight decay added to the gradient (as torch.optim.Adam does):
 //   g = grad + wd * param; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -20,6 +20,11 @@ namespace cuda_impl {
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
                                                    float* dlogits, int device, Stream s, float* mean);
 void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad);
+// The sigmoid loss: its summary reads through read_loss_summary as (weighted mean, 1, bad).
+std::shared_ptr<void> sigmoid_bce_launch(const float* logits, const int32_t* labels, int64_t m, float w_neg,
+                                         float w_pos, float* dlogits, int device, Stream s, float* mean);
+void count_correct_sigmoid(const float* logits, const int32_t* labels, int64_t m, int device, Stream s,
+                           int64_t* correct, int64_t* bad);
 void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
                    int64_t* correct, int64_t* bad);
 }  // namespace cuda_impl
@@ -58,6 +63,26 @@ int64_t count_labelled(const int32_t* labels, int64_t n, int64_t C, const char* 
     ++labelled;
   }
   return labelled;
+}
+
+// Sigmoid losses: logits [n, T] and labels [n, T] (or [n] for T = 1) on one device.
+void check_sigmoid_inputs(const Tensor& logits, const Tensor& labels, const char* op) {
+  GT_CHECK_ARG(logits.defined() && labels.defined(), op, ": logits and labels must be set");
+  GT_CHECK_ARG(logits.dtype() == DType::kFloat32 && logits.dim() == 2, op, ": logits must be float32 [n, T], got ",
+               logits.str());
+  const bool same = labels.dim() == 2 && labels.shape() == logits.shape();
+  const bool one = labels.dim() == 1 && logits.size(1) == 1 && labels.size(0) == logits.size(0);
+  GT_CHECK_ARG(labels.dtype() == DType::kInt32 && (same || one), op, ": labels must be int32 shaped like the logits ",
+               shape_str(logits.shape()), " (or [n] for one target), got ", labels.str());
+  GT_CHECK_ARG(labels.device() == logits.device(), op, ": logits on ", logits.device().str(), ", labels on ",
+               labels.device().str());
+}
+
+// Throws naming the first entry whose label is not 0, 1 or -1.
+void check_binary_labels(const int32_t* labels, int64_t m, int64_t T, const char* op) {
+  for (int64_t i = 0; i < m; ++i)
+    GT_CHECK_ARG(labels[i] >= -1 && labels[i] <= 1, op, ": label ", labels[i], " at row ", i / T, " target ", i % T,
+                 " is not 0, 1 or -1 (binary and multi-label targets)");
 }
 
 }  // namespace
@@ -177,6 +202,97 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s) {
   });
   int64_t correct = 0;
   for (unsigned char h : hit) correct += h;
+  return correct;
+}
+
+}  // namespace gt
+
+namespace gt {
+
+PendingLoss sigmoid_bce_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s, Tensor* mean,
+                              float w_neg, float w_pos) {
+  const char* op = "sigmoid_bce";
+  check_sigmoid_inputs(logits, labels, op);
+  GT_CHECK_ARG(dlogits.defined() && dlogits.dtype() == DType::kFloat32 && dlogits.shape() == logits.shape(), op,
+               ": dlogits must be float32 shaped like the logits ", shape_str(logits.shape()), ", got ",
+               dlogits.defined() ? dlogits.str() : std::string("nothing"));
+  GT_CHECK_ARG(dlogits.device() == logits.device(), op, ": dlogits on ", dlogits.device().str(), ", logits on ",
+               logits.device().str());
+  GT_CHECK_ARG(std::isfinite(w_neg) && std::isfinite(w_pos) && w_neg > 0 && w_pos > 0, op,
+               ": class weights must be finite and > 0, got ", w_neg, " and ", w_pos);
+  const int64_t m = logits.numel(), T = logits.size(1);
+  PendingLoss result;
+  if (mean) *mean = m == 0 ? Tensor::zeros({1, 1}, DType::kFloat32, logits.device(), s)
+                           : Tensor::empty({1, 1}, DType::kFloat32, logits.device());
+  if (m == 0) {
+    result.known_ = true;
+    return result;
+  }
+  if (logits.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    result.summary_ = cuda_impl::sigmoid_bce_launch(logits.data<float>(), labels.data<int32_t>(), m, w_neg, w_pos,
+                                                    dlogits.data<float>(), logits.device().index, s,
+                                                    mean ? mean->data<float>() : nullptr);
+    result.stream_ = s;
+    result.classes_ = 2;
+    return result;
+#else
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* z = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  float* d = dlogits.data<float>();
+  check_binary_labels(y, m, T, op);
+  double wsum = 0.0;
+  for (int64_t i = 0; i < m; ++i)
+    if (y[i] >= 0) wsum += y[i] == 1 ? w_pos : w_neg;
+  const float inv = wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f;
+  std::vector<float> loss(static_cast<std::size_t>(m), 0.0f);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, m, kRowGrain * 16), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      if (y[i] < 0) {
+        d[i] = 0.0f;
+        continue;
+      }
+      const float w = y[i] == 1 ? w_pos : w_neg, yf = static_cast<float>(y[i]);
+      const float p = 1.0f / (1.0f + std::exp(-z[i]));
+      d[i] = w * (p - yf) * inv;
+      loss[static_cast<std::size_t>(i)] = w * (std::max(z[i], 0.0f) - yf * z[i] + std::log1p(std::exp(-std::fabs(z[i]))));
+    }
+  });
+  double total = 0.0;  // in entry order: deterministic
+  for (float l : loss) total += l;
+  result.value_ = wsum > 0 ? static_cast<float>(total / wsum) : 0.0f;
+  result.known_ = true;
+  if (mean) mean->data<float>()[0] = result.value_;
+  return result;
+}
+
+int64_t count_correct_sigmoid(const Tensor& logits, const Tensor& labels, Stream s) {
+  const char* op = "count_correct_sigmoid";
+  check_sigmoid_inputs(logits, labels, op);
+  const int64_t m = logits.numel();
+  if (m == 0) return 0;
+  if (logits.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    int64_t correct = 0, bad = 0;
+    cuda_impl::count_correct_sigmoid(logits.data<float>(), labels.data<int32_t>(), m, logits.device().index, s,
+                                     &correct, &bad);
+    if (bad > 0)
+      GT_THROW(op, "binary and multi-label targets are 0, 1 or -1", bad, " label(s) other than 0, 1 and -1");
+    return correct;
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* z = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  check_binary_labels(y, m, logits.size(1), op);
+  int64_t correct = 0;
+  for (int64_t i = 0; i < m; ++i)
+    if (y[i] >= 0) correct += (z[i] > 0.0f) == (y[i] == 1);
   return correct;
 }
 

@@ -280,6 +280,79 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- sigmoid binary cross-entropy (loss.h: sigmoid_bce_async) ----
+// Three kernels as for the softmax: one block sums the labelled entries' weights and counts
+// invalid labels; a grid writes each entry's gradient and weighted loss (entries, not rows, are
+// the unit: a multi-label row of 112 targets is 112 independent terms); one block sums the losses
+// in a fixed order and stores loss_sum = total / weight_sum with labelled = 1, so that
+// read_loss_summary's loss_sum / labelled is the weighted mean. No atomics: losses and gradients
+// are bitwise reproducible.
+struct BceSummary {
+  Summary s;  // first: read_loss_summary reads a Summary at the same address
+  double weight_sum;
+};
+
+__device__ __forceinline__ float bce_weight(int32_t y, float w_neg, float w_pos) { return y == 1 ? w_pos : w_neg; }
+
+__global__ void __launch_bounds__(kReduceThreads)
+    bce_weights_kernel(const int32_t* __restrict__ labels, int64_t m, float w_neg, float w_pos,
+                       BceSummary* __restrict__ out) {
+  __shared__ double shared_w[kReduceThreads];
+  __shared__ unsigned long long shared_n[kReduceThreads];
+  double w = 0.0;
+  unsigned long long bad = 0;
+  for (int64_t i = threadIdx.x; i < m; i += kReduceThreads) {
+    const int32_t y = labels[i];
+    if (y == 0 || y == 1) w += bce_weight(y, w_neg, w_pos);
+    else if (y != -1) ++bad;
+  }
+  w = block_sum(w, shared_w);
+  bad = block_sum(bad, shared_n);
+  if (threadIdx.x == 0) {
+    out->weight_sum = w;
+    out->s.bad = bad;
+  }
+}
+
+// One thread per entry (grid-stride). loss = w (max(z, 0) - y z + log1p(exp(-|z|))),
+// d = w (sigmoid(z) - y) / weight_sum; unlabelled (and invalid) entries get 0.
+__global__ void __launch_bounds__(kThreads)
+    bce_entries_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t m, float w_neg,
+                       float w_pos, BceSummary* __restrict__ summary, float* __restrict__ dlogits,
+                       float* __restrict__ entry_loss) {
+  const double wsum = summary->weight_sum;
+  const float inv = wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t y = labels[i];
+    if (y != 0 && y != 1) {
+      dlogits[i] = 0.0f;
+      entry_loss[i] = 0.0f;
+      continue;
+    }
+    const float z = logits[i], w = bce_weight(y, w_neg, w_pos), yf = static_cast<float>(y);
+    const float p = 1.0f / (1.0f + expf(-z));
+    dlogits[i] = w * (p - yf) * inv;
+    entry_loss[i] = w * (fmaxf(z, 0.0f) - yf * z + log1pf(expf(-fabsf(z))));
+  }
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    bce_sum_kernel(const float* __restrict__ entry_loss, int64_t m, BceSummary* __restrict__ out,
+                   float* __restrict__ mean) {
+  __shared__ double shared[kReduceThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < m; i += kReduceThreads) acc += entry_loss[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) {
+    const double wsum = out->weight_sum;
+    const double value = wsum > 0 ? acc / wsum : 0.0;
+    out->s.loss_sum = value;
+    out->s.labelled = 1;
+    if (mean) *mean = out->s.bad ? __int_as_float(0x7fc00000) : static_cast<float>(value);
+  }
+}
+
 Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
   Summary h_summary{};
   GT_CUDA_CHECK(cudaMemcpyAsync(&h_summary, d_summary, sizeof(Summary), cudaMemcpyDeviceToHost, s));
@@ -316,6 +389,56 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
   sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, d_summary, mean);
   GT_CUDA_LAUNCH_CHECK();
   return summary;
+}
+
+std::shared_ptr<void> sigmoid_bce_launch(const float* logits, const int32_t* labels, int64_t m, float w_neg,
+                                         float w_pos, float* dlogits, int device, Stream s, float* mean) {
+  std::shared_ptr<void> summary(device_alloc(sizeof(BceSummary), device),
+                                [device](void* p) { device_free(p, device); });
+  auto* d_summary = static_cast<BceSummary*>(summary.get());
+  DeviceScratch scratch(static_cast<std::size_t>(m) * sizeof(float), device);
+  auto* d_entry_loss = static_cast<float*>(scratch.ptr);
+  bce_weights_kernel<<<1, kReduceThreads, 0, s>>>(labels, m, w_neg, w_pos, d_summary);
+  GT_CUDA_LAUNCH_CHECK();
+  int sms = 0;
+  GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t needed = (m + kThreads - 1) / kThreads;
+  const int64_t resident = static_cast<int64_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
+  bce_entries_kernel<<<static_cast<int>(needed < resident ? needed : resident), kThreads, 0, s>>>(
+      logits, labels, m, w_neg, w_pos, d_summary, dlogits, d_entry_loss);
+  GT_CUDA_LAUNCH_CHECK();
+  bce_sum_kernel<<<1, kReduceThreads, 0, s>>>(d_entry_loss, m, d_summary, mean);
+  GT_CUDA_LAUNCH_CHECK();
+  return summary;
+}
+
+// Labelled entries (0 or 1) whose logit's sign agrees (> 0 predicts 1), and invalid labels.
+__global__ void __launch_bounds__(kThreads)
+    count_correct_sigmoid_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t m,
+                                 Summary* __restrict__ out) {
+  unsigned long long correct = 0, bad = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t y = labels[i];
+    if (y == 0 || y == 1) correct += (logits[i] > 0.0f) == (y == 1);
+    else if (y != -1) ++bad;
+  }
+  if (correct) atomicAdd(&out->correct, correct);
+  if (bad) atomicAdd(&out->bad, bad);
+}
+
+void count_correct_sigmoid(const float* logits, const int32_t* labels, int64_t m, int device, Stream s,
+                           int64_t* correct, int64_t* bad) {
+  DeviceScratch scratch(sizeof(Summary), device);
+  auto* d_summary = static_cast<Summary*>(scratch.ptr);
+  GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
+  const int64_t blocks = (m + kThreads - 1) / kThreads;
+  count_correct_sigmoid_kernel<<<static_cast<int>(blocks < 4096 ? blocks : 4096), kThreads, 0, s>>>(logits, labels,
+                                                                                                   m, d_summary);
+  GT_CUDA_LAUNCH_CHECK();
+  const Summary h = fetch_summary(d_summary, s);
+  *correct = static_cast<int64_t>(h.correct);
+  *bad = static_cast<int64_t>(h.bad);
 }
 
 void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad) {

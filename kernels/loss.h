@@ -1,4 +1,4 @@
-// Softmax cross-entropy over rows of logits, and accuracy.
+// Softmax cross-entropy over rows of logits, sigmoid binary cross-entropy per entry, and accuracy.
 //
 // logits float32 [n, C], labels int32 [n] (values in [0, C), or -1 = ignore the row).
 // softmax_cross_entropy returns the mean loss over rows with a label and writes
@@ -29,6 +29,7 @@ class PendingLoss {
 
  private:
   friend PendingLoss softmax_cross_entropy_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*);
+  friend PendingLoss sigmoid_bce_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*, float, float);
   std::shared_ptr<void> summary_;  // device: loss sum, labelled rows, invalid labels
   Stream stream_ = nullptr;
   int64_t classes_ = 0;
@@ -43,5 +44,20 @@ class PendingLoss {
 PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits,
                                         Stream s = nullptr, Tensor* mean = nullptr);
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
+
+// Sigmoid binary cross-entropy per entry (binary and multi-label node tasks, framework/task_metrics.h).
+// logits float32 [n, T]; labels int32 [n, T], or [n] when T = 1; each label 0, 1 or -1 (the entry
+// is left out). With w_y = w_pos for y = 1 and w_neg for y = 0 (class weights; 1 and 1 = plain):
+//   loss     = sum_e w_y l_e / sum_e w_y over labelled entries e, l = -y log s(z) - (1-y) log(1-s(z))
+//              computed as max(z, 0) - y z + log1p(exp(-|z|)) (no overflow for any finite z);
+//   dlogits  = w_y (s(z) - y) / sum_e w_y; 0 for unlabelled entries.
+// The loss is 0 (and every gradient 0) without labelled entries. Labels other than 0, 1, -1 throw
+// (on the GPU when the value is read, as softmax_cross_entropy_async). The CPU sums in entry order
+// and the GPU in a fixed tree: both are deterministic. w_neg, w_pos must be finite and > 0.
+PendingLoss sigmoid_bce_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s = nullptr,
+                              Tensor* mean = nullptr, float w_neg = 1.0f, float w_pos = 1.0f);
+// Labelled entries (0 or 1) whose logit has the label's side of 0 (> 0 predicts 1); shapes as
+// sigmoid_bce_async. Throws for labels other than 0, 1, -1.
+int64_t count_correct_sigmoid(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
 
 }  // namespace gt

@@ -45,6 +45,10 @@ struct LayerOptions {
   int64_t mlp_hidden = 0;              // GIN: inner width of the MLP
   int64_t heads = 1;                   // GAT: heads; `out` is the width per head
   Init init = Init::kGlorot;
+  // GCN with symmetric normalisation: the graph value of the batch's node scales d^-1/2 (Model's
+  // node_scale input, set by the Model when symmetric is true); -1 = none.
+  bool symmetric = false;
+  int node_scale = -1;
 };
 
 using LayerBuilder = int (*)(Graph& g, const LayerOptions& o, Device d, int x);

@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -9,19 +10,26 @@
 namespace gt {
 
 Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder,
-             Device device, DkpMode dkp_mode)
+             Device device, DkpMode dkp_mode, LossOptions loss)
     : type_(std::move(type)) {
   GT_CHECK_ARG(!layers.empty(), "a model needs at least one layer");
   const int64_t last = static_cast<int64_t>(layers.size()) - 1;
   features_ = graph_.add_input("features", Rows::src(0), in_dim);
+  for (const LayerOptions& o : layers)
+    if (o.symmetric && node_scale_ < 0) node_scale_ = graph_.add_input("node_scale", Rows::src(0), 1);
   int h = features_;
-  for (const LayerOptions& o : layers) {
+  for (LayerOptions o : layers) {
+    if (o.symmetric) o.node_scale = node_scale_;
     if (o.index == last) last_input_ = h;
     h = builder(graph_, o, device, h);
   }
   logits_ = h;
   labels_ = graph_.add_input("labels", Rows::dst(last), 0);
-  auto loss_op = std::make_unique<SoftmaxCrossEntropyOp>();
+  std::unique_ptr<LossOp> loss_op;
+  if (loss.task == Task::kMulticlass)
+    loss_op = std::make_unique<SoftmaxCrossEntropyOp>();
+  else
+    loss_op = std::make_unique<SigmoidBceOp>(loss.w_neg, loss.w_pos);
   loss_op_ = loss_op.get();
   loss_value_ = graph_.add1(std::move(loss_op), {{logits_}, {labels_}}, {"loss", Rows::fixed(1), 1}, last);
   graph_.keep(logits_);
@@ -32,14 +40,14 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   auto planner = std::make_shared<DkpPlanner>(dkp_mode, type_, dkp_device_key(device));
   if (graph_.rewrite_placement(planner) > 0) {
     dkp_ = std::move(planner);
-  } else if (dkp_mode != DkpMode::kAggregateFirst) {
+  } else if (dkp_mode == DkpMode::kCombineFirst) {
     GT_THROW("model.dkp", "kernel placement applies to gcn, sage and gin; use aggregate-first", "model.dkp is '",
              dkp_mode_name(dkp_mode), "' but a ", type_, " graph has no linear Pull -> MatMul pair to place");
   }
 }
 
 Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
-                      uint64_t step, Tensor* final_input, const Tensor* labels) {
+                      uint64_t step, Tensor* final_input, const Tensor* labels, const Tensor* node_scale) {
   GT_CHECK_ARG(static_cast<int64_t>(blocks.size()) == num_layers(), "model has ", num_layers(),
                " layers but the batch has ", blocks.size(), " blocks");
   GT_CHECK_ARG(features.dim() == 2 && features.size(0) == blocks[0].num_src, "layer 0 input has ",
@@ -47,9 +55,18 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
   for (std::size_t l = 1; l < blocks.size(); ++l)
     GT_CHECK_ARG(blocks[l].num_src == blocks[l - 1].num_dst, "layer ", l, " input has ", blocks[l - 1].num_dst,
                  " rows, block has ", blocks[l].num_src, " sources");
+  std::vector<std::pair<int, Tensor>> inputs{{features_, features}, {labels_, labels ? *labels : Tensor()}};
+  if (node_scale_ >= 0) {
+    GT_CHECK_ARG(node_scale && node_scale->defined() && node_scale->dim() == 2 && node_scale->size(1) == 1 &&
+                     node_scale->size(0) == blocks[0].num_src,
+                 "a GCN with symmetric normalisation needs the batch's node scales, float32 [", blocks[0].num_src,
+                 ", 1] (DeviceBatch::node_scale: give BatchPipeline or BatchLoader the model's node_scales), got ",
+                 node_scale && node_scale->defined() ? node_scale->str() : std::string("none"));
+    inputs.emplace_back(node_scale_, *node_scale);
+  }
   if (dkp_) dkp_->begin_batch(training);
   forward_blocks_.clear();
-  graph_.forward(ctx, blocks, {{features_, features}, {labels_, labels ? *labels : Tensor()}}, training, step);
+  graph_.forward(ctx, blocks, inputs, training, step);
   for (const Block& b : blocks) forward_blocks_.push_back({b.num_src, b.num_dst, b.nnz()});
   forward_had_labels_ = labels && labels->defined();
   if (final_input) *final_input = graph_.value(last_input_).rows(0, blocks.back().num_dst);
@@ -106,7 +123,7 @@ int64_t Model::num_parameters() {
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
-                                   uint64_t seed, int64_t in_features) {
+                                   uint64_t seed, int64_t in_features, LossOptions loss) {
   static const std::map<std::string, LayerBuilder> registry = {{"gcn", build_gcn_layer},
                                                                {"sage", build_sage_layer},
                                                                {"ngcf", build_ngcf_layer},
@@ -132,7 +149,13 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   if (cfg.activation != "relu" && cfg.type != "gcn" && cfg.type != "sage" && cfg.type != "gin")
     GT_THROW("model.activation", "leave it relu for ngcf and gat", "model.activation ", cfg.activation,
              " applies to gcn, sage and gin, not to '", cfg.type, "'");
-  if (cfg.aggregation == "max" && cfg.dkp != "aggregate-first")
+  if (cfg.normalization != "symmetric" && cfg.normalization != "mean")
+    GT_THROW("model.normalization", "choose symmetric or mean", "unknown normalization '", cfg.normalization, "'");
+  if (cfg.type == "gcn" && cfg.normalization == "symmetric" && cfg.aggregation != "mean")
+    GT_THROW("model.normalization", "set normalization mean to aggregate by " + cfg.aggregation,
+             "model.normalization symmetric weights GCN's neighbours itself; aggregation ", cfg.aggregation,
+             " needs normalization mean");
+  if (cfg.aggregation == "max" && cfg.dkp == "combine-first")
     GT_THROW("model.dkp", "set model.dkp=aggregate-first", "model.dkp '", cfg.dkp,
              "' cannot place a max aggregation (only sums and means of rows are linear)");
   // The widths validate_config checks, again for callers who build a model from a ModelConfig of
@@ -170,9 +193,23 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.mlp_hidden = !last ? hidden_width(cfg, l) : l > 0 ? hidden_width(cfg, l - 1) : cfg.hidden;
     o.heads = gat ? (last ? cfg.output_heads : cfg.heads) : 1;
     o.init = cfg.init == "torch" ? Init::kTorch : Init::kGlorot;
+    o.symmetric = cfg.type == "gcn" && cfg.normalization == "symmetric";
     layers.push_back(o);
   }
-  return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode);
+  return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode, loss);
+}
+
+std::vector<float> node_scales(const std::vector<int64_t>& indptr, bool self_loops) {
+  std::vector<float> s(indptr.empty() ? 0 : indptr.size() - 1);
+  for (std::size_t v = 0; v < s.size(); ++v) {
+    const double d = static_cast<double>(indptr[v + 1] - indptr[v]) + (self_loops ? 1.0 : 0.0);
+    s[v] = d > 0 ? static_cast<float>(1.0 / std::sqrt(d)) : 0.0f;
+  }
+  return s;
+}
+
+int64_t model_outputs(Task task, int64_t num_classes, int64_t targets) {
+  return task == Task::kMulticlass ? num_classes : task == Task::kBinary ? 1 : targets;
 }
 
 }  // namespace gt

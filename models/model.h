@@ -15,24 +15,40 @@
 #include "framework/config.h"
 #include "framework/context.h"
 #include "framework/dkp.h"
+#include "framework/task_metrics.h"
 #include "models/graph.h"
 #include "models/layers.h"
 
 namespace gt {
 
-class SoftmaxCrossEntropyOp;
+class LossOp;
+
+// The model's output and loss for a node task (framework/task_metrics.h): multiclass = softmax
+// cross-entropy; binary and multilabel = sigmoid binary cross-entropy with class weights
+// (w_neg, w_pos; 1 and 1 unweighted).
+struct LossOptions {
+  Task task = Task::kMulticlass;
+  float w_neg = 1.0f, w_pos = 1.0f;
+};
 
 class Model {
  public:
   // Builds the graph: `layers` builders applied in order to an in_dim-wide input.
+  // dkp_mode kAuto on a graph with no placeable pair runs its fixed order; kCombineFirst there
+  // throws.
   Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder, Device device,
-        DkpMode dkp_mode);
+        DkpMode dkp_mode, LossOptions loss = {});
   // final_input (optional) receives the seeds' rows of the last layer's input, [num_seeds, width]:
   // the last hidden representation (the embedding), or the seed features for a 1-layer model. It
   // is a view of a tensor the next forward() replaces, not overwrites. labels (optional, int32
   // [num_seeds], -1 = unlabelled): also runs the loss node.
+  // node_scale: float32 [blocks[0].num_src, 1] on the device, d^-1/2 of each input row's node
+  // (node_scales), required by a GCN with symmetric normalisation (needs_node_scale) and ignored
+  // otherwise; BatchPipeline and BatchLoader make it (DeviceBatch::node_scale).
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
-                 uint64_t step, Tensor* final_input = nullptr, const Tensor* labels = nullptr);
+                 uint64_t step, Tensor* final_input = nullptr, const Tensor* labels = nullptr,
+                 const Tensor* node_scale = nullptr);
+  bool needs_node_scale() const { return node_scale_ >= 0; }
   // The loss of the last forward() given labels (0 before any). forward() does not wait for the
   // GPU; the first loss() call after it does (queue backward and the optimizer step first), and
   // needs the forward's Context to still exist.
@@ -63,8 +79,9 @@ class Model {
   std::string type_;
   Graph graph_;
   std::shared_ptr<DkpPlanner> dkp_;
+  int node_scale_ = -1;  // the node_scale input (symmetric GCN), or -1
   int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
-  const SoftmaxCrossEntropyOp* loss_op_ = nullptr;  // owned by graph_
+  const LossOp* loss_op_ = nullptr;  // owned by graph_
   // What the last forward() ran on, so that a backward on other blocks, before any forward or
   // from a loss that was not computed is a clear error (it failed deep in the graph before).
   std::vector<std::array<int64_t, 3>> forward_blocks_;  // num_src, num_dst, nnz per block
@@ -77,7 +94,16 @@ class Model {
 // first layer's weight rows for the padding start at zero, and since the padded inputs are zero
 // their gradients are zero too, so they stay zero and the model computes what it would on
 // in_features-wide rows (its other parameters get the values they would get without padding).
+// num_classes is the output width: the classes of a multiclass task, 1 for binary, T targets for
+// multilabel (model_outputs); `loss` picks the loss node.
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
-                                   uint64_t seed, int64_t in_features = 0);
+                                   uint64_t seed, int64_t in_features = 0, LossOptions loss = {});
+// GCN's symmetric normalisation: s[v] = d_v^-1/2 with d_v = in-degree of v in the whole graph (the
+// CSR `indptr`, N + 1 entries) plus 1 when self_loops (the edge v -> v the sampler adds); 0 for a
+// node of degree 0.
+std::vector<float> node_scales(const std::vector<int64_t>& indptr, bool self_loops);
+
+// The logits a task needs: num_classes (multiclass), 1 (binary) or targets (multilabel).
+int64_t model_outputs(Task task, int64_t num_classes, int64_t targets);
 
 }  // namespace gt

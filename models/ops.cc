@@ -110,6 +110,21 @@ void PullOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::ve
 }
 
 // ---- AddDstRows ----
+void RowScaleOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  GT_CHECK_ARG(in[1].defined() && in[1].size(0) >= in[0].size(0), "RowScale: the batch's node scales (",
+               in[1].defined() ? in[1].str() : std::string("none"), ") do not cover its ", in[0].size(0), " rows");
+  r_ = in[1];
+  out[0] = run.in_place ? in[0] : empty_like(in[0]);
+  scale_rows(in[0], r_, out[0], run.ctx.stream());
+}
+
+void RowScaleOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  Tensor dx = empty_like(dout[0]);
+  scale_rows(dout[0], r_, dx, run.ctx.stream());
+  din[0].give(run.ctx, dx);
+}
+
 std::string AddDstRowsOp::label() const { return "AddDstRows " + fmt(alpha_) + " x_v"; }
 
 void AddDstRowsOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -262,7 +277,12 @@ void SoftmaxCrossEntropyOp::forward(const OpRun& run, const std::vector<Tensor>&
   loss_ = softmax_cross_entropy_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0]);
 }
 
-void SoftmaxCrossEntropyOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+void SigmoidBceOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  dlogits_ = empty_like(in[0]);
+  loss_ = sigmoid_bce_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0], w_neg_, w_pos_);
+}
+
+void LossOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
   if (!din[0].wanted()) return;
   const float seed = dout[0].device().is_cuda() ? dout[0].to_vector<float>()[0] : dout[0].data<float>()[0];
   if (seed != 1.0f) scale(seed, dlogits_, run.ctx.stream());

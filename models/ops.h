@@ -54,6 +54,23 @@ class PullOp final : public Op {
   Tensor argmax_;
 };
 
+// y[i, :] = x[i, :] * r[i]: inputs (x [n, F], r [m, 1] with m >= n, its first n rows read). GCN's
+// symmetric normalisation: r = d^-1/2 per node of the batch (Model's node_scale input, the input
+// rows of layer 0, whose prefixes are every later layer's rows). Backward: dx = dy * r (r is data,
+// no gradient).
+class RowScaleOp final : public Op {
+ public:
+  const char* kind() const override { return "RowScale"; }
+  std::string label() const override { return "RowScale d^-1/2"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  int in_place_input() const override { return 0; }
+  void release() override { r_ = Tensor(); }
+
+ private:
+  Tensor r_;
+};
+
 // y = a + alpha * x[:num_dst]: inputs (a [n_dst, F], x as dst_rows). GIN's (1 + eps) self term.
 class AddDstRowsOp final : public Op {
  public:
@@ -150,22 +167,40 @@ class GatAggregateOp final : public Op {
   Tensor z_, el_, er_, alpha_, keep_;
 };
 
-// Softmax cross-entropy of logits [n, C] against labels (int32 [n], -1 = unlabelled): output
-// the mean loss over labelled rows as a CPU float32 [1, 1]. Skipped (output undefined) when the
-// labels input is not given (inference). Backward: the seed's value scales d loss / d logits.
-class SoftmaxCrossEntropyOp final : public Op {
+// A model's loss node: inputs (logits, labels), output the mean loss as a [1, 1] on the logits'
+// device. Skipped (output undefined) when the labels input is not given (inference). Backward:
+// the seed's value scales d loss / d logits.
+class LossOp : public Op {
  public:
   const char* kind() const override { return "Loss"; }
-  std::string label() const override { return "SoftmaxCrossEntropy"; }
-  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
   void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
   void release() override { dlogits_ = Tensor(); }
   // The last forward's loss (read on demand; survives release()).
   const PendingLoss& loss() const { return loss_; }
 
- private:
+ protected:
   Tensor dlogits_;
   PendingLoss loss_;
+};
+
+// Softmax cross-entropy of logits [n, C] against labels (int32 [n], -1 = unlabelled): the mean
+// loss over labelled rows (multiclass tasks).
+class SoftmaxCrossEntropyOp final : public LossOp {
+ public:
+  std::string label() const override { return "SoftmaxCrossEntropy"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+};
+
+// Sigmoid binary cross-entropy of logits [n, T] against labels (int32 [n] or [n, T], 0, 1 or -1):
+// the weighted mean over labelled entries (binary and multi-label tasks; kernels/loss.h).
+class SigmoidBceOp final : public LossOp {
+ public:
+  SigmoidBceOp(float w_neg, float w_pos) : w_neg_(w_neg), w_pos_(w_pos) {}
+  std::string label() const override { return "SigmoidBinaryCrossEntropy"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+
+ private:
+  float w_neg_, w_pos_;
 };
 
 // Cost-DKP (framework/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)

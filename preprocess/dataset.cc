@@ -95,6 +95,23 @@ std::vector<T> read_1d(hid_t file, const std::string& path, const std::string& n
   return out;
 }
 
+// /labels: [n] (one label per node) or [n, T] (T targets per node, row-major).
+std::vector<int32_t> read_labels(hid_t file, const std::string& path, int64_t n, int64_t* targets) {
+  const std::string name = "/labels";
+  H5Id ds = open_dataset(file, path, name);
+  std::vector<hsize_t> dims = h5::dataset_dims(ds.get(), path, name);
+  if (dims.empty() || dims.size() > 2 || dims[0] != static_cast<hsize_t>(n) || (dims.size() == 2 && dims[1] == 0))
+    GT_THROW(path + ":" + name, "labels are [num_nodes] or [num_nodes, targets]", name, " has rank ", dims.size(),
+             dims.empty() ? std::string() : " and " + std::to_string(dims[0]) + " rows", ", expected [", n,
+             "] or [", n, ", T]");
+  check_storage(file, ds.get(), path, name, dims, H5T_INTEGER);
+  *targets = dims.size() == 2 ? static_cast<int64_t>(dims[1]) : 1;
+  std::vector<int32_t> out(static_cast<std::size_t>(n * *targets));
+  if (!out.empty())
+    GT_H5_CHECK(H5Dread(ds.get(), h5::mem_type<int32_t>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, name);
+  return out;
+}
+
 H5Id open_attr(hid_t file, const std::string& path, const char* name) {
   if (H5Aexists(file, name) <= 0)
     GT_THROW(path, "datasets are written by gt-data import-ogb or gt-data synth",
@@ -218,6 +235,11 @@ DatasetInfo read_info(hid_t file, const std::string& path) {
     if (dims.size() != 1) GT_THROW(path + ":" + obj, {}, obj, " is not a list of node ids");
     info.split_sizes[name] = static_cast<int64_t>(dims[0]);
   }
+  if (H5Lexists(file, "/labels", H5P_DEFAULT) > 0) {
+    H5Id labels = open_dataset(file, path, "/labels");
+    const std::vector<hsize_t> dims = h5::dataset_dims(labels.get(), path, "/labels");
+    info.num_targets = dims.size() == 2 ? static_cast<int64_t>(dims[1]) : 1;
+  }
   if (H5Lexists(file, "/features", H5P_DEFAULT) > 0)
     info.feature_dtype = stored_feature_dtype(open_dataset(file, path, "/features").get(), path);
   return info;
@@ -274,7 +296,7 @@ Dataset load(const std::string& path, bool with_features) {
   const int64_t n = ds.info.num_nodes;
   ds.indptr = read_1d<int64_t>(file.get(), path, "/graph/indptr", n + 1);
   ds.indices = read_1d<int32_t>(file.get(), path, "/graph/indices", ds.info.num_edges);
-  ds.labels = read_1d<int32_t>(file.get(), path, "/labels", n);
+  ds.labels = read_labels(file.get(), path, n, &ds.info.num_targets);
   for (const auto& [name, size] : ds.info.split_sizes)
     ds.splits[name] = read_1d<int64_t>(file.get(), path, "/splits/" + name, size);
   if (with_features) {

@@ -31,7 +31,10 @@ struct DatasetInfo {
   int64_t num_nodes = 0;
   int64_t num_edges = 0;  // directed edges stored in the CSR
   int64_t feature_dim = 0;
-  int64_t num_classes = 0;  // 1 + max label
+  int64_t num_classes = 0;  // 1 + max label (2 for multi-label targets)
+  // Label columns per node: 1 (/labels [N]) or T > 1 (/labels [N, T], each target 0, 1 or -1:
+  // a multi-label task). Read from /labels' shape, so files without targets load as before.
+  int64_t num_targets = 1;
   bool directed = false;    // false: the CSR already holds both directions of every edge
   // The type /features is stored in: kFloat32 (also for a float64 table, read as float32),
   // kBFloat16 or kFloat16. Dataset::validate requires features.dtype() to match when defined.
@@ -45,7 +48,7 @@ struct Dataset {
   std::vector<int64_t> indptr;   // [N + 1]
   std::vector<int32_t> indices;  // [E]
   Tensor features;               // [N, F] of info.feature_dtype (float32, bfloat16 or float16), CPU
-  std::vector<int32_t> labels;   // [N]
+  std::vector<int32_t> labels;   // [N * info.num_targets], row-major ([N] for one target)
   std::map<std::string, std::vector<int64_t>> splits;
 
   // Checks sizes and ranges (info matches the arrays, indptr starts at 0, is monotone and ends
@@ -200,7 +203,9 @@ class DatasetWriter {
   // file, row and column, and nothing of the block is written.
   void write_feature_rows(int64_t begin, const Tensor& rows);
   DType feature_dtype() const;
-  void write_labels(const std::vector<int32_t>& labels, int64_t num_classes);
+  // labels [n * targets] row-major; targets > 1 writes /labels as [n, targets] (multi-label:
+  // values 0, 1 or -1, num_classes 2).
+  void write_labels(const std::vector<int32_t>& labels, int64_t num_classes, int64_t targets = 1);
   void write_split(const std::string& name, const std::vector<int64_t>& ids);
   void set_source(const std::string& source);
   void commit();  // closes, fsyncs and renames into place

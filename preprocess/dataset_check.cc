@@ -40,16 +40,25 @@ void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>&
     }
 }
 
-void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where) {
-  if (num_classes > std::max<int64_t>(n, 1))
+void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where,
+                  int64_t targets) {
+  if (targets < 1) GT_THROW(where, {}, "labels have ", targets, " targets per node (at least 1)");
+  if (targets > 1 && num_classes != 2)
+    GT_THROW(where, "multi-label targets are binary: 0, 1 or -1", "labels have ", targets,
+             " targets per node but num_classes is ", num_classes, " (expected 2)");
+  if (num_classes > std::max<int64_t>(n, 1) && targets == 1)
     GT_THROW(where, "labels are class ids 0..num_classes-1", "num_classes = ", num_classes, " exceeds the ", n,
              " nodes");
-  if (static_cast<int64_t>(labels.size()) != n)
-    GT_THROW(where, {}, "there are ", labels.size(), " labels for ", n, " nodes");
+  if (static_cast<int64_t>(labels.size()) != n * targets)
+    GT_THROW(where, {}, "there are ", labels.size(), " labels for ", n, " nodes x ", targets, " targets");
   for (std::size_t v = 0; v < labels.size(); ++v)
-    if (labels[v] < -1 || labels[v] >= num_classes)
-      GT_THROW(where, "labels are 0..num_classes-1, or -1 for unlabelled", "labels[", v, "] = ", labels[v],
-               " is out of range for ", num_classes, " classes");
+    if (labels[v] < -1 || labels[v] >= num_classes) {
+      if (targets == 1)
+        GT_THROW(where, "labels are 0..num_classes-1, or -1 for unlabelled", "labels[", v, "] = ", labels[v],
+                 " is out of range for ", num_classes, " classes");
+      GT_THROW(where, "multi-label targets are 0, 1 or -1", "labels[", v / static_cast<std::size_t>(targets), ", ",
+               v % static_cast<std::size_t>(targets), "] = ", labels[v], " is not 0, 1 or -1");
+    }
 }
 
 void check_split(const std::string& name, const std::vector<int64_t>& ids, int64_t n, const std::string& where) {
@@ -132,7 +141,7 @@ void Dataset::validate(const std::string& where) const {
       detail::check_finite_rows16(static_cast<const uint16_t*>(features.raw()), features.dtype(), n,
                                   info.feature_dim, 0, where);
   }
-  detail::check_labels(labels, n, info.num_classes, where);
+  detail::check_labels(labels, n, info.num_classes, where, info.num_targets);
   for (const auto& [name, ids] : splits) detail::check_split(name, ids, n, where);
   for (const auto& [name, size] : info.split_sizes) {
     auto it = splits.find(name);

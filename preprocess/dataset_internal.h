@@ -16,7 +16,9 @@ namespace gt::detail {
 // Each throws gt::Error naming `where` and the first bad entry. n is the number of nodes.
 void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, int64_t n,
                  const std::string& where);
-void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where);
+// labels [n * targets]; with targets > 1 (multi-label) each value is 0, 1 or -1 and num_classes 2.
+void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where,
+                  int64_t targets = 1);
 void check_split(const std::string& name, const std::vector<int64_t>& ids, int64_t n, const std::string& where);
 
 // The error for a NaN or infinite feature value, the same wherever one is found: in a table read

@@ -197,14 +197,17 @@ void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
   m.feature_ranges.emplace_back(begin, begin + rows.size(0));
 }
 
-void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num_classes) {
+void DatasetWriter::write_labels(const std::vector<int32_t>& labels, int64_t num_classes, int64_t targets) {
   Impl& m = *impl_;
   m.check_open();
   GT_CHECK_ARG(!m.labels_written, "the labels of '", m.path, "' were already written");
   GT_CHECK_ARG(num_classes >= 0, "num_classes = ", num_classes, " is negative");
-  detail::check_labels(labels, m.n, num_classes, m.path);
+  detail::check_labels(labels, m.n, num_classes, m.path, targets);
   std::lock_guard lock(hdf5_mutex());
-  m.writing([&] { h5::write_1d(m.file.get(), m.tmp, "/labels", labels.data(), labels.size()); });
+  m.writing([&] {
+    h5::write_1d(m.file.get(), m.tmp, "/labels", labels.data(), labels.size(),
+                 targets > 1 ? static_cast<std::size_t>(targets) : 0);
+  });
   m.num_classes = num_classes;
   m.labels_written = true;
 }
@@ -278,7 +281,7 @@ void save_dataset(const Dataset& ds, const std::string& path) {
   DatasetWriter w(path, ds.info.num_nodes, ds.info.feature_dim, ds.features.dtype());
   w.write_graph(ds.indptr, ds.indices, ds.info.directed);
   w.write_feature_rows(0, ds.features);
-  w.write_labels(ds.labels, ds.info.num_classes);
+  w.write_labels(ds.labels, ds.info.num_classes, ds.info.num_targets);
   for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
   w.set_source(ds.info.source);
   w.commit();
@@ -310,7 +313,7 @@ void convert_dataset(const std::string& in, const std::string& out, DType dtype,
     w.write_feature_rows(begin, dtype == DType::kFloat32 ? rows : convert_features(rows, dtype, begin, in));
     if (progress) progress(end, n);
   }
-  w.write_labels(ds.labels, ds.info.num_classes);
+  w.write_labels(ds.labels, ds.info.num_classes, ds.info.num_targets);
   for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
   w.set_source(ds.info.source);
   w.commit();

@@ -145,46 +145,73 @@ void build_csr(const EdgeList& edges, int64_t n, bool directed, std::vector<int6
 // Labels: one integer per line; -1, an empty line or "nan" mean unlabelled. Returns 1 + max.
 // Blank lines at the end of the file beyond the N-th row are not rows (an editor's final blank
 // line made "2709 label rows, but the graph has 2708 nodes"); within the first N rows a blank
-// line is an unlabelled node.
-int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& labels) {
+// line is an unlabelled node. T comma-separated columns per line (the first non-blank line sets
+// T; ogbn-proteins has 112) are T binary targets: each 0, 1, or -1 / "nan" / empty (missing);
+// `labels` is then [n, T] row-major, *targets = T and the result 2.
+int64_t read_labels(const std::string& path, int64_t n, std::vector<int32_t>& labels, int64_t* targets) {
   labels.clear();
   labels.reserve(static_cast<std::size_t>(std::min(n, max_lines(path, 1))));
   GzLineReader r(path);
   std::string_view line;
-  int64_t max_label = -1, blank = 0, trailing_blank = 0;
+  int64_t max_label = -1, blank = 0, trailing_blank = 0, rows = 0;
+  int64_t T = 0;  // columns; 0 until the first non-blank line
   while (r.next(line)) {
-    std::string_view field = trim(line);
-    blank += field.empty();
-    trailing_blank = field.empty() ? trailing_blank + 1 : 0;
-    int64_t label = -1;
-    if (field.find(',') != std::string_view::npos)
-      r.fail("the label line " + excerpt(line) + " has several columns",
-             "only single-label node classification is supported");
-    float f = 0.0f;
-    if (field.empty() || field == "nan" || field == "NaN" || field == "NAN") {
-      label = -1;
-    } else if (!parse_int64(field, label)) {
-      // Some exports write labels as floats ("3.0").
-      if (!parse_float(field, f) || std::isnan(f) || f != std::floor(f) || std::fabs(f) > 1e9f)
-        r.fail("label " + excerpt(line) + " is not an integer");
-      label = std::isnan(f) ? -1 : static_cast<int64_t>(f);
+    const std::string_view whole = trim(line);
+    blank += whole.empty();
+    trailing_blank = whole.empty() ? trailing_blank + 1 : 0;
+    const int64_t cols = whole.empty() ? 0 : 1 + static_cast<int64_t>(std::count(whole.begin(), whole.end(), ','));
+    if (T == 0 && cols > 0) {
+      T = cols;
+      if (T > 1 && rows > 0) labels.resize(static_cast<std::size_t>(rows * T), -1);  // blank rows before: missing
     }
-    if (label < -1 || label > INT32_MAX - 1) r.fail("label " + excerpt(line) + " is out of range (-1 = unlabelled)");
-    // Class ids are 0..C-1 with C at most the number of nodes (a class per node at most): a label
-    // of 10^8 on a small graph is a wrong column, and would size every per-class table.
-    if (label >= n)
-      r.fail("label " + excerpt(line) + " is not a class id below the number of nodes (" + std::to_string(n) + ")",
-             "labels are class ids 0..C-1");
-    labels.push_back(static_cast<int32_t>(label));
-    max_label = std::max(max_label, label);
+    if (cols > 0 && cols != T)
+      r.fail("the label line " + excerpt(line) + " has " + std::to_string(cols) + " columns, the first label line " +
+                 std::to_string(T),
+             "every node has the same number of targets");
+    ++rows;
+    if (cols == 0 && T > 1) {  // a blank row of multi-label targets: all missing
+      labels.insert(labels.end(), static_cast<std::size_t>(T), -1);
+      continue;
+    }
+    std::string_view rest = whole;
+    for (int64_t k = 0; k < std::max<int64_t>(cols, 1); ++k) {
+      const std::size_t comma = std::min(rest.find(','), rest.size());
+      const std::string_view field = trim(rest.substr(0, comma));
+      rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view();
+      int64_t label = -1;
+      float f = 0.0f;
+      if (field.empty() || field == "nan" || field == "NaN" || field == "NAN") {
+        label = -1;
+      } else if (!parse_int64(field, label)) {
+        // Some exports write labels as floats ("3.0").
+        if (!parse_float(field, f) || std::isnan(f) || f != std::floor(f) || std::fabs(f) > 1e9f)
+          r.fail("label " + excerpt(line) + " is not an integer");
+        label = std::isnan(f) ? -1 : static_cast<int64_t>(f);
+      }
+      if (label < -1 || label > INT32_MAX - 1) r.fail("label " + excerpt(line) + " is out of range (-1 = unlabelled)");
+      // Class ids are 0..C-1 with C at most the number of nodes (a class per node at most): a label
+      // of 10^8 on a small graph is a wrong column, and would size every per-class table.
+      if (label >= n)
+        r.fail("label " + excerpt(line) + " is not a class id below the number of nodes (" + std::to_string(n) + ")",
+               "labels are class ids 0..C-1");
+      if (T > 1 && label > 1)
+        r.fail("target " + std::to_string(k) + " of the label line " + excerpt(line) + " is " + std::to_string(label),
+               "a label file with several columns holds binary targets: 0, 1, or -1 / nan for missing");
+      labels.push_back(static_cast<int32_t>(label));
+      max_label = std::max(max_label, label);
+    }
   }
-  const int64_t rows = static_cast<int64_t>(labels.size());
-  if (rows > n && rows - trailing_blank <= n) labels.resize(static_cast<std::size_t>(n));  // blank lines at the end
-  if (static_cast<int64_t>(labels.size()) != n)
-    GT_THROW(path, "num-node-list.csv.gz and node-label.csv.gz disagree", "'", path, "' has ", labels.size(),
-             " label rows", blank > 0 ? " (" + std::to_string(blank) + " of them blank: a blank line is an unlabelled node)" : "",
+  const int64_t width = std::max<int64_t>(T, 1);
+  if (rows > n && rows - trailing_blank <= n) {  // blank lines at the end
+    labels.resize(static_cast<std::size_t>(n * width));
+    rows = n;
+  }
+  if (rows != n)
+    GT_THROW(path, "num-node-list.csv.gz and node-label.csv.gz disagree", "'", path, "' has ", rows, " label rows",
+             blank > 0 ? " (" + std::to_string(blank) + " of them blank: a blank line is an unlabelled node)" : "",
              ", but the graph has ", n, " nodes");
-  return max_label + 1;
+  *targets = width;
+  return T > 1 ? 2 : max_label + 1;
 }
 
 // The node ids of one split file, sorted. Splits are read one after the other with one `seen`
@@ -409,7 +436,8 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
     splits.emplace_back(name, std::move(ids));
   }
   std::vector<int32_t> labels;
-  const int64_t num_classes = read_labels(raw + "node-label.csv.gz", n, labels);
+  int64_t targets = 1;
+  const int64_t num_classes = read_labels(raw + "node-label.csv.gz", n, labels, &targets);
 
   int64_t expected_edges = -1;
   if (fs::exists(raw + "num-edge-list.csv.gz", ec)) expected_edges = read_count(raw + "num-edge-list.csv.gz", "number of edges");
@@ -433,7 +461,7 @@ void import_ogb(const std::string& dir, const std::string& out_path, const OgbIm
 
   std::unique_ptr<DatasetWriter> writer = write_features(raw + "node-feat.csv.gz", out_path, n, opts.feature_dtype);
   writer->write_graph(indptr, indices, opts.directed);
-  writer->write_labels(labels, num_classes);
+  writer->write_labels(labels, num_classes, targets);
   for (const auto& [name, ids] : splits) writer->write_split(name, ids);
   std::string info_problem;
   const std::string name = info_name(dir, info_problem);

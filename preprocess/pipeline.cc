@@ -420,15 +420,15 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     recheck = true;
     cv.notify_all();
   }
-  // Pinned on a GPU: a copy from pageable memory may wait for the copy stream to drain, which
-  // would hold this thread (and the next batch's sampling) until the batch's gather ends.
-  Tensor lab = Tensor::empty({static_cast<int64_t>(w->seeds.size())}, DType::kInt32, Device::cpu(), /*pinned=*/cuda);
-  int32_t* l = lab.data<int32_t>();
-  for (std::size_t i = 0; i < w->seeds.size(); ++i) l[i] = labels[static_cast<std::size_t>(w->seeds[i])];
-  out.labels = lab;
+  out.labels = gather_labels(labels, features.rows(), w->seeds);
+  if (opts.node_scale) {
+    GT_CHECK_ARG(static_cast<int64_t>(w->frontier.size()) == need, "BatchPipeline: ", w->frontier.size(),
+                 " input ids for ", need, " input rows");
+    out.node_scale = gather_node_scale(*opts.node_scale, w->frontier);
+  }
   if (cuda) {
-    out.labels = lab.to(ctx.device(), ctx.copy_stream());
-    out.keep_alive.push_back(lab);  // read asynchronously
+    out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
+    if (out.node_scale.defined()) out.node_scale = out.node_scale.to(ctx.device(), ctx.copy_stream());
     out.ready = Event::record(ctx.copy_stream());
   }
   {
@@ -478,6 +478,14 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
                     &out.keep_alive);
       out.keep_alive.push_back(g.input_nodes);
+      if (opts.node_scale) {  // the scales are gathered on the host, from the ids
+        // On the sampler's stream, where the ids are complete: on s the copy would wait for the
+        // gather just queued there.
+        Tensor ids = g.input_nodes.to(Device::cpu(), gpu.stream());
+        stream_synchronize(gpu.stream());
+        const int32_t* p = ids.data<int32_t>();
+        w->frontier.assign(p, p + n_in);
+      }
       w->rows_done = n_in;
       w->counted_on_device = true;
       if (check_values) w->gathered = after_gather(s);  // checked by the next node
@@ -504,7 +512,7 @@ void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {
     c.work = w;
     c.begin = 0;
     c.last = true;
-    c.ids = std::move(w->frontier);
+    c.ids = opts.node_scale ? w->frontier : std::move(w->frontier);  // finish_batch reads them for the scales
     add_chunk(c);
   });
 }

@@ -62,6 +62,9 @@ struct PipelineOptions {
   // The feature table mapped for the GPU (preprocess/host_table.h, CUDA only): K reads the rows
   // that the cache does not hold from host memory with a gather kernel (zero copy).
   const MappedHostTable* host = nullptr;
+  // Per-node scales of the whole graph (models/model.h: node_scales, [N]) for a GCN with symmetric
+  // normalisation: each batch gets DeviceBatch::node_scale from them. Outlives the pipeline.
+  const std::vector<float>* node_scale = nullptr;
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed
@@ -78,7 +81,8 @@ struct PipelineTotals {
 
 class BatchPipeline {
  public:
-  // features: float32 [N, F] host tensor or mapped file; labels [N]; both outlive the pipeline.
+  // features: float32 [N, F] host tensor or mapped file; labels [N] or [N, T] (gather_labels);
+  // both outlive the pipeline.
   BatchPipeline(const FeatureTable& features, const std::vector<int32_t>& labels, const NeighborSampler& sampler,
                 const Context& ctx, PipelineOptions opts, TraceRecorder* trace = nullptr);
   ~BatchPipeline();

@@ -31,7 +31,9 @@ namespace {
 // Every draw is philox(key, c0, c1) with c0 = the node (or class) and c1 = purpose << 40 |
 // index, so each value depends only on the seed and what it is for, never on the thread that
 // computes it.
-enum Purpose : uint64_t { kClass = 1, kDegree = 2, kRank = 3, kEdge = 4, kFeature = 5, kCentroid = 6, kSplit = 7 };
+enum Purpose : uint64_t {
+  kClass = 1, kDegree = 2, kRank = 3, kEdge = 4, kFeature = 5, kCentroid = 6, kSplit = 7, kTargetRate = 8, kTarget = 9
+};
 constexpr uint64_t counter(Purpose p, uint64_t index) { return (static_cast<uint64_t>(p) << 40) | index; }
 
 // A draw that was a duplicate or a self-loop is redrawn in up to this many extra rounds.
@@ -113,6 +115,12 @@ void check_options(const SynthOptions& o) {
   if (!(o.signal >= 0.0 && o.signal <= kMaxSignal))
     bad("signal", "--signal", o.signal, detail::concat("must be in [0, ", kMaxSignal, "]"));
   if (o.threads < 0) bad("threads", "--threads", o.threads, "must be >= 0");
+  if (o.targets < 0 || o.targets == 1 || o.targets > 4096)
+    bad("targets", "--targets", o.targets, "must be 0 (one class label) or in [2, 4096]");
+  if (!(o.missing_fraction >= 0.0 && o.missing_fraction <= 0.9))
+    bad("missing_fraction", "--missing", o.missing_fraction, "must be in [0, 0.9]");
+  if (o.missing_fraction > 0.0 && o.targets == 0)
+    bad("missing_fraction", "--missing", o.missing_fraction, "needs --targets (missing entries of multi-label targets)");
 }
 
 class Generator {
@@ -141,7 +149,10 @@ class Generator {
     t0 = Clock::now();
     write_features(writer);
     report(detail::concat("features ", n_, " x ", o_.feature_dim), t0);
-    writer.write_labels(cls_, c_);
+    if (o_.targets > 0)
+      writer.write_labels(multilabel_targets(), 2, o_.targets);
+    else
+      writer.write_labels(cls_, c_);
     write_splits(writer);
     writer.set_source(describe());
     t0 = Clock::now();
@@ -166,6 +177,26 @@ class Generator {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_, grain), [&](const tbb::blocked_range<int64_t>& r) {
       for (int64_t v = r.begin(); v < r.end(); ++v) body(v);
     });
+  }
+
+  // Target t of node v: 1 with probability p(class, t) in {0.1, 0.9}, -1 with missing_fraction.
+  std::vector<int32_t> multilabel_targets() const {
+    const int64_t T = o_.targets;
+    std::vector<double> rate(static_cast<std::size_t>(c_ * T));
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t t = 0; t < T; ++t)
+        rate[static_cast<std::size_t>(c * T + t)] =
+            (random64(key_, c, counter(kTargetRate, static_cast<uint64_t>(t))) >> 63) ? 0.9 : 0.1;
+    std::vector<int32_t> y(static_cast<std::size_t>(n_ * T));
+    for_nodes([&](int64_t v) {
+      for (int64_t t = 0; t < T; ++t) {
+        const Philox4 r = philox(key_, static_cast<uint64_t>(v), counter(kTarget, static_cast<uint64_t>(t)));
+        const bool missing = u01_53((static_cast<uint64_t>(r.v[0]) << 32) | r.v[1]) < o_.missing_fraction;
+        const bool one = u01_53((static_cast<uint64_t>(r.v[2]) << 32) | r.v[3]) < rate[static_cast<std::size_t>(cls_[v] * T + t)];
+        y[static_cast<std::size_t>(v * T + t)] = missing ? -1 : one ? 1 : 0;
+      }
+    });
+    return y;
   }
 
   // Classes uniformly at random; per-class member lists in a random order, so that the nodes
@@ -575,6 +606,7 @@ class Generator {
     if (o_.test_fraction >= 0) os << "/" << o_.test_fraction;
     if (o_.undirected) os << ", undirected";
     os << ", seed " << o_.seed;
+    if (o_.targets > 0) os << ", targets " << o_.targets << " (missing " << o_.missing_fraction << ")";
     return os.str();
   }
 

@@ -6,7 +6,8 @@
 // probability `homophily`, else any class; within a class, sources are drawn with a skew so
 // out-degrees are power-law too. Features are a class centroid times `signal` plus unit
 // Gaussian noise, so a model that averages neighbours (a GNN) beats one that sees only a node's
-// own features (an MLP). Splits: train/valid/test fractions of a seeded permutation; each split
+// own features (an MLP). With `targets`, each node gets T binary targets that depend on its class
+// (multi-label tasks) instead of the class id. Splits: train/valid/test fractions of a seeded permutation; each split
 // with a positive fraction gets one node at least (so num_nodes must be at least their number).
 // Everything is a pure function of the options (seed included), and the output is streamed to
 // HDF5 in row chunks, never holding the feature table in memory.
@@ -44,6 +45,13 @@ struct SynthOptions {
   // drew (Chung-Lu). Heavy-tailed degrees then mean heavy-tailed sampling frequencies, as in
   // real citation graphs. false: directed, as described at the top.
   bool undirected = false;
+  // Multi-label targets instead of the class label: 0 = write the class (one label per node);
+  // T >= 2 writes labels [N, T] of 0 and 1 (num_classes 2): target t of a node is 1 with
+  // probability p(class, t), p drawn per class and target from {0.1, 0.9} (so the targets follow
+  // the homophilous classes and a GNN can learn them), and each entry is -1 (missing) with
+  // probability missing_fraction.
+  int64_t targets = 0;
+  double missing_fraction = 0.0;  // in [0, 0.9]
   uint64_t seed = 0;
   int threads = 0;              // 0 = all cores
   // Type the feature table is stored in: float32, bfloat16 or float16. Rows are drawn in float32

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Mean test accuracy (at the best validation epoch) over 5 seeds for a config.
+# Mean test accuracy (at the best validation epoch) over 5 seeds for a config: the last field of
+# "best valid", the test value of train.select_by (accuracy for multiclass tasks; ROC-AUC for
+# binary and multilabel ones unless set: docs/tasks.md).
 #   scripts/accuracy.sh CONFIG [--set key=value]...
 # Prints one line per seed and the mean; writes nothing else.
 set -euo pipefail

@@ -605,9 +605,12 @@ TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
   EXPECT_TRUE(has(e, "sampling.fanouts entries must be >= 1 or -1 (all neighbours), got 0 [at test.yaml:2]")) << e;
   e = error_of("sampling:\n  eval_fanouts: [5, -2]\n");
   EXPECT_TRUE(has(e, "sampling.eval_fanouts entries must be >= 1 or -1 (all neighbours), got -2 [at test.yaml:2]")) << e;
-  e = validate_error(parse_config("model:\n  type: gat\n  dkp: auto\n", "c.yaml"));
-  EXPECT_TRUE(has(e, "model.dkp is 'auto' but model.type is 'gat' [at c.yaml:3]")) << e;
-  e = validate_error(parse_config("model:\n  dkp: auto\n\n  type: gat\n", "c.yaml"));
+  // dkp auto (the default) runs a model with nothing to place in its fixed order; combine-first
+  // there is refused.
+  EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: gat\n  dkp: auto\n", "c.yaml")));
+  e = validate_error(parse_config("model:\n  type: gat\n  dkp: combine-first\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "model.dkp is 'combine-first' but model.type is 'gat' [at c.yaml:3]")) << e;
+  e = validate_error(parse_config("model:\n  dkp: combine-first\n\n  type: gat\n", "c.yaml"));
   EXPECT_TRUE(has(e, "[at c.yaml:2]")) << e;
   // model.aggregation max: GCN and GraphSAGE only, and never moved by kernel placement.
   EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: sage\n  aggregation: max\n", "c.yaml")));
@@ -616,8 +619,31 @@ TEST(ConfigOutputs, CrossFieldErrorsNameFileAndLine) {
       << e;
   e = validate_error(parse_config("model:\n  type: ngcf\n  aggregation: max\n", "c.yaml"));
   EXPECT_TRUE(has(e, "NGCF aggregates with mean or sum")) << e;
-  e = validate_error(parse_config("model:\n  type: gcn\n  aggregation: max\n  dkp: combine-first\n", "c.yaml"));
-  EXPECT_TRUE(has(e, "model.dkp is 'combine-first' but model.aggregation is max") && has(e, "[at c.yaml:4]")) << e;
+  EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: sage\n  aggregation: max\n  dkp: auto\n", "c.yaml")));
+  e = validate_error(parse_config("model:\n  type: gcn\n  aggregation: max\n  normalization: mean\n  dkp: combine-first\n",
+                                  "c.yaml"));
+  EXPECT_TRUE(has(e, "model.dkp is 'combine-first' but model.aggregation is max") && has(e, "[at c.yaml:5]")) << e;
+  // GCN's symmetric normalisation (the default) weights the neighbours itself: another
+  // aggregation needs normalization mean; select_by roc_auc needs a sigmoid task; class weights
+  // are none, balanced or positive numbers.
+  e = validate_error(parse_config("model:\n  type: gcn\n  aggregation: sum\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "model.aggregation is sum but model.normalization is symmetric") && has(e, "[at c.yaml:3]") &&
+              has(e, "set model.normalization: mean"))
+      << e;
+  EXPECT_NO_THROW(validate_config(parse_config("model:\n  aggregation: sum\n  normalization: mean\n", "c.yaml")));
+  EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: sage\n  aggregation: sum\n", "c.yaml")));
+  e = validate_error(parse_config("model:\n  task: multiclass\ntrain:\n  select_by: roc_auc\n", "c.yaml"));
+  EXPECT_TRUE(has(e, "train.select_by is roc_auc but model.task is multiclass") && has(e, "[at c.yaml:4]")) << e;
+  e = error_of("train:\n  select_by: auc\n");
+  EXPECT_TRUE(has(e, "train.select_by") && has(e, "roc_auc") && has(e, "test.yaml:2")) << e;
+  e = error_of("model:\n  task: regression\n");
+  EXPECT_TRUE(has(e, "model.task") && has(e, "multilabel") && has(e, "test.yaml:2")) << e;
+  for (const char* bad : {"1,0", "1,,2", "x", "1,-3", "inf,1", "balance"}) {
+    e = validate_error(parse_config(std::string("train:\n  class_weights: \"") + bad + "\"\n", "c.yaml"));
+    EXPECT_TRUE(has(e, "train.class_weights") && has(e, "[at c.yaml:2]")) << bad << ": " << e;
+  }
+  EXPECT_NO_THROW(validate_config(parse_config("train:\n  class_weights: \"0.5,2.5\"\n", "c.yaml")));
+  EXPECT_NO_THROW(validate_config(parse_config("train:\n  class_weights: balanced\n", "c.yaml")));
   // model.activation: gcn, sage and gin; NGCF and GAT keep their own.
   EXPECT_NO_THROW(validate_config(parse_config("model:\n  type: gin\n  activation: leaky_relu\n", "c.yaml")));
   e = validate_error(parse_config("model:\n  type: ngcf\n  activation: elu\n", "c.yaml"));

@@ -180,19 +180,21 @@ void expect_models_agree(Device dev) {
   Tensor x = test::tensor_on(test::random_floats(30 * 7, 23), {30, 7}, dev);
   std::vector<int32_t> labels = {0, 2, 1, 2, 0};
   Tensor lab = Tensor::from_vector(labels).to(dev);
-  for (const char* type : {"gcn", "sage", "gin"}) {
+  Tensor scale = test::tensor_on(test::random_floats(30, 24, 0.2f, 1.0f), {30, 1}, dev);
+  for (const char* type : {"gcn", "gcn-mean", "sage", "gin"}) {
     SCOPED_TRACE(type);
     std::vector<std::vector<std::vector<float>>> grads;
     std::vector<std::vector<float>> logits;
     for (const char* mode : {"aggregate-first", "combine-first"}) {
       ModelConfig mc;
-      mc.type = type;
+      mc.type = std::string(type) == "gcn-mean" ? "gcn" : type;  // gcn: symmetric normalisation
+      if (std::string(type) == "gcn-mean") mc.normalization = "mean";
       mc.hidden = 8;
       mc.dropout = 0.3;
       mc.gin_eps = 0.5;
       mc.dkp = mode;
       auto model = build_model(mc, 7, 3, dev, 5);
-      Tensor out = model->forward(ctx, blocks, x, true, 2);
+      Tensor out = model->forward(ctx, blocks, x, true, 2, nullptr, nullptr, &scale);
       Tensor dl = Tensor::empty(out.shape(), DType::kFloat32, dev);
       softmax_cross_entropy(out, lab, dl, ctx.stream());
       model->backward(ctx, blocks, dl);
@@ -363,7 +365,7 @@ TEST(Dkp, CacheRoundTrip) {
 TEST(Dkp, ConfigValidation) {
   Config cfg = parse_config("model: {type: gcn, dkp: auto}\n", "t.yaml");
   EXPECT_EQ(cfg.model.dkp, "auto");
-  EXPECT_EQ(Config().model.dkp, "aggregate-first");
+  EXPECT_EQ(Config().model.dkp, "auto");
   EXPECT_THROW(parse_config("model: {dkp: fastest}\n", "t.yaml"), Error);
   apply_override(cfg, "model.dkp=combine-first");
   EXPECT_NO_THROW(validate_config(cfg));
@@ -373,13 +375,18 @@ TEST(Dkp, ConfigValidation) {
   }
   for (const char* t : {"gat", "ngcf"}) {
     apply_override(cfg, std::string("model.type=") + t);
-    EXPECT_THROW(validate_config(cfg), Error) << t;
+    EXPECT_THROW(validate_config(cfg), Error) << t;  // combine-first: nothing to place
+    apply_override(cfg, "model.dkp=auto");
+    EXPECT_NO_THROW(validate_config(cfg)) << t;  // auto: the fixed order
+    apply_override(cfg, "model.dkp=combine-first");
   }
   EXPECT_THROW(apply_override(cfg, "train.dkp_warmup=1"), Error);
   EXPECT_THROW(parse_dkp_mode("max"), Error);
   ModelConfig mc;
   mc.type = "ngcf";
   mc.dkp = "auto";
+  EXPECT_EQ(build_model(mc, 4, 2, Device::cpu(), 0)->dkp(), nullptr);
+  mc.dkp = "combine-first";
   EXPECT_THROW(build_model(mc, 4, 2, Device::cpu(), 0), Error);
 }
 
@@ -473,6 +480,7 @@ TEST(Dkp, AutoWarmsUpFitsAndCaches) {
   Context ctx(Device::cpu());
   ModelConfig mc;
   mc.type = "gcn";
+  mc.normalization = "mean";
   mc.hidden = 16;
   mc.dropout = 0.0;
   mc.dkp = "auto";

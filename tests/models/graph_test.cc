@@ -146,9 +146,23 @@ TEST(Graph, BadInputsAreNamed) {
   Context ctx;
   ModelConfig mc;
   mc.type = "gcn";
+  mc.normalization = "mean";
   mc.hidden = 4;
   auto model = build_model(mc, 6, 3, Device::cpu(), 1);
   std::vector<Block> blocks = {test::random_block(20, 8, 4, 1), test::random_block(8, 3, 3, 2)};
+  {  // a symmetric GCN without the batch's node scales is named
+    mc.normalization = "symmetric";
+    auto sym = build_model(mc, 6, 3, Device::cpu(), 1);
+    Tensor x6 = Tensor::from_vector(test::random_floats(20 * 6, 3), {20, 6});
+    try {
+      sym->forward(ctx, blocks, x6, false, 0);
+      FAIL() << "no error without node scales";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("node scales"), std::string::npos) << e.what();
+    }
+    Tensor short_scale = Tensor::from_vector(test::random_floats(8, 4), {8, 1});
+    EXPECT_THROW(sym->forward(ctx, blocks, x6, false, 0, nullptr, nullptr, &short_scale), Error);
+  }
   Tensor wrong_cols = Tensor::from_vector(test::random_floats(20 * 5, 3), {20, 5});
   try {
     model->forward(ctx, blocks, wrong_cols, false, 0);

@@ -33,6 +33,7 @@ using test::have_cuda;
 struct Batch {
   std::vector<Block> blocks;
   Tensor features, labels;
+  Tensor node_scale;  // [14, 1] in (0.2, 1]: d^-1/2-like scales for a GCN with symmetric normalisation
 };
 
 // Two blocks (input side first): 14 -> 7 -> 4 nodes; test::random_block leaves about one
@@ -45,6 +46,7 @@ Batch tiny_batch(int64_t in_dim, int64_t classes, uint64_t seed) {
   std::vector<int32_t> y;
   for (int64_t i = 0; i < 4; ++i) y.push_back(static_cast<int32_t>((i * 7 + static_cast<int64_t>(seed)) % classes));
   b.labels = Tensor::from_vector(y);
+  b.node_scale = Tensor::from_vector(test::random_floats(14, seed + 3, 0.2f, 1.0f), {14, 1});
   return b;
 }
 
@@ -53,6 +55,7 @@ Batch batch_on(const Batch& b, Device d) {
   for (const Block& blk : b.blocks) out.blocks.push_back(blk.to(d));
   out.features = b.features.to(d);
   out.labels = b.labels.to(d);
+  out.node_scale = b.node_scale.to(d);
   return out;
 }
 
@@ -68,7 +71,7 @@ ModelConfig model_config(const std::string& type) {
 // Loss of one forward pass; with `grads` also runs backward (fills every Param::grad). In training
 // mode every pass is step 7, so dropout masks are the same in each of them.
 double loss_of(Model& m, const Context& ctx, const Batch& b, bool grads, bool training = false) {
-  Tensor logits = m.forward(ctx, b.blocks, b.features, training, training ? 7 : 0);
+  Tensor logits = m.forward(ctx, b.blocks, b.features, training, training ? 7 : 0, nullptr, nullptr, &b.node_scale);
   Tensor dlogits = Tensor::empty(logits.shape(), DType::kFloat32, logits.device());
   const double loss = softmax_cross_entropy(logits, b.labels, dlogits, ctx.stream());
   if (grads) {
@@ -142,6 +145,18 @@ void check_gradients(const ModelConfig& cfg, uint64_t seed, bool training = fals
 
 TEST(ModelGradients, NgcfMean) { check_gradients(model_config("ngcf"), 11); }
 
+// GCN's two normalisations: symmetric (RowScale d^-1/2 -> Pull sum -> MatMul -> RowScale, the
+// default) and the paper's mean; the symmetric one under both kernel placements.
+TEST(ModelGradients, GcnSymmetricAndMean) {
+  ModelConfig c = model_config("gcn");
+  for (const char* dkp : {"aggregate-first", "combine-first"}) {
+    c.dkp = dkp;
+    check_gradients(c, 17);
+  }
+  c.normalization = "mean";
+  check_gradients(c, 18);
+}
+
 TEST(ModelGradients, NgcfSum) {
   ModelConfig c = model_config("ngcf");
   c.aggregation = "sum";
@@ -156,6 +171,7 @@ TEST(ModelGradients, GcnAndSageSumAndMax) {
     for (std::string f : {"sum", "max"}) {
       ModelConfig c = model_config(type);
       c.aggregation = f;
+      c.normalization = "mean";  // GCN: aggregate by f
       check_gradients(c, seed++);
     }
 }
@@ -269,8 +285,10 @@ TEST(ModelRegistry, ShapesAndErrors) {
   EXPECT_EQ(linear.find("ELU"), std::string::npos) << linear;
   c = model_config("sage");
   c.aggregation = "max";
-  c.dkp = "auto";
+  c.dkp = "combine-first";
   EXPECT_THROW(build_model(c, 5, 3, Device::cpu(), 0), Error);
+  c.dkp = "auto";  // nothing to place: the fixed order, no planner
+  EXPECT_EQ(build_model(c, 5, 3, Device::cpu(), 0)->dkp(), nullptr);
   c.dkp = "aggregate-first";
   auto sage_max = build_model(c, 5, 3, Device::cpu(), 0);
   const std::vector<float> y_max = sage_max->forward(ctx, b.blocks, b.features, false, 0).to_vector<float>();
@@ -432,8 +450,10 @@ TEST(ModelInputPadding, PaddedInputComputesTheUnpaddedModel) {
         };
         compare_params("at initialisation");
         for (uint64_t step = 1; step <= 3; ++step) {
-          Tensor lp = plain->forward(ctx, plain_b.blocks, plain_b.features, true, step, nullptr, &plain_b.labels);
-          Tensor lw = wide->forward(ctx, wide_b.blocks, wide_b.features, true, step, nullptr, &wide_b.labels);
+          Tensor lp = plain->forward(ctx, plain_b.blocks, plain_b.features, true, step, nullptr, &plain_b.labels,
+                                     &plain_b.node_scale);
+          Tensor lw = wide->forward(ctx, wide_b.blocks, wide_b.features, true, step, nullptr, &wide_b.labels,
+                                    &wide_b.node_scale);
           test::expect_close(lw.to_vector<float>(), test::to_double(lp.to_vector<float>()), 1e-5, "logits");
           EXPECT_NEAR(wide->loss(), plain->loss(), 1e-5);
           plain->backward_loss(ctx, plain_b.blocks);

@@ -854,3 +854,59 @@ TEST(OgbImportTest, EmptyEdgeFileIsRefused) {
 
 }  // namespace
 }  // namespace gt
+
+namespace gt {
+namespace {
+
+// node-label.csv.gz with T columns (ogbn-proteins' layout): T binary targets per node, written as
+// /labels [N, T] with num_classes 2; nan and blank rows are missing targets; a class id in a
+// several-column file, or a row of another width, is an error naming the line.
+TEST(OgbImportTest, MultiLabelTargets) {
+  TinyOgb t;
+  put(t.dir + "/raw/node-label.csv.gz", "0,1,1\n1,0,nan\n\n0,0,0\n1,1,1\n-1,0,1\n");
+  import_ogb(t.dir, t.out);
+  Dataset ds = load_dataset(t.out);
+  EXPECT_EQ(ds.info.num_targets, 3);
+  EXPECT_EQ(ds.info.num_classes, 2);
+  EXPECT_EQ(read_dataset_info(t.out).num_targets, 3);
+  EXPECT_EQ(ds.labels, (std::vector<int32_t>{0, 1, 1, 1, 0, -1, -1, -1, -1, 0, 0, 0, 1, 1, 1, -1, 0, 1}));
+  put(t.dir + "/raw/node-label.csv.gz", "0,1,1\n1,0\n\n0,0,0\n1,1,1\n0,0,1\n");
+  std::string e = error_of([&] { import_ogb(t.dir, t.out); });
+  EXPECT_NE(e.find("has 2 columns, the first label line 3"), std::string::npos) << e;
+  put(t.dir + "/raw/node-label.csv.gz", "0,1,1\n1,0,2\n\n0,0,0\n1,1,1\n0,0,1\n");
+  e = error_of([&] { import_ogb(t.dir, t.out); });
+  EXPECT_NE(e.find("target 2 of the label line"), std::string::npos) << e;
+}
+
+// gt-data synth --targets: [N, T] labels of 0, 1 and (with missing_fraction) -1, the same for the
+// same options; targets follow the classes, so they are neither constant nor independent of them.
+TEST(SynthTest, MultiLabelTargets) {
+  TempDir tmp;
+  SynthOptions o;
+  o.num_nodes = 500;
+  o.avg_degree = 5;
+  o.feature_dim = 8;
+  o.num_classes = 4;
+  o.targets = 6;
+  o.missing_fraction = 0.2;
+  generate_synthetic(o, tmp.file("a.h5"));
+  generate_synthetic(o, tmp.file("b.h5"));
+  const Dataset a = load_dataset(tmp.file("a.h5"));
+  EXPECT_EQ(a.info.num_targets, 6);
+  EXPECT_EQ(a.info.num_classes, 2);
+  EXPECT_EQ(a.labels, load_dataset(tmp.file("b.h5")).labels);
+  int64_t count[3] = {0, 0, 0};
+  for (int32_t y : a.labels) ++count[y + 1];
+  EXPECT_NEAR(static_cast<double>(count[0]) / static_cast<double>(a.labels.size()), 0.2, 0.05);
+  EXPECT_GT(count[1], 300);
+  EXPECT_GT(count[2], 300);
+  SynthOptions bad = o;
+  bad.targets = 1;
+  EXPECT_NE(error_of([&] { generate_synthetic(bad, tmp.file("c.h5")); }).find("--targets"), std::string::npos);
+  bad = o;
+  bad.targets = 0;
+  EXPECT_NE(error_of([&] { generate_synthetic(bad, tmp.file("c.h5")); }).find("--missing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gt
