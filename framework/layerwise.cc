@@ -110,7 +110,7 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
   for (int64_t l = 0; l < L; ++l) widest = std::max(widest, model.layer_out_width(l));
   int64_t max_edges = options.chunk_edges;
   if (max_edges == 0)
-    max_edges = cuda ? std::max<int64_t>(1 << 16, device_free_memory(dev) / 64 / (widest * 4)) : int64_t{1} << 20;
+    max_edges = cuda ? std::max<int64_t>(1 << 16, device_free_memory(dev) / 64 / (widest * 4)) : int64_t{1} << 18;
   int64_t budget = options.device_table_bytes;
   if (cuda && budget == 0) budget = device_free_memory(dev) / 2;
   if (!cuda) budget = -1;

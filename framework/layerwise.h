@@ -40,7 +40,7 @@ struct LayerwiseOptions {
   int64_t chunk_nodes = 0;
   // With chunk_nodes = 0: the most in-edges of a chunk (a node with more is a chunk alone);
   // 0 = from the device memory (CUDA: about a 64th of the device's free memory over the widest
-  // layer row; CPU: 4M edges).
+  // layer row; CPU: 256K edges, which keep a chunk near the caches).
   int64_t chunk_edges = 0;
   // Storage of the hidden layers' tables: kFloat32, kBFloat16 or kFloat16.
   DType table_dtype = DType::kFloat32;
