@@ -24,6 +24,8 @@ int64_t Trainer::Impl::eval_cache_budget(const Config& cfg, const Replica& r) {
 
 std::vector<int64_t> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
                                              const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
+  if (keep && eval_plan_decided ? eval_plan.layerwise : plan_eval(cfg, data, lists).layerwise)
+    return evaluate_layerwise(r, cfg, data, lists);
   std::vector<double> correct(lists.size(), 0.0);
   TraceRecorder* tr = r.local == 0 ? trace.get() : nullptr;  // the evaluation batches' stages too
   // Counts one batch's correct predictions into `correct`, list by list.

@@ -3,8 +3,12 @@
 // auto rule and bad input; a GPU case compared with the CPU.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <sstream>
 #include <ostream>
 #include <random>
 #include <string>
@@ -14,7 +18,9 @@
 #include "framework/device.h"
 #include "framework/error.h"
 #include "framework/layerwise.h"
+#include "framework/trainer.h"
 #include "models/model.h"
+#include "preprocess/synth.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 
@@ -228,6 +234,56 @@ TEST(Layerwise, PlanRule) {
   EXPECT_NE(test::error_of([&] { plan_inference("layerwise", "eval.inference", g.view(), false, 3, ids, 8, false); })
                 .find("sampled fanouts"),
             std::string::npos);
+}
+
+// The Trainer's evaluation: the same accuracies by either path, and the log says which ran and why.
+TEST(Layerwise, TrainerEvaluatesEitherWay) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gt_layerwise_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  SynthOptions so;
+  so.num_nodes = 700;
+  so.avg_degree = 6;
+  so.feature_dim = 8;
+  so.num_classes = 4;
+  generate_synthetic(so, (dir / "d.h5").string());
+  Config c;
+  c.model.type = "gcn";
+  c.model.hidden = 8;
+  c.dataset.path = (dir / "d.h5").string();
+  c.model.layers = 3;
+  c.sampling.fanouts = {4, 4, 4};
+  c.sampling.batch_size = 64;
+  c.sampling.eval_batch_size = 8;  // 280 valid and test nodes: 35 batches, each reaching much of the graph
+  c.train.epochs = 1;
+  c.train.device = "cpu";
+  c.train.progress = false;
+  c.train.metrics = "";
+  c.train.save_best = "";
+  const auto run = [&](const std::string& mode, std::string* log) {
+    Config k = c;
+    k.sampling.eval_inference = mode;
+    std::ostringstream os;
+    const TrainResult r = Trainer(k).fit(&os);
+    *log = os.str();
+    return std::vector<double>{r.epochs.back().valid_acc, r.epochs.back().test_acc};
+  };
+  std::string log_s, log_l, log_a;
+  const auto sampled = run("sampled", &log_s);
+  const auto layerwise = run("layerwise", &log_l);
+  const auto automatic = run("auto", &log_a);
+  EXPECT_EQ(sampled, layerwise);
+  EXPECT_EQ(sampled, automatic);
+  EXPECT_NE(log_s.find("evaluation: per-batch inference (sampling.eval_inference = sampled)"), std::string::npos)
+      << log_s;
+  EXPECT_NE(log_l.find("evaluation: layer-wise inference (sampling.eval_inference = layerwise)"), std::string::npos)
+      << log_l;
+  EXPECT_NE(log_a.find("evaluation: layer-wise inference (auto: 35 batches"), std::string::npos) << log_a;
+  // Sampled evaluation fanouts: auto keeps the batches, layerwise is refused.
+  c.sampling.eval_fanouts = {3, 3, 3};
+  run("auto", &log_a);
+  EXPECT_NE(log_a.find("evaluation: per-batch inference (auto: the fanouts are sampled"), std::string::npos) << log_a;
+  EXPECT_NE(test::error_of([&] { run("layerwise", &log_l); }).find("sampling.eval_fanouts samples"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 // The GPU path (device tables, then host tables read through mapped pointers) against the CPU.
