@@ -165,11 +165,12 @@ int bench_layerwise(int argc, char** argv) {
   const double lw_rss_gb = peak_rss_gb();
   std::string places;
   for (const auto& p : st.placement) places += (places.empty() ? "" : ",") + p;
-  std::printf("layer-wise: %.3f s over %lld nodes (%lld chunks, %lld edges; blocks %.2f s, gather %.2f s, compute "
-              "%.2f s; tables %s, %s, %.2f GB at most)\n",
+  std::printf("layer-wise: %.3f s over %lld nodes (%lld chunks, %lld edges; host blocks %.2f s and gather %.2f s "
+              "overlapped with the device, which waited %.2f s for them; compute %.2f s; tables %s, %s, %.2f GB at "
+              "most)\n",
               lw_s, static_cast<long long>(N), static_cast<long long>(st.chunks), static_cast<long long>(st.edges),
-              st.block_ms / 1e3, st.gather_ms / 1e3, st.compute_ms / 1e3, places.c_str(), dtype_s.c_str(),
-              static_cast<double>(st.peak_table_bytes) / 1e9);
+              st.block_ms / 1e3, st.gather_ms / 1e3, st.wait_ms / 1e3, st.compute_ms / 1e3, places.c_str(),
+              dtype_s.c_str(), static_cast<double>(st.peak_table_bytes) / 1e9);
 
   // Per-batch, until target nodes or the time limit (checked after each batch).
   const int64_t C = lw.size(1);
@@ -232,6 +233,7 @@ int bench_layerwise(int argc, char** argv) {
       .add("layerwise_s", lw_s)
       .add("layerwise_block_s", st.block_ms / 1e3)
       .add("layerwise_gather_s", st.gather_ms / 1e3)
+      .add("layerwise_wait_s", st.wait_ms / 1e3)
       .add("layerwise_compute_s", st.compute_ms / 1e3)
       .add("layerwise_table_gb", static_cast<double>(st.peak_table_bytes) / 1e9)
       .add("layerwise_device_peak_gb", lw_dev_gb)

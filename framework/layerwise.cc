@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 
 #include "framework/device.h"
 #include "framework/error.h"
@@ -141,37 +142,58 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
       tiers.num_nodes = prev.size(0);
       tiers.host = prev.raw();
     }
-    for (std::size_t c = 0; c + 1 < bounds.size(); ++c) {
-      const int64_t a = bounds[c], b = bounds[c + 1];
+    // The host part of a chunk (its block, and its input rows or their row ids in host memory),
+    // made on another thread while the device runs the chunk before it.
+    struct Prepared {
+      Block block;
+      Tensor staging;  // l = 0: the input rows; else the int32 rows of prev to gather
+      double block_ms = 0, gather_ms = 0;
+    };
+    const auto prepare = [&, l, d](int64_t a, int64_t b) {
+      Prepared p;
       auto t0 = Clock::now();
       std::vector<int64_t> frontier(static_cast<std::size_t>(b - a));
       for (int64_t i = a; i < b; ++i) frontier[static_cast<std::size_t>(i - a)] = d ? (*d)[static_cast<std::size_t>(i)] : i;
       LayerSample ls = sampler.sample_layer(frontier, l, /*batch_key=*/0);
-      Block block = sampler.build_block(frontier, ls, nullptr);  // frontier: the block's sources
-      st.edges += block.nnz();
-      const int64_t n_src = block.num_src;
-      Block blk = cuda ? block.to(dev, ctx.stream()) : block;
-      st.block_ms += ms_since(t0);
+      p.block = sampler.build_block(frontier, ls, nullptr);  // frontier: the block's sources
+      const int64_t n_src = p.block.num_src;
+      p.block_ms = ms_since(t0);
       t0 = Clock::now();
-      Tensor x;
-      Tensor staging;  // host rows in flight to the device (kept until the chunk is done)
       if (l == 0) {
-        staging = Tensor::empty({n_src, features.width()}, DType::kFloat32, Device::cpu(), cuda);
-        features.gather(frontier, staging);
-        x = cuda ? staging.to(dev, ctx.stream()) : staging;
+        p.staging = Tensor::empty({n_src, features.width()}, DType::kFloat32, Device::cpu(), cuda);
+        features.gather(frontier, p.staging);
       } else {
-        staging = Tensor::empty({n_src}, DType::kInt32, Device::cpu(), cuda);
-        int32_t* p = staging.data<int32_t>();
+        p.staging = Tensor::empty({n_src}, DType::kInt32, Device::cpu(), cuda);
+        int32_t* q = p.staging.data<int32_t>();
         tbb::parallel_for(int64_t{0}, n_src, [&](int64_t i) {
           const int64_t v = frontier[static_cast<std::size_t>(i)];
-          p[i] = all ? static_cast<int32_t>(v) : prev_pos[static_cast<std::size_t>(v)];
+          q[i] = all ? static_cast<int32_t>(v) : prev_pos[static_cast<std::size_t>(v)];
         });
-        const Tensor gids = cuda ? staging.to(dev, ctx.stream()) : staging;
+      }
+      p.gather_ms = ms_since(t0);
+      return p;
+    };
+    std::future<Prepared> next = std::async(std::launch::async, prepare, bounds[0], bounds[1]);
+    for (std::size_t c = 0; c + 1 < bounds.size(); ++c) {
+      const int64_t a = bounds[c], b = bounds[c + 1];
+      auto t0 = Clock::now();
+      Prepared p = next.get();
+      st.wait_ms += ms_since(t0);
+      if (c + 2 < bounds.size()) next = std::async(std::launch::async, prepare, bounds[c + 1], bounds[c + 2]);
+      st.block_ms += p.block_ms;
+      st.gather_ms += p.gather_ms;
+      st.edges += p.block.nnz();
+      t0 = Clock::now();
+      const int64_t n_src = p.block.num_src;
+      const Block blk = cuda ? p.block.to(dev, ctx.stream()) : p.block;
+      Tensor x;
+      if (l == 0) {
+        x = cuda ? p.staging.to(dev, ctx.stream()) : p.staging;
+      } else {
+        const Tensor gids = cuda ? p.staging.to(dev, ctx.stream()) : p.staging;
         x = Tensor::empty({n_src, w_in}, DType::kFloat32, dev);
         gather_tiered(tiers, gids, x, nullptr, /*sorted=*/true, /*check_values=*/false, ctx.stream());
       }
-      st.gather_ms += ms_since(t0);
-      t0 = Clock::now();
       Tensor y = model.forward_layer(ctx, l, blk, x);
       if (dt == DType::kFloat32) {
         Tensor rows_ab = table.rows(a, b);
@@ -273,9 +295,14 @@ InferencePlan plan_inference(const std::string& mode, const std::string& key, Cs
   };
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t batches = (n + batch_size - 1) / batch_size;
+  std::vector<char> seen(static_cast<std::size_t>(graph.num_nodes), 0);
+  int64_t distinct = 0;
+  for (int64_t v : ids) distinct += seen[static_cast<std::size_t>(v)] ? 0 : (seen[static_cast<std::size_t>(v)] = 1);
+  seen = {};
   const std::vector<int64_t> first(ids.begin(), ids.begin() + std::min(n, batch_size));
   p.batched_rows = batches * rows(first);
-  p.layerwise_rows = batches == 1 ? p.batched_rows : rows(ids);
+  // Every node: every layer computes every row (no expansion needed).
+  p.layerwise_rows = batches == 1 ? p.batched_rows : distinct == graph.num_nodes ? layers * distinct : rows(ids);
   p.layerwise = p.batched_rows > kLayerwiseFactor * p.layerwise_rows;
   p.reason = "auto: " + std::to_string(batches) + " batches x ~" + std::to_string(p.batched_rows / batches) +
              " frontier rows = " + std::to_string(p.batched_rows) + " rows " + (p.layerwise ? ">" : "<=") + " " +

@@ -19,7 +19,8 @@
 // result equals Model::forward over full-neighbourhood batches (batched_full_inference) up to
 // float32 rounding (dense products over different row counts may round differently).
 //
-// Threads and devices: runs on ctx's device and the calling thread (parallel inside with oneTBB).
+// Threads and devices: runs on ctx's device from the calling thread (parallel inside with oneTBB);
+// one more thread builds the next chunk's block on the host meanwhile.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +55,10 @@ struct LayerwiseStats {
   int64_t edges = 0;                  // block edges over all layers (self loops included)
   std::vector<int64_t> layer_rows;    // |D_l| per layer, input side first
   std::vector<std::string> placement; // per layer: "device" or "host" (its output table)
-  double block_ms = 0, gather_ms = 0, compute_ms = 0, total_ms = 0;
+  // Host time building blocks and gathering input rows (or their ids): on a second thread,
+  // overlapped with the device's work on the chunk before; wait_ms: the time the device side
+  // waited for it; compute_ms: copies, the device gather, the layer and the output's write.
+  double block_ms = 0, gather_ms = 0, wait_ms = 0, compute_ms = 0, total_ms = 0;
   int64_t peak_table_bytes = 0;       // input + output table of the largest layer
 };
 
