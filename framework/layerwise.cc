@@ -233,7 +233,8 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
 }
 
 Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTable& features, CsrView graph,
-                              bool self_loops, const std::vector<int64_t>& ids, int64_t batch_size) {
+                              bool self_loops, const std::vector<int64_t>& ids, int64_t batch_size,
+                              BatchedStats* stats) {
   GT_CHECK_ARG(!ids.empty(), "batched_full_inference: no node ids");
   GT_CHECK_ARG(batch_size >= 1, "batched_full_inference: batch_size must be >= 1, got ", batch_size);
   check_ids(ids, graph.num_nodes, "batched_full_inference");
@@ -244,10 +245,17 @@ Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTab
   for (int64_t a = 0; a < n; a += batch_size) {
     const int64_t b = std::min(n, a + batch_size);
     const std::vector<int64_t> seeds(ids.begin() + a, ids.begin() + b);
+    auto t0 = Clock::now();
     SampledBatch sb = sampler.sample(seeds, /*batch_key=*/0);
     Tensor x = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features.width()}, DType::kFloat32,
                              Device::cpu(), ctx.is_cuda());
     features.gather(sb.input_nodes, x);
+    if (stats) {
+      stats->sample_ms += ms_since(t0);
+      stats->edges += sb.sampled_edges;
+      ++stats->batches;
+    }
+    t0 = Clock::now();
     std::vector<Block> blocks;
     for (const Block& k : sb.blocks) blocks.push_back(ctx.is_cuda() ? k.to(ctx.device(), ctx.stream()) : k);
     const Tensor xd = ctx.is_cuda() ? x.to(ctx.device(), ctx.stream()) : x;
@@ -255,6 +263,7 @@ Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTab
     ctx.synchronize();
     if (!out.defined()) out = Tensor::empty({n, logits.size(1)}, DType::kFloat32);
     out.rows(a, b).copy_from(logits);
+    if (stats) stats->forward_ms += ms_since(t0);
   }
   return out;
 }

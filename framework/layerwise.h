@@ -73,9 +73,17 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
 
 // The reference: Model::forward over batches of batch_size seeds with full neighbourhoods (the
 // trainer's evaluation and gt::InferenceSession with no fanouts), logits float32 [ids.size(), C]
-// on the CPU (ids as above, but empty is an error).
+// on the CPU (ids as above, but empty is an error). Serial, as gt::InferenceSession runs it:
+// sample, gather, copy, forward, batch after batch. stats (optional) adds the host time of
+// sampling and gathering (sample_ms) and of the copies, forward and result (forward_ms): the
+// forward alone is what a pipeline that hides sampling behind it would still take.
+struct BatchedStats {
+  double sample_ms = 0, forward_ms = 0;
+  int64_t batches = 0, edges = 0;
+};
 Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTable& features, CsrView graph,
-                              bool self_loops, const std::vector<int64_t>& ids, int64_t batch_size);
+                              bool self_loops, const std::vector<int64_t>& ids, int64_t batch_size,
+                              BatchedStats* stats = nullptr);
 
 // Which path computes an evaluation or gt-predict's outputs, and why (a line for the log).
 struct InferencePlan {
