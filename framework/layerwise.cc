@@ -52,7 +52,10 @@ std::vector<std::vector<int64_t>> destinations(CsrView g, std::vector<int64_t> s
   std::vector<std::vector<int64_t>> d(static_cast<std::size_t>(layers));
   d.back() = std::move(seeds);
   std::vector<char> mark(static_cast<std::size_t>(g.num_nodes), 0);
-  for (int64_t l = layers - 2; l >= 0; --l) d[static_cast<std::size_t>(l)] = expand(g, d[static_cast<std::size_t>(l) + 1], mark);
+  for (int64_t l = layers - 2; l >= 0; --l) {
+    const auto i = static_cast<std::size_t>(l);
+    d[i] = expand(g, d[i + 1], mark);
+  }
   return d;
 }
 
@@ -103,7 +106,9 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
   const bool all = ids.empty();
   std::vector<std::vector<int64_t>> dst;  // D_l (empty when every node)
   if (!all) dst = destinations(graph, ids, L);
-  const auto rows_of = [&](int64_t l) { return all ? N : static_cast<int64_t>(dst[static_cast<std::size_t>(l)].size()); };
+  const auto rows_of = [&](int64_t l) {
+    return all ? N : static_cast<int64_t>(dst[static_cast<std::size_t>(l)].size());
+  };
 
   const Device dev = ctx.device();
   const bool cuda = ctx.is_cuda();
@@ -129,8 +134,10 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
     const int64_t bytes = rows * w_out * static_cast<int64_t>(dtype_size(dt));
     const int64_t resident = bytes + (prev_on_device ? static_cast<int64_t>(prev.nbytes()) : 0);
     const bool on_device = cuda && dt == DType::kFloat32 && budget >= 0 && resident <= budget;
-    st.peak_table_bytes = std::max(st.peak_table_bytes, bytes + (prev.defined() ? static_cast<int64_t>(prev.nbytes()) : 0));
-    Tensor table = on_device ? Tensor::empty({rows, w_out}, dt, dev) : Tensor::empty({rows, w_out}, dt, Device::cpu(), cuda);
+    const int64_t prev_bytes = prev.defined() ? static_cast<int64_t>(prev.nbytes()) : 0;
+    st.peak_table_bytes = std::max(st.peak_table_bytes, bytes + prev_bytes);
+    Tensor table = on_device ? Tensor::empty({rows, w_out}, dt, dev)
+                             : Tensor::empty({rows, w_out}, dt, Device::cpu(), /*pinned=*/cuda);
     st.layer_rows.push_back(rows);
     st.placement.push_back(on_device ? "device" : "host");
     const std::vector<int64_t>* d = all ? nullptr : &dst[static_cast<std::size_t>(l)];
@@ -153,7 +160,8 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
       Prepared p;
       auto t0 = Clock::now();
       std::vector<int64_t> frontier(static_cast<std::size_t>(b - a));
-      for (int64_t i = a; i < b; ++i) frontier[static_cast<std::size_t>(i - a)] = d ? (*d)[static_cast<std::size_t>(i)] : i;
+      for (int64_t i = a; i < b; ++i)
+        frontier[static_cast<std::size_t>(i - a)] = d ? (*d)[static_cast<std::size_t>(i)] : i;
       LayerSample ls = sampler.sample_layer(frontier, l, /*batch_key=*/0);
       p.block = sampler.build_block(frontier, ls, nullptr);  // frontier: the block's sources
       const int64_t n_src = p.block.num_src;
