@@ -157,6 +157,7 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
       double block_ms = 0, gather_ms = 0;
     };
     const auto prepare = [&, l, d](int64_t a, int64_t b) {
+      if (cuda) set_current_device(dev);  // pinned staging is allocated on this thread
       Prepared p;
       auto t0 = Clock::now();
       std::vector<int64_t> frontier(static_cast<std::size_t>(b - a));
