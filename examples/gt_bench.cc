@@ -310,6 +310,8 @@ int bench_dkp(int argc, char** argv);
 int bench_allreduce(int argc, char** argv);
 // examples/bench_gather.cc: the feature gather from the device cache and the mapped host table.
 int bench_gather(int argc, char** argv);
+// examples/bench_layerwise.cc: layer-wise against per-batch full-neighbourhood inference.
+int bench_layerwise(int argc, char** argv);
 
 int main(int argc, char** argv) {
   // One line at a time even into a file or a pipe, so that a log shows progress as it happens
@@ -338,6 +340,9 @@ int main(int argc, char** argv) {
                  "                          [--iters 20] [--json FILE]  (N >= 2: every GPU, or 2 CPU ranks)\n"
                  "       gt-bench gather [--table-gb 8] [--row-bytes 64,128,...,4096] [--types float32,bfloat16]\n"
                  "                       [--batch-rows 1000000] [--cached 0,50] [--iters 10] [--json FILE]  (GPU)\n"
+                 "       gt-bench layerwise DATASET.h5 [--model-file FILE | --model sage --layers 3 --hidden 256]\n"
+                 "                          [--device auto] [--batch 1024] [--batched-nodes 0] [--batched-seconds 300]\n"
+                 "                          [--table-dtype float32] [--chunk-nodes 0] [--device-table-mb 0] [--json FILE]\n"
                  "workloads (--workload, default all): products, reddit2, wiki-talk, livejournal, the sampled-block\n"
                  "shapes of pyg_baseline.py; --json writes one JSON object per line, only when the run succeeds\n";
     return argc < 2 ? 2 : 0;
@@ -350,6 +355,7 @@ int main(int argc, char** argv) {
     if (cmd == "dkp") return bench_dkp(argc - 2, argv + 2);
     if (cmd == "allreduce") return bench_allreduce(argc - 2, argv + 2);
     if (cmd == "gather") return bench_gather(argc - 2, argv + 2);
+    if (cmd == "layerwise") return bench_layerwise(argc - 2, argv + 2);
     std::cerr << "gt-bench: unknown benchmark '" << cmd << "' (see gt-bench --help)\n";
     return 2;
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 //
 //   gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all] [--embeddings]
 //              [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]
+//              [--inference auto|layerwise|sampled] [--table-dtype float32|bfloat16|float16]
 //
 // MODEL.h5 is a best-model weights file (train.save_best) or a checkpoint (train.checkpoint); the
 // dataset defaults to the one its stored config names. The model runs as the trainer evaluates it
@@ -10,6 +11,11 @@
 // eval_batch_size unless --fanouts / --batch say otherwise. Sampled neighbours are drawn by node
 // (seed, layer, node), as the trainer's evaluation draws them, so the accuracy printed for the test
 // split of a train.save_best file is the run's "test at best", whatever the batch size.
+// With full neighbourhoods the logits may come from layer-wise inference instead (framework/
+// layerwise.h: every layer's rows computed once, over node chunks), chosen as the trainer chooses
+// for its evaluation (--inference, default the model's sampling.eval_inference; auto = layer-wise
+// when the batches would compute more than twice the rows); the output says which and why.
+// --embeddings always runs the batches.
 //
 // OUT by its extension: .h5 / .hdf5 -> HDF5 with int64 `node_ids` and `predictions` [n], float32
 // `logits` [n, classes] and, with --embeddings, `embeddings` [n, dim] (the last hidden layer), root
@@ -106,6 +112,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, out, dataset, split;
   bool all = false, embeddings = false, fanouts_given = false, batch_given = false;
+  std::string inference, table_dtype;
   gt::InferenceOptions opt;
   std::string fanouts, threads_text;
   bool version = false;
@@ -127,6 +134,12 @@ int main(int argc, char** argv) {
   auto* o_batch = app.add_option("--batch", opt.max_batch_nodes, "seed nodes per batch (default: the model's "
                                  "sampling.eval_batch_size)")->check(gt_cli::integer(1, INT64_MAX, "a number of nodes"));
   app.add_option("--threads", opt.threads, "CPU threads (0 = all cores)")->check(gt_cli::integer(0, 4096));
+  app.add_option("--inference", inference, "auto, layerwise or sampled (per-batch): how full-neighbourhood logits "
+                 "are computed (default: the model's sampling.eval_inference; --embeddings: per-batch)")
+      ->check(CLI::IsMember({"auto", "layerwise", "sampled"}));
+  app.add_option("--table-dtype", table_dtype, "layer-wise hidden tables: float32, bfloat16 or float16 (default: "
+                 "the model's sampling.eval_table_dtype)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   app.add_flag("--version", version, "print the library's version and backends and exit");
   o_batch->default_str("");
   o_fanouts->default_str("");
@@ -152,6 +165,8 @@ int main(int argc, char** argv) {
   }
   if (model.empty() || out.empty()) return usage("give a model file and an output file");
   if (all && !split.empty()) return usage("--all and --split exclude each other");
+  if (embeddings && inference == "layerwise")
+    return usage("--embeddings comes from per-batch inference: use --inference sampled or auto");
   const bool csv = ends_with(out, ".csv");
   if (!csv && !ends_with(out, ".h5") && !ends_with(out, ".hdf5"))
     return usage("the output '" + out + "' must end in .h5, .hdf5 or .csv (its format)");
@@ -197,7 +212,27 @@ int main(int argc, char** argv) {
     }
     if (ids.empty()) GT_THROW("--split " + split, "use --all, or another split", "split '", split, "' is empty");
 
-    const gt::Tensor logits = session.predict(ids);
+    if (inference.empty()) inference = embeddings ? "sampled" : stored.sampling.eval_inference;
+    if (table_dtype.empty()) table_dtype = stored.sampling.eval_table_dtype;
+    bool full = true;
+    for (int64_t f : opt.fanouts) full &= f == -1;
+    gt::InferencePlan plan;
+    if (session.layerwise_supported()) {
+      plan = gt::plan_inference(inference, "--inference", session.graph(), false, stored.model.layers, ids,
+                                opt.max_batch_nodes, full);
+    } else if (inference == "layerwise") {
+      return usage("--inference layerwise: this model (GCN with symmetric normalisation) runs per batch only");
+    } else {
+      plan.reason = "GCN with symmetric normalisation runs per batch";
+    }
+    std::printf("inference: %s (%s)\n", plan.layerwise ? "layer-wise" : "per-batch",
+                embeddings && inference == "sampled" ? "--embeddings: per-batch" : plan.reason.c_str());
+    gt::LayerwiseOptions lo;
+    lo.table_dtype = table_dtype == "bfloat16"  ? gt::DType::kBFloat16
+                     : table_dtype == "float16" ? gt::DType::kFloat16
+                                                : gt::DType::kFloat32;
+    const gt::Tensor logits =
+        plan.layerwise ? session.predict_layerwise(all ? std::vector<int64_t>{} : ids, lo) : session.predict(ids);
     gt::Tensor emb;
     if (embeddings) emb = session.embed(ids);
     const int64_t c = session.num_classes();

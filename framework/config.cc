@@ -320,6 +320,11 @@ void validate_config(const Config& cfg) {
     if (f == 0)
       GT_THROW(at({"sampling.eval_fanouts"}), "use -1 for all neighbours",
                "sampling.eval_fanouts entries must be >= 1 or -1");
+  const auto& ef = cfg.sampling.eval_fanouts;
+  if (cfg.sampling.eval_inference == "layerwise" && std::any_of(ef.begin(), ef.end(), [](int64_t k) { return k > 0; }))
+    GT_THROW(at({"sampling.eval_inference", "sampling.eval_fanouts"}),
+             "set sampling.eval_fanouts: [] or sampling.eval_inference: sampled",
+             "sampling.eval_inference layerwise computes full neighbourhoods, but sampling.eval_fanouts samples");
   if (cfg.dataset.path.empty()) GT_THROW(at({"dataset.path"}), "", "dataset.path is empty");
   const int64_t ra = cfg.dataset.row_alignment;
   if (ra != 16 && ra != 32 && ra != 64 && ra != 128)

@@ -59,6 +59,9 @@ struct SamplingConfig {
   int64_t batch_size = 1024;
   std::vector<int64_t> eval_fanouts = {};   // empty = all neighbours at every layer
   int64_t eval_batch_size = 4096;
+  // How evaluation computes full-neighbourhood outputs (framework/layerwise.h): auto | layerwise | sampled.
+  std::string eval_inference = "auto";
+  std::string eval_table_dtype = "float32";  // layer-wise hidden tables: float32 | bfloat16 | float16
   std::string device = "auto";  // auto | cpu | gpu: where sampling and reindexing run
 };
 

@@ -314,6 +314,15 @@ const std::vector<Field>& fields() {
       int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig,
                 "seeds per evaluation batch; when training takes the whole training split in one batch with every "
                 "sampling.fanouts entry -1 (full batch), at least sampling.batch_size"),
+      string_field("sampling.eval_inference", GT_GET(sampling, eval_inference), {"auto", "layerwise", "sampled"},
+                   "how evaluation runs the model: sampled = seed batches with their L-hop neighbourhoods; layerwise "
+                   "= one layer at a time over chunks of nodes, each layer's output rows computed once (full "
+                   "neighbourhoods only: eval_fanouts []); auto = layerwise when eval_fanouts is [], one replica "
+                   "evaluates, and the batches would compute over twice the rows (batches x the first batch's "
+                   "L-hop frontier rows > 2 x the rows layer-wise computes); the log says which and why"),
+      string_field("sampling.eval_table_dtype", GT_GET(sampling, eval_table_dtype), {"float32", "bfloat16", "float16"},
+                   "layer-wise evaluation: storage of the hidden layers' output tables (16 bits halve their memory; "
+                   "rows are widened exactly when read)"),
       string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu", "gpu_host"},
                    "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "
                    "training GPU; gpu_host samples on the GPU from the CSR left in host memory (page-locked, read "

@@ -38,6 +38,8 @@ std::vector<std::vector<float>> split_outputs(const std::vector<double>& all, co
 std::vector<std::vector<float>> Trainer::Impl::evaluate(Replica& r, const Config& cfg, const Dataset& data,
                                                         const std::vector<const std::vector<int64_t>*>& lists,
                                                         bool keep) {
+  if (keep && eval_plan_decided ? eval_plan.layerwise : plan_eval(cfg, data, lists).layerwise)
+    return evaluate_layerwise(r, cfg, data, lists);
   // Multiclass: the predicted class per row (first maximum, as count_correct); sigmoid tasks: the
   // logits (the metrics need the scores: ROC-AUC ranks them).
   const bool multiclass = task.task == Task::kMulticlass;

@@ -68,6 +68,9 @@ struct InferenceSession::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<NeighborSampler> sampler;
 
+  std::mutex model_mu;  // held while the model runs: a micro-batch, or predict_layerwise
+  Device device;
+
   mutable std::mutex mu;
   std::condition_variable cv;
   std::deque<std::shared_ptr<Request>> queue;
@@ -191,6 +194,7 @@ InferenceSession::~InferenceSession() {
 }
 
 void InferenceSession::Impl::setup(Device device) {
+  this->device = device;
   ctx = std::make_unique<Context>(device);
   device_name = gt::device_name(device);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
@@ -276,6 +280,7 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
   int64_t failed = 0;
   try {
     Tensor logits, emb;
+    std::lock_guard model_lock(model_mu);
     arena->execute([&] {
       BatchLoader loader(table, data.labels, *sampler, *ctx);
       if (model->needs_node_scale()) loader.set_node_scale(&node_scales);
@@ -367,6 +372,24 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
   m.cv.notify_one();
   return fut;
 }
+
+bool InferenceSession::layerwise_supported() const { return !impl_->model->needs_node_scale(); }
+
+Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options,
+                                          LayerwiseStats* stats) {
+  Impl& m = *impl_;
+  std::lock_guard model_lock(m.model_mu);
+  Tensor out;
+  m.arena->execute([&] {
+    // A context of this thread on the session's device (a Context is driven by one thread).
+    const Context ctx(m.device);
+    const bool self_loops = m.sampler->self_loops();
+    out = layerwise_inference(*m.model, ctx, m.table, m.sampler->graph(), self_loops, ids, options, stats);
+  });
+  return out;
+}
+
+CsrView InferenceSession::graph() const { return impl_->sampler->graph(); }
 
 Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kLogits, ids).get(); }
 Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }

@@ -45,6 +45,7 @@
 
 #include "framework/config.h"
 #include "framework/task_metrics.h"
+#include "framework/layerwise.h"
 #include "framework/tensor.h"
 
 namespace gt {
@@ -80,6 +81,16 @@ class InferenceSession {
   // Blocking calls; throw gt::Error for a bad request.
   Tensor predict(const std::vector<int64_t>& ids);  // float32 [ids.size(), num_classes()], CPU
   Tensor embed(const std::vector<int64_t>& ids);    // float32 [ids.size(), embedding_dim()], CPU
+  // Logits of ids (empty = every node, in node order) by layer-wise inference with full
+  // neighbourhoods (framework/layerwise.h), whatever the session's fanouts; float32 [n,
+  // num_classes()] on the CPU. Runs on the calling thread, on the session's device, while no
+  // micro-batch runs (they wait for it). Throws gt::Error for bad ids or options.
+  Tensor predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options = {},
+                           LayerwiseStats* stats = nullptr);
+  // The in-neighbour graph and whether the model's sampler adds self loops (plan_inference).
+  CsrView graph() const;
+  // Whether predict_layerwise can run this model (not yet a GCN with symmetric normalisation).
+  bool layerwise_supported() const;
   // Asynchronous form: a bad request gives a future that throws. `cancelled`, when given, is read
   // by the worker: once true, the request's remaining rows are not run and its future throws.
   std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids,

@@ -435,6 +435,13 @@ TrainResult Trainer::fit(std::ostream* log) {
     }
   }
 
+  if (evaluates) {  // layer-wise or per-batch evaluation of the valid and test splits, decided once
+    impl_->eval_plan = impl_->plan_eval(cfg_, data_, {&valid_ids, &test_ids});
+    impl_->eval_plan_decided = true;
+    if (log)
+      *log << "evaluation: " << (impl_->eval_plan.layerwise ? "layer-wise" : "per-batch") << " inference ("
+           << impl_->eval_plan.reason << ")\n";
+  }
   if (log && impl_->resumed.epoch > 0) *log << "resuming after epoch " << impl_->resumed.epoch << "\n";
   // A run that fails still writes the trace it has (the failure is often why one looks at it).
   struct TraceOnFailure {

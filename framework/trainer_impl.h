@@ -20,6 +20,7 @@
 #include "framework/checkpoint.h"
 #include "framework/comm.h"
 #include "framework/grad_reducer.h"
+#include "framework/layerwise.h"
 #include "framework/optimizer.h"
 #include "framework/progress.h"
 #include "framework/thread_group.h"
@@ -249,6 +250,17 @@ struct Trainer::Impl {
   // The bytes r.eval_cache may hold (train.eval_cache_mb; auto: an eighth of the GPU's memory, or
   // 512 MiB on the CPU).
   static int64_t eval_cache_budget(const Config& cfg, const Replica& r);
+  // Layer-wise or per-batch evaluation of these lists (sampling.eval_inference; framework/
+  // layerwise.h's plan_inference, sampled when several replicas share the evaluation under
+  // auto). fit() decides the training loop's once (eval_plan) and logs it.
+  InferencePlan plan_eval(const Config& cfg, const Dataset& data,
+                          const std::vector<const std::vector<int64_t>*>& lists) const;
+  bool eval_plan_decided = false;
+  InferencePlan eval_plan;
+  // evaluate()'s layer-wise path: the lists' outputs by layerwise_inference on the replica of
+  // rank 0 (the others count nothing), summed over the job's replicas as evaluate()'s are.
+  std::vector<std::vector<float>> evaluate_layerwise(Replica& r, const Config& cfg, const Dataset& data,
+                                          const std::vector<const std::vector<int64_t>*>& lists);
 
   // Every replica of every process must start fit() from one state: the same epoch and step and
   // the same parameters (setup() made them equal, but each process resumes from its own copy of

@@ -335,6 +335,74 @@ void Graph::forward(const Context& ctx, const std::vector<Block>& blocks,
   have_forward_ = true;
 }
 
+Tensor Graph::forward_layer(const Context& ctx, int64_t layer, const Block& block, int input, const Tensor& x,
+                            int output) {
+  if (!finalized_) finalize();
+  GT_CHECK_ARG(layer >= 0 && layer < num_layers_, "Graph::forward_layer: layer ", layer, " of ", num_layers_);
+  GT_CHECK_ARG(input >= 0 && input < static_cast<int>(values_.size()) && output >= 0 &&
+                   output < static_cast<int>(values_.size()),
+               "Graph::forward_layer: bad input or output value");
+  GT_CHECK_ARG(x.dim() == 2 && x.size(0) == block.num_src && x.size(1) == values_[input].cols, "Graph::forward_layer: ",
+               values_[input].name, " is ", shape_str(x.shape()), ", layer ", layer, " reads [", block.num_src, ", ",
+               values_[input].cols, "]");
+  for (Node& n : nodes_) n.op->release();
+  have_forward_ = false;
+  // Every layer's rows are this block's: only layer `layer`'s values are made.
+  const std::vector<Block> blocks(static_cast<std::size_t>(num_layers_), block);
+  live_.assign(values_.size(), Tensor());
+  grads_.assign(values_.size(), Tensor());
+  uses_left_.assign(values_.size(), 0);
+  for (std::size_t v = 0; v < values_.size(); ++v) {
+    uses_left_[v] = values_[v].readers;
+    if (values_[v].kind == Kind::kParam) live_[v] = params_[static_cast<std::size_t>(values_[v].param)].value;
+    if (values_[v].kind == Kind::kConstant) live_[v] = values_[v].constant;
+  }
+  live_[input] = x;
+  training_ = false;
+  step_ = 0;
+  for (Node& n : nodes_) {
+    if (n.layer != layer) continue;
+    std::vector<Tensor> in(n.inputs.size());
+    bool skip = false;
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const Input& i = n.inputs[j];
+      const Tensor& t = live_[i.value];
+      if (!t.defined()) {
+        GT_CHECK_ARG(values_[i.value].kind == Kind::kInput, "Graph::forward_layer: ", n.op->kind(), " of layer ", layer,
+                     " reads ", values_[i.value].name, ", which is neither its input nor a parameter");
+        skip = true;  // the loss node without labels
+        continue;
+      }
+      in[j] = i.dst_rows ? t.rows(0, block.num_dst) : t;
+    }
+    if (skip) continue;
+    std::vector<Tensor> out(n.outputs.size());
+    const int ip = n.op->in_place_input();
+    const bool in_place = ip >= 0 && !n.inputs[static_cast<std::size_t>(ip)].dst_rows &&
+                          n.inputs[static_cast<std::size_t>(ip)].value != input &&
+                          overwritable(n.inputs[static_cast<std::size_t>(ip)].value);
+    OpRun run{ctx, block, false, 0, in_place};
+    n.op->forward(run, in, out);
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      const Value& v = values_[n.outputs[k]];
+      const int64_t rows = rows_of(v.rows, blocks);
+      GT_CHECK_ARG(out[k].defined() && out[k].dim() == 2 && out[k].size(0) == rows && out[k].size(1) == v.cols,
+                   "Graph: ", n.op->label(), " produced ", out[k].defined() ? shape_str(out[k].shape()) : "nothing",
+                   " for ", v.name, ", expected [", rows, ", ", v.cols, "]");
+      live_[n.outputs[k]] = out[k];
+    }
+    in.clear();
+    for (const Input& i : n.inputs)
+      if (--uses_left_[i.value] == 0 && !values_[i.value].kept && i.value != output) live_[i.value] = Tensor();
+  }
+  for (Node& n : nodes_) n.op->release();  // nothing to differentiate
+  GT_CHECK_ARG(live_[output].defined(), "Graph::forward_layer: layer ", layer, " did not compute ",
+               values_[output].name);
+  Tensor y = live_[output];
+  live_.assign(values_.size(), Tensor());
+  return y;
+}
+
 const Tensor& Graph::value(int v) const {
   GT_CHECK_ARG(v >= 0 && v < static_cast<int>(live_.size()), "Graph::value: no value ", v, " (run forward first)");
   return live_[v];

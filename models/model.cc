@@ -18,10 +18,14 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   for (const LayerOptions& o : layers)
     if (o.symmetric && node_scale_ < 0) node_scale_ = graph_.add_input("node_scale", Rows::src(0), 1);
   int h = features_;
+  layer_values_.push_back(h);
+  layer_widths_.push_back(in_dim);
   for (LayerOptions o : layers) {
     if (o.symmetric) o.node_scale = node_scale_;
     if (o.index == last) last_input_ = h;
     h = builder(graph_, o, device, h);
+    layer_values_.push_back(h);
+    layer_widths_.push_back(o.activation ? o.out * o.heads : o.out);  // GAT's output layer averages its heads
   }
   logits_ = h;
   labels_ = graph_.add_input("labels", Rows::dst(last), 0);
@@ -74,6 +78,25 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
 }
 
 float Model::loss() const { return loss_op_->loss().value(); }
+
+Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x) {
+  GT_CHECK_ARG(l >= 0 && l < num_layers(), "forward_layer: layer ", l, " of a ", num_layers(), "-layer model");
+  forward_blocks_.clear();  // backward() needs a forward() first
+  forward_had_labels_ = false;
+  if (dkp_) dkp_->begin_batch(/*training=*/false);
+  const auto i = static_cast<std::size_t>(l);
+  return graph_.forward_layer(ctx, l, block, layer_values_[i], x, layer_values_[i + 1]);
+}
+
+int64_t Model::layer_in_width(int64_t l) const {
+  GT_CHECK_ARG(l >= 0 && l < num_layers(), "layer ", l, " of a ", num_layers(), "-layer model");
+  return layer_widths_[static_cast<std::size_t>(l)];
+}
+
+int64_t Model::layer_out_width(int64_t l) const {
+  GT_CHECK_ARG(l >= 0 && l < num_layers(), "layer ", l, " of a ", num_layers(), "-layer model");
+  return layer_widths_[static_cast<std::size_t>(l) + 1];
+}
 
 void Model::run_backward(const Context& ctx, const std::vector<Block>& blocks, int seed_value, const Tensor& seed,
                          const std::function<void(std::size_t)>& layer_done) {

@@ -53,6 +53,13 @@ class Model {
   // GPU; the first loss() call after it does (queue backward and the optimizer step first), and
   // needs the forward's Context to still exist.
   float loss() const;
+  // Layer-wise inference (framework/layerwise.h): layer l alone, in eval mode, on `block` (its
+  // destinations first among its sources), with x the layer's input rows [block.num_src,
+  // layer_in_width(l)]; returns [block.num_dst, layer_out_width(l)] (the logits for the last
+  // layer), valid until the next forward or forward_layer. Leaves no forward for backward().
+  Tensor forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x);
+  int64_t layer_in_width(int64_t l) const;
+  int64_t layer_out_width(int64_t l) const;
   // layer_done (optional) is called with l as soon as layer l's gradients are final (output side
   // first): data-parallel training starts reducing them while the other layers run.
   void backward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& dlogits,
@@ -81,6 +88,8 @@ class Model {
   std::shared_ptr<DkpPlanner> dkp_;
   int node_scale_ = -1;  // the node_scale input (symmetric GCN), or -1
   int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
+  std::vector<int> layer_values_;  // layer l reads layer_values_[l] and writes layer_values_[l + 1]
+  std::vector<int64_t> layer_widths_;  // their columns
   const LossOp* loss_op_ = nullptr;  // owned by graph_
   // What the last forward() ran on, so that a backward on other blocks, before any forward or
   // from a loss that was not computed is a clear error (it failed deep in the graph before).

@@ -190,5 +190,19 @@ else
   fail "dkp --dataset run: $(cat "$WORK/dd.txt")"
 fi
 
+# Layer-wise against per-batch inference: the same predictions; a stop by --batched-nodes is said.
+expect_error "layerwise --table-dtype int8" "--table-dtype" -- layerwise "$DATA" --table-dtype int8
+expect_error "layerwise --model-file with --model" "exclude each other" -- layerwise "$DATA" --model-file x --model gcn
+if "$GT_BENCH" layerwise "$DATA" --hidden 16 --batch 256 --batched-nodes 600 --chunk-nodes 700 --json "$WORK/lw.json" \
+  >"$WORK/lw.txt" 2>&1; then
+  grep -q "per-batch ran over 600 of 3000 nodes" "$WORK/lw.txt" || fail "layerwise: no extrapolation line: $(cat "$WORK/lw.txt")"
+  check_json "layerwise JSON" "$WORK/lw.json" "
+r = rows[0]
+assert len(rows) == 1 and r['nodes'] == 3000 and r['batched_nodes'] == 600 and r['batched_extrapolated'] == 'yes', r
+assert r['prediction_agreement'] == 1 and r['max_abs_diff'] < 1e-4 and r['chunks'] == 3 * 5, r"
+else
+  fail "layerwise run: $(cat "$WORK/lw.txt")"
+fi
+
 leftover=$(find "$WORK" -name '*.tmp.*')
 [ -z "$leftover" ] || fail "temporary files left behind: $leftover"

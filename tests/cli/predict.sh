@@ -147,4 +147,22 @@ for f in best ckpt trace metrics pred.csv; do
 done
 ls "$WORK/store" "$WORK/links" | grep -q '\.tmp\.' && die "a temporary file was left next to a linked output"
 echo "ok: symbolic links"
+
+# --- every node with full neighbourhoods: layer-wise and per-batch inference agree ---
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/lw.csv" --all --fanouts all --inference layerwise --device cpu \
+  >"$WORK/lw.log" 2>&1 || die "gt-predict --inference layerwise failed: $(cat "$WORK/lw.log")"
+grep -q "^inference: layer-wise (--inference = layerwise)" "$WORK/lw.log" || die "no layer-wise line: $(cat "$WORK/lw.log")"
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/pb.csv" --all --fanouts all --inference sampled --batch 50 --device cpu \
+  >"$WORK/pb.log" 2>&1 || die "gt-predict --inference sampled failed: $(cat "$WORK/pb.log")"
+grep -q "^inference: per-batch" "$WORK/pb.log" || die "no per-batch line: $(cat "$WORK/pb.log")"
+paste -d, "$WORK/lw.csv" "$WORK/pb.csv" | awk -F, 'NR > 1 { if ($1 != $6 || $2 != $7) { print "row " NR; bad = 1 }
+    for (j = 3; j <= 5; ++j) { d = $j - $(j + 5); if (d < 0) d = -d; if (d > 1e-4) { print "row " NR " logit " j; bad = 1 } } }
+    END { exit bad }' || die "layer-wise and per-batch predictions differ"
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/auto.csv" --all --fanouts all --batch 20 --device cpu >"$WORK/auto.log" 2>&1 ||
+  die "gt-predict --inference auto failed: $(cat "$WORK/auto.log")"
+grep -q "^inference: layer-wise (auto: 45 batches" "$WORK/auto.log" || die "auto did not choose layer-wise: $(cat "$WORK/auto.log")"
+"$GT_PREDICT" "$WORK/best.h5" "$WORK/x.csv" --all --inference layerwise --device cpu >"$WORK/x.log" 2>&1 &&
+  die "layer-wise with the model's sampled eval_fanouts was accepted"
+grep -q "sampled fanouts are set" "$WORK/x.log" || die "layer-wise with sampled fanouts: $(cat "$WORK/x.log")"
+echo "ok: layer-wise inference"
 echo "predict.sh: all checks passed"

@@ -238,6 +238,7 @@ TEST_F(TrainTest, KeptEvaluationBatchesGiveTheSameAccuracies) {
       c.train.replicas = replicas;
       c.sampling.eval_fanouts = eval_fanouts;
       c.sampling.eval_batch_size = 500;
+      c.sampling.eval_inference = "sampled";  // the batches this test keeps (auto may go layer-wise)
       c.train.eval_cache_mb = mb;
       c.train.metrics = "";
       c.train.save_best = "";
@@ -355,6 +356,7 @@ TEST_F(TrainTest, FullBatchTrainingEvaluatesInBatchesAsLarge) {
     c.sampling.fanouts = fanouts;
     c.sampling.batch_size = 100000;
     c.sampling.eval_batch_size = eval_batch;
+    c.sampling.eval_inference = "sampled";  // the batches this test counts (auto may go layer-wise)
     c.train.epochs = 2;
     c.train.metrics = "";
     c.train.save_best = "";
