@@ -65,6 +65,9 @@ ModelConfig model_config(const std::string& type, const std::string& aggregation
   c.heads = 3;
   c.output_heads = 2;
   c.aggregation = aggregation;
+  // GCN as the paper averages: the layer-wise path does not carry symmetric node scales yet (it
+  // refuses them: LayerwiseRefusesSymmetricGcn).
+  c.normalization = "mean";
   c.dropout = 0.5;  // inference must not apply it
   c.gin_eps = 0.25;
   return c;
@@ -248,6 +251,7 @@ TEST(Layerwise, TrainerEvaluatesEitherWay) {
   generate_synthetic(so, (dir / "d.h5").string());
   Config c;
   c.model.type = "gcn";
+  c.model.normalization = "mean";  // symmetric runs per batch (LayerwiseRefusesSymmetricGcn)
   c.model.hidden = 8;
   c.dataset.path = (dir / "d.h5").string();
   c.model.layers = 3;
@@ -313,6 +317,21 @@ TEST(Layerwise, CudaEqualsCpu) {
     const Tensor h = layerwise_inference(*gpu_model, gpu, feats, g.view(), self_loops_of(cfg), {}, o);
     EXPECT_LE(max_abs_diff(h, ref), 5e-2f * (1.0f + max_abs(ref)));
   }
+}
+
+// GCN with symmetric normalisation (the default) needs node scales the layer-wise path does not
+// carry: inference refuses it by name, and the trainer's auto choice evaluates it per batch.
+TEST(Layerwise, LayerwiseRefusesSymmetricGcn) {
+  const RandomGraph g(30, 4, 5);
+  ModelConfig cfg = model_config("gcn");
+  cfg.normalization = "symmetric";
+  auto model = build_model(cfg, 4, 3, Device::cpu(), 1);
+  ASSERT_TRUE(model->needs_node_scale());
+  Context ctx(Device::cpu());
+  const Tensor feats = random_features(g.n, 4, 2);
+  EXPECT_NE(test::error_of([&] { layerwise_inference(*model, ctx, feats, g.view(), true, {}); })
+                .find("symmetric normalisation"),
+            std::string::npos);
 }
 
 }  // namespace
