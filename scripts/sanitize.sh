@@ -28,13 +28,14 @@ if [ "$what" != tsan ]; then
   CC=gcc CXX=g++ cmake -S . -B build-asan "${common[@]}" -DGT_SANITIZE=address >/dev/null
   # Only what the CPU test suite runs (not gt-serve, gt-loadgen): keeps CI short.
   cmake --build build-asan -j"$jobs" --target framework_test preprocess_test kernels_test models_test \
-    gt-data gt-train gt-bench gt-predict
+    layerwise_test gt-data gt-train gt-bench gt-predict
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
   export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=suppressions=$supp/ubsan.supp:print_stacktrace=1:halt_on_error=1
   # Left to the normal suite: cli_consumer builds a separate project against the installed
-  # package (which cannot link an ASan library), cli_service needs the service programs.
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^(cli_consumer|cli_service)$'
+  # package (which cannot link an ASan library); cli_service, cli_serve_limits and cli_options
+  # need the service programs.
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^(cli_consumer|cli_service|cli_serve_limits|cli_options)$'
 
   echo "sanitize.sh: ASan + UBSan suite passed in $((SECONDS - start)) s"
 fi

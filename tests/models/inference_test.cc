@@ -281,7 +281,12 @@ TEST_F(InferenceTest, CancelledRequestsAreNotRun) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cancelled"), std::string::npos) << e.what();
   }
-  const InferenceSession::Stats st = s.stats();
+  // The worker counts a micro-batch after it has answered it: wait for the count (at most 10 s).
+  InferenceSession::Stats st = s.stats();
+  for (int i = 0; i < 1000 && st.nodes < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = s.stats();
+  }
   EXPECT_EQ(st.cancelled_requests, 1);
   EXPECT_EQ(st.failed_requests, 1);
   EXPECT_EQ(st.nodes, 2) << "rows of the cancelled request were computed";
