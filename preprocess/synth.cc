@@ -318,16 +318,7 @@ class Generator {
           deg_[v] = static_cast<int64_t>(row.size());
         },
         256);
-    // Compact the rows forward in place.
-    indptr_.resize(static_cast<std::size_t>(n_ + 1));
-    int64_t out = 0;
-    for (int64_t v = 0; v < n_; ++v) {
-      if (out != cap[v]) std::memmove(indices_.data() + out, indices_.data() + cap[v], deg_[v] * sizeof(int32_t));
-      indptr_[v] = out;
-      out += deg_[v];
-    }
-    indptr_[n_] = out;
-    indices_.resize(static_cast<std::size_t>(out));
+    compact_rows(cap);
   }
 
   // Walker's alias method over weights w[0..m): draw(bits) = i with probability w[i] / sum(w),
@@ -496,7 +487,13 @@ class Generator {
       std::sort(b, e);
       deg_[v] = std::unique(b, e) - b;
     }, 256);
-    // Compact the rows forward in place.
+    compact_rows(cap);
+    indices_.shrink_to_fit();
+  }
+
+  // Rows v of indices_ start at cap[v] and hold deg_[v] entries: moved forward in place into a
+  // CSR (indptr_), the slack dropped.
+  void compact_rows(const std::vector<int64_t>& cap) {
     indptr_.resize(static_cast<std::size_t>(n_ + 1));
     int64_t out = 0;
     for (int64_t v = 0; v < n_; ++v) {
@@ -506,7 +503,6 @@ class Generator {
     }
     indptr_[n_] = out;
     indices_.resize(static_cast<std::size_t>(out));
-    indices_.shrink_to_fit();
   }
 
   void report_edges(Clock::time_point t0) {
