@@ -18,6 +18,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
                    bool check_values, Stream s, std::vector<Tensor>* keep);
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s);
 void count_ids(const Tensor& ids, Tensor& counts, Stream s);
+void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s);
 }  // namespace cuda_impl
 #endif
 
@@ -198,6 +199,32 @@ void count_ids(const Tensor& ids, Tensor& counts, Stream s) {
   for (int64_t i = 0; i < ids.size(0); ++i) {
     if (id[i] < 0 || id[i] >= N) GT_THROW("count_ids", "", "node id ", id[i], " out of range [0, ", N, ")");
     ++c[id[i]];
+  }
+}
+
+void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s) {
+  GT_CHECK_ARG(table.dim() == 1 && table.dtype() == DType::kFloat32 && ids.dim() == 1 && ids.dtype() == DType::kInt32 &&
+                   (out.dim() == 1 || (out.dim() == 2 && out.size(1) == 1)) && out.dtype() == DType::kFloat32 &&
+                   out.size(0) == ids.size(0) &&
+                   table.device() == ids.device() && ids.device() == out.device(),
+               "gather_values: float32 table [N], int32 ids [n] and float32 out [n] or [n, 1] on one device expected, got ",
+               table.str(), ", ", ids.str(), " and ", out.str());
+  if (ids.numel() == 0) return;
+  if (out.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::gather_values(table, ids, out, s);
+#else
+    throw_built_without_cuda("gather_values");
+#endif
+    return;
+  }
+  const int32_t* id = ids.data<int32_t>();
+  const float* v = table.data<float>();
+  float* o = out.data<float>();
+  const int64_t N = table.size(0);
+  for (int64_t i = 0; i < ids.size(0); ++i) {
+    if (id[i] < 0 || id[i] >= N) GT_THROW("gather_values", "", "node id ", id[i], " out of range [0, ", N, ")");
+    o[i] = v[id[i]];
   }
 }
 

@@ -174,6 +174,15 @@ __global__ void count_kernel(const int32_t* __restrict__ ids, int64_t n, int32_t
   }
 }
 
+__global__ void gather_values_kernel(const float* __restrict__ table, int64_t N, const int32_t* __restrict__ ids,
+                                     int64_t n, float* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t v = ids[i];
+    out[i] = v >= 0 && v < N ? table[v] : __int_as_float(0x7fc00000);
+  }
+}
+
 int64_t alignment_of(uintptr_t x) {
   int64_t a = 16;
   while (a > 2 && x % static_cast<uintptr_t>(a) != 0) a /= 2;
@@ -330,6 +339,13 @@ void count_ids(const Tensor& ids, Tensor& counts, Stream s) {
   const int64_t n = ids.size(0);
   count_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(
       ids.data<int32_t>(), n, counts.data<int32_t>(), counts.size(0));
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s) {
+  const int64_t n = ids.size(0);
+  gather_values_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(
+      table.data<float>(), table.size(0), ids.data<int32_t>(), n, out.data<float>());
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -75,6 +75,11 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
 // builds them on the GPU (the pipeline).
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s = nullptr);
 
+// out[i] = table[ids[i]]: float32 table [N] and out [n] (or [n, 1]), int32 ids [n], all on one
+// device (ids in range: checked on the CPU; on the GPU an id out of range writes NaN). Per-node scalars of the
+// whole graph for a batch (GCN's symmetric node scales), without a host round trip.
+void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s = nullptr);
+
 // counts[id] += 1 for every id in ids (int32 [n] and int32 [N], one device): what a pre-sampling
 // pass counts to pick the cache's rows (preprocess/feature_cache.h).
 void count_ids(const Tensor& ids, Tensor& counts, Stream s = nullptr);

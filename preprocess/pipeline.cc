@@ -62,6 +62,7 @@ struct BatchPipeline::Impl {
   bool check_values = false;  // a mapped file read in place: its values are checked by the gather
   GatherCounters counters;    // cache hits, host reads, first bad row: on the device
   Tensor bad_row;             // pinned int64 [1]: counters' third slot, copied after each gather
+  Tensor node_scale_dev;      // opts.node_scale on the device, when K runs there (gathered per batch)
   const std::vector<int32_t>& labels;
   const NeighborSampler& sampler;
   const Context& ctx;
@@ -421,7 +422,7 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     cv.notify_all();
   }
   out.labels = gather_labels(labels, features.rows(), w->seeds);
-  if (opts.node_scale) {
+  if (opts.node_scale && !out.node_scale.defined()) {  // else gathered on the device (do_gpu_batch)
     GT_CHECK_ARG(static_cast<int64_t>(w->frontier.size()) == need, "BatchPipeline: ", w->frontier.size(),
                  " input ids for ", need, " input rows");
     out.node_scale = gather_node_scale(*opts.node_scale, w->frontier);
@@ -478,13 +479,9 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
                     &out.keep_alive);
       out.keep_alive.push_back(g.input_nodes);
-      if (opts.node_scale) {  // the scales are gathered on the host, from the ids
-        // On the sampler's stream, where the ids are complete: on s the copy would wait for the
-        // gather just queued there.
-        Tensor ids = g.input_nodes.to(Device::cpu(), gpu.stream());
-        stream_synchronize(gpu.stream());
-        const int32_t* p = ids.data<int32_t>();
-        w->frontier.assign(p, p + n_in);
+      if (node_scale_dev.defined()) {  // the scales too, from the device copy of the whole graph's
+        out.node_scale = Tensor::empty({n_in, 1}, DType::kFloat32, ctx.device());  // as gather_node_scale's
+        gather_values(node_scale_dev, g.input_nodes, out.node_scale, s);
       }
       w->rows_done = n_in;
       w->counted_on_device = true;
@@ -546,6 +543,11 @@ BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int
       m.check_values = features.mapped();
     }
     m.device_rows = opts.host || (opts.cache && opts.cache->rows() == features.rows());
+    if (m.device_rows && opts.gpu && opts.node_scale) {
+      set_current_device(ctx.device());
+      m.node_scale_dev = Tensor::from_vector(*opts.node_scale).to(ctx.device(), ctx.copy_stream());
+      stream_synchronize(ctx.copy_stream());
+    }
     if (opts.host || opts.cache) {
       set_current_device(ctx.device());
       m.counters = GatherCounters::make(ctx.device(), ctx.copy_stream());

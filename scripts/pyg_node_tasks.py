@@ -67,7 +67,7 @@ def load(data_dir, name, device):
     edge_index = torch.tensor(edges.T.copy())
     edge_index, _ = remove_self_loops(edge_index)
     edge_index = to_undirected(edge_index, num_nodes=n)
-    if name == "cora":  # PyG's NormalizeFeatures: rows divided by their sums
+    if name.startswith("cora"):  # PyG's NormalizeFeatures (Cora and its one-vs-rest binaries): rows divided by their sums
         x = x - x.min()
         x = x / x.sum(1, keepdim=True).clamp(min=1)
     schemes = sorted(os.listdir(os.path.join(root, "split")))

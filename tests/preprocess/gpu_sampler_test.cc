@@ -179,6 +179,11 @@ void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool
   std::vector<uint64_t> keys;
   for (std::size_t i = 0; i < batches.size(); ++i) keys.push_back(500 + i);
   BatchLoader serial(g.features, g.labels, cpu, ctx);
+  // Per-node scales (as a symmetric GCN's): gathered per batch on the device when K runs there,
+  // on the host otherwise; either way equal to the serial loader's.
+  std::vector<float> scales(static_cast<std::size_t>(g.n));
+  for (int64_t i = 0; i < g.n; ++i) scales[static_cast<std::size_t>(i)] = 0.5f + u01(philox(31, static_cast<uint64_t>(i), 0).v[0]);
+  serial.set_node_scale(&scales);
   const FeatureTable table(g.features);
   std::unique_ptr<MappedHostTable> host;
   if (zero_copy) host = std::make_unique<MappedHostTable>(table);
@@ -187,6 +192,7 @@ void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool
   o.cache = cache.get();
   o.gpu = gpu_sampling ? &gpu : nullptr;
   o.host = host.get();
+  o.node_scale = &scales;
   BatchPipeline pipe(table, g.labels, cpu, ctx, o);
   pipe.start(batches, keys);
   int64_t rows = 0;
@@ -200,6 +206,10 @@ void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool
     EXPECT_EQ(got->features.shape(), want.features.shape());
     EXPECT_EQ(got->features.to_vector<float>(), want.features.to_vector<float>());  // bitwise
     EXPECT_EQ(got->labels.to_vector<int32_t>(), want.labels.to_vector<int32_t>());
+    ASSERT_TRUE(got->node_scale.defined());
+    EXPECT_EQ(got->node_scale.device(), ctx.device());
+    EXPECT_EQ(got->node_scale.shape(), want.node_scale.shape());
+    EXPECT_EQ(got->node_scale.to_vector<float>(), want.node_scale.to_vector<float>());
     rows += want.features.size(0);
   }
   EXPECT_EQ(pipe.next(), nullptr);

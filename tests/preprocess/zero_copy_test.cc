@@ -201,6 +201,35 @@ TEST(ZeroCopy, MappedFileReadInPlaceCuda) {
   }
 }
 
+// gather_values (per-node scalars for a batch) equals indexing on the host: fresh random values,
+// ids at both ends and repeated, an empty batch, the output poisoned first; an id out of range is
+// refused on the CPU.
+void gather_values_matches(Device d) {
+  const int64_t n = 5000;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = 0.25f + u01(philox(41, static_cast<uint64_t>(i), 0).v[0]);
+  const Tensor table = d.is_cuda() ? Tensor::from_vector(v).to(d) : Tensor::from_vector(v);
+  const std::vector<int64_t> ids = some_ids(n, 700, 42);
+  Tensor out = Tensor::from_vector(std::vector<float>(ids.size(), std::numeric_limits<float>::quiet_NaN()));
+  if (d.is_cuda()) out = out.to(d);
+  gather_values(table, ids_tensor(ids, d), out);
+  const std::vector<float> got = out.to_vector<float>();
+  for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(got[i], v[static_cast<std::size_t>(ids[i])]) << "position " << i;
+  Tensor none = Tensor::empty({0}, DType::kFloat32, d);
+  gather_values(table, ids_tensor({}, d), none);
+  if (!d.is_cuda()) {
+    Tensor one = Tensor::empty({1}, DType::kFloat32);
+    EXPECT_THROW(gather_values(table, ids_tensor({n}, d), one), Error);
+  }
+  Tensor wrong = Tensor::empty({2}, DType::kFloat32, d);
+  EXPECT_THROW(gather_values(table, ids_tensor({1}, d), wrong), Error);  // out's length differs
+}
+TEST(ZeroCopy, GatherValuesMatchesHost) { gather_values_matches(Device::cpu()); }
+TEST(ZeroCopy, GatherValuesMatchesHostCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  gather_values_matches(Device::cuda(0));
+}
+
 // Pre-sampling: the GPU sampler's counts equal the CPU sampler's for the same batches and keys;
 // the most frequent rows break ties by the smaller id and report the share they serve.
 TEST(Presample, MostFrequentBreaksTiesBySmallerId) {
