@@ -1,6 +1,6 @@
 // gt-bench kernels | step: GPU timings of the NAPA Pull kernels and of whole training steps on the
 // four synthetic workloads of shared/bench/pyg_baseline.py, to set beside that script's numbers
-// (scripts/bench_compare.py builds the ratio table).
+// (bench/baselines/bench_compare.py builds the ratio table).
 //
 //   gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment B]] [--json FILE]
 //   gt-bench step    [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32] [--dkp MODE]
@@ -40,8 +40,8 @@
 // --dkp sets model.dkp for gcn, sage and gin (default aggregate-first, the order PyG runs); with
 // auto, 8 untimed warm-up steps fit the cost model first, and the table names the orders chosen.
 // --aggregation sets model.aggregation for gcn and sage (max: feature-wise, aggregate-first; to
-// set beside scripts/pyg_aggr_steps.py, PyG's SAGEConv with the same aggr), and for ngcf when it
-// is sum; the other models keep theirs.
+// set beside bench/baselines/pyg_aggr_steps.py, PyG's SAGEConv with the same aggr), and for ngcf
+// when it is sum; the other models keep theirs.
 // The input rows are padded with zeros as training gathers them by default (dataset.align_rows,
 // dataset.row_alignment = --row-alignment; the model's extra weight rows are zero and stay zero,
 // so it computes what it would on F-wide rows); --no-align gives the model the F-wide rows instead.

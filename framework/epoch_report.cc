@@ -106,7 +106,7 @@ void log_result(std::ostream& log, const TrainResult& r) {
     return;
   }
   char line[256];
-  // The last field is the test value (scripts/accuracy.sh reads it).
+  // The last field is the test value (bench/run.sh accuracy reads it).
   if (r.select_by == Metric::kAccuracy)
     std::snprintf(line, sizeof line, "best valid %.4f at epoch %lld, test %.4f\n", r.best_valid_acc,
                   static_cast<long long>(r.best_epoch), r.test_acc_at_best);

@@ -209,7 +209,7 @@ void launch_small_gemm(const Context& ctx, bool trans_a, bool trans_b, int64_t M
 }
 
 // The skinny FFMA kernels' configurations (kernels/skinny_sgemm.cuh; chosen with
-// scripts/skinny_sgemm_probe.cu, docs/benchmarks.md "Tenth session").
+// bench/probes/skinny_sgemm_probe.cu, docs/benchmarks.md "Tenth session").
 constexpr auto kSkinnyNN = skinny::sgemm_kernel<false, 2, 4, false>;
 constexpr auto kSkinnyTN = skinny::sgemm_kernel<true, 2, 8, true>;
 // Where they beat cuBLAS's float32 kernels on an H100: NN products with K >= 2048 whose 128 x 64
@@ -334,7 +334,7 @@ void gemm_row_major(const Context& ctx, bool trans_a, bool trans_b, int64_t M, i
   }
   // Split-K only pays while the output tiles leave SMs idle: a product whose 128 x 64 tiles
   // already number at least one per SM, each with a long K loop, runs as one kernel (no
-  // reduction pass). Measured with scripts/gemm_small_probe.cu (docs/benchmarks.md).
+  // reduction pass). Measured with bench/probes/gemm_small_probe.cu (docs/benchmarks.md).
   const int64_t tiles = ((M + kTileRows - 1) / kTileRows) * ((N + kTileCols - 1) / kTileCols);
   const bool single_pass = ctx.cublas_single_pass() && K >= kSinglePassMinK && tiles >= ctx.sm_count();
   auto handle = static_cast<cublasHandle_t>(single_pass ? ctx.cublas_single_pass() : ctx.cublas());

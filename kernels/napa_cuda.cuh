@@ -63,7 +63,8 @@ __device__ __forceinline__ void load_edge_chunk(const int32_t* __restrict__ ids,
 }
 
 // Gather loads of a row vector through the read-only path (the default load of realign.cuh's
-// gather; scripts/gather_probe.cu instantiates it with cache-hinted loads to time them against it).
+// gather; bench/probes/gather_probe.cu instantiates it with cache-hinted loads to time them
+// against it).
 struct LoadNc {
   static __device__ __forceinline__ float4 load(const float4* p) { return __ldg(p); }
   static __device__ __forceinline__ float2 load(const float2* p) { return __ldg(p); }

@@ -1,6 +1,6 @@
 // Forward Pull (sum, mean) of narrow float4 rows by row-owning warps over source-ordered edge
-// lists: the products-shaped path of kernels/pull.cu (issue 3; scripts/pull_sweep.cu, part own;
-// docs/benchmarks.md, "Twenty-ninth session").
+// lists: the products-shaped path of kernels/pull.cu (issue 3; bench/probes/pull_sweep.cu, part
+// own; docs/benchmarks.md, "Twenty-ninth session").
 //
 // Every warp of a grid that is resident all at once owns R consecutive destination rows; their
 // accumulators (a whole row of at most 32 float4 a row) live in shared memory. A plan lists each

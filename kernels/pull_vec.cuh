@@ -1,5 +1,5 @@
 // The vector-row gather of Pull (internal; include from .cu files only): kernels/pull.cu launches
-// it, and scripts/gather_probe.cu times it with other loads (the Ld policy). Contract and the
+// it, and bench/probes/gather_probe.cu times it with other loads (the Ld policy). Contract and the
 // launch rules in pull.cu.
 #pragma once
 
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads)
 // fastest in the order blocks are started, the device walks one step of every row before the
 // next: column bands of one 128-byte line for 8 lanes (launch_bands); with a row of at most LPR
 // vectors, gridDim.y = 1, whole rows. Sums run in CSR order as pull_vec_kernel's do, so both
-// give the same bits. H100, pyg_baseline's blocks (scripts/pull_sweep.cu): bands of one line,
+// give the same bits. H100, pyg_baseline's blocks (bench/probes/pull_sweep.cu): bands of one line,
 // 8 lanes, E = 16: reddit2 0.39 -> 0.32 ms, livejournal 1.53 -> 1.38 ms against pull_vec_kernel's
 // bands; whole rows of 25 vectors (products), 32 lanes, E = 4: 0.099 -> 0.093 ms. The compiler
 // keeps this shape at 32 registers a thread (a full SM) with fewer than E vectors in flight; a

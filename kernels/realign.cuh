@@ -68,7 +68,7 @@ __device__ __forceinline__ void accumulate(float4& acc, const float4& v, float w
 
 // kRowMean: the row's sum is scaled by 1/deg(row); kColWeight: each edge by 1/deg(column), the
 // degree from col_ptr (Pull's mean backward). Ld loads the windows (napa_dev::LoadNc; the probe
-// scripts/gather_probe.cu times cache-hinted loads through the same kernel).
+// bench/probes/gather_probe.cu times cache-hinted loads through the same kernel).
 template <int E, int kMinBlocks, bool kRowMean, bool kColWeight, class Out, class Ld = napa_dev::LoadNc>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     realign_kernel(const int64_t* __restrict__ ptr, const int32_t* __restrict__ ids,

@@ -1,4 +1,4 @@
-// Pull kernel design sweep: a standalone development tool (not part of the CMake build) that
+// Pull kernel design sweep: a development tool (built on demand: -DGT_BUILD_PROBES=ON) that
 // times sum-aggregation kernel shapes on the four large blocks of pyg_baseline.py's WORKLOADS,
 // forward (CSR) and backward (transposed block), each checked against a reference kernel on the
 // same random inputs (outputs poisoned first). Variants: lanes per row (4/8/16/32), vector width
@@ -6,7 +6,7 @@
 // 32 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
 // kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
 //
-//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o pull_sweep scripts/pull_sweep.cu framework/error.cc
+//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o pull_sweep bench/probes/pull_sweep.cu framework/error.cc
 //   ./pull_sweep [workload [F]]    # on the GPU machine; prints one line per variant; F overrides
 //                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
 //   ./pull_sweep workload F F0 [S] # narrow bands and lane gathers, floor bytes counted on F0
@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "kernels/pull_vec.cuh"
-#include "scripts/probe_util.cuh"
+#include "bench/probes/probe_util.cuh"
 
 constexpr int kWarp = 32;
 constexpr unsigned kFull = 0xffffffffu;
@@ -793,7 +793,7 @@ __global__ void __launch_bounds__(256, MINB) own_k(const uint32_t* __restrict__ 
 
 // ---- Home-side gathers (nineteenth session, GT_SWEEP_PARTS=...,home) ----
 // Each 128-byte line of device memory has a home in one of the two halves of the H100's L2
-// (scripts/l2_probe.cu: within a 2 MiB page the half is the parity of address bits 12, 13, 16,
+// (bench/probes/l2_probe.cu: within a 2 MiB page the half is the parity of address bits 12, 13, 16,
 // 17 and 19, XOR a bit per page); an SM's request for a line homed in the other half crosses
 // the fabric between the halves, which ncu finds 84-94% busy in the library's Pull. hs_k lets
 // every SM gather only lines homed in its own half: both halves walk every (column step, row
@@ -1514,7 +1514,7 @@ void run_rb(const char* shape, Dev& d, int per_sm, int rows_per_team, int slack,
 // The library's banded lane gather launched once per band (a kernel boundary between bands, so
 // no two bands' slices are read at once).
 // The two L2 halves for the source matrix d.in: which SMs share SM 0's half (sm_side 0) and each
-// 2 MiB page's parity bit, from atomic latencies (scripts/l2_probe.cu), then a check of the
+// 2 MiB page's parity bit, from atomic latencies (bench/probes/l2_probe.cu), then a check of the
 // prediction on random lines from SM 0 and from an SM of the other half. False when the
 // latencies are not two clear groups (then the home gathers are not run).
 struct HomeMap { std::vector<unsigned char> sm_side, page_par; };

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """GraphTensor against PyTorch Geometric: ratio tables in Markdown from the two benchmarks' JSON.
 
-  python3 scripts/bench_compare.py --gt KERNELS.jsonl STEP.jsonl [STEP-TF32.jsonl] \\
+  python3 bench/baselines/bench_compare.py --gt KERNELS.jsonl STEP.jsonl [STEP-TF32.jsonl] \\
                                    --pyg PYG.json [PYG-TF32.json]
 
 --gt  files written by `gt-bench kernels --json` and `gt-bench step [--tf32] --json` (JSON lines,
       one record per measurement, "bench": ceiling | kernels | step).
 --pyg files written by shared/bench/pyg_baseline.py --json (one JSON object; "tf32" says which
       run it is; "spmm" holds cuSPARSE's aggregation times, "steps" the training steps), and by
-      scripts/pyg_aggr_steps.py (steps with a sum or a max aggregation, matched to `gt-bench step
-      --aggregation` by each record's "aggregation").
+      bench/baselines/pyg_aggr_steps.py (steps with a sum or a max aggregation, matched to
+      `gt-bench step --aggregation` by each record's "aggregation").
 
 Tables: (1) Pull forward (sum and mean) against torch.sparse.mm (cuSPARSE SpMM) on each
 workload's large block; (2) one training step per model and workload, with its memory: ours is
@@ -106,7 +106,7 @@ def steps_table(gt, pygs):
     pyg = {}
     for p in pygs:
         for r in p.get("steps", []):
-            # pyg_baseline.py's records are the mean; scripts/pyg_aggr_steps.py's name theirs.
+            # pyg_baseline.py's records are the mean; pyg_aggr_steps.py's name theirs.
             pyg[(r["workload"], r["model"], bool(p.get("tf32", False)), r.get("aggregation", "mean"))] = r
     for tf32 in (False, True):
         rows = [r for r in steps if bool(r.get("tf32", 0)) == tf32]

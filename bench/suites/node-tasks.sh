@@ -8,12 +8,12 @@
 #   acc      GCN symmetric vs mean, as 2-class/7-class softmax (model.task multiclass), by accuracy
 #   auc      GCN symmetric on the binary datasets as binary (sigmoid) tasks, selected by ROC-AUC
 #   [DEVICE=cpu] [SEEDS="0 1 2 3 4"] [TWITCH_SEEDS=...] [DATASETS="cora cornell5 twitch-de"] \
-#     scripts/cpu_node_tasks.sh [dkp|acc|auc]...
+#     bench/run.sh node-tasks [dkp|acc|auc]...
 # One line per run; GT_TRAIN overrides build/gt-train; DEVICE=cuda runs the same on the GPU
-# (scripts/gpu_run_tasks.sh); MODEL=sage measures GraphSAGE instead of GCN (acc: one line per seed);
+# (bench/run.sh tasks); MODEL=sage measures GraphSAGE instead of GCN (acc: one line per seed);
 # NORMS="mean" limits acc to one GCN normalisation.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 G=${GT_TRAIN:-./build/gt-train}
 SEEDS=${SEEDS:-"0 1 2 3 4"}
 TWITCH_SEEDS=${TWITCH_SEEDS:-$SEEDS}

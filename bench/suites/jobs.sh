@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine run on 2 GPUs for jobs of several processes (about 1 minute on 2 H200s).
 #
-#   bash scripts/gpu_run_jobs.sh              # from the repository root, OUT=<results folder>
+#   OUT=<results folder> bash bench/run.sh jobs
 #
 # Assumes (the lead's devrun layout): binaries gt-train gt-data gt-bench models_test framework_test
 # in devrun/bin, their shared libraries in devrun/lib. Runs the 2-GPU test cases; one process with
@@ -9,9 +9,9 @@
 # the processes); the job with the processes disagreeing on a key; one process killed mid-run (the
 # launcher stops the other); early stopping across processes; gt-bench allreduce over NCCL.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/gpu-run-jobs}
-source scripts/gpu_common.sh
+source bench/lib.sh
 nvidia-smi -L
 for t in models_test framework_test; do
   step "$t"

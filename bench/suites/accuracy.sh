@@ -2,10 +2,10 @@
 # Mean test accuracy (at the best validation epoch) over 5 seeds for a config: the last field of
 # "best valid", the test value of train.select_by (accuracy for multiclass tasks; ROC-AUC for
 # binary and multilabel ones unless set: docs/tasks.md).
-#   scripts/accuracy.sh CONFIG [--set key=value]...
+#   bench/run.sh accuracy CONFIG [--set key=value]...
 # Prints one line per seed and the mean; writes nothing else.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 config=$1; shift
 sum=0
 for seed in 0 1 2 3 4; do

@@ -3,13 +3,13 @@
 // of a 2-layer GNN step's first layer (aligned rows): forward x W (NN) and dW = x^T dY (TN), for
 // every split count tried and 2 or 3 CTAs per SM. Outputs are poisoned first and compared with
 // cuBLAS's; odd shapes (row tails, short reductions, N = 128, beta = 1) are checked too.
-// A development tool, not part of the CMake build (docs/benchmarks.md, tenth session).
+// A development tool, built on demand (-DGT_BUILD_PROBES=ON; docs/benchmarks.md, tenth session).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o skinny_sgemm_probe scripts/skinny_sgemm_probe.cu -lcublas
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o skinny_sgemm_probe bench/probes/skinny_sgemm_probe.cu -lcublas
 #include <cublas_v2.h>
 
 #include "kernels/skinny_sgemm.cuh"
-#include "scripts/probe_util.cuh"
+#include "bench/probes/probe_util.cuh"
 
 using namespace gt::skinny;
 

@@ -2,10 +2,10 @@
 // [rows x F] x [F x 64] and dW = X^T dY, on the destinations and, as combine-first runs them, on
 // all sources), time every algorithm cuBLASLt's heuristic offers (up to 32, split-K among them)
 // against cublasSgemm as kernels/dense.cu calls it, float32 (pedantic) and TF32. A development
-// tool, not part of the CMake build (docs/benchmarks.md, sixth session: at most 5% on the wide
-// GEMMs, so kernels/dense.cu keeps cublasSgemm).
+// tool built on demand (-DGT_BUILD_PROBES=ON; docs/benchmarks.md, sixth session: at most 5% on
+// the wide GEMMs, so kernels/dense.cu keeps cublasSgemm).
 //
-//   nvcc -O2 -arch=sm_90 -o gemm_lt_probe scripts/gemm_lt_probe.cu -lcublasLt -lcublas && ./gemm_lt_probe [aligned]
+//   nvcc -O2 -arch=sm_90 -o gemm_lt_probe bench/probes/gemm_lt_probe.cu -lcublasLt -lcublas && ./gemm_lt_probe [aligned]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -20,7 +20,7 @@ Edges are made undirected with self loops dropped (as the importer does; GCNConv
 Cora's feature rows are divided by their sums (gt-train: dataset.normalize row), the others are
 used as they are. Nothing is downloaded.
 
-  python3 scripts/pyg_node_tasks.py DATA_DIR [--datasets cora,cornell5,twitch-de]
+  python3 bench/baselines/pyg_node_tasks.py DATA_DIR [--datasets cora,cornell5,twitch-de]
           [--models gcn,sage] [--seeds 5] [--epochs 200] [--device cuda] [--json FILE]
 
 Prints one line per (dataset, model, mode) and, at the end, all results as one JSON object

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine run for issue 3's models and benchmarks (about 6 minutes on an H100).
 #
-#   bash scripts/gpu_run_models.sh            # from the repository root, OUT=<results folder>
+#   OUT=<results folder> bash bench/run.sh models
 #
 # Assumes (the lead's devrun layout): binaries gt-train gt-data gt-bench kernels_test models_test in
 # devrun/bin, their shared libraries in devrun/lib, Cora in OGB raw layout at devrun/data/cora,
@@ -9,9 +9,9 @@
 # Writes logs, JSON and compare.md under $OUT; every step has its own time limit and a failing
 # step does not stop the others. Order: tests, Cora accuracy (ours, then PyG), benchmarks.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/gpu-run-models}
-source scripts/gpu_common.sh
+source bench/lib.sh
 
 step "tests: models_test (NGCF/GIN/GAT gradients, ELU, GPU vs CPU) and kernels_test (dense, elementwise)"
 run 240 models_test.log "$B/models_test" --gtest_filter='ModelGradients*:ModelRegistry*:ModelOps*:ModelsTrainTest*'
@@ -19,16 +19,16 @@ grep -E "elements, relative|^\[  (PASSED|FAILED|SKIPPED) |Failure" "$OUT/models_
 run 120 kernels_test.log "$B/kernels_test" --gtest_filter='Linear*:Apply*:Relu*:LeakyRelu*:Elementwise*:FusedGat*:FusedNgcf*:Pull*'
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" "$OUT/kernels_test.log" | head -20
 
-step "Cora: import, then 5 seeds per model on the GPU (scripts/accuracy.sh)"
+step "Cora: import, then 5 seeds per model on the GPU (bench/run.sh accuracy)"
 run 60 import.log "$B/gt-data" import-ogb devrun/data/cora data/cora.h5 && tail -2 "$OUT/import.log"
 export GT_TRAIN=$B/gt-train
 for m in ngcf gin gat; do
-  run 150 "accuracy-$m.log" bash scripts/accuracy.sh "configs/cora-$m.yaml" --set train.device=cuda
+  run 150 "accuracy-$m.log" bash bench/run.sh accuracy "configs/cora-$m.yaml" --set train.device=cuda
   tail -6 "$OUT/accuracy-$m.log"
 done
 
-step "Cora with PyG (scripts/pyg_models.py, same models and hyper-parameters, 5 seeds)"
-run 200 pyg_models.log python3 scripts/pyg_models.py devrun/data/cora --json "$OUT/pyg_models.json"
+step "Cora with PyG (bench/baselines/pyg_models.py, same models and hyper-parameters, 5 seeds)"
+run 200 pyg_models.log python3 bench/baselines/pyg_models.py devrun/data/cora --json "$OUT/pyg_models.json"
 grep -E "loaded|mean test|Error|error" "$OUT/pyg_models.log"
 
 step "gt-bench kernels (Pull fwd/bwd vs device copy) and step (gcn, sage, ngcf; float32 and TF32)"
@@ -55,9 +55,9 @@ else
   echo "skipping the TF32 PyG run (time)"
 fi
 
-step "comparison (scripts/bench_compare.py)"
+step "comparison (bench/baselines/bench_compare.py)"
 existing() { for f in "$@"; do [ -s "$f" ] && echo "$f"; done; }
 # shellcheck disable=SC2046
-python3 scripts/bench_compare.py --gt $(existing $GT_FILES) --pyg $(existing $PYG_FILES) > "$OUT/compare.md" 2>&1
+python3 bench/baselines/bench_compare.py --gt $(existing $GT_FILES) --pyg $(existing $PYG_FILES) > "$OUT/compare.md" 2>&1
 cat "$OUT/compare.md"
 step "done"

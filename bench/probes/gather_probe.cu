@@ -1,10 +1,10 @@
-// Gather probe: a standalone development tool (not part of the CMake build) that times the Pull
+// Gather probe: a development tool (built on demand: -DGT_BUILD_PROBES=ON) that times the Pull
 // forward gather of pyg_baseline.py's four large blocks with different load and store cache hints
 // and against the device's read, write and copy rates, so that a change to kernels/pull.cu or
 // kernels/realign.cuh can be judged against the physical limit. Every variant is checked against
 // a plain reference kernel on the same random inputs, its output poisoned (NaN) first.
 //
-//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o gather_probe scripts/gather_probe.cu framework/error.cc
+//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o gather_probe bench/probes/gather_probe.cu framework/error.cc
 //   ./gather_probe [rounds]       # on the GPU machine; one line per (round, workload, variant)
 //   ./gather_probe footprint      # the gather rate as the gathered matrix shrinks to fit in L2
 //   ./gather_probe bands          # wave-synchronised whole-row gathers; BANDS_RESIDENT=1 and
@@ -32,7 +32,7 @@
 
 #include "kernels/pull_vec.cuh"
 #include "kernels/realign.cuh"
-#include "scripts/probe_util.cuh"
+#include "bench/probes/probe_util.cuh"
 
 namespace nd = gt::cuda_impl::napa_dev;
 namespace pv = gt::cuda_impl::pull_vec;

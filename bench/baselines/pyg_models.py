@@ -3,12 +3,13 @@
 
 Trains the same architectures with the same hyper-parameters as GraphTensor's configs, full-batch
 on the GPU, for 5 seeds, and prints the mean test accuracy at the best validation epoch (first
-best epoch, evaluated every epoch), to compare with scripts/accuracy.sh's output (within 2 points).
+best epoch, evaluated every epoch), to compare with `bench/run.sh accuracy`'s output (within 2
+points).
 With --time it also times one full-batch training step (forward, loss, backward, Adam; median of
 CUDA-event timings after warm-up) and reports the peak GPU memory, to compare with gt-train's epoch
 time in the same regime (docs/benchmarks.md, "Cornell5 and Twitch-DE").
 
-  python3 scripts/pyg_models.py DATA_DIR [--models ngcf,gin,gat] [--seeds 5] [--epochs 200]
+  python3 bench/baselines/pyg_models.py DATA_DIR [--models ngcf,gin,gat] [--seeds 5] [--epochs 200]
                                 [--split NAME] [--normalize row|none] [--time] [--json FILE]
                                 [--init-from MODEL.h5] [--dropout P] [--trace FILE]
 

@@ -1,4 +1,4 @@
-// Helpers shared by the standalone CUDA probes in scripts/ (pull_sweep.cu, gather_probe.cu,
+// Helpers shared by the standalone CUDA probes in bench/probes/ (pull_sweep.cu, gather_probe.cu,
 // gemm_emul_probe.cu): an exit-on-error check for CUDA and cuBLAS status codes, a median timer,
 // a fill kernel of hashed uniform values in [-1, 1) (fresh random inputs, never zeros) and the
 // largest relative error of an output against a reference.

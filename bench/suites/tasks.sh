@@ -6,25 +6,27 @@
 #   2. gt-train on Cora, Cornell5, Twitch-DE (full batch, 2 layers, hidden 64, dropout 0.5, Adam
 #      lr 0.01, wd 5e-4, 200 epochs, 5 seeds): GCN symmetric and mean and GraphSAGE as softmax
 #      tasks selected by accuracy; GCN and GraphSAGE as binary tasks selected by ROC-AUC;
-#      epoch times of model.dkp auto against both fixed orders (scripts/cpu_node_tasks.sh, DEVICE=cuda);
+#      epoch times of model.dkp auto against both fixed orders (bench/run.sh node-tasks,
+#      DEVICE=cuda);
 #   3. the products preset (GraphSAGE and GCN, sampled mini-batches): epoch time of auto against
 #      both fixed orders;
 #   4. a synthetic multi-label dataset (112 targets, as ogbn-proteins) on the GPU and the CPU:
 #      mean ROC-AUC and micro-F1 of both;
-#   5. scripts/pyg_node_tasks.py: PyG's GCNConv and SAGEConv the same way (JSON in $OUT/pyg.json).
+#   5. bench/baselines/pyg_node_tasks.py: PyG's GCNConv and SAGEConv the same way (JSON in
+#      $OUT/pyg.json).
 #
-#   bash scripts/gpu_run_tasks.sh       # from the repository root; OUT=<results folder>
+#   OUT=<results folder> bash bench/run.sh tasks
 #
-# Assumes the devrun layout (scripts/gpu_common.sh): gt-train, gt-data, kernels_test and
+# Assumes the devrun layout (bench/lib.sh): gt-train, gt-data, kernels_test and
 # models_test in devrun/bin, their libraries in devrun/lib (or devrun/lib.tar.xz), the OGB raw
 # folders at devrun/data/{cora,cornell5,twitch-de} (copies of ../shared/data), PyTorch + PyG.
 # About 25 minutes on an H100/H200: split it with STEPS="tests acc" etc. (tests acc auc dkp
 # products multilabel pyg).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ -f devrun/lib.tar.xz ] && tar -C devrun -xJf devrun/lib.tar.xz
 OUT=${OUT:-out/gpu-run-tasks}
-source scripts/gpu_common.sh
+source bench/lib.sh
 STEPS=${STEPS:-"tests acc auc dkp products multilabel pyg"}
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 export GT_TRAIN=$B/gt-train W=$OUT/work DEVICE=cuda
@@ -42,18 +44,18 @@ for d in cora cornell5 twitch-de; do
 done
 if has acc; then
   step "accuracy, softmax tasks, 5 seeds: GCN symmetric and mean, GraphSAGE"
-  bash scripts/cpu_node_tasks.sh acc | tee "$OUT/acc-gcn.txt"
-  MODEL=sage bash scripts/cpu_node_tasks.sh acc | tee "$OUT/acc-sage.txt"
+  bash bench/run.sh node-tasks acc | tee "$OUT/acc-gcn.txt"
+  MODEL=sage bash bench/run.sh node-tasks acc | tee "$OUT/acc-sage.txt"
 fi
 if has auc; then
   step "binary tasks selected by ROC-AUC, 5 seeds: GCN, GraphSAGE"
-  DATASETS="cornell5 twitch-de" bash scripts/cpu_node_tasks.sh auc | tee "$OUT/auc-gcn.txt"
-  MODEL=sage DATASETS="cornell5 twitch-de" bash scripts/cpu_node_tasks.sh auc | tee "$OUT/auc-sage.txt"
+  DATASETS="cornell5 twitch-de" bash bench/run.sh node-tasks auc | tee "$OUT/auc-gcn.txt"
+  MODEL=sage DATASETS="cornell5 twitch-de" bash bench/run.sh node-tasks auc | tee "$OUT/auc-sage.txt"
 fi
 if has dkp; then
   step "epoch times: dkp auto (second run, cached fit) vs aggregate-first vs combine-first"
-  bash scripts/cpu_node_tasks.sh dkp | tee "$OUT/dkp-gcn.txt"
-  MODEL=sage bash scripts/cpu_node_tasks.sh dkp | tee "$OUT/dkp-sage.txt"
+  bash bench/run.sh node-tasks dkp | tee "$OUT/dkp-gcn.txt"
+  MODEL=sage bash bench/run.sh node-tasks dkp | tee "$OUT/dkp-sage.txt"
 fi
 if has products; then
   step "products preset: dkp auto vs both fixed orders (3 epochs, median of epochs 2-3)"
@@ -84,7 +86,7 @@ if has multilabel; then
 fi
 if has pyg; then
   step "PyG: GCNConv and SAGEConv, same datasets and settings, 5 seeds"
-  run 1800 pyg.log python3 scripts/pyg_node_tasks.py devrun/data --json "$OUT/pyg.json"
+  run 1800 pyg.log python3 bench/baselines/pyg_node_tasks.py devrun/data --json "$OUT/pyg.json"
   grep -vE '^[ {}\[\]"]' "$OUT/pyg.log" | head -20
 fi
 step "done"

@@ -1,5 +1,6 @@
-# Shared by the scripts/gpu_run_*.sh scripts (sourced, after cd to the repository root and
-# setting OUT): the devrun layout's library path, B = the binaries, and two helpers:
+# Shared by the GPU-machine suites of bench/run.sh (bench/suites/*.sh; sourced, after cd to the
+# repository root and setting OUT): the devrun layout's library path, B = the binaries, and two
+# helpers:
 #   step TEXT...              prints a heading with the seconds since the start
 #   run LIMIT_S LOG COMMAND   runs COMMAND with a time limit, output to $OUT/LOG; prints a line
 #                             and returns the exit status when it fails

@@ -7,11 +7,11 @@ file as a module and runs its own workloads, step and timing (run_workload: the 
 features, Adam, median of CUDA-event timings) with the models' SAGEConv built with aggr=sum or
 aggr=max instead (GCN: root_weight=False, as there). Nothing of the step is written again here.
 
-  python3 scripts/pyg_aggr_steps.py PATH/TO/pyg_baseline.py [--aggr sum,max] [--model gcn,sage]
-                                    [--workload NAME]... [--json FILE]
+  python3 bench/baselines/pyg_aggr_steps.py PATH/TO/pyg_baseline.py [--aggr sum,max]
+                                    [--model gcn,sage] [--workload NAME]... [--json FILE]
 
 The JSON is pyg_baseline.py's ("steps": one record per workload and model) with "aggregation"
-added to each record; scripts/bench_compare.py reads it beside gt-bench step's JSON.
+added to each record; bench/baselines/bench_compare.py reads it beside gt-bench step's JSON.
 """
 import argparse, importlib.util, json, math, sys
 

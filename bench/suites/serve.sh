@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 49's serving figures (docs/benchmarks.md, "HTTP serving and misbehaving clients"):
 #
-#   [SERVE_ARGS="--max-batch 128"] bash scripts/serve_bench.sh [OUT_DIR] [LINE_SERVE LINE_LOADGEN]
+#   [SERVE_ARGS="--max-batch 128"] bash bench/run.sh serve [OUT_DIR] [LINE_SERVE LINE_LOADGEN]
 #
 # On the README's default model (bash scripts/train-default.sh: out/default/best-model.h5) and
 # this checkout's build/:
@@ -14,12 +14,12 @@
 #      protocol and HTTP in turn, twice.
 # gt-loadgen's JSON lands in OUT_DIR (default out/serve-bench); one line per run goes to stdout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${1:-out/serve-bench}
 LINE_SERVE=${2:-}
 LINE_LOADGEN=${3:-}
 MODEL=out/default/best-model.h5
-[ -f "$MODEL" ] || { echo "serve_bench.sh: no $MODEL (run bash scripts/train-default.sh first)" >&2; exit 1; }
+[ -f "$MODEL" ] || { echo "bench/run.sh serve: no $MODEL (run bash scripts/train-default.sh first)" >&2; exit 1; }
 mkdir -p "$OUT"
 SERVER_PID=
 trap '[ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null' EXIT

@@ -3,10 +3,10 @@
 // BF16x9 float32 emulation (CUBLAS_COMPUTE_32F_EMULATED_16BFX9, eager strategy) and TF32, each
 // result's largest error against a float64 reference on random inputs; the forward products
 // split by rows (strided-batched, two streams); and two skinny TF32 tensor-core kernels of our
-// own (v2: 128-row tiles, a cp.async pipeline) against cuBLAS TF32. A development tool, not part of the CMake build (docs/benchmarks.md,
-// "Seventh session").
+// own (v2: 128-row tiles, a cp.async pipeline) against cuBLAS TF32. A development tool, built on
+// demand (-DGT_BUILD_PROBES=ON; docs/benchmarks.md, "Seventh session").
 //
-//   nvcc -O2 -std=c++17 -arch=sm_90 -I. -o gemm_emul_probe scripts/gemm_emul_probe.cu -lcublas && ./gemm_emul_probe
+//   nvcc -O2 -std=c++17 -arch=sm_90 -I. -o gemm_emul_probe bench/probes/gemm_emul_probe.cu -lcublas && ./gemm_emul_probe
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "scripts/probe_util.cuh"
+#include "bench/probes/probe_util.cuh"
 
 // Row-major C[M, N] = op(A) B with A [M, K] (or [K, M] when ta), float64 sums; the largest
 // |C - ref| / (sum |a||b|) over every element (the error relative to the product's scale).

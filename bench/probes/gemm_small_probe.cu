@@ -6,12 +6,12 @@
 // back to back divided by 50, the way a training step queues them. Outputs are compared between
 // the two handles. Then the wiki-talk dW product (K = 8000) with rows of 4353, 4352 and 4356
 // floats on the default handle, one call per timing: what row alignment is worth to cuBLAS.
-// A development tool, not part of the CMake build (docs/benchmarks.md).
+// A development tool, built on demand (-DGT_BUILD_PROBES=ON; docs/benchmarks.md).
 //
-//   nvcc -O2 -std=c++17 -arch=sm_90 -I. -o gemm_small_probe scripts/gemm_small_probe.cu -lcublas
+//   nvcc -O2 -std=c++17 -arch=sm_90 -I. -o gemm_small_probe bench/probes/gemm_small_probe.cu -lcublas
 #include <cublas_v2.h>
 
-#include "scripts/probe_util.cuh"
+#include "bench/probes/probe_util.cuh"
 
 struct Shape {
   const char* name;

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # One GPU-machine run for the full-batch regime (Cornell5, Twitch-DE): models_test, then each
 # model's epoch with train.keep_full_batch false and true, and for GCN, GraphSAGE and GIN also
-# combine-first (model.dkp) (30 epochs, no evaluation, median of epochs 2-30, stage times), PyG's full-batch step for the same models (scripts/pyg_models.py),
+# combine-first (model.dkp) (30 epochs, no evaluation, median of epochs 2-30, stage times),
+# PyG's full-batch step for the same models (bench/baselines/pyg_models.py),
 # and GraphSAGE's 5-seed accuracy with the batch kept (about 2.5 minutes on an H100).
 #
-#   bash scripts/gpu_run_fullbatch.sh         # from the repository root, OUT=<results folder>
+#   OUT=<results folder> bash bench/run.sh fullbatch
 #
 # Assumes (the lead's devrun layout): binaries gt-train gt-data models_test in devrun/bin, their
 # shared libraries in devrun/lib (or devrun/lib.tar.xz), the OGB raw folders of Cornell5 and
 # Twitch-DE at devrun/data/cornell5 and devrun/data/twitch-de, PyTorch + PyG on the machine.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ -f devrun/lib.tar.xz ] && tar -C devrun -xJf devrun/lib.tar.xz
 OUT=${OUT:-out/gpu-run-fullbatch}
-source scripts/gpu_common.sh
+source bench/lib.sh
 step "tests"
 run 400 models_test.log $B/models_test
 grep -E "^\[  (PASSED|FAILED) |^\[==========\]" "$OUT/models_test.log" | tail -3; grep -E "^\[  FAILED  \]" "$OUT/models_test.log" | sort -u | head
@@ -41,9 +42,9 @@ PY
   done
 done
 step "PyG full-batch steps, same GPU"
-for d in cornell5 twitch-de; do timeout 300 python3 scripts/pyg_models.py devrun/data/$d --models gcn,sage,gin,ngcf,gat --normalize none --time --seeds 1 2>&1 | grep -E "step|accuracy"; done
+for d in cornell5 twitch-de; do timeout 300 python3 bench/baselines/pyg_models.py devrun/data/$d --models gcn,sage,gin,ngcf,gat --normalize none --time --seeds 1 2>&1 | grep -E "step|accuracy"; done
 step "accuracies (5 seeds, 200 epochs, full batch, kept)"
 export GT_TRAIN=$B/gt-train
 for d in cornell5 twitch-de; do
-  bash scripts/accuracy.sh configs/cornell5-sage.yaml --set dataset.path=data/$d.h5 --set train.device=cuda --set sampling.batch_size=20000 --set sampling.fanouts=[-1,-1] --set sampling.eval_fanouts=[] --set train.epochs=200 --set train.dkp_cache= | tail -1
+  bash bench/run.sh accuracy configs/cornell5-sage.yaml --set dataset.path=data/$d.h5 --set train.device=cuda --set sampling.batch_size=20000 --set sampling.fanouts=[-1,-1] --set sampling.eval_fanouts=[] --set train.epochs=200 --set train.dkp_cache= | tail -1
 done

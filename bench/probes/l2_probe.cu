@@ -5,7 +5,7 @@
 // measuring SM's half of the L2 (near) or in the other half (far, across the fabric between
 // the halves). One thread on one chosen SM measures; every other block exits at once.
 //
-//   nvcc -O3 -std=c++20 -arch=sm_90 -o l2_probe scripts/l2_probe.cu
+//   nvcc -O3 -std=c++20 -arch=sm_90 -o l2_probe bench/probes/l2_probe.cu
 //   ./l2_probe OUTDIR        # writes raw cycle counts as little-endian uint32 files
 //
 // Files: sm_lines.u32 (the first SM's latency for lines 0..kLines-1), pages.u32 (the first

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One run on the 2-GPU machine for issue 7 (data-parallel training over NCCL), about 6 minutes.
 #
-#   OUT=<results folder> bash scripts/gpu_run_dp.sh      # from the repository root
+#   OUT=<results folder> bash bench/run.sh dp
 #
 # Assumes the devrun layout of docs/benchmarks.md: gt-train gt-data gt-bench framework_test
 # models_test in devrun/bin, their libraries in devrun/lib, Cora and Cornell5 (OGB raw layout) in
@@ -9,9 +9,9 @@
 # Order: tests, all-reduce bandwidth, accuracy on 1 and 2 GPUs (threads, then 2 processes),
 # products-scale epochs on 1 and 2 GPUs.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/gpu-run-dp}
-source scripts/gpu_common.sh
+source bench/lib.sh
 nproc
 
 step "tests: collectives (NCCL on 2 GPUs) and data-parallel training (CPU, 1 vs 2 GPUs)"
@@ -30,7 +30,7 @@ run 120 import-cornell5.log "$B/gt-data" import-ogb devrun/data/cornell5 data/co
 export GT_TRAIN=$B/gt-train
 for cfg in cora-sage cornell5-sage; do
   for n in 1 2; do
-    run 200 "acc-$cfg-$n.log" bash scripts/accuracy.sh "configs/$cfg.yaml" --set train.device=cuda --set train.replicas=$n
+    run 200 "acc-$cfg-$n.log" bash bench/run.sh accuracy "configs/$cfg.yaml" --set train.device=cuda --set train.replicas=$n
     tail -1 "$OUT/acc-$cfg-$n.log"
   done
 done

@@ -5,14 +5,14 @@
 # it), then rank 0 killed, then each stopped with SIGSTOP (a hang: named after
 # train.peer_timeout_s); framework_test and models_test first.
 #
-#   bash scripts/gpu_run_watch.sh             # from the repository root, OUT=<results folder>
+#   OUT=<results folder> bash bench/run.sh watch
 #
 # Assumes (the lead's devrun layout): binaries gt-train gt-data models_test framework_test in
 # devrun/bin, their shared libraries in devrun/lib.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/gpu-run-watch}
-source scripts/gpu_common.sh
+source bench/lib.sh
 for t in framework_test models_test; do
   step "$t"
   run 300 $t.log "$B/$t"

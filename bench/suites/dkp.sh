@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # One GPU-machine run for issue 5's dynamic kernel placement (a few minutes on an H100).
 #
-#   OUT=<results folder> bash scripts/gpu_run_dkp.sh      # from the repository root
+#   OUT=<results folder> bash bench/run.sh dkp
 #
 # Assumes the lead's devrun layout: gt-bench, gt-data and models_test in devrun/bin, their shared
 # libraries in devrun/lib, Cora, Cornell5 and Twitch-DE in OGB raw layout under devrun/data/. Writes logs and JSON under $OUT; each step has its own time limit and a
 # failing step does not stop the others.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/gpu-run-dkp}
-source scripts/gpu_common.sh
+source bench/lib.sh
 
 step "tests: both orders agree for GCN, GraphSAGE and GIN on the GPU (and CPU), fit, cache, config"
 run 180 dkp_test.log "$B/models_test" --gtest_filter='Dkp*'
