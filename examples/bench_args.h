@@ -1,6 +1,8 @@
-// Command-line value parsers of gt-bench's subcommands: anything malformed is a gt::Error that
-// names the flag and the value (never a bare std::stoi exception); and JsonOut, the --json file
-// every subcommand checks before it times anything and writes only when the run succeeded.
+// gt-bench's option helpers on CLI11 (examples/cli.h): each subcommand declares its options on a
+// CLI::App of its own and checks what CLI11 cannot (list entries, options that go together) in the
+// subcommand's callback, where a failure is a usage error: one line naming the option, exit
+// status 2, before anything is read or timed. And JsonOut, the --json file every subcommand
+// checks before it times anything and writes only when the run succeeded.
 #pragma once
 
 #include <fcntl.h>
@@ -8,37 +10,39 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "framework/error.h"
 #include "framework/metrics.h"
 #include "framework/temp_files.h"
 
 namespace gt_bench {
 
-// A comma-separated list of integers for `flag`; anything else is a gt::Error naming the flag.
-inline std::vector<int64_t> int_list(const std::string& s, const char* flag) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      std::size_t pos = 0;
-      out.push_back(std::stoll(item, &pos));
-      if (pos != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw gt::Error(std::string("bad value '") + s + "' for " + flag, "gt-bench", "give a comma-separated list of integers");
-    }
-  }
-  if (out.empty()) throw gt::Error(std::string("empty list for ") + flag, "gt-bench", "");
+// What a subcommand runs once its options are parsed and checked (set by its callback).
+using Runner = std::function<int()>;
+
+// A usage error found after CLI11 has read the options: printed as "gt-bench: MESSAGE (see
+// gt-bench SUBCOMMAND --help)", exit status 2.
+[[noreturn]] inline void usage(const std::string& message) { throw CLI::ValidationError(message); }
+
+// A comma-separated list of integers for `flag`, each >= lo (or -1 where minus_one is allowed).
+inline std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t lo = INT64_MIN,
+                                     bool minus_one = false) {
+  bool ok = false;
+  std::vector<int64_t> out = gt_cli::int_list(s, ok);
+  if (!ok) usage(std::string(flag) + " needs a comma-separated list of integers, got '" + s + "'");
+  for (int64_t v : out)
+    if (v < lo && !(minus_one && v == -1))
+      usage(std::string(flag) + " entries must be >= " + std::to_string(lo) + (minus_one ? " or -1" : "") + ", got " +
+            std::to_string(v));
   return out;
 }
 
@@ -46,17 +50,24 @@ inline std::vector<int64_t> int_list(const std::string& s, const char* flag) {
 // is an error, not the default. Names given twice are no_duplicates' to refuse, once every
 // occurrence of a repeatable flag (--workload) is collected.
 inline std::vector<std::string> name_list(const std::string& s, const char* flag) {
-  if (s.find_first_not_of(',') == std::string::npos)
-    throw gt::Error(std::string("empty list for ") + flag, "gt-bench", "give one name or more");
+  if (s.find_first_not_of(',') == std::string::npos) usage(std::string("empty list for ") + flag + ": give one name or more");
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty())
-      throw gt::Error(std::string("bad value '") + s + "' for " + flag + ": an empty name", "gt-bench",
-                      "give a comma-separated list of names");
+    if (item.empty()) usage(std::string(flag) + " needs a comma-separated list of names, got '" + s + "' (an empty name)");
     out.push_back(item);
   }
   return out;
+}
+
+// Each name of `names` must be one of `allowed` ("--workload: unknown name 'x' (a, b or c)").
+inline void known_names(const std::vector<std::string>& names, const std::vector<std::string>& allowed, const char* flag) {
+  std::string list;
+  for (std::size_t i = 0; i < allowed.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
+  for (const std::string& n : names)
+    if (std::find(allowed.begin(), allowed.end(), n) == allowed.end())
+      usage(std::string(flag) + " needs " + list + ", got '" + n + "'");
 }
 
 // A value listed twice would time the same thing twice and label two rows alike (or, merged,
@@ -68,40 +79,19 @@ void no_duplicates(const std::vector<T>& v, const char* flag) {
       if (v[i] == v[j]) {
         std::ostringstream os;
         os << flag << ": " << v[i] << " is listed twice";
-        throw gt::Error(os.str(), "gt-bench", "give each value once");
+        usage(os.str());
       }
 }
 
-// One integer in [lo, hi] for `flag` (`hint` goes with the out-of-range error).
-inline int64_t int_value(const std::string& s, const char* flag, int64_t lo, int64_t hi, const char* hint = "") {
-  int64_t v = 0;
-  try {
-    std::size_t pos = 0;
-    v = std::stoll(s, &pos);
-    if (pos != s.size()) throw std::invalid_argument(s);
-  } catch (const std::exception&) {
-    throw gt::Error(std::string("bad value '") + s + "' for " + flag, "gt-bench", "give one integer");
-  }
-  if (v < lo || v > hi)
-    throw gt::Error(std::string(flag) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + s,
-                    "gt-bench", hint);
-  return v;
-}
-
-// One finite number > 0 for `flag`.
-inline double positive_value(const std::string& s, const char* flag) {
-  double v = 0.0;
-  try {
-    std::size_t pos = 0;
-    v = std::stod(s, &pos);
-    if (pos != s.size()) throw std::invalid_argument(s);
-  } catch (const std::exception&) {
-    throw gt::Error(std::string("bad value '") + s + "' for " + flag, "gt-bench", "give a number");
-  }
-  if (!std::isfinite(v) || v <= 0.0)
-    throw gt::Error(std::string(flag) + " must be a finite number > 0, got " + s, "gt-bench", "");
-  return v;
-}
+// The subcommands (gt_bench.cc and bench_*.cc): each adds itself to gt-bench's App; its callback
+// checks the options and sets `run`.
+void add_pipeline(CLI::App& app, Runner& run);
+void add_kernels(CLI::App& app, Runner& run);
+void add_step(CLI::App& app, Runner& run);
+void add_dkp(CLI::App& app, Runner& run);
+void add_allreduce(CLI::App& app, Runner& run);
+void add_gather(CLI::App& app, Runner& run);
+void add_layerwise(CLI::App& app, Runner& run);
 
 // The --json file of a subcommand ("" = none). Constructed right after the options are parsed,
 // before the dataset is read or anything is timed, it refuses now what would fail at the end: a

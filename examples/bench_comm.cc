@@ -43,8 +43,8 @@ std::vector<int64_t> parse_sizes(const std::string& s) {
   std::vector<int64_t> out = gt_bench::int_list(s, "--sizes-kb");
   for (int64_t kb : out)
     if (kb < 1 || kb > kMaxSizeKb)
-      throw gt::Error("--sizes-kb entries must be in [1, " + std::to_string(kMaxSizeKb) + "] (4 GiB), got " +
-                          std::to_string(kb), "gt-bench allreduce", "sizes are KiB of float32 per rank");
+      gt_bench::usage("--sizes-kb entries must be in [1, " + std::to_string(kMaxSizeKb) + "] (4 GiB of float32 per rank), got " +
+                      std::to_string(kb));
   gt_bench::no_duplicates(out, "--sizes-kb");  // one row per size: a second would be merged into the first
   return out;
 }
@@ -94,36 +94,50 @@ double physical_bytes() {
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
+struct AllreduceOptions {
+  int n = 2;
+  std::string comm, sizes = "64,1024,16384,262144", json;
+  std::vector<int64_t> sizes_kb;
+  int64_t iters = 20;
+  CLI::Option* gpus = nullptr;
+};
+
+int bench_allreduce(const AllreduceOptions& o);
+
 }  // namespace
 
-int bench_allreduce(int argc, char** argv) {
+void gt_bench::add_allreduce(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<AllreduceOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "allreduce", "The all-reduce of data-parallel training over N ranks (every GPU, or 2 CPU ranks), and peer copy bandwidth");
+  o->gpus = sub->add_option("--gpus", o->n, "ranks (default: every GPU, or 2 CPU ranks without one)")
+                ->check(gt_cli::integer(2, 1024, "a number of ranks"));
+  sub->add_option("--comm", o->comm, "the backend (default: nccl with GPUs and NCCL, else host)")
+      ->check(gt_cli::one_of({"nccl", "host"}));
+  sub->add_option("--sizes-kb", o->sizes, "buffer sizes, KiB of float32 per rank, one row each");
+  sub->add_option("--iters", o->iters, "timed all-reduces per size")->check(gt_cli::integer(1, 1000000));
+  sub->add_option("--json", o->json, "write one JSON object per row to this file (only when the run succeeds)");
+  sub->callback([o, &run] {
+    o->sizes_kb = parse_sizes(o->sizes);
+    run = [o] { return bench_allreduce(*o); };
+  });
+}
+
+namespace {
+
+int bench_allreduce(const AllreduceOptions& o) {
   const int gpus_here = gt::cuda_device_count();
-  int n = gpus_here >= 2 ? gpus_here : 2;
-  std::string comm = gpus_here > 0 && gt::built_with_nccl() ? "nccl" : "host";
-  std::vector<int64_t> sizes_kb = {64, 1024, 16384, 262144};
-  int64_t iters = 20;
-  std::string json;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw gt::Error("missing value for " + a, "gt-bench allreduce", "");
-      return argv[++i];
-    };
-    if (a == "--gpus") n = static_cast<int>(gt_bench::int_value(value(), "--gpus", 2, 1024, "an all-reduce needs 2 ranks"));
-    else if (a == "--comm") comm = value();
-    else if (a == "--sizes-kb") sizes_kb = parse_sizes(value());
-    else if (a == "--iters") iters = gt_bench::int_value(value(), "--iters", 1, 1000000);
-    else if (a == "--json") json = value();
-    else throw gt::Error("unknown option '" + a + "'", "gt-bench allreduce", "see gt-bench --help");
-  }
+  const int n = o.gpus->count() > 0 ? o.n : gpus_here >= 2 ? gpus_here : 2;
+  const std::string comm = !o.comm.empty() ? o.comm : gpus_here > 0 && gt::built_with_nccl() ? "nccl" : "host";
+  const std::vector<int64_t>& sizes_kb = o.sizes_kb;
+  const int64_t iters = o.iters;
+  const std::string& json = o.json;
   const bool on_gpus = gpus_here > 0;
   if (on_gpus && n > gpus_here)
     throw gt::Error("--gpus " + std::to_string(n) + " but this machine has " + std::to_string(gpus_here) + " GPU" +
                         (gpus_here == 1 ? "" : "s"), "gt-bench allreduce",
                     gpus_here >= 2 ? "give at most --gpus " + std::to_string(gpus_here)
                                    : std::string("a rank is a GPU here, and an all-reduce needs 2: use a machine with 2 GPUs or more"));
-  if (comm != "nccl" && comm != "host")
-    throw gt::Error("--comm must be nccl or host, got '" + comm + "'", "gt-bench allreduce", "");
   if (comm == "nccl" && (!on_gpus || !gt::built_with_nccl()))
     throw gt::Error(std::string("--comm nccl needs ") + (on_gpus ? "a build with NCCL (GT_WITH_NCCL)" : "GPUs, and none is visible"),
                     "gt-bench allreduce", "use --comm host");
@@ -233,3 +247,5 @@ int bench_allreduce(int argc, char** argv) {
   out.commit();
   return 0;
 }
+
+}  // namespace

@@ -65,73 +65,6 @@ struct DkpOptions {
   bool tf32 = false;
 };
 
-DkpOptions parse_dkp(int argc, char** argv) {
-  DkpOptions o;
-  bool given_fanouts = false, given_batch = false, given_scale = false;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench dkp", "");
-      return argv[++i];
-    };
-    if (a == "--workload") {
-      for (auto& w : name_list(value(), "--workload")) o.workloads.push_back(w);
-    } else if (a == "--model") {
-      for (const std::string& m : name_list(value(), "--model")) {
-        if (m != "gcn" && m != "sage" && m != "gin" && m != "ngcf")
-          throw gt::Error("unknown --model '" + m + "'", "gt-bench dkp", "gcn, sage, gin or ngcf");
-        o.models.push_back(m);
-      }
-    } else if (a == "--iters") {
-      o.iters = static_cast<int>(int_value(value(), "--iters", 1, 1000000));
-    } else if (a == "--warmup") {
-      // Auto's cost model is fitted on timings of both orders, taken alternately: two steps at least.
-      o.warmup = static_cast<int>(int_value(value(), "--warmup", 2, 1000000, "auto times each order once at least"));
-    } else if (a == "--scale") {
-      const std::string v = value();
-      o.scale = positive_value(v, "--scale");
-      if (o.scale > 1)
-        throw gt::Error("--scale must be in (0, 1], got " + v, "gt-bench dkp",
-                        "it shrinks the workloads' blocks (a quick CPU run); 1 = their full size");
-      given_scale = true;
-    } else if (a == "--device") {
-      o.device = value();
-    } else if (a == "--tf32") {
-      o.tf32 = true;
-    } else if (a == "--json") {
-      o.json = value();
-    } else if (a == "--dataset") {
-      o.dataset = value();
-    } else if (a == "--fanouts") {
-      o.fanouts = int_list(value(), "--fanouts");
-      given_fanouts = true;
-    } else if (a == "--batch") {
-      o.batch = int_value(value(), "--batch", 1, int64_t{1} << 40);
-      given_batch = true;
-    } else {
-      throw gt::Error("unknown option " + a, "gt-bench dkp", "gt-bench --help lists the options");
-    }
-  }
-  if (o.dataset.empty() && (given_fanouts || given_batch))
-    throw gt::Error("--fanouts and --batch apply to a batch of --dataset FILE.h5; the workloads have fixed shapes",
-                    "gt-bench dkp", "add --dataset, or leave them out");
-  if (!o.dataset.empty() && (!o.workloads.empty() || given_scale))
-    throw gt::Error("--workload and --scale apply to the synthetic workloads; --dataset FILE.h5 times a batch of that file",
-                    "gt-bench dkp", "leave out --dataset, or --workload and --scale");
-  for (int64_t f : o.fanouts)
-    if (f < 1 && f != -1)
-      throw gt::Error("--fanouts entries must be >= 1 or -1, got " + std::to_string(f), "gt-bench dkp", "");
-  no_duplicates(o.workloads, "--workload");
-  no_duplicates(o.models, "--model");
-  if (o.models.empty()) o.models = {"gcn"};
-  for (auto& w : o.workloads) {
-    bool ok = false;
-    for (auto& k : workloads()) ok |= w == k.name;
-    if (!ok) throw gt::Error("unknown workload '" + w + "'", "gt-bench dkp", "products, reddit2, wiki-talk or livejournal");
-  }
-  return o;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -205,10 +138,70 @@ Case dataset_case(const DkpOptions& o, const gt::Context& ctx) {
   return c;
 }
 
+int bench_dkp(const DkpOptions& o);
+
 }  // namespace
 
-int bench_dkp(int argc, char** argv) {
-  const DkpOptions o = parse_dkp(argc, argv);
+void gt_bench::add_dkp(CLI::App& app, Runner& run) {
+  struct Raw {
+    std::vector<std::string> workloads, models;
+    std::string fanouts = "10,10";
+    DkpOptions o;
+    CLI::Option *fanouts_opt = nullptr, *batch_opt = nullptr, *scale_opt = nullptr;
+  };
+  auto r = std::make_shared<Raw>();
+  CLI::App* sub = app.add_subcommand(
+      "dkp", "A training step with each kernel placement (aggregate-first, combine-first, auto) and the DKP cost model's "
+             "error, on the synthetic workloads or on a batch of a dataset (CPU or GPU)");
+  sub->add_option("--workload", r->workloads, "workloads to time, comma-separated or repeated (default: all)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--model", r->models, "models, comma-separated or repeated: gcn, sage, gin, ngcf (default: gcn)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--iters", r->o.iters, "the fewest timed rounds (up to 400 for short steps)")
+      ->check(gt_cli::integer(1, 1000000));
+  // Auto's cost model is fitted on timings of both orders, taken alternately: two steps at least.
+  sub->add_option("--warmup", r->o.warmup, "untimed steps first (auto times each order once at least)")
+      ->check(gt_cli::integer(2, 1000000));
+  r->scale_opt = sub->add_option("--scale", r->o.scale, "shrinks the workloads' blocks (a quick CPU run); 1 = full size")
+                     ->check(gt_cli::real(0, 1, true, "a number"));
+  sub->add_option("--device", r->o.device, "cpu, cuda, cuda:N or auto");
+  sub->add_flag("--tf32", r->o.tf32, "TF32 tensor cores for the dense products");
+  sub->add_option("--json", r->o.json, "write one JSON object per row to this file (only when the run succeeds)");
+  sub->add_option("--dataset", r->o.dataset, "time a batch of this dataset file instead of the workloads");
+  r->fanouts_opt = sub->add_option("--fanouts", r->fanouts, "with --dataset: neighbours sampled per layer (-1: all)");
+  r->batch_opt = sub->add_option("--batch", r->o.batch, "with --dataset: seeds in the batch")
+                     ->check(gt_cli::integer(1, int64_t{1} << 40));
+  sub->callback([r, &run] {
+    DkpOptions& o = r->o;
+    if (o.dataset.empty() && (r->fanouts_opt->count() > 0 || r->batch_opt->count() > 0))
+      usage("--fanouts and --batch apply to a batch of --dataset FILE.h5; the workloads have fixed shapes "
+            "(add --dataset, or leave them out)");
+    if (!o.dataset.empty() && (!r->workloads.empty() || r->scale_opt->count() > 0))
+      usage("--workload and --scale apply to the synthetic workloads; --dataset FILE.h5 times a batch of that file "
+            "(leave out --dataset, or --workload and --scale)");
+    o.fanouts = int_list(r->fanouts, "--fanouts", 1, true);
+    o.workloads.clear();
+    o.models.clear();
+    for (const std::string& w : r->workloads)
+      for (std::string& n : name_list(w, "--workload")) o.workloads.push_back(std::move(n));
+    for (const std::string& m : r->models)
+      for (std::string& n : name_list(m, "--model")) o.models.push_back(std::move(n));
+    known_names(o.models, {"gcn", "sage", "gin", "ngcf"}, "--model");
+    no_duplicates(o.workloads, "--workload");
+    no_duplicates(o.models, "--model");
+    if (o.models.empty()) o.models = {"gcn"};
+    std::vector<std::string> names;
+    for (const auto& k : workloads()) names.push_back(k.name);
+    known_names(o.workloads, names, "--workload");
+    run = [o] { return bench_dkp(o); };
+  });
+}
+
+namespace {
+
+int bench_dkp(const DkpOptions& o) {
   JsonOut out(o.json);  // checked now; written when every case has run
   gt::Context ctx(gt::Context::parse_device(o.device));
   ctx.set_tf32(o.tf32);
@@ -359,3 +352,5 @@ int bench_dkp(int argc, char** argv) {
   out.commit();
   return 0;
 }
+
+}  // namespace

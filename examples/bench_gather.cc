@@ -42,43 +42,64 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+struct GatherOptions {
+  int64_t table_gb = 8, iters = 10;
+  std::string row_bytes_s = "64,128,256,512,1024,2048,4096", batch_rows_s = "1000000", cached_s = "0,50",
+              types_s = "float32,bfloat16", json;
+  std::vector<int64_t> row_bytes, batch_rows, cached;
+  std::vector<gt::DType> dtypes;
+  std::vector<std::string> types;
+};
+
+int bench_gather(const GatherOptions& o);
+
 }  // namespace
 
-int bench_gather(int argc, char** argv) {
-  double table_gb = 8;
-  std::vector<int64_t> row_bytes = {64, 128, 256, 512, 1024, 2048, 4096}, batch_rows = {1000000}, cached = {0, 50};
-  std::vector<std::string> types = {"float32", "bfloat16"};
-  int64_t iters = 10;
-  std::string json;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench", "");
-      return argv[++i];
-    };
-    if (a == "--table-gb") table_gb = static_cast<double>(gt_bench::int_value(value(), "--table-gb", 1, 1024));
-    else if (a == "--row-bytes") row_bytes = gt_bench::int_list(value(), "--row-bytes");
-    else if (a == "--batch-rows") batch_rows = gt_bench::int_list(value(), "--batch-rows");
-    else if (a == "--cached") cached = gt_bench::int_list(value(), "--cached");
-    else if (a == "--types") types = gt_bench::name_list(value(), "--types");
-    else if (a == "--iters") iters = gt_bench::int_value(value(), "--iters", 1, 100000);
-    else if (a == "--json") json = value();
-    else throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
-  }
-  for (int64_t b : row_bytes)
-    if (b < 4 || b % 4 != 0 || b > (int64_t{1} << 20))
-      throw gt::Error("--row-bytes entries must be multiples of 4 from 4 to 1 MiB, got " + std::to_string(b), "gt-bench", "");
-  for (int64_t c : cached)
-    if (c < 0 || c > 100) throw gt::Error("--cached entries are percentages 0..100, got " + std::to_string(c), "gt-bench", "");
-  for (int64_t r : batch_rows)
-    if (r < 1 || r > (int64_t{1} << 30)) throw gt::Error("--batch-rows entries must be 1..2^30", "gt-bench", "");
-  std::vector<gt::DType> dtypes;
-  for (const std::string& t : types) {
-    if (t == "float32") dtypes.push_back(gt::DType::kFloat32);
-    else if (t == "bfloat16" || t == "bf16") dtypes.push_back(gt::DType::kBFloat16);
-    else if (t == "float16" || t == "fp16") dtypes.push_back(gt::DType::kFloat16);
-    else throw gt::Error("--types takes float32, bfloat16, float16; got " + t, "gt-bench", "");
-  }
+void gt_bench::add_gather(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<GatherOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "gather", "GPU: the feature gather from the device cache and from the mapped host table, per row size and type");
+  sub->add_option("--table-gb", o->table_gb, "the host table's size in GB")->check(gt_cli::integer(1, 1024));
+  sub->add_option("--row-bytes", o->row_bytes_s, "row sizes in bytes, multiples of 4 up to 1 MiB, one row each");
+  sub->add_option("--types", o->types_s, "row types: float32, bfloat16 (bf16), float16 (fp16)");
+  sub->add_option("--batch-rows", o->batch_rows_s, "rows gathered per batch, 1 to 2^30 each");
+  sub->add_option("--cached", o->cached_s, "percentages of the rows in the device cache, 0 to 100 each");
+  sub->add_option("--iters", o->iters, "timed gathers per case")->check(gt_cli::integer(1, 100000));
+  sub->add_option("--json", o->json, "write one JSON object per row to this file (only when the run succeeds)");
+  sub->callback([o, &run] {
+    o->row_bytes = int_list(o->row_bytes_s, "--row-bytes");
+    o->batch_rows = int_list(o->batch_rows_s, "--batch-rows");
+    o->cached = int_list(o->cached_s, "--cached");
+    o->types = name_list(o->types_s, "--types");
+    for (int64_t b : o->row_bytes)
+      if (b < 4 || b % 4 != 0 || b > (int64_t{1} << 20))
+        usage("--row-bytes entries must be multiples of 4 from 4 to 1 MiB, got " + std::to_string(b));
+    for (int64_t c : o->cached)
+      if (c < 0 || c > 100) usage("--cached entries are percentages 0..100, got " + std::to_string(c));
+    for (int64_t r : o->batch_rows)
+      if (r < 1 || r > (int64_t{1} << 30)) usage("--batch-rows entries must be 1..2^30, got " + std::to_string(r));
+    o->dtypes.clear();
+    for (const std::string& t : o->types) {
+      if (t == "float32") o->dtypes.push_back(gt::DType::kFloat32);
+      else if (t == "bfloat16" || t == "bf16") o->dtypes.push_back(gt::DType::kBFloat16);
+      else if (t == "float16" || t == "fp16") o->dtypes.push_back(gt::DType::kFloat16);
+      else usage("--types needs float32, bfloat16 or float16, got '" + t + "'");
+    }
+    run = [o] { return bench_gather(*o); };
+  });
+}
+
+namespace {
+
+int bench_gather(const GatherOptions& o) {
+  const double table_gb = static_cast<double>(o.table_gb);
+  const std::vector<int64_t>& row_bytes = o.row_bytes;
+  const std::vector<int64_t>& batch_rows = o.batch_rows;
+  const std::vector<int64_t>& cached = o.cached;
+  const std::vector<std::string>& types = o.types;
+  const std::vector<gt::DType>& dtypes = o.dtypes;
+  const int64_t iters = o.iters;
+  const std::string& json = o.json;
   if (gt::cuda_device_count() == 0)
     throw gt::Error("gt-bench gather needs a CUDA device", "gt-bench", "run it on a GPU machine");
   gt_bench::JsonOut out(json);
@@ -196,3 +217,5 @@ int bench_gather(int argc, char** argv) {
   out.commit();
   return 0;
 }
+
+}  // namespace

@@ -64,53 +64,68 @@ double peak_rss_gb() {
 gt::DType table_dtype(const std::string& s) {
   if (s == "float32") return gt::DType::kFloat32;
   if (s == "bfloat16") return gt::DType::kBFloat16;
-  if (s == "float16") return gt::DType::kFloat16;
-  throw gt::Error("bad value '" + s + "' for --table-dtype", "gt-bench", "choose float32, bfloat16 or float16");
+  return gt::DType::kFloat16;  // the option's check allows these three
 }
+
+struct LayerwiseOptions {
+  std::string path, model_file, device = "auto", json, dtype_s = "float32";
+  gt::ModelConfig mc;
+  int64_t batch = 1024, batched_nodes = 0, batched_seconds = 300, chunk_nodes = 0, table_mb = 0, seed = 0;
+};
+
+int bench_layerwise(const LayerwiseOptions& o);
 
 }  // namespace
 
-int bench_layerwise(int argc, char** argv) {
-  if (argc < 1 || argv[0][0] == '-')
-    throw gt::Error("layerwise needs a dataset file", "gt-bench", "gt-bench layerwise DATASET.h5 [options]");
-  const std::string path = argv[0];
-  std::string model_file, device = "auto", json, dtype_s = "float32";
-  gt::ModelConfig mc;
-  mc.type = "sage";
-  mc.layers = 3;
-  mc.hidden = 256;
-  int64_t batch = 1024, batched_nodes = 0, batched_seconds = 300, chunk_nodes = 0, table_mb = 0, seed = 0;
-  bool model_flags = false;
+void gt_bench::add_layerwise(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<LayerwiseOptions>();
+  o->mc.type = "sage";
+  o->mc.layers = 3;
+  o->mc.hidden = 256;
   constexpr int64_t kMaxCount = int64_t{1} << 40;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench", "");
-      return argv[++i];
-    };
-    if (a == "--model-file") model_file = value();
-    else if (a == "--model") mc.type = value(), model_flags = true;
-    else if (a == "--layers") mc.layers = gt_bench::int_value(value(), "--layers", 1, 16), model_flags = true;
-    else if (a == "--hidden") mc.hidden = gt_bench::int_value(value(), "--hidden", 1, 1 << 16), model_flags = true;
-    else if (a == "--device") device = value();
-    else if (a == "--batch") batch = gt_bench::int_value(value(), "--batch", 1, kMaxCount);
-    else if (a == "--batched-nodes")
-      batched_nodes = gt_bench::int_value(value(), "--batched-nodes", 0, kMaxCount, "0 = every node");
-    else if (a == "--batched-seconds")
-      batched_seconds = gt_bench::int_value(value(), "--batched-seconds", 1, int64_t{1} << 30);
-    else if (a == "--table-dtype") dtype_s = value();
-    else if (a == "--chunk-nodes")
-      chunk_nodes = gt_bench::int_value(value(), "--chunk-nodes", 0, kMaxCount, "0 = chunks bounded by edges");
-    else if (a == "--device-table-mb")
-      table_mb = gt_bench::int_value(value(), "--device-table-mb", -1, int64_t{1} << 30,
-                                     "-1 = tables in host memory, 0 = half the free device memory");
-    else if (a == "--seed") seed = gt_bench::int_value(value(), "--seed", 0, kMaxCount);
-    else if (a == "--json") json = value();
-    else throw gt::Error("unknown option '" + a + "' for gt-bench layerwise", "gt-bench", "see gt-bench --help");
-  }
-  if (!model_file.empty() && model_flags)
-    throw gt::Error("--model-file and --model/--layers/--hidden exclude each other", "gt-bench",
-                    "the model file's stored config gives the model");
+  CLI::App* sub = app.add_subcommand(
+      "layerwise", "Layer-wise against per-batch full-neighbourhood inference over every node of a dataset");
+  sub->add_option("dataset", o->path, "the dataset file (.h5)")->required();
+  CLI::Option* file = sub->add_option("--model-file", o->model_file,
+                                      "a trained model (its stored config gives the model; default: random weights)");
+  CLI::Option* model = sub->add_option("--model", o->mc.type, "the model of random weights (model.type)");
+  CLI::Option* layers = sub->add_option("--layers", o->mc.layers, "its layers")->check(gt_cli::integer(1, 16));
+  CLI::Option* hidden = sub->add_option("--hidden", o->mc.hidden, "its hidden width")->check(gt_cli::integer(1, 1 << 16));
+  sub->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
+  sub->add_option("--batch", o->batch, "seeds per batch of the per-batch path")->check(gt_cli::integer(1, kMaxCount));
+  sub->add_option("--batched-nodes", o->batched_nodes,
+                  "nodes the per-batch path runs over, its time extrapolated to all (0: every node)")
+      ->check(gt_cli::integer(0, kMaxCount));
+  sub->add_option("--batched-seconds", o->batched_seconds, "the per-batch path stops after this, extrapolated")
+      ->check(gt_cli::integer(1, int64_t{1} << 30));
+  sub->add_option("--table-dtype", o->dtype_s, "the layer tables' type")
+      ->check(gt_cli::one_of({"float32", "bfloat16", "float16"}));
+  sub->add_option("--chunk-nodes", o->chunk_nodes, "nodes per chunk of the layer-wise path (0: chunks bounded by edges)")
+      ->check(gt_cli::integer(0, kMaxCount));
+  sub->add_option("--device-table-mb", o->table_mb,
+                  "device memory for the layer tables (-1: tables in host memory, 0: half the free device memory)")
+      ->check(gt_cli::integer(-1, int64_t{1} << 30));
+  sub->add_option("--seed", o->seed, "seed of the random weights")->check(gt_cli::integer(0, kMaxCount));
+  sub->add_option("--json", o->json, "write one JSON object to this file (only when the run succeeds)");
+  sub->callback([o, file, model, layers, hidden, &run] {
+    if (file->count() > 0 && model->count() + layers->count() + hidden->count() > 0)
+      usage("--model-file and --model/--layers/--hidden exclude each other (the model file's stored config gives the "
+            "model)");
+    run = [o] { return bench_layerwise(*o); };
+  });
+}
+
+namespace {
+
+int bench_layerwise(const LayerwiseOptions& o) {
+  const std::string& path = o.path;
+  const std::string& model_file = o.model_file;
+  const std::string& device = o.device;
+  const std::string& json = o.json;
+  const std::string& dtype_s = o.dtype_s;
+  gt::ModelConfig mc = o.mc;
+  const int64_t batch = o.batch, batched_nodes = o.batched_nodes, batched_seconds = o.batched_seconds,
+                chunk_nodes = o.chunk_nodes, table_mb = o.table_mb, seed = o.seed;
   const gt::DType dt = table_dtype(dtype_s);
   gt_bench::JsonOut out(json);
 
@@ -271,3 +286,5 @@ int bench_layerwise(int argc, char** argv) {
   out.commit();
   return 0;
 }
+
+}  // namespace

@@ -88,64 +88,63 @@ struct Options {
   std::string json, dkp = "aggregate-first", aggregation = "mean";
 };
 
-Options parse(int argc, char** argv, bool step) {
-  Options o;
-  o.align = step;  // step: rows as training gathers them; kernels: F-wide rows, as pyg_baseline.py's
-  bool given_alignment = false;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench", "");
-      return argv[++i];
-    };
-    if (a == "--workload") {
-      for (auto& w : name_list(value(), "--workload")) o.workloads.push_back(w);
-    } else if (a == "--iters") {
-      o.iters = static_cast<int>(gt_bench::int_value(value(), "--iters", 1, 1000000));
-    } else if (a == "--json") {
-      o.json = value();
-    } else if (step && a == "--model") {
-      o.models = name_list(value(), "--model");
-    } else if (step && a == "--tf32") {
-      o.tf32 = true;
-    } else if (step && a == "--no-align") {
-      o.align = false;
-    } else if (!step && a == "--align") {
-      o.align = true;
-    } else if (a == "--row-alignment") {
-      o.row_alignment = gt_bench::int_value(value(), "--row-alignment", 16, 128);
-      if (o.row_alignment & (o.row_alignment - 1))
-        throw gt::Error("--row-alignment must be 16, 32, 64 or 128", "gt-bench", "");
-      given_alignment = true;
-    } else if (step && a == "--dkp") {
-      o.dkp = value();
-      gt::parse_dkp_mode(o.dkp);  // throws naming the choices
-    } else if (step && a == "--aggregation") {
-      o.aggregation = value();
-      if (o.aggregation != "mean" && o.aggregation != "sum" && o.aggregation != "max")
-        throw gt::Error("unknown aggregation '" + o.aggregation + "'", "gt-bench --aggregation", "mean, sum or max");
-    } else {
-      throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
-    }
+// The workloads' names, for --workload.
+std::vector<std::string> workload_names() {
+  std::vector<std::string> names;
+  for (const auto& k : workloads()) names.push_back(k.name);
+  return names;
+}
+
+// Declares kernels' (step = false) or step's options on `sub`; the callback checks them and sets
+// `run` to `body`.
+void add_options(CLI::App* sub, bool step, Runner& run, std::function<int(const Options&)> body) {
+  struct Raw {
+    std::vector<std::string> workloads;
+    std::string models = "gcn,sage,ngcf";
+    Options o;
+    CLI::Option *alignment = nullptr, *no_align = nullptr;
+    bool flag_align = false, flag_no_align = false;
+  };
+  auto r = std::make_shared<Raw>();
+  r->o.align = step;  // step: rows as training gathers them; kernels: F-wide rows, as pyg_baseline.py's
+  sub->add_option("--workload", r->workloads, "workloads to time, comma-separated or repeated (default: all)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--iters", r->o.iters, "timed iterations (the median is reported)")->check(gt_cli::integer(1, 1000000));
+  if (step) {
+    sub->add_option("--model", r->models, "models to time: gcn, sage, ngcf, gin, gat");
+    sub->add_flag("--tf32", r->o.tf32, "TF32 tensor cores for the dense products");
+    sub->add_option("--dkp", r->o.dkp, "kernel placement")
+        ->check(gt_cli::one_of({"aggregate-first", "combine-first", "auto"}));
+    sub->add_option("--aggregation", r->o.aggregation, "the neighbourhood aggregation")
+        ->check(gt_cli::one_of({"mean", "sum", "max"}));
+    r->no_align = sub->add_flag("--no-align", r->flag_no_align, "F-wide feature rows (default: padded as training pads them)");
+  } else {
+    sub->add_flag("--align", r->flag_align, "padded feature rows, as training gathers them (default: F-wide rows)");
   }
-  // An alignment for rows that are not padded would be ignored while the user thinks it applies.
-  if (given_alignment && !o.align)
-    throw gt::Error(step ? "--row-alignment pads the rows, and --no-align gives the model F-wide rows"
-                         : "--row-alignment sets the padding of --align; without it kernels times F-wide rows",
-                    "gt-bench", step ? "leave out one of them" : "add --align, or leave --row-alignment out");
-  if (o.aggregation == "max" && o.dkp != "aggregate-first")
-    throw gt::Error("--aggregation max with --dkp " + o.dkp, "gt-bench", "a max is never placed: leave --dkp out");
-  no_duplicates(o.workloads, "--workload");
-  no_duplicates(o.models, "--model");
-  for (auto& w : o.workloads) {
-    bool ok = false;
-    for (auto& k : workloads()) ok |= w == k.name;
-    if (!ok) throw gt::Error("unknown workload '" + w + "'", "gt-bench", "products, reddit2, wiki-talk or livejournal");
-  }
-  for (auto& m : o.models)
-    if (m != "gcn" && m != "sage" && m != "ngcf" && m != "gin" && m != "gat")
-      throw gt::Error("unknown model '" + m + "'", "gt-bench --model", "gcn, sage, ngcf, gin or gat");
-  return o;
+  r->alignment = sub->add_option("--row-alignment", r->o.row_alignment, "bytes each padded row is aligned to")
+                     ->check(gt_cli::one_of({"16", "32", "64", "128"}));
+  sub->add_option("--json", r->o.json, "write one JSON object per row to this file (only when the run succeeds)");
+  sub->callback([r, step, &run, body] {
+    Options& o = r->o;
+    if (r->flag_align) o.align = true;
+    if (r->flag_no_align) o.align = false;
+    // An alignment for rows that are not padded would be ignored while the user thinks it applies.
+    if (r->alignment->count() > 0 && !o.align)
+      usage(step ? "--row-alignment pads the rows, and --no-align gives the model F-wide rows (leave out one of them)"
+                 : "--row-alignment sets the padding of --align; without it kernels times F-wide rows (add --align)");
+    if (o.aggregation == "max" && o.dkp != "aggregate-first")
+      usage("--aggregation max with --dkp " + o.dkp + ": a max is never placed (leave --dkp out)");
+    o.workloads.clear();
+    for (const std::string& w : r->workloads)
+      for (std::string& n : name_list(w, "--workload")) o.workloads.push_back(std::move(n));
+    o.models = name_list(r->models, "--model");
+    no_duplicates(o.workloads, "--workload");
+    no_duplicates(o.models, "--model");
+    known_names(o.workloads, workload_names(), "--workload");
+    known_names(o.models, {"gcn", "sage", "ngcf", "gin", "gat"}, "--model");
+    run = [o, body] { return body(o); };
+  });
 }
 
 bool selected(const Options& o, const Workload& w) {
@@ -381,18 +380,22 @@ int run_step(const Options& o, JsonOut& out) {
 
 }  // namespace
 
-// Entry points dispatched from gt_bench.cc's main (argv after the subcommand).
-// Bad options, --json included, are refused before the GPU is looked for.
-int bench_kernels(int argc, char** argv) {
-  Options o = parse(argc, argv, false);
-  JsonOut out(o.json);
-  require_gpu("kernels");
-  return run_kernels(o, out);
+// The subcommands, added to gt-bench's App (gt_bench.cc's main). Bad options, --json included, are
+// refused before the GPU is looked for.
+void gt_bench::add_kernels(CLI::App& app, Runner& run) {
+  add_options(app.add_subcommand("kernels", "GPU: the NAPA Pull kernels on pyg_baseline.py's workloads"), false, run,
+              [](const Options& o) {
+                JsonOut out(o.json);
+                require_gpu("kernels");
+                return run_kernels(o, out);
+              });
 }
 
-int bench_step(int argc, char** argv) {
-  Options o = parse(argc, argv, true);
-  JsonOut out(o.json);
-  require_gpu("step");
-  return run_step(o, out);
+void gt_bench::add_step(CLI::App& app, Runner& run) {
+  add_options(app.add_subcommand("step", "GPU: whole training steps on pyg_baseline.py's workloads"), true, run,
+              [](const Options& o) {
+                JsonOut out(o.json);
+                require_gpu("step");
+                return run_step(o, out);
+              });
 }

@@ -76,7 +76,10 @@ inline int parse(CLI::App& app, int argc, const char* const* argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     const std::string msg = message(e);
-    std::cerr << app.get_name() << ": " << msg << " (see " << app.get_name() << " --help)\n";
+    // A subcommand's error points at its own help ("see gt-bench dkp --help").
+    std::string see = app.get_name();
+    if (const auto subs = app.get_subcommands(); !subs.empty()) see += " " + subs.front()->get_name();
+    std::cerr << app.get_name() << ": " << msg << " (see " << see << " --help)\n";
     return 2;
   }
 }

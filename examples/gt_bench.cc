@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/pipeline.h"
+#include "examples/bench_args.h"
 #include "examples/bench_workloads.h"
 
 namespace {
@@ -53,53 +55,23 @@ struct Row {
   int64_t largest = 0, peak = 0;  // largest batch's feature bytes, most batches in flight
 };
 
-int bench_pipeline(int argc, char** argv) {
-  if (argc < 1) throw gt::Error("pipeline needs a dataset file", "gt-bench", "gt-bench pipeline DATASET.h5 [options]");
-  std::string path = argv[0];
-  std::vector<int64_t> fanouts = {15, 10, 5}, threads;
+struct PipelineOptions {
+  std::string path, fanouts_s = "15,10,5", threads_s, device = "auto", json;
+  std::vector<int64_t> fanouts, threads;
   int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0, prefetch_mb = 0;
-  std::string device = "auto", json;
   bool gpu_sampling = false;
-  constexpr int64_t kMaxCount = int64_t{1} << 40;  // --batch / --batches: more than any split holds
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw gt::Error(a + " needs a value", "gt-bench", "");
-      return argv[++i];
-    };
-    if (a == "--fanouts") fanouts = gt_bench::int_list(value(), "--fanouts");
-    else if (a == "--threads") threads = gt_bench::int_list(value(), "--threads");
-    else if (a == "--batch") batch = gt_bench::int_value(value(), "--batch", 1, kMaxCount);
-    else if (a == "--batches") nbatches = gt_bench::int_value(value(), "--batches", 1, kMaxCount);
-    else if (a == "--prefetch") prefetch = gt_bench::int_value(value(), "--prefetch", 1, 64, "as train.prefetch");
-    else if (a == "--prefetch-mb")
-      prefetch_mb = gt_bench::int_value(value(), "--prefetch-mb", 0, int64_t{1} << 30, "0 = no byte budget");
-    else if (a == "--gpu-cache-mb")
-      cache_mb = gt_bench::int_value(value(), "--gpu-cache-mb", 0, int64_t{1} << 30, "0 = no GPU feature cache");
-    else if (a == "--device") device = value();
-    else if (a == "--json") json = value();
-    else if (a == "--gpu-sampling") gpu_sampling = true;
-    else throw gt::Error("unknown option " + a, "gt-bench", "gt-bench --help lists the options");
-  }
+};
+
+int bench_pipeline(const PipelineOptions& o) {
+  const std::string& path = o.path;
+  const std::vector<int64_t> fanouts = o.fanouts;
+  const std::vector<int64_t>& threads = o.threads;  // checked against the cores (add_pipeline)
+  const int64_t batch = o.batch, nbatches = o.nbatches, prefetch = o.prefetch, cache_mb = o.cache_mb,
+                prefetch_mb = o.prefetch_mb;
+  const std::string& device = o.device;
+  const std::string& json = o.json;
+  const bool gpu_sampling = o.gpu_sampling;
   // Everything that can be refused is refused before the dataset is read and anything is timed.
-  // TBB's global_control only lowers the parallelism of the default arena, which has one slot per
-  // core it may use: a row for more threads would run on that many and be labelled wrongly.
-  const int64_t cores = tbb::info::default_concurrency();
-  if (threads.empty()) {
-    for (int64_t t : {1, 2, 4, 8, 16})
-      if (t <= cores) threads.push_back(t);
-    if (cores > threads.back()) threads.push_back(cores);
-  }
-  for (int64_t t : threads) {
-    if (t < 1) throw gt::Error("--threads entries must be >= 1, got " + std::to_string(t), "gt-bench", "");
-    if (t > cores)
-      throw gt::Error("--threads " + std::to_string(t) + " is more than the " + std::to_string(cores) +
-                          " cores this process may use", "gt-bench",
-                      "TBB cannot run more threads than cores: give at most " + std::to_string(cores));
-  }
-  gt_bench::no_duplicates(threads, "--threads");
-  for (int64_t f : fanouts)
-    if (f < 1 && f != -1) throw gt::Error("--fanouts entries must be >= 1 or -1, got " + std::to_string(f), "gt-bench", "");
   gt::Context ctx(gt::Context::parse_device(device));
   if (gpu_sampling && !ctx.is_cuda())  // with no GPU visible, --device cuda would fail as well
     throw gt::Error("--gpu-sampling needs a CUDA device", "gt-bench",
@@ -301,63 +273,118 @@ int bench_pipeline(int argc, char** argv) {
 
 }  // namespace
 
-// examples/bench_napa.cc: NAPA Pull kernels and whole training steps on pyg_baseline.py's workloads.
-int bench_kernels(int argc, char** argv);
-int bench_step(int argc, char** argv);
-// examples/bench_dkp.cc: a training step with each kernel placement and the DKP cost model's error.
-int bench_dkp(int argc, char** argv);
-// examples/bench_comm.cc: the all-reduce of data-parallel training, and peer copy bandwidth.
-int bench_allreduce(int argc, char** argv);
-// examples/bench_gather.cc: the feature gather from the device cache and the mapped host table.
-int bench_gather(int argc, char** argv);
-// examples/bench_layerwise.cc: layer-wise against per-batch full-neighbourhood inference.
-int bench_layerwise(int argc, char** argv);
+void gt_bench::add_pipeline(CLI::App& app, Runner& run) {
+  auto o = std::make_shared<PipelineOptions>();
+  constexpr int64_t kMaxCount = int64_t{1} << 40;  // --batch / --batches: more than any split holds
+  CLI::App* sub = app.add_subcommand(
+      "pipeline",
+      "Preprocessing alone (no model): the same batches serially and through the flow-graph pipeline, per thread count");
+  sub->add_option("dataset", o->path, "the dataset file (.h5); the seeds come from its train split")->required();
+  sub->add_option("--fanouts", o->fanouts_s, "neighbours sampled per layer (-1: all)");
+  sub->add_option("--batch", o->batch, "seeds per batch")->check(gt_cli::integer(1, kMaxCount));
+  sub->add_option("--batches", o->nbatches, "batches timed (the train split may hold fewer)")
+      ->check(gt_cli::integer(1, kMaxCount));
+  sub->add_option("--threads", o->threads_s,
+                  "thread counts, one row each (default: 1,2,4,8,16 up to the cores this process may use, and that count)");
+  sub->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
+  sub->add_option("--prefetch", o->prefetch, "batches in flight, as train.prefetch")->check(gt_cli::integer(1, 64));
+  sub->add_option("--prefetch-mb", o->prefetch_mb, "byte budget of the batches in flight (0: none)")
+      ->check(gt_cli::integer(0, int64_t{1} << 30));
+  sub->add_option("--gpu-cache-mb", o->cache_mb, "GPU feature cache (0: none; needs a CUDA device)")
+      ->check(gt_cli::integer(0, int64_t{1} << 30));
+  sub->add_flag("--gpu-sampling", o->gpu_sampling,
+                "add rows with sampling and reindexing on the GPU (the CSR in device and in host memory)");
+  sub->add_option("--json", o->json, "write one JSON object per row to this file (only when the run succeeds)");
+  sub->callback([o, &run] {
+    o->fanouts = int_list(o->fanouts_s, "--fanouts", 1, true);
+    // TBB's global_control only lowers the parallelism of the default arena, which has one slot
+    // per core it may use: a row for more threads would run on that many and be labelled wrongly.
+    const int64_t cores = tbb::info::default_concurrency();
+    o->threads.clear();
+    if (o->threads_s.empty()) {
+      for (int64_t t : {1, 2, 4, 8, 16})
+        if (t <= cores) o->threads.push_back(t);
+      if (cores > o->threads.back()) o->threads.push_back(cores);
+    } else {
+      o->threads = int_list(o->threads_s, "--threads", 1);
+    }
+    for (int64_t t : o->threads)
+      if (t > cores)
+        usage("--threads " + std::to_string(t) + " is more than the " + std::to_string(cores) +
+              " cores this process may use (TBB cannot run more threads than cores)");
+    no_duplicates(o->threads, "--threads");
+    run = [o] { return bench_pipeline(*o); };
+  });
+}
+
+namespace {
+
+// What `gt-bench --help` shows below the subcommands: every subcommand's options at a glance.
+constexpr const char* kSynopsis =
+    "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
+    "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0]\n"
+    "                         [--gpu-cache-mb 0] [--gpu-sampling] [--json FILE]\n"
+    "                         (--threads: at most the core count; the default list stops there)\n"
+    "       gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment 128]]\n"
+    "                        [--json FILE]  (GPU)\n"
+    "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32]\n"
+    "                     [--dkp aggregate-first|combine-first|auto] [--aggregation mean|sum|max]\n"
+    "                     [--no-align | --row-alignment 128]\n"
+    "                     [--json FILE]  (GPU; --model also takes gin and gat)\n"
+    "       gt-bench dkp [--workload NAME]... [--model gcn] [--iters 20] [--warmup 8] [--scale 1]\n"
+    "                    [--device auto] [--tf32] [--json FILE]  (CPU or GPU)\n"
+    "       gt-bench dkp --dataset FILE.h5 [--fanouts 10,10] [--batch 1024] [--model ...] [...]\n"
+    "                    (--model: gcn, sage, gin, ngcf; --iters: the fewest timed rounds, up to\n"
+    "                    400 for short steps; --warmup >= 2; 0 < --scale <= 1; --dataset replaces\n"
+    "                    --workload and --scale)\n"
+    "       gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024,16384,262144]\n"
+    "                          [--iters 20] [--json FILE]  (N >= 2: every GPU, or 2 CPU ranks)\n"
+    "       gt-bench gather [--table-gb 8] [--row-bytes 64,128,...,4096] [--types float32,bfloat16]\n"
+    "                       [--batch-rows 1000000] [--cached 0,50] [--iters 10] [--json FILE]  (GPU)\n"
+    "       gt-bench layerwise DATASET.h5 [--model-file FILE | --model sage --layers 3 --hidden 256]\n"
+    "                          [--device auto] [--batch 1024] [--batched-nodes 0] [--batched-seconds 300]\n"
+    "                          [--table-dtype float32] [--chunk-nodes 0] [--device-table-mb 0] [--json FILE]\n"
+    "workloads (--workload, default all): products, reddit2, wiki-talk, livejournal, the sampled-block\n"
+    "shapes of pyg_baseline.py; --json writes one JSON object per line, only when the run succeeds.\n"
+    "gt-bench SUBCOMMAND --help lists a subcommand's options with their defaults.";
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // One line at a time even into a file or a pipe, so that a log shows progress as it happens
   // and keeps every line written before a SIGTERM (stdio buffers a redirected stdout in 4 KiB).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  bool help = argc < 2;
-  for (int i = 1; i < argc; ++i) help |= std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h";
-  if (help) {
-    std::cout << "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
-                 "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0]\n"
-                 "                         [--gpu-cache-mb 0] [--gpu-sampling] [--json FILE]\n"
-                 "                         (--threads: at most the core count; the default list stops there)\n"
-                 "       gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment 128]]\n"
-                 "                        [--json FILE]  (GPU)\n"
-                 "       gt-bench step [--workload NAME]... [--model gcn,sage,ngcf] [--iters 30] [--tf32]\n"
-                 "                     [--dkp aggregate-first|combine-first|auto] [--aggregation mean|sum|max]\n"
-                 "                     [--no-align | --row-alignment 128]\n"
-                 "                     [--json FILE]  (GPU; --model also takes gin and gat)\n"
-                 "       gt-bench dkp [--workload NAME]... [--model gcn] [--iters 20] [--warmup 8] [--scale 1]\n"
-                 "                    [--device auto] [--tf32] [--json FILE]  (CPU or GPU)\n"
-                 "       gt-bench dkp --dataset FILE.h5 [--fanouts 10,10] [--batch 1024] [--model ...] [...]\n"
-                 "                    (--model: gcn, sage, gin, ngcf; --iters: the fewest timed rounds, up to\n"
-                 "                    400 for short steps; --warmup >= 2; 0 < --scale <= 1; --dataset replaces\n"
-                 "                    --workload and --scale)\n"
-                 "       gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024,16384,262144]\n"
-                 "                          [--iters 20] [--json FILE]  (N >= 2: every GPU, or 2 CPU ranks)\n"
-                 "       gt-bench gather [--table-gb 8] [--row-bytes 64,128,...,4096] [--types float32,bfloat16]\n"
-                 "                       [--batch-rows 1000000] [--cached 0,50] [--iters 10] [--json FILE]  (GPU)\n"
-                 "       gt-bench layerwise DATASET.h5 [--model-file FILE | --model sage --layers 3 --hidden 256]\n"
-                 "                          [--device auto] [--batch 1024] [--batched-nodes 0] [--batched-seconds 300]\n"
-                 "                          [--table-dtype float32] [--chunk-nodes 0] [--device-table-mb 0] [--json FILE]\n"
-                 "workloads (--workload, default all): products, reddit2, wiki-talk, livejournal, the sampled-block\n"
-                 "shapes of pyg_baseline.py; --json writes one JSON object per line, only when the run succeeds\n";
-    return argc < 2 ? 2 : 0;
-  }
-  try {
-    std::string cmd = argv[1];
-    if (cmd == "pipeline") return bench_pipeline(argc - 2, argv + 2);
-    if (cmd == "kernels") return bench_kernels(argc - 2, argv + 2);
-    if (cmd == "step") return bench_step(argc - 2, argv + 2);
-    if (cmd == "dkp") return bench_dkp(argc - 2, argv + 2);
-    if (cmd == "allreduce") return bench_allreduce(argc - 2, argv + 2);
-    if (cmd == "gather") return bench_gather(argc - 2, argv + 2);
-    if (cmd == "layerwise") return bench_layerwise(argc - 2, argv + 2);
-    std::cerr << "gt-bench: unknown benchmark '" << cmd << "' (see gt-bench --help)\n";
+  CLI::App app{"Benchmarks that time real work and print a table (and JSON lines with --json).", "gt-bench"};
+  gt_cli::configure(app);
+  app.require_subcommand(1);
+  gt_bench::Runner run;
+  gt_bench::add_pipeline(app, run);
+  gt_bench::add_kernels(app, run);
+  gt_bench::add_step(app, run);
+  gt_bench::add_dkp(app, run);
+  gt_bench::add_allreduce(app, run);
+  gt_bench::add_gather(app, run);
+  gt_bench::add_layerwise(app, run);
+  app.footer(kSynopsis);  // after the subcommands, which would inherit it
+  if (argc < 2) {  // no subcommand: the help, as a usage error
+    std::cout << app.help();
     return 2;
+  }
+  if (const std::string first = argv[1]; first[0] != '-') {
+    bool known = true;
+    try {
+      app.get_subcommand(first);
+    } catch (const CLI::OptionNotFound&) {
+      known = false;
+    }
+    if (!known) {
+      std::cerr << "gt-bench: unknown subcommand '" << first << "' (see gt-bench --help)\n";
+      return 2;
+    }
+  }
+  if (int rc = gt_cli::parse(app, argc, argv); rc >= 0) return rc;
+  try {
+    return run();
   } catch (const std::exception& e) {
     std::cerr << "gt-bench: error: " << e.what() << "\n";
     return 1;

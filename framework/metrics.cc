@@ -16,29 +16,25 @@
 #include <sstream>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "framework/error.h"
 
 namespace gt {
 
+namespace {
+
+using json = nlohmann::json;
+
+// A value's text; invalid UTF-8 in a string is replaced, not thrown about (a path or a name read
+// from a file may hold any bytes).
+std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
 std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
+  const std::string quoted = dump(json(s));
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 void make_parent_dirs(const std::string& path) {
@@ -49,48 +45,62 @@ void make_parent_dirs(const std::string& path) {
   if (ec) GT_THROW(path, "", "cannot create directory '", parent.string(), "': ", ec.message());
 }
 
+struct JsonRecord::Fields {
+  std::vector<std::pair<std::string, json>> items;
+};
+
+JsonRecord::JsonRecord() : fields_(std::make_unique<Fields>()) {}
+JsonRecord::~JsonRecord() = default;
+JsonRecord::JsonRecord(const JsonRecord& other) : fields_(std::make_unique<Fields>(*other.fields_)) {}
+JsonRecord& JsonRecord::operator=(const JsonRecord& other) {
+  *fields_ = *other.fields_;
+  return *this;
+}
+
 JsonRecord& JsonRecord::add(const std::string& key, double v) {
-  std::ostringstream os;
-  if (std::isfinite(v)) {
-    os.precision(7);
-    os << v;
-  } else {
-    os << "null";  // JSON has no NaN or Inf
-  }
-  fields_.emplace_back(key, os.str());
+  constexpr double kExactInt = 9007199254740992.0;  // 2^53: every integer below is a double
+  if (!std::isfinite(v))
+    fields_->items.emplace_back(key, nullptr);  // JSON has no NaN or Inf
+  else if (std::fabs(v) < kExactInt && v == std::trunc(v))
+    fields_->items.emplace_back(key, static_cast<int64_t>(v));  // "1", as a reader of figures expects
+  else
+    fields_->items.emplace_back(key, v);  // nlohmann writes the shortest text that reads back exactly
   return *this;
 }
 JsonRecord& JsonRecord::add(const std::string& key, int64_t v) {
-  fields_.emplace_back(key, std::to_string(v));
+  fields_->items.emplace_back(key, v);
   return *this;
 }
 JsonRecord& JsonRecord::add(const std::string& key, const std::string& v) {
-  std::string quoted(1, '"');  // appended, not "\"" + s: g++ 12 warns falsely (-Wrestrict) on that
-  quoted += json_escape(v);
-  quoted += '"';
-  fields_.emplace_back(key, std::move(quoted));
+  fields_->items.emplace_back(key, v);
   return *this;
 }
 JsonRecord& JsonRecord::add_null(const std::string& key) {
-  fields_.emplace_back(key, "null");
+  fields_->items.emplace_back(key, nullptr);
   return *this;
 }
+// Written field by field rather than as one nlohmann object: its objects are sorted by key (or,
+// ordered, written without the spaces after ',' and ':' that the metrics lines have always had).
 std::string JsonRecord::str() const {
   std::string s = "{";
-  for (std::size_t i = 0; i < fields_.size(); ++i)
-    s += (i ? ", \"" : "\"") + json_escape(fields_[i].first) + "\": " + fields_[i].second;
+  for (std::size_t i = 0; i < fields_->items.size(); ++i) {
+    if (i) s += ", ";
+    s += dump(json(fields_->items[i].first));
+    s += ": ";
+    s += dump(fields_->items[i].second);
+  }
   return s + "}";
 }
 
 namespace {
 
-// The epoch of a line "{"epoch": N, ...}" as JsonRecord writes them; -1 for any other line.
+// The "epoch" of a metrics line (a JSON object with an integer "epoch", as epoch_record writes
+// them); -1 for any other line (a cut-short or foreign one).
 int64_t epoch_of(const std::string& line) {
-  static const std::string kKey = "{\"epoch\": ";
-  if (line.rfind(kKey, 0) != 0) return -1;
-  char* end = nullptr;
-  const long long v = std::strtoll(line.c_str() + kKey.size(), &end, 10);
-  return end && (*end == ',' || *end == '}') ? static_cast<int64_t>(v) : -1;
+  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.empty()) return -1;
+  const auto it = j.find("epoch");
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
 }
 
 // Rewrites `path` (atomically) without the lines of epochs after `keep` (keep < 0: keeps every

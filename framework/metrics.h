@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,8 +13,19 @@
 
 namespace gt {
 
+// One JSON object, its fields in the order added, written on one line as
+//   {"key": value, "key2": value2}
+// (", " and ": " between; the text is made by nlohmann-json, which stays inside metrics.cc). A
+// double is written in the shortest form that reads back to the same double, an integral one
+// (|v| < 2^53) as an integer ("1", not "1.0"); NaN and +-Inf, which JSON cannot say, are null. A
+// string is escaped as JSON wants; bytes that are not UTF-8 become U+FFFD. A key added twice is
+// written twice (keys are the caller's; give each once).
 class JsonRecord {
  public:
+  JsonRecord();
+  ~JsonRecord();
+  JsonRecord(const JsonRecord& other);
+  JsonRecord& operator=(const JsonRecord& other);
   JsonRecord& add(const std::string& key, double v);
   JsonRecord& add(const std::string& key, int64_t v);
   JsonRecord& add(const std::string& key, const std::string& v);
@@ -21,7 +33,8 @@ class JsonRecord {
   std::string str() const;
 
  private:
-  std::vector<std::pair<std::string, std::string>> fields_;
+  struct Fields;  // the JSON values (metrics.cc)
+  std::unique_ptr<Fields> fields_;
 };
 
 class MetricsWriter {
@@ -46,7 +59,7 @@ class MetricsWriter {
   bool truncate_pending_ = false;
 };
 
-// Escapes a string for JSON.
+// Escapes a string for JSON (without the quotes; bytes that are not UTF-8 become U+FFFD).
 std::string json_escape(const std::string& s);
 // Creates the parent directories of a file path; throws naming the path on failure.
 void make_parent_dirs(const std::string& path);

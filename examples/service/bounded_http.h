@@ -39,7 +39,13 @@ struct HttpLimits {
   int64_t max_request_bytes = 1 << 20;     // a body larger than this is answered 413
   int64_t max_header_bytes = 64 << 10;     // request line and headers together; more ends the connection
   int64_t send_buffer_bytes = 256 << 10;   // SO_SNDBUF of each connection (the kernel doubles it)
-  int64_t max_queued_bytes = 256 << 20;    // answers held for clients, all connections together
+  // Answers held for clients, all connections together. It bounds memory, and also the compute a
+  // client that never reads can take: each such client holds an answer until write_timeout_s, so
+  // at most max_queued_bytes / (one answer) answers are computed for non-readers per write timeout.
+  // 64 MiB (7 answers of 4,096 64-float embeddings) with gt-serve's 128-node micro-batches kept a
+  // one-node request's p99 within 10x of idle beside 300 non-readers on 2 cores, where 256 MiB (28
+  // such answers) and 1,024-node micro-batches made it 28x (docs/serving.md).
+  int64_t max_queued_bytes = 64 << 20;
 };
 
 struct HttpCounters {

@@ -275,6 +275,11 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, dataset, host = "127.0.0.1", port = "7070", fanouts = "all";
   gt::InferenceOptions opt;
+  // A server's micro-batch is smaller than the library's (1,024): a one-node request waits for the
+  // micro-batch running before its own, so the batch bounds what a client asking for many nodes
+  // (or never reading them) adds to everyone else's latency. The price is more, smaller dense
+  // products for large requests; --max-batch raises it for a server of trusted batch clients.
+  opt.max_batch_nodes = 128;
   gt_serve::HttpLimits limits;
   int64_t max_request_ids = 65536;
 
@@ -365,6 +370,12 @@ int main(int argc, char** argv) {
         const bool logits = what == gt::InferenceOutput::kLogits;
         const int64_t n = static_cast<int64_t>(reader.ids.size());
         const int64_t bound = answer_bound(n, logits ? s->num_classes() : s->embedding_dim(), logits);
+        // An answer larger than the whole budget would be refused however long the client waited.
+        if (bound > limits.max_queued_bytes)
+          return set_error(res, 413,
+                           "the answer to " + std::to_string(n) + " nodes would need " + std::to_string(bound) +
+                               " bytes, more than the server's --max-queued-bytes " +
+                               std::to_string(limits.max_queued_bytes) + " (split the request)");
         if (!server.reserve_answer(bound))
           return set_error(res, 503,
                            "server busy: answers held for clients would exceed --max-queued-bytes " +

@@ -110,7 +110,7 @@ expect_error "dkp duplicate --model" "--model" -- "${D[@]}" "${S[@]}" --model gc
 expect_error "dkp empty --workload" "--workload" -- "${D[@]}" --scale 0.002 --workload ,
 expect_error "dkp duplicate --workload" "--workload" -- "${D[@]}" "${S[@]}" --workload products
 expect_error "dkp --warmup 1" "--warmup" -- "${D[@]}" "${S[@]}" --warmup 1
-expect_error "dkp --scale 2" "--scale must be in (0, 1]" -- "${D[@]}" --workload products --scale 2
+expect_error "dkp --scale 2" "--scale needs a number in (0, 1]" -- "${D[@]}" --workload products --scale 2
 expect_error "dkp --dataset with --workload" "--workload" -- "${D[@]}" --dataset "$DATA" --workload products
 expect_error "dkp --dataset with --scale" "--scale" -- "${D[@]}" --dataset "$DATA" --scale 0.5
 expect_error "dkp --json a directory" "--json" -- "${D[@]}" "${S[@]}" --json "$WORK/dir"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Option parsing of the programs on CLI11 (examples/cli.h), run by ctest as
-#   bash tests/cli/options.sh GT_TRAIN GT_PREDICT GT_SERVE GT_LOADGEN
+#   bash tests/cli/options.sh GT_TRAIN GT_PREDICT GT_SERVE GT_LOADGEN GT_BENCH
 # For each: --help is generated (lists every option, exit 0, on stdout); an unknown option, an
 # option given twice and a value out of range are one line on stderr naming the option, status 2.
+# gt-bench: the same for each subcommand (`gt-bench SUBCOMMAND --help`), and the checks a
+# subcommand makes after CLI11 has read its options are usage errors too.
 set -u
-if [ $# -ne 4 ]; then
-  echo "usage: bash $0 GT_TRAIN GT_PREDICT GT_SERVE GT_LOADGEN" >&2
+if [ $# -ne 5 ]; then
+  echo "usage: bash $0 GT_TRAIN GT_PREDICT GT_SERVE GT_LOADGEN GT_BENCH" >&2
   exit 2
 fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_options.XXXXXX") || exit 1
@@ -62,4 +64,44 @@ usage "$4" "--misbehave needs none, slow-sender, non-reader or abandoner, got 'r
 usage "$4" "--nodes needs a number >= 1, got '1x'" --port 1 --nodes 1x
 usage "$4" "--warmup needs a number of seconds in [0, 86400], got '-1'" --port 1 --warmup -1
 echo "ok: gt-loadgen"
+
+B=$5
+# bench_help SUB OPTION...: `gt-bench SUB --help` exits 0 with SUB's own help, listing each OPTION.
+bench_help() {
+  local sub=$1
+  shift
+  "$B" "$sub" --help >"$WORK/out.txt" 2>"$WORK/err.txt" || die "gt-bench $sub --help: status $?"
+  [ -s "$WORK/err.txt" ] && die "gt-bench $sub --help wrote to stderr: $(cat "$WORK/err.txt")"
+  grep -q "^Usage: .*gt-bench $sub" "$WORK/out.txt" && ! grep -q "^usage: gt-bench" "$WORK/out.txt" ||
+    die "gt-bench $sub --help is not its own: $(cat "$WORK/out.txt")"
+  for o in "$@"; do grep -q -- "$o" "$WORK/out.txt" || die "gt-bench $sub --help lacks $o"; done
+}
+help "$B" pipeline kernels step dkp allreduce gather layerwise "--sizes-kb 64,1024,16384,262144"
+bench_help pipeline --fanouts --batch --batches --threads --device --prefetch --prefetch-mb --gpu-cache-mb \
+  --gpu-sampling --json
+bench_help kernels --workload --iters --align --row-alignment --json
+bench_help step --workload --model --iters --tf32 --dkp --aggregation --no-align --row-alignment --json
+bench_help dkp --workload --model --iters --warmup --scale --device --tf32 --dataset --fanouts --batch --json
+bench_help allreduce --gpus --comm --sizes-kb --iters --json
+bench_help gather --table-gb --row-bytes --types --batch-rows --cached --iters --json
+bench_help layerwise --model-file --model --layers --hidden --device --batch --batched-nodes --batched-seconds \
+  --table-dtype --chunk-nodes --device-table-mb --seed --json
+usage "$B" "unknown option '--frob' (see gt-bench dkp --help)" dkp --frob 1
+usage "$B" "unknown subcommand 'frob'" frob
+usage "$B" "--batch needs a number in [1, 1099511627776], got '0'" pipeline d.h5 --batch 0
+usage "$B" "--iters needs a number in [1, 1000000], got '2x'" step --iters 2x
+usage "$B" "--iters is given twice" dkp --iters 1 --iters 2
+usage "$B" "--comm needs nccl or host, got 'tcp'" allreduce --comm tcp
+usage "$B" "--aggregation needs mean, sum or max, got 'min'" step --aggregation min
+usage "$B" "--row-alignment needs 16, 32, 64 or 128, got '48'" kernels --align --row-alignment 48
+usage "$B" "--scale needs a number in (0, 1], got '0'" dkp --scale 0
+usage "$B" "--table-dtype needs float32, bfloat16 or float16, got 'int8'" layerwise d.h5 --table-dtype int8
+usage "$B" "dataset is required" layerwise --batch 1
+# Checked after parsing, still usage errors naming the option.
+usage "$B" "--workload: products is listed twice" kernels --workload products --workload products
+usage "$B" "--workload needs products, " dkp --workload frob
+usage "$B" "--fanouts entries must be >= 1 or -1, got 0" pipeline d.h5 --fanouts 0,1
+usage "$B" "--sizes-kb needs a comma-separated list of integers, got '1,x'" allreduce --sizes-kb 1,x
+usage "$B" "--cached entries are percentages 0..100, got 101" gather --cached 101
+echo "ok: gt-bench"
 echo "options.sh: all checks passed"

@@ -229,8 +229,9 @@ wait_stopped 5 "gt-serve sat out its 30 s coalescing window after SIGTERM"
 echo "ok: SIGTERM answers the request in flight"
 
 # A connection beyond --max-connections 1 is answered 503 in words ("1 connection open"), and
-# gt-loadgen counts each refused client once.
-start_server --max-connections 1
+# gt-loadgen counts each refused client once. (And the smallest --max-queued-bytes: an answer
+# larger than all of it is a 413 at once, naming the option, not a 503 to retry for ever.)
+start_server --max-connections 1 --max-queued-bytes 65536
 exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
 sleep 0.3  # the server has taken the connection (the idle one: --request-timeout-s is 10 s)
 expect_error GET /v1/info "" 503 "server busy: 1 connection open"
@@ -238,9 +239,13 @@ expect_error GET /v1/info "" 503 "server busy: 1 connection open"
   >"$WORK/load.txt" 2>&1 && die "gt-loadgen against a busy server exited 0: $(cat "$WORK/load.txt")"
 grep -q "server busy: 1 connection open" "$WORK/load.txt" || die "gt-loadgen, busy: $(cat "$WORK/load.txt")"
 exec 3>&-
+sleep 0.3  # the server has seen the connection close
+expect_error POST /v1/embed "{\"nodes\":[$(seq -s, 0 299)]}" 413 "more than the server's --max-queued-bytes 65536"
+post /v1/embed '{"nodes":[0,599]}'
+[ "$CODE" = 200 ] || die "a small embed beside a 65536-byte budget: $CODE $BODY_OUT"
 kill -TERM "$SERVER_PID"
 wait_stopped 10 "gt-serve did not stop on SIGTERM"
-echo "ok: refused connections"
+echo "ok: refused connections; an answer beyond --max-queued-bytes is a 413"
 
 # On an IPv6 address the banner reads [::1]:PORT, which start_server parses, and gt-loadgen connects there.
 if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
