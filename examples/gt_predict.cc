@@ -216,15 +216,8 @@ int main(int argc, char** argv) {
     if (table_dtype.empty()) table_dtype = stored.sampling.eval_table_dtype;
     bool full = true;
     for (int64_t f : opt.fanouts) full &= f == -1;
-    gt::InferencePlan plan;
-    if (session.layerwise_supported()) {
-      plan = gt::plan_inference(inference, "--inference", session.graph(), false, stored.model.layers, ids,
-                                opt.max_batch_nodes, full);
-    } else if (inference == "layerwise") {
-      return usage("--inference layerwise: this model (GCN with symmetric normalisation) runs per batch only");
-    } else {
-      plan.reason = "GCN with symmetric normalisation runs per batch";
-    }
+    const gt::InferencePlan plan = gt::plan_inference(inference, "--inference", session.graph(), false,
+                                                      stored.model.layers, ids, opt.max_batch_nodes, full);
     std::printf("inference: %s (%s)\n", plan.layerwise ? "layer-wise" : "per-batch",
                 embeddings && inference == "sampled" ? "--embeddings: per-batch" : plan.reason.c_str());
     gt::LayerwiseOptions lo;

@@ -24,14 +24,6 @@ InferencePlan Trainer::Impl::plan_eval(const Config& cfg, const Dataset& data,
                                        const std::vector<const std::vector<int64_t>*>& lists) const {
   const std::string key = "sampling.eval_inference";
   const std::string& mode = cfg.sampling.eval_inference;
-  if (!replicas.empty() && replicas.front().model->needs_node_scale()) {
-    if (mode == "layerwise")
-      GT_THROW(key, "set sampling.eval_inference: auto or sampled, or model.normalization: mean",
-               "layer-wise inference does not carry GCN's symmetric node scales yet");
-    InferencePlan p;
-    p.reason = "GCN with symmetric normalisation runs per batch (the layer-wise path does not carry its node scales yet)";
-    return p;
-  }
   if (mode == "auto" && world > 1) {
     InferencePlan p;
     p.reason = "auto: " + std::to_string(world) + " replicas share the evaluation batches";
@@ -68,6 +60,7 @@ std::vector<std::vector<float>> Trainer::Impl::evaluate_layerwise(Replica& r, co
     if (!ids.empty()) {
       LayerwiseOptions o;
       o.table_dtype = table_dtype_of(cfg.sampling.eval_table_dtype);
+      if (r.model->needs_node_scale()) o.node_scales = &node_scales;
       const CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
       const Tensor logits =
           layerwise_inference(*r.model, *r.ctx, features, g, r.eval_sampler->self_loops(), ids, o).to(Device::cpu());

@@ -373,8 +373,6 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
   return fut;
 }
 
-bool InferenceSession::layerwise_supported() const { return !impl_->model->needs_node_scale(); }
-
 Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options,
                                           LayerwiseStats* stats) {
   Impl& m = *impl_;
@@ -384,7 +382,9 @@ Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, cons
     // A context of this thread on the session's device (a Context is driven by one thread).
     const Context ctx(m.device);
     const bool self_loops = m.sampler->self_loops();
-    out = layerwise_inference(*m.model, ctx, m.table, m.sampler->graph(), self_loops, ids, options, stats);
+    LayerwiseOptions o = options;
+    if (m.model->needs_node_scale()) o.node_scales = &m.node_scales;
+    out = layerwise_inference(*m.model, ctx, m.table, m.sampler->graph(), self_loops, ids, o, stats);
   });
   return out;
 }

@@ -89,8 +89,6 @@ class InferenceSession {
                            LayerwiseStats* stats = nullptr);
   // The in-neighbour graph and whether the model's sampler adds self loops (plan_inference).
   CsrView graph() const;
-  // Whether predict_layerwise can run this model (not yet a GCN with symmetric normalisation).
-  bool layerwise_supported() const;
   // Asynchronous form: a bad request gives a future that throws. `cancelled`, when given, is read
   // by the worker: once true, the request's remaining rows are not run and its future throws.
   std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids,

@@ -12,6 +12,7 @@
 #include "framework/error.h"
 #include "kernels/gather.h"
 #include "models/model.h"
+#include "preprocess/loader.h"
 #include "preprocess/feature_dtype.h"
 
 namespace gt {
@@ -91,9 +92,11 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
                            LayerwiseStats* stats) {
   const auto t_start = Clock::now();
   const int64_t N = graph.num_nodes, L = model.num_layers();
+  const std::vector<float>* scales = model.needs_node_scale() ? options.node_scales : nullptr;
   if (model.needs_node_scale())
-    GT_THROW("layer-wise inference", "use per-batch inference (sampled), or model.normalization: mean",
-             "GCN with symmetric normalisation needs its node scales, which the layer-wise path does not carry yet");
+    GT_CHECK_ARG(scales && static_cast<int64_t>(scales->size()) == N,
+                 "layer-wise inference: a GCN with symmetric normalisation needs the node scales of the graph's ", N,
+                 " nodes (LayerwiseOptions::node_scales), got ", scales ? std::to_string(scales->size()) : "none");
   GT_CHECK_ARG(N >= 1 && N < (int64_t{1} << 31), "layer-wise inference: the graph has ", N,
                " nodes; it needs 1 .. 2^31-1 (int32 row ids)");
   GT_CHECK_ARG(features.rows() == N, "layer-wise inference: the feature table has ", features.rows(),
@@ -157,6 +160,7 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
     struct Prepared {
       Block block;
       Tensor staging;  // l = 0: the input rows; else the int32 rows of prev to gather
+      Tensor scale;    // a symmetric GCN: the sources' node scales [n_src, 1]
       double block_ms = 0, gather_ms = 0;
     };
     const auto prepare = [&, l, d](int64_t a, int64_t b) {
@@ -169,6 +173,7 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
       LayerSample ls = sampler.sample_layer(frontier, l, /*batch_key=*/0);
       p.block = sampler.build_block(frontier, ls, nullptr);  // frontier: the block's sources
       const int64_t n_src = p.block.num_src;
+      if (scales) p.scale = gather_node_scale(*scales, frontier);
       p.block_ms = ms_since(t0);
       t0 = Clock::now();
       if (l == 0) {
@@ -206,7 +211,8 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
         x = Tensor::empty({n_src, w_in}, DType::kFloat32, dev);
         gather_tiered(tiers, gids, x, nullptr, /*sorted=*/true, /*check_values=*/false, ctx.stream());
       }
-      Tensor y = model.forward_layer(ctx, l, blk, x);
+      const Tensor scale = cuda && p.scale.defined() ? p.scale.to(dev, ctx.stream()) : p.scale;
+      Tensor y = model.forward_layer(ctx, l, blk, x, scale.defined() ? &scale : nullptr);
       if (dt == DType::kFloat32) {
         Tensor rows_ab = table.rows(a, b);
         rows_ab.copy_from(y, ctx.stream());
@@ -246,10 +252,14 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
 
 Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTable& features, CsrView graph,
                               bool self_loops, const std::vector<int64_t>& ids, int64_t batch_size,
-                              BatchedStats* stats) {
+                              BatchedStats* stats, const std::vector<float>* node_scales) {
   GT_CHECK_ARG(!ids.empty(), "batched_full_inference: no node ids");
   GT_CHECK_ARG(batch_size >= 1, "batched_full_inference: batch_size must be >= 1, got ", batch_size);
   check_ids(ids, graph.num_nodes, "batched_full_inference");
+  if (model.needs_node_scale())
+    GT_CHECK_ARG(node_scales && static_cast<int64_t>(node_scales->size()) == graph.num_nodes,
+                 "batched_full_inference: a GCN with symmetric normalisation needs the node scales of the graph's ",
+                 graph.num_nodes, " nodes");
   const int64_t L = model.num_layers();
   NeighborSampler sampler(graph, std::vector<int64_t>(static_cast<std::size_t>(L), -1), self_loops, 0);
   Tensor out;
@@ -271,7 +281,14 @@ Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTab
     std::vector<Block> blocks;
     for (const Block& k : sb.blocks) blocks.push_back(ctx.is_cuda() ? k.to(ctx.device(), ctx.stream()) : k);
     const Tensor xd = ctx.is_cuda() ? x.to(ctx.device(), ctx.stream()) : x;
-    const Tensor logits = model.forward(ctx, blocks, xd, /*training=*/false, 0).to(Device::cpu(), ctx.stream());
+    Tensor scale;
+    if (model.needs_node_scale()) {
+      scale = gather_node_scale(*node_scales, sb.input_nodes);
+      if (ctx.is_cuda()) scale = scale.to(ctx.device(), ctx.stream());
+    }
+    const Tensor logits = model.forward(ctx, blocks, xd, /*training=*/false, 0, nullptr, nullptr,
+                                        scale.defined() ? &scale : nullptr)
+                              .to(Device::cpu(), ctx.stream());
     ctx.synchronize();
     if (!out.defined()) out = Tensor::empty({n, logits.size(1)}, DType::kFloat32);
     out.rows(a, b).copy_from(logits);

@@ -48,6 +48,9 @@ struct LayerwiseOptions {
   // CUDA: bytes of device memory the tables may take (the input and output table of a layer are
   // resident together); 0 = half of the device's free memory; -1 = none (always host memory).
   int64_t device_table_bytes = 0;
+  // A GCN with symmetric normalisation (Model::needs_node_scale): d^-1/2 of every node of the
+  // graph (node_scales, models/model.h), required then; each chunk's sources get their rows.
+  const std::vector<float>* node_scales = nullptr;
 };
 
 struct LayerwiseStats {
@@ -81,9 +84,10 @@ struct BatchedStats {
   double sample_ms = 0, forward_ms = 0;
   int64_t batches = 0, edges = 0;
 };
+// node_scales: as LayerwiseOptions::node_scales (a GCN with symmetric normalisation needs them).
 Tensor batched_full_inference(Model& model, const Context& ctx, const FeatureTable& features, CsrView graph,
                               bool self_loops, const std::vector<int64_t>& ids, int64_t batch_size,
-                              BatchedStats* stats = nullptr);
+                              BatchedStats* stats = nullptr, const std::vector<float>* node_scales = nullptr);
 
 // Which path computes an evaluation or gt-predict's outputs, and why (a line for the log).
 struct InferencePlan {

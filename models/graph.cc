@@ -336,7 +336,7 @@ void Graph::forward(const Context& ctx, const std::vector<Block>& blocks,
 }
 
 Tensor Graph::forward_layer(const Context& ctx, int64_t layer, const Block& block, int input, const Tensor& x,
-                            int output) {
+                            int output, const std::vector<std::pair<int, Tensor>>& extra) {
   if (!finalized_) finalize();
   GT_CHECK_ARG(layer >= 0 && layer < num_layers_, "Graph::forward_layer: layer ", layer, " of ", num_layers_);
   GT_CHECK_ARG(input >= 0 && input < static_cast<int>(values_.size()) && output >= 0 &&
@@ -358,6 +358,11 @@ Tensor Graph::forward_layer(const Context& ctx, int64_t layer, const Block& bloc
     if (values_[v].kind == Kind::kConstant) live_[v] = values_[v].constant;
   }
   live_[input] = x;
+  for (const auto& [v, t] : extra) {
+    GT_CHECK_ARG(v >= 0 && v < static_cast<int>(values_.size()) && values_[v].kind == Kind::kInput && v != input,
+                 "Graph::forward_layer: extra value ", v, " is not another input of the graph");
+    live_[v] = t;
+  }
   training_ = false;
   step_ = 0;
   for (Node& n : nodes_) {

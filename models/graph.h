@@ -171,7 +171,10 @@ class Graph {
   // returns value `output` (rows = block.num_dst). Every other value the layer's nodes read must
   // be a parameter or a constant (a layer reads nothing of the layers before it but its input).
   // x is never overwritten in place. Leaves no forward behind: backward() refuses until forward().
-  Tensor forward_layer(const Context& ctx, int64_t layer, const Block& block, int input, const Tensor& x, int output);
+  // extra: (input value, tensor) for other add_input values the layer reads (rows = block.num_src),
+  // such as a symmetric GCN's node scales.
+  Tensor forward_layer(const Context& ctx, int64_t layer, const Block& block, int input, const Tensor& x, int output,
+                       const std::vector<std::pair<int, Tensor>>& extra = {});
   // A value after forward (kept values only; others are freed once read).
   const Tensor& value(int v) const;
   // seeds: (value, gradient) for the values the loss reads. layer_done(l) (optional) is called,

@@ -61,11 +61,7 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
                  " rows, block has ", blocks[l].num_src, " sources");
   std::vector<std::pair<int, Tensor>> inputs{{features_, features}, {labels_, labels ? *labels : Tensor()}};
   if (node_scale_ >= 0) {
-    GT_CHECK_ARG(node_scale && node_scale->defined() && node_scale->dim() == 2 && node_scale->size(1) == 1 &&
-                     node_scale->size(0) == blocks[0].num_src,
-                 "a GCN with symmetric normalisation needs the batch's node scales, float32 [", blocks[0].num_src,
-                 ", 1] (DeviceBatch::node_scale: give BatchPipeline or BatchLoader the model's node_scales), got ",
-                 node_scale && node_scale->defined() ? node_scale->str() : std::string("none"));
+    check_node_scale(node_scale, blocks[0].num_src);
     inputs.emplace_back(node_scale_, *node_scale);
   }
   if (dkp_) dkp_->begin_batch(training);
@@ -79,13 +75,27 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
 
 float Model::loss() const { return loss_op_->loss().value(); }
 
-Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x) {
+Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x,
+                            const Tensor* node_scale) {
   GT_CHECK_ARG(l >= 0 && l < num_layers(), "forward_layer: layer ", l, " of a ", num_layers(), "-layer model");
+  std::vector<std::pair<int, Tensor>> extra;
+  if (node_scale_ >= 0) {
+    check_node_scale(node_scale, block.num_src);
+    extra.emplace_back(node_scale_, *node_scale);
+  }
   forward_blocks_.clear();  // backward() needs a forward() first
   forward_had_labels_ = false;
   if (dkp_) dkp_->begin_batch(/*training=*/false);
   const auto i = static_cast<std::size_t>(l);
-  return graph_.forward_layer(ctx, l, block, layer_values_[i], x, layer_values_[i + 1]);
+  return graph_.forward_layer(ctx, l, block, layer_values_[i], x, layer_values_[i + 1], extra);
+}
+
+void Model::check_node_scale(const Tensor* node_scale, int64_t rows) const {
+  GT_CHECK_ARG(node_scale && node_scale->defined() && node_scale->dim() == 2 && node_scale->size(1) == 1 &&
+                   node_scale->size(0) == rows && node_scale->dtype() == DType::kFloat32,
+               "a GCN with symmetric normalisation needs the batch's node scales, float32 [", rows,
+               ", 1] (DeviceBatch::node_scale: give BatchPipeline or BatchLoader the model's node_scales), got ",
+               node_scale && node_scale->defined() ? node_scale->str() : std::string("none"));
 }
 
 int64_t Model::layer_in_width(int64_t l) const {

@@ -57,7 +57,10 @@ class Model {
   // destinations first among its sources), with x the layer's input rows [block.num_src,
   // layer_in_width(l)]; returns [block.num_dst, layer_out_width(l)] (the logits for the last
   // layer), valid until the next forward or forward_layer. Leaves no forward for backward().
-  Tensor forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x);
+  // node_scale: as forward()'s, for this block's sources ([block.num_src, 1]); required when
+  // needs_node_scale().
+  Tensor forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x,
+                       const Tensor* node_scale = nullptr);
   int64_t layer_in_width(int64_t l) const;
   int64_t layer_out_width(int64_t l) const;
   // layer_done (optional) is called with l as soon as layer l's gradients are final (output side
@@ -87,6 +90,7 @@ class Model {
   Graph graph_;
   std::shared_ptr<DkpPlanner> dkp_;
   int node_scale_ = -1;  // the node_scale input (symmetric GCN), or -1
+  void check_node_scale(const Tensor* node_scale, int64_t rows) const;
   int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
   std::vector<int> layer_values_;  // layer l reads layer_values_[l] and writes layer_values_[l + 1]
   std::vector<int64_t> layer_widths_;  // their columns

@@ -65,9 +65,9 @@ ModelConfig model_config(const std::string& type, const std::string& aggregation
   c.heads = 3;
   c.output_heads = 2;
   c.aggregation = aggregation;
-  // GCN as the paper averages: the layer-wise path does not carry symmetric node scales yet (it
-  // refuses them: LayerwiseRefusesSymmetricGcn).
-  c.normalization = "mean";
+  // GCN as the paper averages, unless the case asks for Kipf's symmetric normalisation.
+  c.normalization = aggregation == "symmetric" ? "symmetric" : "mean";
+  if (aggregation == "symmetric") c.aggregation = "mean";
   c.dropout = 0.5;  // inference must not apply it
   c.gin_eps = 0.25;
   return c;
@@ -113,9 +113,11 @@ TEST_P(LayerwiseModels, EqualsFullNeighbourhoodBatchesCpu) {
   auto model = build_model(cfg, 5, 4, Device::cpu(), 7);
   Context ctx(Device::cpu());
   const bool loops = self_loops_of(cfg);
-  const Tensor ref = batched_full_inference(*model, ctx, feats, g.view(), loops, all_nodes(g.n), 16);
+  const std::vector<float> scales = node_scales(g.indptr, loops);  // read by a symmetric GCN only
+  const Tensor ref = batched_full_inference(*model, ctx, feats, g.view(), loops, all_nodes(g.n), 16, nullptr, &scales);
   const float tol = kFloatTol * (1.0f + max_abs(ref));
   LayerwiseOptions o;
+  o.node_scales = &scales;
   o.chunk_nodes = 7;  // 53 = 7 x 7 + 4: the last chunk is short
   LayerwiseStats st;
   const Tensor lw = layerwise_inference(*model, ctx, feats, g.view(), loops, {}, o, &st);
@@ -131,12 +133,13 @@ TEST_P(LayerwiseModels, EqualsFullNeighbourhoodBatchesCpu) {
   o.chunk_edges = 9;
   EXPECT_LE(max_abs_diff(layerwise_inference(*model, ctx, feats, g.view(), loops, {}, o), ref), tol);
   // The node without in-edges has an output, and it is the batched one.
-  const Tensor last_ref = batched_full_inference(*model, ctx, feats, g.view(), loops, {g.n - 1}, 1);
+  const Tensor last_ref = batched_full_inference(*model, ctx, feats, g.view(), loops, {g.n - 1}, 1, nullptr, &scales);
   EXPECT_LE(max_abs_diff(lw.rows(g.n - 1, g.n).clone(), last_ref), tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, LayerwiseModels,
                          ::testing::Values(Case{"gcn", "mean"}, Case{"gcn", "sum"}, Case{"gcn", "max"},
+                                           Case{"gcn", "symmetric"},
                                            Case{"sage", "mean"}, Case{"sage", "max"}, Case{"gin", "mean"},
                                            Case{"ngcf", "mean"}, Case{"ngcf", "sum"}, Case{"gat", "mean"}),
                          [](const auto& info) { return info.param.type + "_" + info.param.aggregation; });
@@ -249,9 +252,11 @@ TEST(Layerwise, TrainerEvaluatesEitherWay) {
   so.feature_dim = 8;
   so.num_classes = 4;
   generate_synthetic(so, (dir / "d.h5").string());
+  for (const char* normalization : {"mean", "symmetric"}) {
+  SCOPED_TRACE(normalization);
   Config c;
   c.model.type = "gcn";
-  c.model.normalization = "mean";  // symmetric runs per batch (LayerwiseRefusesSymmetricGcn)
+  c.model.normalization = normalization;
   c.model.hidden = 8;
   c.dataset.path = (dir / "d.h5").string();
   c.model.layers = 3;
@@ -287,6 +292,7 @@ TEST(Layerwise, TrainerEvaluatesEitherWay) {
   run("auto", &log_a);
   EXPECT_NE(log_a.find("evaluation: per-batch inference (auto: the fanouts are sampled"), std::string::npos) << log_a;
   EXPECT_NE(test::error_of([&] { run("layerwise", &log_l); }).find("sampling.eval_fanouts samples"), std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -295,16 +301,20 @@ TEST(Layerwise, CudaEqualsCpu) {
   if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
   const RandomGraph g(300, 8, 21);
   const Tensor feats = random_features(g.n, 16, 22);
-  for (const char* type : {"sage", "gcn", "gat", "gin", "ngcf"}) {
-    SCOPED_TRACE(type);
-    const ModelConfig cfg = model_config(type);
+  for (const Case& k : {Case{"sage", "mean"}, Case{"gcn", "mean"}, Case{"gcn", "symmetric"}, Case{"gat", "mean"},
+                        Case{"gin", "mean"}, Case{"ngcf", "mean"}}) {
+    SCOPED_TRACE(k.type + " " + k.aggregation);
+    const ModelConfig cfg = model_config(k.type, k.aggregation);
     auto cpu_model = build_model(cfg, 16, 6, Device::cpu(), 3);
     auto gpu_model = build_model(cfg, 16, 6, Device::cuda(0), 3);
     Context cpu(Device::cpu()), gpu(Device::cuda(0));
-    const Tensor ref = layerwise_inference(*cpu_model, cpu, feats, g.view(), self_loops_of(cfg), {});
+    const std::vector<float> scales = node_scales(g.indptr, self_loops_of(cfg));
+    LayerwiseOptions base;
+    base.node_scales = &scales;
+    const Tensor ref = layerwise_inference(*cpu_model, cpu, feats, g.view(), self_loops_of(cfg), {}, base);
     const float tol = 1e-4f * (1.0f + max_abs(ref));
     for (int64_t table_bytes : {int64_t{0}, int64_t{-1}}) {
-      LayerwiseOptions o;
+      LayerwiseOptions o = base;
       o.device_table_bytes = table_bytes;
       o.chunk_nodes = 37;
       LayerwiseStats st;
@@ -312,25 +322,32 @@ TEST(Layerwise, CudaEqualsCpu) {
       EXPECT_LE(max_abs_diff(out, ref), tol);
       EXPECT_EQ(st.placement[0], table_bytes == 0 ? "device" : "host");
     }
-    LayerwiseOptions o;
+    LayerwiseOptions o = base;
     o.table_dtype = DType::kBFloat16;
     const Tensor h = layerwise_inference(*gpu_model, gpu, feats, g.view(), self_loops_of(cfg), {}, o);
     EXPECT_LE(max_abs_diff(h, ref), 5e-2f * (1.0f + max_abs(ref)));
   }
 }
 
-// GCN with symmetric normalisation (the default) needs node scales the layer-wise path does not
-// carry: inference refuses it by name, and the trainer's auto choice evaluates it per batch.
-TEST(Layerwise, LayerwiseRefusesSymmetricGcn) {
+// A GCN with symmetric normalisation without its node scales is refused by name (layer-wise and
+// the batched reference alike), not run with the scaling left out.
+TEST(Layerwise, SymmetricGcnNeedsItsNodeScales) {
   const RandomGraph g(30, 4, 5);
-  ModelConfig cfg = model_config("gcn");
-  cfg.normalization = "symmetric";
+  ModelConfig cfg = model_config("gcn", "symmetric");
   auto model = build_model(cfg, 4, 3, Device::cpu(), 1);
   ASSERT_TRUE(model->needs_node_scale());
   Context ctx(Device::cpu());
   const Tensor feats = random_features(g.n, 4, 2);
   EXPECT_NE(test::error_of([&] { layerwise_inference(*model, ctx, feats, g.view(), true, {}); })
                 .find("symmetric normalisation"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { batched_full_inference(*model, ctx, feats, g.view(), true, all_nodes(g.n), 8); })
+                .find("symmetric normalisation"),
+            std::string::npos);
+  const std::vector<float> wrong(static_cast<std::size_t>(g.n - 1), 1.0f);
+  LayerwiseOptions o;
+  o.node_scales = &wrong;
+  EXPECT_NE(test::error_of([&] { layerwise_inference(*model, ctx, feats, g.view(), true, {}, o); }).find("node scales"),
             std::string::npos);
 }
 
