@@ -154,6 +154,8 @@ int bench_layerwise(const LayerwiseOptions& o) {
                      gt::DataShape{data.info.feature_dim, data.info.num_classes}, path);
   const bool loops = (mc.type == "gcn" || mc.type == "gat") && mc.self_loops;
   const gt::CsrView g{data.indptr.data(), data.indices.data(), N};
+  std::vector<float> scales;  // a GCN with symmetric normalisation reads them
+  if (model->needs_node_scale()) scales = gt::node_scales(data.indptr, loops);
 
   // The per-batch order: every node, shuffled.
   std::vector<int64_t> order(static_cast<std::size_t>(N));
@@ -171,10 +173,12 @@ int bench_layerwise(const LayerwiseOptions& o) {
               gt::device_name(ctx.device()).c_str());
   // Warm-up (cuBLAS handles, allocator): one per-batch batch, untimed.
   gt::batched_full_inference(*model, ctx, table, g, loops,
-                             std::vector<int64_t>(order.begin(), order.begin() + std::min<int64_t>(N, 8)), 8);
+                             std::vector<int64_t>(order.begin(), order.begin() + std::min<int64_t>(N, 8)), 8, nullptr,
+                             &scales);
 
   gt::LayerwiseOptions lo;
   lo.table_dtype = dt;
+  lo.node_scales = &scales;
   lo.chunk_nodes = chunk_nodes;
   lo.device_table_bytes = table_mb > 0 ? table_mb << 20 : table_mb;
   gt::LayerwiseStats st;
@@ -202,7 +206,7 @@ int bench_layerwise(const LayerwiseOptions& o) {
   while (done < target && batched_s < static_cast<double>(batched_seconds)) {
     const int64_t n = std::min(batch, target - done);
     const std::vector<int64_t> ids(order.begin() + done, order.begin() + done + n);
-    const gt::Tensor ref = gt::batched_full_inference(*model, ctx, table, g, loops, ids, batch, &bst);
+    const gt::Tensor ref = gt::batched_full_inference(*model, ctx, table, g, loops, ids, batch, &bst, &scales);
     batched_s = seconds_since(t0);
     const float* rp = ref.data<float>();
     for (int64_t i = 0; i < n; ++i) {
