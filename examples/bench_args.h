@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/metrics.h"
-#include "framework/temp_files.h"
+#include "framework/core/error.h"
+#include "framework/core/metrics.h"
+#include "framework/core/temp_files.h"
 
 namespace gt_bench {
 

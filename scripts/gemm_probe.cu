@@ -34,7 +34,7 @@ int main() {
     {"dW reddit2", 1, 0, 602, 64, 57000}, {"dW products", 1, 0, 100, 64, 50000}, {"dX wiki", 0, 1, 8000, 4353, 64},
     {"fwd l2", 0, 0, 300, 47, 64}, {"dW l2", 1, 0, 64, 47, 300}};
   for (int mode = 0; mode < 2; ++mode) {
-    CK(cublasSetMathMode(h, mode ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH /* as framework/context.cc */));
+    CK(cublasSetMathMode(h, mode ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH /* as framework/core/context.cc */));
     for (auto s : ss) {
       size_t na = (size_t)s.M * s.K, nb = (size_t)s.K * s.N, nc = (size_t)s.M * s.N;
       float *A, *B, *C, *C2, *P; CK(cudaMalloc(&A, na * 4)); CK(cudaMalloc(&B, nb * 4)); CK(cudaMalloc(&C, nc * 4)); CK(cudaMalloc(&C2, nc * 4)); CK(cudaMalloc(&P, nc * 4));
