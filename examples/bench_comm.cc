@@ -1,4 +1,5 @@
-// gt-bench allreduce: the collectives data-parallel training runs on (framework/distributed/comm.h).
+// gt-bench allreduce: the collectives data-parallel training runs on
+// (framework/distributed/comm.h).
 //
 //   gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024,16384,262144]
 //                      [--iters 20] [--json FILE]

@@ -166,11 +166,11 @@ class Graph {
   // inputs: (input value, tensor) for every add_input value.
   void forward(const Context& ctx, const std::vector<Block>& blocks, const std::vector<std::pair<int, Tensor>>& inputs,
                bool training, uint64_t step);
-  // Layer-wise inference (framework/train/layerwise.h): runs only layer `layer`'s nodes, in eval mode,
-  // on `block`, with value `input` (the layer's input, rows = block.num_src) given as x, and
-  // returns value `output` (rows = block.num_dst). Every other value the layer's nodes read must
-  // be a parameter or a constant (a layer reads nothing of the layers before it but its input).
-  // x is never overwritten in place. Leaves no forward behind: backward() refuses until forward().
+  // Layer-wise inference (framework/train/layerwise.h): runs only layer `layer`'s nodes, in eval
+  // mode, on `block`, with value `input` (the layer's input, rows = block.num_src) given as x, and
+  // returns value `output` (rows = block.num_dst). Every other value the layer's nodes read must be
+  // a parameter or a constant (a layer reads nothing of the layers before it but its input). x is
+  // never overwritten in place. Leaves no forward behind: backward() refuses until forward().
   Tensor forward_layer(const Context& ctx, int64_t layer, const Block& block, int input, const Tensor& x, int output);
   // A value after forward (kept values only; others are freed once read).
   const Tensor& value(int v) const;

@@ -53,8 +53,8 @@ class Model {
   // GPU; the first loss() call after it does (queue backward and the optimizer step first), and
   // needs the forward's Context to still exist.
   float loss() const;
-  // Layer-wise inference (framework/train/layerwise.h): layer l alone, in eval mode, on `block` (its
-  // destinations first among its sources), with x the layer's input rows [block.num_src,
+  // Layer-wise inference (framework/train/layerwise.h): layer l alone, in eval mode, on `block`
+  // (its destinations first among its sources), with x the layer's input rows [block.num_src,
   // layer_in_width(l)]; returns [block.num_dst, layer_out_width(l)] (the logits for the last
   // layer), valid until the next forward or forward_layer. Leaves no forward for backward().
   Tensor forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x);

@@ -34,7 +34,8 @@ struct ModelConfig {
   // GCN's neighbour weighting: symmetric = D^-1/2 (A + I) D^-1/2 with the full graph's degrees
   // (Kipf and Welling; PyG's GCNConv), mean = the Pull's model.aggregation (the paper's GCN).
   std::string normalization = "symmetric";
-  // The node task (framework/core/task_metrics.h): auto (from the labels) | multiclass | binary | multilabel.
+  // The node task (framework/core/task_metrics.h): auto (from the labels) | multiclass | binary |
+  // multilabel.
   std::string task = "auto";
   std::string init = "glorot";   // weight initialisation: glorot | torch (LayerOptions::init)
 };
@@ -59,7 +60,8 @@ struct SamplingConfig {
   int64_t batch_size = 1024;
   std::vector<int64_t> eval_fanouts = {};   // empty = all neighbours at every layer
   int64_t eval_batch_size = 4096;
-  // How evaluation computes full-neighbourhood outputs (framework/train/layerwise.h): auto | layerwise | sampled.
+  // How evaluation computes full-neighbourhood outputs (framework/train/layerwise.h): auto |
+  // layerwise | sampled.
   std::string eval_inference = "auto";
   std::string eval_table_dtype = "float32";  // layer-wise hidden tables: float32 | bfloat16 | float16
   std::string device = "auto";  // auto | cpu | gpu: where sampling and reindexing run
@@ -71,8 +73,8 @@ struct OptimizerConfig {
   double weight_decay = 0.0;
   double momentum = 0.0;      // sgd only
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  // Learning rate per epoch (scheduled_lr in framework/train/optimizer.h): constant | step | cosine,
-  // after warmup_epochs of linear warm-up.
+  // Learning rate per epoch (scheduled_lr in framework/train/optimizer.h): constant | step |
+  // cosine, after warmup_epochs of linear warm-up.
   std::string schedule = "constant";
   int64_t warmup_epochs = 0;
   int64_t step_size = 10;     // step: epochs between decays

@@ -1,6 +1,6 @@
 // The config keys: each key's type, bounds or choices, description and default, how it is read
-// from YAML and printed (framework/config/config_keys.h), and the outputs made from the table: to_yaml
-// and config_keys_markdown (docs/configs.md).
+// from YAML and printed (framework/config/config_keys.h), and the outputs made from the table:
+// to_yaml and config_keys_markdown (docs/configs.md).
 #include "framework/config/config_keys.h"
 
 #include <cerrno>

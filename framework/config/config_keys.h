@@ -1,5 +1,6 @@
-// Internal to the library (not installed): the table of config keys (framework/config/config_keys.cc)
-// that parse_config, apply_override, validate_config and to_yaml (framework/config/config.cc) work from.
+// Internal to the library (not installed): the table of config keys
+// (framework/config/config_keys.cc) that parse_config, apply_override, validate_config and to_yaml
+// (framework/config/config.cc) work from.
 #pragma once
 
 #include <yaml-cpp/yaml.h>

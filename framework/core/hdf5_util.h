@@ -1,8 +1,8 @@
 // The HDF5 helpers shared by the library's HDF5 code (the dataset store of preprocess/dataset.h,
-// the weights and checkpoint files of framework/train/model_io.h): the one lock that serialises every
-// HDF5 call, an owning handle for HDF5 identifiers, failed calls thrown as gt::Error naming the
-// file and object (GT_H5_CHECK), and property-list, shape and write helpers that are not tied to
-// one kind of file (the dataset store uses them; model_io.cc has its own error messages).
+// the weights and checkpoint files of framework/train/model_io.h): the one lock that serialises
+// every HDF5 call, an owning handle for HDF5 identifiers, failed calls thrown as gt::Error naming
+// the file and object (GT_H5_CHECK), and property-list, shape and write helpers that are not tied
+// to one kind of file (the dataset store uses them; model_io.cc has its own error messages).
 //
 // Internal to the library: it includes <hdf5.h>, a private dependency that consumers of the
 // installed headers do not have, so it is not installed. The lock and the handle class are in

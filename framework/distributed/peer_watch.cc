@@ -1,5 +1,6 @@
-// The PeerWatch (framework/distributed/comm.h): the rendezvous's connections kept open for the job's lifetime,
-// to notice a process that ends without finishing, falls silent or stops making progress.
+// The PeerWatch (framework/distributed/comm.h): the rendezvous's connections kept open for the
+// job's lifetime, to notice a process that ends without finishing, falls silent or stops making
+// progress.
 #include <poll.h>
 #include <sys/socket.h>
 

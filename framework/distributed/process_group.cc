@@ -1,7 +1,8 @@
-// The processes of one training job (framework/distributed/comm.h): where this process stands among them
-// (from the launcher's environment) and the TCP rendezvous that hands rank 0's NCCL id to the
+// The processes of one training job (framework/distributed/comm.h): where this process stands among
+// them (from the launcher's environment) and the TCP rendezvous that hands rank 0's NCCL id to the
 // others after checking that they agree. Its connections go on to the PeerWatch
-// (framework/distributed/peer_watch.cc); the socket helpers are in framework/distributed/socket_io.{h,cc}.
+// (framework/distributed/peer_watch.cc); the socket helpers are in
+// framework/distributed/socket_io.{h,cc}.
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -1,6 +1,6 @@
 // Internal to the library (not installed): the TCP connections between the processes of one job,
-// shared by the rendezvous (framework/distributed/process_group.cc) and the PeerWatch that keeps them
-// (framework/distributed/peer_watch.cc).
+// shared by the rendezvous (framework/distributed/process_group.cc) and the PeerWatch that keeps
+// them (framework/distributed/peer_watch.cc).
 #pragma once
 
 #include <unistd.h>

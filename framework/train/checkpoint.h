@@ -1,6 +1,6 @@
 // Training checkpoints: everything needed to continue a run exactly where it stopped, in one
-// HDF5 file written atomically (framework/train/model_io.h: temporary file, fsync, rename; on any error
-// the temporary file is removed and the previous checkpoint is left as it was).
+// HDF5 file written atomically (framework/train/model_io.h: temporary file, fsync, rename; on any
+// error the temporary file is removed and the previous checkpoint is left as it was).
 //
 // Layout (docs/serving.md):
 //   root attributes  format = "graphtensor-checkpoint", format_version = 1,

@@ -1,5 +1,5 @@
-// Evaluation for the Trainer (framework/train/trainer.h): accuracies on lists of node ids, the lists
-// laid end to end in shared batches through one pipeline, and the training loop's evaluation
+// Evaluation for the Trainer (framework/train/trainer.h): accuracies on lists of node ids, the
+// lists laid end to end in shared batches through one pipeline, and the training loop's evaluation
 // batches kept between epochs (train.eval_cache_mb).
 #include <algorithm>
 #include <cstdint>

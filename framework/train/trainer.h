@@ -5,12 +5,12 @@
 // weights are saved to train.save_best.
 //
 // Data parallelism (docs/scaling.md): with train.replicas = N, or several processes started by a
-// launcher (framework/distributed/comm.h), every global batch of sampling.batch_size seeds is split into
-// contiguous shards, one per replica; each replica has its own GPU (or CPU) context, model copy,
-// optimizer and preprocessing pipeline, and the gradients are summed with NCCL (or the host
-// backend) in buckets that overlap the backward pass. Each replica weights its loss gradient by
-// its share of the global batch's labelled seeds, so a step is the step one replica would take on
-// the whole batch: the same hyperparameters give the same training, on 1 GPU or N.
+// launcher (framework/distributed/comm.h), every global batch of sampling.batch_size seeds is split
+// into contiguous shards, one per replica; each replica has its own GPU (or CPU) context, model
+// copy, optimizer and preprocessing pipeline, and the gradients are summed with NCCL (or the host
+// backend) in buckets that overlap the backward pass. Each replica weights its loss gradient by its
+// share of the global batch's labelled seeds, so a step is the step one replica would take on the
+// whole batch: the same hyperparameters give the same training, on 1 GPU or N.
 #pragma once
 
 #include <algorithm>

@@ -1,8 +1,7 @@
 // The inside of a Trainer (framework/train/trainer.h), shared by the files that implement it:
 // framework/train/replicas.cc sets up the replicas of this process and the process group,
-// framework/train/trainer.cc builds the Trainer and runs the training loop, framework/train/evaluation.cc
-// evaluates.
-// Internal to the library (not installed).
+// framework/train/trainer.cc builds the Trainer and runs the training loop,
+// framework/train/evaluation.cc evaluates. Internal to the library (not installed).
 #pragma once
 
 #include <tbb/global_control.h>
@@ -136,8 +135,8 @@ struct Trainer::Impl {
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
   bool fitted = false;    // fit() has run (or started): a Trainer trains once
   // Jobs of several processes: the rendezvous's connections, on which the processes learn that one
-  // of them ended without finishing (framework/distributed/comm.h). Declared after `replicas`, so that its
-  // thread, which aborts their communicators, stops before they go.
+  // of them ended without finishing (framework/distributed/comm.h). Declared after `replicas`, so
+  // that its thread, which aborts their communicators, stops before they go.
   std::unique_ptr<PeerWatch> peer_watch;
   std::mutex lost_mu;
   std::string peer_lost;  // why, once a process of the job was lost

@@ -1,5 +1,5 @@
-// framework/core/fp_mode.h: inside FlushDenormals subnormal results become 0 (x86), the thread's mode
-// comes back afterwards, oneTBB workers flush inside run_flushing_denormals, and
+// framework/core/fp_mode.h: inside FlushDenormals subnormal results become 0 (x86), the thread's
+// mode comes back afterwards, oneTBB workers flush inside run_flushing_denormals, and
 // GT_KEEP_DENORMALS=1 turns both off.
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
