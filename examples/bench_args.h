@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/error.h"
-#include "framework/metrics.h"
-#include "framework/temp_files.h"
+#include "framework/core/error.h"
+#include "framework/core/metrics.h"
+#include "framework/core/temp_files.h"
 
 namespace gt_bench {
 

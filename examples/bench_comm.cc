@@ -1,4 +1,5 @@
-// gt-bench allreduce: the collectives data-parallel training runs on (framework/comm.h).
+// gt-bench allreduce: the collectives data-parallel training runs on
+// (framework/distributed/comm.h).
 //
 //   gt-bench allreduce [--gpus N] [--comm nccl|host] [--sizes-kb 64,1024,16384,262144]
 //                      [--iters 20] [--json FILE]
@@ -26,11 +27,11 @@
 #include <vector>
 
 #include "examples/bench_args.h"
-#include "framework/comm.h"
-#include "framework/error.h"
-#include "framework/memory.h"
-#include "framework/metrics.h"
-#include "framework/thread_group.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
+#include "framework/core/metrics.h"
+#include "framework/core/thread_group.h"
+#include "framework/distributed/comm.h"
 
 namespace {
 
@@ -82,7 +83,7 @@ void check_sum(const gt::Tensor& t, int rank, int ranks, int64_t kb, const gt::C
         std::snprintf(msg, sizeof msg, "wrong all-reduce result on rank %d, size %lld KiB: element %lld is %g, expected %g",
                       rank, static_cast<long long>(kb), static_cast<long long>(off + i), static_cast<double>(p[i]),
                       static_cast<double>(want));
-        throw gt::Error(msg, "gt-bench allreduce", "the communicator (framework/comm.cc) summed wrongly");
+        throw gt::Error(msg, "gt-bench allreduce", "the communicator (framework/distributed/comm.cc) summed wrongly");
       }
     }
   }

@@ -36,14 +36,14 @@
 #include <vector>
 
 #include "examples/bench_workloads.h"
-#include "framework/context.h"
-#include "framework/dkp.h"
-#include "framework/error.h"
-#include "framework/fp_mode.h"
-#include "framework/memory.h"
-#include "framework/metrics.h"
-#include "framework/optimizer.h"
+#include "framework/core/context.h"
+#include "framework/core/error.h"
+#include "framework/core/fp_mode.h"
+#include "framework/core/memory.h"
+#include "framework/core/metrics.h"
+#include "framework/train/optimizer.h"
 #include "kernels/loss.h"
+#include "models/dkp.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
 #include "preprocess/loader.h"
@@ -225,7 +225,7 @@ int bench_dkp(const DkpOptions& o) {
       if (o.workloads.empty() || std::find(o.workloads.begin(), o.workloads.end(), w.name) != o.workloads.end())
         cases.push_back([&o, &ctx, &w] { return synthetic_case(w, o.scale, ctx); });
   }
-  // On the CPU, steps run as in gt-train: subnormal floats flushed (framework/fp_mode.h).
+  // On the CPU, steps run as in gt-train: subnormal floats flushed (framework/core/fp_mode.h).
   auto run_cases = [&] {
     for (const auto& build : cases) {
       gt::release_cached_memory();

@@ -27,11 +27,11 @@
 #include <tbb/parallel_for.h>
 
 #include "examples/bench_args.h"
-#include "framework/context.h"
-#include "framework/error.h"
-#include "framework/memory.h"
-#include "framework/metrics.h"
-#include "framework/rng.h"
+#include "framework/core/context.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
+#include "framework/core/metrics.h"
+#include "framework/core/rng.h"
 #include "kernels/gather.h"
 #include "preprocess/feature_table.h"
 #include "preprocess/host_table.h"

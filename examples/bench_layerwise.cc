@@ -1,4 +1,4 @@
-// gt-bench layerwise: layer-wise inference over every node (framework/layerwise.h) against
+// gt-bench layerwise: layer-wise inference over every node (framework/train/layerwise.h) against
 // per-batch inference with full neighbourhoods (Model::forward over seed batches and their full
 // L-hop neighbourhoods, as the trainer's evaluation and gt-predict without fanouts run it).
 //
@@ -37,15 +37,15 @@
 #include <vector>
 
 #include "examples/bench_args.h"
-#include "framework/config.h"
-#include "framework/context.h"
-#include "framework/device.h"
-#include "framework/error.h"
-#include "framework/layerwise.h"
-#include "framework/memory.h"
-#include "framework/metrics.h"
-#include "framework/model_io.h"
-#include "framework/rng.h"
+#include "framework/config/config.h"
+#include "framework/core/context.h"
+#include "framework/core/device.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
+#include "framework/core/metrics.h"
+#include "framework/core/rng.h"
+#include "framework/train/layerwise.h"
+#include "framework/train/model_io.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_table.h"

@@ -58,22 +58,22 @@
 #include <string>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/dkp.h"
-#include "framework/error.h"
-#include "framework/memory.h"
-#include "framework/metrics.h"
-#include "framework/optimizer.h"
+#include "examples/bench_workloads.h"
+#include "framework/core/context.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
+#include "framework/core/metrics.h"
+#include "framework/train/optimizer.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "kernels/pull.h"
+#include "models/dkp.h"
 #include "models/model.h"
 #include "preprocess/feature_table.h"
-#include "examples/bench_workloads.h"
 #ifdef GT_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "framework/cuda_check.h"
+#include "framework/core/cuda_check.h"
 #endif
 
 namespace {

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "examples/bench_args.h"
-#include "framework/context.h"
-#include "framework/dkp.h"
-#include "framework/error.h"
-#include "framework/optimizer.h"
+#include "framework/core/context.h"
+#include "framework/core/error.h"
+#include "framework/train/optimizer.h"
 #include "kernels/block.h"
 #include "kernels/loss.h"
+#include "models/dkp.h"
 #include "models/model.h"
 
 namespace gt_bench {

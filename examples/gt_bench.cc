@@ -32,15 +32,15 @@
 #include <string>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/error.h"
-#include "framework/metrics.h"
+#include "examples/bench_args.h"
+#include "examples/bench_workloads.h"
+#include "framework/core/context.h"
+#include "framework/core/error.h"
+#include "framework/core/metrics.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/pipeline.h"
-#include "examples/bench_args.h"
-#include "examples/bench_workloads.h"
 
 namespace {
 

@@ -42,10 +42,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/temp_files.h"
 #include "cli.h"
-#include "framework/version.h"
+#include "framework/core/error.h"
+#include "framework/core/temp_files.h"
+#include "framework/core/version.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_dtype.h"
 #include "preprocess/ogb_import.h"

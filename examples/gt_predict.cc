@@ -12,7 +12,7 @@
 // (seed, layer, node), as the trainer's evaluation draws them, so the accuracy printed for the test
 // split of a train.save_best file is the run's "test at best", whatever the batch size.
 // With full neighbourhoods the logits may come from layer-wise inference instead (framework/
-// layerwise.h: every layer's rows computed once, over node chunks), chosen as the trainer chooses
+// train/layerwise.h: every layer's rows computed once, over node chunks), chosen as the trainer chooses
 // for its evaluation (--inference, default the model's sampling.eval_inference; auto = layer-wise
 // when the batches would compute more than twice the rows); the output says which and why.
 // --embeddings always runs the batches.
@@ -42,14 +42,14 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/error.h"
-#include "framework/inference.h"
-#include "framework/metrics.h"
-#include "framework/model_io.h"
-#include "framework/temp_files.h"
 #include "cli.h"
-#include "framework/version.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
+#include "framework/core/metrics.h"
+#include "framework/core/temp_files.h"
+#include "framework/core/version.h"
+#include "framework/serve/inference.h"
+#include "framework/train/model_io.h"
 #include "preprocess/dataset.h"
 
 namespace {

@@ -19,7 +19,7 @@
 // "gt-train: error: ...", with exit status 1; a usage error exits with 2. SIGINT, SIGTERM or SIGHUP
 // stop the run as before (the files written so far stay: metrics lines, the best weights, the
 // last checkpoint), and a file being written when the signal came is not left half-written as a
-// temporary file (framework/temp_files.h).
+// temporary file (framework/core/temp_files.h).
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/config.h"
-#include "framework/dkp.h"
-#include "framework/error.h"
-#include "framework/temp_files.h"
-#include "framework/trainer.h"
-#include "framework/version.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
+#include "framework/core/temp_files.h"
+#include "framework/core/version.h"
+#include "framework/train/trainer.h"
+#include "models/dkp.h"
 #include "models/model.h"
 #include "preprocess/sampler.h"
 

@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 
 namespace gt {
 

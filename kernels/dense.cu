@@ -8,10 +8,10 @@
 #include <cstring>
 #include <optional>
 
-#include "framework/context.h"
-#include "framework/cublas_api.h"
-#include "framework/cuda_check.h"
-#include "framework/memory.h"
+#include "framework/core/context.h"
+#include "framework/core/cublas_api.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/memory.h"
 #include "kernels/dense.h"
 #include "kernels/skinny_sgemm.cuh"
 

@@ -8,8 +8,8 @@
 // gradient in small kernels; CPU: OpenBLAS SGEMM and oneTBB.
 #pragma once
 
-#include "framework/context.h"
-#include "framework/tensor.h"
+#include "framework/core/context.h"
+#include "framework/core/tensor.h"
 
 namespace gt {
 

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <string>
 
-#include "framework/rng.h"
+#include "framework/core/rng.h"
 
 namespace gt {
 
@@ -74,8 +74,8 @@ void check_p(float p, const char* op) {
 [[maybe_unused]] int dev_of(const Tensor& t) { return t.device().index; }
 
 // The mask and scaling shared with the CUDA kernels: element k (a flat index, or (r, c) of the
-// unpadded [rows, key_cols] tensor) is kept as framework/rng.h's dropout_keeps_counter says, one
-// Philox call for four neighbouring counters; kept elements are multiplied by 1 / (1 - p), the
+// unpadded [rows, key_cols] tensor) is kept as framework/core/rng.h's dropout_keeps_counter says,
+// one Philox call for four neighbouring counters; kept elements are multiplied by 1 / (1 - p), the
 // padding comes out 0. x == nullptr stands for ones (the mask).
 void dropout_cpu(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width,
                  int64_t key_cols) {

@@ -7,9 +7,9 @@
 // outputs may alias (relu, dropout, axpy), so the pointers are not marked __restrict__.
 #include <cstdint>
 
-#include "framework/cuda_check.h"
-#include "framework/device.h"
-#include "framework/rng.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/device.h"
+#include "framework/core/rng.h"
 #include "kernels/elementwise.h"
 
 namespace gt {
@@ -71,7 +71,7 @@ __global__ void elu_backward_kernel(const float* y, const float* dy, float* dx, 
   }
 }
 
-// Dropout: the CPU's mask (elementwise.cc dropout_cpu, framework/rng.h dropout_keeps_counter),
+// Dropout: the CPU's mask (elementwise.cc dropout_cpu, framework/core/rng.h dropout_keeps_counter),
 // a pure function of each element's counter, so the thread and grid layout do not matter. A thread
 // takes four neighbouring counters, the four words of one Philox call (a draw per element kept the
 // kernel bound by Philox's multiplies: 0.24 ms for the 9,498 x 3,200 input dropout of a

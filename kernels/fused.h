@@ -38,7 +38,7 @@
 // All tensors and the block on one device; CUDA on `s`, CPU with oneTBB.
 #pragma once
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 #include "kernels/pull.h"
 

@@ -1,7 +1,7 @@
 // The fused GAT backward: over destination rows (the softmax's gradient, der) and over the
 // transposed block (dz, del), hub rows on a CTA (kernels/fused_gat.cuh has the design and the
 // shared pieces).
-#include "framework/memory.h"
+#include "framework/core/memory.h"
 #include "kernels/fused_gat.cuh"
 
 namespace gt::cuda_impl {

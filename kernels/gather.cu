@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <cstdint>
 
-#include "framework/cuda_check.h"
-#include "framework/memory.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/memory.h"
 #include "kernels/gather.h"
 #include "kernels/half_bits.h"
 

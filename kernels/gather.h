@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 
 namespace gt {
 
@@ -60,7 +60,7 @@ struct GatherCounters {
 // are reported through counters (a mapped table's values are not checked when it is opened).
 // The sort's scratch tensors are freed on return while the gather may still be queued on s: that
 // is safe when s is the only stream the calling thread's allocation pool serves (framework/
-// memory.h). Otherwise pass `keep`: the scratch is moved there, and the caller frees it once s has
+// core/memory.h). Otherwise pass `keep`: the scratch is moved there, and the caller frees it once s has
 // passed the gather (the pipeline samples on another stream from the same pool).
 // On a GPU, a gather with a host tier runs on a part of the SMs (gather_grid in gather.cu): reads
 // over PCIe wait microseconds, and warps waiting on them on every SM slow every other kernel of

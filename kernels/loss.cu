@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "framework/cuda_check.h"
-#include "framework/device.h"
-#include "framework/memory.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/device.h"
+#include "framework/core/memory.h"
 
 namespace gt {
 namespace cuda_impl {
@@ -364,7 +364,7 @@ Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
 
 // Callers (loss.cc) return early for n == 0, so every grid below has at least one block. The
 // summary goes to the caller, who reads it later; the per-row losses are scratch, freed here and
-// reused only by later work on `s` (stream-ordered frees, framework/memory.h).
+// reused only by later work on `s` (stream-ordered frees, framework/core/memory.h).
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
                                                    float* dlogits, int device, Stream s, float* mean) {
   std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),

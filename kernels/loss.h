@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 
 namespace gt {
 
@@ -45,9 +45,10 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
                                         Stream s = nullptr, Tensor* mean = nullptr);
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
 
-// Sigmoid binary cross-entropy per entry (binary and multi-label node tasks, framework/task_metrics.h).
-// logits float32 [n, T]; labels int32 [n, T], or [n] when T = 1; each label 0, 1 or -1 (the entry
-// is left out). With w_y = w_pos for y = 1 and w_neg for y = 0 (class weights; 1 and 1 = plain):
+// Sigmoid binary cross-entropy per entry (binary and multi-label node tasks,
+// framework/core/task_metrics.h). logits float32 [n, T]; labels int32 [n, T], or [n] when T = 1;
+// each label 0, 1 or -1 (the entry is left out). With w_y = w_pos for y = 1 and w_neg for y = 0
+// (class weights; 1 and 1 = plain):
 //   loss     = sum_e w_y l_e / sum_e w_y over labelled entries e, l = -y log s(z) - (1-y) log(1-s(z))
 //              computed as max(z, 0) - y z + log1p(exp(-|z|)) (no overflow for any finite z);
 //   dlogits  = w_y (s(z) - y) / sum_e w_y; 0 for unlabelled entries.

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 
 namespace gt::napa {

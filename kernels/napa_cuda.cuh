@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "framework/cuda_check.h"
+#include "framework/core/cuda_check.h"
 
 namespace gt::cuda_impl::napa_dev {
 

@@ -17,7 +17,7 @@
 // All tensors and the block on one device; CUDA on `s`, CPU with oneTBB.
 #pragma once
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 
 namespace gt {

@@ -58,8 +58,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "framework/cuda_check.h"
-#include "framework/error.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/error.h"
 #include "kernels/pull.h"
 #include "kernels/pull_own.cuh"
 #include "kernels/pull_vec.cuh"

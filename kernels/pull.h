@@ -26,7 +26,7 @@
 // All tensors and the block on one device; the CUDA path runs on `s`, the CPU path uses oneTBB.
 #pragma once
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 
 namespace gt {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "kernels/dense.h"
 #include "kernels/napa_check.h"
 

@@ -27,10 +27,10 @@
 #include <cstdlib>
 #include <optional>
 
-#include "framework/cuda_check.h"
-#include "framework/error.h"
-#include "framework/memory.h"
-#include "framework/tensor.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
+#include "framework/core/tensor.h"
 #include "kernels/skinny_sgemm.cuh"
 
 namespace gt::cuda_impl {

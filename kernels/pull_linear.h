@@ -18,8 +18,8 @@
 // turn.
 #pragma once
 
-#include "framework/context.h"
-#include "framework/tensor.h"
+#include "framework/core/context.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 #include "kernels/pull.h"
 

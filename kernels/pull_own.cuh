@@ -33,8 +33,8 @@
 #include <tuple>
 #include <utility>
 
-#include "framework/cuda_check.h"
-#include "framework/memory.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/memory.h"
 #include "kernels/pull_vec.cuh"
 
 namespace gt {

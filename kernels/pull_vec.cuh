@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "framework/cuda_check.h"
-#include "framework/error.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/error.h"
 #include "kernels/napa_cuda.cuh"
 
 namespace gt::cuda_impl::pull_vec {

@@ -25,7 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "framework/cuda_check.h"
+#include "framework/core/cuda_check.h"
 #include "kernels/napa_cuda.cuh"
 
 namespace gt::cuda_impl::realign {

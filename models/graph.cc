@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "framework/dkp.h"
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "kernels/elementwise.h"
+#include "models/dkp.h"
 #include "models/ops.h"
 
 namespace gt {

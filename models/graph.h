@@ -16,7 +16,7 @@
 // An op may overwrite one input in place (Op::in_place_input) when that value has no other
 // reader, is not kept, and its producer neither saves its outputs nor may alias its input.
 //
-// Passes rewrite the graph after it is built: rewrite_placement() (framework/dkp.h) replaces
+// Passes rewrite the graph after it is built: rewrite_placement() (models/dkp.h) replaces
 // every linear Pull -> MatMul pair with one Cost-DKP node that picks the order per batch.
 #pragma once
 
@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/tensor.h"
+#include "framework/core/context.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 
 namespace gt {
 
-class DkpPlanner;  // framework/dkp.h
+class DkpPlanner;  // models/dkp.h
 
 struct Param {
   std::string name;
@@ -157,7 +157,7 @@ class Graph {
   void finalize();
 
   // ---- passes ----
-  // DKP (framework/dkp.h): each Pull(sum | mean, no edge values) -> [AddDstRows of the same
+  // DKP (models/dkp.h): each Pull(sum | mean, no edge values) -> [AddDstRows of the same
   // input] -> MatMul(no addend) chain whose intermediate values have no other reader becomes one
   // Cost-DKP node sharing `planner`. Returns how many were rewritten. Calls finalize().
   int rewrite_placement(const std::shared_ptr<DkpPlanner>& planner);
@@ -166,8 +166,8 @@ class Graph {
   // inputs: (input value, tensor) for every add_input value.
   void forward(const Context& ctx, const std::vector<Block>& blocks, const std::vector<std::pair<int, Tensor>>& inputs,
                bool training, uint64_t step);
-  // Layer-wise inference (framework/layerwise.h): runs only layer `layer`'s nodes, in eval mode,
-  // on `block`, with value `input` (the layer's input, rows = block.num_src) given as x, and
+  // Layer-wise inference (framework/train/layerwise.h): runs only layer `layer`'s nodes, in eval
+  // mode, on `block`, with value `input` (the layer's input, rows = block.num_src) given as x, and
   // returns value `output` (rows = block.num_dst). Every other value the layer's nodes read must
   // be a parameter or a constant (a layer reads nothing of the layers before it but its input).
   // x is never overwritten in place. Leaves no forward behind: backward() refuses until forward().

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "framework/init.h"
+#include "framework/core/init.h"
 #include "models/layers.h"
 #include "models/ops.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/context.h"
+#include "framework/core/context.h"
 #include "kernels/block.h"
 #include "kernels/pull.h"
 #include "models/graph.h"

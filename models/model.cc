@@ -4,7 +4,7 @@
 #include <functional>
 #include <map>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "models/ops.h"
 
 namespace gt {

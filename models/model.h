@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/context.h"
-#include "framework/dkp.h"
-#include "framework/task_metrics.h"
+#include "framework/config/config.h"
+#include "framework/core/context.h"
+#include "framework/core/task_metrics.h"
+#include "models/dkp.h"
 #include "models/graph.h"
 #include "models/layers.h"
 
@@ -23,7 +23,7 @@ namespace gt {
 
 class LossOp;
 
-// The model's output and loss for a node task (framework/task_metrics.h): multiclass = softmax
+// The model's output and loss for a node task (framework/core/task_metrics.h): multiclass = softmax
 // cross-entropy; binary and multilabel = sigmoid binary cross-entropy with class weights
 // (w_neg, w_pos; 1 and 1 unweighted).
 struct LossOptions {
@@ -53,8 +53,8 @@ class Model {
   // GPU; the first loss() call after it does (queue backward and the optimizer step first), and
   // needs the forward's Context to still exist.
   float loss() const;
-  // Layer-wise inference (framework/layerwise.h): layer l alone, in eval mode, on `block` (its
-  // destinations first among its sources), with x the layer's input rows [block.num_src,
+  // Layer-wise inference (framework/train/layerwise.h): layer l alone, in eval mode, on `block`
+  // (its destinations first among its sources), with x the layer's input rows [block.num_src,
   // layer_in_width(l)]; returns [block.num_dst, layer_out_width(l)] (the logits for the last
   // layer), valid until the next forward or forward_layer. Leaves no forward for backward().
   // node_scale: as forward()'s, for this block's sources ([block.num_src, 1]); required when

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "framework/error.h"
-#include "framework/memory.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
 #include "kernels/elementwise.h"
 #include "kernels/fused.h"
 #include "kernels/loss.h"

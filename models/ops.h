@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "framework/dkp.h"
 #include "kernels/dense.h"
 #include "kernels/loss.h"
 #include "kernels/pull.h"
+#include "models/dkp.h"
 #include "models/graph.h"
 
 namespace gt {
@@ -203,10 +203,10 @@ class SigmoidBceOp final : public LossOp {
   float w_neg_, w_pos_;
 };
 
-// Cost-DKP (framework/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)
+// Cost-DKP (models/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)
 // plus, optionally, self * x[:num_dst] (GIN). Per batch it asks the planner for the order:
 //   aggregate first: a = A(x) [n_dst, in], y = a W;   combine first: z = x W [n_src, out], y = A(z).
-// Backward in the same order (see framework/dkp.h for the calls). Inputs (x, W) or (x, W, c).
+// Backward in the same order (see models/dkp.h for the calls). Inputs (x, W) or (x, W, c).
 // With a root product (GraphSAGE: y = x_r W_r + A(x) W, inputs (x, W, x_r, W_r), where the DKP
 // pass absorbed the MatMul that produced c): on the GPU, aggregating first, where x_r W_r leaves
 // SMs free (ops.cc, overlap_pays), the Pull runs on the side stream while x_r W_r runs on the

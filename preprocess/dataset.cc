@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <mutex>
 
-#include "framework/error.h"
-#include "framework/hdf5_util.h"
-#include "framework/temp_files.h"
+#include "framework/core/error.h"
+#include "framework/core/hdf5_util.h"
+#include "framework/core/temp_files.h"
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/error.h"
-#include "framework/hdf5_util.h"
-#include "framework/metrics.h"
+#include "framework/core/error.h"
+#include "framework/core/hdf5_util.h"
+#include "framework/core/metrics.h"
+#include "framework/core/temp_files.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
@@ -73,7 +73,7 @@ struct DatasetWriter::Impl {
     features.reset();
     file.reset();
     if (!committed && !tmp.empty()) std::remove(tmp.c_str());
-    if (!tmp.empty()) release_temp_path(tmp);  // framework/temp_files.h: no longer removed on a signal
+    if (!tmp.empty()) release_temp_path(tmp);  // framework/core/temp_files.h: no longer removed on a signal
     if (!committed) remove_empty_dirs(made);
     release_made_dirs(made);
   }

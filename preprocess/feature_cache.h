@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 #include "kernels/gather.h"
 #include "preprocess/feature_table.h"
 

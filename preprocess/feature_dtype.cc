@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset_internal.h"
 
 namespace gt {

@@ -1,5 +1,5 @@
 // The element types a feature table may be stored in: float32, bfloat16 or float16
-// (framework/tensor.h: DType::kBFloat16 and DType::kFloat16 are storage-only types), and the
+// (framework/core/tensor.h: DType::kBFloat16 and DType::kFloat16 are storage-only types), and the
 // conversions between them.
 //
 // A 16-bit table halves the bytes held, mapped and transferred; its rows are widened to float32
@@ -25,7 +25,7 @@
 #include <cstring>
 #include <string>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 #include "kernels/half_bits.h"
 
 namespace gt {

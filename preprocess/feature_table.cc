@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 
 namespace gt {
 

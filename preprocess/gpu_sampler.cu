@@ -6,10 +6,10 @@
 #include <cstring>
 #include <limits>
 
-#include "framework/cuda_check.h"
-#include "framework/error.h"
-#include "framework/memory.h"
-#include "framework/rng.h"
+#include "framework/core/cuda_check.h"
+#include "framework/core/error.h"
+#include "framework/core/memory.h"
+#include "framework/core/rng.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/host_table.h"
 

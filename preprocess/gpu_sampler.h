@@ -28,7 +28,7 @@
 #include <mutex>
 #include <vector>
 
-#include "framework/device.h"
+#include "framework/core/device.h"
 #include "kernels/block.h"
 #include "preprocess/sampler.h"
 

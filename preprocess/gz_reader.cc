@@ -13,7 +13,7 @@
 #include <cstring>
 #include <algorithm>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 
 namespace gt {
 namespace {

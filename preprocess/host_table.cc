@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #ifdef GT_WITH_CUDA
-#include "framework/cuda_check.h"
+#include "framework/core/cuda_check.h"
 #endif
 
 namespace gt {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/memory.h"
+#include "framework/core/context.h"
+#include "framework/core/memory.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_table.h"
 #include "preprocess/sampler.h"

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 
 namespace gt {
 namespace {

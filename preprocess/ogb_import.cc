@@ -14,7 +14,7 @@
 #include <iterator>
 #include <vector>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/gz_reader.h"
 

@@ -15,7 +15,7 @@
 #include <functional>
 #include <string>
 
-#include "framework/tensor.h"
+#include "framework/core/tensor.h"
 
 namespace gt {
 

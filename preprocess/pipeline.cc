@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "framework/memory.h"
+#include "framework/core/memory.h"
 #include "kernels/gather.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"

@@ -37,8 +37,8 @@
 #include <memory>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/trace.h"
+#include "framework/core/context.h"
+#include "framework/core/trace.h"
 #include "preprocess/loader.h"
 #include "preprocess/sampler.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 
 namespace gt {
 namespace {

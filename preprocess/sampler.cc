@@ -6,8 +6,8 @@
 #include <numeric>
 #include <unordered_set>
 
-#include "framework/error.h"
-#include "framework/rng.h"
+#include "framework/core/error.h"
+#include "framework/core/rng.h"
 
 namespace gt {
 namespace {

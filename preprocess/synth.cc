@@ -21,8 +21,8 @@
 #include <sstream>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/rng.h"
+#include "framework/core/error.h"
+#include "framework/core/rng.h"
 #include "preprocess/dataset.h"
 
 namespace gt {

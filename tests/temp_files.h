@@ -1,5 +1,5 @@
 // How many temporary files an atomic writer of `path` has next to it ("<path>.tmp.<pid>.<n>",
-// framework/metrics.h temp_path_for): tests check that a writer leaves none behind, or that a
+// framework/core/metrics.h temp_path_for): tests check that a writer leaves none behind, or that a
 // killed one was writing one.
 #pragma once
 

@@ -5,7 +5,7 @@
 #include <iterator>
 #include <string>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 
 namespace gt::test {
 

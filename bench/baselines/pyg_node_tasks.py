@@ -12,7 +12,7 @@ Modes, per dataset:
   binary      1 logit, sigmoid binary cross-entropy, selected by ROC-AUC (datasets with 2
               classes; gt-train: model.task binary, train.select_by roc_auc = its auto)
 Nodes labelled -1 are left out of the loss and of every metric. ROC-AUC is the Mann-Whitney
-statistic with mid-ranks (ties count one half), as framework/task_metrics.cc computes it.
+statistic with mid-ranks (ties count one half), as framework/core/task_metrics.cc computes it.
 
 DATA_DIR holds datasets in OGB's raw layout (what `gt-data import-ogb` reads):
   NAME/raw/{edge,node-feat,node-label}.csv.gz and NAME/split/<scheme>/{train,valid,test}.csv.gz

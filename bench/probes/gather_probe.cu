@@ -4,7 +4,7 @@
 // kernels/realign.cuh can be judged against the physical limit. Every variant is checked against
 // a plain reference kernel on the same random inputs, its output poisoned (NaN) first.
 //
-//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o gather_probe bench/probes/gather_probe.cu framework/error.cc
+//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o gather_probe bench/probes/gather_probe.cu framework/core/error.cc
 //   ./gather_probe [rounds]       # on the GPU machine; one line per (round, workload, variant)
 //   ./gather_probe footprint      # the gather rate as the gathered matrix shrinks to fit in L2
 //   ./gather_probe bands          # wave-synchronised whole-row gathers; BANDS_RESIDENT=1 and

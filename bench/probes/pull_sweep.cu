@@ -6,7 +6,7 @@
 // 32 B-1 KiB processed tile-major (so that a tile's slice of the gathered matrix can stay in L2).
 // kernels/pull.cu's launch rules come from this sweep (docs/benchmarks.md, issue 3).
 //
-//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o pull_sweep bench/probes/pull_sweep.cu framework/error.cc
+//   nvcc -O3 -std=c++20 -arch=sm_90 -I. -o pull_sweep bench/probes/pull_sweep.cu framework/core/error.cc
 //   ./pull_sweep [workload [F]]    # on the GPU machine; prints one line per variant; F overrides
 //                                  # the workload's width (e.g. 4356 to time 16-byte-aligned rows)
 //   ./pull_sweep workload F F0 [S] # narrow bands and lane gathers, floor bytes counted on F0

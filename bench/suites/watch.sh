@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU-machine run on 2 GPUs for the peer watch (framework/comm.h, PeerWatch): two gt-train
+# One GPU-machine run on 2 GPUs for the peer watch (framework/distributed/comm.h, PeerWatch): two gt-train
 # processes started by hand, without a launcher: clean runs (no false alarm, also with early
 # stopping), then one rank killed mid-run (the other must stop on its own within seconds, naming
 # it), then rank 0 killed, then each stopped with SIGSTOP (a hang: named after

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "framework/inference.h"
-#include "framework/trainer.h"
+#include "framework/serve/inference.h"
+#include "framework/train/trainer.h"
 #include "preprocess/synth.h"
 
 int main() {

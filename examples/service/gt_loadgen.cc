@@ -49,9 +49,9 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/config.h"
-#include "framework/error.h"
-#include "framework/temp_files.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
+#include "framework/core/temp_files.h"
 
 namespace {
 

@@ -392,7 +392,7 @@ else
 fi
 
 # A SIGTERM while gt-data writes a dataset: it dies of the signal (status 143) and leaves neither
-# the output nor its temporary file (framework/temp_files.h), nor the folders it made for it.
+# the output nor its temporary file (framework/core/temp_files.h), nor the folders it made for it.
 # (SIGINT is ignored by background jobs of a script, so it is the SIGTERM that is sent here;
 # framework_test covers SIGINT.)
 "$GT_DATA" synth "$WORK/made/for/killed.h5" --nodes 2000000 --features 100 >/dev/null 2>&1 &

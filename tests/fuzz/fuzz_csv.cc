@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <string>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "framework/context.h"
+#include "framework/core/context.h"
 #include "kernels/dense.h"
 #include "kernels/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"

@@ -3,8 +3,8 @@
 // CUDA also against the CPU results.
 #include "kernels/dense.h"
 
-#include "framework/context.h"
-#include "framework/rng.h"
+#include "framework/core/context.h"
+#include "framework/core/rng.h"
 #include "kernels/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -454,8 +454,8 @@ std::vector<float> away_from_zero(std::size_t n, uint64_t seed) {
   return v;
 }
 
-// The dropout mask written from the contract in framework/rng.h: counter i takes word i % 4 of the
-// Philox call for i / 4.
+// The dropout mask written from the contract in framework/core/rng.h: counter i takes word i % 4 of
+// the Philox call for i / 4.
 bool kept(uint64_t seed, uint64_t step, uint64_t i, float p) {
   return u01(philox(rng_key(seed, RngStream::kDropout), step, i / 4).v[i % 4]) >= p;
 }

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/device.h"
-#include "framework/tensor.h"
+#include "framework/core/device.h"
+#include "framework/core/tensor.h"
 #include "kernels/block.h"
 
 namespace gt::test {

@@ -10,7 +10,7 @@
 #include <random>
 #include <utility>
 
-#include "framework/context.h"
+#include "framework/core/context.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

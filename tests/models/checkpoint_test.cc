@@ -10,10 +10,10 @@
 #include <fstream>
 #include <limits>
 
-#include "framework/checkpoint.h"
-#include "framework/model_io.h"
-#include "framework/trainer.h"
-#include "framework/inference.h"
+#include "framework/serve/inference.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/model_io.h"
+#include "framework/train/trainer.h"
 #include "models/model.h"
 #include "preprocess/synth.h"
 #include "tests/temp_files.h"

@@ -1,4 +1,4 @@
-// Data-parallel training (framework/trainer.h, docs/scaling.md): N replicas that split every
+// Data-parallel training (framework/train/trainer.h, docs/scaling.md): N replicas that split every
 // global batch train like one replica on the whole batch (same losses up to float summation
 // order), stay bitwise identical, survive shards with no seeds, and fail cleanly. CPU replicas
 // over the host backend run everywhere; the GPU cases (NCCL, 2 GPUs) skip on smaller machines.
@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <string>
 
-#include "framework/comm.h"
-#include "framework/error.h"
-#include "framework/train_data.h"
-#include "framework/trainer.h"
+#include "framework/core/error.h"
+#include "framework/distributed/comm.h"
+#include "framework/train/train_data.h"
+#include "framework/train/trainer.h"
 #include "preprocess/dataset.h"
 #include "preprocess/synth.h"
 

@@ -15,15 +15,15 @@
 #include <thread>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/dkp.h"
-#include "framework/error.h"
-#include "framework/trainer.h"
-#include "preprocess/synth.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
+#include "framework/train/trainer.h"
 #include "kernels/loss.h"
+#include "models/dkp.h"
 #include "models/layers.h"
 #include "models/model.h"
 #include "models/ops.h"
+#include "preprocess/synth.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

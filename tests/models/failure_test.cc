@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/model_io.h"
-#include "framework/trainer.h"
-#include "framework/device.h"
+#include "framework/core/device.h"
+#include "framework/core/error.h"
+#include "framework/train/model_io.h"
+#include "framework/train/trainer.h"
 #include "kernels/dense.h"
 #include "kernels/loss.h"
 #include "models/model.h"

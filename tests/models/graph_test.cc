@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/dkp.h"
-#include "framework/error.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "kernels/pull.h"
+#include "models/dkp.h"
 #include "models/model.h"
 #include "models/ops.h"
 #include "tests/kernels/kernel_test_util.h"

@@ -11,8 +11,8 @@
 #include <random>
 #include <thread>
 
-#include "framework/inference.h"
-#include "framework/trainer.h"
+#include "framework/serve/inference.h"
+#include "framework/train/trainer.h"
 #include "preprocess/loader.h"
 #include "preprocess/synth.h"
 

@@ -1,4 +1,4 @@
-// Layer-wise inference (framework/layerwise.h) against Model::forward over full-neighbourhood
+// Layer-wise inference (framework/train/layerwise.h) against Model::forward over full-neighbourhood
 // batches, per model type, on small random graphs; chunking, requested sets, 16-bit tables, the
 // auto rule and bad input; a GPU case compared with the CPU.
 #include <gtest/gtest.h>
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/device.h"
-#include "framework/error.h"
-#include "framework/layerwise.h"
-#include "framework/trainer.h"
+#include "framework/core/context.h"
+#include "framework/core/device.h"
+#include "framework/core/error.h"
+#include "framework/train/layerwise.h"
+#include "framework/train/trainer.h"
 #include "models/model.h"
 #include "preprocess/synth.h"
 #include "tests/kernels/kernel_test_util.h"

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/inference.h"
-#include "framework/optimizer.h"
-#include "framework/trainer.h"
+#include "framework/config/config.h"
+#include "framework/serve/inference.h"
+#include "framework/train/optimizer.h"
+#include "framework/train/trainer.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "models/model.h"

@@ -11,10 +11,10 @@
 #include <sstream>
 #include <string>
 
-#include "framework/checkpoint.h"
-#include "framework/optimizer.h"
-#include "framework/config.h"
-#include "framework/trainer.h"
+#include "framework/config/config.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/optimizer.h"
+#include "framework/train/trainer.h"
 #include "preprocess/synth.h"
 #include "tests/test_util.h"
 

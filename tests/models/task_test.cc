@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/error.h"
-#include "framework/trainer.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
+#include "framework/train/trainer.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
 #include "preprocess/sampler.h"

@@ -13,10 +13,10 @@
 #include <regex>
 #include <sstream>
 
-#include "framework/inference.h"
-#include "framework/metrics.h"
-#include "framework/model_io.h"
-#include "framework/trainer.h"
+#include "framework/core/metrics.h"
+#include "framework/serve/inference.h"
+#include "framework/train/model_io.h"
+#include "framework/train/trainer.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_dtype.h"
 #include "preprocess/synth.h"

@@ -21,13 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/metrics.h"
-#include "framework/model_io.h"
+#include "framework/core/error.h"
+#include "framework/core/metrics.h"
+#include "framework/train/model_io.h"
 #include "preprocess/dataset.h"
-#include "tests/preprocess/temp_dir.h"
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
+#include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 #include "tests/test_util.h"
 
@@ -117,7 +117,7 @@ TEST(CrashSafety, DatasetWriterKilledMidWriteKeepsPreviousFile) {
   EXPECT_EQ(after.indices, before.indices);
 
   // The stale temporary file (named after the killed process) does not stop the next write,
-  // which removes it (its process is gone: framework/temp_files.h) and leaves none of its own.
+  // which removes it (its process is gone: framework/core/temp_files.h) and leaves none of its own.
   save_dataset(cycle_dataset(10, 2, 3.0f), path);
   EXPECT_EQ(load_dataset(path).info.num_nodes, 10);
   EXPECT_EQ(test::temp_files_of(path), 0);

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"

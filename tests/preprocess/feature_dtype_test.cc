@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/rng.h"
+#include "framework/core/error.h"
+#include "framework/core/rng.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_dtype.h"
 #include "preprocess/feature_table.h"

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/error.h"
-#include "framework/rng.h"
+#include "framework/core/error.h"
+#include "framework/core/rng.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/feature_table.h"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "framework/rng.h"
+#include "framework/core/rng.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/host_table.h"

@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "framework/error.h"
+#include "framework/core/error.h"
 #include "preprocess/dataset.h"
-#include "tests/preprocess/temp_dir.h"
-#include "preprocess/gz_reader.h"
 #include "preprocess/feature_dtype.h"
+#include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/synth.h"
+#include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 #include "tests/test_util.h"
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <chrono>
 
-#include "framework/memory.h"
-#include "framework/rng.h"
+#include "framework/core/memory.h"
+#include "framework/core/rng.h"
 #include "preprocess/pipeline.h"
 
 namespace gt {

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/error.h"
-#include "framework/model_io.h"
+#include "framework/config/config.h"
+#include "framework/core/error.h"
+#include "framework/train/model_io.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_table.h"
 #include "preprocess/gz_reader.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "framework/rng.h"
+#include "framework/core/rng.h"
 #include "preprocess/sampler.h"
 
 namespace gt {

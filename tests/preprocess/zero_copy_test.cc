@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/context.h"
-#include "framework/rng.h"
+#include "framework/core/context.h"
+#include "framework/core/rng.h"
 #include "kernels/gather.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_cache.h"

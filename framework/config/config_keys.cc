@@ -1,0 +1,494 @@
+// The config keys: each key's type, bounds or choices, description and default, how it is read
+// from YAML and printed (framework/config/config_keys.h), and the outputs made from the table:
+// to_yaml and config_keys_markdown (docs/configs.md).
+#include "framework/config/config_keys.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "framework/core/error.h"
+
+namespace gt {
+namespace config_detail {
+
+std::string where_of(const std::string& source, const YAML::Node& n) {
+  if (n.Mark().is_null()) return source;
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+}  // namespace config_detail
+
+using namespace config_detail;
+
+namespace {
+
+// The place of one entry of a list whose place is `where` ("file:line", or "--set key"): the
+// entry's own line when both are known (a long flow list, or a block list, spans lines).
+std::string entry_where(const std::string& where, const YAML::Node& item) {
+  const auto colon = where.rfind(':');
+  if (item.Mark().is_null() || colon == std::string::npos || colon + 1 == where.size() ||
+      where.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+    return where;
+  return where.substr(0, colon + 1) + std::to_string(item.Mark().line + 1);
+}
+
+[[noreturn]] void type_error(const std::string& key, const std::string& expected, const YAML::Node& n,
+                             const std::string& where) {
+  std::string found = n.IsScalar() ? "'" + n.Scalar() + "'" : n.IsSequence() ? "a list" : n.IsMap() ? "a map" : "nothing";
+  GT_THROW(where, "", "config key '", key, "' expects ", expected, ", got ", found);
+}
+
+template <typename T>
+T scalar_as(const std::string& key, const std::string& expected, const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) type_error(key, expected, n, where);
+  if constexpr (std::is_same_v<T, int64_t>) {
+    // Decimal only: yaml-cpp reads "010" as octal 8 and "0x10" as 16, which nobody means in a config.
+    const std::string& text = n.Scalar();
+    const char* b = text.data();
+    const char* e = b + text.size();
+    if (b != e && *b == '+') ++b;
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(b, e, v);
+    if (ec != std::errc() || end != e || b == e) type_error(key, expected, n, where);
+    return v;
+  }
+  T v{};
+  try {
+    v = n.as<T>();
+  } catch (const YAML::Exception&) {
+    type_error(key, expected, n, where);
+  }
+  if constexpr (std::is_same_v<T, double>) {
+    // yaml-cpp refuses 1e400 but reads 1e-400 as 0 (and 1e-310 as a subnormal): a value the
+    // user wrote that a double cannot hold is refused either way.
+    errno = 0;
+    (void)std::strtod(n.Scalar().c_str(), nullptr);
+    if (errno == ERANGE)
+      GT_THROW(where, "", "config key '", key, "': ", n.Scalar(), " is outside the range of a double (",
+               std::numeric_limits<double>::min(), " to ", std::numeric_limits<double>::max(), " in magnitude)");
+  }
+  return v;
+}
+
+template <typename Get>
+Field int_field(std::string key, Get get, int64_t lo, int64_t hi, std::string desc) {
+  Field f{key, "int", std::move(desc), {}, {}, {}};
+  auto in_range = [=](int64_t v, const std::string& where) {
+    if (v < lo || v > hi)
+      GT_THROW(where, "", "config key '", key, "' must be in [", lo, ", ", hi, "], got ", v);
+  };
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<int64_t>(key, "an integer", n, where);
+    in_range(v, where);
+    get(c) = v;
+  };
+  f.check = [=](const Config& c, const std::string& where) { in_range(get(const_cast<Config&>(c)), where); };
+  f.show = [=](const Config& c) { return std::to_string(get(const_cast<Config&>(c))); };
+  return f;
+}
+
+template <typename Get>
+Field real_field(std::string key, Get get, double lo, double hi, std::string desc, bool lo_open = false) {
+  Field f{key, "float", std::move(desc), {}, {}, {}};
+  auto in_range = [=](double v, const std::string& where) {
+    if (!((lo_open ? v > lo : v >= lo) && v <= hi))  // NaN fails too
+      GT_THROW(where, "", "config key '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v);
+  };
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<double>(key, "a number", n, where);
+    in_range(v, where);
+    get(c) = v;
+  };
+  f.check = [=](const Config& c, const std::string& where) { in_range(get(const_cast<Config&>(c)), where); };
+  f.show = [=](const Config& c) {
+    // Shortest text that reads back as the same double (to_yaml must round-trip exactly).
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, get(const_cast<Config&>(c)));
+    return std::string(buf, res.ptr);
+  };
+  return f;
+}
+
+template <typename Get>
+Field bool_field(std::string key, Get get, std::string desc) {
+  Field f{key, "bool", std::move(desc), {}, {}, {}};
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    get(c) = scalar_as<bool>(key, "true or false", n, where);
+  };
+  f.check = [](const Config&, const std::string&) {};
+  f.show = [=](const Config& c) { return std::string(get(const_cast<Config&>(c)) ? "true" : "false"); };
+  return f;
+}
+
+// A YAML double-quoted scalar that reads back as `s` (found by fuzz_config: a path holding a
+// quote made to_yaml write YAML that parse_config rejects).
+std::string yaml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      out += esc;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
+}
+
+// choices empty = any string.
+template <typename Get>
+Field string_field(std::string key, Get get, std::vector<std::string> choices, std::string desc) {
+  std::string type = "string";
+  if (!choices.empty()) {
+    type.clear();
+    for (auto& ch : choices) type += (type.empty() ? "" : " \\| ") + ch;
+  }
+  Field f{key, type, std::move(desc), {}, {}, {}};
+  auto allowed = [=](const std::string& v, const std::string& where) {
+    // A path or name ends at a NUL for the system ("best.h5\0.bak" would write best.h5), and a
+    // line break or other control character makes a file name nobody can type and splits error
+    // messages over lines; a block scalar (| or >) ends with one.
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const auto ch = static_cast<unsigned char>(v[i]);
+      if (ch >= 0x20 && ch != 0x7f) continue;
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      GT_THROW(where, ch == '\n' ? "write the value on the key's line (a block scalar, | or >, keeps a line break)" : "remove it",
+               "config key '", key, "' holds ", ch == 0 ? "a NUL byte" : ch == '\n' ? "a line break" : "a control character",
+               " (", esc, ") at offset ", i);
+    }
+    if (choices.empty()) return;
+    bool ok = false;
+    std::string list;
+    for (auto& ch : choices) {
+      ok |= (v == ch);
+      list += (list.empty() ? "" : ", ") + ch;
+    }
+    if (!ok) GT_THROW(where, "", "config key '", key, "' must be one of ", list, ", got '", v, "'");
+  };
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    auto v = scalar_as<std::string>(key, "a string", n, where);
+    allowed(v, where);
+    get(c) = v;
+  };
+  f.check = [=](const Config& c, const std::string& where) { allowed(get(const_cast<Config&>(c)), where); };
+  f.show = [=](const Config& c) { return yaml_quote(get(const_cast<Config&>(c))); };
+  return f;
+}
+
+template <typename Get>
+Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
+  Field f{key, "list of int", std::move(desc), {}, {}, {}};
+  // lo = -1: counts where -1 means "all" (fanouts), so 0 is out too.
+  auto in_range = [=](int64_t v, const std::string& where) {
+    if (lo == -1 && (v == 0 || v < -1))
+      GT_THROW(where, "use -1 for all neighbours", key, " entries must be >= 1 or -1 (all neighbours), got ", v);
+    if (v < lo) GT_THROW(where, "", "config key '", key, "' entries must be >= ", lo, ", got ", v);
+  };
+  f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
+    if (!n.IsSequence()) type_error(key, "a list of integers", n, where);
+    std::vector<int64_t> out;
+    for (const auto& item : n) {
+      const std::string at = entry_where(where, item);
+      auto v = scalar_as<int64_t>(key, "a list of integers", item, at);
+      in_range(v, at);
+      out.push_back(v);
+    }
+    get(c) = out;
+  };
+  f.check = [=](const Config& c, const std::string& where) {
+    for (auto v : get(const_cast<Config&>(c))) in_range(v, where);
+  };
+  f.show = [=](const Config& c) {
+    std::string s = "[";
+    for (auto v : get(const_cast<Config&>(c))) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
+    return s + "]";
+  };
+  return f;
+}
+
+constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+
+
+}  // namespace
+
+namespace config_detail {
+
+#define GT_GET(section, name) [](Config& c) -> auto& { return c.section.name; }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> all = {
+      string_field("model.type", GT_GET(model, type), {"gcn", "sage", "ngcf", "gin", "gat"},
+                   "GCN (neighbour aggregation, mean by default, then one linear layer), GraphSAGE (the same with a "
+                   "separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, "
+                   "LeakyReLU), GIN ((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head "
+                   "attention)"),
+      int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
+                "width of the hidden layers, unless model.hidden_sizes gives them one by one (GAT: per head; a "
+                "hidden GAT layer outputs hidden x heads)"),
+      int_list_field("model.hidden_sizes", GT_GET(model, hidden_sizes), 1,
+                     "widths of the hidden layers one by one, input side first (model.layers - 1 entries, each "
+                     "<= 65536; GAT: per head), e.g. [256, 64] for 3 layers; [] = model.hidden for each"),
+      int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
+      real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
+      bool_field("model.self_loops", GT_GET(model, self_loops),
+                 "GCN and GAT: v itself is one of its neighbours (GraphSAGE, NGCF and GIN have their own self terms); "
+                 "with false a node without in-edges gets only the bias, the same output for all of them"),
+      string_field("model.aggregation", GT_GET(model, aggregation), {"mean", "sum", "max"},
+                   "how a layer aggregates its neighbours (the Pull's f): GCN and GraphSAGE mean, sum or max "
+                   "(feature-wise, as PyG's aggr='max'; needs model.dkp=aggregate-first), NGCF mean or sum of its "
+                   "neighbour features and neighbour-times-self products; GIN always sums and GAT weights by "
+                   "attention (max is refused for both, mean and sum do not change them)"),
+      string_field("model.activation", GT_GET(model, activation), {"relu", "leaky_relu", "elu", "none"},
+                   "GCN, GraphSAGE and GIN: the activation after every hidden layer (Apply's, fused with its bias) "
+                   "and inside GIN's MLP; leaky_relu has slope model.negative_slope, none makes the layers linear. "
+                   "NGCF's layers end in LeakyReLU and GAT's hidden layers in ELU, so for them a value other than "
+                   "the default is refused"),
+      int_field("model.heads", GT_GET(model, heads), 1, 256, "GAT: attention heads of the hidden layers (concatenated)"),
+      int_field("model.output_heads", GT_GET(model, output_heads), 1, 256,
+                "GAT: attention heads of the output layer (averaged)"),
+      real_field("model.negative_slope", GT_GET(model, negative_slope), 0.0, 1.0,
+                 "LeakyReLU slope: NGCF's layer output, GAT's attention scores and model.activation leaky_relu"),
+      real_field("model.gin_eps", GT_GET(model, gin_eps), -1.0, 1000.0,
+                 "GIN: a node's own features enter with weight 1 + eps (fixed, not learned)"),
+      real_field("model.attn_dropout", GT_GET(model, attn_dropout), 0.0, 0.99,
+                 "GAT: while training, each edge's attention coefficient (per head) is dropped with this "
+                 "probability and the kept ones scaled by 1 / (1 - p), as PyG's GATConv dropout"),
+      string_field("model.dkp", GT_GET(model, dkp), {"auto", "aggregate-first", "combine-first"},
+                   "kernel placement of gcn, sage and gin (docs/dkp.md): per layer and batch the order a fitted "
+                   "cost model predicts cheaper (the first run times both orders on train.dkp_warmup batches and "
+                   "caches the fit in train.dkp_cache), Pull then MatMul, or MatMul on every source row then Pull. "
+                   "auto on a model with nothing to place (ngcf, gat, a max aggregation) runs its fixed order; "
+                   "combine-first there is refused"),
+      string_field("model.normalization", GT_GET(model, normalization), {"symmetric", "mean"},
+                   "GCN: symmetric weights edge u -> v by 1 / sqrt(d_u d_v), d = in-degree + 1 in the whole graph "
+                   "(Kipf and Welling's D^-1/2 (A + I) D^-1/2, as PyG's GCNConv; needs model.self_loops and "
+                   "aggregation mean); mean aggregates by model.aggregation as the paper's GCN"),
+      string_field("model.task", GT_GET(model, task), {"auto", "multiclass", "binary", "multilabel"},
+                   "node task (docs/tasks.md): multiclass = softmax cross-entropy over the classes; binary = one "
+                   "logit, sigmoid binary cross-entropy; multilabel = one sigmoid per target of [N, T] labels, -1 "
+                   "entries left out; auto = multilabel for [N, T] labels, binary for labels 0/1, else multiclass "
+                   "(the log prints the choice)"),
+      string_field("model.init", GT_GET(model, init), {"glorot", "torch"},
+                   "weight initialisation: glorot = Glorot-uniform weights, zero biases (as PyG's GCNConv and "
+                   "GATConv); torch = every dense weight and its bias uniform in +-1/sqrt(fan_in), as "
+                   "torch.nn.Linear (PyG's SAGEConv, GINConv's MLP): the smaller start GIN needs on "
+                   "unnormalised features (docs/benchmarks.md, Cornell5); GAT's attention vectors stay Glorot"),
+      string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
+      string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
+                   "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "
+                   "need them; uncompressed float32 tables, as gt-data writes them; values are checked as rows are gathered, "
+                   "`gt-data check FILE` checks them all beforehand)"),
+      bool_field("dataset.align_rows", GT_GET(dataset, align_rows),
+                 "feature rows reach the model padded with zeros to aligned rows (dataset.row_alignment: "
+                 "the GPU kernels' fast paths); the first layer's weight rows for the padding are zero and stay "
+                 "zero and input dropout is drawn on the unpadded columns, so training computes what it would on "
+                 "unpadded rows. Model files and checkpoints record the setting"),
+      int_field("dataset.row_alignment", GT_GET(dataset, row_alignment), 16, 128,
+                "with align_rows: bytes the rows are padded to a multiple of (16, 32, 64 or 128), where that adds at "
+                "most 1/64 of a row; otherwise the largest smaller one that does, and 16 at least (4353 floats -> "
+                "4384, 602 -> 608, 100 -> 100). 128-byte rows put each warp's gather loads on whole cache lines"),
+      string_field("dataset.normalize", GT_GET(dataset, normalize), {"none", "row"},
+                   "feature normalisation on load: row = PyG's NormalizeFeatures (subtract the table's minimum, "
+                   "then divide each row by its sum, a sum below 1 counting as 1); a bfloat16 or float16 table is "
+                   "normalised in float32 and rounded back to its type"),
+      string_field("dataset.train_split", GT_GET(dataset, train_split), {}, "split whose nodes are trained on"),
+      string_field("dataset.valid_split", GT_GET(dataset, valid_split), {}, "split for model selection"),
+      string_field("dataset.test_split", GT_GET(dataset, test_split), {}, "split reported at the best validation epoch"),
+      int_list_field("sampling.fanouts", GT_GET(sampling, fanouts), -1,
+                     "neighbours sampled per layer, input side first; -1 = all"),
+      int_field("sampling.batch_size", GT_GET(sampling, batch_size), 1, kBig, "training seeds per mini-batch"),
+      int_list_field("sampling.eval_fanouts", GT_GET(sampling, eval_fanouts), -1,
+                     "fanouts for evaluation; [] = all neighbours at every layer. Sampled neighbours are drawn by "
+                     "node (seed, layer, node): the accuracies do not depend on eval_batch_size, and gt-predict and "
+                     "gt-serve draw the same"),
+      int_field("sampling.eval_batch_size", GT_GET(sampling, eval_batch_size), 1, kBig,
+                "seeds per evaluation batch; when training takes the whole training split in one batch with every "
+                "sampling.fanouts entry -1 (full batch), at least sampling.batch_size"),
+      string_field("sampling.eval_inference", GT_GET(sampling, eval_inference), {"auto", "layerwise", "sampled"},
+                   "how evaluation runs the model: sampled = seed batches with their L-hop neighbourhoods; layerwise "
+                   "= one layer at a time over chunks of nodes, each layer's output rows computed once (full "
+                   "neighbourhoods only: eval_fanouts []); auto = layerwise when eval_fanouts is [], one replica "
+                   "evaluates, and the batches would compute over twice the rows (batches x the first batch's "
+                   "L-hop frontier rows > 2 x the rows layer-wise computes); the log says which and why"),
+      string_field("sampling.eval_table_dtype", GT_GET(sampling, eval_table_dtype), {"float32", "bfloat16", "float16"},
+                   "layer-wise evaluation: storage of the hidden layers' output tables (16 bits halve their memory; "
+                   "rows are widened exactly when read)"),
+      string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu", "gpu_host"},
+                   "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "
+                   "training GPU; gpu_host samples on the GPU from the CSR left in host memory (page-locked, read "
+                   "over PCIe); auto = gpu when training on a GPU whose memory holds the CSR four times over, else "
+                   "gpu_host there, else cpu (a GPU-bound model, e.g. very wide features, can train faster with cpu: "
+                   "docs/benchmarks.md)"),
+      string_field("optimizer.type", GT_GET(optimizer, type), {"adam", "sgd"}, "optimizer"),
+      real_field("optimizer.lr", GT_GET(optimizer, lr), 0.0, 100.0, "learning rate"),
+      real_field("optimizer.weight_decay", GT_GET(optimizer, weight_decay), 0.0, 1.0, "L2 penalty added to the gradient"),
+      real_field("optimizer.momentum", GT_GET(optimizer, momentum), 0.0, 0.999, "SGD momentum"),
+      real_field("optimizer.beta1", GT_GET(optimizer, beta1), 0.0, 0.9999, "Adam beta1"),
+      real_field("optimizer.beta2", GT_GET(optimizer, beta2), 0.0, 0.999999, "Adam beta2"),
+      real_field("optimizer.eps", GT_GET(optimizer, eps), 0.0, 1.0,
+                 "Adam epsilon, > 0 (the update m / (sqrt(v) + eps) of a weight whose gradients were all 0 is 0 / 0 "
+                 "without it)",
+                 /*lo_open=*/true),
+      string_field("optimizer.schedule", GT_GET(optimizer, schedule), {"constant", "step", "cosine"},
+                   "learning rate per epoch after the warm-up: constant = optimizer.lr; step = lr x gamma^k after k "
+                   "periods of step_size epochs; cosine = from lr down to min_lr along half a cosine over "
+                   "decay_epochs, then min_lr"),
+      int_field("optimizer.warmup_epochs", GT_GET(optimizer, warmup_epochs), 0, 1000000,
+                "epochs of linear warm-up before the schedule: epoch e <= W trains at lr x e / (W + 1); the "
+                "schedule starts after them"),
+      int_field("optimizer.step_size", GT_GET(optimizer, step_size), 1, 1000000,
+                "schedule step: epochs between two decays of the learning rate"),
+      real_field("optimizer.gamma", GT_GET(optimizer, gamma), 0.0, 1.0,
+                 "schedule step: factor applied to the learning rate at each decay", /*lo_open=*/true),
+      int_field("optimizer.decay_epochs", GT_GET(optimizer, decay_epochs), 0, 1000000,
+                "schedule cosine: epochs the decay from lr to min_lr spans (after the warm-up); 0 = the rest of "
+                "train.epochs"),
+      real_field("optimizer.min_lr", GT_GET(optimizer, min_lr), 0.0, 100.0,
+                 "schedule cosine: the learning rate it ends at (<= optimizer.lr)"),
+      real_field("optimizer.clip_norm", GT_GET(optimizer, clip_norm), 0.0, 1e9,
+                 "clip the gradients by their global norm (all parameters as one vector, after the replicas' "
+                 "all-reduce, before weight decay) to at most this, as torch.nn.utils.clip_grad_norm_; the metrics' "
+                 "grad_norm is the epoch's mean norm before clipping; 0 = no clipping"),
+      int_field("train.epochs", GT_GET(train, epochs), 1, 1000000, "passes over the training split"),
+      string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
+      int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
+                "seed of initialisation, sampling, shuffling and dropout"),
+      int_field("train.threads", GT_GET(train, threads), 0, 4096,
+                "CPU threads for preprocessing and CPU kernels (the oneTBB workers and OpenBLAS's GEMM threads); "
+                "0 = all"),
+      int_field("train.eval_every", GT_GET(train, eval_every), 0, 1000000,
+                "evaluate every N epochs (and after the last); 0 = never (benchmarks); an epoch without evaluation "
+                "logs - and writes null for valid and test"),
+      int_field("train.patience", GT_GET(train, patience), 0, 1000000,
+                "early stopping: end the run at an evaluation when this many epochs have passed since the best "
+                "validation accuracy (the checkpoint records it; train.save_best holds the best epoch's weights); "
+                "0 = train all train.epochs"),
+      string_field("train.select_by", GT_GET(train, select_by), {"auto", "accuracy", "roc_auc", "micro_f1", "macro_f1"},
+                   "validation metric of model selection, early stopping and train.save_best (docs/tasks.md): "
+                   "auto = accuracy for multiclass, roc_auc for binary and multilabel; roc_auc needs a binary or "
+                   "multilabel task"),
+      string_field("train.class_weights", GT_GET(train, class_weights), {},
+                   "loss weight of each class: none; balanced = n / (K n_c) from the training split's labelled "
+                   "entries (K classes; binary and multilabel: 2, negative and positive pooled over targets); or "
+                   "K comma-separated positive numbers, e.g. \"1,3\""),
+      string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
+                   "dense math on the GPU: strict float32 or TF32 tensor cores"),
+      string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),
+      string_field("train.save_best", GT_GET(train, save_best), {},
+                   "HDF5 file for the weights of the best validation epoch (the last epoch's when "
+                   "train.eval_every is 0); \"\" = none"),
+      string_field("train.checkpoint", GT_GET(train, checkpoint), {},
+                   "HDF5 checkpoint (weights, optimizer state, epoch, step) for gt-train --resume; \"\" = none"),
+      int_field("train.checkpoint_every", GT_GET(train, checkpoint_every), 1, 1000000,
+                "write train.checkpoint every N epochs (and after the last)"),
+      bool_field("train.progress", GT_GET(train, progress), "progress bar on stderr when it is a terminal"),
+      int_field("train.prefetch", GT_GET(train, prefetch), 1, 64,
+                "batches the flow-graph pipeline prepares ahead of training (bounds pinned and device memory)"),
+      int_field("train.prefetch_mb", GT_GET(train, prefetch_mb), 0, 1 << 24,
+                "MiB of feature buffers the batches in flight may hold (device plus pinned); fewer than train.prefetch "
+                "batches are prepared when they would exceed it; 0 = no byte limit"),
+      string_field("train.trace", GT_GET(train, trace), {},
+                   "Chrome-trace JSON of the pipeline timeline (chrome://tracing, Perfetto) of the first replica: the "
+                   "training batches and each epoch's evaluation, written when training ends or fails (not on a stop "
+                   "by signal); \"\" = none"),
+      int_field("train.gpu_cache_mb", GT_GET(train, gpu_cache_mb), -1, 1 << 24,
+                "MiB of GPU memory caching the most-gathered feature rows (fewer bytes cross PCIe); 0 = off; -1 = "
+                "auto: the whole table when it takes at most a quarter of the GPU's memory and dataset.features is "
+                "memory, else the memory the model, the graph and the batches in flight leave (an estimate the log "
+                "prints) (the rows reach the model the same either way)"),
+      string_field("train.gpu_cache_policy", GT_GET(train, gpu_cache_policy), {"auto", "presample", "degree"},
+                   "which rows a cache smaller than the table keeps: presample (the rows that train.presample_batches "
+                   "training batches of the first epoch gathered most often, counted before training) or degree (the "
+                   "nodes with most out-edges in the CSR); auto = presample when those batches gather at least 4 rows "
+                   "per node of the table (at most batch_size x prod(1 + fanout) each), else degree"),
+      int_field("train.presample_batches", GT_GET(train, presample_batches), 1, 1000000,
+                "training batches the pre-sampling pass draws and counts (train.gpu_cache_policy presample), the "
+                "first epoch's own; fewer when the epoch has fewer"),
+      string_field("train.host_features", GT_GET(train, host_features), {"auto", "zero_copy", "cpu_gather"},
+                   "how a GPU gets the feature rows its cache lacks: zero_copy (the table's host memory is pinned once "
+                   "and the GPU reads the rows in place, no CPU gather or staging copy), cpu_gather (CPU threads gather "
+                   "them into pinned buffers that are copied) or auto (zero_copy when the table can be pinned, else "
+                   "cpu_gather, saying why)"),
+      int_field("train.eval_cache_mb", GT_GET(train, eval_cache_mb), -1, 1 << 24,
+                "MiB of memory (the GPU's, or the host's on the CPU) in which each replica keeps its evaluation "
+                "batches (sampled blocks and feature rows) from the first evaluation to the last: they are the same "
+                "every epoch, so later evaluations only run the model; batches that do not all fit are not kept; "
+                "0 = off; -1 = auto: an eighth of the GPU's memory, 512 MiB on the CPU (the accuracies are the same "
+                "either way)"),
+      bool_field("train.keep_full_batch", GT_GET(train, keep_full_batch),
+                 "full-batch training (sampling.batch_size at least the training split, every sampling.fanouts "
+                 "entry -1): the one batch is sampled, reindexed, gathered and copied once, in the split's order, and "
+                 "every epoch trains on it, as full-batch training in PyG does; false prepares it again each epoch "
+                 "(in a shuffled order: the same nodes and edges, summed in another order, and with model.dropout "
+                 "> 0 other masks, since a mask follows the rows' order: the losses differ beyond rounding)"),
+      string_field("train.dkp_cache", GT_GET(train, dkp_cache), {},
+                   "folder of fitted DKP cost models, one file per device and model (model.dkp=auto reuses it "
+                   "and skips the warm-up); \"\" = fit every run"),
+      int_field("train.dkp_warmup", GT_GET(train, dkp_warmup), 2, 1000000,
+                "model.dkp=auto: training batches timed kernel by kernel, alternating both orders, before the "
+                "cost model is fitted"),
+      int_field("train.replicas", GT_GET(train, replicas), 1, 1024,
+                "data-parallel replicas in this process: GPUs cuda:i..cuda:i+N-1 from train.device (a thread "
+                "each), or N CPU replicas; each global batch is split among them (docs/scaling.md)"),
+      string_field("train.comm", GT_GET(train, comm), {"auto", "nccl", "host"},
+                   "gradient all-reduce between replicas: nccl (GPUs, needed across processes), host (staged "
+                   "through host memory, one process) or auto (nccl when built with it and on GPUs)"),
+      int_field("train.bucket_kb", GT_GET(train, bucket_kb), 1, 1 << 22,
+                "gradients are all-reduced in buckets of about this many KiB, each as soon as the backward "
+                "pass has finished its layers"),
+      real_field("train.peer_timeout_s", GT_GET(train, peer_timeout_s), 0.0, 86400.0,
+                 "jobs of several processes: every process stops, naming the one at fault, when a process has sent "
+                 "no heartbeat for this many seconds (stopped, or its host cut off) or has held the others up in a "
+                 "collective, making no progress, for as long (hung); 0 = only processes that end are noticed"),
+  };
+  return all;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const auto& f : fields()) {
+    if (!section.empty() && f.key.rfind(section + ".", 0) != 0) continue;
+    out += (out.empty() ? "" : ", ") + (section.empty() ? f.key : f.key.substr(section.size() + 1));
+  }
+  return out;
+}
+
+}  // namespace config_detail
+
+std::string to_yaml(const Config& cfg) {
+  std::string out, section;
+  for (const auto& f : fields()) {
+    std::string sec = f.key.substr(0, f.key.find('.'));
+    if (sec != section) {
+      out += sec + ":\n";
+      section = sec;
+    }
+    out += "  " + f.key.substr(sec.size() + 1) + ": " + f.show(cfg) + "\n";
+  }
+  return out;
+}
+
+std::string config_keys_markdown() {
+  const Config defaults = file_config_defaults();  // the table documents config files
+  std::string out = "| key | type | default | description |\n|---|---|---|---|\n";
+  for (const auto& f : fields()) out += "| `" + f.key + "` | " + f.type + " | `" + f.show(defaults) + "` | " + f.desc + " |\n";
+  return out;
+}
+
+}  // namespace gt

@@ -1,0 +1,413 @@
+#include "framework/serve/inference.h"
+
+#include <tbb/task_arena.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "framework/core/context.h"
+#include "framework/core/error.h"
+#include "framework/core/thread_group.h"
+#include "framework/train/model_io.h"
+#include "framework/train/train_data.h"
+#include "framework/train/trainer.h"
+#include "models/model.h"
+#include "preprocess/dataset.h"
+#include "preprocess/loader.h"
+#include "preprocess/sampler.h"
+
+namespace gt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  InferenceOutput what = InferenceOutput::kLogits;
+  std::vector<int64_t> ids;
+  std::promise<Tensor> promise;
+  Clock::time_point arrived;
+  // Worker-only state: rows are handed to micro-batches in order, [0, next) already taken.
+  std::size_t next = 0;
+  Tensor out;
+  bool failed = false;
+  std::shared_ptr<const std::atomic<bool>> cancelled;  // set by the caller: the client has gone
+  bool is_cancelled() const { return cancelled && cancelled->load(std::memory_order_relaxed); }
+};
+
+// Rows [begin, end) of one request inside a micro-batch.
+struct Slice {
+  std::shared_ptr<Request> req;
+  std::size_t begin = 0, end = 0;
+};
+
+const char* op_name(InferenceOutput what) { return what == InferenceOutput::kLogits ? "predict" : "embed"; }
+
+}  // namespace
+
+struct InferenceSession::Impl {
+  InferenceOptions opt;
+  Config cfg;
+  std::string model_path;
+  std::string dataset_path;  // the file `data` came from
+  Dataset data;
+  std::vector<float> node_scales;  // a GCN with symmetric normalisation: d^-1/2 per node
+  TaskSetup task;  // the model's outputs: num_classes logits, 1 (binary) or one per target
+  int64_t emb_dim = 0;
+  FeatureTable table;  // data.features, gathering rows of the width the model was trained on
+  std::string device_name;
+
+  // Owned and used by the worker thread only (a Context is driven by one thread).
+  std::unique_ptr<tbb::task_arena> arena;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<NeighborSampler> sampler;
+
+  std::mutex model_mu;  // held while the model runs: a micro-batch, or predict_layerwise
+  Device device;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Request>> queue;
+  int64_t queued_nodes = 0;  // rows of queued requests not yet taken by a micro-batch
+  // Drops the cancelled requests from the queue, failing their futures (under mu).
+  void drop_cancelled();
+  bool stopping = false;
+  Stats stats;
+  std::thread worker;
+
+  void setup(Device device);
+  void run();
+  void run_batch(const std::vector<Slice>& slices);
+};
+
+InferenceSession::InferenceSession(const std::string& model_path, const std::string& dataset_path,
+                                   const InferenceOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = options;
+  m.model_path = model_path;
+  if (options.max_batch_nodes < 1)
+    GT_THROW("max_batch_nodes", "", "inference option max_batch_nodes must be >= 1, got ", options.max_batch_nodes);
+  constexpr int64_t kMaxWaitUs = 60'000'000;  // a minute: longer helps no one (and 2^63 overflowed the deadline)
+  if (options.max_wait_us < 0 || options.max_wait_us > kMaxWaitUs)
+    GT_THROW("max_wait_us", "", "inference option max_wait_us must be in [0, ", kMaxWaitUs, "] microseconds, got ",
+             options.max_wait_us);
+  if (options.threads < 0 || options.threads > 4096)
+    GT_THROW("threads", "0 = all cores", "inference option threads must be in [0, 4096], got ", options.threads);
+  Device device;
+  try {
+    device = Context::parse_device(options.device);
+  } catch (const Error& e) {
+    GT_THROW("device", e.hint(), e.message());
+  }
+  {
+    TensorFileReader r(model_path, "model file");
+    const std::string yaml = r.attr_string("config");
+    m.cfg = parse_config(yaml, model_path + " (stored config)");
+    // Model files written before dataset.align_rows existed were trained on unpadded rows.
+    if (yaml.find("align_rows") == std::string::npos) m.cfg.dataset.align_rows = false;
+    // ... and those written before dataset.row_alignment existed on rows of a multiple of 16 bytes.
+    if (yaml.find("row_alignment") == std::string::npos) m.cfg.dataset.row_alignment = 16;
+    // ... and those written before node tasks and GCN's normalisation existed were multiclass
+    // softmax models, their GCN layers averaging.
+    if (yaml.find("task:") == std::string::npos) m.cfg.model.task = "multiclass";
+    if (yaml.find("normalization:") == std::string::npos) m.cfg.model.normalization = "mean";
+  }
+  validate_config(m.cfg);
+  const int64_t layers = m.cfg.model.layers;
+  if (!options.fanouts.empty() && static_cast<int64_t>(options.fanouts.size()) != layers)
+    GT_THROW("fanouts", "give one fanout per layer, or none for full neighbourhoods", "inference fanouts have ",
+             options.fanouts.size(), " entries but the model has ", layers, " layers");
+  for (int64_t f : options.fanouts)
+    if (f == 0 || f < -1) GT_THROW("fanouts", "use -1 for all neighbours", "inference fanouts must be >= 1 or -1, got ", f);
+
+  const std::string ds = dataset_path.empty() ? m.cfg.dataset.path : dataset_path;
+  if (dataset_path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(ds, ec))
+      GT_THROW(model_path, "give the dataset explicitly (--dataset FILE, or InferenceSession's dataset_path)",
+               "no dataset given, and the one model file '", model_path, "' was trained on, '", ds,
+               "' (its dataset.path, relative to where the training ran), does not exist here");
+  }
+  m.dataset_path = ds;
+  m.data = load_dataset(ds);
+  {
+    Config c = m.cfg;
+    c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
+    m.task = resolve_task(c, m.data);
+  }
+  if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
+  m.table = FeatureTable(m.data.features);
+  if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
+  // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
+  // concatenates its heads (its width x model.heads).
+  m.emb_dim = layers == 1 ? m.data.info.feature_dim
+                          : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
+  m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
+                                : std::make_unique<tbb::task_arena>();
+
+  // The device context, the model and its weights are created on the worker thread, which is the
+  // only thread that ever uses them (CUDA's current device is per thread).
+  std::promise<void> ready;
+  std::future<void> ready_f = ready.get_future();
+  m.worker = start_thread([&m, device, p = std::move(ready)]() mutable {
+    try {
+      m.setup(device);
+    } catch (...) {
+      p.set_exception(std::current_exception());
+      return;
+    }
+    p.set_value();
+    m.run();
+  }, "the inference session's worker");
+  try {
+    ready_f.get();
+  } catch (...) {
+    m.worker.join();
+    throw;
+  }
+}
+
+std::unique_ptr<InferenceSession> InferenceSession::open(const std::string& model_path,
+                                                         const std::string& dataset_path,
+                                                         const InferenceOptions& options) {
+  return std::make_unique<InferenceSession>(model_path, dataset_path, options);
+}
+
+void InferenceSession::shutdown() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+}
+
+InferenceSession::~InferenceSession() {
+  shutdown();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+void InferenceSession::Impl::setup(Device device) {
+  this->device = device;
+  ctx = std::make_unique<Context>(device);
+  device_name = gt::device_name(device);
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+  model = build_model(cfg.model, table.width(), task.outputs, device, seed, data.info.feature_dim, task.loss);
+  load_weights(model_path, model->params(), DataShape{data.info.feature_dim, data.info.num_classes},
+               dataset_path);
+  std::vector<int64_t> fanouts = opt.fanouts;
+  if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
+  CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
+  const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+  sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
+  if (model->needs_node_scale()) node_scales = gt::node_scales(data.indptr, self_loops);
+}
+
+void InferenceSession::Impl::run() {
+  for (;;) {
+    std::vector<Slice> slices;
+    {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, and every queued request is done
+      // Coalesce: wait for a full micro-batch, or until the oldest request has waited max_wait_us.
+      const auto deadline = queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
+      while (!stopping && queued_nodes < opt.max_batch_nodes && Clock::now() < deadline) cv.wait_until(lk, deadline);
+      // Requests whose clients have gone are not run (20 abandoned 65,536-id requests held a later
+      // one-node request back by 15 s on 2 cores).
+      drop_cancelled();
+      if (queue.empty()) continue;
+      // Fair shares: each pass gives every queued request an equal part of the room left (one row
+      // at least), in arrival order, so that a one-node request queued behind large ones is in the
+      // next micro-batch instead of waiting for all their rows (processor sharing).
+      int64_t room = opt.max_batch_nodes;
+      while (room > 0 && !queue.empty()) {
+        const int64_t share = std::max<int64_t>(1, room / static_cast<int64_t>(queue.size()));
+        for (const std::shared_ptr<Request>& r : queue) {
+          if (room == 0) break;
+          const std::size_t take = std::min<std::size_t>(static_cast<std::size_t>(std::min(share, room)),
+                                                         r->ids.size() - r->next);
+          slices.push_back({r, r->next, r->next + take});
+          r->next += take;
+          room -= static_cast<int64_t>(take);
+          queued_nodes -= static_cast<int64_t>(take);
+        }
+        std::erase_if(queue, [](const std::shared_ptr<Request>& r) { return r->next == r->ids.size(); });
+      }
+    }
+    run_batch(slices);
+  }
+}
+
+void InferenceSession::Impl::drop_cancelled() {
+  for (auto it = queue.begin(); it != queue.end();) {
+    Request& r = **it;
+    if (!r.is_cancelled()) {
+      ++it;
+      continue;
+    }
+    queued_nodes -= static_cast<int64_t>(r.ids.size() - r.next);
+    if (!r.failed) {
+      r.failed = true;
+      r.out = Tensor();
+      r.promise.set_exception(std::make_exception_ptr(
+          Error(std::string(op_name(r.what)) + ": cancelled (the client has gone)")));
+      ++stats.failed_requests;
+      ++stats.cancelled_requests;
+    }
+    it = queue.erase(it);
+  }
+}
+
+void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
+  // Distinct seeds in order of first appearance; every requested row maps to one of them.
+  std::vector<int64_t> seeds;
+  std::unordered_map<int64_t, int64_t> row_of;
+  bool want_logits = false, want_emb = false;
+  for (const Slice& s : slices) {
+    if (s.req->failed) continue;
+    (s.req->what == InferenceOutput::kLogits ? want_logits : want_emb) = true;
+    for (std::size_t i = s.begin; i < s.end; ++i)
+      if (row_of.emplace(s.req->ids[i], static_cast<int64_t>(seeds.size())).second) seeds.push_back(s.req->ids[i]);
+  }
+  if (seeds.empty()) return;
+  int64_t failed = 0;
+  try {
+    Tensor logits, emb;
+    std::lock_guard model_lock(model_mu);
+    arena->execute([&] {
+      BatchLoader loader(table, data.labels, *sampler, *ctx);
+      if (model->needs_node_scale()) loader.set_node_scale(&node_scales);
+      // One fixed batch key: draws then depend on (seed, layer, node) only, not on the batch.
+      DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
+      Tensor last_hidden;
+      Tensor out = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, &last_hidden, nullptr,
+                                  &b.node_scale);
+      ctx->synchronize();
+      if (want_logits) logits = out.to(Device::cpu());
+      if (want_emb) emb = last_hidden.to(Device::cpu());
+    });
+    GT_CHECK_ARG(!want_emb || emb.size(1) >= emb_dim, "inference: the model's last hidden rows are ", emb.size(1),
+                 " wide, fewer than the embedding width ", emb_dim);
+    for (const Slice& s : slices) {
+      Request& r = *s.req;
+      if (r.failed) continue;
+      const Tensor& src = r.what == InferenceOutput::kLogits ? logits : emb;
+      const int64_t stride = src.size(1);
+      const int64_t width = r.what == InferenceOutput::kLogits ? stride : emb_dim;
+      if (s.begin == 0) r.out = Tensor::empty({static_cast<int64_t>(r.ids.size()), width}, DType::kFloat32);
+      const float* from = src.data<float>();
+      float* to = r.out.data<float>();
+      for (std::size_t i = s.begin; i < s.end; ++i)
+        std::memcpy(to + static_cast<int64_t>(i) * width, from + row_of[r.ids[i]] * stride,
+                    static_cast<std::size_t>(width) * sizeof(float));
+      if (s.end == r.ids.size()) {
+        r.promise.set_value(r.out);
+        r.out = Tensor();
+      }
+    }
+  } catch (...) {
+    // Fails the requests of this micro-batch (once each; their later slices are skipped).
+    for (const Slice& s : slices)
+      if (!s.req->failed) {
+        s.req->failed = true;
+        s.req->out = Tensor();
+        s.req->promise.set_exception(std::current_exception());
+        ++failed;
+      }
+  }
+  std::lock_guard lk(mu);
+  ++stats.batches;
+  stats.nodes += static_cast<int64_t>(seeds.size());
+  int bucket = 0;
+  while (bucket + 1 < kBatchBuckets && (int64_t{1} << bucket) < static_cast<int64_t>(seeds.size())) ++bucket;
+  ++stats.batch_nodes[static_cast<std::size_t>(bucket)];
+  stats.failed_requests += failed;
+}
+
+std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<int64_t> ids,
+                                             std::shared_ptr<const std::atomic<bool>> cancelled) {
+  Impl& m = *impl_;
+  auto req = std::make_shared<Request>();
+  req->cancelled = std::move(cancelled);
+  std::future<Tensor> fut = req->promise.get_future();
+  req->what = what;
+  const char* op = op_name(what);
+  const int64_t n = m.data.info.num_nodes;
+  try {
+    // An enum made from an integer (a service mapping request codes) is refused, not served as
+    // embeddings.
+    if (what != InferenceOutput::kLogits && what != InferenceOutput::kEmbedding)
+      GT_THROW("submit", "use InferenceOutput::kLogits or kEmbedding", "submit: unknown output ",
+               static_cast<int>(what));
+    if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
+    for (int64_t id : ids)
+      if (id < 0 || id >= n) GT_THROW(op, "node ids are 0 .. num_nodes-1", op, ": node id ", id, " is out of range [0, ", n, ")");
+  } catch (...) {
+    req->promise.set_exception(std::current_exception());
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    ++m.stats.failed_requests;
+    return fut;
+  }
+  req->ids = std::move(ids);
+  req->arrived = Clock::now();
+  {
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    if (m.stopping) {
+      ++m.stats.failed_requests;
+      req->promise.set_exception(std::make_exception_ptr(Error(std::string(op) + ": the session is shutting down")));
+      return fut;
+    }
+    m.queued_nodes += static_cast<int64_t>(req->ids.size());
+    m.queue.push_back(std::move(req));
+  }
+  m.cv.notify_one();
+  return fut;
+}
+
+Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options,
+                                          LayerwiseStats* stats) {
+  Impl& m = *impl_;
+  std::lock_guard model_lock(m.model_mu);
+  Tensor out;
+  m.arena->execute([&] {
+    // A context of this thread on the session's device (a Context is driven by one thread).
+    const Context ctx(m.device);
+    const bool self_loops = m.sampler->self_loops();
+    LayerwiseOptions o = options;
+    if (m.model->needs_node_scale()) o.node_scales = &m.node_scales;
+    out = layerwise_inference(*m.model, ctx, m.table, m.sampler->graph(), self_loops, ids, o, stats);
+  });
+  return out;
+}
+
+CsrView InferenceSession::graph() const { return impl_->sampler->graph(); }
+
+Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kLogits, ids).get(); }
+Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }
+
+int64_t InferenceSession::num_nodes() const { return impl_->data.info.num_nodes; }
+int64_t InferenceSession::num_classes() const { return impl_->task.outputs; }
+Task InferenceSession::task() const { return impl_->task.task; }
+int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
+const Config& InferenceSession::config() const { return impl_->cfg; }
+const Dataset& InferenceSession::dataset() const { return impl_->data; }
+std::string InferenceSession::device() const { return impl_->device_name; }
+
+InferenceSession::Stats InferenceSession::stats() const {
+  std::lock_guard lk(impl_->mu);
+  Stats s = impl_->stats;
+  s.queued_requests = static_cast<int64_t>(impl_->queue.size());
+  s.queued_nodes = impl_->queued_nodes;
+  return s;
+}
+
+}  // namespace gt

@@ -1,0 +1,273 @@
+// The inside of a Trainer (framework/train/trainer.h), shared by the files that implement it:
+// framework/train/replicas.cc sets up the replicas of this process and the process group,
+// framework/train/trainer.cc builds the Trainer and runs the training loop,
+// framework/train/evaluation.cc evaluates. Internal to the library (not installed).
+#pragma once
+
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "framework/core/progress.h"
+#include "framework/core/thread_group.h"
+#include "framework/core/trace.h"
+#include "framework/distributed/comm.h"
+#include "framework/distributed/grad_reducer.h"
+#include "framework/train/checkpoint.h"
+#include "framework/train/layerwise.h"
+#include "framework/train/optimizer.h"
+#include "framework/train/train_data.h"
+#include "framework/train/trainer.h"
+#include "preprocess/feature_cache.h"
+#include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
+#include "preprocess/loader.h"
+
+namespace gt {
+
+// Training takes the whole training split in one batch with every layer's whole neighbourhood
+// (the full-batch regime): the batch has no random draw (train.keep_full_batch keeps it), and
+// evaluation batches are at least as large (Trainer::Impl::evaluate).
+inline bool one_full_batch(const Config& cfg, std::size_t train_nodes) {
+  const auto& f = cfg.sampling.fanouts;
+  return train_nodes > 0 && static_cast<int64_t>(train_nodes) <= cfg.sampling.batch_size &&
+         std::all_of(f.begin(), f.end(), [](int64_t k) { return k == -1; });
+}
+
+// Rows [row0, row0 + rows) of an evaluation batch belong to list `list` (Trainer::Impl::evaluate).
+struct EvalPiece {
+  std::size_t list;
+  int64_t row0, rows;
+  int64_t at;  // the position in the list of the piece's first row
+};
+
+// The training loop's evaluation batches, kept from its first evaluation (train.eval_cache_mb):
+// evaluation draws with one key, so they are the same every epoch and later evaluations only run
+// the model on them.
+struct EvalCache {
+  bool decided = false;  // the first evaluation has run: `batches` holds them all, or none
+  std::vector<std::unique_ptr<DeviceBatch>> batches;
+  std::vector<std::vector<EvalPiece>> pieces;  // per batch
+};
+
+// One data-parallel replica: everything a GPU (or the CPU) needs to train on its shards.
+struct Replica {
+  int64_t local = 0, rank = 0;  // index in this process, rank among all replicas
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
+  std::unique_ptr<FeatureCache> cache;  // set when train.gpu_cache_mb > 0 on a GPU
+  // With sampling.device = gpu: the CSR on this replica's GPU and samplers drawing there.
+  std::shared_ptr<GpuGraph> gpu_graph;
+  std::unique_ptr<GpuSampler> train_gpu, eval_gpu;
+  std::unique_ptr<Communicator> comm;   // null with one replica in all
+  std::unique_ptr<GradReducer> reducer;
+  EvalCache eval_cache;
+  // train.keep_full_batch: the training batch, kept from the first epoch of this fit().
+  std::unique_ptr<DeviceBatch> kept_train;
+};
+
+// A replica's share of an epoch, merged by fit().
+struct EpochPart {
+  EpochStats st;
+  double loss_sum = 0;
+  int64_t correct = 0, labelled = 0;
+  double grad_norm_sum = 0;  // optimizer.clip_norm: the steps' global gradient norms, before clipping
+  int64_t clipped_steps = 0;
+};
+
+// OpenBLAS runs each CPU GEMM on its own thread pool, which tbb::global_control does not bound:
+// train.threads limits it too, for the Trainer's lifetime (weak references: a BLAS without these
+// entry points keeps its own setting).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) {
+    if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+    previous_ = openblas_get_num_threads();
+    openblas_set_num_threads(n);
+  }
+  ~BlasThreads() {
+    if (previous_ > 0) openblas_set_num_threads(previous_);
+  }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+struct Trainer::Impl {
+  std::vector<std::string> made_dirs;  // output folders check_output_paths made
+  std::unique_ptr<tbb::global_control> threads;
+  std::unique_ptr<BlasThreads> blas_threads;
+  std::vector<Replica> replicas;  // this process's
+  int64_t world = 1;              // replicas over all processes
+  ProcessGroupEnv procs;
+  std::unique_ptr<HostGroup> host_group;
+  uint64_t step = 0;
+  std::unique_ptr<TraceRecorder> trace;  // set when train.trace names a file
+  FeatureTable features;                 // data_.features, or the file's /features mapped (dataset.features)
+  // The host table mapped for the GPUs (train.host_features), declared after `features`, which it
+  // registers, so that it is unregistered first.
+  std::unique_ptr<MappedHostTable> host_table;
+  std::vector<std::string> feature_notes;  // where the feature rows come from, for the log
+  std::string sampling_note;               // where sampling runs and why, for the log
+  TaskSetup task;
+  // GCN with symmetric normalisation: d^-1/2 of every node (node_scales), for the pipelines.
+  std::vector<float> node_scales;
+  const std::vector<float>* node_scale_of(const Replica& r) const {
+    return r.model->needs_node_scale() ? &node_scales : nullptr;
+  }
+  void build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
+  void map_host_table(const Config& cfg);
+  TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
+  bool fitted = false;    // fit() has run (or started): a Trainer trains once
+  // Jobs of several processes: the rendezvous's connections, on which the processes learn that one
+  // of them ended without finishing (framework/distributed/comm.h). Declared after `replicas`, so
+  // that its thread, which aborts their communicators, stops before they go.
+  std::unique_ptr<PeerWatch> peer_watch;
+  std::mutex lost_mu;
+  std::string peer_lost;  // why, once a process of the job was lost
+  // Batches this process has computed (training and evaluation): the work the PeerWatch sees move.
+  std::atomic<uint64_t> work_done{0};
+
+  // What the PeerWatch reports to the other processes: the collectives of this process's
+  // slowest replica, and its work.
+  PeerWatch::Progress progress() const {
+    PeerWatch::Progress p;
+    p.collectives = UINT64_MAX;
+    for (const Replica& r : replicas)
+      if (r.comm) p.collectives = std::min(p.collectives, r.comm->collectives_begun());
+    if (p.collectives == UINT64_MAX) p.collectives = 0;
+    p.work = work_done.load(std::memory_order_relaxed);
+    return p;
+  }
+
+  // The watch's callback: remember why, and release this process's replicas from their collectives.
+  void peer_gone(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(lost_mu);
+      if (!peer_lost.empty()) return;
+      peer_lost = why;
+    }
+    abort_all();
+  }
+  // After a lost peer, what it caused here (an aborted collective, a garbled sum) is not the
+  // story: throw why instead. Also when nothing failed here: a collective cut short by the abort
+  // may have returned wrong numbers.
+  void throw_if_peer_lost() {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(lost_mu);
+      why = peer_lost;
+    }
+    if (!why.empty())
+      GT_THROW("GT_WORLD_SIZE", "the job stops: NCCL cannot go on without every process", "data-parallel job: ", why);
+  }
+
+  // Runs f(replica) on every replica of this process: in the calling thread when there is one,
+  // else a thread each. When one fails, the others are released from their collectives (they
+  // throw too) and the first failure is rethrown.
+  template <typename F>
+  void on_replicas(F&& f) {
+    if (replicas.size() == 1) {
+      set_current_device(replicas[0].ctx->device());
+      try {
+        f(replicas[0]);
+      } catch (...) {
+        throw_if_peer_lost();
+        throw;
+      }
+      throw_if_peer_lost();
+      return;
+    }
+    std::mutex mu;
+    std::exception_ptr first;
+    // A replica whose thread cannot start: the others are released from their collectives
+    // (abort_all) and joined, and the failure is a gt::Error (ThreadGroup), not std::terminate.
+    ThreadGroup pool;
+    for (Replica& r : replicas)
+      pool.start([&, rp = &r] {
+        try {
+          set_current_device(rp->ctx->device());
+          f(*rp);
+        } catch (...) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (first) return;  // an earlier failure released this one
+            first = std::current_exception();
+          }
+          abort_all();
+        }
+      }, "data-parallel replica " + std::to_string(r.rank), [this] { abort_all(); });
+    pool.join();
+    set_current_device(replicas[0].ctx->device());
+    throw_if_peer_lost();
+    if (first) std::rethrow_exception(first);
+  }
+  void abort_all() {
+    if (host_group) host_group->abort();
+    for (Replica& r : replicas)
+      if (r.comm) r.comm->abort();
+  }
+  // Sums values over every replica of every process (in place, through replica r's comm).
+  void reduce(Replica& r, std::vector<double>& values) {
+    if (!r.comm) return;
+    Tensor t = Tensor::from_vector(values).to(r.ctx->device(), r.ctx->stream());
+    r.comm->allreduce(t, *r.ctx);
+    r.ctx->synchronize();
+    values = t.to_vector<double>();
+  }
+
+  void setup(const Config& cfg, const Dataset& data, Device device);
+  // keep: train.keep_full_batch applies (keeps_full_batch): the epoch's one batch is
+  // r.kept_train, prepared by the first epoch and kept.
+  EpochPart train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                        const std::vector<std::vector<int64_t>>& batches, bool keep, ProgressBar& bar);
+  // train_epoch's work, run by it (inside run_flushing_denormals on the CPU).
+  EpochPart train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
+                              const std::vector<std::vector<int64_t>>& batches, bool keep, ProgressBar& bar);
+  // The model's outputs on each of several id lists, gathered from the job's replicas, through
+  // one pipeline (see the definition): per list, [ids, width] row-major in the list's order, where
+  // width is 1 for multiclass tasks (the predicted class, as a float) and the logits' width for
+  // sigmoid tasks. `keep`: the lists are the training loop's, the same at every call, and their
+  // batches may be kept in r.eval_cache.
+  std::vector<std::vector<float>> evaluate(Replica& r, const Config& cfg, const Dataset& data,
+                                           const std::vector<const std::vector<int64_t>*>& lists, bool keep = false);
+  // The bytes r.eval_cache may hold (train.eval_cache_mb; auto: an eighth of the GPU's memory, or
+  // 512 MiB on the CPU).
+  static int64_t eval_cache_budget(const Config& cfg, const Replica& r);
+  // Layer-wise or per-batch evaluation of these lists (sampling.eval_inference; framework/
+  // train/layerwise.h's plan_inference, sampled when several replicas share the evaluation under
+  // auto). fit() decides the training loop's once (eval_plan) and logs it.
+  InferencePlan plan_eval(const Config& cfg, const Dataset& data,
+                          const std::vector<const std::vector<int64_t>*>& lists) const;
+  bool eval_plan_decided = false;
+  InferencePlan eval_plan;
+  // evaluate()'s layer-wise path: the lists' outputs by layerwise_inference on the replica of
+  // rank 0 (the others count nothing), summed over the job's replicas as evaluate()'s are.
+  std::vector<std::vector<float>> evaluate_layerwise(Replica& r, const Config& cfg, const Dataset& data,
+                                          const std::vector<const std::vector<int64_t>*>& lists);
+
+  // Every replica of every process must start fit() from one state: the same epoch and step and
+  // the same parameters (setup() made them equal, but each process resumes from its own copy of
+  // the checkpoint, and a process started without --resume would start over at epoch 1 and wait
+  // in collectives the others never make). The values are all-reduced as sums and sums of
+  // squares, so every replica sees the same spread and all fail together rather than some going
+  // on alone. Values are 16-bit pieces, so that the sums of squares are exact in float64.
+  void check_same_start(Replica& r);
+};
+
+}  // namespace gt
