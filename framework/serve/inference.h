@@ -22,7 +22,7 @@
 // so with sampled fanouts a node gets the same neighbours whichever requests it is batched with;
 // with full neighbourhoods (fanouts empty, the default) the result equals the trainer's
 // evaluation of the same node. Dense products may round differently for different batch sizes
-// on some BLAS/cuBLAS paths; tests/models/inference_test.cc checks what this build guarantees.
+// on some BLAS/cuBLAS paths; tests/framework/serve/inference_test.cc checks what this build guarantees.
 //
 // Errors: a bad request (empty id list, an id outside [0, num_nodes())) fails that request only,
 // with a one-line gt::Error; a failure while running a micro-batch fails the requests in it; other
