@@ -320,7 +320,8 @@ const std::vector<Field>& fields() {
                    "GATConv); torch = every dense weight and its bias uniform in +-1/sqrt(fan_in), as "
                    "torch.nn.Linear (PyG's SAGEConv, GINConv's MLP): the smaller start GIN needs on "
                    "unnormalised features (docs/benchmarks.md, Cornell5); GAT's attention vectors stay Glorot"),
-      string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
+      string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory. A gt::Config "
+                   "built in code has none (\"\"): set it"),
       string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
                    "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "
                    "need them; uncompressed float32 tables, as gt-data writes them; values are checked as rows are gathered, "
