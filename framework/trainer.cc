@@ -349,6 +349,8 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
 
 void Trainer::save(const std::string& path) {
   if (path.empty()) GT_THROW("Trainer::save", "give the file to write", "the path is empty");
+  if (same_file(path, cfg_.dataset.path))
+    GT_THROW("Trainer::save", "give another path", "'", path, "' is the dataset (dataset.path): it would be replaced");
   Replica& lead = impl_->replicas[0];
   set_current_device(lead.ctx->device());
   lead.ctx->synchronize();
