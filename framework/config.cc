@@ -169,9 +169,11 @@ Config parse_config(const std::string& text, const std::string& source) {
     for (const auto& kv : sec.second) {
       std::string key = name + "." + key_text(kv.first, source);
       const Field* f = find_field(key);
-      if (!f)
+      if (!f) {
+        const std::string near = nearest_key(key);
         GT_THROW(where_of(source, kv.first), "known keys of '" + name + "': " + known_keys(name),
-                 "unknown config key '", key, "'");
+                 "unknown config key '", key, "'", near.empty() ? "" : " (did you mean '" + near + "'?)");
+      }
       if (!seen.insert(key).second)
         GT_THROW(where_of(source, kv.first), "keep one of them", "config key '", key, "' appears twice");
       // An empty value's mark is the next token's (often the next line): name the key's line.

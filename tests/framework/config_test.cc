@@ -51,6 +51,7 @@ TEST(Config, UnknownKeyIsNamedWithLine) {
   EXPECT_NE(e.find("model.hiden"), std::string::npos) << e;
   EXPECT_NE(e.find("test.yaml:3"), std::string::npos) << e;
   EXPECT_NE(e.find("hidden"), std::string::npos) << e;  // the hint lists the known keys
+  EXPECT_NE(e.find("(did you mean 'model.hidden'?)"), std::string::npos) << e;
   EXPECT_NE(error_of("modle: {}\n").find("modle"), std::string::npos);
 }
 

@@ -105,7 +105,16 @@ TEST_F(ExtendingTest, EpochCallbackStopsTheRun) {
   TrainResult r;
   {
     Trainer t(c);
+    // An epoch callback may save the weights it sees (a file per epoch).
+    cb.on_epoch = [&, stop = cb.on_epoch](const EpochStats& st) {
+      t.save(path("epoch-" + std::to_string(st.epoch) + ".h5"));
+      return stop(st);
+    };
     r = t.fit(nullptr, cb);
+  }
+  for (int e : {1, 2}) {
+    TensorFileReader saved(path("epoch-" + std::to_string(e) + ".h5"), "model file");
+    EXPECT_EQ(saved.attr_int("epoch"), e);
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{1, 2}));
   ASSERT_EQ(r.epochs.size(), 2u);
