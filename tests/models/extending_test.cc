@@ -175,16 +175,19 @@ TEST_F(ExtendingTest, BatchCallbackStopsEveryReplica) {
   }
 }
 
-// A callback's exception ends fit() with it.
+// A callback's exception ends fit() with it; with several replicas the others, waiting for the
+// stop decision, are released rather than left waiting.
 TEST_F(ExtendingTest, CallbackExceptionPropagates) {
-  Config c = config("throwing");
-  FitCallbacks cb;
-  cb.on_batch = [](const BatchInfo& b) -> bool {
-    if (b.step == 2) throw std::runtime_error("from the callback");
-    return true;
-  };
-  Trainer t(c);
-  EXPECT_THROW(t.fit(nullptr, cb), std::runtime_error);
+  for (int64_t replicas : {1, 3}) {
+    Config c = config("throwing-" + std::to_string(replicas), replicas);
+    FitCallbacks cb;
+    cb.on_batch = [](const BatchInfo& b) -> bool {
+      if (b.step == 2) throw std::runtime_error("from the callback");
+      return true;
+    };
+    Trainer t(c);
+    EXPECT_THROW(t.fit(nullptr, cb), std::runtime_error) << replicas << " replicas";
+  }
 }
 
 // Trainer::save writes the current weights as a file InferenceSession serves: its predictions are
