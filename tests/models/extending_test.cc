@@ -256,12 +256,14 @@ TEST_F(ExtendingTest, RegistrationIsChecked) {
   EXPECT_NE(error_of([] { register_model("", sum_gcn_layer); }), "");
   EXPECT_NE(error_of([] { register_model("empty_builder", LayerBuilder()); }), "");
   // Registration from several threads at once: each name once, the duplicates refused.
+  static int run = 0;  // new names on each run (--gtest_repeat): registrations stay
+  const std::string prefix = "threaded" + std::to_string(run++) + "_";
   std::atomic<int> ok{0}, refused{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i)
     threads.emplace_back([&, i] {
       try {
-        register_model("threaded_" + std::to_string(i % 4), sum_gcn_layer);
+        register_model(prefix + std::to_string(i % 4), sum_gcn_layer);
         ++ok;
       } catch (const Error&) {
         ++refused;
@@ -272,7 +274,7 @@ TEST_F(ExtendingTest, RegistrationIsChecked) {
   EXPECT_EQ(refused.load(), 4);
   // A config naming a type nobody registered lists what model.type accepts.
   e = error_of([] { parse_config("model: {type: nobody}\n", "c.yaml"); });
-  EXPECT_NE(e.find("must be one of gcn, sage, ngcf, gin, gat, sum_gcn"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be one of gcn, sage, ngcf, gin, gat, sum_gcn, threaded0_"), std::string::npos) << e;
   EXPECT_NE(e.find("gt::register_model"), std::string::npos) << e;
 }
 
