@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
         dkp->configure(dkp_cache, cfg.train.dkp_warmup);
       // The first batch of epoch 1, sampled as the trainer samples it (shapes only).
       const gt::Dataset& ds = trainer.dataset();
-      const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+      const bool self_loops = gt::samples_self_loops(cfg.model);
       const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
       gt::NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, cfg.sampling.fanouts,
                                   self_loops, seed);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,7 +52,9 @@ struct LayerOptions {
   int node_scale = -1;
 };
 
-using LayerBuilder = int (*)(Graph& g, const LayerOptions& o, Device d, int x);
+// Adds layer o.index to g, reading value x; returns the layer's output value (see the top). The
+// built-in ones are below; gt::register_model (models/model.h) takes one of a program's own.
+using LayerBuilder = std::function<int(Graph& g, const LayerOptions& o, Device d, int x)>;
 
 // GCN (the paper's form): y = act(f_{u in N(v)} x_u W + b), f = o.aggregation (mean by default;
 // sum; max feature-wise, keeping each feature's argmax for backward). With mean or sum,

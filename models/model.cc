@@ -1,9 +1,12 @@
 #include "models/model.h"
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <mutex>
 
+#include "framework/config/config_keys.h"
 #include "framework/core/error.h"
 #include "models/ops.h"
 
@@ -155,16 +158,85 @@ int64_t Model::num_parameters() {
   return n;
 }
 
+namespace {
+
+const std::map<std::string, LayerBuilder>& builtin_models() {
+  static const std::map<std::string, LayerBuilder> builtin = {{"gcn", build_gcn_layer},
+                                                              {"sage", build_sage_layer},
+                                                              {"ngcf", build_ngcf_layer},
+                                                              {"gin", build_gin_layer},
+                                                              {"gat", build_gat_layer}};
+  return builtin;
+}
+
+struct RegisteredModel {
+  LayerBuilder layer;
+  ModelTypeOptions options;
+};
+
+// The program's own model types (register_model). Entries are never removed or replaced, so a
+// copy of one taken under the lock stays what the name means.
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, RegisteredModel> models;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+bool find_registered(const std::string& name, RegisteredModel* out) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.models.find(name);
+  if (it == r.models.end()) return false;
+  if (out) *out = it->second;
+  return true;
+}
+
+}  // namespace
+
+void register_model(const std::string& name, LayerBuilder layer, ModelTypeOptions options) {
+  const std::string where = "gt::register_model(\"" + name + "\")";
+  if (name.empty() || name.size() > 64)
+    GT_THROW(where, "use 1 to 64 letters, digits, '_' or '-'", "a model type name must be 1 to 64 characters, got ",
+             name.size());
+  for (unsigned char ch : name)
+    if (!std::isalnum(ch) && ch != '_' && ch != '-')
+      GT_THROW(where, "use letters, digits, '_' or '-'", "model type name '", name,
+               "' holds a character other than letters, digits, '_' and '-'");
+  if (builtin_models().count(name))
+    GT_THROW(where, "choose another name", "model type '", name, "' is a built-in model and cannot be replaced");
+  if (!layer) GT_THROW(where, "pass a layer builder", "model type '", name, "': the layer builder is empty");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.models.count(name))
+    GT_THROW(where, "register each model type once (a registration cannot be replaced)", "model type '", name,
+             "' is already registered");
+  r.models.emplace(name, RegisteredModel{std::move(layer), options});
+  config_detail::add_model_type(name);  // validate_config accepts it from here on
+}
+
+bool samples_self_loops(const ModelConfig& cfg) {
+  if (!cfg.self_loops) return false;
+  if (cfg.type == "gcn" || cfg.type == "gat") return true;
+  RegisteredModel m;
+  return find_registered(cfg.type, &m) && m.options.self_loops;
+}
+
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed, int64_t in_features, LossOptions loss) {
-  static const std::map<std::string, LayerBuilder> registry = {{"gcn", build_gcn_layer},
-                                                               {"sage", build_sage_layer},
-                                                               {"ngcf", build_ngcf_layer},
-                                                               {"gin", build_gin_layer},
-                                                               {"gat", build_gat_layer}};
-  auto it = registry.find(cfg.type);
-  if (it == registry.end())
-    GT_THROW("model.type", "choose gcn, sage, ngcf, gin or gat", "unknown model type '", cfg.type, "'");
+  LayerBuilder layer_builder;
+  const bool builtin = builtin_models().count(cfg.type) > 0;
+  if (builtin) {
+    layer_builder = builtin_models().at(cfg.type);
+  } else {
+    RegisteredModel m;
+    if (!find_registered(cfg.type, &m))
+      GT_THROW("model.type", "choose gcn, sage, ngcf, gin or gat, or register the type first (gt::register_model)",
+               "unknown model type '", cfg.type, "'");
+    layer_builder = std::move(m.layer);
+  }
   GT_CHECK_ARG(in_dim > 0 && num_classes > 0, "model needs in_dim > 0 and num_classes > 0");
   GT_CHECK_ARG(in_features >= 0 && in_features <= in_dim, "model input: ", in_features, " of ", in_dim,
                " columns carry values; need 0 <= in_features <= in_dim");
@@ -173,13 +245,13 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
   if (cfg.aggregation != "mean" && cfg.aggregation != "sum" && cfg.aggregation != "max")
     GT_THROW("model.aggregation", "choose mean, sum or max", "unknown aggregation '", cfg.aggregation, "'");
   // The rules of validate_config, again for callers who build a model from a ModelConfig of their own.
-  if (cfg.aggregation == "max" && cfg.type != "gcn" && cfg.type != "sage")
+  if (builtin && cfg.aggregation == "max" && cfg.type != "gcn" && cfg.type != "sage")
     GT_THROW("model.aggregation", "use mean or sum, or model.type gcn or sage", "model.aggregation max applies to gcn "
              "and sage, not to '", cfg.type, "'");
   if (cfg.activation != "relu" && cfg.activation != "leaky_relu" && cfg.activation != "elu" &&
       cfg.activation != "none")
     GT_THROW("model.activation", "choose relu, leaky_relu, elu or none", "unknown activation '", cfg.activation, "'");
-  if (cfg.activation != "relu" && cfg.type != "gcn" && cfg.type != "sage" && cfg.type != "gin")
+  if (builtin && cfg.activation != "relu" && cfg.type != "gcn" && cfg.type != "sage" && cfg.type != "gin")
     GT_THROW("model.activation", "leave it relu for ngcf and gat", "model.activation ", cfg.activation,
              " applies to gcn, sage and gin, not to '", cfg.type, "'");
   if (cfg.normalization != "symmetric" && cfg.normalization != "mean")
@@ -229,7 +301,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.symmetric = cfg.type == "gcn" && cfg.normalization == "symmetric";
     layers.push_back(o);
   }
-  return std::make_unique<Model>(cfg.type, in_dim, layers, it->second, device, dkp_mode, loss);
+  return std::make_unique<Model>(cfg.type, in_dim, layers, std::move(layer_builder), device, dkp_mode, loss);
 }
 
 std::vector<float> node_scales(const std::vector<int64_t>& indptr, bool self_loops) {

@@ -101,8 +101,8 @@ class Model {
   bool forward_had_labels_ = false;
 };
 
-// Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat"); throws gt::Error naming
-// model.type otherwise. in_features (0 = in_dim) is how many of the in_dim input columns carry
+// Builds the model named by cfg.type ("gcn", "sage", "ngcf", "gin", "gat", or a name given to
+// register_model); throws gt::Error naming model.type otherwise. in_features (0 = in_dim) is how many of the in_dim input columns carry
 // values when the rest are zero padding (FeatureTable::with_width, dataset.align_rows): the
 // first layer's weight rows for the padding start at zero, and since the padded inputs are zero
 // their gradients are zero too, so they stay zero and the model computes what it would on
@@ -111,6 +111,32 @@ class Model {
 // multilabel (model_outputs); `loss` picks the loss node.
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed, int64_t in_features = 0, LossOptions loss = {});
+// What a registered model asks of the pipeline besides its layers.
+struct ModelTypeOptions {
+  // The sampler adds the edge v -> v to every node's neighbours when model.self_loops is true (as
+  // for GCN and GAT); false: model.self_loops is ignored, as for GraphSAGE, NGCF and GIN.
+  bool self_loops = false;
+};
+
+// Registers a model type of the program's own (docs/extending.md): afterwards `model.type: name`
+// in a config (YAML, --set or code) passes validate_config, and build_model, hence Trainer and
+// InferenceSession, build a Model of model.layers layers by calling `layer` once per layer, input
+// side first, with the LayerOptions build_model fills from the config (widths from model.hidden /
+// hidden_sizes and the output width, dropout, seed, init, aggregation, activation, ...: the
+// builder reads those it uses). The weights file records model.type, so a program that opens a
+// model file of this type registers it first, under the same name and with the same builder.
+// Rules of the built-in models (model.aggregation max for gcn and sage only, model.activation,
+// model.dkp combine-first) do not apply to a registered type; the DKP pass places its linear
+// Pull -> MatMul pairs as it does a built-in model's.
+// Thread-safe (a mutex; register before building). Throws gt::Error when the name is empty,
+// longer than 64 characters or holds anything but letters, digits, '_' and '-', when it is a
+// built-in model's or already registered (a registration cannot be replaced), or when `layer` is
+// empty.
+void register_model(const std::string& name, LayerBuilder layer, ModelTypeOptions options = {});
+// Whether the model of this config samples self loops: gcn and gat, or a registered type that
+// asked for them (ModelTypeOptions::self_loops), with model.self_loops true.
+bool samples_self_loops(const ModelConfig& cfg);
+
 // GCN's symmetric normalisation: s[v] = d_v^-1/2 with d_v = in-degree of v in the whole graph (the
 // CSR `indptr`, N + 1 entries) plus 1 when self_loops (the edge v -> v the sampler adds); 0 for a
 // node of degree 0.

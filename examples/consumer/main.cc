@@ -1,7 +1,7 @@
 // gt-consumer: the smallest complete use of the installed library. Generates a tiny synthetic
-// dataset, trains a GCN for one epoch on the CPU with gt::Trainer, checks that the test accuracy
-// beats chance, and serves a prediction through gt::InferenceSession from the checkpoint the
-// training wrote. Prints "OK" and exits 0 on success; anything else exits 1 with the reason.
+// dataset, trains a GCN for one epoch on the CPU with gt::Trainer (a batch callback counting the
+// steps), checks that the test accuracy beats chance, saves the weights (Trainer::save) and serves
+// a prediction from them through gt::InferenceSession. Prints "OK" and exits 0 on success; anything else exits 1 with the reason.
 #include <unistd.h>
 
 #include <filesystem>
@@ -35,9 +35,19 @@ int main() {
     cfg.train.progress = false;
     cfg.train.metrics = "";
     cfg.train.save_best = "";
-    cfg.train.checkpoint = (dir / "model.h5").string();
     gt::Trainer trainer(cfg);
-    gt::TrainResult r = trainer.fit(nullptr);
+    int64_t steps = 0;
+    gt::FitCallbacks callbacks;
+    callbacks.on_batch = [&](const gt::BatchInfo& b) {
+      steps = b.step;
+      return true;  // go on
+    };
+    gt::TrainResult r = trainer.fit(nullptr, callbacks);
+    if (steps != r.epochs.back().batches) {
+      std::cerr << "gt-consumer: the batch callback saw " << steps << " steps of " << r.epochs.back().batches << "\n";
+      fs::remove_all(dir);
+      return 1;
+    }
     const double chance = 1.0 / static_cast<double>(data.num_classes);
     std::cout << "test accuracy after 1 epoch: " << r.test_acc_at_best << " (chance " << chance << ")\n";
     if (!(r.test_acc_at_best > chance)) {
@@ -45,7 +55,9 @@ int main() {
       fs::remove_all(dir);
       return 1;
     }
-    gt::InferenceSession session(cfg.train.checkpoint, "", {.device = "cpu"});
+    const std::string model_file = (dir / "model.h5").string();
+    trainer.save(model_file);
+    gt::InferenceSession session(model_file, "", {.device = "cpu"});
     gt::Tensor logits = session.predict({0, 1, 2});
     if (logits.size(0) != 3 || logits.size(1) != data.num_classes) {
       std::cerr << "gt-consumer: unexpected logits " << logits.str() << "\n";

@@ -75,6 +75,7 @@ void check_quotes_close(const std::string& text, const YAML::Node& n, const std:
 
 Config file_config_defaults() {
   Config cfg;
+  cfg.dataset.path = "data/synth-default.h5";
   cfg.train.metrics = "out/metrics.jsonl";
   cfg.train.save_best = "out/best-model.h5";
   cfg.train.dkp_cache = "out/dkp-cache";
@@ -168,9 +169,11 @@ Config parse_config(const std::string& text, const std::string& source) {
     for (const auto& kv : sec.second) {
       std::string key = name + "." + key_text(kv.first, source);
       const Field* f = find_field(key);
-      if (!f)
+      if (!f) {
+        const std::string near = nearest_key(key);
         GT_THROW(where_of(source, kv.first), "known keys of '" + name + "': " + known_keys(name),
-                 "unknown config key '", key, "'");
+                 "unknown config key '", key, "'", near.empty() ? "" : " (did you mean '" + near + "'?)");
+      }
       if (!seen.insert(key).second)
         GT_THROW(where_of(source, kv.first), "keep one of them", "config key '", key, "' appears twice");
       // An empty value's mark is the next token's (often the next line): name the key's line.
@@ -213,7 +216,12 @@ std::pair<const Field*, YAML::Node> parse_override(const std::string& assignment
     GT_THROW("--set " + assignment, "write --set section.key=value", "malformed override");
   std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   const Field* f = find_field(key);
-  if (!f) GT_THROW("--set " + assignment, "known keys: " + known_keys(""), "unknown config key '", key, "'");
+  if (!f) {
+    const std::string near = nearest_key(key);
+    if (near.empty())
+      GT_THROW("--set " + assignment, "gt-train --print-config-keys lists the keys", "unknown config key '", key, "'");
+    GT_THROW("--set " + assignment, "", "unknown config key '", key, "' (did you mean '", near, "'?)");
+  }
   // A value is YAML, where " #" starts a comment: "--set train.metrics=run #2.jsonl" would write
   // to "run". A comment on a command line is never meant: refused, naming where it starts.
   {
@@ -325,7 +333,10 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"sampling.eval_inference", "sampling.eval_fanouts"}),
              "set sampling.eval_fanouts: [] or sampling.eval_inference: sampled",
              "sampling.eval_inference layerwise computes full neighbourhoods, but sampling.eval_fanouts samples");
-  if (cfg.dataset.path.empty()) GT_THROW(at({"dataset.path"}), "", "dataset.path is empty");
+  // An empty path a file or --set gave is a mistake here; a Config built in code starts with none
+  // and the Trainer, which needs one, says so (an InferenceSession may be given the dataset).
+  if (cfg.dataset.path.empty() && cfg.where.count("dataset.path"))
+    GT_THROW(at({"dataset.path"}), "", "dataset.path is empty");
   const int64_t ra = cfg.dataset.row_alignment;
   if (ra != 16 && ra != 32 && ra != 64 && ra != 128)
     GT_THROW(at({"dataset.row_alignment"}), "use 16, 32, 64 or 128",
@@ -342,12 +353,16 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"optimizer.min_lr", "optimizer.lr"}), "set optimizer.min_lr <= optimizer.lr",
              "optimizer.min_lr is ", cfg.optimizer.min_lr, " but optimizer.lr is ", cfg.optimizer.lr,
              ": the cosine schedule decays from lr to min_lr");
-  if (cfg.model.dkp == "combine-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
+  // The rules on model.type below concern the built-in models; a registered one (gt::register_model)
+  // reads what it uses from LayerOptions, and its Model says when a setting cannot apply.
+  const bool builtin = cfg.model.type == "gcn" || cfg.model.type == "sage" || cfg.model.type == "ngcf" ||
+                       cfg.model.type == "gin" || cfg.model.type == "gat";
+  if (builtin && cfg.model.dkp == "combine-first" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
       cfg.model.type != "gin")
     GT_THROW(at({"model.dkp", "model.type"}),
              "kernel placement applies to gcn, sage and gin; set model.dkp=aggregate-first", "model.dkp is '",
              cfg.model.dkp, "' but model.type is '", cfg.model.type, "'");
-  if (cfg.model.activation != "relu" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
+  if (builtin && cfg.model.activation != "relu" && cfg.model.type != "gcn" && cfg.model.type != "sage" &&
       cfg.model.type != "gin")
     GT_THROW(at({"model.activation", "model.type"}), "leave model.activation out (relu) for " + cfg.model.type,
              "model.activation is ", cfg.model.activation, " but model.type is '", cfg.model.type, "': ",
@@ -364,7 +379,7 @@ void validate_config(const Config& cfg) {
              "tasks");
   parse_class_weights(cfg.train.class_weights, at({"train.class_weights"}));
   if (cfg.model.aggregation == "max") {
-    if (cfg.model.type != "gcn" && cfg.model.type != "sage")
+    if (builtin && cfg.model.type != "gcn" && cfg.model.type != "sage")
       GT_THROW(at({"model.aggregation", "model.type"}),
                cfg.model.type == "ngcf" ? "NGCF aggregates with mean or sum" : "use model.type gcn or sage for max",
                "model.aggregation is max but model.type is '", cfg.model.type, "': ",

@@ -13,7 +13,7 @@
 namespace gt {
 
 struct ModelConfig {
-  std::string type = "gcn";      // gcn | sage | ngcf | gin | gat
+  std::string type = "gcn";      // gcn | sage | ngcf | gin | gat | a name given to gt::register_model
   int64_t hidden = 64;           // GAT: width per head
   // Widths of the hidden layers one by one, input side first (layers - 1 entries); empty = `hidden`
   // for each. hidden_width() gives layer l's.
@@ -45,7 +45,9 @@ struct ModelConfig {
 int64_t hidden_width(const ModelConfig& m, int64_t l);
 
 struct DatasetConfig {
-  std::string path = "data/synth-default.h5";
+  // The HDF5 dataset. Empty in a Config built in code, which must name one (the Trainer refuses an
+  // empty path); a config file defaults to data/synth-default.h5 (file_config_defaults).
+  std::string path = "";
   std::string normalize = "none";  // none | row
   std::string features = "memory";  // memory | mmap
   bool align_rows = true;  // gathered feature rows padded with zeros (FeatureTable::aligned_width)
@@ -134,17 +136,24 @@ struct Config {
   std::map<std::string, std::string> where{};
 };
 
-// The defaults of a config file (parse_config, load_config): those of Config, plus the outputs
-// gt-train writes unless the file says otherwise: train.metrics out/metrics.jsonl,
-// train.save_best out/best-model.h5, train.dkp_cache out/dkp-cache. A Config built in code
+// The defaults of a config file (parse_config, load_config): those of Config, plus the dataset
+// dataset.path data/synth-default.h5 (relative to the working directory) and the outputs gt-train
+// writes unless the file says otherwise: train.metrics out/metrics.jsonl, train.save_best
+// out/best-model.h5, train.dkp_cache out/dkp-cache. A Config built in code reads no dataset and
 // writes no file it does not name.
 Config file_config_defaults();
+
+// The values model.type accepts: the built-in models (gcn, sage, ngcf, gin, gat), then the names
+// given to gt::register_model (models/model.h), in registration order. Thread-safe.
+std::vector<std::string> model_types();
 
 // Loads a YAML file (keys it does not set keep file_config_defaults()); throws gt::Error naming
 // file:line and key on any problem.
 Config load_config(const std::string& path);
 Config parse_config(const std::string& yaml_text, const std::string& source_name);
-// Applies "section.key=value" (value in YAML syntax, e.g. fanouts=[5,5]).
+// Applies "section.key=value" (value in YAML syntax, e.g. fanouts=[5,5]). An unknown key is a
+// one-line gt::Error naming the nearest known key: "unknown config key 'train.epoch' (did you mean
+// 'train.epochs'?)".
 void apply_override(Config& cfg, const std::string& assignment);
 // The checks of apply_override that need no config: the form section.key=value, a known key, a
 // value that parses as YAML without a comment. For an override that a later one of the same key

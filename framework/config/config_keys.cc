@@ -3,12 +3,14 @@
 // to_yaml and config_keys_markdown (docs/configs.md).
 #include "framework/config/config_keys.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 
 #include "framework/core/error.h"
@@ -218,6 +220,40 @@ Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
 
 constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
 
+// model.type: the built-in models, then the registered ones (gt::register_model).
+std::mutex& model_types_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<std::string>& model_type_list() {
+  static std::vector<std::string> types{"gcn", "sage", "ngcf", "gin", "gat"};
+  return types;
+}
+
+void check_model_type(const std::string& v, const std::string& where) {
+  if (is_model_type(v)) return;
+  std::string list;
+  for (const std::string& t : model_types()) list += (list.empty() ? "" : ", ") + t;
+  GT_THROW(where, "a custom model is registered with gt::register_model before its config is read (docs/extending.md)",
+           "config key 'model.type' must be one of ", list, ", got '", v, "'");
+}
+
+// string_field's checks (control characters), then the value among model_types().
+template <typename Get>
+Field model_type_field(Get get, std::string desc) {
+  Field f = string_field("model.type", get, {}, std::move(desc));
+  f.type = "gcn \\| sage \\| ngcf \\| gin \\| gat \\| registered name";
+  f.set = [set = f.set](Config& c, const YAML::Node& n, const std::string& where) {
+    set(c, n, where);
+    check_model_type(c.model.type, where);
+  };
+  f.check = [check = f.check](const Config& c, const std::string& where) {
+    check(c, where);
+    check_model_type(c.model.type, where);
+  };
+  return f;
+}
+
 
 }  // namespace
 
@@ -227,11 +263,12 @@ namespace config_detail {
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
-      string_field("model.type", GT_GET(model, type), {"gcn", "sage", "ngcf", "gin", "gat"},
-                   "GCN (neighbour aggregation, mean by default, then one linear layer), GraphSAGE (the same with a "
-                   "separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two weights, "
-                   "LeakyReLU), GIN ((1 + eps) self + neighbour sum, then a 2-layer MLP) or GAT (multi-head "
-                   "attention)"),
+      model_type_field(GT_GET(model, type),
+                       "GCN (neighbour aggregation, mean by default, then one linear layer), GraphSAGE (the same "
+                       "with a separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two "
+                       "weights, LeakyReLU), GIN ((1 + eps) self + neighbour sum, then a 2-layer MLP), GAT "
+                       "(multi-head attention), or a model a program registered (gt::register_model, "
+                       "docs/extending.md)"),
       int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
                 "width of the hidden layers, unless model.hidden_sizes gives them one by one (GAT: per head; a "
                 "hidden GAT layer outputs hidden x heads)"),
@@ -283,7 +320,8 @@ const std::vector<Field>& fields() {
                    "GATConv); torch = every dense weight and its bias uniform in +-1/sqrt(fan_in), as "
                    "torch.nn.Linear (PyG's SAGEConv, GINConv's MLP): the smaller start GIN needs on "
                    "unnormalised features (docs/benchmarks.md, Cornell5); GAT's attention vectors stay Glorot"),
-      string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory"),
+      string_field("dataset.path", GT_GET(dataset, path), {}, "HDF5 dataset (gt-data import-ogb or gt-data synth); relative to the working directory. A gt::Config "
+                   "built in code has none (\"\"): set it"),
       string_field("dataset.features", GT_GET(dataset, features), {"memory", "mmap"},
                    "feature table: memory = read whole; mmap = map the file's /features read-only (rows paged in as batches "
                    "need them; uncompressed float32 tables, as gt-data writes them; values are checked as rows are gathered, "
@@ -460,6 +498,60 @@ const Field* find_field(const std::string& key) {
   return nullptr;
 }
 
+namespace {
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+std::string name_of(const std::string& key) {
+  const auto dot = key.find('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+}  // namespace
+
+std::string nearest_key(const std::string& key) {
+  std::string best;
+  std::size_t best_d = std::numeric_limits<std::size_t>::max();
+  for (const auto& f : fields()) {
+    // "model.epochs" or "epochs": the right name in another section, or without one, is one edit.
+    std::size_t d = edit_distance(key, f.key);
+    if (name_of(key) == name_of(f.key)) d = std::min<std::size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = f.key;
+    }
+  }
+  const std::size_t limit = std::max<std::size_t>(2, key.size() / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+std::vector<std::string> model_types_snapshot() {
+  std::lock_guard<std::mutex> lock(model_types_mutex());
+  return model_type_list();
+}
+
+void add_model_type(const std::string& name) {
+  std::lock_guard<std::mutex> lock(model_types_mutex());
+  auto& types = model_type_list();
+  if (std::find(types.begin(), types.end(), name) == types.end()) types.push_back(name);
+}
+
+bool is_model_type(const std::string& name) {
+  std::lock_guard<std::mutex> lock(model_types_mutex());
+  const auto& types = model_type_list();
+  return std::find(types.begin(), types.end(), name) != types.end();
+}
+
 std::string known_keys(const std::string& section) {
   std::string out;
   for (const auto& f : fields()) {
@@ -470,6 +562,8 @@ std::string known_keys(const std::string& section) {
 }
 
 }  // namespace config_detail
+
+std::vector<std::string> model_types() { return config_detail::model_types_snapshot(); }
 
 std::string to_yaml(const Config& cfg) {
   std::string out, section;

@@ -30,6 +30,13 @@ const std::vector<Field>& fields();
 const Field* find_field(const std::string& key);  // nullptr when there is no such key
 // The keys of one section ("model"), without the section, comma-separated; all keys for "".
 std::string known_keys(const std::string& section);
+// The known key nearest to an unknown one by edit distance (a key of another section with the same
+// name counts as one edit), or "" when none is close (at most a third of the key's length, at
+// least 2, edits away).
+std::string nearest_key(const std::string& key);
+// Adds a name to model_types() (gt::register_model, which checks it first). Thread-safe.
+void add_model_type(const std::string& name);
+bool is_model_type(const std::string& name);
 // "source:line" of a YAML node (just source when the node has no mark).
 std::string where_of(const std::string& source, const YAML::Node& n);
 

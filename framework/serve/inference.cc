@@ -11,6 +11,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "framework/config/config_keys.h"
+#include "framework/config/yaml_load.h"
 #include "framework/core/context.h"
 #include "framework/core/error.h"
 #include "framework/core/thread_group.h"
@@ -109,6 +111,19 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   {
     TensorFileReader r(model_path, "model file");
     const std::string yaml = r.attr_string("config");
+    // A model of a type this program has not registered (gt::register_model): said in one line
+    // naming the type, not as a config key outside its choices.
+    std::string type;
+    try {
+      const YAML::Node root = load_yaml(yaml, model_path);
+      if (root.IsMap() && root["model"] && root["model"].IsMap() && root["model"]["type"] &&
+          root["model"]["type"].IsScalar())
+        type = root["model"]["type"].Scalar();
+    } catch (const std::exception&) {  // parse_config names what is wrong with it
+    }
+    if (!type.empty() && !config_detail::is_model_type(type))
+      GT_THROW(model_path, "call gt::register_model(\"" + type + "\", ...) before opening it (docs/extending.md)",
+               "model file '", model_path, "' holds a model of type '", type, "', which this program has not registered");
     m.cfg = parse_config(yaml, model_path + " (stored config)");
     // Model files written before dataset.align_rows existed were trained on unpadded rows.
     if (yaml.find("align_rows") == std::string::npos) m.cfg.dataset.align_rows = false;
@@ -204,7 +219,7 @@ void InferenceSession::Impl::setup(Device device) {
   std::vector<int64_t> fanouts = opt.fanouts;
   if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
-  const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+  const bool self_loops = samples_self_loops(cfg.model);
   sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
   if (model->needs_node_scale()) node_scales = gt::node_scales(data.indptr, self_loops);
 }

@@ -5,8 +5,9 @@
 //   gt::Tensor logits = s.predict({0, 5, 7});   // float32 [3, num_classes] on the CPU
 //   gt::Tensor emb = s.embed({0, 5, 7});        // float32 [3, embedding_dim()] on the CPU
 //
-// The model is rebuilt from the training config stored in the file (a train.checkpoint, or a
-// train.save_best weights file: both hold the config and /params) and runs in eval mode (no
+// The model is rebuilt from the training config stored in the file (a train.checkpoint, a
+// train.save_best weights file or one Trainer::save wrote: all hold the config and /params; a
+// model type of the program's own is registered first, gt::register_model) and runs in eval mode (no
 // dropout) over the same path as training: NeighborSampler -> BatchLoader (gather, transfer) ->
 // Model::forward. Features are normalised as the stored config says (dataset.normalize).
 //

@@ -114,7 +114,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
 
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
-  const bool self_loops = (cfg.model.type == "gcn" || cfg.model.type == "gat") && cfg.model.self_loops;
+  const bool self_loops = samples_self_loops(cfg.model);
   if (cfg.model.type == "gcn" && cfg.model.normalization == "symmetric") node_scales = gt::node_scales(data.indptr, self_loops);
   std::vector<int64_t> eval_fanouts = cfg.sampling.eval_fanouts;
   if (eval_fanouts.empty()) eval_fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);

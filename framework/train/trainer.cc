@@ -64,6 +64,9 @@ struct MadeDirs {
 
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   validate_config(cfg_);
+  if (cfg_.dataset.path.empty())
+    GT_THROW(config_place(cfg_, {"dataset.path"}), "set dataset.path to an HDF5 dataset (gt-data synth, gt-data import-ogb)",
+             "dataset.path is empty: the Trainer has no dataset to train on");
   MadeDirs made{check_output_paths(cfg_)};
   if (cfg_.train.threads > 0) {
     impl_->threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
@@ -152,6 +155,7 @@ void Trainer::resume(const std::string& checkpoint_path) {
   set_current_device(impl_->replicas[0].ctx->device());
   impl_->step = static_cast<uint64_t>(info.state.step);
   impl_->resumed = info.state;
+  impl_->epochs_done = info.state.epoch;
 }
 
 EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
@@ -199,6 +203,29 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
         tr);
     pipe->start(mine, std::move(keys));
   }
+  // FitCallbacks::on_batch after global batch b: whether the run stops after it. The first replica
+  // of each process asks; with several replicas the answers are summed over all of them, so that
+  // every replica stops after the same batch (its collectives would wait for the others otherwise).
+  const auto stop_after = [&](std::size_t b, double batch_loss, int64_t labelled) {
+    if (!on_batch) return false;
+    double stop = 0;
+    if (r.local == 0) {
+      BatchInfo info;
+      info.epoch = epoch;
+      info.batch = static_cast<int64_t>(b + 1);
+      info.batches = static_cast<int64_t>(batches.size());
+      info.step = static_cast<int64_t>(step + b + 1);
+      info.loss = batch_loss;
+      info.labelled = labelled;
+      stop = on_batch(info) ? 0.0 : 1.0;
+    }
+    if (world > 1) {
+      std::vector<double> v{stop};
+      reduce(r, v);
+      stop = v[0];
+    }
+    return stop > 0;
+  };
   std::size_t next_shard = 0;
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const uint64_t batch_step = step + b + 1;
@@ -213,6 +240,10 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       clip();
       r.optimizer->step(*r.ctx, r.model->params());
       r.ctx->synchronize();
+      if (stop_after(b, std::numeric_limits<double>::quiet_NaN(), 0)) {
+        part.stopped_after = static_cast<int64_t>(b + 1);
+        break;
+      }
       continue;
     }
     const std::vector<int64_t>& seeds = mine[next_shard++];
@@ -289,9 +320,13 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     if (r.rank == 0)
       bar.update(static_cast<int64_t>(b + 1), part.labelled ? part.loss_sum / static_cast<double>(part.labelled) : 0.0,
                  static_cast<double>(st.seeds * world) / std::max(seconds_since(t_epoch), 1e-9));
+    if (stop_after(b, nl > 0 ? static_cast<double>(loss) : std::numeric_limits<double>::quiet_NaN(), nl)) {
+      part.stopped_after = static_cast<int64_t>(b + 1);
+      break;
+    }
   }
   r.ctx->synchronize();
-  st.batches = static_cast<int64_t>(batches.size());
+  st.batches = part.stopped_after > 0 ? part.stopped_after : static_cast<int64_t>(batches.size());
   const PipelineTotals pt = pipe ? pipe->totals() : PipelineTotals{};  // a kept batch crossed nothing
   st.h2d_bytes = pt.h2d_bytes;
   st.cache_hits = pt.cache_hits;
@@ -313,13 +348,30 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   return part;
 }
 
-TrainResult Trainer::fit(std::ostream* log) {
+void Trainer::save(const std::string& path) {
+  if (path.empty()) GT_THROW("Trainer::save", "give the file to write", "the path is empty");
+  if (same_file(path, cfg_.dataset.path))
+    GT_THROW("Trainer::save", "give another path", "'", path, "' is the dataset (dataset.path): it would be replaced");
+  Replica& lead = impl_->replicas[0];
+  set_current_device(lead.ctx->device());
+  lead.ctx->synchronize();
+  const DataShape shape{data_.info.feature_dim, data_.info.num_classes, data_.info.num_nodes, data_.info.num_edges};
+  save_weights(path, lead.model->params(), to_yaml(cfg_), impl_->epochs_done, shape);
+}
+
+TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
   // A second fit() would number the epochs from 1 again on trained weights, truncate the metrics
   // file and write checkpoints whose epoch disagrees with their step and optimizer state.
   if (impl_->fitted)
     GT_THROW("Trainer::fit", "make a new Trainer (with resume() from train.checkpoint to continue a run)",
              "fit() was already called on this Trainer");
   impl_->fitted = true;
+  impl_->on_batch = callbacks.on_batch;
+  // The callback may hold what the caller owns: fit() does not keep it after it returns.
+  struct DropOnBatch {
+    Impl& impl;
+    ~DropOnBatch() { impl.on_batch = nullptr; }
+  } drop_on_batch{*impl_};
   // Before any file is opened: a job whose processes disagree stops here, all of it.
   if (impl_->world > 1) impl_->on_replicas([&](Replica& r) { impl_->check_same_start(r); });
   TrainResult result;
@@ -472,7 +524,8 @@ TrainResult Trainer::fit(std::ostream* log) {
     impl_->on_replicas([&](Replica& r) {
       parts[static_cast<std::size_t>(r.local)] = impl_->train_epoch(r, cfg_, data_, epoch, batches, keep_batch, bar);
     });
-    impl_->step += batches.size();
+    const int64_t stopped_after = parts[0].stopped_after;  // the same on every replica
+    impl_->step += stopped_after > 0 ? static_cast<uint64_t>(stopped_after) : batches.size();
     EpochStats st = parts[0].st;  // counts: already summed over all replicas
     st.epoch = epoch;
     st.lr = lr;
@@ -493,7 +546,9 @@ TrainResult Trainer::fit(std::ostream* log) {
     if (parts[0].clipped_steps > 0)  // the same norms on every replica
       st.grad_norm = parts[0].grad_norm_sum / static_cast<double>(parts[0].clipped_steps);
 
-    if (cfg_.train.eval_every > 0 && (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
+    // A partial epoch (on_batch stopped the run) is not evaluated: its weights are no epoch's.
+    if (stopped_after == 0 && cfg_.train.eval_every > 0 &&
+        (epoch % cfg_.train.eval_every == 0 || epoch == cfg_.train.epochs)) {
       const auto eval_start = std::chrono::steady_clock::now();
       // One pipeline for both; their batches are kept for the next epochs when they fit.
       const std::vector<NodeMetrics> m = metrics_of({&valid_ids, &test_ids}, /*keep=*/true);
@@ -523,11 +578,41 @@ TrainResult Trainer::fit(std::ostream* log) {
     metrics.write(epoch_record(st, report));
     // The console shows the epoch the metrics file has, before a checkpoint write that may fail.
     if (log) log_epoch(*log, st, report);
+    if (stopped_after > 0) {  // on_batch: no checkpoint of a partial epoch (a resume repeats it)
+      result.stopped_by_callback = epoch;
+      result.stopped_at_batch = stopped_after;
+      if (log)
+        *log << "stopped by the batch callback after batch " << stopped_after << " of " << batches.size()
+             << " of epoch " << epoch << " (the epoch was not evaluated"
+             << (cfg_.train.checkpoint.empty() ? "" : "; train.checkpoint holds the last complete epoch's") << ")\n";
+      break;
+    }
+    impl_->epochs_done = epoch;
+    // on_epoch, decided once: in a job of several processes the run stops when any process's says so.
+    bool user_stop = false;
+    if (callbacks.on_epoch) {
+      user_stop = !callbacks.on_epoch(st);
+      if (impl_->procs.world > 1) {
+        std::vector<double> any(static_cast<std::size_t>(local), 0.0);
+        any[0] = user_stop ? 1.0 : 0.0;
+        impl_->on_replicas([&](Replica& r) {
+          std::vector<double> v{any[static_cast<std::size_t>(r.local)]};
+          impl_->reduce(r, v);
+          any[static_cast<std::size_t>(r.local)] = v[0];
+        });
+        user_stop = any[0] > 0;
+      }
+    }
     if (writer && !cfg_.train.checkpoint.empty() &&
-        (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs || stop)) {
+        (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs || stop || user_stop)) {
       TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
                        result.best_valid_acc, result.test_acc_at_best, stop};
       save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx, data_shape);
+    }
+    if (user_stop) {
+      result.stopped_by_callback = epoch;
+      if (log) *log << "stopped by the epoch callback after epoch " << epoch << "\n";
+      if (!stop) break;
     }
     if (stop) {
       result.stopped_early = epoch;

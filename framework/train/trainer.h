@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -63,6 +64,57 @@ struct TrainResult {
   std::string device;  // "cpu" or the GPU's name (of the first replica)
   int64_t replicas = 1;  // data-parallel replicas over all processes
   int64_t stopped_early = 0;  // the epoch after which train.patience ended the run; 0 = it did not
+  // The epoch in which a callback (FitCallbacks) stopped the run; 0 = none did. stopped_at_batch:
+  // 0 when on_epoch stopped it after the whole epoch; else the batch (1-based) after which
+  // on_batch stopped it, the epoch being partial (see FitCallbacks).
+  int64_t stopped_by_callback = 0;
+  int64_t stopped_at_batch = 0;
+};
+
+// What FitCallbacks::on_batch sees after a training step.
+struct BatchInfo {
+  int64_t epoch = 0;
+  int64_t batch = 0;    // 1-based, within the epoch
+  int64_t batches = 0;  // the epoch's global batches
+  int64_t step = 0;     // optimizer steps taken since the start of the run (a resume's included), this one too
+  // The step's mean loss over the labelled seeds of the shard this process's first replica trained
+  // (the whole global batch with one replica): the value the step already read back, so it costs
+  // no extra device sync. NaN when that shard had no labelled seed (or no seed).
+  double loss = 0;
+  int64_t labelled = 0;  // those seeds
+};
+
+// Callbacks of Trainer::fit; an empty one is not called. Each returns true to go on, false to
+// stop the run. A stop finishes cleanly: fit() returns normally (TrainResult::stopped_by_callback
+// says so) after writing what an early stop (train.patience) writes.
+//
+// on_epoch is called on the thread that called fit(), once per epoch after the epoch's
+// evaluation, its train.metrics record and its log line, and before its train.checkpoint: a stop
+// writes the checkpoint of that epoch (a later resume() continues after it, as it would have
+// without the stop). It sees the same EpochStats as TrainResult::epochs. It may call save().
+//
+// on_batch is called once per global batch, after the step (the optimizer update included), on
+// the thread of this process's first replica: the calling thread with train.replicas = 1, a
+// training thread otherwise, while the other replicas wait. It must not call fit(), resume() or
+// evaluate(). A stop ends the epoch after that batch: the partial epoch is reported
+// (TrainResult::epochs, train.metrics and the log, with EpochStats::batches the batches trained)
+// without evaluation, on_epoch is not called for it, and no checkpoint is written for it:
+// train.checkpoint keeps the last complete epoch it held (a resume() repeats the partial epoch).
+// train.save_best keeps the best evaluated epoch's weights (when no epoch was evaluated, the
+// weights after the partial epoch, as at the end of any run without evaluation); save() writes
+// the current weights.
+//
+// Replicas: the stop is decided once and applied to every replica, as train.patience's is. With
+// one replica in all it costs nothing. With several, on_batch costs one all-reduce of a scalar
+// and a device sync per batch (the stop reaches every replica and process before the next step);
+// on_epoch one per epoch when there are several processes. In a job of several processes each
+// process calls its callbacks (the loss its own first replica's) and the run stops when any of
+// them says so.
+//
+// An exception thrown by a callback ends fit() with that exception, as a training failure does.
+struct FitCallbacks {
+  std::function<bool(const EpochStats&)> on_epoch;
+  std::function<bool(const BatchInfo&)> on_batch;
 };
 
 // The contiguous part [n*rank/world, n*(rank+1)/world) of a global batch that replica `rank` of
@@ -83,8 +135,18 @@ class Trainer {
   // Runs all epochs (after a resume(), the remaining ones; TrainResult::epochs lists only those).
   // Once per Trainer: a second call throws gt::Error.
   // Per-epoch lines go to `log` (nullptr = silent). Writes train.checkpoint every
-  // train.checkpoint_every epochs and after the last.
-  TrainResult fit(std::ostream* log);
+  // train.checkpoint_every epochs and after the last. `callbacks` see each epoch and batch and may
+  // stop the run (FitCallbacks).
+  TrainResult fit(std::ostream* log, const FitCallbacks& callbacks = {});
+  // Writes the model's current weights (the last step's: after fit(), those of the last epoch
+  // trained, not the best epoch's, which train.save_best holds; before it, the initial or resumed
+  // ones) as a weights file (framework/train/model_io.h save_weights: the parameters, the training config
+  // and the dataset's shape), the file gt::InferenceSession and gt-predict load. Atomic: written to
+  // "<path>.tmp", then renamed over path; the parent folders are created. The file's "epoch" is
+  // the last epoch completed. May be called from a FitCallbacks::on_epoch; not while fit() runs
+  // otherwise. Every process of a job holds the same weights: call it on one (process_rank() 0).
+  // Throws gt::Error naming the path on a write failure.
+  void save(const std::string& path);
   // Accuracy on a list of node ids (labelled ones counted), with the evaluation fanouts; NaN when
   // none of the ids is labelled (an empty list included).
   double evaluate(const std::vector<int64_t>& ids);

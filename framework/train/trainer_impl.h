@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +84,9 @@ struct EpochPart {
   int64_t correct = 0, labelled = 0;
   double grad_norm_sum = 0;  // optimizer.clip_norm: the steps' global gradient norms, before clipping
   int64_t clipped_steps = 0;
+  // FitCallbacks::on_batch stopped the run after this many batches (the same on every replica);
+  // 0 = the epoch ran whole.
+  int64_t stopped_after = 0;
 };
 
 // OpenBLAS runs each CPU GEMM on its own thread pool, which tbb::global_control does not bound:
@@ -134,6 +138,9 @@ struct Trainer::Impl {
   void map_host_table(const Config& cfg);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
   bool fitted = false;    // fit() has run (or started): a Trainer trains once
+  int64_t epochs_done = 0;  // the last epoch completed (after a resume(), the checkpoint's at first): save()'s "epoch"
+  // fit()'s FitCallbacks::on_batch, called by train_epoch_steps (empty: none).
+  std::function<bool(const BatchInfo&)> on_batch;
   // Jobs of several processes: the rendezvous's connections, on which the processes learn that one
   // of them ended without finishing (framework/distributed/comm.h). Declared after `replicas`, so
   // that its thread, which aborts their communicators, stops before they go.

@@ -51,6 +51,7 @@ TEST(Config, UnknownKeyIsNamedWithLine) {
   EXPECT_NE(e.find("model.hiden"), std::string::npos) << e;
   EXPECT_NE(e.find("test.yaml:3"), std::string::npos) << e;
   EXPECT_NE(e.find("hidden"), std::string::npos) << e;  // the hint lists the known keys
+  EXPECT_NE(e.find("(did you mean 'model.hidden'?)"), std::string::npos) << e;
   EXPECT_NE(error_of("modle: {}\n").find("modle"), std::string::npos);
 }
 
@@ -78,6 +79,31 @@ TEST(Config, OverridesAndCrossChecks) {
   EXPECT_THROW(apply_override(c, "model.nope=1"), Error);
   EXPECT_THROW(apply_override(c, "model.hidden"), Error);
   EXPECT_THROW(apply_override(c, "model.hidden=x"), Error);
+}
+
+// An unknown --set key names the nearest known one, on one line, instead of listing every key.
+TEST(Config, UnknownOverrideNamesTheNearestKey) {
+  auto error_of_set = [](const std::string& assignment) {
+    Config c;
+    try {
+      apply_override(c, assignment);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string e = error_of_set("train.epoch=3");
+  EXPECT_NE(e.find("unknown config key 'train.epoch' (did you mean 'train.epochs'?)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("model.hidden"), std::string::npos) << "no list of every key: " << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  e = error_of_set("model.epochs=3");  // the right name in another section
+  EXPECT_NE(e.find("did you mean 'train.epochs'?"), std::string::npos) << e;
+  e = error_of_set("sampling.fanout=[5,5]");
+  EXPECT_NE(e.find("did you mean 'sampling.fanouts'?"), std::string::npos) << e;
+  e = error_of_set("zzzzzz.qqqqq=1");  // nothing close: where to find the keys instead
+  EXPECT_NE(e.find("unknown config key 'zzzzzz.qqqqq'"), std::string::npos) << e;
+  EXPECT_EQ(e.find("did you mean"), std::string::npos) << e;
+  EXPECT_NE(e.find("--print-config-keys"), std::string::npos) << e;
 }
 
 std::string validate_error(const Config& c) {
