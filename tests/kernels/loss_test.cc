@@ -283,9 +283,10 @@ GT_DEVICE_TEST(SoftmaxCrossEntropyWeighted, MatchesReference) {
       if (v >= 0) wsum += wd[static_cast<std::size_t>(v)];
     ASSERT_GT(wsum, 0.0) << what;
     std::vector<double> scale(zf.size(), 1.0 / wsum);
-    for (int64_t i = 0; i < c.n; ++i)
-      if (labels[static_cast<std::size_t>(i)] >= 0)
-        std::fill_n(scale.begin() + i * c.C, c.C, wd[static_cast<std::size_t>(labels[static_cast<std::size_t>(i)])] / wsum);
+    for (int64_t i = 0; i < c.n; ++i) {
+      const int32_t y = labels[static_cast<std::size_t>(i)];
+      if (y >= 0) std::fill_n(scale.begin() + i * c.C, c.C, wd[static_cast<std::size_t>(y)] / wsum);
+    }
     const auto dv = d.to_vector<float>();
     expect_close(dv, ref_weighted_dlogits(zd, labels, wd, c.C), kSoftmaxTol, "weighted dlogits " + what, scale);
     Tensor d2 = poisoned({c.n, c.C}, dev);  // deterministic: same bits again
@@ -313,7 +314,8 @@ GT_DEVICE_TEST(SoftmaxCrossEntropyWeighted, OnesEqualUnweighted) {
     Tensor d_plain = poisoned({n, C}, dev), d_undef = poisoned({n, C}, dev), d_ones = poisoned({n, C}, dev);
     const float plain = softmax_cross_entropy(z, l, d_plain);
     const float undef = softmax_cross_entropy_async(z, l, d_undef, nullptr, nullptr, Tensor()).value();
-    const float ones = weighted_loss(z, l, d_ones, tensor_on(std::vector<float>(static_cast<std::size_t>(C), 1.0f), {C}, dev));
+    const Tensor all_ones = tensor_on(std::vector<float>(static_cast<std::size_t>(C), 1.0f), {C}, dev);
+    const float ones = weighted_loss(z, l, d_ones, all_ones);
     EXPECT_EQ(undef, plain) << what;
     EXPECT_EQ(d_undef.to_vector<float>(), d_plain.to_vector<float>()) << what;
     EXPECT_NEAR(ones, plain, 1e-6 * std::fabs(plain)) << what;
@@ -359,9 +361,10 @@ GT_DEVICE_TEST(SoftmaxCrossEntropyWeighted, RejectsBadWeights) {
     EXPECT_THROW(softmax_cross_entropy_async(z, l, d, nullptr, nullptr, tensor_on({1, 1, 1}, {1, 3}, dev)), Error);
     EXPECT_THROW(softmax_cross_entropy_async(z, l, d, nullptr, nullptr, Tensor::zeros({3}, DType::kFloat64, dev)),
                  Error);
-    if (dev.is_cuda())
-      EXPECT_THROW(softmax_cross_entropy_async(z, l, d, nullptr, nullptr, Tensor::from_vector(std::vector<float>{1, 1, 1})),
-                   Error);
+    if (dev.is_cuda()) {  // weights on the host, logits on the GPU
+      const Tensor host_w = Tensor::from_vector(std::vector<float>(3, 1.0f));
+      EXPECT_THROW(softmax_cross_entropy_async(z, l, d, nullptr, nullptr, host_w), Error);
+    }
     // Values: at once on the CPU; on the GPU when the loss is read, with a NaN device mean. Class
     // 2 has no row here: its weight is checked all the same.
     for (const float bad : {0.0f, -1.0f, NAN, INFINITY}) {

@@ -276,8 +276,10 @@ TEST_F(TaskTrainTest, MulticlassClassWeightsWeighTheFirstLoss) {
   const int64_t C = data.info.num_classes;
   ASSERT_EQ(C, 4);
   std::vector<double> n_c(static_cast<std::size_t>(C), 0.0);
-  for (int64_t v : data.split(c.dataset.train_split))
-    if (data.labels[static_cast<std::size_t>(v)] >= 0) n_c[static_cast<std::size_t>(data.labels[static_cast<std::size_t>(v)])] += 1;
+  for (int64_t v : data.split(c.dataset.train_split)) {
+    const int32_t y = data.labels[static_cast<std::size_t>(v)];
+    if (y >= 0) n_c[static_cast<std::size_t>(y)] += 1;
+  }
   double n = 0;
   for (double v : n_c) n += v;
   auto first = [&](const std::string& weights) {
