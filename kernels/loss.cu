@@ -10,8 +10,8 @@
 //      row's dlogits and its loss into a per-row scratch array;
 //   3. one block sums the per-row losses in a fixed order (in double).
 // Class weights multiply a row's gradient and loss by w[label]; without them every kernel runs
-// the unweighted operations (a nullptr test, uniform over the launch), so the bits are those of
-// the unweighted loss. With them the summary's loss_sum is the weighted mean and labelled 1, as
+// the unweighted operations (the one-block kernel is instantiated without them, the others test
+// the pointer, uniformly over the launch), so the bits are those of the unweighted loss. With them the summary's loss_sum is the weighted mean and labelled 1, as
 // for the sigmoid loss below.
 // No float atomics anywhere, so the loss and the gradients are bitwise reproducible. Nothing
 // waits: the summary (loss sum, labelled rows, invalid labels) stays in a device buffer that the
@@ -194,9 +194,11 @@ __device__ __forceinline__ unsigned long long warp_count(unsigned long long v) {
   return v;
 }
 
-// Class weights: thread t also takes label t's weight and checks weight t (C <= 32 here); the
-// weight sum is a double butterfly per warp, then one over the warps, as the loss total.
-template <int G>
+// Class weights (kWeighted; weights then not null): thread t also takes label t's weight and
+// checks weight t (C <= 32 here); the weight sum is a double butterfly per warp, then one over the
+// warps, as the loss total. A template parameter, not a test of the pointer: the unweighted
+// instantiation is the kernel without weights (its registers, its spills).
+template <int G, bool kWeighted>
 __global__ void __launch_bounds__(kReduceThreads)
     softmax_ce_one_block_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
                                 int64_t C, const float* __restrict__ weights, Summary* __restrict__ out,
@@ -227,14 +229,14 @@ __global__ void __launch_bounds__(kReduceThreads)
     const int32_t l = labels[t];
     if (l >= 0 && l < C) {
       labelled = 1;
-      if (weights) wsum = weights[l];
+      if (kWeighted) wsum = weights[l];
     } else if (l != -1) {
       bad = 1;
     }
   }
   labelled = warp_count(labelled);
   bad = warp_count(bad);
-  if (weights) {  // uniform over the block
+  if (kWeighted) {
     if (t < C) bad_w = bad_weight(weights[t]);
     bad_w = warp_count(bad_w);
 #pragma unroll
@@ -249,7 +251,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   __syncthreads();
   labelled = warp_count(warp_counts[0][lane]);
   bad = warp_count(warp_counts[1][lane]);
-  if (weights) {
+  if (kWeighted) {
     bad_w = warp_count(warp_counts[2][lane]);
     wsum = warp_weight[lane];
 #pragma unroll
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     out->bad_weights = bad_w;
     out->weight_sum = wsum;
   }
-  const float inv = weights ? (wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f)
+  const float inv = kWeighted ? (wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f)
                             : labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
@@ -277,15 +279,15 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
     for (int o = G / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(kFullMask, sum, o, G);
     const float zl = __shfl_sync(kFullMask, z[r], valid ? label : 0, G);
-    const float w = weights && valid ? weights[label] : 1.0f;
+    const float w = kWeighted && valid ? weights[label] : 1.0f;
     if (row < n && col < C) {
       float g = e / sum - (col == label ? 1.0f : 0.0f);
-      if (weights) g *= w;
+      if (kWeighted) g *= w;
       dlogits[row * C + col] = valid ? g * inv : 0.0f;
     }
     if (row < n && col == 0) {
       const float ce = logf(sum) - (zl - mx);
-      row_loss[row] = valid ? (weights ? w * ce : ce) : 0.0f;
+      row_loss[row] = valid ? (kWeighted ? w * ce : ce) : 0.0f;
     }
   }
   __syncthreads();
@@ -300,7 +302,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
   for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
   if (lane == 0) {
-    if (weights) {  // the weighted mean as (loss_sum, 1), as sum_losses_kernel
+    if (kWeighted) {  // the weighted mean as (loss_sum, 1), as sum_losses_kernel
       const double value = wsum > 0 ? acc / wsum : 0.0;
       out->loss_sum = value;
       out->labelled = 1;
@@ -457,12 +459,11 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
                                 [device](void* p) { device_free(p, device); });
   auto* d_summary = static_cast<Summary*>(summary.get());
   if (n <= kReduceThreads && C <= kWarp) {
-    if (C <= kWarp / 2)
-      softmax_ce_one_block_kernel<kWarp / 2><<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, weights, d_summary,
-                                                                          dlogits, mean);
-    else
-      softmax_ce_one_block_kernel<kWarp><<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, weights, d_summary,
-                                                                      dlogits, mean);
+    const auto kernel = C <= kWarp / 2 ? (weights ? softmax_ce_one_block_kernel<kWarp / 2, true>
+                                                  : softmax_ce_one_block_kernel<kWarp / 2, false>)
+                                       : (weights ? softmax_ce_one_block_kernel<kWarp, true>
+                                                  : softmax_ce_one_block_kernel<kWarp, false>);
+    kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, weights, d_summary, dlogits, mean);
     GT_CUDA_LAUNCH_CHECK();
     return summary;
   }
