@@ -11,8 +11,8 @@
 //   3. one block sums the per-row losses in a fixed order (in double).
 // Class weights multiply a row's gradient and loss by w[label]; without them every kernel runs
 // the unweighted operations (the one-block kernel is instantiated without them, the others test
-// the pointer, uniformly over the launch), so the bits are those of the unweighted loss. With them the summary's loss_sum is the weighted mean and labelled 1, as
-// for the sigmoid loss below.
+// the pointer, uniformly over the launch), so the bits are those of the unweighted loss. With
+// them the summary's loss_sum is the weighted mean and labelled 1, as for the sigmoid loss below.
 // No float atomics anywhere, so the loss and the gradients are bitwise reproducible. Nothing
 // waits: the summary (loss sum, labelled rows, invalid labels) stays in a device buffer that the
 // caller reads back later (read_loss_summary: a checked async copy, then the stream is
