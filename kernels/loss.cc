@@ -16,10 +16,14 @@ namespace cuda_impl {
 // softmax_cross_entropy_launch queues the loss on `s` and returns its device summary (optionally
 // the mean loss into *mean); read_loss_summary synchronises `s` and reads it back: *loss_sum = sum
 // of the labelled rows' losses, *labelled = their count, *bad = labels outside [-1, C) (the caller
-// throws). count_correct synchronises `s` and reports invalid labels the same way.
+// throws), *bad_weights = class weights not finite and > 0. With class weights (weights, [C] on
+// the device, or nullptr) the summary reads as (weighted mean, 1, bad, bad_weights).
+// count_correct synchronises `s` and reports invalid labels the same way.
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
-                                                   float* dlogits, int device, Stream s, float* mean);
-void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad);
+                                                   const float* weights, float* dlogits, int device, Stream s,
+                                                   float* mean);
+void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad,
+                       int64_t* bad_weights);
 // The sigmoid loss: its summary reads through read_loss_summary as (weighted mean, 1, bad).
 std::shared_ptr<void> sigmoid_bce_launch(const float* logits, const int32_t* labels, int64_t m, float w_neg,
                                          float w_pos, float* dlogits, int device, Stream s, float* mean);
@@ -50,6 +54,28 @@ void check_inputs(const Tensor& logits, const Tensor& labels, const char* op) {
 [[noreturn, maybe_unused]] void throw_bad_labels(int64_t bad, int64_t C, const char* op) {
   GT_THROW(op, "labels must be class ids in [0, C) or -1 for rows without a label", bad, " label(s) outside [0, ",
            C, ") (and not -1)");
+}
+
+// The class weights of softmax_cross_entropy_async: nullptr when undefined, else float32 [C] on
+// the logits' device (on the CPU each also finite and > 0; the GPU kernels count bad ones).
+const float* check_class_weights(const Tensor& w, const Tensor& logits, const char* op) {
+  if (!w.defined()) return nullptr;
+  const int64_t C = logits.size(1);
+  GT_CHECK_ARG(w.dtype() == DType::kFloat32 && w.dim() == 1 && w.size(0) == C, op,
+               ": class weights must be float32 [", C, "] (one per class of the logits ", shape_str(logits.shape()),
+               "), got ", w.str());
+  GT_CHECK_ARG(w.device() == logits.device(), op, ": class weights on ", w.device().str(), ", logits on ",
+               logits.device().str());
+  if (w.is_cuda()) return w.data<float>();
+  const float* h_w = w.data<float>();
+  for (int64_t c = 0; c < C; ++c)
+    GT_CHECK_ARG(std::isfinite(h_w[c]) && h_w[c] > 0, op, ": class weights must be finite and > 0, got ", h_w[c],
+                 " for class ", c);
+  return h_w;
+}
+
+[[noreturn, maybe_unused]] void throw_bad_weights(int64_t bad, int64_t C, const char* op) {
+  GT_THROW(op, "give each class a finite weight > 0", bad, " of ", C, " class weight(s) not finite and > 0");
 }
 
 // Counts labelled rows; throws naming the first label outside [-1, C).
@@ -92,9 +118,10 @@ float PendingLoss::value() const {
   if (!summary_) return 0.0f;
 #ifdef GT_WITH_CUDA
   double loss_sum = 0.0;
-  int64_t labelled = 0, bad = 0;
-  cuda_impl::read_loss_summary(summary_.get(), stream_, &loss_sum, &labelled, &bad);
+  int64_t labelled = 0, bad = 0, bad_weights = 0;
+  cuda_impl::read_loss_summary(summary_.get(), stream_, &loss_sum, &labelled, &bad, &bad_weights);
   if (bad > 0) throw_bad_labels(bad, classes_, "softmax_cross_entropy");
+  if (bad_weights > 0) throw_bad_weights(bad_weights, classes_, "softmax_cross_entropy");
   value_ = labelled > 0 ? static_cast<float>(loss_sum / static_cast<double>(labelled)) : 0.0f;
   known_ = true;
   return value_;
@@ -108,7 +135,7 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
 }
 
 PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s,
-                                        Tensor* mean) {
+                                        Tensor* mean, const Tensor& class_weights) {
   const char* op = "softmax_cross_entropy";
   check_inputs(logits, labels, op);
   GT_CHECK_ARG(dlogits.defined() && dlogits.dtype() == DType::kFloat32 && dlogits.shape() == logits.shape(), op,
@@ -116,6 +143,7 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
                dlogits.defined() ? dlogits.str() : std::string("nothing"));
   GT_CHECK_ARG(dlogits.device() == logits.device(), op, ": dlogits on ", dlogits.device().str(), ", logits on ",
                logits.device().str());
+  const float* cw = check_class_weights(class_weights, logits, op);
   const int64_t n = logits.size(0), C = logits.size(1);
   PendingLoss result;
   if (mean) *mean = n == 0 ? Tensor::zeros({1, 1}, DType::kFloat32, logits.device(), s)
@@ -126,7 +154,7 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
   }
   if (logits.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    result.summary_ = cuda_impl::softmax_cross_entropy_launch(logits.data<float>(), labels.data<int32_t>(), n, C,
+    result.summary_ = cuda_impl::softmax_cross_entropy_launch(logits.data<float>(), labels.data<int32_t>(), n, C, cw,
                                                               dlogits.data<float>(), logits.device().index, s,
                                                               mean ? mean->data<float>() : nullptr);
     result.stream_ = s;
@@ -141,7 +169,13 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
   const int32_t* lab = labels.data<int32_t>();
   float* d = dlogits.data<float>();
   const int64_t labelled = count_labelled(lab, n, C, op);
-  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+  // The divisor: labelled rows, or with class weights the sum of their weights (in row order).
+  double wsum = 0.0;
+  if (cw)
+    for (int64_t i = 0; i < n; ++i)
+      if (lab[i] >= 0) wsum += cw[lab[i]];
+  const float inv = cw ? (wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f)
+                       : labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
   std::vector<float> row_loss(static_cast<std::size_t>(n), 0.0f);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i) {
@@ -157,13 +191,21 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
       for (int64_t j = 1; j < C; ++j) mx = std::max(mx, zi[j]);
       float sum = 0.0f;
       for (int64_t j = 0; j < C; ++j) sum += std::exp(zi[j] - mx);
-      for (int64_t j = 0; j < C; ++j) di[j] = (std::exp(zi[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
-      row_loss[static_cast<std::size_t>(i)] = std::log(sum) - (zi[label] - mx);
+      // Unweighted, the same operations as without the weights argument (the same bits).
+      const float w = cw ? cw[label] : 1.0f;
+      for (int64_t j = 0; j < C; ++j) {
+        float g = std::exp(zi[j] - mx) / sum - (j == label ? 1.0f : 0.0f);
+        if (cw) g *= w;
+        di[j] = g * inv;
+      }
+      const float ce = std::log(sum) - (zi[label] - mx);
+      row_loss[static_cast<std::size_t>(i)] = cw ? w * ce : ce;
     }
   });
   double total = 0.0;  // summed in row order: deterministic
   for (float l : row_loss) total += l;
-  result.value_ = labelled > 0 ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
+  if (cw) result.value_ = wsum > 0 ? static_cast<float>(total / wsum) : 0.0f;
+  else result.value_ = labelled > 0 ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
   result.known_ = true;
   if (mean) mean->data<float>()[0] = result.value_;
   return result;

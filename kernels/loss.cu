@@ -4,10 +4,15 @@
 // softmax_cross_entropy runs three kernels on `s` (one, doing all three steps in a block, for at
 // most 1024 rows of at most 32 classes):
 //   1. one block counts labelled rows and invalid labels (dlogits are scaled by 1 / labelled, so
-//      the count must exist before any row is written);
+//      the count must exist before any row is written); with class weights it also sums the
+//      labelled rows' weights (the divisor then) and counts weights not finite and > 0;
 //   2. one warp per row: stable softmax (row max and sum of exponentials by warp shuffles), the
 //      row's dlogits and its loss into a per-row scratch array;
 //   3. one block sums the per-row losses in a fixed order (in double).
+// Class weights multiply a row's gradient and loss by w[label]; without them every kernel runs
+// the unweighted operations (the one-block kernel is instantiated without them, the others test
+// the pointer, uniformly over the launch), so the bits are those of the unweighted loss. With
+// them the summary's loss_sum is the weighted mean and labelled 1, as for the sigmoid loss below.
 // No float atomics anywhere, so the loss and the gradients are bitwise reproducible. Nothing
 // waits: the summary (loss sum, labelled rows, invalid labels) stays in a device buffer that the
 // caller reads back later (read_loss_summary: a checked async copy, then the stream is
@@ -36,7 +41,11 @@ struct Summary {
   unsigned long long labelled;
   unsigned long long bad;
   unsigned long long correct;
+  unsigned long long bad_weights;  // class weights not finite and > 0
+  double weight_sum;               // the labelled rows' class weights
 };
+
+__device__ __forceinline__ bool bad_weight(float w) { return !(isfinite(w) && w > 0.0f); }
 
 int grid_for_rows(int64_t rows, int device) {
   int sms = 0;
@@ -71,21 +80,36 @@ __device__ T block_sum(T v, T* shared) {
 }
 
 __global__ void __launch_bounds__(kReduceThreads)
-    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, Summary* __restrict__ out) {
+    count_labels_kernel(const int32_t* __restrict__ labels, int64_t n, int64_t C, const float* __restrict__ weights,
+                        Summary* __restrict__ out) {
   __shared__ unsigned long long shared[kReduceThreads];
-  unsigned long long labelled = 0, bad = 0;
+  __shared__ double shared_w[kReduceThreads];
+  unsigned long long labelled = 0, bad = 0, bad_w = 0;
+  double wsum = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
     const int32_t l = labels[i];
     if (l == -1) continue;
-    if (l >= 0 && l < C) ++labelled;
-    else ++bad;
+    if (l >= 0 && l < C) {
+      ++labelled;
+      if (weights) wsum += weights[l];
+    } else {
+      ++bad;
+    }
   }
   labelled = block_sum(labelled, shared);
   __syncthreads();  // shared[] is reused below
   bad = block_sum(bad, shared);
+  if (weights) {  // uniform over the block: the barriers inside are safe
+    for (int64_t c = threadIdx.x; c < C; c += kReduceThreads) bad_w += bad_weight(weights[c]);
+    __syncthreads();
+    bad_w = block_sum(bad_w, shared);
+    wsum = block_sum(wsum, shared_w);
+  }
   if (threadIdx.x == 0) {
     out->labelled = labelled;
     out->bad = bad;
+    out->bad_weights = bad_w;
+    out->weight_sum = wsum;
   }
 }
 
@@ -93,13 +117,15 @@ __global__ void __launch_bounds__(kReduceThreads)
 // zero gradients and zero loss (invalid labels are reported by count_labels_kernel).
 __global__ void __launch_bounds__(kThreads)
     softmax_ce_rows_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
-                           int64_t C, const Summary* __restrict__ summary, float* __restrict__ dlogits,
-                           float* __restrict__ row_loss) {
+                           int64_t C, const float* __restrict__ weights, const Summary* __restrict__ summary,
+                           float* __restrict__ dlogits, float* __restrict__ row_loss) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t row_stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   const unsigned long long labelled = summary->labelled;
-  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+  const double wsum = summary->weight_sum;
+  const float inv = weights ? (wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f)
+                            : labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
   for (int64_t row = first_row; row < n; row += row_stride) {  // warp-uniform: shuffles are safe
     const float* z = logits + row * C;
     float* d = dlogits + row * C;
@@ -115,25 +141,43 @@ __global__ void __launch_bounds__(kThreads)
     float sum = 0.0f;
     for (int64_t j = lane; j < C; j += kWarp) sum += expf(z[j] - mx);
     sum = warp_sum(sum);
-    for (int64_t j = lane; j < C; j += kWarp) d[j] = (expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f)) * inv;
-    if (lane == 0) row_loss[row] = logf(sum) - (z[label] - mx);
+    const float w = weights ? weights[label] : 1.0f;
+    for (int64_t j = lane; j < C; j += kWarp) {
+      float g = expf(z[j] - mx) / sum - (j == label ? 1.0f : 0.0f);
+      if (weights) g *= w;
+      d[j] = g * inv;
+    }
+    if (lane == 0) {
+      const float ce = logf(sum) - (z[label] - mx);
+      row_loss[row] = weights ? w * ce : ce;
+    }
   }
 }
 
-// Also writes the mean loss to *mean (when given): NaN when a label was invalid, 0 without
-// labelled rows.
+// Also writes the mean loss to *mean (when given): NaN when a label or a class weight was
+// invalid, 0 without labelled rows. Weighted, it stores the weighted mean as (loss_sum, 1).
 __global__ void __launch_bounds__(kReduceThreads)
-    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, Summary* __restrict__ out, float* __restrict__ mean) {
+    sum_losses_kernel(const float* __restrict__ row_loss, int64_t n, bool weighted, Summary* __restrict__ out,
+                      float* __restrict__ mean) {
   __shared__ double shared[kReduceThreads];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) acc += row_loss[i];
   acc = block_sum(acc, shared);
   if (threadIdx.x == 0) {
+    const bool bad = out->bad || out->bad_weights;
+    if (weighted) {
+      const double wsum = out->weight_sum;
+      const double value = wsum > 0 ? acc / wsum : 0.0;
+      out->loss_sum = value;
+      out->labelled = 1;
+      if (mean) *mean = bad ? __int_as_float(0x7fc00000) : static_cast<float>(value);
+      return;
+    }
     out->loss_sum = acc;
     const unsigned long long labelled = out->labelled;
     if (mean)
-      *mean = out->bad ? __int_as_float(0x7fc00000)
-                       : labelled ? static_cast<float>(acc / static_cast<double>(labelled)) : 0.0f;
+      *mean = bad ? __int_as_float(0x7fc00000)
+                  : labelled ? static_cast<float>(acc / static_cast<double>(labelled)) : 0.0f;
   }
 }
 
@@ -150,16 +194,21 @@ __device__ __forceinline__ unsigned long long warp_count(unsigned long long v) {
   return v;
 }
 
-template <int G>
+// Class weights (kWeighted; weights then not null): thread t also takes label t's weight and
+// checks weight t (C <= 32 here); the weight sum is a double butterfly per warp, then one over the
+// warps, as the loss total. A template parameter, not a test of the pointer: the unweighted
+// instantiation is the kernel without weights (its registers, its spills).
+template <int G, bool kWeighted>
 __global__ void __launch_bounds__(kReduceThreads)
     softmax_ce_one_block_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels, int64_t n,
-                                int64_t C, Summary* __restrict__ out, float* __restrict__ dlogits,
-                                float* __restrict__ mean) {
+                                int64_t C, const float* __restrict__ weights, Summary* __restrict__ out,
+                                float* __restrict__ dlogits, float* __restrict__ mean) {
   constexpr int kPerWarp = kWarp / G;               // rows a warp takes at once
   constexpr int kSlots = kReduceThreads / G;        // rows the block takes at once
   constexpr int kRounds = kReduceThreads / kSlots;  // = G: lane j of a row's lanes holds round j's label
-  __shared__ unsigned long long warp_counts[2][kWarp];
+  __shared__ unsigned long long warp_counts[3][kWarp];
   __shared__ double warp_loss[kWarp];
+  __shared__ double warp_weight[kWarp];
   __shared__ float row_loss[kReduceThreads];
   const int t = static_cast<int>(threadIdx.x);
   const int lane = t % kWarp, warp = t / kWarp;
@@ -173,27 +222,49 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
   const int64_t my_row = slot + static_cast<int64_t>(col) * kSlots;
   const int32_t my_label = my_row < n ? labels[my_row] : -1;
-  // Labelled rows and invalid labels: thread t looks at label t.
-  unsigned long long labelled = 0, bad = 0;
+  // Labelled rows and invalid labels: thread t looks at label t (and, weighted, weight t).
+  unsigned long long labelled = 0, bad = 0, bad_w = 0;
+  double wsum = 0.0;
   if (t < n) {
     const int32_t l = labels[t];
-    if (l >= 0 && l < C) labelled = 1;
-    else if (l != -1) bad = 1;
+    if (l >= 0 && l < C) {
+      labelled = 1;
+      if (kWeighted) wsum = weights[l];
+    } else if (l != -1) {
+      bad = 1;
+    }
   }
   labelled = warp_count(labelled);
   bad = warp_count(bad);
+  if (kWeighted) {
+    if (t < C) bad_w = bad_weight(weights[t]);
+    bad_w = warp_count(bad_w);
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o >>= 1) wsum += __shfl_xor_sync(kFullMask, wsum, o);
+  }
   if (lane == 0) {
     warp_counts[0][warp] = labelled;
     warp_counts[1][warp] = bad;
+    warp_counts[2][warp] = bad_w;
+    warp_weight[warp] = wsum;
   }
   __syncthreads();
   labelled = warp_count(warp_counts[0][lane]);
   bad = warp_count(warp_counts[1][lane]);
+  if (kWeighted) {
+    bad_w = warp_count(warp_counts[2][lane]);
+    wsum = warp_weight[lane];
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o >>= 1) wsum += __shfl_xor_sync(kFullMask, wsum, o);
+  }
   if (t == 0) {
     out->labelled = labelled;
     out->bad = bad;
+    out->bad_weights = bad_w;
+    out->weight_sum = wsum;
   }
-  const float inv = labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
+  const float inv = kWeighted ? (wsum > 0 ? static_cast<float>(1.0 / wsum) : 0.0f)
+                            : labelled > 0 ? 1.0f / static_cast<float>(labelled) : 0.0f;
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     if (static_cast<int64_t>(warp) * kPerWarp + static_cast<int64_t>(r) * kSlots >= n) break;  // warp-uniform
@@ -208,8 +279,16 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
     for (int o = G / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(kFullMask, sum, o, G);
     const float zl = __shfl_sync(kFullMask, z[r], valid ? label : 0, G);
-    if (row < n && col < C) dlogits[row * C + col] = valid ? (e / sum - (col == label ? 1.0f : 0.0f)) * inv : 0.0f;
-    if (row < n && col == 0) row_loss[row] = valid ? logf(sum) - (zl - mx) : 0.0f;
+    const float w = kWeighted && valid ? weights[label] : 1.0f;
+    if (row < n && col < C) {
+      float g = e / sum - (col == label ? 1.0f : 0.0f);
+      if (kWeighted) g *= w;
+      dlogits[row * C + col] = valid ? g * inv : 0.0f;
+    }
+    if (row < n && col == 0) {
+      const float ce = logf(sum) - (zl - mx);
+      row_loss[row] = valid ? (kWeighted ? w * ce : ce) : 0.0f;
+    }
   }
   __syncthreads();
   // The total: the rows' losses in thread order, a butterfly per warp, then one over the warps.
@@ -223,6 +302,13 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
   for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
   if (lane == 0) {
+    if (kWeighted) {  // the weighted mean as (loss_sum, 1), as sum_losses_kernel
+      const double value = wsum > 0 ? acc / wsum : 0.0;
+      out->loss_sum = value;
+      out->labelled = 1;
+      if (mean) *mean = bad || bad_w ? __int_as_float(0x7fc00000) : static_cast<float>(value);
+      return;
+    }
     out->loss_sum = acc;
     if (mean)
       *mean = bad ? __int_as_float(0x7fc00000)
@@ -311,6 +397,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   if (threadIdx.x == 0) {
     out->weight_sum = w;
     out->s.bad = bad;
+    out->s.bad_weights = 0;  // its weights are checked on the host (loss.cc)
   }
 }
 
@@ -366,27 +453,28 @@ Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
 // summary goes to the caller, who reads it later; the per-row losses are scratch, freed here and
 // reused only by later work on `s` (stream-ordered frees, framework/core/memory.h).
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
-                                                   float* dlogits, int device, Stream s, float* mean) {
+                                                   const float* weights, float* dlogits, int device, Stream s,
+                                                   float* mean) {
   std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),
                                 [device](void* p) { device_free(p, device); });
   auto* d_summary = static_cast<Summary*>(summary.get());
   if (n <= kReduceThreads && C <= kWarp) {
-    if (C <= kWarp / 2)
-      softmax_ce_one_block_kernel<kWarp / 2><<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits,
-                                                                          mean);
-    else
-      softmax_ce_one_block_kernel<kWarp><<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits, mean);
+    const auto kernel = C <= kWarp / 2 ? (weights ? softmax_ce_one_block_kernel<kWarp / 2, true>
+                                                  : softmax_ce_one_block_kernel<kWarp / 2, false>)
+                                       : (weights ? softmax_ce_one_block_kernel<kWarp, true>
+                                                  : softmax_ce_one_block_kernel<kWarp, false>);
+    kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, weights, d_summary, dlogits, mean);
     GT_CUDA_LAUNCH_CHECK();
     return summary;
   }
   DeviceScratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
   auto* d_row_loss = static_cast<float*>(scratch.ptr);
-  count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, d_summary);
+  count_labels_kernel<<<1, kReduceThreads, 0, s>>>(labels, n, C, weights, d_summary);
   GT_CUDA_LAUNCH_CHECK();
-  softmax_ce_rows_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, d_summary, dlogits,
-                                                                        d_row_loss);
+  softmax_ce_rows_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, weights, d_summary,
+                                                                        dlogits, d_row_loss);
   GT_CUDA_LAUNCH_CHECK();
-  sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, d_summary, mean);
+  sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, weights != nullptr, d_summary, mean);
   GT_CUDA_LAUNCH_CHECK();
   return summary;
 }
@@ -441,11 +529,13 @@ void count_correct_sigmoid(const float* logits, const int32_t* labels, int64_t m
   *bad = static_cast<int64_t>(h.bad);
 }
 
-void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad) {
+void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad,
+                       int64_t* bad_weights) {
   const Summary h = fetch_summary(static_cast<const Summary*>(summary), s);
   *loss_sum = h.loss_sum;
   *labelled = static_cast<int64_t>(h.labelled);
   *bad = static_cast<int64_t>(h.bad);
+  *bad_weights = static_cast<int64_t>(h.bad_weights);
 }
 
 void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,

@@ -2,7 +2,9 @@
 //
 // logits float32 [n, C], labels int32 [n] (values in [0, C), or -1 = ignore the row).
 // softmax_cross_entropy returns the mean loss over rows with a label and writes
-// dlogits = (softmax - onehot) / n_labelled (rows without a label get 0). It synchronises the
+// dlogits = (softmax - onehot) / n_labelled (rows without a label get 0); with class weights w
+// (softmax_cross_entropy_async) the mean and the gradient are weighted by w[label] as
+// F.cross_entropy(weight=w) does. It synchronises the
 // stream to return the loss; softmax_cross_entropy_async queues the same kernels and returns a
 // PendingLoss, so a training step can queue its backward pass and optimizer before anything waits.
 // count_correct returns the number of labelled rows whose argmax (first maximum on ties) equals
@@ -28,7 +30,8 @@ class PendingLoss {
   float value() const;
 
  private:
-  friend PendingLoss softmax_cross_entropy_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*);
+  friend PendingLoss softmax_cross_entropy_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*,
+                                                 const Tensor&);
   friend PendingLoss sigmoid_bce_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*, float, float);
   std::shared_ptr<void> summary_;  // device: loss sum, labelled rows, invalid labels
   Stream stream_ = nullptr;
@@ -41,8 +44,19 @@ class PendingLoss {
 // `s` (on the CPU everything runs now, and invalid labels throw here). When `mean` is given it is
 // set to a float32 [1, 1] tensor on the logits' device holding the mean loss once the stream gets
 // there (NaN when a label is invalid).
+//
+// class_weights (optional): float32 [C] on the logits' device, w[c] the weight of class c. With
+// them, over labelled rows i (as PyTorch's F.cross_entropy(weight=w), reduction mean):
+//   loss     = sum_i w[y_i] CE_i / sum_i w[y_i],  CE_i = logsumexp(z_i) - z_i[y_i];
+//   dlogits  = w[y_i] (softmax(z_i) - onehot(y_i)) / sum_i w[y_i]; 0 for unlabelled rows.
+// The loss is 0 (and every gradient 0) without labelled rows. Undefined class_weights = the
+// unweighted loss, bit for bit. The weights must be finite and > 0: checked here on the CPU; on
+// the GPU (where reading them would wait for the stream) the kernels count the bad ones and
+// value() throws for them as for invalid labels (the device mean is NaN). Both devices sum the
+// weights and the losses in a fixed order: deterministic.
 PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labels, Tensor& dlogits,
-                                        Stream s = nullptr, Tensor* mean = nullptr);
+                                        Stream s = nullptr, Tensor* mean = nullptr,
+                                        const Tensor& class_weights = Tensor());
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
 
 // Sigmoid binary cross-entropy per entry (binary and multi-label node tasks,

@@ -34,7 +34,7 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
   labels_ = graph_.add_input("labels", Rows::dst(last), 0);
   std::unique_ptr<LossOp> loss_op;
   if (loss.task == Task::kMulticlass)
-    loss_op = std::make_unique<SoftmaxCrossEntropyOp>();
+    loss_op = std::make_unique<SoftmaxCrossEntropyOp>(loss.class_weights, device);
   else
     loss_op = std::make_unique<SigmoidBceOp>(loss.w_neg, loss.w_pos);
   loss_op_ = loss_op.get();

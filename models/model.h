@@ -24,11 +24,13 @@ namespace gt {
 class LossOp;
 
 // The model's output and loss for a node task (framework/core/task_metrics.h): multiclass = softmax
-// cross-entropy; binary and multilabel = sigmoid binary cross-entropy with class weights
+// cross-entropy with class weights (class_weights: one per class, finite and > 0; empty
+// unweighted); binary and multilabel = sigmoid binary cross-entropy with class weights
 // (w_neg, w_pos; 1 and 1 unweighted).
 struct LossOptions {
   Task task = Task::kMulticlass;
   float w_neg = 1.0f, w_pos = 1.0f;
+  std::vector<float> class_weights;
 };
 
 class Model {

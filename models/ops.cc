@@ -270,11 +270,17 @@ void GatAggregateOp::backward(const OpRun& run, const std::vector<Tensor>& dout,
 }
 
 // ---- loss ----
+SoftmaxCrossEntropyOp::SoftmaxCrossEntropyOp(const std::vector<float>& class_weights, Device device) {
+  if (!class_weights.empty())
+    class_weights_ =
+        Tensor::from_vector(class_weights, {static_cast<int64_t>(class_weights.size())}).to(device);
+}
+
 void SoftmaxCrossEntropyOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   dlogits_ = empty_like(in[0]);
   // Nothing waits here: the mean loss is a [1, 1] value on the logits' device, and the host reads
   // it through loss() only when asked (Model::loss), after the step's work is queued.
-  loss_ = softmax_cross_entropy_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0]);
+  loss_ = softmax_cross_entropy_async(in[0], in[1], dlogits_, run.ctx.stream(), &out[0], class_weights_);
 }
 
 void SigmoidBceOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {

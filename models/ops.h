@@ -184,11 +184,17 @@ class LossOp : public Op {
 };
 
 // Softmax cross-entropy of logits [n, C] against labels (int32 [n], -1 = unlabelled): the mean
-// loss over labelled rows (multiclass tasks).
+// loss over labelled rows (multiclass tasks), weighted by class when class_weights ([C]) is not
+// empty (kernels/loss.h); the weights are copied to `device` once, here.
 class SoftmaxCrossEntropyOp final : public LossOp {
  public:
+  SoftmaxCrossEntropyOp() = default;
+  SoftmaxCrossEntropyOp(const std::vector<float>& class_weights, Device device);
   std::string label() const override { return "SoftmaxCrossEntropy"; }
   void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+
+ private:
+  Tensor class_weights_;  // float32 [C] on the model's device; undefined = unweighted
 };
 
 // Sigmoid binary cross-entropy of logits [n, T] against labels (int32 [n] or [n, T], 0, 1 or -1):

@@ -417,8 +417,9 @@ const std::vector<Field>& fields() {
                    "multilabel task"),
       string_field("train.class_weights", GT_GET(train, class_weights), {},
                    "loss weight of each class: none; balanced = n / (K n_c) from the training split's labelled "
-                   "entries (K classes; binary and multilabel: 2, negative and positive pooled over targets); or "
-                   "K comma-separated positive numbers, e.g. \"1,3\""),
+                   "entries (K classes; multiclass: the dataset's, a class absent from the split weighs 1; binary "
+                   "and multilabel: 2, negative and positive pooled over targets); or K comma-separated positive "
+                   "numbers in class-id order, e.g. \"1,3\""),
       string_field("train.precision", GT_GET(train, precision), {"float32", "tf32"},
                    "dense math on the GPU: strict float32 or TF32 tensor cores"),
       string_field("train.metrics", GT_GET(train, metrics), {}, "JSON-lines metrics file, one line per epoch; \"\" = none"),

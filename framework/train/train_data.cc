@@ -193,14 +193,40 @@ TaskSetup resolve_task(const Config& cfg, const Dataset& data) {
     GT_THROW(sel_at, "select a multiclass model by accuracy, micro_f1 or macro_f1",
              "train.select_by is roc_auc but the task is multiclass (dataset '", cfg.dataset.path, "', ", labels,
              "): ROC-AUC is defined for binary and multilabel tasks");
-  // Class weights: the sigmoid loss weighs an entry by its label (negative, positive).
+  // Class weights: the sigmoid loss weighs an entry by its label (negative, positive), the softmax
+  // loss a row by its class.
   const std::string cw_at = config_place(cfg, {"train.class_weights"});
   const std::string& cw = cfg.train.class_weights;
   if (cw == "none") return t;
-  if (t.task == Task::kMulticlass)
-    GT_THROW(cw_at, "leave train.class_weights: none for multiclass tasks",
-             "train.class_weights is '", cw, "' but the task is multiclass: class weights apply to the binary and "
-             "multilabel losses");
+  if (t.task == Task::kMulticlass) {
+    const int64_t C = t.num_classes;
+    if (cw == "balanced") {
+      // n / (C n_c) from the training split's labels. A class absent from the split gets 1: no
+      // training row has it, so its weight never enters the loss (n / (C * 0) would be infinite).
+      std::vector<int64_t> count(static_cast<std::size_t>(C), 0);
+      int64_t n = 0;
+      for (int64_t v : data.split(cfg.dataset.train_split)) {
+        const int32_t y = data.labels[static_cast<std::size_t>(v)];
+        if (y < 0 || y >= C) continue;
+        ++count[static_cast<std::size_t>(y)];
+        ++n;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t nc = count[static_cast<std::size_t>(c)];
+        t.loss.class_weights.push_back(
+            nc > 0 ? static_cast<float>(static_cast<double>(n) / (static_cast<double>(C) * static_cast<double>(nc)))
+                   : 1.0f);
+      }
+      return t;
+    }
+    const std::vector<double> given = parse_class_weights(cw, cw_at);
+    if (static_cast<int64_t>(given.size()) != C)
+      GT_THROW(cw_at, "give " + std::to_string(C) + " comma-separated weights, one per class in class-id order",
+               "train.class_weights has ", given.size(), " values but the multiclass task has ", C,
+               " classes (dataset '", cfg.dataset.path, "')");
+    for (double v : given) t.loss.class_weights.push_back(static_cast<float>(v));
+    return t;
+  }
   double w[2] = {1.0, 1.0};
   if (cw == "balanced") {
     int64_t count[2] = {0, 0};

@@ -427,6 +427,18 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
       *log << "), " << (t.task == Task::kMulticlass ? "softmax cross-entropy" : "sigmoid binary cross-entropy");
       if (t.loss.w_neg != 1.0f || t.loss.w_pos != 1.0f)
         *log << " with class weights " << t.loss.w_neg << " (negative), " << t.loss.w_pos << " (positive)";
+      if (!t.loss.class_weights.empty()) {  // multiclass: class ids' order; many classes as a range
+        const std::vector<float>& w = t.loss.class_weights;
+        constexpr std::size_t kListed = 10;
+        *log << " with class weights ";
+        if (w.size() <= kListed) {
+          for (std::size_t c = 0; c < w.size(); ++c) *log << (c ? ", " : "") << w[c];
+        } else {
+          const auto [lo, hi] = std::minmax_element(w.begin(), w.end());
+          *log << *lo << " to " << *hi << " over " << w.size() << " classes";
+        }
+        *log << (cfg_.train.class_weights == "balanced" ? " (balanced)" : "");
+      }
       *log << "; model selection by validation " << metric_name(t.select_by)
            << (cfg_.train.select_by == "auto" ? " (train.select_by auto)" : "") << "\n";
       // Accuracy on a skewed split says little: a model predicting the majority class scores it.

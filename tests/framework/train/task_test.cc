@@ -1,7 +1,8 @@
 // Node tasks end to end: GCN's symmetric normalisation against a dense D^-1/2 (A + I) D^-1/2 X W
 // + b, binary and multi-label training on synthetic graphs with their metrics, model selection by
 // each metric, the GPU following the CPU on a multi-label task, and the config errors of a task
-// that does not fit the labels.
+// that does not fit the labels; class weights of a multiclass task (balanced from a known split,
+// and the first loss they weigh).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "framework/config/config.h"
 #include "framework/core/error.h"
+#include "framework/train/train_data.h"
 #include "framework/train/trainer.h"
 #include "models/model.h"
 #include "preprocess/dataset.h"
@@ -226,6 +228,110 @@ TEST_F(TaskTrainTest, BinaryClassWeightsAndTheSkewWarning) {
   EXPECT_EQ(log2.str().find("warning: "), std::string::npos) << "a balanced split: " << log2.str();
 }
 
+// Multiclass: balanced weights n / (C n_c) from the training split only (unlabelled nodes and
+// other splits do not count), 1 for a class absent from it; a list of C weights as given.
+TEST(TaskTest, MulticlassClassWeightsFromTheTrainingSplit) {
+  Dataset data;
+  data.info.num_nodes = 20;
+  data.info.num_classes = 4;
+  data.info.num_targets = 1;
+  // Training nodes 0-13: class 0 six times, class 1 twice, class 3 four times, two unlabelled;
+  // class 2 only outside the training split.
+  data.labels = {0, 0, 1, 3, 0, -1, 3, 0, 1, 0, 3, -1, 0, 3, 2, 2, 2, 1, 0, 2};
+  for (int64_t v = 0; v < 14; ++v) data.splits["train"].push_back(v);
+  for (int64_t v = 14; v < 20; ++v) data.splits["valid"].push_back(v);
+  Config c;
+  c.dataset.path = "known.h5";
+  c.train.class_weights = "balanced";
+  TaskSetup t = resolve_task(c, data);
+  ASSERT_EQ(t.task, Task::kMulticlass);
+  // n = 12 labelled training nodes, C = 4.
+  EXPECT_EQ(t.loss.class_weights, (std::vector<float>{12.0f / 24.0f, 12.0f / 8.0f, 1.0f, 12.0f / 16.0f}));
+  c.train.class_weights = "0.5,1,2,4";
+  t = resolve_task(c, data);
+  EXPECT_EQ(t.loss.class_weights, (std::vector<float>{0.5f, 1.0f, 2.0f, 4.0f}));
+  c.train.class_weights = "none";
+  EXPECT_TRUE(resolve_task(c, data).loss.class_weights.empty());
+  c.train.class_weights = "1,2";
+  try {
+    resolve_task(c, data);
+    ADD_FAILURE() << "2 weights for 4 classes";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("train.class_weights has 2 values but the multiclass task has 4 classes"), std::string::npos)
+        << what;
+  }
+}
+
+// The first epoch's loss (one full batch, before any update) with class weights w is
+// sum_c w_c S_c / sum_c w_c n_c, S_c the summed cross-entropy of the training nodes of class c
+// under the initial model and n_c their count. S = sum_c S_c comes from an unweighted run, each
+// S_k from a run with class k weighted 2: L_k = (S + S_k) / (n + n_k). Balanced weights must then
+// give that formula's value; the train accuracy (unweighted) is the same in every run.
+TEST_F(TaskTrainTest, MulticlassClassWeightsWeighTheFirstLoss) {
+  Config c = config("four.h5");
+  c.train.epochs = 1;
+  c.model.dropout = 0;
+  const Dataset data = load_dataset_without_features(c.dataset.path);
+  const int64_t C = data.info.num_classes;
+  ASSERT_EQ(C, 4);
+  std::vector<double> n_c(static_cast<std::size_t>(C), 0.0);
+  for (int64_t v : data.split(c.dataset.train_split)) {
+    const int32_t y = data.labels[static_cast<std::size_t>(v)];
+    if (y >= 0) n_c[static_cast<std::size_t>(y)] += 1;
+  }
+  double n = 0;
+  for (double v : n_c) n += v;
+  auto first = [&](const std::string& weights) {
+    c.train.class_weights = weights;
+    return Trainer(c).fit(nullptr).epochs.front();
+  };
+  const EpochStats plain = first("none");
+  const double S = plain.loss * n;
+  std::vector<double> S_c(static_cast<std::size_t>(C));
+  for (int64_t k = 0; k < C; ++k) {
+    std::string w;
+    for (int64_t j = 0; j < C; ++j) w += (j ? "," : "") + std::string(j == k ? "2" : "1");
+    const EpochStats e = first(w);
+    S_c[static_cast<std::size_t>(k)] = e.loss * (n + n_c[static_cast<std::size_t>(k)]) - S;
+    EXPECT_EQ(e.train_acc, plain.train_acc) << w;
+  }
+  double num = 0, den = 0;
+  for (int64_t k = 0; k < C; ++k) {
+    const double nk = n_c[static_cast<std::size_t>(k)];
+    const double wk = nk > 0 ? n / (static_cast<double>(C) * nk) : 1.0;
+    num += wk * S_c[static_cast<std::size_t>(k)];
+    den += wk * nk;
+  }
+  c.train.class_weights = "balanced";
+  std::ostringstream log;
+  const EpochStats balanced = Trainer(c).fit(&log).epochs.front();
+  EXPECT_NEAR(balanced.loss, num / den, 1e-5 * num / den);
+  EXPECT_GT(std::fabs(balanced.loss - plain.loss), 1e-4) << "the split is skewed enough that weights matter";
+  EXPECT_EQ(balanced.train_acc, plain.train_acc);
+  EXPECT_NE(log.str().find("softmax cross-entropy with class weights "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find(" (balanced)"), std::string::npos) << log.str();
+  EXPECT_EQ(first("1,1,1,1").loss, plain.loss) << "all-ones weights are the unweighted loss";
+}
+
+// The GPU trains a weighted multiclass task as the CPU does (within float tolerance).
+TEST_F(TaskTrainTest, MulticlassClassWeightsGpuFollowsCpuCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  Config c = config("four.h5");
+  c.model.dkp = "aggregate-first";
+  c.model.dropout = 0;
+  c.train.epochs = 4;
+  c.train.class_weights = "balanced";
+  TrainResult cpu = Trainer(c).fit(nullptr);
+  c.train.device = "cuda";
+  TrainResult gpu = Trainer(c).fit(nullptr);
+  ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size());
+  for (std::size_t e = 0; e < cpu.epochs.size(); ++e) {
+    EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 1e-3 * cpu.epochs[e].loss) << "epoch " << e + 1;
+    EXPECT_NEAR(gpu.epochs[e].valid.accuracy, cpu.epochs[e].valid.accuracy, 1e-2) << "epoch " << e + 1;
+  }
+}
+
 TEST_F(TaskTrainTest, TasksThatDoNotFitTheLabelsAreNamed) {
   auto error = [&](Config c) {
     try {
@@ -248,10 +354,13 @@ TEST_F(TaskTrainTest, TasksThatDoNotFitTheLabelsAreNamed) {
   c.train.select_by = "roc_auc";
   e = error(c);
   EXPECT_NE(e.find("train.select_by is roc_auc but the task is multiclass"), std::string::npos) << e;
-  c = config("four.h5");
-  c.train.class_weights = "balanced";
+  c = config("four.h5");  // a multiclass task takes one weight per class
+  c.train.class_weights = "1,2,3";
   e = error(c);
-  EXPECT_NE(e.find("class weights apply to the binary and multilabel losses"), std::string::npos) << e;
+  EXPECT_NE(e.find("train.class_weights has 3 values but the multiclass task has 4 classes"), std::string::npos) << e;
+  c.train.class_weights = "1,2,3,4,5";
+  e = error(c);
+  EXPECT_NE(e.find("train.class_weights has 5 values but the multiclass task has 4 classes"), std::string::npos) << e;
   c = config("binary.h5");
   c.train.class_weights = "1,2,3";
   e = error(c);
