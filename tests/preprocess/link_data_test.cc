@@ -112,7 +112,6 @@ TEST(RecImportTest, SmallPlainAndGzip) {
     EXPECT_EQ(info.link_sizes.at("train"), 3);
     EXPECT_EQ(info.link_sizes.at("test"), 3);
   }
-  EXPECT_EQ(read_bytes(tmp.file("plain.h5")), read_bytes(tmp.file("gz.h5")));
 }
 
 TEST(RecImportTest, BadLinesNameFileAndLine) {
@@ -326,7 +325,9 @@ TEST(LinkFormatTest, RoundTripAndRules) {
   loop.link["test"] = {{2, 2}};
   EXPECT_NE(err(loop).find("self-loop"), std::string::npos);
   Dataset odd = tiny_link();
-  odd.link["test_neg"] = {{0, 3}, {1, 2}, {0, 2}};
+  odd.link["test"] = {{2, 3}, {0, 2}};
+  odd.info.link_sizes["test"] = 2;
+  odd.link["test_neg"] = {{0, 3}, {1, 2}, {1, 3}};
   odd.info.link_sizes["test_neg"] = 3;
   EXPECT_NE(err(odd).find("not a multiple"), std::string::npos) << err(odd);
   Dataset orphan = tiny_link();
