@@ -18,6 +18,13 @@
 // (fp16): 16-bit tables take half the bytes and are widened to float32 as rows are gathered
 // (preprocess/feature_dtype.h); values are rounded to nearest even, and a value the type cannot
 // hold (NaN, Inf, |x| >= 65520 for float16) is an error naming the row and column.
+//   gt-data import-rec DIR OUT.h5 [--valid-fraction F --seed S]
+//       Imports a recommendation dataset in the layout of the NGCF and LightGCN code
+//       (DIR/train.txt[.gz], DIR/test.txt[.gz]: "user item item ..." per line) as a link dataset:
+//       users and items are node kinds, train interactions the message-passing graph.
+//   gt-data link-split IN.h5 OUT.h5 [--valid F] [--test F] [--seed S] [--negatives K]
+//       Makes a link dataset of an undirected node dataset: seeded disjoint train/valid/test
+//       edges, valid/test edges removed from the graph, K fixed negatives per valid/test edge.
 //   gt-data info FILE
 //       Prints sizes, how the feature table is stored (its type included), degree statistics, splits and label
 //       counts; a feature table of the wrong shape or type is an error.
@@ -48,13 +55,17 @@
 #include "framework/core/version.h"
 #include "preprocess/dataset.h"
 #include "preprocess/feature_dtype.h"
+#include "preprocess/link_split.h"
 #include "preprocess/ogb_import.h"
+#include "preprocess/rec_import.h"
 #include "preprocess/synth.h"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage:
   gt-data import-ogb DIR OUT.h5 [--split NAME] [--directed] [--feature-dtype T]
+  gt-data import-rec DIR OUT.h5 [--valid-fraction F --seed S]
+  gt-data link-split IN.h5 OUT.h5 [--valid F] [--test F] [--seed S] [--negatives K]
   gt-data synth OUT.h5 [options]
   gt-data convert IN.h5 OUT.h5 --feature-dtype T
   gt-data info FILE
@@ -68,6 +79,22 @@ import-ogb  reads an OGB node-property folder (DIR/raw/*.csv.gz, DIR/split/<sche
   --feature-dtype T  type the feature table is stored in: float32 (default), bfloat16 (bf16)
                    or float16 (fp16); 16-bit values are rounded to nearest even, and a value
                    the type cannot hold (float16: |x| >= 65520) is an error
+
+import-rec  reads DIR/train.txt and DIR/test.txt (gzip as .txt.gz, or plain; NGCF/LightGCN
+  layout: one line "user item item ..." per user, 0-based ids) into a link dataset: users are
+  nodes [0, U), items [U, U + I); train interactions are the message-passing graph (both
+  directions) and /link/train, test ones /link/test; no features (models learn embeddings)
+  --valid-fraction F  move a seeded fraction F in [0, 1) of each user's train items to
+                   /link/valid (default 0: no valid split; the NGCF and LightGCN papers tune on test)
+  --seed S         seed of the valid split (default 0)
+
+link-split  makes a link dataset of an undirected node dataset (features, labels and node
+  splits kept): disjoint seeded train/valid/test edges, valid and test edges removed from the
+  graph in both directions, fixed negatives (non-edges, no self-loops) for valid and test
+  --valid F        fraction of the undirected edges for /link/valid (default 0.05)
+  --test F         fraction for /link/test (default 0.1)
+  --negatives K    negatives per valid/test edge, 0 to 1000 (default 1)
+  --seed S         random seed (default 0); the output depends only on IN.h5 and the options
 
 synth  generates a synthetic power-law graph with class-homophilous edges
   --preset P       default (20000 nodes, avg degree 15, 64 features, 8 classes) or
@@ -208,6 +235,19 @@ void print_summary(const std::string& path) {
   for (const auto& [name, size] : info.split_sizes) std::cout << " " << name << " " << size;
   for (const auto& [name, size] : info.split_sizes)
     if (size == 0) warn("split '" + name + "' of '" + path + "' lists no nodes (gt-train refuses an empty split)");
+  if (!info.node_kinds.empty()) {
+    std::cout << "\nkinds:    ";
+    int64_t begin = 0;
+    for (const gt::NodeKind& k : info.node_kinds) {
+      std::cout << " " << k.name << " " << k.count << " [" << begin << ", " << begin + k.count << ")";
+      begin += k.count;
+    }
+  }
+  if (info.is_link()) {
+    std::cout << "\nlink:     ";
+    for (const auto& [name, size] : info.link_sizes) std::cout << " " << name << " " << size;
+    if (!info.link_src_kind.empty()) std::cout << " (" << info.link_src_kind << " -> " << info.link_dst_kind << " pairs)";
+  }
   std::vector<int64_t> counts(static_cast<std::size_t>(info.num_classes), 0);
   int64_t unlabelled = 0;
   for (int32_t l : ds.labels) (l < 0 ? unlabelled : counts[static_cast<std::size_t>(l)]) += 1;
@@ -244,6 +284,46 @@ int cmd_import(int argc, char** argv) {
   std::cout << "gt-data: imported " << a.positional[0] << " -> " << a.positional[1] << " in " << std::fixed
             << std::setprecision(2) << seconds_since(t0) << " s\n";
   print_summary(a.positional[1]);
+  return 0;
+}
+
+int cmd_import_rec(int argc, char** argv) {
+  Args a = parse_args(argc, argv, 2, {"--valid-fraction", "--seed"}, {});
+  if (a.positional.size() != 2) usage_error("import-rec needs DIR and OUT.h5");
+  gt::RecImportOptions opts;
+  if (a.flags.count("--valid-fraction"))
+    opts.valid_fraction = parse_number<double>("--valid-fraction", a.flags["--valid-fraction"]);
+  if (a.flags.count("--seed")) {
+    if (!a.flags.count("--valid-fraction")) usage_error("--seed is the seed of --valid-fraction; give both");
+    opts.seed = parse_number<uint64_t>("--seed", a.flags["--seed"]);
+  }
+  check_output_writable(a.positional[1]);
+  auto t0 = std::chrono::steady_clock::now();
+  const gt::RecImportStats st = gt::import_rec(a.positional[0], a.positional[1], opts);
+  std::cout << "gt-data: imported " << a.positional[0] << " -> " << a.positional[1] << ": " << st.users << " users, "
+            << st.items << " items, " << st.train << " train, " << st.valid << " valid, " << st.test
+            << " test interactions"
+            << (opts.valid_fraction > 0 ? std::string() : " (no valid split: the NGCF and LightGCN papers tune on test)")
+            << ", " << st.duplicates << " duplicate items dropped, in " << std::fixed << std::setprecision(2)
+            << seconds_since(t0) << " s\n";
+  return 0;
+}
+
+int cmd_link_split(int argc, char** argv) {
+  Args a = parse_args(argc, argv, 2, {"--valid", "--test", "--seed", "--negatives"}, {});
+  if (a.positional.size() != 2) usage_error("link-split needs IN.h5 and OUT.h5");
+  gt::LinkSplitOptions o;
+  if (a.flags.count("--valid")) o.valid_fraction = parse_number<double>("--valid", a.flags["--valid"]);
+  if (a.flags.count("--test")) o.test_fraction = parse_number<double>("--test", a.flags["--test"]);
+  if (a.flags.count("--seed")) o.seed = parse_number<uint64_t>("--seed", a.flags["--seed"]);
+  if (a.flags.count("--negatives")) o.negatives = parse_number<int64_t>("--negatives", a.flags["--negatives"]);
+  check_output_writable(a.positional[1]);
+  auto t0 = std::chrono::steady_clock::now();
+  const gt::LinkSplitStats st = gt::link_split(a.positional[0], a.positional[1], o);
+  std::cout << "gt-data: split " << a.positional[0] << " -> " << a.positional[1] << ": " << st.nodes << " nodes, "
+            << st.edges << " undirected edges: " << st.train << " train, " << st.valid << " valid, " << st.test
+            << " test; negatives " << st.valid_neg << " valid, " << st.test_neg << " test; in " << std::fixed
+            << std::setprecision(2) << seconds_since(t0) << " s\n";
   return 0;
 }
 
@@ -346,6 +426,9 @@ int cmd_check(int argc, char** argv) {
   std::cout << std::fixed << std::setprecision(2) << "file:      " << path << "\n"
             << "graph:     " << c.info.num_nodes << " nodes, " << c.info.num_edges
             << " edges: CSR, labels and " << c.info.split_sizes.size() << " splits valid\n"
+            << (c.info.is_link() ? "link:      " + std::to_string(c.info.link_sizes.size()) +
+                                       " link splits valid (disjoint, valid/test edges not in the graph)\n"
+                                 : std::string())
             << "features:  " << c.info.num_nodes << " x " << c.info.feature_dim << " " << c.features.type
             << ", all " << c.values_checked << " values finite (" << mib << " MiB read)\n"
             << "mmap:      " << (c.mappable ? "yes (dataset.features: mmap can serve it)" : "no: " + c.not_mappable)
@@ -377,6 +460,8 @@ int main(int argc, char** argv) {
         return 0;
       }
     if (cmd == "import-ogb") return cmd_import(argc, argv);
+    if (cmd == "import-rec") return cmd_import_rec(argc, argv);
+    if (cmd == "link-split") return cmd_link_split(argc, argv);
     if (cmd == "synth") return cmd_synth(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "info") return cmd_info(argc, argv);

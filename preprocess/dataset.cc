@@ -190,6 +190,59 @@ std::vector<std::string> split_names(hid_t file, const std::string& path) {
   return names;
 }
 
+std::vector<std::string> link_names(hid_t file, const std::string& path) {
+  std::vector<std::string> names;
+  if (H5Lexists(file, "/link", H5P_DEFAULT) <= 0) return names;
+  H5Id group(GT_H5_CHECK(H5Gopen2(file, "/link", H5P_DEFAULT), path, "/link"), H5Gclose);
+  hsize_t idx = 0;
+  GT_H5_CHECK(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_name, &names), path, "/link");
+  return names;
+}
+
+// /link/<name>: [M, 2] integers; the number of pairs M.
+int64_t link_rows(hid_t file, const std::string& path, const std::string& obj, H5Id* out = nullptr) {
+  H5Id ds = open_dataset(file, path, obj);
+  std::vector<hsize_t> dims = h5::dataset_dims(ds.get(), path, obj);
+  if (dims.size() != 2 || dims[1] != 2)
+    GT_THROW(path + ":" + obj, "link splits are [M, 2] int64 (src, dst) pairs", obj, " has rank ", dims.size(),
+             dims.size() == 2 ? " and " + std::to_string(dims[1]) + " columns" : std::string(), ", expected [M, 2]");
+  check_storage(file, ds.get(), path, obj, dims, H5T_INTEGER);
+  if (out) *out = std::move(ds);
+  return static_cast<int64_t>(dims[0]);
+}
+
+std::vector<EdgePair> read_link(hid_t file, const std::string& path, const std::string& name) {
+  const std::string obj = "/link/" + name;
+  H5Id ds;
+  std::vector<EdgePair> out(static_cast<std::size_t>(link_rows(file, path, obj, &ds)));
+  if (!out.empty())
+    GT_H5_CHECK(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, obj);
+  return out;
+}
+
+// /node_kinds: int64 [K] counts with a string attribute names = "name,name,..." (K names).
+std::vector<NodeKind> read_node_kinds(hid_t file, const std::string& path) {
+  std::vector<NodeKind> kinds;
+  if (H5Lexists(file, "/node_kinds", H5P_DEFAULT) <= 0) return kinds;
+  const std::vector<int64_t> counts = read_1d<int64_t>(file, path, "/node_kinds", -1);
+  H5Id ds = open_dataset(file, path, "/node_kinds");
+  if (GT_H5_CHECK(H5Aexists(ds.get(), "names"), path, "/node_kinds") <= 0)
+    GT_THROW(path + ":/node_kinds", "names is a string attribute, e.g. \"user,item\"",
+             "/node_kinds has no names attribute");
+  const std::string names = read_attr_string(ds.get(), path, "names", "/node_kinds");
+  std::vector<std::string> split;
+  for (std::size_t begin = 0; !names.empty() && begin <= names.size();) {
+    const std::size_t comma = std::min(names.find(',', begin), names.size());
+    split.push_back(names.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  if (split.size() != counts.size())
+    GT_THROW(path + ":/node_kinds", "names lists one name per count, separated by ','", "/node_kinds has ",
+             counts.size(), " counts but its names attribute '", names, "' names ", split.size(), " kinds");
+  for (std::size_t k = 0; k < counts.size(); ++k) kinds.push_back({split[k], counts[k]});
+  return kinds;
+}
+
 // The type /features holds, from its HDF5 type and its dtype attribute (preprocess/dataset.h):
 // a uint16 table must say bfloat16 or float16; a float table has no attribute, or "float32".
 // Other element types are float32 here, and refused by open_features' check_storage.
@@ -242,6 +295,18 @@ DatasetInfo read_info(hid_t file, const std::string& path) {
   }
   if (H5Lexists(file, "/features", H5P_DEFAULT) > 0)
     info.feature_dtype = stored_feature_dtype(open_dataset(file, path, "/features").get(), path);
+  // Link datasets (optional parts: a file without them is a node dataset).
+  info.node_kinds = read_node_kinds(file, path);
+  for (const std::string& name : link_names(file, path))
+    info.link_sizes[name] = link_rows(file, path, "/link/" + name);
+  if (H5Lexists(file, "/link", H5P_DEFAULT) > 0) {
+    H5Id group(GT_H5_CHECK(H5Gopen2(file, "/link", H5P_DEFAULT), path, "/link"), H5Gclose);
+    for (auto [attr, out] : {std::pair{"src_kind", &info.link_src_kind}, std::pair{"dst_kind", &info.link_dst_kind}})
+      if (GT_H5_CHECK(H5Aexists(group.get(), attr), path, "/link") > 0)
+        *out = read_attr_string(group.get(), path, attr, "/link");
+    if (info.link_sizes.empty())
+      GT_THROW(path + ":/link", "a link dataset has /link/train, the message-passing edges", "/link has no 'train' split");
+  }
   return info;
 }
 
@@ -299,6 +364,7 @@ Dataset load(const std::string& path, bool with_features) {
   ds.labels = read_labels(file.get(), path, n, &ds.info.num_targets);
   for (const auto& [name, size] : ds.info.split_sizes)
     ds.splits[name] = read_1d<int64_t>(file.get(), path, "/splits/" + name, size);
+  for (const auto& [name, size] : ds.info.link_sizes) ds.link[name] = read_link(file.get(), path, name);
   if (with_features) {
     H5Id feat = open_features(file.get(), path, ds.info);
     ds.features = read_rows(feat.get(), path, n, ds.info.feature_dim, 0, n, ds.info.feature_dtype);

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/core/tensor.h"
@@ -26,6 +27,24 @@
 namespace gt {
 
 constexpr int kDatasetFormatVersion = 1;
+
+// Link datasets (docs/dataset-format.md, "Link datasets") add optional parts to format version 1:
+// files without them are node datasets and load as before.
+//
+// A node kind: kinds are contiguous id ranges in the order listed, kind k covering
+// [sum of the earlier counts, + count); the counts add up to num_nodes (/node_kinds).
+struct NodeKind {
+  std::string name;
+  int64_t count = 0;
+};
+// One edge of a link split, (src, dst): a row of /link/<name> [M, 2] int64. A positive pair
+// stands for the undirected edge {src, dst}: the CSR holds both directions of every train pair
+// and neither direction of a valid or test pair.
+struct EdgePair {
+  int64_t src = 0, dst = 0;
+  bool operator==(const EdgePair& o) const { return src == o.src && dst == o.dst; }
+};
+static_assert(sizeof(EdgePair) == 2 * sizeof(int64_t), "EdgePair is read and written as [M, 2] int64");
 
 struct DatasetInfo {
   int64_t num_nodes = 0;
@@ -41,6 +60,17 @@ struct DatasetInfo {
   DType feature_dtype = DType::kFloat32;
   std::string source;       // provenance, free text
   std::map<std::string, int64_t> split_sizes;
+  // /node_kinds: empty when the file has none (all nodes are of one kind).
+  std::vector<NodeKind> node_kinds;
+  // Pairs per /link/<name> ("train", "valid", "test", and "<split>_neg" fixed negatives);
+  // empty for a node dataset.
+  std::map<std::string, int64_t> link_sizes;
+  // /link's src_kind and dst_kind attributes: when set, every pair's src is a node of kind
+  // link_src_kind and its dst one of link_dst_kind (import-rec: "user" and "item").
+  std::string link_src_kind, link_dst_kind;
+  bool is_link() const { return !link_sizes.empty(); }
+  // [begin, end) of the node ids of kind `name`; throws naming the kinds there are.
+  std::pair<int64_t, int64_t> kind_range(const std::string& name) const;
 };
 
 struct Dataset {
@@ -50,6 +80,10 @@ struct Dataset {
   Tensor features;               // [N, F] of info.feature_dtype (float32, bfloat16 or float16), CPU
   std::vector<int32_t> labels;   // [N * info.num_targets], row-major ([N] for one target)
   std::map<std::string, std::vector<int64_t>> splits;
+  // Link splits by name (info.link_sizes lists the same names and sizes): "train" (the
+  // message-passing edges), "valid", "test", and "valid_neg" / "test_neg", K fixed negative
+  // pairs per positive (rows [i*K, (i+1)*K) drawn for positive i).
+  std::map<std::string, std::vector<EdgePair>> link;
 
   // Checks sizes and ranges (info matches the arrays, indptr starts at 0, is monotone and ends
   // at E, ids < N, -1 <= labels < num_classes, split ids < N and unique within a split, features
@@ -57,8 +91,17 @@ struct Dataset {
   // exponent of all ones) when defined); throws gt::Error naming `where` and the first bad entry
   // (for features: row and column). An undefined `features` is accepted (see
   // load_dataset_without_features).
+  // Link parts: node kinds add up to num_nodes; link names as split names, "train" present when
+  // any is, "<s>_neg" only beside a positive split s and K times its size; pairs of node ids,
+  // no self-loops, src/dst within link_src_kind/link_dst_kind when set; no valid/test (non-train
+  // positive) pair or negative is an edge of the CSR in either direction. A feature_dim of 0
+  // (no features: models learn node embeddings) is meant for link datasets (check_dataset
+  // refuses it for node datasets).
   void validate(const std::string& where) const;
   const std::vector<int64_t>& split(const std::string& name) const;  // throws naming the split
+  bool is_link() const { return !link.empty(); }
+  // The pairs of /link/<name>; throws naming the link splits there are.
+  const std::vector<EdgePair>& link_split(const std::string& name) const;
 };
 
 // Reads a whole dataset. Throws gt::Error naming the file (and the dataset inside it) when the
@@ -188,6 +231,8 @@ void convert_dataset(const std::string& in, const std::string& out, DType dtype,
 // (then empty) folders of the path that it created.
 //
 // The feature table is stored in `feature_dtype` (float32, bfloat16 or float16; layout above).
+// feature_dim 0 (a link dataset without features) writes a contiguous [N, 0] float32 table and
+// needs no write_feature_rows; commit() requires link splits for it.
 class DatasetWriter {
  public:
   DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim,
@@ -207,6 +252,15 @@ class DatasetWriter {
   // values 0, 1 or -1, num_classes 2).
   void write_labels(const std::vector<int32_t>& labels, int64_t num_classes, int64_t targets = 1);
   void write_split(const std::string& name, const std::vector<int64_t>& ids);
+  // Link parts (any order, before commit): /node_kinds (counts adding up to num_nodes, names
+  // without ',') and /link/<name> pairs (ids in range, no self-loops; checked against the
+  // kinds at commit). commit() requires "train" among the link names, a positive split beside
+  // each "<s>_neg" and K times its pairs, and kinds named by set_link_kinds to exist. That no
+  // valid/test pair is an edge of the graph is Dataset::validate's rule (save_dataset applies
+  // it; streaming writers validate their featureless Dataset first).
+  void write_node_kinds(const std::vector<NodeKind>& kinds);
+  void write_link(const std::string& name, const std::vector<EdgePair>& pairs);
+  void set_link_kinds(const std::string& src_kind, const std::string& dst_kind);
   void set_source(const std::string& source);
   void commit();  // closes, fsyncs and renames into place
 

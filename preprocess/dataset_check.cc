@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "framework/core/error.h"
@@ -74,6 +76,74 @@ void check_split(const std::string& name, const std::vector<int64_t>& ids, int64
   }
 }
 
+bool is_negative_link(const std::string& name, std::string* stem) {
+  constexpr std::string_view kSuffix = "_neg";
+  if (name.size() <= kSuffix.size() || name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return false;
+  if (stem) *stem = name.substr(0, name.size() - kSuffix.size());
+  return true;
+}
+
+void check_node_kinds(const std::vector<NodeKind>& kinds, int64_t n, const std::string& where) {
+  const std::string at = where + ":/node_kinds";
+  int64_t total = 0;
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    const std::string& name = kinds[k].name;
+    if (name.empty() || name.find_first_of(",/") != std::string::npos)
+      GT_THROW(at, "kind names are non-empty and hold no ',' or '/'", "invalid node kind name '", name, "'");
+    for (std::size_t j = 0; j < k; ++j)
+      if (kinds[j].name == name) GT_THROW(at, {}, "node kind '", name, "' is listed twice");
+    if (kinds[k].count < 0) GT_THROW(at, {}, "node kind '", name, "' has ", kinds[k].count, " nodes");
+    total += kinds[k].count;
+  }
+  if (!kinds.empty() && total != n)
+    GT_THROW(at, "kinds are contiguous id ranges covering every node", "the node kinds count ", total,
+             " nodes, but the dataset has ", n);
+}
+
+void check_link_pairs(const std::string& name, const std::vector<EdgePair>& pairs, int64_t n,
+                      const std::string& where) {
+  const std::string at = where + ":/link/" + name;
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    GT_THROW(at, {}, "invalid link split name '", name, "'");
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const EdgePair& p = pairs[i];
+    if (p.src < 0 || p.src >= n || p.dst < 0 || p.dst >= n)
+      GT_THROW(at, {}, "pair ", i, " = (", p.src, ", ", p.dst, ") names a node outside [0, ", n, ")");
+    if (p.src == p.dst) GT_THROW(at, "link splits hold no self-loops", "pair ", i, " = (", p.src, ", ", p.dst,
+                                 ") is a self-loop");
+  }
+}
+
+void check_link_structure(const std::map<std::string, int64_t>& sizes, const std::vector<NodeKind>& kinds,
+                          const std::string& src_kind, const std::string& dst_kind, const std::string& where) {
+  if (sizes.empty()) {
+    if (!src_kind.empty() || !dst_kind.empty())
+      GT_THROW(where + ":/link", {}, "link src_kind/dst_kind are set but there are no link splits");
+    return;
+  }
+  if (!sizes.count("train"))
+    GT_THROW(where + ":/link", "a link dataset has /link/train, the message-passing edges", "/link has no 'train' split");
+  for (const auto& [name, size] : sizes) {
+    std::string stem;
+    if (!is_negative_link(name, &stem)) continue;
+    auto it = sizes.find(stem);
+    if (it == sizes.end() || is_negative_link(stem))
+      GT_THROW(where + ":/link/" + name, "negatives '<s>_neg' belong to a positive split s", "/link/", name,
+               " has no positive split /link/", stem);
+    if (it->second == 0 ? size != 0 : size % it->second != 0)
+      GT_THROW(where + ":/link/" + name, "K negatives per positive: K times the positive pairs", "/link/", name,
+               " has ", size, " pairs, not a multiple of the ", it->second, " pairs of /link/", stem);
+  }
+  if (src_kind.empty() != dst_kind.empty())
+    GT_THROW(where + ":/link", {}, "/link has src_kind '", src_kind, "' and dst_kind '", dst_kind,
+             "': set both or neither");
+  for (const std::string* k : {&src_kind, &dst_kind})
+    if (!k->empty() && std::none_of(kinds.begin(), kinds.end(), [&](const NodeKind& nk) { return nk.name == *k; }))
+      GT_THROW(where + ":/link", "kinds are listed in /node_kinds", "/link names node kind '", *k,
+               "', which /node_kinds does not list");
+}
+
 void throw_non_finite_feature(const std::string& where, int64_t row, int64_t column, float value) {
   GT_THROW(where, "clean the source data (NaN/Inf features make training diverge)", "feature row ", row, ", column ",
            column, " is ", value, ", not a finite number");
@@ -119,6 +189,86 @@ void throw_feature_out_of_range(const std::string& where, int64_t row, int64_t c
 
 }  // namespace detail
 
+std::pair<int64_t, int64_t> DatasetInfo::kind_range(const std::string& name) const {
+  int64_t begin = 0;
+  std::string have;
+  for (const NodeKind& k : node_kinds) {
+    if (k.name == name) return {begin, begin + k.count};
+    begin += k.count;
+    have += (have.empty() ? "" : ", ") + k.name;
+  }
+  GT_THROW("DatasetInfo::kind_range", have.empty() ? "the dataset has no node kinds" : "kinds: " + have,
+           "the dataset has no node kind '", name, "'");
+}
+
+const std::vector<EdgePair>& Dataset::link_split(const std::string& name) const {
+  auto it = link.find(name);
+  if (it == link.end()) {
+    std::string have;
+    for (const auto& kv : link) have += (have.empty() ? "" : ", ") + kv.first;
+    GT_THROW("Dataset::link_split", have.empty() ? "the dataset has no link splits" : "available: " + have,
+             "the dataset has no link split '", name, "'");
+  }
+  return it->second;
+}
+
+namespace {
+
+// Whether u -> v is an edge of the CSR (row v lists u), scanning the shorter of rows u and v for
+// either direction: `either` checks u -> v and v -> u.
+bool csr_has(const Dataset& ds, int64_t u, int64_t v) {
+  for (int64_t e = ds.indptr[v]; e < ds.indptr[v + 1]; ++e)
+    if (ds.indices[e] == u) return true;
+  return false;
+}
+// Returns the direction found as "a -> b" or "" when neither is an edge.
+std::string csr_either(const Dataset& ds, int64_t u, int64_t v) {
+  const bool u_short = ds.indptr[u + 1] - ds.indptr[u] < ds.indptr[v + 1] - ds.indptr[v];
+  const int64_t a = u_short ? u : v, b = u_short ? v : u;  // scan row a (the shorter)
+  for (int64_t e = ds.indptr[a]; e < ds.indptr[a + 1]; ++e)
+    if (ds.indices[e] == b) return std::to_string(b) + " -> " + std::to_string(a);
+  // Row a lists in-neighbours only; a directed CSR may hold a -> b without b -> a.
+  if (ds.info.directed && csr_has(ds, a, b)) return std::to_string(a) + " -> " + std::to_string(b);
+  return {};
+}
+
+void check_link_parts(const Dataset& ds, const std::string& where) {
+  const DatasetInfo& info = ds.info;
+  const int64_t n = info.num_nodes;
+  detail::check_node_kinds(info.node_kinds, n, where);
+  std::map<std::string, int64_t> sizes;
+  for (const auto& [name, pairs] : ds.link) sizes[name] = static_cast<int64_t>(pairs.size());
+  if (sizes != info.link_sizes)
+    GT_THROW(where, {}, "info.link_sizes does not match the link splits");
+  detail::check_link_structure(sizes, info.node_kinds, info.link_src_kind, info.link_dst_kind, where);
+  std::pair<int64_t, int64_t> src_range{0, n}, dst_range{0, n};
+  if (!info.link_src_kind.empty()) {
+    src_range = info.kind_range(info.link_src_kind);
+    dst_range = info.kind_range(info.link_dst_kind);
+  }
+  for (const auto& [name, pairs] : ds.link) {
+    detail::check_link_pairs(name, pairs, n, where);
+    const std::string at = where + ":/link/" + name;
+    const bool train = name == "train";
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const EdgePair& p = pairs[i];
+      if (p.src < src_range.first || p.src >= src_range.second || p.dst < dst_range.first || p.dst >= dst_range.second)
+        GT_THROW(at, {}, "pair ", i, " = (", p.src, ", ", p.dst, ") is not a (", info.link_src_kind, ", ",
+                 info.link_dst_kind, ") pair: ", info.link_src_kind, " ids are [", src_range.first, ", ",
+                 src_range.second, "), ", info.link_dst_kind, " ids [", dst_range.first, ", ", dst_range.second, ")");
+      if (train) continue;
+      const std::string found = csr_either(ds, p.src, p.dst);
+      if (!found.empty())
+        GT_THROW(at,
+                 detail::is_negative_link(name) ? "negatives are pairs that are not edges"
+                                                : "valid and test edges are removed from the message-passing graph (both directions)",
+                 "pair ", i, " = (", p.src, ", ", p.dst, ") is an edge of /graph (", found, ")");
+    }
+  }
+}
+
+}  // namespace
+
 void Dataset::validate(const std::string& where) const {
   const int64_t n = info.num_nodes;
   if (n < 0 || n > INT32_MAX) GT_THROW(where, {}, "num_nodes = ", n, " is outside [0, 2^31)");
@@ -148,6 +298,7 @@ void Dataset::validate(const std::string& where) const {
     if (it == splits.end() || static_cast<int64_t>(it->second.size()) != size)
       GT_THROW(where, {}, "info.split_sizes['", name, "'] = ", size, " does not match the split");
   }
+  if (!link.empty() || !info.link_sizes.empty() || !info.node_kinds.empty()) check_link_parts(*this, where);
 }
 
 namespace {
@@ -168,6 +319,53 @@ void check_disjoint_splits(const Dataset& ds, const std::string& path) {
                  "a node belongs to one split at most; re-create the file (gt-data import-ogb refuses such splits)",
                  "node ", id, " is in two splits: '", names[static_cast<std::size_t>(o)], "' and '", name, "'");
       o = k;
+    }
+  }
+}
+
+// The rules check_dataset adds for link splits: the positive pairs, taken as undirected edges,
+// are disjoint across splits and unique within one; every train pair is an edge of the CSR in
+// both directions; no negative pair is a positive pair of any split.
+void check_link_rules(const Dataset& ds, const std::string& path) {
+  struct Tagged {
+    int64_t a, b;
+    std::size_t split, index;
+  };
+  std::vector<std::string> names;
+  std::vector<Tagged> pos;
+  for (const auto& [name, pairs] : ds.link) {
+    if (detail::is_negative_link(name)) continue;
+    names.push_back(name);
+    for (std::size_t i = 0; i < pairs.size(); ++i)
+      pos.push_back({std::min(pairs[i].src, pairs[i].dst), std::max(pairs[i].src, pairs[i].dst), names.size() - 1, i});
+  }
+  const auto key_less = [](const Tagged& x, const Tagged& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; };
+  std::sort(pos.begin(), pos.end(), [&](const Tagged& x, const Tagged& y) {
+    return key_less(x, y) || (!key_less(y, x) && (x.split != y.split ? x.split < y.split : x.index < y.index));
+  });
+  for (std::size_t i = 1; i < pos.size(); ++i)
+    if (pos[i].a == pos[i - 1].a && pos[i].b == pos[i - 1].b) {
+      const Tagged &x = pos[i - 1], &y = pos[i];
+      GT_THROW(path + ":/link/" + names[y.split], "link splits are disjoint sets of undirected edges",
+               "the edge {", x.a, ", ", x.b, "} is pair ", x.index, " of /link/", names[x.split], " and pair ", y.index,
+               " of /link/", names[y.split]);
+    }
+  for (const auto& [name, pairs] : ds.link) {
+    if (name == "train") {
+      for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const EdgePair& p = pairs[i];
+        if (!csr_has(ds, p.src, p.dst) || !csr_has(ds, p.dst, p.src))
+          GT_THROW(path + ":/link/train", "the CSR holds both directions of every train pair",
+                   "pair ", i, " = (", p.src, ", ", p.dst, ") is not an edge of /graph in both directions");
+      }
+    } else if (detail::is_negative_link(name)) {
+      for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const Tagged q{std::min(pairs[i].src, pairs[i].dst), std::max(pairs[i].src, pairs[i].dst), 0, 0};
+        auto it = std::lower_bound(pos.begin(), pos.end(), q, key_less);
+        if (it != pos.end() && it->a == q.a && it->b == q.b)
+          GT_THROW(path + ":/link/" + name, "negatives are pairs that are not edges", "pair ", i, " = (",
+                   pairs[i].src, ", ", pairs[i].dst, ") is pair ", it->index, " of /link/", names[it->split]);
+      }
     }
   }
 }
@@ -210,12 +408,14 @@ DatasetCheck check_dataset(const std::string& path, const std::function<void(int
   {
     const Dataset ds = load_dataset_without_features(path);
     check_disjoint_splits(ds, path);
+    check_link_rules(ds, path);
     out.warnings = dataset_warnings(ds);
     out.info = ds.info;
   }
   out.features = feature_storage(path);
   // A [N, 0] table loads (HDF5 holds it), but no model can learn from rows without values.
-  if (out.info.feature_dim == 0 && out.info.num_nodes > 0)
+  // Link datasets may have none: their models learn node embeddings.
+  if (out.info.feature_dim == 0 && out.info.num_nodes > 0 && !out.info.is_link())
     GT_THROW(path + ":/features", "re-create the dataset with the node features (OGB's node-feat.csv.gz)",
              "dataset file '", path, "' has a feature table with 0 features per node (shape [", out.info.num_nodes,
              ", 0])");

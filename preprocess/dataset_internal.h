@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "framework/core/tensor.h"
+#include "preprocess/dataset.h"
 
 namespace gt::detail {
 
@@ -20,6 +22,19 @@ void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>&
 void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where,
                   int64_t targets = 1);
 void check_split(const std::string& name, const std::vector<int64_t>& ids, int64_t n, const std::string& where);
+// Link parts (preprocess/dataset.h): kinds with valid unique names (no ','), counts >= 0 adding
+// up to n; a link array's name (as a split's), ids in [0, n) and no self-loops, named as
+// "<where>:/link/<name>".
+void check_node_kinds(const std::vector<NodeKind>& kinds, int64_t n, const std::string& where);
+void check_link_pairs(const std::string& name, const std::vector<EdgePair>& pairs, int64_t n,
+                      const std::string& where);
+// The structure of the link names: "train" present, each "<s>_neg" beside a positive split s with
+// a multiple of its size (sizes: pairs per name), src/dst kinds both set or both empty and
+// naming kinds.
+void check_link_structure(const std::map<std::string, int64_t>& sizes, const std::vector<NodeKind>& kinds,
+                          const std::string& src_kind, const std::string& dst_kind, const std::string& where);
+// True for a negative-pair array's name ("valid_neg"); *stem is the positive split's name.
+bool is_negative_link(const std::string& name, std::string* stem = nullptr);
 
 // The error for a NaN or infinite feature value, the same wherever one is found: in a table read
 // whole (Dataset::validate, at load) or in rows of a memory-mapped table gathered for a batch

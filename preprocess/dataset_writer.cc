@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -52,6 +53,16 @@ struct DatasetWriter::Impl {
   std::string source;
   std::vector<std::pair<int64_t, int64_t>> feature_ranges;
   std::set<std::string> splits;
+  // Link parts: sizes and the id range of each array's src and dst (kinds are id ranges, so these
+  // are enough to check pairs against kinds written later).
+  std::vector<NodeKind> kinds;
+  bool kinds_written = false;
+  std::string src_kind, dst_kind;
+  std::map<std::string, int64_t> link_sizes;
+  struct Bounds {
+    int64_t src_min, src_max, dst_min, dst_max;
+  };
+  std::map<std::string, Bounds> link_bounds;
 
   // Runs HDF5 writes of the temporary file; a failure (a full disk, most often) is reported as
   // the model writer does: naming the file being replaced, what was written and the system's
@@ -82,7 +93,7 @@ struct DatasetWriter::Impl {
 DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t feature_dim, DType feature_dtype)
     : impl_(std::make_unique<Impl>()) {
   GT_CHECK_ARG(num_nodes >= 1 && num_nodes <= INT32_MAX, "num_nodes = ", num_nodes, " is outside [1, 2^31)");
-  GT_CHECK_ARG(feature_dim >= 1, "feature_dim = ", feature_dim, " must be at least 1");
+  GT_CHECK_ARG(feature_dim >= 0, "feature_dim = ", feature_dim, " is negative");
   GT_CHECK_ARG(is_feature_dtype(feature_dtype), "feature tables are stored as float32, bfloat16 or float16, not ",
                dtype_name(feature_dtype));
   check_dataset_output_path(path);
@@ -127,7 +138,8 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
     hsize_t chunk[2] = {static_cast<hsize_t>(std::min(m.n, feature_chunk_rows(m.f, m.dtype))), dims[1]};
     H5Id space(GT_H5_CHECK(H5Screate_simple(2, dims, nullptr), tmp, "/features"), H5Sclose);
     H5Id dcpl = h5::creation_plist(H5P_DATASET_CREATE, tmp, "/features");
-    GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
+    // A [N, 0] table (no features) cannot be chunked (a chunk has no zero dimension): contiguous.
+    if (m.f > 0) GT_H5_CHECK(H5Pset_chunk(dcpl.get(), 2, chunk), tmp, "/features");
     // Every row is written exactly once, so pre-filling chunks would only double the I/O.
     GT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), tmp, "/features");
     // HDF5 1.10 has no 16-bit float type: a 16-bit table is uint16 bit patterns, and the dtype
@@ -171,7 +183,7 @@ void DatasetWriter::write_feature_rows(int64_t begin, const Tensor& rows) {
                rows.defined() ? rows.str() : "undefined");
   GT_CHECK_ARG(begin >= 0 && begin + rows.size(0) <= m.n, "feature rows [", begin, ", ", begin + rows.size(0),
                ") out of range for ", m.n, " nodes");
-  if (rows.size(0) == 0) return;
+  if (rows.size(0) == 0 || m.f == 0) return;
   // load_dataset refuses NaN and infinite features: refuse to write them (e.g. gt-data synth
   // --signal 1e39, finite as a double and infinite as a float), and values that the 16-bit type
   // cannot hold. Rows in another type are converted first (rounded to nearest even), so the
@@ -222,6 +234,60 @@ void DatasetWriter::write_split(const std::string& name, const std::vector<int64
   m.splits.insert(name);
 }
 
+void DatasetWriter::write_node_kinds(const std::vector<NodeKind>& kinds) {
+  Impl& m = *impl_;
+  m.check_open();
+  GT_CHECK_ARG(!m.kinds_written, "the node kinds of '", m.path, "' were already written");
+  GT_CHECK_ARG(!kinds.empty(), "write_node_kinds of '", m.path, "' with no kinds");
+  detail::check_node_kinds(kinds, m.n, m.path);
+  std::vector<int64_t> counts;
+  std::string names;
+  for (const NodeKind& k : kinds) {
+    counts.push_back(k.count);
+    names += (names.empty() ? "" : ",") + k.name;
+  }
+  std::lock_guard lock(hdf5_mutex());
+  m.writing([&] {
+    h5::write_1d(m.file.get(), m.tmp, "/node_kinds", counts.data(), counts.size());
+    H5Id ds(GT_H5_CHECK(H5Dopen2(m.file.get(), "/node_kinds", H5P_DEFAULT), m.tmp, "/node_kinds"), H5Dclose);
+    h5::write_attr_string(ds.get(), m.tmp, "names", names);
+  });
+  m.kinds = kinds;
+  m.kinds_written = true;
+}
+
+void DatasetWriter::write_link(const std::string& name, const std::vector<EdgePair>& pairs) {
+  Impl& m = *impl_;
+  m.check_open();
+  detail::check_link_pairs(name, pairs, m.n, m.path);
+  GT_CHECK_ARG(!m.link_sizes.count(name), "link split '", name, "' of '", m.path, "' was already written");
+  Impl::Bounds b{m.n, -1, m.n, -1};
+  for (const EdgePair& p : pairs) {
+    b.src_min = std::min(b.src_min, p.src);
+    b.src_max = std::max(b.src_max, p.src);
+    b.dst_min = std::min(b.dst_min, p.dst);
+    b.dst_max = std::max(b.dst_max, p.dst);
+  }
+  std::lock_guard lock(hdf5_mutex());
+  m.writing([&] {
+    if (m.link_sizes.empty()) {
+      H5Id gcpl = h5::creation_plist(H5P_GROUP_CREATE, m.tmp, "/link");
+      H5Id(GT_H5_CHECK(H5Gcreate2(m.file.get(), "/link", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), m.tmp, "/link"),
+           H5Gclose)
+          .reset();
+    }
+    h5::write_1d(m.file.get(), m.tmp, "/link/" + name, reinterpret_cast<const int64_t*>(pairs.data()), 2 * pairs.size(), 2);
+  });
+  m.link_sizes[name] = static_cast<int64_t>(pairs.size());
+  m.link_bounds[name] = b;
+}
+
+void DatasetWriter::set_link_kinds(const std::string& src_kind, const std::string& dst_kind) {
+  impl_->check_open();
+  impl_->src_kind = src_kind;
+  impl_->dst_kind = dst_kind;
+}
+
 void DatasetWriter::set_source(const std::string& source) { impl_->source = source; }
 
 void DatasetWriter::commit() {
@@ -229,8 +295,23 @@ void DatasetWriter::commit() {
   GT_CHECK_ARG(!m.committed, "'", m.path, "' was already committed");
   GT_CHECK_ARG(m.graph_written, "commit of '", m.path, "' before write_graph");
   GT_CHECK_ARG(m.labels_written, "commit of '", m.path, "' before write_labels");
+  detail::check_link_structure(m.link_sizes, m.kinds, m.src_kind, m.dst_kind, m.path);
+  GT_CHECK_ARG(m.f > 0 || !m.link_sizes.empty(), "commit of '", m.path,
+               "': a dataset without features (feature_dim 0) is a link dataset: write its link splits");
+  if (!m.src_kind.empty()) {
+    DatasetInfo kinds_info;
+    kinds_info.node_kinds = m.kinds;
+    const auto src = kinds_info.kind_range(m.src_kind), dst = kinds_info.kind_range(m.dst_kind);
+    for (const auto& [name, b] : m.link_bounds)
+      if (b.src_max >= 0 && (b.src_min < src.first || b.src_max >= src.second || b.dst_min < dst.first ||
+                             b.dst_max >= dst.second))
+        GT_THROW(m.path + ":/link/" + name, {}, "/link/", name, " has pairs that are not (", m.src_kind, ", ",
+                 m.dst_kind, ") pairs: src ids in [", b.src_min, ", ", b.src_max, "], dst ids in [", b.dst_min, ", ",
+                 b.dst_max, "]; ", m.src_kind, " ids are [", src.first, ", ", src.second, "), ", m.dst_kind, " ids [",
+                 dst.first, ", ", dst.second, ")");
+  }
   std::sort(m.feature_ranges.begin(), m.feature_ranges.end());
-  int64_t covered = 0;
+  int64_t covered = m.f == 0 ? m.n : 0;  // a [N, 0] table has no rows to write
   for (const auto& [b, e] : m.feature_ranges) {
     if (b > covered) break;
     covered = std::max(covered, e);
@@ -249,6 +330,11 @@ void DatasetWriter::commit() {
     h5::write_attr(file, m.tmp, "num_classes", H5T_STD_I64LE, H5T_NATIVE_INT64, &m.num_classes);
     h5::write_attr(file, m.tmp, "directed", H5T_STD_I32LE, H5T_NATIVE_INT, &directed);
     h5::write_attr_string(file, m.tmp, "source", m.source);
+    if (!m.src_kind.empty()) {
+      H5Id group(GT_H5_CHECK(H5Gopen2(file, "/link", H5P_DEFAULT), m.tmp, "/link"), H5Gclose);
+      h5::write_attr_string(group.get(), m.tmp, "src_kind", m.src_kind);
+      h5::write_attr_string(group.get(), m.tmp, "dst_kind", m.dst_kind);
+    }
     GT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL), m.tmp, "");
     m.features.reset();
     hid_t closing = m.file.release();
@@ -283,6 +369,9 @@ void save_dataset(const Dataset& ds, const std::string& path) {
   w.write_feature_rows(0, ds.features);
   w.write_labels(ds.labels, ds.info.num_classes, ds.info.num_targets);
   for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
+  if (!ds.info.node_kinds.empty()) w.write_node_kinds(ds.info.node_kinds);
+  for (const auto& [name, pairs] : ds.link) w.write_link(name, pairs);
+  w.set_link_kinds(ds.info.link_src_kind, ds.info.link_dst_kind);
   w.set_source(ds.info.source);
   w.commit();
 }
@@ -315,6 +404,9 @@ void convert_dataset(const std::string& in, const std::string& out, DType dtype,
   }
   w.write_labels(ds.labels, ds.info.num_classes, ds.info.num_targets);
   for (const auto& [name, ids] : ds.splits) w.write_split(name, ids);
+  if (!ds.info.node_kinds.empty()) w.write_node_kinds(ds.info.node_kinds);
+  for (const auto& [name, pairs] : ds.link) w.write_link(name, pairs);
+  w.set_link_kinds(ds.info.link_src_kind, ds.info.link_dst_kind);
   w.set_source(ds.info.source);
   w.commit();
 }

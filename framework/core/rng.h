@@ -50,7 +50,7 @@ GT_HOST_DEVICE uint64_t random64(uint64_t seed, uint64_t c0, uint64_t c1) {
 }
 
 // Stream tags keep the draws of different purposes independent for the same seed.
-enum class RngStream : uint64_t { kSample = 1, kDropout = 2, kInit = 3, kShuffle = 4, kSynth = 5 };
+enum class RngStream : uint64_t { kSample = 1, kDropout = 2, kInit = 3, kShuffle = 4, kSynth = 5, kLinkSplit = 6 };
 
 GT_HOST_DEVICE uint64_t rng_key(uint64_t seed, RngStream stream) {
   // splitmix64 of (seed, stream) so nearby seeds give unrelated keys.
