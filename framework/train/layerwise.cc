@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <future>
 
 #include "framework/core/device.h"
@@ -82,6 +83,9 @@ std::vector<int64_t> chunk_bounds(CsrView g, bool self_loops, const std::vector<
   if (b.back() != rows) b.push_back(rows);
   return b;
 }
+
+// Chunks whose host part (block, input rows) is prepared at once, ahead of the device.
+constexpr std::size_t kPrepareAhead = 4;
 
 bool table_type(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16; }
 
@@ -190,13 +194,23 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
       p.gather_ms = ms_since(t0);
       return p;
     };
-    std::future<Prepared> next = std::async(std::launch::async, prepare, bounds[0], bounds[1]);
-    for (std::size_t c = 0; c + 1 < bounds.size(); ++c) {
+    // Up to `ahead` chunks are prepared at once, each on a thread of its own (a chunk's block is
+    // built by one thread: with one chunk ahead, the device waited for the host most of the time).
+    const std::size_t chunks = bounds.size() - 1;
+    std::deque<std::future<Prepared>> ahead;
+    std::size_t launched = 0;
+    const auto launch = [&] {
+      for (; launched < chunks && ahead.size() < kPrepareAhead; ++launched)
+        ahead.push_back(std::async(std::launch::async, prepare, bounds[launched], bounds[launched + 1]));
+    };
+    launch();
+    for (std::size_t c = 0; c < chunks; ++c) {
       const int64_t a = bounds[c], b = bounds[c + 1];
       auto t0 = Clock::now();
-      Prepared p = next.get();
+      Prepared p = ahead.front().get();
+      ahead.pop_front();
       st.wait_ms += ms_since(t0);
-      if (c + 2 < bounds.size()) next = std::async(std::launch::async, prepare, bounds[c + 1], bounds[c + 2]);
+      launch();
       st.block_ms += p.block_ms;
       st.gather_ms += p.gather_ms;
       st.edges += p.block.nnz();

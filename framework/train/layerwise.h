@@ -20,7 +20,7 @@
 // float32 rounding (dense products over different row counts may round differently).
 //
 // Threads and devices: runs on ctx's device from the calling thread (parallel inside with oneTBB);
-// one more thread builds the next chunk's block on the host meanwhile.
+// up to four more threads build the next chunks' blocks on the host meanwhile, one chunk each.
 #pragma once
 
 #include <cstdint>
@@ -58,9 +58,8 @@ struct LayerwiseStats {
   int64_t edges = 0;                  // block edges over all layers (self loops included)
   std::vector<int64_t> layer_rows;    // |D_l| per layer, input side first
   std::vector<std::string> placement; // per layer: "device" or "host" (its output table)
-  // Host time building blocks and gathering input rows (or their ids): on a second thread,
-  // overlapped with the device's work on the chunk before; wait_ms: the time the device side
-  // waited for it; compute_ms: copies, the device gather, the layer and the output's write.
+  // Host time building blocks and gathering input rows (or their ids), summed over the threads
+  // that prepare chunks ahead of the device; wait_ms: the time the device side waited for them; compute_ms: copies, the device gather, the layer and the output's write.
   double block_ms = 0, gather_ms = 0, wait_ms = 0, compute_ms = 0, total_ms = 0;
   int64_t peak_table_bytes = 0;       // input + output table of the largest layer
 };
