@@ -1,6 +1,7 @@
-// The ops of the dataflow graph (models/graph.h), each a NAPA or dense kernel call of kernels/
-// with its backward. Every op runs on the device of its tensors (CPU with oneTBB, or CUDA on the
-// context's stream). The builders in models/*.cc compose them; graph passes match on kind().
+/// \file
+/// The ops of the dataflow graph (models/graph.h), each a NAPA or dense kernel call of kernels/
+/// with its backward. Every op runs on the device of its tensors (CPU with oneTBB, or CUDA on the
+/// context's stream). The builders in models/*.cc compose them; graph passes match on kind().
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,12 @@
 
 namespace gt {
 
-// Inverted dropout of one layer's input while training (masks keyed by seed and step * 64 +
-// layer, so CPU and GPU runs drop the same elements); a pass-through otherwise.
+/// Inverted dropout of one layer's input while training (masks keyed by seed and step * 64 +
+/// layer, so CPU and GPU runs drop the same elements); a pass-through otherwise.
 class DropoutOp final : public Op {
  public:
-  // key_cols > 0: the input's rows carry key_cols values then zero padding, dropped as the
-  // unpadded rows would be (dropout_forward's key_cols).
+  /// key_cols > 0: the input's rows carry key_cols values then zero padding, dropped as the
+  /// unpadded rows would be (dropout_forward's key_cols).
   DropoutOp(float p, uint64_t seed, int64_t layer, int64_t key_cols = 0)
       : p_(p), seed_(seed), layer_(layer), key_cols_(key_cols) {}
   const char* kind() const override { return "Dropout"; }
@@ -38,7 +39,7 @@ class DropoutOp final : public Op {
   bool active_ = false;
 };
 
-// Pull(x): y[v] = f over in-edges of x[u], f = sum | mean | max (max keeps its argmax).
+/// Pull(x): y[v] = f over in-edges of x[u], f = sum | mean | max (max keeps its argmax).
 class PullOp final : public Op {
  public:
   explicit PullOp(Reduce f) : f_(f) {}
@@ -54,10 +55,10 @@ class PullOp final : public Op {
   Tensor argmax_;
 };
 
-// y[i, :] = x[i, :] * r[i]: inputs (x [n, F], r [m, 1] with m >= n, its first n rows read). GCN's
-// symmetric normalisation: r = d^-1/2 per node of the batch (Model's node_scale input, the input
-// rows of layer 0, whose prefixes are every later layer's rows). Backward: dx = dy * r (r is data,
-// no gradient).
+/// y[i, :] = x[i, :] * r[i]: inputs (x [n, F], r [m, 1] with m >= n, its first n rows read). GCN's
+/// symmetric normalisation: r = d^-1/2 per node of the batch (Model's node_scale input, the input
+/// rows of layer 0, whose prefixes are every later layer's rows). Backward: dx = dy * r (r is data,
+/// no gradient).
 class RowScaleOp final : public Op {
  public:
   const char* kind() const override { return "RowScale"; }
@@ -71,7 +72,7 @@ class RowScaleOp final : public Op {
   Tensor r_;
 };
 
-// y = a + alpha * x[:num_dst]: inputs (a [n_dst, F], x as dst_rows). GIN's (1 + eps) self term.
+/// y = a + alpha * x[:num_dst]: inputs (a [n_dst, F], x as dst_rows). GIN's (1 + eps) self term.
 class AddDstRowsOp final : public Op {
  public:
   explicit AddDstRowsOp(float alpha) : alpha_(alpha) {}
@@ -86,9 +87,9 @@ class AddDstRowsOp final : public Op {
   float alpha_;
 };
 
-// y = x W (+ c): inputs (x, W) or (x, W, c), c overwritten in place when the graph allows.
-// W may be a parameter or a constant. grad_mask (optional, W's shape, 0/1): dW is multiplied by
-// it (GAT's block-diagonal attention vectors keep their zeros).
+/// y = x W (+ c): inputs (x, W) or (x, W, c), c overwritten in place when the graph allows.
+/// W may be a parameter or a constant. grad_mask (optional, W's shape, 0/1): dW is multiplied by
+/// it (GAT's block-diagonal attention vectors keep their zeros).
 class MatMulOp final : public Op {
  public:
   MatMulOp(int64_t in, int64_t out, bool addend, Tensor grad_mask = Tensor())
@@ -110,8 +111,8 @@ class MatMulOp final : public Op {
   Tensor mask_, x_, w_;
 };
 
-// y = act(x + b): inputs (x) or (x, b), in place on x when allowed. act: none, ReLU, LeakyReLU
-// (slope >= 0) or ELU (elu = true; act must be kNone then).
+/// y = act(x + b): inputs (x) or (x, b), in place on x when allowed. act: none, ReLU, LeakyReLU
+/// (slope >= 0) or ELU (elu = true; act must be kNone then).
 class BiasActOp final : public Op {
  public:
   BiasActOp(bool bias, Activation act, float slope, bool elu = false)
@@ -132,8 +133,8 @@ class BiasActOp final : public Op {
   Tensor y_;
 };
 
-// NGCF's NeighborApply(x_u * x_v) + Pull(f) and Pull(f) of x_u, fused (kernels/fused.h): one
-// pass, no E x F values. Input x [n_src, F]; outputs side + x_v and inter, [n_dst, F] each.
+/// NGCF's NeighborApply(x_u * x_v) + Pull(f) and Pull(f) of x_u, fused (kernels/fused.h): one
+/// pass, no E x F values. Input x [n_src, F]; outputs side + x_v and inter, [n_dst, F] each.
 class NgcfAggregateOp final : public Op {
  public:
   explicit NgcfAggregateOp(Reduce f) : f_(f) {}
@@ -148,8 +149,8 @@ class NgcfAggregateOp final : public Op {
   Tensor x_;
 };
 
-// GAT's scores, edge softmax and weighted Pull, fused (kernels/fused.h). Inputs z [n_src, H*D],
-// el [n_src, H], er [n_dst, H]; output [n_dst, H*D]. Attention dropout while training (p > 0).
+/// GAT's scores, edge softmax and weighted Pull, fused (kernels/fused.h). Inputs z [n_src, H*D],
+/// el [n_src, H], er [n_dst, H]; output [n_dst, H*D]. Attention dropout while training (p > 0).
 class GatAggregateOp final : public Op {
  public:
   GatAggregateOp(float slope, float attn_dropout, uint64_t seed, int64_t layer)
@@ -167,15 +168,15 @@ class GatAggregateOp final : public Op {
   Tensor z_, el_, er_, alpha_, keep_;
 };
 
-// A model's loss node: inputs (logits, labels), output the mean loss as a [1, 1] on the logits'
-// device. Skipped (output undefined) when the labels input is not given (inference). Backward:
-// the seed's value scales d loss / d logits.
+/// A model's loss node: inputs (logits, labels), output the mean loss as a [1, 1] on the logits'
+/// device. Skipped (output undefined) when the labels input is not given (inference). Backward:
+/// the seed's value scales d loss / d logits.
 class LossOp : public Op {
  public:
   const char* kind() const override { return "Loss"; }
   void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
   void release() override { dlogits_ = Tensor(); }
-  // The last forward's loss (read on demand; survives release()).
+  /// The last forward's loss (read on demand; survives release()).
   const PendingLoss& loss() const { return loss_; }
 
  protected:
@@ -183,9 +184,9 @@ class LossOp : public Op {
   PendingLoss loss_;
 };
 
-// Softmax cross-entropy of logits [n, C] against labels (int32 [n], -1 = unlabelled): the mean
-// loss over labelled rows (multiclass tasks), weighted by class when class_weights ([C]) is not
-// empty (kernels/loss.h); the weights are copied to `device` once, here.
+/// Softmax cross-entropy of logits [n, C] against labels (int32 [n], -1 = unlabelled): the mean
+/// loss over labelled rows (multiclass tasks), weighted by class when class_weights ([C]) is not
+/// empty (kernels/loss.h); the weights are copied to `device` once, here.
 class SoftmaxCrossEntropyOp final : public LossOp {
  public:
   SoftmaxCrossEntropyOp() = default;
@@ -194,11 +195,11 @@ class SoftmaxCrossEntropyOp final : public LossOp {
   void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
 
  private:
-  Tensor class_weights_;  // float32 [C] on the model's device; undefined = unweighted
+  Tensor class_weights_;  ///< float32 [C] on the model's device; undefined = unweighted
 };
 
-// Sigmoid binary cross-entropy of logits [n, T] against labels (int32 [n] or [n, T], 0, 1 or -1):
-// the weighted mean over labelled entries (binary and multi-label tasks; kernels/loss.h).
+/// Sigmoid binary cross-entropy of logits [n, T] against labels (int32 [n] or [n, T], 0, 1 or -1):
+/// the weighted mean over labelled entries (binary and multi-label tasks; kernels/loss.h).
 class SigmoidBceOp final : public LossOp {
  public:
   SigmoidBceOp(float w_neg, float w_pos) : w_neg_(w_neg), w_pos_(w_pos) {}
@@ -209,18 +210,18 @@ class SigmoidBceOp final : public LossOp {
   float w_neg_, w_pos_;
 };
 
-// Cost-DKP (models/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)
-// plus, optionally, self * x[:num_dst] (GIN). Per batch it asks the planner for the order:
-//   aggregate first: a = A(x) [n_dst, in], y = a W;   combine first: z = x W [n_src, out], y = A(z).
-// Backward in the same order (see models/dkp.h for the calls). Inputs (x, W) or (x, W, c).
-// With a root product (GraphSAGE: y = x_r W_r + A(x) W, inputs (x, W, x_r, W_r), where the DKP
-// pass absorbed the MatMul that produced c): on the GPU, aggregating first, where x_r W_r leaves
-// SMs free (ops.cc, overlap_pays), the Pull runs on the side stream while x_r W_r runs on the
-// compute stream (a memory-bound and a compute-bound kernel at once); the sums are added in the
-// same order as with c, so results are the same bits. Wide inputs in float32 on the GPU whose
-// products alone would leave SMs idle (pull_linear_fuses: F >= 1024, out <= 64, fewer 128-row
-// tiles than SMs, no row longer than 64), without an addend or a self term: the Pull and both products run as one
-// warp-specialised kernel (kernels/pull_linear.h) instead, which agrees to rounding, not bits.
+/// Cost-DKP (models/dkp.h): y = A(x) W (+ c) where A is a linear aggregation, Pull(sum | mean)
+/// plus, optionally, self * x[:num_dst] (GIN). Per batch it asks the planner for the order:
+///   aggregate first: a = A(x) [n_dst, in], y = a W;   combine first: z = x W [n_src, out], y = A(z).
+/// Backward in the same order (see models/dkp.h for the calls). Inputs (x, W) or (x, W, c).
+/// With a root product (GraphSAGE: y = x_r W_r + A(x) W, inputs (x, W, x_r, W_r), where the DKP
+/// pass absorbed the MatMul that produced c): on the GPU, aggregating first, where x_r W_r leaves
+/// SMs free (ops.cc, overlap_pays), the Pull runs on the side stream while x_r W_r runs on the
+/// compute stream (a memory-bound and a compute-bound kernel at once); the sums are added in the
+/// same order as with c, so results are the same bits. Wide inputs in float32 on the GPU whose
+/// products alone would leave SMs idle (pull_linear_fuses: F >= 1024, out <= 64, fewer 128-row
+/// tiles than SMs, no row longer than 64), without an addend or a self term: the Pull and both products run as one
+/// warp-specialised kernel (kernels/pull_linear.h) instead, which agrees to rounding, not bits.
 class CostDkpOp final : public Op {
  public:
   CostDkpOp(std::shared_ptr<DkpPlanner> planner, Reduce f, float self, int64_t in, int64_t out, bool addend,
@@ -235,9 +236,9 @@ class CostDkpOp final : public Op {
   int in_place_input() const override { return addend_ ? 2 : -1; }
   std::string plan(const Block& block) const override;
   DkpOrder order() const { return order_; }
-  // Whether the last forward ran the Pull on the side stream beside the root product.
+  /// Whether the last forward ran the Pull on the side stream beside the root product.
   bool forked() const { return forked_; }
-  // Whether the last forward ran the Pull and the products as one kernel (kernels/pull_linear.h).
+  /// Whether the last forward ran the Pull and the products as one kernel (kernels/pull_linear.h).
   bool fused() const { return fused_; }
 
  private:
@@ -254,8 +255,8 @@ class CostDkpOp final : public Op {
   bool forked_ = false;
   bool fused_ = false;
   DkpOrder order_ = DkpOrder::kAggregateFirst;
-  Tensor saved_, w_;          // aggregate first: A(x); combine first: x
-  Tensor x_root_, w_root_;    // the root product's operands
+  Tensor saved_, w_;          ///< aggregate first: A(x); combine first: x
+  Tensor x_root_, w_root_;    ///< the root product's operands
 };
 
 }  // namespace gt

@@ -1,8 +1,9 @@
-// Errors. One exception type for everything a user can cause (bad input, config, I/O) and for
-// failed CUDA / cuBLAS / HDF5 calls. The library never calls exit() or abort().
-//
-// A message has three parts: what went wrong, where (file:line, config key, op name) and a hint.
-// what() renders them on one line: "<what> [at <where>] (hint: <hint>)".
+/// \file
+/// Errors. One exception type for everything a user can cause (bad input, config, I/O) and for
+/// failed CUDA / cuBLAS / HDF5 calls. The library never calls exit() or abort().
+///
+/// A message has three parts: what went wrong, where (file:line, config key, op name) and a hint.
+/// what() renders them on one line: "<what> [at <where>] (hint: <hint>)".
 #pragma once
 
 #include <sstream>
@@ -22,7 +23,7 @@ class Error : public std::runtime_error {
   std::string what_, where_, hint_;
 };
 
-// Thrown by CUDA entry points of a build made without the CUDA backend.
+/// Thrown by CUDA entry points of a build made without the CUDA backend.
 [[noreturn]] void throw_built_without_cuda(const char* op);
 
 namespace detail {
@@ -36,10 +37,10 @@ std::string concat(Args&&... args) {
 
 }  // namespace gt
 
-// GT_THROW(where, hint, message parts...): message parts are streamed together.
+/// GT_THROW(where, hint, message parts...): message parts are streamed together.
 #define GT_THROW(where, hint, ...) throw ::gt::Error(::gt::detail::concat(__VA_ARGS__), where, hint)
 
-// Argument checks at API boundaries (user-reachable): throws gt::Error naming the function.
+/// Argument checks at API boundaries (user-reachable): throws gt::Error naming the function.
 #define GT_CHECK_ARG(cond, ...)                                                                  \
   do {                                                                                           \
     if (!(cond)) throw ::gt::Error(::gt::detail::concat(__VA_ARGS__), __func__, {});            \

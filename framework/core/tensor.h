@@ -1,9 +1,10 @@
-// Tensor: a typed, shaped view of reference-counted storage on one device.
-//
-// Layout is always dense row-major (C order). Views (rows(), reshape()) share storage with the
-// tensor they come from; copies are explicit (clone(), to(), copy_from()). Storage is freed when
-// the last tensor referring to it goes away: device memory returns to the caching allocator,
-// pinned memory to the pinned pool.
+/// \file
+/// Tensor: a typed, shaped view of reference-counted storage on one device.
+///
+/// Layout is always dense row-major (C order). Views (rows(), reshape()) share storage with the
+/// tensor they come from; copies are explicit (clone(), to(), copy_from()). Storage is freed when
+/// the last tensor referring to it goes away: device memory returns to the caching allocator,
+/// pinned memory to the pinned pool.
 #pragma once
 
 #include <algorithm>
@@ -17,16 +18,16 @@
 
 namespace gt {
 
-// kBFloat16 and kFloat16 are storage types (16-bit feature tables, preprocess/feature_dtype.h):
-// tensors of them are created, copied, moved between devices and sliced as bytes (empty, zeros,
-// to, clone, copy_from, rows, reshape, fill_bytes), but no arithmetic op takes them. Ops check
-// for float32 through data<float>(), which throws "tensor is bfloat16, accessed as float32".
-// Their elements are accessed as uint16_t bit patterns through raw().
+/// kBFloat16 and kFloat16 are storage types (16-bit feature tables, preprocess/feature_dtype.h):
+/// tensors of them are created, copied, moved between devices and sliced as bytes (empty, zeros,
+/// to, clone, copy_from, rows, reshape, fill_bytes), but no arithmetic op takes them. Ops check
+/// for float32 through data<float>(), which throws "tensor is bfloat16, accessed as float32".
+/// Their elements are accessed as uint16_t bit patterns through raw().
 enum class DType { kFloat32, kFloat64, kInt32, kInt64, kBFloat16, kFloat16 };
 
-std::size_t dtype_size(DType t);  // bytes per element: 2 for the 16-bit types
-const char* dtype_name(DType t);  // "float32", ..., "bfloat16", "float16"
-// Whether t is one of the storage-only 16-bit float types.
+std::size_t dtype_size(DType t);  ///< bytes per element: 2 for the 16-bit types
+const char* dtype_name(DType t);  ///< "float32", ..., "bfloat16", "float16"
+/// Whether t is one of the storage-only 16-bit float types.
 constexpr bool is_16bit_float(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }
@@ -37,7 +38,7 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);
 
-// Owns one allocation.
+/// Owns one allocation.
 class Storage {
  public:
   Storage(std::size_t bytes, Device device, bool pinned);
@@ -60,11 +61,11 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Uninitialised tensor. pinned=true allocates page-locked host memory (CPU only).
+  /// Uninitialised tensor. pinned=true allocates page-locked host memory (CPU only).
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu(), bool pinned = false);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu(), Stream s = nullptr);
   template <typename T>
-  static Tensor from_vector(const std::vector<T>& v, const Shape& shape);  // CPU tensor
+  static Tensor from_vector(const std::vector<T>& v, const Shape& shape);  ///< CPU tensor
   template <typename T>
   static Tensor from_vector(const std::vector<T>& v) { return from_vector(v, {static_cast<int64_t>(v.size())}); }
 
@@ -85,26 +86,26 @@ class Tensor {
     return static_cast<T*>(raw());
   }
 
-  // Views sharing storage.
-  Tensor rows(int64_t begin, int64_t end) const;  // slice along dim 0
+  /// Views sharing storage.
+  Tensor rows(int64_t begin, int64_t end) const;  ///< slice along dim 0
   Tensor reshape(const Shape& shape) const;
 
-  // Copies. to() returns *this unchanged when already on the device; with a stream the copy
-  // is asynchronous (the caller synchronises before reading on the host).
+  /// Copies. to() returns *this unchanged when already on the device; with a stream the copy
+  /// is asynchronous (the caller synchronises before reading on the host).
   Tensor to(Device device, Stream s = nullptr) const;
   Tensor clone(Stream s = nullptr) const;
-  void copy_from(const Tensor& src, Stream s = nullptr);  // same shape and dtype; any devices
-  template <typename T> std::vector<T> to_vector() const;  // synchronous, any device
+  void copy_from(const Tensor& src, Stream s = nullptr);  ///< same shape and dtype; any devices
+  template <typename T> std::vector<T> to_vector() const;  ///< synchronous, any device
 
-  // Sets every byte to `byte` (0 = zero for all dtypes; 0xFF poisons floats with NaN).
+  /// Sets every byte to `byte` (0 = zero for all dtypes; 0xFF poisons floats with NaN).
   void fill_bytes(int byte, Stream s = nullptr);
 
-  std::string str() const;  // "float32[3, 4] on cpu"
+  std::string str() const;  ///< "float32[3, 4] on cpu"
 
  private:
   void check_dtype(DType t) const;
   std::shared_ptr<Storage> storage_;
-  std::size_t offset_ = 0;  // bytes
+  std::size_t offset_ = 0;  ///< bytes
   Shape shape_;
   DType dtype_ = DType::kFloat32;
 };
