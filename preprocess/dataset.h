@@ -101,7 +101,7 @@ struct Dataset {
   void validate(const std::string& where) const;
   const std::vector<int64_t>& split(const std::string& name) const;  ///< throws naming the split
   bool is_link() const { return !link.empty(); }
-  /// The pairs of /link/<name>; throws naming the link splits there are.
+  /// The pairs of /link/\<name>; throws naming the link splits there are.
   const std::vector<EdgePair>& link_split(const std::string& name) const;
 };
 
