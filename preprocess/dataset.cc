@@ -301,9 +301,13 @@ DatasetInfo read_info(hid_t file, const std::string& path) {
     info.link_sizes[name] = link_rows(file, path, "/link/" + name);
   if (H5Lexists(file, "/link", H5P_DEFAULT) > 0) {
     H5Id group(GT_H5_CHECK(H5Gopen2(file, "/link", H5P_DEFAULT), path, "/link"), H5Gclose);
-    for (auto [attr, out] : {std::pair{"src_kind", &info.link_src_kind}, std::pair{"dst_kind", &info.link_dst_kind}})
+    // A plain pair, not a structured binding: clang 14 (the fuzz build) cannot capture a binding
+    // in GT_H5_CHECK's lambda.
+    for (const auto& kind : {std::pair{"src_kind", &info.link_src_kind}, std::pair{"dst_kind", &info.link_dst_kind}}) {
+      const char* attr = kind.first;
       if (GT_H5_CHECK(H5Aexists(group.get(), attr), path, "/link") > 0)
-        *out = read_attr_string(group.get(), path, attr, "/link");
+        *kind.second = read_attr_string(group.get(), path, attr, "/link");
+    }
     if (info.link_sizes.empty())
       GT_THROW(path + ":/link", "a link dataset has /link/train, the message-passing edges", "/link has no 'train' split");
   }
