@@ -11,39 +11,20 @@ if [ $# -ne 1 ]; then
 fi
 LIB=$1
 [ -f "$LIB" ] || { echo "FAIL: no library at $LIB" >&2; exit 1; }
-syms=$(nm -D --defined-only -C "$LIB")
-bad=()
-count=0
-while IFS= read -r line; do
-  [ -n "$line" ] || continue
-  # "ADDRESS TYPE NAME"; the name may contain spaces.
-  name=${line#* }
-  type=${name%% *}
-  name=${name#* }
-  # Symbols the linker defines itself in every shared library (absolute: end of data, of bss).
-  if [ "$type" = A ]; then continue; fi
-  count=$((count + 1))
-  # The entity a special symbol belongs to.
-  entity=$name
-  for prefix in 'vtable for ' 'VTT for ' 'construction vtable for ' 'typeinfo name for ' 'typeinfo for ' \
-                'guard variable for ' 'non-virtual thunk to ' 'virtual thunk to ' 'covariant return thunk to '; do
-    if [[ $entity == "$prefix"* ]]; then entity=${entity#"$prefix"}; break; fi
-  done
-  # The qualified name: template arguments removed (operators named by < and > first), then what
-  # comes before the parameter list, without the return type.
-  q=$(sed -E 's/operator(<<=|>>=|<<|>>|<=>|<=|>=|->\*|->|<|>)/operatorX/g' <<<"$entity")
-  while [[ $q == *'<'* ]]; do
-    next=$(sed -E 's/<[^<>]*>//g' <<<"$q")
-    [ "$next" != "$q" ] || break
-    q=$next
-  done
-  q=${q%%(*}
-  q=${q##* }
-  if [[ $q != gt::* ]] || [[ $q =~ (^|::)(detail|[A-Za-z0-9_]+_detail):: ]] ||
-     [[ $name == *'(anonymous namespace)'* ]]; then
-    bad+=("$name")
-  fi
-done <<<"$syms"
+# "ADDRESS TYPE NAME" (the name may contain spaces); absolute symbols (A: the end of data and of
+# bss, which the linker defines in every shared library) are left out.
+names=$(nm -D --defined-only -C "$LIB" | awk '$2 != "A" { sub(/^[^ ]* [^ ]* /, ""); print }')
+count=$(grep -c . <<<"$names" || true)
+# Each name's entity, qualified: the special symbols' prefix removed (vtable for X -> X), operators
+# named by < and > masked, template arguments removed (innermost first, until none is left), then
+# what comes before the parameter list, without the return type.
+qualified=$(sed -E \
+  -e 's/^(vtable for |VTT for |construction vtable for |typeinfo name for |typeinfo for |guard variable for |non-virtual thunk to |virtual thunk to |covariant return thunk to )//' \
+  -e 's/operator(<<=|>>=|<<|>>|<=>|<=|>=|->\*|->|<|>)/operatorX/g' \
+  -e ':strip' -e 's/<[^<>]*>//g' -e 't strip' \
+  -e 's/\(.*//' -e 's/.* //' <<<"$names")
+mapfile -t bad < <(paste -d '\t' <(echo "$names") <(echo "$qualified") | awk -F '\t' '
+  $2 !~ /^gt::/ || $2 ~ /(^|::)([A-Za-z0-9_]*_)?detail::/ || $1 ~ /\(anonymous namespace\)/ { print $1 }')
 if [ ${#bad[@]} -gt 0 ]; then
   printf '  %s\n' "${bad[@]}" >&2
   echo "FAIL: $LIB exports ${#bad[@]} symbol(s) outside the public API (above; of $count)" >&2
