@@ -2,11 +2,13 @@
 #
 #   cmake [-DGT_ROOT=DIR] -P cmake/check_layers.cmake      (DIR: the source tree, by default ..)
 #
-# Reads every .h, .cc, .cu and .cuh file under the layer folders, maps each `#include "a/b/c.h"`
-# to the layer that holds a/b/c.h, and fails with one line per violation:
+# Reads every .h, .cc, .cu and .cuh file under the layer folders and include/graphtensor/, maps
+# each `#include "a/b/c.h"` and `#include <graphtensor/d/c.h>` to the layer that holds the header,
+# and fails with one line per violation:
 #   file:line: <layer> includes <upper layer> (<header>)
 # A file under framework/ but in none of its layer folders, or an include of such a path, is a
-# violation too (framework/ holds layer folders only). Includes that name no layer folder (system
+# violation too (framework/ holds layer folders only); so is one under include/graphtensor/ in no
+# public layer folder. Includes that name no layer folder (system
 # and library headers, an example's own "cli.h") are not checked. ctest runs this as `layers`,
 # and `layers_detects_violation` runs it over tests/layers/fixture, whose planted upward includes
 # it must report exactly. No Python: CI machines may lack it.
@@ -28,6 +30,14 @@ set(GT_LAYERS
   framework/serve        # inference sessions
   examples               # the programs
   tests)                 # the test suites
+# The public headers: include/graphtensor/<name>/ belongs to the layer after <name> (included as
+# <graphtensor/<name>/x.h>); the umbrella include/graphtensor/graphtensor.h includes every public
+# layer, so it belongs to the top one of the library, framework/serve. There is no public header
+# of framework/distributed yet; its folder would be include/graphtensor/distributed/.
+set(GT_PUBLIC_LAYERS
+  core framework/core  kernels kernels  config framework/config  preprocess preprocess
+  models models  distributed framework/distributed  train framework/train  serve framework/serve)
+set(GT_UMBRELLA_LAYER framework/serve)
 set(GT_LAYER_EXTENSIONS h cc cu cuh)
 # Not checked: the test fixture, whose planted violations are for layers_detects_violation.
 set(GT_LAYER_SKIP tests/layers/fixture/)
@@ -48,11 +58,29 @@ foreach(layer IN LISTS GT_LAYERS)
   string(REGEX REPLACE "/.*" "" top "${layer}")
   list(APPEND tops ${top})
 endforeach()
+list(APPEND tops include)
 list(REMOVE_DUPLICATES tops)
 
 # layer_of(<path> <out>): the layer holding path, "" when its top folder is a layered one but no
 # layer holds it (framework/x.h), "-" when it names no layer folder at all (unchecked).
 function(layer_of path out)
+  if(path MATCHES "^include/graphtensor/(.*)$")
+    set(rest "${CMAKE_MATCH_1}")
+    if(rest STREQUAL "graphtensor.h")
+      set(${out} "${GT_UMBRELLA_LAYER}" PARENT_SCOPE)
+      return()
+    endif()
+    set(pairs ${GT_PUBLIC_LAYERS})
+    while(pairs)
+      list(POP_FRONT pairs name layer)
+      if(rest MATCHES "^${name}/")
+        set(${out} "${layer}" PARENT_SCOPE)
+        return()
+      endif()
+    endwhile()
+    set(${out} "" PARENT_SCOPE)
+    return()
+  endif()
   foreach(layer IN LISTS GT_LAYERS)
     string(LENGTH "${layer}/" n)
     string(SUBSTRING "${path}" 0 ${n} head)
@@ -96,7 +124,7 @@ foreach(file IN LISTS all_files)
     continue()
   endif()
   file(READ "${GT_ROOT}/${file}" content)
-  if(NOT content MATCHES "#[ \t]*include[ \t]*\"")
+  if(NOT content MATCHES "#[ \t]*include[ \t]*(\"|<graphtensor/)")
     continue()
   endif()
   # One list element per line: characters that CMake lists treat specially are masked first.
@@ -108,11 +136,16 @@ foreach(file IN LISTS all_files)
   set(line_no 0)
   foreach(line IN LISTS lines)
     math(EXPR line_no "${line_no} + 1")
-    if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\"")
+    if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]+)[\">]")
       continue()
     endif()
     set(header "${CMAKE_MATCH_1}")
-    layer_of("${header}" to)
+    # <graphtensor/...> (angle brackets or quotes) is a public header: include/graphtensor/...
+    if(header MATCHES "^graphtensor/")
+      layer_of("include/${header}" to)
+    else()
+      layer_of("${header}" to)
+    endif()
     if(to STREQUAL "-")
       continue()
     endif()

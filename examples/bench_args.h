@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/metrics.h"
 #include "framework/core/temp_files.h"
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "examples/bench_args.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "framework/core/metrics.h"
 #include "framework/core/thread_group.h"

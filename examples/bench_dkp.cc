@@ -36,18 +36,18 @@
 #include <vector>
 
 #include "examples/bench_workloads.h"
-#include "framework/core/context.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/fp_mode.h"
 #include "framework/core/memory.h"
 #include "framework/core/metrics.h"
-#include "framework/train/optimizer.h"
-#include "kernels/loss.h"
-#include "models/dkp.h"
-#include "models/model.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/train/optimizer.h>
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/loader.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 namespace {
 

@@ -27,13 +27,13 @@
 #include <tbb/parallel_for.h>
 
 #include "examples/bench_args.h"
-#include "framework/core/context.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "framework/core/metrics.h"
 #include "framework/core/rng.h"
 #include "kernels/gather.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/preprocess/feature_table.h>
 #include "preprocess/host_table.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// gt-bench layerwise: layer-wise inference over every node (framework/train/layerwise.h) against
+// gt-bench layerwise: layer-wise inference over every node (graphtensor/train/layerwise.h) against
 // per-batch inference with full neighbourhoods (Model::forward over seed batches and their full
 // L-hop neighbourhoods, as the trainer's evaluation and gt-predict without fanouts run it).
 //
@@ -37,18 +37,18 @@
 #include <vector>
 
 #include "examples/bench_args.h"
-#include "framework/config/config.h"
-#include "framework/core/context.h"
-#include "framework/core/device.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/device.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "framework/core/metrics.h"
 #include "framework/core/rng.h"
-#include "framework/train/layerwise.h"
-#include "framework/train/model_io.h"
-#include "models/model.h"
-#include "preprocess/dataset.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/train/layerwise.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/feature_table.h>
 
 namespace {
 

@@ -59,17 +59,17 @@
 #include <vector>
 
 #include "examples/bench_workloads.h"
-#include "framework/core/context.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "framework/core/metrics.h"
-#include "framework/train/optimizer.h"
+#include <graphtensor/train/optimizer.h>
 #include "kernels/elementwise.h"
-#include "kernels/loss.h"
-#include "kernels/pull.h"
-#include "models/dkp.h"
-#include "models/model.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/kernels/pull.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/feature_table.h>
 #ifdef GT_WITH_CUDA
 #include <cuda_runtime.h>
 

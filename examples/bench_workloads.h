@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "examples/bench_args.h"
-#include "framework/core/context.h"
-#include "framework/core/error.h"
-#include "framework/train/optimizer.h"
-#include "kernels/block.h"
-#include "kernels/loss.h"
-#include "models/dkp.h"
-#include "models/model.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/optimizer.h>
+#include <graphtensor/kernels/block.h>
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/model.h>
 
 namespace gt_bench {
 

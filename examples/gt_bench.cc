@@ -34,10 +34,10 @@
 
 #include "examples/bench_args.h"
 #include "examples/bench_workloads.h"
-#include "framework/core/context.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/metrics.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/pipeline.h"

@@ -50,15 +50,15 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/temp_files.h"
-#include "framework/core/version.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/version.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_dtype.h"
 #include "preprocess/link_split.h"
 #include "preprocess/ogb_import.h"
 #include "preprocess/rec_import.h"
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/synth.h>
 
 namespace {
 

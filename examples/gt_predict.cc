@@ -43,14 +43,14 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/metrics.h"
 #include "framework/core/temp_files.h"
-#include "framework/core/version.h"
-#include "framework/serve/inference.h"
-#include "framework/train/model_io.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/version.h>
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/preprocess/dataset.h>
 
 namespace {
 

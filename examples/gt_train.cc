@@ -27,14 +27,14 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/temp_files.h"
-#include "framework/core/version.h"
-#include "framework/train/trainer.h"
-#include "models/dkp.h"
-#include "models/model.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/core/version.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/sampler.h>
 
 namespace {
 

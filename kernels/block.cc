@@ -1,5 +1,5 @@
 // Block: copies, transpose construction and validation (contract in block.h).
-#include "kernels/block.h"
+#include <graphtensor/kernels/block.h>
 
 #include <algorithm>
 #include <string>

@@ -1,6 +1,6 @@
 // Dense layer math (Apply): argument checks, CPU implementation (OpenBLAS SGEMM + oneTBB) and
 // dispatch to the cuBLAS implementation in dense.cu (contract in dense.h).
-#include "kernels/dense.h"
+#include <graphtensor/kernels/dense.h>
 
 #include "kernels/elementwise.h"
 

@@ -8,11 +8,11 @@
 #include <cstring>
 #include <optional>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/cublas_api.h"
 #include "framework/core/cuda_check.h"
 #include "framework/core/memory.h"
-#include "kernels/dense.h"
+#include <graphtensor/kernels/dense.h>
 #include "kernels/skinny_sgemm.cuh"
 
 namespace gt {

@@ -9,7 +9,7 @@
 // a fixed order, so results are deterministic; no atomics (each edge belongs to one row).
 #include <cstdint>
 
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "kernels/napa_cuda.cuh"
 
 namespace gt::cuda_impl {

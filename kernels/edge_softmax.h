@@ -10,8 +10,8 @@
 // All tensors and the block on one device; CUDA on `s`, CPU with oneTBB.
 #pragma once
 
-#include "framework/core/tensor.h"
-#include "kernels/block.h"
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/kernels/block.h>
 
 namespace gt {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "framework/core/rng.h"
 #include "kernels/elementwise.h"
 

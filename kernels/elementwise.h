@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 
@@ -49,7 +49,7 @@ void axpy(float alpha, const Tensor& x, Tensor& y, Stream s = nullptr);
 void scale(float alpha, Tensor& y, Stream s = nullptr);
 // y[i, j] = x[i, j] * r[i]: x and y float32 [n, F] (y may be x: in place), r float32 with at least
 // n entries ([m] or [m, 1], m >= n; its first n are read), all on one device. GCN's symmetric
-// normalisation scales rows by d^-1/2 (models/ops.h: RowScaleOp).
+// normalisation scales rows by d^-1/2 (graphtensor/models/ops.h: RowScaleOp).
 void scale_rows(const Tensor& x, const Tensor& r, Tensor& y, Stream s = nullptr);
 
 // Adam (Kingma & Ba) with L2 weight decay added to the gradient (as torch.optim.Adam does):

@@ -15,7 +15,7 @@
 // over grid rows (below).
 #include <cstdint>
 
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "kernels/napa_cuda.cuh"
 #include "kernels/pull_vec.cuh"
 #include "kernels/realign.cuh"

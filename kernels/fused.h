@@ -38,9 +38,9 @@
 // All tensors and the block on one device; CUDA on `s`, CPU with oneTBB.
 #pragma once
 
-#include "framework/core/tensor.h"
-#include "kernels/block.h"
-#include "kernels/pull.h"
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/kernels/block.h>
+#include <graphtensor/kernels/pull.h>
 
 namespace gt {
 

@@ -48,7 +48,7 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "kernels/napa_cuda.cuh"
 
 namespace gt::cuda_impl {

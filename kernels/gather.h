@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 

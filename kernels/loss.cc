@@ -1,6 +1,6 @@
 // Softmax cross-entropy and accuracy: argument checks, CPU implementation with oneTBB, and
 // dispatch to loss.cu (contract in loss.h).
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "framework/core/memory.h"
 
 namespace gt {

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "framework/core/tensor.h"
-#include "kernels/block.h"
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/kernels/block.h>
 
 namespace gt::napa {
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "kernels/neighbor_apply.h"
 
 namespace gt::napa {

@@ -1,7 +1,7 @@
 // Pull: argument checks, CPU implementation with oneTBB, and dispatch to the CUDA implementation
 // (pull.cu for copy-sum/mean, the generic row kernels of napa_rows.cu for weighted and max Pull).
 // Contract in pull.h.
-#include "kernels/pull.h"
+#include <graphtensor/kernels/pull.h>
 
 #include "kernels/napa_check.h"
 #include "kernels/napa_cpu.h"

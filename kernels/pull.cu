@@ -59,8 +59,8 @@
 #include <utility>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/error.h"
-#include "kernels/pull.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/kernels/pull.h>
 #include "kernels/pull_own.cuh"
 #include "kernels/pull_vec.cuh"
 #include "kernels/realign.cuh"

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "framework/core/error.h"
-#include "kernels/dense.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/kernels/dense.h>
 #include "kernels/napa_check.h"
 
 namespace gt {

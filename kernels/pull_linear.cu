@@ -28,9 +28,9 @@
 #include <optional>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 #include "kernels/skinny_sgemm.cuh"
 
 namespace gt::cuda_impl {

@@ -18,10 +18,10 @@
 // turn.
 #pragma once
 
-#include "framework/core/context.h"
-#include "framework/core/tensor.h"
-#include "kernels/block.h"
-#include "kernels/pull.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/kernels/block.h>
+#include <graphtensor/kernels/pull.h>
 
 namespace gt {
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "kernels/napa_cuda.cuh"
 
 namespace gt::cuda_impl::pull_vec {

@@ -1,4 +1,4 @@
-#include "models/dkp.h"
+#include <graphtensor/models/dkp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,7 +15,7 @@
 
 #include <tbb/global_control.h>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/metrics.h"
 
 #ifdef GT_WITH_CUDA

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "models/layer_common.h"
-#include "models/layers.h"
+#include <graphtensor/models/layers.h>
 
 namespace gt {
 namespace {

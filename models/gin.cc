@@ -9,7 +9,7 @@
 // self term is timed with its Pull: it also scales with the row width).
 // eps is fixed (GIN-0 by default, as PyG's GINConv with train_eps=False).
 #include "models/layer_common.h"
-#include "models/layers.h"
+#include <graphtensor/models/layers.h>
 
 namespace gt {
 

@@ -1,11 +1,11 @@
-#include "models/graph.h"
+#include <graphtensor/models/graph.h>
 
 #include <algorithm>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "kernels/elementwise.h"
-#include "models/dkp.h"
-#include "models/ops.h"
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/ops.h>
 
 namespace gt {
 

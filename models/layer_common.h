@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "framework/core/init.h"
-#include "models/layers.h"
-#include "models/ops.h"
+#include <graphtensor/core/init.h>
+#include <graphtensor/models/layers.h>
+#include <graphtensor/models/ops.h>
 
 namespace gt::layer_detail {
 

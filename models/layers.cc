@@ -1,5 +1,5 @@
 // GCN and GraphSAGE layer builders (contracts in layers.h).
-#include "models/layers.h"
+#include <graphtensor/models/layers.h>
 
 #include "models/layer_common.h"
 

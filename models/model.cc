@@ -1,4 +1,4 @@
-#include "models/model.h"
+#include <graphtensor/models/model.h>
 
 #include <cctype>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "framework/config/config_keys.h"
-#include "framework/core/error.h"
-#include "models/ops.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/models/ops.h>
 
 namespace gt {
 

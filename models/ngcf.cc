@@ -6,7 +6,7 @@
 // Not placeable: inter W2 = (x_v * f(x_u)) W2 needs the in-wide aggregate of the sources whatever
 // the order, so combining the side branch first could only add a GEMM on n_src rows.
 #include "models/layer_common.h"
-#include "models/layers.h"
+#include <graphtensor/models/layers.h>
 
 namespace gt {
 

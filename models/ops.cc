@@ -1,14 +1,14 @@
-#include "models/ops.h"
+#include <graphtensor/models/ops.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "kernels/elementwise.h"
 #include "kernels/fused.h"
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 #include "kernels/pull_linear.h"
 
 namespace gt {

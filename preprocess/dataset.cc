@@ -1,4 +1,4 @@
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/hdf5_util.h"
 #include "framework/core/temp_files.h"
 #include "preprocess/dataset_internal.h"
@@ -243,7 +243,7 @@ std::vector<NodeKind> read_node_kinds(hid_t file, const std::string& path) {
   return kinds;
 }
 
-// The type /features holds, from its HDF5 type and its dtype attribute (preprocess/dataset.h):
+// The type /features holds, from its HDF5 type and its dtype attribute (graphtensor/preprocess/dataset.h):
 // a uint16 table must say bfloat16 or float16; a float table has no attribute, or "float32".
 // Other element types are float32 here, and refused by open_features' check_storage.
 DType stored_feature_dtype(hid_t ds, const std::string& path) {

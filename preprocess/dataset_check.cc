@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
 

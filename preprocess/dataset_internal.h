@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/tensor.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/preprocess/dataset.h>
 
 namespace gt::detail {
 
@@ -22,7 +22,7 @@ void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>&
 void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where,
                   int64_t targets = 1);
 void check_split(const std::string& name, const std::vector<int64_t>& ids, int64_t n, const std::string& where);
-// Link parts (preprocess/dataset.h): kinds with valid unique names (no ','), counts >= 0 adding
+// Link parts (graphtensor/preprocess/dataset.h): kinds with valid unique names (no ','), counts >= 0 adding
 // up to n; a link array's name (as a split's), ids in [0, n) and no self-loops, named as
 // "<where>:/link/<name>".
 void check_node_kinds(const std::vector<NodeKind>& kinds, int64_t n, const std::string& where);

@@ -1,4 +1,4 @@
-// DatasetWriter and save_dataset of preprocess/dataset.h: dataset files written atomically,
+// DatasetWriter and save_dataset of graphtensor/preprocess/dataset.h: dataset files written atomically,
 // streamed through "<path>.tmp.<pid>.<n>" (the reader and Dataset::validate are in dataset.cc).
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/hdf5_util.h"
 #include "framework/core/metrics.h"
 #include "framework/core/temp_files.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
 

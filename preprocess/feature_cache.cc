@@ -10,7 +10,7 @@
 
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/loader.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 #include "kernels/gather.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/preprocess/feature_table.h>
 
 namespace gt {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "preprocess/dataset_internal.h"
 
 namespace gt {

@@ -1,9 +1,9 @@
 // The element types a feature table may be stored in: float32, bfloat16 or float16
-// (framework/core/tensor.h: DType::kBFloat16 and DType::kFloat16 are storage-only types), and the
+// (graphtensor/core/tensor.h: DType::kBFloat16 and DType::kFloat16 are storage-only types), and the
 // conversions between them.
 //
 // A 16-bit table halves the bytes held, mapped and transferred; its rows are widened to float32
-// as they are gathered (preprocess/feature_table.h), so the model's math is unchanged. Narrowing
+// as they are gathered (graphtensor/preprocess/feature_table.h), so the model's math is unchanged. Narrowing
 // float32 to 16 bits rounds to the nearest representable value, ties to even (the rounding of
 // IEEE 754 and of the hardware's conversions); float16 keeps its subnormals. Widening is exact.
 //
@@ -25,7 +25,7 @@
 #include <cstring>
 #include <string>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 #include "kernels/half_bits.h"
 
 namespace gt {

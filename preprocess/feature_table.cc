@@ -1,4 +1,4 @@
-#include "preprocess/feature_table.h"
+#include <graphtensor/preprocess/feature_table.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/dataset_internal.h"
 #include "preprocess/feature_dtype.h"
 #include "preprocess/mapped_read.h"

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "framework/core/rng.h"
 #include "preprocess/gpu_sampler.h"

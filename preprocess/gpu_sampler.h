@@ -1,5 +1,5 @@
 // Sampling and reindexing on the GPU (beyond the paper): the same draws and the same blocks as
-// NeighborSampler (preprocess/sampler.h), computed by kernels on a stream instead of CPU threads.
+// NeighborSampler (graphtensor/preprocess/sampler.h), computed by kernels on a stream instead of CPU threads.
 //
 // Why: on a products-scale graph the CPU stages (S and R) bound the epoch even with 16 cores,
 // while the graph's CSR (0.5 GB) fits in device memory many times over. With the CSR resident,
@@ -28,9 +28,9 @@
 #include <mutex>
 #include <vector>
 
-#include "framework/core/device.h"
-#include "kernels/block.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/core/device.h>
+#include <graphtensor/kernels/block.h>
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <algorithm>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #ifdef GT_WITH_CUDA
 #include "framework/core/cuda_check.h"
 #endif

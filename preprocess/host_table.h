@@ -27,7 +27,7 @@
 #include <string>
 
 #include "kernels/gather.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/preprocess/feature_table.h>
 
 namespace gt {
 

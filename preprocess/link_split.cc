@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_dtype.h"
 
 namespace gt {

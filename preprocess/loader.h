@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/memory.h"
-#include "preprocess/dataset.h"
-#include "preprocess/feature_table.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/feature_table.h>
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 
@@ -46,7 +46,7 @@ class BatchLoader {
   BatchLoader(const FeatureTable&, const std::vector<int32_t>&, NeighborSampler&&, const Context&) = delete;
   BatchLoader(const FeatureTable&, const std::vector<int32_t>&, const NeighborSampler&, Context&&) = delete;
   DeviceBatch load(const std::vector<int64_t>& seeds, uint64_t batch_key) const;
-  // Per-node scales [N] (models/model.h: node_scales) for DeviceBatch::node_scale; null = none.
+  // Per-node scales [N] (graphtensor/models/model.h: node_scales) for DeviceBatch::node_scale; null = none.
   // Referenced, not copied.
   void set_node_scale(const std::vector<float>* scales) { node_scale_ = scales; }
 

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

@@ -14,8 +14,8 @@
 #include <iterator>
 #include <vector>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/gz_reader.h"
 
 namespace gt {

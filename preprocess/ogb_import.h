@@ -8,14 +8,14 @@
 // self-loops are dropped. train.csv.gz is required, valid and test are optional; a split that
 // lists no nodes, or a node listed in two splits, is an error. Every parse error throws gt::Error
 // naming the file and line; a failed import writes nothing. The output path is checked before
-// anything is read (preprocess/dataset.h check_dataset_output_path), and an output that is one
+// anything is read (graphtensor/preprocess/dataset.h check_dataset_output_path), and an output that is one
 // of the files the import reads, or lies in DIR/raw or the split folder, is refused.
 #pragma once
 
 #include <functional>
 #include <string>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 

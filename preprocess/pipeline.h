@@ -3,7 +3,7 @@
 //
 // Per batch and per layer l = L-1 .. 0 (output side first):
 //   S_l  sample layer l's neighbours of the current destinations (parallel over destinations)
-//   R_l  reindex them into block l (lock-split table, preprocess/reindex.h) and enqueue T(R_l),
+//   R_l  reindex them into block l (lock-split table, graphtensor/preprocess/reindex.h) and enqueue T(R_l),
 //        the block's copy to the device on the copy stream
 //   K    gather the feature rows of the sources R_l discovered into a pinned chunk and enqueue
 //        T(K), its copy into the batch's device feature buffer
@@ -37,10 +37,10 @@
 #include <memory>
 #include <vector>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/trace.h"
 #include "preprocess/loader.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 
@@ -62,7 +62,7 @@ struct PipelineOptions {
   // The feature table mapped for the GPU (preprocess/host_table.h, CUDA only): K reads the rows
   // that the cache does not hold from host memory with a gather kernel (zero copy).
   const MappedHostTable* host = nullptr;
-  // Per-node scales of the whole graph (models/model.h: node_scales, [N]) for a GCN with symmetric
+  // Per-node scales of the whole graph (graphtensor/models/model.h: node_scales, [N]) for a GCN with symmetric
   // normalisation: each batch gets DeviceBatch::node_scale from them. Outlives the pipeline.
   const std::vector<float>* node_scale = nullptr;
 };

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/gz_reader.h"
 
 namespace gt {

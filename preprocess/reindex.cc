@@ -1,11 +1,11 @@
-#include "preprocess/reindex.h"
+#include <graphtensor/preprocess/reindex.h>
 
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

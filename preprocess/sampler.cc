@@ -1,4 +1,4 @@
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 #include <tbb/parallel_for.h>
 
@@ -6,7 +6,7 @@
 #include <numeric>
 #include <unordered_set>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
 
 namespace gt {

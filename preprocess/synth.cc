@@ -1,4 +1,4 @@
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/synth.h>
 
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -21,9 +21,9 @@
 #include <sstream>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 
 namespace gt {
 namespace {

@@ -5,7 +5,7 @@
 #include <iterator>
 #include <string>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt::test {
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "framework/serve/inference.h"
-#include "framework/train/trainer.h"
-#include "preprocess/synth.h"
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/preprocess/synth.h>
 
 int main() {
   namespace fs = std::filesystem;

@@ -21,7 +21,7 @@
 #include <system_error>
 #include <thread>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt_serve {
 namespace {

@@ -49,8 +49,8 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/temp_files.h"
 
 namespace {

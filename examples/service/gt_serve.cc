@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "cli.h"
-#include "framework/core/error.h"
-#include "framework/serve/inference.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/serve/inference.h>
 #include "service/bounded_http.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "framework/config/config.h"
+#include <graphtensor/config/config.h>
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
@@ -18,7 +18,7 @@
 
 #include "framework/config/config_keys.h"
 #include "framework/config/yaml_load.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/temp_files.h"
 
 namespace gt {

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace config_detail {

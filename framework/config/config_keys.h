@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config/config.h"
+#include <graphtensor/config/config.h>
 
 namespace gt::config_detail {
 

@@ -1,7 +1,7 @@
 // The files a training run writes (train.metrics, save_best, checkpoint, trace, the DKP cache
 // folder): the checks check_output_paths runs before anything is read (none is an input or
 // another output, none is a folder or a device, each folder takes a new file), the folders it
-// makes and takes back, and the check of an input against the outputs (framework/config/config.h).
+// makes and takes back, and the check of an input against the outputs (graphtensor/config/config.h).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/temp_files.h"
 
 namespace gt {

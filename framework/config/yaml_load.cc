@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

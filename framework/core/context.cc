@@ -1,9 +1,9 @@
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 
 #ifdef GT_WITH_CUDA

@@ -7,7 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 #define GT_CUBLAS_SYMBOL_(name) #name
 #define GT_CUBLAS_SYMBOL(name) GT_CUBLAS_SYMBOL_(name)  // after cublas_v2.h's macro: "cublasCreate_v2"

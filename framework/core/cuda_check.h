@@ -6,7 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 #define GT_CUDA_CHECK(expr)                                                                      \
   do {                                                                                           \

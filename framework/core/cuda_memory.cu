@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "framework/core/memory.h"
 
 namespace gt {

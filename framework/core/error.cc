@@ -1,4 +1,4 @@
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 #include <algorithm>
 

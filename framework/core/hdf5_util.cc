@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

@@ -1,5 +1,5 @@
-// The HDF5 helpers shared by the library's HDF5 code (the dataset store of preprocess/dataset.h,
-// the weights and checkpoint files of framework/train/model_io.h): the one lock that serialises
+// The HDF5 helpers shared by the library's HDF5 code (the dataset store of graphtensor/preprocess/dataset.h,
+// the weights and checkpoint files of graphtensor/train/model_io.h): the one lock that serialises
 // every HDF5 call, an owning handle for HDF5 identifiers, failed calls thrown as gt::Error naming
 // the file and object (GT_H5_CHECK), and property-list, shape and write helpers that are not tied
 // to one kind of file (the dataset store uses them; model_io.cc has its own error messages).

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 
 namespace gt {
 

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 

@@ -1,4 +1,4 @@
-#include "framework/core/init.h"
+#include <graphtensor/core/init.h>
 
 #include <cmath>
 

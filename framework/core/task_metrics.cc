@@ -1,10 +1,10 @@
-#include "framework/core/task_metrics.h"
+#include <graphtensor/core/task_metrics.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 

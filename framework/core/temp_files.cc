@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

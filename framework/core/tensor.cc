@@ -1,4 +1,4 @@
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 #include <cstring>
 #include <numeric>

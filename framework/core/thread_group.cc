@@ -2,7 +2,7 @@
 
 #include <system_error>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/metrics.h"
 
 namespace gt {

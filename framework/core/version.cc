@@ -1,16 +1,12 @@
-#include "framework/core/version.h"
-
-#ifndef GT_VERSION_STRING
-#error "GT_VERSION_STRING is set by CMakeLists.txt (the project version)"
-#endif
+#include <graphtensor/core/version.h>
 
 namespace gt {
 
 const char* version() {
 #ifdef GT_WITH_CUDA
-  return GT_VERSION_STRING " (CUDA)";
+  return GRAPHTENSOR_VERSION_STRING " (CUDA)";
 #else
-  return GT_VERSION_STRING " (CPU only)";
+  return GRAPHTENSOR_VERSION_STRING " (CPU only)";
 #endif
 }
 

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/context.h"
-#include "framework/core/tensor.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 

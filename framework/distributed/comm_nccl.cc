@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/distributed/comm.h"
 
 #define GT_NCCL_CHECK(expr)                                                                       \

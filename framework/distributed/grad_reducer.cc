@@ -1,6 +1,6 @@
 #include "framework/distributed/grad_reducer.h"
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 

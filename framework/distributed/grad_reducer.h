@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/distributed/comm.h"
-#include "models/model.h"
+#include <graphtensor/models/model.h>
 
 namespace gt {
 

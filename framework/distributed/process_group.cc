@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/distributed/comm.h"
 #include "framework/distributed/socket_io.h"
 

@@ -1,4 +1,4 @@
-#include "framework/serve/inference.h"
+#include <graphtensor/serve/inference.h>
 
 #include <tbb/task_arena.h>
 
@@ -13,16 +13,16 @@
 
 #include "framework/config/config_keys.h"
 #include "framework/config/yaml_load.h"
-#include "framework/core/context.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/thread_group.h"
-#include "framework/train/model_io.h"
+#include <graphtensor/train/model_io.h>
 #include "framework/train/train_data.h"
-#include "framework/train/trainer.h"
-#include "models/model.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/loader.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 namespace {

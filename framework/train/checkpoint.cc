@@ -1,13 +1,13 @@
-#include "framework/train/checkpoint.h"
+#include <graphtensor/train/checkpoint.h>
 
 #include <map>
 #include <set>
 #include <tuple>
 #include <sstream>
 
-#include "framework/core/error.h"
-#include "framework/train/model_io.h"
-#include "framework/train/optimizer.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/optimizer.h>
 
 namespace gt {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "framework/core/metrics.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/train/trainer.h>
 
 namespace gt {
 

@@ -1,4 +1,4 @@
-// Evaluation for the Trainer (framework/train/trainer.h): accuracies on lists of node ids, the
+// Evaluation for the Trainer (graphtensor/train/trainer.h): accuracies on lists of node ids, the
 // lists laid end to end in shared batches through one pipeline, and the training loop's evaluation
 // batches kept between epochs (train.eval_cache_mb).
 #include <algorithm>
@@ -7,13 +7,13 @@
 #include <memory>
 #include <vector>
 
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "framework/train/train_data.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/train/trainer.h>
 #include "framework/train/trainer_impl.h"
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 #include "preprocess/pipeline.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 

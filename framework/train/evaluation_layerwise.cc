@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/train/layerwise.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/train/layerwise.h>
+#include <graphtensor/train/trainer.h>
 #include "framework/train/trainer_impl.h"
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 
 namespace gt {
 namespace {

@@ -1,5 +1,5 @@
 // Layer-wise inference (contract in layerwise.h).
-#include "framework/train/layerwise.h"
+#include <graphtensor/train/layerwise.h>
 
 #include <tbb/parallel_for.h>
 
@@ -9,10 +9,10 @@
 #include <deque>
 #include <future>
 
-#include "framework/core/device.h"
-#include "framework/core/error.h"
+#include <graphtensor/core/device.h>
+#include <graphtensor/core/error.h>
 #include "kernels/gather.h"
-#include "models/model.h"
+#include <graphtensor/models/model.h>
 #include "preprocess/loader.h"
 #include "preprocess/feature_dtype.h"
 

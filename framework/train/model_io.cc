@@ -1,4 +1,4 @@
-#include "framework/train/model_io.h"
+#include <graphtensor/train/model_io.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/hdf5_util.h"
 #include "framework/core/metrics.h"
 #include "framework/core/temp_files.h"

@@ -1,4 +1,4 @@
-#include "framework/train/optimizer.h"
+#include <graphtensor/train/optimizer.h>
 
 #include <algorithm>
 #include <cmath>

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/train/train_data.h"
 #include "framework/train/trainer_impl.h"
-#include "models/dkp.h"
+#include <graphtensor/models/dkp.h>
 
 namespace gt {
 

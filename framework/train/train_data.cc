@@ -11,8 +11,8 @@
 #include <string_view>
 #include <utility>
 
-#include "framework/core/error.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/trainer.h>
 #include "preprocess/feature_dtype.h"
 
 namespace gt {

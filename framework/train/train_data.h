@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/task_metrics.h"
-#include "models/model.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/task_metrics.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/dataset.h>
 
 namespace gt {
 

@@ -1,4 +1,4 @@
-#include "framework/train/trainer.h"
+#include <graphtensor/train/trainer.h>
 #include "framework/train/train_data.h"
 #include "framework/train/trainer_impl.h"
 
@@ -20,13 +20,13 @@
 #include "framework/core/temp_files.h"
 #include "framework/distributed/comm.h"
 #include "framework/distributed/grad_reducer.h"
-#include "framework/train/checkpoint.h"
+#include <graphtensor/train/checkpoint.h>
 #include "framework/train/epoch_report.h"
-#include "framework/train/model_io.h"
-#include "framework/train/optimizer.h"
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/optimizer.h>
 #include "kernels/elementwise.h"
-#include "kernels/loss.h"
-#include "models/dkp.h"
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/models/dkp.h>
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/pipeline.h"

@@ -1,4 +1,4 @@
-// The inside of a Trainer (framework/train/trainer.h), shared by the files that implement it:
+// The inside of a Trainer (graphtensor/train/trainer.h), shared by the files that implement it:
 // framework/train/replicas.cc sets up the replicas of this process and the process group,
 // framework/train/trainer.cc builds the Trainer and runs the training loop,
 // framework/train/evaluation.cc evaluates. Internal to the library (not installed).
@@ -22,11 +22,11 @@
 #include "framework/core/trace.h"
 #include "framework/distributed/comm.h"
 #include "framework/distributed/grad_reducer.h"
-#include "framework/train/checkpoint.h"
-#include "framework/train/layerwise.h"
-#include "framework/train/optimizer.h"
+#include <graphtensor/train/checkpoint.h>
+#include <graphtensor/train/layerwise.h>
+#include <graphtensor/train/optimizer.h>
 #include "framework/train/train_data.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/train/trainer.h>
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/host_table.h"

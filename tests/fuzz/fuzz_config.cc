@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

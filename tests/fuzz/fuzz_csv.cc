@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 #include "tests/temp_files.h"

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <string>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 
 namespace {
 

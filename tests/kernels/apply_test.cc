@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "framework/core/context.h"
-#include "kernels/dense.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/kernels/dense.h>
 #include "kernels/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"
 

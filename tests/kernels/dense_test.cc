@@ -1,9 +1,9 @@
 // Dense layer (linear forward/backward and the accumulating variants) and the element-wise ops
 // (ReLU, dropout, axpy, Adam, SGD) against float64 references and central finite differences; on
 // CUDA also against the CPU results.
-#include "kernels/dense.h"
+#include <graphtensor/kernels/dense.h>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/rng.h"
 #include "kernels/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
-#include "framework/core/tensor.h"
-#include "kernels/block.h"
+#include <graphtensor/core/device.h>
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/kernels/block.h>
 
 namespace gt::test {
 

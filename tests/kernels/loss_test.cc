@@ -1,6 +1,6 @@
 // Softmax cross-entropy (loss and dlogits, unweighted and with class weights) and count_correct
 // against float64 references and central finite differences; on CUDA also against the CPU results.
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 
 #include <algorithm>
 #include <cmath>

@@ -9,9 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/block.h"
+#include <graphtensor/kernels/block.h>
 #include "kernels/neighbor_apply.h"
-#include "kernels/pull.h"
+#include <graphtensor/kernels/pull.h>
 
 namespace gt::test {
 

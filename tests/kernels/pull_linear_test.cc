@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "kernels/pull_linear.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/napa_ref.h"

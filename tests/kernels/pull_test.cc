@@ -2,7 +2,7 @@
 // Pull results are checked against a float64 reference written here: the forward gathers over
 // the CSR, the backward reference SCATTERS over the forward CSR (a different algorithm from the
 // kernels' gather over the transpose). On CUDA the GPU is also compared with the CPU kernel.
-#include "kernels/pull.h"
+#include <graphtensor/kernels/pull.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <random>
 #include <utility>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

@@ -2,8 +2,8 @@
 // against the float64 references of napa_ref.h, central finite differences, and (on CUDA) the CPU.
 #include <string>
 
-#include "framework/core/context.h"
-#include "kernels/pull.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/kernels/pull.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/napa_ref.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

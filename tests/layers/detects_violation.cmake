@@ -1,7 +1,8 @@
 # ctest layers_detects_violation: cmake/check_layers.cmake, run over the small tree in fixture/,
-# must fail and report exactly the violations planted there (expected.txt: upward includes, a
-# file under framework/ in no layer folder, an include of an old framework/ path) and nothing
-# about fixture/models/good.cc, whose includes all point down.
+# must fail and report exactly the violations planted there (expected.txt: upward includes, quoted
+# and as public <graphtensor/...> headers, a file under framework/ or include/graphtensor/ in no
+# layer folder, an include of an old framework/ path) and nothing about fixture/models/good.cc,
+# whose includes all point down.
 #   cmake -DCHECK=cmake/check_layers.cmake -P tests/layers/detects_violation.cmake
 cmake_minimum_required(VERSION 3.25)
 set(fixture "${CMAKE_CURRENT_LIST_DIR}/fixture")

@@ -15,15 +15,15 @@
 #include <thread>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
-#include "framework/train/trainer.h"
-#include "kernels/loss.h"
-#include "models/dkp.h"
-#include "models/layers.h"
-#include "models/model.h"
-#include "models/ops.h"
-#include "preprocess/synth.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/layers.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/models/ops.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

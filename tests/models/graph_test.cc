@@ -1,4 +1,4 @@
-// The dataflow graph (models/graph.h): gradients of a value read twice are summed, in-place
+// The dataflow graph (graphtensor/models/graph.h): gradients of a value read twice are summed, in-place
 // reuse never overwrites a value someone still reads, the DKP pass rewrites exactly the linear
 // Pull -> MatMul pairs, the loss node, and the errors a caller can trigger.
 #include <gtest/gtest.h>
@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "kernels/elementwise.h"
-#include "kernels/loss.h"
-#include "kernels/pull.h"
-#include "models/dkp.h"
-#include "models/model.h"
-#include "models/ops.h"
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/kernels/pull.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/models/ops.h>
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

@@ -15,14 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/serve/inference.h"
-#include "framework/train/optimizer.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/optimizer.h>
+#include <graphtensor/train/trainer.h>
 #include "kernels/elementwise.h"
-#include "kernels/loss.h"
-#include "models/model.h"
-#include "preprocess/synth.h"
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

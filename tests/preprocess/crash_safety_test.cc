@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/metrics.h"
-#include "framework/train/model_io.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
 #include "tests/preprocess/temp_dir.h"

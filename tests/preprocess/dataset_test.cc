@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 #include "tests/test_util.h"

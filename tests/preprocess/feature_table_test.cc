@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_cache.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/preprocess/feature_table.h>
 #include "preprocess/pipeline.h"
 #include "tests/preprocess/temp_dir.h"
 #include "tests/test_util.h"

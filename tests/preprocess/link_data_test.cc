@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/gz_reader.h"
 #include "preprocess/link_split.h"
 #include "preprocess/rec_import.h"
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/synth.h>
 #include "tests/preprocess/temp_dir.h"
 #include "tests/test_util.h"
 

@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
-#include "framework/core/error.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_dtype.h"
 #include "preprocess/gz_reader.h"
 #include "preprocess/ogb_import.h"
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/synth.h>
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 #include "tests/test_util.h"

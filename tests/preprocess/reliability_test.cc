@@ -13,11 +13,11 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
-#include "framework/train/model_io.h"
-#include "preprocess/dataset.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/feature_table.h>
 #include "preprocess/gz_reader.h"
 #include "tests/preprocess/temp_dir.h"
 #include "tests/test_util.h"

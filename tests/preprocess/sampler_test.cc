@@ -8,7 +8,7 @@
 #include <set>
 
 #include "framework/core/rng.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 
 namespace gt {
 namespace {

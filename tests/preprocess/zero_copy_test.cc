@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/rng.h"
 #include "kernels/gather.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_cache.h"
 #include "preprocess/feature_dtype.h"
-#include "preprocess/feature_table.h"
+#include <graphtensor/preprocess/feature_table.h>
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/host_table.h"
-#include "preprocess/sampler.h"
+#include <graphtensor/preprocess/sampler.h>
 #include "tests/preprocess/temp_dir.h"
 
 namespace gt {

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {
@@ -386,11 +386,11 @@ TEST(Config, DocsTableIsCurrent) {
 #include "framework/core/temp_files.h"
 #include "framework/core/trace.h"
 #include "framework/train/epoch_report.h"
-#include "framework/train/model_io.h"
-#include "framework/train/trainer.h"
-#include "models/dkp.h"
-#include "preprocess/dataset.h"
-#include "preprocess/synth.h"
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/models/dkp.h>
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 

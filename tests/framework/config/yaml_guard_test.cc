@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
-#include "framework/train/model_io.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/model_io.h>
 #include "tests/preprocess/temp_dir.h"
 #include "tests/test_util.h"
 

@@ -11,13 +11,13 @@
 #include <chrono>
 #include <string>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "framework/core/temp_files.h"
 #include "framework/core/thread_group.h"
-#include "framework/train/model_io.h"
-#include "framework/train/trainer.h"
-#include "preprocess/synth.h"
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 #include "tests/test_util.h"

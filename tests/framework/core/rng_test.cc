@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "framework/core/init.h"
+#include <graphtensor/core/init.h>
 #include "framework/core/rng.h"
 
 namespace gt {

@@ -1,14 +1,14 @@
-// Node-task metrics (framework/core/task_metrics.h) against brute-force references: ROC-AUC by
+// Node-task metrics (graphtensor/core/task_metrics.h) against brute-force references: ROC-AUC by
 // counting every (positive, negative) pair, F1 from counts, ties, unlabelled entries and the
 // all-one-class rule (NaN, left out of the mean over targets).
-#include "framework/core/task_metrics.h"
+#include <graphtensor/core/task_metrics.h>
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 namespace {

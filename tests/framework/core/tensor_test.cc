@@ -5,9 +5,9 @@
 #include <fstream>
 #include <string>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/memory.h"
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 namespace {

@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include "framework/serve/inference.h"
-#include "framework/train/trainer.h"
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/trainer.h>
 #include "preprocess/loader.h"
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/synth.h>
 
 namespace gt {
 namespace {

@@ -10,12 +10,12 @@
 #include <fstream>
 #include <limits>
 
-#include "framework/serve/inference.h"
-#include "framework/train/checkpoint.h"
-#include "framework/train/model_io.h"
-#include "framework/train/trainer.h"
-#include "models/model.h"
-#include "preprocess/synth.h"
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/checkpoint.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/temp_files.h"
 
 namespace gt {

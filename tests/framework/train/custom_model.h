@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "framework/core/init.h"
-#include "models/model.h"
-#include "models/ops.h"
+#include <graphtensor/core/init.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/models/ops.h>
 
 // A GCN variant: y = act(sum_{u in N(v)} x_u W + b), neighbours summed rather than averaged.
 // One call builds layer o.index: it reads value x (the layer's input rows) and returns its output.

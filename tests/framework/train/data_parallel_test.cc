@@ -1,4 +1,4 @@
-// Data-parallel training (framework/train/trainer.h, docs/scaling.md): N replicas that split every
+// Data-parallel training (graphtensor/train/trainer.h, docs/scaling.md): N replicas that split every
 // global batch train like one replica on the whole batch (same losses up to float summation
 // order), stay bitwise identical, survive shards with no seeds, and fail cleanly. CPU replicas
 // over the host backend run everywhere; the GPU cases (NCCL, 2 GPUs) skip on smaller machines.
@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <string>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "framework/distributed/comm.h"
 #include "framework/train/train_data.h"
-#include "framework/train/trainer.h"
-#include "preprocess/dataset.h"
-#include "preprocess/synth.h"
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/synth.h>
 
 namespace gt {
 namespace {

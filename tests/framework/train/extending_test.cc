@@ -16,12 +16,12 @@
 #include <stdexcept>
 #include <thread>
 
-#include "framework/train/checkpoint.h"
-#include "framework/serve/inference.h"
-#include "framework/train/model_io.h"
-#include "framework/train/trainer.h"
-#include "preprocess/dataset.h"
-#include "preprocess/synth.h"
+#include <graphtensor/train/checkpoint.h>
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/framework/train/custom_model.h"
 
 namespace gt {

@@ -10,17 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/device.h"
-#include "framework/core/error.h"
-#include "framework/train/model_io.h"
-#include "framework/train/trainer.h"
-#include "kernels/dense.h"
-#include "kernels/loss.h"
-#include "models/model.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/core/device.h>
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/kernels/dense.h>
+#include <graphtensor/kernels/loss.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/loader.h"
-#include "preprocess/sampler.h"
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/sampler.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

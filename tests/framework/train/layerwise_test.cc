@@ -1,4 +1,4 @@
-// Layer-wise inference (framework/train/layerwise.h) against Model::forward over full-neighbourhood
+// Layer-wise inference (graphtensor/train/layerwise.h) against Model::forward over full-neighbourhood
 // batches, per model type, on small random graphs; chunking, requested sets, 16-bit tables, the
 // auto rule and bad input; a GPU case compared with the CPU.
 #include <gtest/gtest.h>
@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/context.h"
-#include "framework/core/device.h"
-#include "framework/core/error.h"
-#include "framework/train/layerwise.h"
-#include "framework/train/trainer.h"
-#include "models/model.h"
-#include "preprocess/synth.h"
+#include <graphtensor/core/context.h>
+#include <graphtensor/core/device.h>
+#include <graphtensor/core/error.h>
+#include <graphtensor/train/layerwise.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

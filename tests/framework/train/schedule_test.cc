@@ -11,11 +11,11 @@
 #include <sstream>
 #include <string>
 
-#include "framework/config/config.h"
-#include "framework/train/checkpoint.h"
-#include "framework/train/optimizer.h"
-#include "framework/train/trainer.h"
-#include "preprocess/synth.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/train/checkpoint.h>
+#include <graphtensor/train/optimizer.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/test_util.h"
 
 namespace gt {

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/error.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/error.h>
 #include "framework/train/train_data.h"
-#include "framework/train/trainer.h"
-#include "models/model.h"
-#include "preprocess/dataset.h"
-#include "preprocess/sampler.h"
-#include "preprocess/synth.h"
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/models/model.h>
+#include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/sampler.h>
+#include <graphtensor/preprocess/synth.h>
 #include "tests/kernels/kernel_test_util.h"
 
 namespace gt {

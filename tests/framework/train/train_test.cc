@@ -14,12 +14,12 @@
 #include <sstream>
 
 #include "framework/core/metrics.h"
-#include "framework/serve/inference.h"
-#include "framework/train/model_io.h"
-#include "framework/train/trainer.h"
-#include "preprocess/dataset.h"
+#include <graphtensor/serve/inference.h>
+#include <graphtensor/train/model_io.h>
+#include <graphtensor/train/trainer.h>
+#include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_dtype.h"
-#include "preprocess/synth.h"
+#include <graphtensor/preprocess/synth.h>
 
 namespace gt {
 namespace {

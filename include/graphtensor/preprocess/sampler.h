@@ -1,0 +1,80 @@
+// Uniform neighbour sampling without replacement, and reindexing into blocks.
+//
+// sample() starts from the seeds (the output layer) and walks towards the input: for layer l
+// (from L-1 down to 0) each destination v draws min(deg(v), fanouts[l]) distinct in-neighbours
+// (all of them when fanouts[l] = -1). Draws use the counter-based generator keyed by
+// (seed, batch_key, layer, v), so a batch is the same whatever the number of threads.
+// Reindexing gives local ids: the destinations keep ids 0..n_dst-1 in their given order, new
+// sources get the next ids in order of first appearance (edge order), so blocks are deterministic.
+// Blocks are CPU tensors with their transposes built.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <graphtensor/core/export.h>
+#include <graphtensor/kernels/block.h>
+#include <graphtensor/preprocess/reindex.h>
+
+namespace gt {
+
+// A read-only view of an in-neighbour CSR (row v lists the sources of edges into v).
+struct GT_API CsrView {
+  const int64_t* indptr = nullptr;
+  const int32_t* indices = nullptr;
+  int64_t num_nodes = 0;
+};
+
+struct GT_API SampledBatch {
+  std::vector<Block> blocks;         // input side first
+  std::vector<int64_t> input_nodes;  // global ids of blocks[0]'s sources, in local-id order
+  std::vector<int64_t> seeds;        // global ids of the last block's destinations
+  int64_t sampled_edges = 0;         // over all blocks
+};
+
+// One layer's draw, before reindexing: row v's sources (global ids) are
+// picked[indptr[v] .. indptr[v+1]).
+struct GT_API LayerSample {
+  std::vector<int64_t> indptr;
+  std::vector<int64_t> picked;
+};
+
+class GT_API NeighborSampler {
+ public:
+  // fanouts: input side first, -1 = all. self_loops adds the edge v -> v to every destination
+  // (first in its row, not counted against the fanout).
+  NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed);
+
+  // Seeds must be a non-empty list of valid node ids (checked) and distinct (not checked:
+  // duplicates get one row each).
+  // The serial reference path: every layer sampled and reindexed in turn.
+  SampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats = nullptr) const;
+
+  // The stages of sample(), for the pipeline. sample_layer draws layer l's neighbours of the
+  // destinations `frontier` (the algorithm part: parallel over destinations, no shared state).
+  LayerSample sample_layer(const std::vector<int64_t>& frontier, int64_t layer, uint64_t batch_key) const;
+  // Reindexes a drawn layer into a block (transpose built); `frontier` becomes the block's source
+  // list (destinations first, then new sources in order of first appearance).
+  Block build_block(std::vector<int64_t>& frontier, const LayerSample& ls, ReindexStats* stats) const;
+  void check_seeds(const std::vector<int64_t>& seeds) const;
+
+  int64_t num_layers() const { return static_cast<int64_t>(fanouts_.size()); }
+  // What the draws depend on (preprocess/gpu_sampler.h draws the same on the GPU).
+  CsrView graph() const { return g_; }
+  const std::vector<int64_t>& fanouts() const { return fanouts_; }
+  bool self_loops() const { return self_loops_; }
+  uint64_t rng_key() const { return key_; }
+
+ private:
+  CsrView g_;
+  std::vector<int64_t> fanouts_;
+  bool self_loops_;
+  uint64_t key_;
+  Reindexer reindexer_;
+};
+
+// Splits ids into batches of batch_size; shuffled with (seed, epoch) when shuffle is set.
+GT_API std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& ids, int64_t batch_size, bool shuffle,
+                                               uint64_t seed, uint64_t epoch);
+
+}  // namespace gt

@@ -1,0 +1,126 @@
+/// \file
+/// InferenceSession: a trained model answering node-classification and embedding queries, for
+/// embedding GraphTensor in a service.
+///
+///   gt::InferenceSession s("out/ckpt.h5", "data/cora.h5", {.device = "auto"});
+///   gt::Tensor logits = s.predict({0, 5, 7});   // float32 [3, num_classes] on the CPU
+///   gt::Tensor emb = s.embed({0, 5, 7});        // float32 [3, embedding_dim()] on the CPU
+///
+/// The model is rebuilt from the training config stored in the file (a train.checkpoint, a
+/// train.save_best weights file or one Trainer::save wrote: all hold the config and /params; a
+/// model type of the program's own is registered first, gt::register_model) and runs in eval mode (no
+/// dropout) over the same path as training: NeighborSampler -> BatchLoader (gather, transfer) ->
+/// Model::forward. Features are normalised as the stored config says (dataset.normalize).
+///
+/// Threads: any number of threads may call predict/embed/submit at once. Requests go into a queue;
+/// one worker thread, which owns the device context and the model, coalesces them into
+/// micro-batches of up to max_batch_nodes seed nodes, waiting at most max_wait_us after the oldest
+/// queued request for more to arrive. A micro-batch is shared fairly: every queued request gets an
+/// equal part of it (one row at least, in arrival order), so a request larger than max_batch_nodes
+/// is split over several micro-batches and a small request queued behind it goes into the next one. Node ids repeated within a micro-batch
+/// are computed once. Each request's future is fulfilled when its rows are done.
+///
+/// Determinism: neighbour draws are keyed by (config seed, layer, node), not by the micro-batch,
+/// so with sampled fanouts a node gets the same neighbours whichever requests it is batched with;
+/// with full neighbourhoods (fanouts empty, the default) the result equals the trainer's
+/// evaluation of the same node. Dense products may round differently for different batch sizes
+/// on some BLAS/cuBLAS paths; tests/framework/serve/inference_test.cc checks what this build guarantees.
+///
+/// Errors: a bad request (empty id list, an id outside [0, num_nodes())) fails that request only,
+/// with a one-line gt::Error; a failure while running a micro-batch fails the requests in it; other
+/// requests and callers are unaffected. The destructor finishes the queued requests, then joins the
+/// worker.
+///
+/// Cancellation: submit() may be given a flag (a server sets it when the client has gone). A request
+/// whose flag is set before its rows are all computed is dropped from the queue, not run: its rows
+/// not yet taken by a micro-batch are skipped, and its future throws "cancelled". Rows of it already
+/// in a micro-batch that has started are computed (a micro-batch is not interrupted).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <graphtensor/core/export.h>
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/task_metrics.h>
+#include <graphtensor/core/tensor.h>
+#include <graphtensor/train/layerwise.h>
+
+namespace gt {
+
+struct Dataset;
+
+struct GT_API InferenceOptions {
+  std::string device = "auto";      ///< cpu | cuda | cuda:N | auto
+  std::vector<int64_t> fanouts{};   ///< per layer, input side first; empty = all neighbours
+  int64_t max_batch_nodes = 1024;   ///< seed nodes per micro-batch
+  int64_t max_wait_us = 500;        ///< coalescing window after the oldest queued request, <= 60 s
+  int64_t threads = 0;              ///< CPU threads of the session's task arena; 0 = all cores
+};
+
+enum class InferenceOutput { kLogits, kEmbedding };
+
+class GT_API InferenceSession {
+ public:
+  /// Loads the model and the dataset (dataset_path "" = the stored config's dataset.path) and
+  /// starts the worker. Throws gt::Error on a missing or corrupt file, a model/dataset mismatch
+  /// (feature width, class count) or bad options.
+  InferenceSession(const std::string& model_path, const std::string& dataset_path, const InferenceOptions& options = {});
+  static std::unique_ptr<InferenceSession> open(const std::string& model_path, const std::string& dataset_path,
+                                                const InferenceOptions& options = {});
+  ~InferenceSession();
+  /// Stops taking requests: later submits fail with "the session is shutting down", and the ones
+  /// queued are run at once, without waiting out the coalescing window. The destructor does this
+  /// too; a server calls it first so that the requests in flight are answered promptly.
+  void shutdown();
+  InferenceSession(const InferenceSession&) = delete;
+  InferenceSession& operator=(const InferenceSession&) = delete;
+
+  /// Blocking calls; throw gt::Error for a bad request.
+  Tensor predict(const std::vector<int64_t>& ids);  ///< float32 [ids.size(), num_classes()], CPU
+  Tensor embed(const std::vector<int64_t>& ids);    ///< float32 [ids.size(), embedding_dim()], CPU
+  /// Logits of ids (empty = every node, in node order) by layer-wise inference with full
+  /// neighbourhoods (graphtensor/train/layerwise.h), whatever the session's fanouts; float32 [n,
+  /// num_classes()] on the CPU. Runs on the calling thread, on the session's device, while no
+  /// micro-batch runs (they wait for it). Throws gt::Error for bad ids or options.
+  Tensor predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options = {},
+                           LayerwiseStats* stats = nullptr);
+  /// The in-neighbour graph and whether the model's sampler adds self loops (plan_inference).
+  CsrView graph() const;
+  /// Asynchronous form: a bad request gives a future that throws. `cancelled`, when given, is read
+  /// by the worker: once true, the request's remaining rows are not run and its future throws.
+  std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids,
+                             std::shared_ptr<const std::atomic<bool>> cancelled = nullptr);
+
+  int64_t num_nodes() const;
+  /// The logits per node: the classes of a multiclass model, 1 for binary, T for multilabel.
+  int64_t num_classes() const;
+  Task task() const;  ///< the model's node task (graphtensor/core/task_metrics.h)
+  int64_t embedding_dim() const;  ///< the last hidden layer's width (GAT: x heads), or the feature width for a 1-layer model
+  const Config& config() const;   ///< the stored training config
+  /// The graph the session answers on: labels and splits (for evaluating a model), read-only.
+  const Dataset& dataset() const;
+  std::string device() const;     ///< "cpu" or the GPU's name
+
+  /// Counters since the session started. failed_requests includes the cancelled ones.
+  /// batch_nodes[k] counts the micro-batches of n distinct seed nodes with 2^(k-1) < n <= 2^k
+  /// (k = 0: one node; the last bucket takes everything larger).
+  static constexpr int kBatchBuckets = 21;
+  struct Stats {
+    int64_t requests = 0, failed_requests = 0, cancelled_requests = 0, batches = 0, nodes = 0;
+    int64_t queued_requests = 0, queued_nodes = 0;  ///< now: submitted, rows not all taken by a micro-batch
+    std::array<int64_t, kBatchBuckets> batch_nodes{};
+  };
+  Stats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gt
