@@ -36,6 +36,11 @@
 #include <graphtensor/models/model.h>
 #include <graphtensor/preprocess/sampler.h>
 
+// The CPU GEMMs' OpenBLAS pool is process-wide; the Trainer leaves it alone (trainer.h, "Threads").
+// gt-train's process is its own, so train.threads bounds the pool too. Weak: another BLAS keeps its
+// own setting.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 namespace {
 
 // A usage error is one line on stderr (exit 2), in the words of examples/cli.h's rules.
@@ -128,10 +133,13 @@ int main(int argc, char** argv) {
                                &cfg.train.dkp_cache})
         out->clear();
     }
+    if (cfg.train.threads > 0 && openblas_set_num_threads)
+      openblas_set_num_threads(static_cast<int>(cfg.train.threads));
     gt::Trainer trainer(cfg);
     if (print_graph) {
       if (gt::DkpPlanner* dkp = trainer.model().dkp(); dkp && !dkp_cache.empty())
-        dkp->configure(dkp_cache, cfg.train.dkp_warmup);
+        dkp->configure(dkp_cache, cfg.train.dkp_warmup,
+                       gt::dkp_device_key(gt::Context::parse_device(cfg.train.device), cfg.train.threads));
       // The first batch of epoch 1, sampled as the trainer samples it (shapes only).
       const gt::Dataset& ds = trainer.dataset();
       const bool self_loops = gt::samples_self_loops(cfg.model);

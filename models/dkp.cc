@@ -221,7 +221,7 @@ std::string dkp_cache_path(const std::string& dir, const std::string& device, co
   return (std::filesystem::path(dir) / (name + ".txt")).string();
 }
 
-std::string dkp_device_key(Device device) {
+std::string dkp_device_key(Device device, int64_t cpu_threads) {
   if (!device.is_cpu()) return device_name(device);
   std::string model = "unknown processor";
   std::ifstream in("/proc/cpuinfo");
@@ -234,7 +234,8 @@ std::string dkp_device_key(Device device) {
     if (b != std::string::npos) model = line.substr(b);
     break;
   }
-  const auto threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  const auto threads = cpu_threads > 0 ? static_cast<std::size_t>(cpu_threads)
+                                       : tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
   return "cpu " + model + " x" + std::to_string(threads);
 }
 
@@ -318,8 +319,9 @@ bool load_dkp_cache(const std::string& path, DkpCoefficients& c, const std::stri
 DkpPlanner::DkpPlanner(DkpMode mode, std::string model, std::string device)
     : mode_(mode), model_(std::move(model)), device_(std::move(device)) {}
 
-void DkpPlanner::configure(const std::string& cache_dir, int64_t warmup_batches) {
+void DkpPlanner::configure(const std::string& cache_dir, int64_t warmup_batches, const std::string& device_key) {
   GT_CHECK_ARG(warmup_batches >= 2, "DKP warm-up needs at least 2 batches (one per order), got ", warmup_batches);
+  if (!device_key.empty()) device_ = device_key;
   warmup_ = warmup_batches;
   cache_file_ = cache_dir.empty() ? std::string() : dkp_cache_path(cache_dir, device_, model_);
   if (mode_ == DkpMode::kAuto && !cache_file_.empty()) {

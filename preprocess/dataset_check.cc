@@ -441,4 +441,44 @@ DatasetCheck check_dataset(const std::string& path, const std::function<void(int
   return out;
 }
 
+void check_dataset(const Dataset& ds, const std::string& where) {
+  ds.validate(where);
+  // The file checks' further rules, on the arrays in memory.
+  check_disjoint_splits(ds, where);
+  check_link_rules(ds, where);
+  if (ds.info.feature_dim == 0 && ds.info.num_nodes > 0 && !ds.info.is_link())
+    GT_THROW(where, "give the nodes' feature rows ([num_nodes, F] with F >= 1)",
+             "the dataset has a feature table with 0 features per node (shape [", ds.info.num_nodes, ", 0])");
+  if (!ds.features.defined())
+    GT_THROW(where, "give the nodes' feature rows", "the dataset has no feature table");
+}
+
+Dataset make_dataset(std::vector<int64_t> indptr, std::vector<int32_t> indices, Tensor features,
+                     std::vector<int32_t> labels, std::map<std::string, std::vector<int64_t>> splits, bool directed,
+                     std::string source) {
+  const std::string where = "make_dataset";
+  if (indptr.empty()) GT_THROW(where, "indptr has num_nodes + 1 entries, the first 0", "indptr is empty");
+  if (!features.defined() || features.dim() != 2)
+    GT_THROW(where, "features: a [num_nodes, F] CPU tensor", "features must be a 2-d tensor, got ",
+             features.defined() ? features.str() : std::string("an undefined tensor"));
+  Dataset ds;
+  ds.info.num_nodes = static_cast<int64_t>(indptr.size()) - 1;
+  ds.info.num_edges = static_cast<int64_t>(indices.size());
+  ds.info.feature_dim = features.size(1);
+  ds.info.feature_dtype = features.dtype();
+  int32_t most = -1;
+  for (int32_t y : labels) most = std::max(most, y);
+  ds.info.num_classes = static_cast<int64_t>(most) + 1;
+  ds.info.directed = directed;
+  ds.info.source = std::move(source);
+  for (const auto& [name, ids] : splits) ds.info.split_sizes[name] = static_cast<int64_t>(ids.size());
+  ds.indptr = std::move(indptr);
+  ds.indices = std::move(indices);
+  ds.features = std::move(features);
+  ds.labels = std::move(labels);
+  ds.splits = std::move(splits);
+  check_dataset(ds, where);
+  return ds;
+}
+
 }  // namespace gt

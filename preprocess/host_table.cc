@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include <graphtensor/core/error.h>
 #ifdef GT_WITH_CUDA
@@ -12,6 +14,25 @@
 #endif
 
 namespace gt {
+
+#ifdef GT_WITH_CUDA
+namespace {
+// The ranges this process registered, by base address, with the number of MappedHostRanges using
+// each: Trainers and sessions sharing one dataset in memory map the same table, and the driver
+// refuses a second registration (cudaErrorHostMemoryAlreadyRegistered). The first registers, the
+// others share it, the last one gone unregisters (not the first, which would pull the pages from
+// under the others' gathers).
+struct Registered {
+  int64_t bytes = 0;
+  int users = 0;
+};
+std::mutex registry_mu;
+std::map<uintptr_t, Registered>& registry() {
+  static std::map<uintptr_t, Registered> r;
+  return r;
+}
+}  // namespace
+#endif
 
 MappedHostRange::MappedHostRange(const void* data, int64_t len, const std::string& what, const std::string& way_out,
                                  bool copy_small) {
@@ -42,15 +63,23 @@ MappedHostRange::MappedHostRange(const void* data, int64_t len, const std::strin
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(first) + static_cast<uintptr_t>(len) + page - 1) / page * page;
   base_ = reinterpret_cast<void*>(lo);
   bytes_ = static_cast<int64_t>(hi - lo);
-  cudaError_t err = cudaHostRegister(base_, static_cast<std::size_t>(bytes_),
-                                     cudaHostRegisterMapped | cudaHostRegisterPortable | cudaHostRegisterReadOnly);
-  if (err == cudaErrorHostMemoryAlreadyRegistered) {
-    (void)cudaGetLastError();  // pinned already (allocated page-locked): usable as it is
-  } else if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    GT_THROW(what, way_out, "the GPU cannot map it (", bytes_ >> 20, " MiB): cudaHostRegister: ", cudaGetErrorString(err));
-  } else {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto shared = registry().find(lo);
+  if (shared != registry().end() && shared->second.bytes == bytes_) {
+    ++shared->second.users;  // registered for another user of the same table: shared
     registered_ = true;
+  } else {
+    cudaError_t err = cudaHostRegister(base_, static_cast<std::size_t>(bytes_),
+                                       cudaHostRegisterMapped | cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    if (err == cudaErrorHostMemoryAlreadyRegistered) {
+      (void)cudaGetLastError();  // pinned already (allocated page-locked): usable as it is
+    } else if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      GT_THROW(what, way_out, "the GPU cannot map it (", bytes_ >> 20, " MiB): cudaHostRegister: ", cudaGetErrorString(err));
+    } else {
+      registered_ = true;
+      registry()[lo] = Registered{bytes_, 1};
+    }
   }
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   void* dev = nullptr;
@@ -68,7 +97,14 @@ MappedHostRange::MappedHostRange(const void* data, int64_t len, const std::strin
 
 MappedHostRange::~MappedHostRange() {
 #ifdef GT_WITH_CUDA
-  if (registered_) (void)cudaHostUnregister(base_);
+  if (registered_) {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto it = registry().find(reinterpret_cast<uintptr_t>(base_));
+    if (it != registry().end() && --it->second.users == 0) {
+      registry().erase(it);
+      (void)cudaHostUnregister(base_);
+    }
+  }
   if (copy_) (void)cudaFreeHost(copy_);
 #endif
 }

@@ -17,7 +17,8 @@
 //     H200 machines here (580.159) registers a dataset file's mapping;
 //   - a smaller table in memory is copied once into memory allocated pinned and mapped: it shares
 //     its pages with other heap objects, which registering would pin too.
-// The registration is undone when the object goes.
+// The registration is undone when the object goes, or, when several objects map the same range
+// (Trainers and sessions sharing one dataset in memory), when the last of them goes.
 #pragma once
 
 #include <cstdint>

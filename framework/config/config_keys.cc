@@ -402,8 +402,8 @@ const std::vector<Field>& fields() {
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),
                 "seed of initialisation, sampling, shuffling and dropout"),
       int_field("train.threads", GT_GET(train, threads), 0, 4096,
-                "CPU threads for preprocessing and CPU kernels (the oneTBB workers and OpenBLAS's GEMM threads); "
-                "0 = all"),
+                "CPU threads for preprocessing and CPU kernels: the Trainer's own oneTBB task arena, nothing "
+                "process-wide (gt-train also sets OpenBLAS's GEMM threads); 0 = all"),
       int_field("train.eval_every", GT_GET(train, eval_every), 0, 1000000,
                 "evaluate every N epochs (and after the last); 0 = never (benchmarks); an epoch without evaluation "
                 "logs - and writes null for valid and test"),

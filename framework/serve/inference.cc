@@ -56,8 +56,9 @@ struct InferenceSession::Impl {
   InferenceOptions opt;
   Config cfg;
   std::string model_path;
-  std::string dataset_path;  // the file `data` came from
-  Dataset data;
+  std::string dataset_path;  // the file `data` came from (kInMemoryDataset for one given in memory)
+  // Read only (a dataset given in memory may be shared with other sessions and Trainers).
+  std::shared_ptr<const Dataset> data;
   std::vector<float> node_scales;  // a GCN with symmetric normalisation: d^-1/2 per node
   TaskSetup task;  // the model's outputs: num_classes logits, 1 (binary) or one per target
   int64_t emb_dim = 0;
@@ -83,15 +84,17 @@ struct InferenceSession::Impl {
   Stats stats;
   std::thread worker;
 
+  // The constructors' parts: reads and checks the model file and the options (sets cfg), then
+  // takes the dataset (features already normalised when `normalised`) and starts the worker.
+  Device read_model(const std::string& model_path, const InferenceOptions& options);
+  void attach(std::shared_ptr<const Dataset> d, const std::string& name, bool normalised, Device device);
   void setup(Device device);
   void run();
   void run_batch(const std::vector<Slice>& slices);
 };
 
-InferenceSession::InferenceSession(const std::string& model_path, const std::string& dataset_path,
-                                   const InferenceOptions& options)
-    : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
+Device InferenceSession::Impl::read_model(const std::string& model_path, const InferenceOptions& options) {
+  Impl& m = *this;
   m.opt = options;
   m.model_path = model_path;
   if (options.max_batch_nodes < 1)
@@ -142,6 +145,14 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
   for (int64_t f : options.fanouts)
     if (f == 0 || f < -1) GT_THROW("fanouts", "use -1 for all neighbours", "inference fanouts must be >= 1 or -1, got ", f);
 
+  return device;
+}
+
+InferenceSession::InferenceSession(const std::string& model_path, const std::string& dataset_path,
+                                   const InferenceOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  const Device device = m.read_model(model_path, options);
   const std::string ds = dataset_path.empty() ? m.cfg.dataset.path : dataset_path;
   if (dataset_path.empty()) {
     std::error_code ec;
@@ -150,19 +161,46 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
                "no dataset given, and the one model file '", model_path, "' was trained on, '", ds,
                "' (its dataset.path, relative to where the training ran), does not exist here");
   }
-  m.dataset_path = ds;
-  m.data = load_dataset(ds);
+  auto owned = std::make_shared<Dataset>(load_dataset(ds));
+  if (m.cfg.dataset.normalize == "row") normalize_rows(owned->features);  // the session's own copy
+  m.attach(std::move(owned), ds, /*normalised=*/true, device);
+}
+
+InferenceSession::InferenceSession(const std::string& model_path, std::shared_ptr<const Dataset> data,
+                                   const InferenceOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  if (!data) GT_THROW("InferenceSession", "pass a Dataset, or a dataset file's path", "the dataset is null");
+  Impl& m = *impl_;
+  const Device device = m.read_model(model_path, options);
+  data->validate(kInMemoryDataset);  // load_dataset's rules
+  if (!data->features.defined())
+    GT_THROW(kInMemoryDataset, "give the nodes' feature rows", "the dataset has no feature table");
+  m.attach(std::move(data), kInMemoryDataset, /*normalised=*/false, device);
+}
+
+void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std::string& name, bool normalised,
+                                    Device device) {
+  Impl& m = *this;
+  const InferenceOptions& options = m.opt;
+  const int64_t layers = m.cfg.model.layers;
+  m.dataset_path = name;
+  m.data = std::move(d);
   {
     Config c = m.cfg;
     c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
-    m.task = resolve_task(c, m.data);
+    m.task = resolve_task(c, *m.data);
   }
-  if (m.cfg.dataset.normalize == "row") normalize_rows(m.data.features);
-  m.table = FeatureTable(m.data.features);
+  if (m.cfg.dataset.normalize == "row" && !normalised) {  // a copy of the session's own: the given dataset is not written
+    Tensor features = m.data->features.clone();
+    normalize_rows(features);
+    m.table = FeatureTable(features);
+  } else {
+    m.table = FeatureTable(m.data->features);  // shared, not copied
+  }
   if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
   // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
   // concatenates its heads (its width x model.heads).
-  m.emb_dim = layers == 1 ? m.data.info.feature_dim
+  m.emb_dim = layers == 1 ? m.data->info.feature_dim
                           : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
                                 : std::make_unique<tbb::task_arena>();
@@ -213,15 +251,15 @@ void InferenceSession::Impl::setup(Device device) {
   ctx = std::make_unique<Context>(device);
   device_name = gt::device_name(device);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
-  model = build_model(cfg.model, table.width(), task.outputs, device, seed, data.info.feature_dim, task.loss);
-  load_weights(model_path, model->params(), DataShape{data.info.feature_dim, data.info.num_classes},
+  model = build_model(cfg.model, table.width(), task.outputs, device, seed, data->info.feature_dim, task.loss);
+  load_weights(model_path, model->params(), DataShape{data->info.feature_dim, data->info.num_classes},
                dataset_path);
   std::vector<int64_t> fanouts = opt.fanouts;
   if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
-  CsrView g{data.indptr.data(), data.indices.data(), data.info.num_nodes};
+  CsrView g{data->indptr.data(), data->indices.data(), data->info.num_nodes};
   const bool self_loops = samples_self_loops(cfg.model);
   sampler = std::make_unique<NeighborSampler>(g, fanouts, self_loops, seed);
-  if (model->needs_node_scale()) node_scales = gt::node_scales(data.indptr, self_loops);
+  if (model->needs_node_scale()) node_scales = gt::node_scales(data->indptr, self_loops);
 }
 
 void InferenceSession::Impl::run() {
@@ -297,7 +335,7 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
     Tensor logits, emb;
     std::lock_guard model_lock(model_mu);
     arena->execute([&] {
-      BatchLoader loader(table, data.labels, *sampler, *ctx);
+      BatchLoader loader(table, data->labels, *sampler, *ctx);
       if (model->needs_node_scale()) loader.set_node_scale(&node_scales);
       // One fixed batch key: draws then depend on (seed, layer, node) only, not on the batch.
       DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
@@ -354,7 +392,7 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
   std::future<Tensor> fut = req->promise.get_future();
   req->what = what;
   const char* op = op_name(what);
-  const int64_t n = m.data.info.num_nodes;
+  const int64_t n = m.data->info.num_nodes;
   try {
     // An enum made from an integer (a service mapping request codes) is refused, not served as
     // embeddings.
@@ -409,12 +447,12 @@ CsrView InferenceSession::graph() const { return impl_->sampler->graph(); }
 Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kLogits, ids).get(); }
 Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }
 
-int64_t InferenceSession::num_nodes() const { return impl_->data.info.num_nodes; }
+int64_t InferenceSession::num_nodes() const { return impl_->data->info.num_nodes; }
 int64_t InferenceSession::num_classes() const { return impl_->task.outputs; }
 Task InferenceSession::task() const { return impl_->task.task; }
 int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
 const Config& InferenceSession::config() const { return impl_->cfg; }
-const Dataset& InferenceSession::dataset() const { return impl_->data; }
+const Dataset& InferenceSession::dataset() const { return *impl_->data; }
 std::string InferenceSession::device() const { return impl_->device_name; }
 
 InferenceSession::Stats InferenceSession::stats() const {

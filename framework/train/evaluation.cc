@@ -198,7 +198,9 @@ std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<
 std::vector<NodeMetrics> Trainer::evaluate_metrics(const std::vector<const std::vector<int64_t>*>& lists) {
   for (std::size_t l = 0; l < lists.size(); ++l)
     GT_CHECK_ARG(lists[l] != nullptr, "Trainer::evaluate_lists: list ", l, " of ", lists.size(), " is a null pointer");
-  return metrics_of(lists, /*keep=*/false);
+  std::vector<NodeMetrics> result;
+  impl_->in_arena([&] { result = metrics_of(lists, /*keep=*/false); });
+  return result;
 }
 
 std::vector<NodeMetrics> Trainer::metrics_of(const std::vector<const std::vector<int64_t>*>& lists, bool keep) {
@@ -208,7 +210,7 @@ std::vector<NodeMetrics> Trainer::metrics_of(const std::vector<const std::vector
     if (!ids->empty()) nonempty.push_back(ids);
   if (!nonempty.empty())
     impl_->on_replicas([&](Replica& r) {
-      std::vector<std::vector<float>> o = impl_->evaluate(r, cfg_, data_, nonempty, keep);
+      std::vector<std::vector<float>> o = impl_->evaluate(r, cfg_, *data_, nonempty, keep);
       if (r.local != 0) return;
       for (std::size_t l = 0, k = 0; l < lists.size(); ++l)
         if (!lists[l]->empty()) outputs[l] = std::move(o[k++]);
@@ -217,7 +219,7 @@ std::vector<NodeMetrics> Trainer::metrics_of(const std::vector<const std::vector
   std::vector<NodeMetrics> result;
   for (std::size_t l = 0; l < lists.size(); ++l) {
     const std::vector<int64_t>& ids = *lists[l];
-    const std::vector<int32_t> labels = gather_labels(data_.labels, data_.info.num_nodes, ids).to_vector<int32_t>();
+    const std::vector<int32_t> labels = gather_labels(data_->labels, data_->info.num_nodes, ids).to_vector<int32_t>();
     if (t.task == Task::kMulticlass) {
       std::vector<int32_t> pred(outputs[l].begin(), outputs[l].end());
       pred.resize(ids.size(), 0);

@@ -129,7 +129,8 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
     r.ctx = std::make_unique<Context>(d);
     r.ctx->set_tf32(cfg.train.precision == "tf32");
     r.model = build_model(cfg.model, features.width(), task.outputs, d, seed, data.info.feature_dim, task.loss);
-    if (DkpPlanner* dkp = r.model->dkp()) dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup);
+    if (DkpPlanner* dkp = r.model->dkp())  // the cache names train.threads, the Trainer's arena
+      dkp->configure(cfg.train.dkp_cache, cfg.train.dkp_warmup, dkp_device_key(d, cfg.train.threads));
     r.optimizer = make_optimizer(cfg.optimizer);
     r.train_sampler = std::make_unique<NeighborSampler>(g, cfg.sampling.fanouts, self_loops, seed);
     r.eval_sampler = std::make_unique<NeighborSampler>(g, eval_fanouts, self_loops, seed);

@@ -2,7 +2,6 @@
 #include "framework/train/train_data.h"
 #include "framework/train/trainer_impl.h"
 
-#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -65,20 +64,11 @@ struct MadeDirs {
 Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   validate_config(cfg_);
   if (cfg_.dataset.path.empty())
-    GT_THROW(config_place(cfg_, {"dataset.path"}), "set dataset.path to an HDF5 dataset (gt-data synth, gt-data import-ogb)",
+    GT_THROW(config_place(cfg_, {"dataset.path"}), "set dataset.path to an HDF5 dataset (gt-data synth, gt-data import-ogb), or pass a Dataset",
              "dataset.path is empty: the Trainer has no dataset to train on");
   MadeDirs made{check_output_paths(cfg_)};
-  if (cfg_.train.threads > 0) {
-    impl_->threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                           static_cast<std::size_t>(cfg_.train.threads));
-    impl_->blas_threads = std::make_unique<BlasThreads>(static_cast<int>(cfg_.train.threads));
-  }
-  Device device;
-  try {
-    device = Context::parse_device(cfg_.train.device);
-  } catch (const Error& e) {
-    GT_THROW(config_place(cfg_, {"train.device"}), e.hint(), "train.device: ", e.message());
-  }
+  impl_->make_arenas(cfg_);
+  const Device device = parse_train_device(cfg_);
   // A file that cannot be opened at all (missing, a folder, not HDF5) is named with the key that
   // gave it; errors inside the file already say where in it.
   auto at_key = [&](auto&& load) {
@@ -89,26 +79,75 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
       GT_THROW(config_place(cfg_, {"dataset.path"}), e.hint(), e.message());
     }
   };
-  if (cfg_.dataset.features == "mmap") {  // validate_config made sure dataset.normalize is none
-    at_key([&] {
-      data_ = load_dataset_without_features(cfg_.dataset.path);
-      impl_->features = FeatureTable::map_file(cfg_.dataset.path);
-    });
-  } else {
-    at_key([&] { data_ = load_dataset(cfg_.dataset.path); });
-    if (cfg_.dataset.normalize == "row") normalize_rows(data_.features);
-    impl_->features = FeatureTable(data_.features);
-  }
-  if (cfg_.dataset.align_rows)
-    impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
-  check_splits(cfg_, data_);
-  impl_->task = resolve_task(cfg_, data_);
-  if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
-  impl_->setup(cfg_, data_, device);
+  impl_->in_arena([&] {
+    auto owned = std::make_shared<Dataset>();
+    if (cfg_.dataset.features == "mmap") {  // validate_config made sure dataset.normalize is none
+      at_key([&] {
+        *owned = load_dataset_without_features(cfg_.dataset.path);
+        impl_->features = FeatureTable::map_file(cfg_.dataset.path);
+      });
+    } else {
+      at_key([&] { *owned = load_dataset(cfg_.dataset.path); });
+      // The Trainer's own copy: normalised in place.
+      if (cfg_.dataset.normalize == "row") normalize_rows(owned->features);
+      impl_->features = FeatureTable(owned->features);
+    }
+    data_ = std::move(owned);
+    build(device);
+  });
   // Built: the folders are the Trainer's now, removed (when still empty) with it, so that a
   // Trainer that never trained (a failed resume(), gt-train --print-graph) leaves none.
   impl_->made_dirs = std::move(made.dirs);
   made.dirs.clear();
+}
+
+Trainer::Trainer(Config cfg, std::shared_ptr<const Dataset> data) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
+  if (!data) GT_THROW("Trainer", "pass a Dataset (make_dataset, load_dataset), or use Trainer(Config)", "the dataset is null");
+  // dataset.path is not read: the config names the data as in memory, so that messages and the
+  // files the Trainer writes do not name a file the data did not come from.
+  cfg_.dataset.path = kInMemoryDataset;
+  cfg_.where.erase("dataset.path");
+  validate_config(cfg_);
+  if (cfg_.dataset.features == "mmap")
+    GT_THROW(config_place(cfg_, {"dataset.features"}), "set dataset.features: memory",
+             "dataset.features is mmap, which maps a dataset file, but the dataset is in memory");
+  MadeDirs made{check_output_paths(cfg_)};
+  impl_->make_arenas(cfg_);
+  const Device device = parse_train_device(cfg_);
+  impl_->in_arena([&] {
+    // load_dataset's rules; the arrays are the caller's and are never written.
+    data->validate(kInMemoryDataset);
+    if (!data->features.defined())
+      GT_THROW(kInMemoryDataset, "give the nodes' feature rows", "the dataset has no feature table");
+    if (cfg_.dataset.normalize == "row") {  // normalised in a copy of the Trainer's own
+      Tensor normalised = data->features.clone();
+      normalize_rows(normalised);
+      impl_->features = FeatureTable(normalised);
+    } else {
+      impl_->features = FeatureTable(data->features);  // shared, not copied
+    }
+    data_ = std::move(data);
+    build(device);
+  });
+  impl_->made_dirs = std::move(made.dirs);
+  made.dirs.clear();
+}
+
+Device Trainer::parse_train_device(const Config& cfg) {
+  try {
+    return Context::parse_device(cfg.train.device);
+  } catch (const Error& e) {
+    GT_THROW(config_place(cfg, {"train.device"}), e.hint(), "train.device: ", e.message());
+  }
+}
+
+void Trainer::build(Device device) {
+  if (cfg_.dataset.align_rows)
+    impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
+  check_splits(cfg_, *data_);
+  impl_->task = resolve_task(cfg_, *data_);
+  if (!cfg_.train.trace.empty()) impl_->trace = std::make_unique<TraceRecorder>();
+  impl_->setup(cfg_, *data_, device);
 }
 
 Trainer::~Trainer() {
@@ -132,7 +171,7 @@ void Trainer::resume(const std::string& checkpoint_path) {
   check_not_an_output(cfg_, "the checkpoint to resume from", checkpoint_path);
   CheckpointInfo info = read_checkpoint_info(checkpoint_path);
   check_resumable(info, cfg_);
-  const DataShape now{data_.info.feature_dim, data_.info.num_classes, data_.info.num_nodes, data_.info.num_edges};
+  const DataShape now{data_->info.feature_dim, data_->info.num_classes, data_->info.num_nodes, data_->info.num_edges};
   check_data_shape(checkpoint_path, info.data, now, cfg_.dataset.path);
   check_same_graph(checkpoint_path, info.data, now, cfg_.dataset.path);
   if (info.state.epoch >= cfg_.train.epochs)
@@ -163,6 +202,12 @@ EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Datase
                                      ProgressBar& bar) {
   // CPU training flushes subnormal floats to zero on this thread and the oneTBB workers
   // (framework/core/fp_mode.h): they would slow the CPU kernels down several times.
+  if (!r.ctx->is_cuda() && train_arena) {  // train.threads: in the Trainer's arena
+    EpochPart part;
+    FlushDenormals ftz;  // on this thread; the arena's workers took the modes from its initialisation
+    train_arena->execute([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, keep, bar); });
+    return part;
+  }
   if (!r.ctx->is_cuda()) {
     EpochPart part;
     run_flushing_denormals([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, keep, bar); });
@@ -355,11 +400,34 @@ void Trainer::save(const std::string& path) {
   Replica& lead = impl_->replicas[0];
   set_current_device(lead.ctx->device());
   lead.ctx->synchronize();
-  const DataShape shape{data_.info.feature_dim, data_.info.num_classes, data_.info.num_nodes, data_.info.num_edges};
+  const DataShape shape{data_->info.feature_dim, data_->info.num_classes, data_->info.num_nodes, data_->info.num_edges};
   save_weights(path, lead.model->params(), to_yaml(cfg_), impl_->epochs_done, shape);
 }
 
+void Trainer::Impl::make_arenas(const Config& cfg) {
+  if (cfg.train.threads <= 0) return;
+  // Threads that are not oneTBB workers enter the arenas too: each replica's thread and the driver
+  // thread of its batch pipeline (preprocess/pipeline.h), and the evaluation's. Each has a slot
+  // reserved, so that none waits for one (a thread finding the arena full would wait for a slot
+  // the blocked trainer thread holds); oneTBB's workers take the other threads - 1 slots, so
+  // train.threads = 1 runs the trainer's parallel work on those threads alone, as
+  // max_allowed_parallelism = 1 did.
+  const int masters = 2 * static_cast<int>(std::max<int64_t>(1, cfg.train.replicas)) + 1;
+  const int concurrency = static_cast<int>(cfg.train.threads) - 1 + masters;
+  arena = std::make_unique<tbb::task_arena>(concurrency, static_cast<unsigned>(masters));
+  arena->initialize();
+  FlushDenormals ftz;  // captured by train_arena's initialisation for its workers
+  train_arena = std::make_unique<tbb::task_arena>(concurrency, static_cast<unsigned>(masters));
+  train_arena->initialize();
+}
+
 TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
+  TrainResult result;
+  impl_->in_arena([&] { result = fit_in_arena(log, callbacks); });
+  return result;
+}
+
+TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbacks) {
   // A second fit() would number the epochs from 1 again on trained weights, truncate the metrics
   // file and write checkpoints whose epoch disagrees with their step and optimizer state.
   if (impl_->fitted)
@@ -386,17 +454,17 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
   result.best_epoch = impl_->resumed.best_epoch;
   result.best_valid_acc = impl_->resumed.best_valid_acc;
   result.test_acc_at_best = impl_->resumed.test_acc_at_best;
-  const auto& train_ids = data_.split(cfg_.dataset.train_split);
+  const auto& train_ids = data_->split(cfg_.dataset.train_split);
   const bool keep_batch = keeps_full_batch(cfg_, train_ids.size());
   // Without evaluation the valid and test splits need not exist (the constructor checked them).
   static const std::vector<int64_t> kNone;
   const bool evaluates = cfg_.train.eval_every > 0;
-  const auto& valid_ids = evaluates ? data_.split(cfg_.dataset.valid_split) : kNone;
-  const auto& test_ids = evaluates ? data_.split(cfg_.dataset.test_split) : kNone;
+  const auto& valid_ids = evaluates ? data_->split(cfg_.dataset.valid_split) : kNone;
+  const auto& test_ids = evaluates ? data_->split(cfg_.dataset.test_split) : kNone;
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
   const std::string config_yaml = to_yaml(cfg_);
-  const DataShape data_shape{data_.info.feature_dim, data_.info.num_classes, data_.info.num_nodes,
-                             data_.info.num_edges};
+  const DataShape data_shape{data_->info.feature_dim, data_->info.num_classes, data_->info.num_nodes,
+                             data_->info.num_edges};
   const int64_t local = local_replicas();
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
                                impl_->features.row_bytes(),
@@ -408,8 +476,8 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
 
   if (log) {
     *log << "training " << cfg_.model.type << " (" << lead.model->num_parameters() << " parameters) on "
-         << cfg_.dataset.path << " (" << data_.info.num_nodes << " nodes, " << data_.info.num_edges << " edges, "
-         << data_.info.feature_dim << " features, " << data_.info.num_classes << " classes) on " << result.device;
+         << cfg_.dataset.path << " (" << data_->info.num_nodes << " nodes, " << data_->info.num_edges << " edges, "
+         << data_->info.feature_dim << " features, " << data_->info.num_classes << " classes) on " << result.device;
     if (impl_->world > 1)
       *log << " x " << impl_->world << " replicas (" << impl_->procs.world << " process"
            << (impl_->procs.world > 1 ? "es" : "") << ", " << lead.comm->backend() << " all-reduce, "
@@ -445,7 +513,7 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
       std::vector<int32_t> train_labels;
       for (int64_t v : train_ids)
         for (int64_t k = 0; k < t.targets; ++k)
-          train_labels.push_back(data_.labels[static_cast<std::size_t>(v * t.targets + k)]);
+          train_labels.push_back(data_->labels[static_cast<std::size_t>(v * t.targets + k)]);
       const double major = majority_share(train_labels, t.num_classes);
       if (t.select_by == Metric::kAccuracy && major > 0.75)
         *log << "warning: " << static_cast<int>(std::lround(100 * major)) << "% of the training split's labels are "
@@ -466,7 +534,7 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
       *log << "\n";
       for (const std::string& note : impl_->feature_notes) *log << "  " << note << "\n";
     }
-    if (const int64_t shared = count_train_overlap(cfg_, data_); shared > 0)
+    if (const int64_t shared = count_train_overlap(cfg_, *data_); shared > 0)
       *log << "warning: " << shared << " node" << (shared > 1 ? "s" : "") << " of split '" << cfg_.dataset.train_split
            << "' " << (shared > 1 ? "are" : "is") << " also in '" << cfg_.dataset.valid_split << "' or '"
            << cfg_.dataset.test_split << "': the valid and test accuracies include training nodes\n";
@@ -501,7 +569,7 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
   }
 
   if (evaluates) {  // layer-wise or per-batch evaluation of the valid and test splits, decided once
-    impl_->eval_plan = impl_->plan_eval(cfg_, data_, {&valid_ids, &test_ids});
+    impl_->eval_plan = impl_->plan_eval(cfg_, *data_, {&valid_ids, &test_ids});
     impl_->eval_plan_decided = true;
     if (log)
       *log << "evaluation: " << (impl_->eval_plan.layerwise ? "layer-wise" : "per-batch") << " inference ("
@@ -534,7 +602,7 @@ TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
     auto t_epoch = Clock::now();
     std::vector<EpochPart> parts(static_cast<std::size_t>(local));
     impl_->on_replicas([&](Replica& r) {
-      parts[static_cast<std::size_t>(r.local)] = impl_->train_epoch(r, cfg_, data_, epoch, batches, keep_batch, bar);
+      parts[static_cast<std::size_t>(r.local)] = impl_->train_epoch(r, cfg_, *data_, epoch, batches, keep_batch, bar);
     });
     const int64_t stopped_after = parts[0].stopped_after;  // the same on every replica
     impl_->step += stopped_after > 0 ? static_cast<uint64_t>(stopped_after) : batches.size();

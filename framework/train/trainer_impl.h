@@ -4,7 +4,7 @@
 // framework/train/evaluation.cc evaluates. Internal to the library (not installed).
 #pragma once
 
-#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
@@ -89,33 +89,21 @@ struct EpochPart {
   int64_t stopped_after = 0;
 };
 
-// OpenBLAS runs each CPU GEMM on its own thread pool, which tbb::global_control does not bound:
-// train.threads limits it too, for the Trainer's lifetime (weak references: a BLAS without these
-// entry points keeps its own setting).
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-extern "C" int openblas_get_num_threads(void) __attribute__((weak));
-
-class BlasThreads {
- public:
-  explicit BlasThreads(int n) {
-    if (!openblas_set_num_threads || !openblas_get_num_threads) return;
-    previous_ = openblas_get_num_threads();
-    openblas_set_num_threads(n);
-  }
-  ~BlasThreads() {
-    if (previous_ > 0) openblas_set_num_threads(previous_);
-  }
-  BlasThreads(const BlasThreads&) = delete;
-  BlasThreads& operator=(const BlasThreads&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 struct Trainer::Impl {
   std::vector<std::string> made_dirs;  // output folders check_output_paths made
-  std::unique_ptr<tbb::global_control> threads;
-  std::unique_ptr<BlasThreads> blas_threads;
+  // train.threads > 0: the task arenas the Trainer's oneTBB work runs in (trainer.h, "Threads");
+  // train_arena is CPU training's, initialised flushing denormals (framework/core/fp_mode.h) so that
+  // its workers flush too. Null with train.threads = 0: the calling thread's own arena.
+  std::unique_ptr<tbb::task_arena> arena, train_arena;
+  void make_arenas(const Config& cfg);
+  // Runs f inside `arena` when there is one (a thread already in it runs f directly).
+  template <typename F>
+  void in_arena(F&& f) {
+    if (arena)
+      arena->execute(f);
+    else
+      f();
+  }
   std::vector<Replica> replicas;  // this process's
   int64_t world = 1;              // replicas over all processes
   ProcessGroupEnv procs;
@@ -192,7 +180,7 @@ struct Trainer::Impl {
     if (replicas.size() == 1) {
       set_current_device(replicas[0].ctx->device());
       try {
-        f(replicas[0]);
+        in_arena([&] { f(replicas[0]); });
       } catch (...) {
         throw_if_peer_lost();
         throw;
@@ -209,7 +197,7 @@ struct Trainer::Impl {
       pool.start([&, rp = &r] {
         try {
           set_current_device(rp->ctx->device());
-          f(*rp);
+          in_arena([&] { f(*rp); });
         } catch (...) {
           {
             std::lock_guard<std::mutex> lock(mu);

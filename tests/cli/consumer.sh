@@ -19,6 +19,16 @@ CMAKE=$3
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_consumer.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
+# README.md's "Use as a library" shows the consumer's run() verbatim: the lines between the
+# readme markers of examples/consumer/main.cc appear in it as one block.
+sed -n '/^\/\/ --- readme begin ---$/,/^\/\/ --- readme end ---$/p' "$SRC/examples/consumer/main.cc" | sed '1d;$d' \
+  >"$WORK/excerpt.txt"
+[ -s "$WORK/excerpt.txt" ] || { echo "FAIL: no readme markers in examples/consumer/main.cc" >&2; exit 1; }
+python3 - "$SRC/README.md" "$WORK/excerpt.txt" <<'PY' || { echo "FAIL: README.md does not show examples/consumer/main.cc's run() verbatim" >&2; exit 1; }
+import sys
+readme, excerpt = (open(p).read() for p in sys.argv[1:])
+sys.exit(0 if "```cpp\n" + excerpt + "```\n" in readme else 1)
+PY
 "$CMAKE" --install "$BUILD" --prefix "$WORK/prefix" >"$WORK/install.log" ||
   { cat "$WORK/install.log" >&2; echo "FAIL: cmake --install" >&2; exit 1; }
 # The consumer uses the compiler the library was built with.

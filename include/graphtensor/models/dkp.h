@@ -90,9 +90,10 @@ GT_API double dkp_mean_relative_error(const DkpCoefficients& c, const std::vecto
 // naming the file when any write fails (a full disk), leaving the old file in place.
 GT_API std::string dkp_cache_path(const std::string& dir, const std::string& device, const std::string& model);
 // The device a cost model was fitted on, as caches name it: the GPU's name, or on the CPU
-// "cpu <processor model> x<threads>" (/proc/cpuinfo's model name, or "unknown processor", and the
-// oneTBB threads allowed now: train.threads), since both decide the kernels' times there.
-GT_API std::string dkp_device_key(Device device);
+// "cpu <processor model> x<threads>" (/proc/cpuinfo's model name, or "unknown processor", and
+// cpu_threads: train.threads; 0 = the oneTBB threads the process allows now), since both decide the
+// kernels' times there.
+GT_API std::string dkp_device_key(Device device, int64_t cpu_threads = 0);
 GT_API void save_dkp_cache(const std::string& path, const DkpCoefficients& c, const std::string& device,
                     const std::string& model, int64_t samples);
 // With `device` and `model` given, a file whose header names another device or model is refused
@@ -106,8 +107,9 @@ class GT_API DkpPlanner {
   DkpPlanner(DkpMode mode, std::string model, std::string device);
 
   // cache_dir "" = no cache file; warmup_batches: training batches measured before the fit.
-  // In auto mode, loads the cache when it has one (and then skips the warm-up).
-  void configure(const std::string& cache_dir, int64_t warmup_batches);
+  // In auto mode, loads the cache when it has one (and then skips the warm-up). device_key, when
+  // given, replaces the device the planner was made with (dkp_device_key with train.threads).
+  void configure(const std::string& cache_dir, int64_t warmup_batches, const std::string& device_key = "");
 
   DkpMode mode() const { return mode_; }
   bool fitted() const { return fitted_; }

@@ -203,6 +203,24 @@ struct GT_API DatasetCheck {
 GT_API DatasetCheck check_dataset(const std::string& path,
                            const std::function<void(int64_t, int64_t)>& progress = {});
 
+/// check_dataset's rules for a dataset held in memory (one built in code, or loaded and changed):
+/// Dataset::validate, the splits disjoint, the link rules, and a feature table of at least one
+/// column (none only for a link dataset). Throws the gt::Error the file check would, naming `where`
+/// instead of the file.
+GT_API void check_dataset(const Dataset& ds, const std::string& where);
+
+/// Builds a node dataset in memory from its arrays, without a file: the in-neighbour CSR (indptr
+/// [N + 1], indices [E]: row v lists the sources of the edges into v; directed = false says it
+/// already holds both directions of every edge), features [N, F] on the CPU (float32, bfloat16 or
+/// float16), labels [N] (-1 = unlabelled) and named splits (node ids; "train", "valid" and "test"
+/// are the trainer's defaults). The info is derived from them (num_classes = 1 + the largest
+/// label) and the result is held to check_dataset's rules, so a bad array is a gt::Error naming
+/// "make_dataset" and the first bad entry. Share it with Trainer and InferenceSession through
+/// std::make_shared<const Dataset>(make_dataset(...)).
+GT_API Dataset make_dataset(std::vector<int64_t> indptr, std::vector<int32_t> indices, Tensor features,
+                     std::vector<int32_t> labels, std::map<std::string, std::vector<int64_t>> splits,
+                     bool directed = false, std::string source = "in memory");
+
 /// Throws gt::Error, before any work is done, when `path` cannot name a dataset file to write:
 /// empty, ending in '/', an existing folder (or a link to one), an existing file that is not a
 /// regular file (a device, FIFO or socket, which the rename would replace), or a path under a

@@ -12,6 +12,9 @@
 /// dropout) over the same path as training: NeighborSampler -> BatchLoader (gather, transfer) ->
 /// Model::forward. Features are normalised as the stored config says (dataset.normalize).
 ///
+/// Data: a dataset file (loaded by the session) or a shared_ptr<const Dataset> in memory, which
+/// several sessions share without a copy (one for each model, or several of one model).
+///
 /// Threads: any number of threads may call predict/embed/submit at once. Requests go into a queue;
 /// one worker thread, which owns the device context and the model, coalesces them into
 /// micro-batches of up to max_batch_nodes seed nodes, waiting at most max_wait_us after the oldest
@@ -60,7 +63,9 @@ struct GT_API InferenceOptions {
   std::vector<int64_t> fanouts{};   ///< per layer, input side first; empty = all neighbours
   int64_t max_batch_nodes = 1024;   ///< seed nodes per micro-batch
   int64_t max_wait_us = 500;        ///< coalescing window after the oldest queued request, <= 60 s
-  int64_t threads = 0;              ///< CPU threads of the session's task arena; 0 = all cores
+  /// CPU threads of the session's task arena, in which its micro-batches' oneTBB work runs (no
+  /// process-wide setting; OpenBLAS's pool is left as the process has it); 0 = all cores
+  int64_t threads = 0;
 };
 
 enum class InferenceOutput { kLogits, kEmbedding };
@@ -71,6 +76,13 @@ class GT_API InferenceSession {
   /// starts the worker. Throws gt::Error on a missing or corrupt file, a model/dataset mismatch
   /// (feature width, class count) or bad options.
   InferenceSession(const std::string& model_path, const std::string& dataset_path, const InferenceOptions& options = {});
+  /// Answers on `data` (not null), a dataset in memory, instead of a file: held to load_dataset's
+  /// rules (Dataset::validate) and never written (dataset.normalize: row normalises a copy of the
+  /// session's own; the row padding and the samplers are the session's too). Any number of
+  /// sessions and Trainers may share one Dataset and run at once, while nothing else writes it.
+  /// The answers equal those of a session on the same data in a file.
+  InferenceSession(const std::string& model_path, std::shared_ptr<const Dataset> data,
+                   const InferenceOptions& options = {});
   static std::unique_ptr<InferenceSession> open(const std::string& model_path, const std::string& dataset_path,
                                                 const InferenceOptions& options = {});
   ~InferenceSession();

@@ -12,6 +12,23 @@
 /// backend) in buckets that overlap the backward pass. Each replica weights its loss gradient by its
 /// share of the global batch's labelled seeds, so a step is the step one replica would take on the
 /// whole batch: the same hyperparameters give the same training, on 1 GPU or N.
+///
+/// Data: Trainer(Config) loads dataset.path; Trainer(Config, shared_ptr<const Dataset>) trains on a
+/// dataset in memory (make_dataset, load_dataset), shared with other Trainers and
+/// InferenceSessions without a copy.
+///
+/// Threads: fit(), evaluate*() and the constructor run on the calling thread; the batch pipeline
+/// (sample, gather, transfer) runs in a flow graph on oneTBB threads and a driver thread of its
+/// own, and with train.replicas > 1 each replica has a thread. With train.threads = T > 0 all this
+/// oneTBB work runs in task arenas the Trainer owns, in which oneTBB adds T - 1 worker threads to
+/// those threads; the process's other oneTBB work (other arenas, the default one) is not limited
+/// and no process-wide setting (tbb::global_control) is made. Not yet inside them: the threads
+/// that prepare node chunks for layer-wise evaluation (sampling.eval_inference, layerwise.h), whose
+/// oneTBB loops run in those threads' own arenas. OpenBLAS's thread pool, which the CPU
+/// GEMMs use, is process-wide state that its 0.3.x releases can only set for the whole process: the
+/// Trainer leaves it as it is (OPENBLAS_NUM_THREADS, or openblas_set_num_threads by the program;
+/// gt-train sets it to train.threads, as the process is its own). train.threads = 0: the calling
+/// thread's arena, all cores.
 #pragma once
 
 #include <algorithm>
@@ -123,10 +140,22 @@ struct GT_API FitCallbacks {
 /// `world` trains on (may be empty when the batch has fewer seeds than replicas).
 GT_API std::vector<int64_t> shard_of(const std::vector<int64_t>& batch, int64_t world, int64_t rank);
 
+/// The dataset.path a Trainer given a dataset in memory records in its config (and so in the
+/// checkpoints and weights files it writes): "(in memory)".
+inline constexpr const char* kInMemoryDataset = "(in memory)";
+
 class GT_API Trainer {
  public:
   /// Validates the config, loads the dataset and builds everything; throws gt::Error on bad input.
   explicit Trainer(Config cfg);
+  /// Trains on `data` (not null) instead of a file: dataset.path is not read (it may be empty or
+  /// name nothing) and is replaced in config() by kInMemoryDataset; dataset.features must be
+  /// memory. `data` is held to load_dataset's rules (Dataset::validate) and never written:
+  /// dataset.normalize: row normalises a copy of the features of the Trainer's own, and the
+  /// padding of dataset.align_rows and all caches are the Trainer's. So any number of Trainers
+  /// and InferenceSessions may share one Dataset, from any threads, while nothing else writes it.
+  /// The results equal those of Trainer(Config) on the same data written to a file.
+  Trainer(Config cfg, std::shared_ptr<const Dataset> data);
   ~Trainer();
   /// Restores weights, optimizer state, step counter and best-validation bookkeeping from a
   /// checkpoint (train.checkpoint), so that fit() continues with the epoch after the saved one and
@@ -165,7 +194,10 @@ class GT_API Trainer {
   /// The first replica's model and context (every replica holds the same parameters).
   Model& model();
   const Context& context() const;
-  const Dataset& dataset() const { return data_; }
+  /// The dataset trained on (the one given, or the file's, whose features dataset.normalize
+  /// normalised in place).
+  const Dataset& dataset() const { return *data_; }
+  const Config& config() const { return cfg_; }
   /// The table batches are gathered from: the dataset's features (or the mapped file), with rows
   /// as wide as the model's input (dataset.align_rows pads them). Feed model() through it.
   const FeatureTable& features() const;
@@ -179,8 +211,11 @@ class GT_API Trainer {
  private:
   /// evaluate_metrics; `keep`: the training loop's lists, whose batches may be kept between epochs.
   std::vector<NodeMetrics> metrics_of(const std::vector<const std::vector<int64_t>*>& lists, bool keep);
+  static Device parse_train_device(const Config& cfg);
+  void build(Device device);  // the constructors' common part, once data_ and the features are set
+  TrainResult fit_in_arena(std::ostream* log, const FitCallbacks& callbacks);
   Config cfg_;
-  Dataset data_;
+  std::shared_ptr<const Dataset> data_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

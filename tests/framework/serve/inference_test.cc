@@ -194,6 +194,40 @@ TEST_F(InferenceTest, ConcurrentCallersGetSerialAnswers) {
   EXPECT_LT(s.stats().batches - batches_before, static_cast<int64_t>(requests.size()));
 }
 
+// Two sessions sharing one dataset in memory answer at once, from 8 threads, as a session on the
+// file does; the shared dataset is not written (the stored config normalises rows: a copy each).
+TEST_F(InferenceTest, SessionsSharingOneDatasetAnswerConcurrently) {
+  auto data = std::make_shared<const Dataset>(load_dataset(path("synth.h5")));
+  const std::vector<float> before = data->features.to_vector<float>();
+  InferenceSession from_file(config().train.checkpoint, path("synth.h5"), cpu_options());
+  InferenceSession s1(config().train.checkpoint, data, cpu_options());
+  InferenceSession s2(config().train.checkpoint, data, cpu_options());
+  EXPECT_EQ(&s1.dataset(), &s2.dataset());  // one dataset, not a copy each
+  constexpr int kThreads = 8, kPerThread = 20;
+  std::vector<std::vector<int64_t>> requests(kThreads * kPerThread);
+  std::mt19937_64 rng(5);
+  for (auto& r : requests) {
+    r.resize(1 + rng() % 30);
+    for (auto& id : r) id = static_cast<int64_t>(rng() % 2000);
+  }
+  std::vector<std::vector<float>> expected;
+  for (const auto& r : requests) expected.push_back(from_file.predict(r).to_vector<float>());
+  std::vector<std::vector<float>> got(requests.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      InferenceSession& s = t % 2 ? s1 : s2;
+      for (int k = 0; k < kPerThread; ++k) {
+        const std::size_t i = static_cast<std::size_t>(k * kThreads + t);
+        got[i] = s.predict(requests[i]).to_vector<float>();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t i = 0; i < requests.size(); ++i) EXPECT_TRUE(Close(got[i], expected[i])) << "request " << i;
+  EXPECT_EQ(data->features.to_vector<float>(), before);
+  EXPECT_THROW(InferenceSession(config().train.checkpoint, std::shared_ptr<const Dataset>(), cpu_options()), Error);
+}
+
 TEST_F(InferenceTest, BadRequestsFailAlone) {
   InferenceSession s(config().train.checkpoint, "", cpu_options());
   std::vector<float> want = s.predict({1, 2, 3}).to_vector<float>();

@@ -407,28 +407,6 @@ TEST_F(TrainTest, ResumedMetricsHaveEachEpochOnce) {
   EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3, 4}));
 }
 
-}  // namespace
-}  // namespace gt
-
-extern "C" int openblas_get_num_threads(void) __attribute__((weak));
-
-namespace gt {
-namespace {
-
-// train.threads bounds OpenBLAS's GEMM threads too (only oneTBB's were bounded), for the
-// Trainer's lifetime.
-TEST_F(TrainTest, ThreadsBoundTheBlasThreads) {
-  if (!openblas_get_num_threads) GTEST_SKIP() << "the BLAS is not OpenBLAS";
-  const int before = openblas_get_num_threads();
-  Config c = config("gcn", "cpu");
-  c.train.threads = 1;
-  {
-    Trainer t(c);
-    EXPECT_EQ(openblas_get_num_threads(), 1);
-  }
-  EXPECT_EQ(openblas_get_num_threads(), before);
-}
-
 // Without evaluation, train.save_best gets the last epoch's weights: a file an earlier run left
 // there was kept, and a service would have loaded it.
 TEST_F(TrainTest, SaveBestWithoutEvaluationHoldsTheLastEpoch) {
