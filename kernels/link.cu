@@ -33,7 +33,8 @@ constexpr int kReduceThreads = 1024;  // the single-block sums; a power of two
 constexpr int64_t kMaxBlocks = 65535;
 
 unsigned blocks_for(int64_t items, int64_t per_block) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((items + per_block - 1) / per_block, kMaxBlocks)));
+  const int64_t blocks = std::min<int64_t>((items + per_block - 1) / per_block, kMaxBlocks);
+  return static_cast<unsigned>(std::max<int64_t>(1, blocks));
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -111,7 +112,8 @@ class Grouping {
     GT_CUDA_LAUNCH_CHECK();
     // Every key bit is sorted (ids may be negative when out of range: they sort first).
     std::size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
-    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, g_.sorted_keys, iota, g_.order, n, 0, 32, s));
+    GT_CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, g_.sorted_keys, iota, g_.order, n, 0, 32, s));
     GT_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, g_.sorted_keys, g_.unique, g_.counts, g_.count,
                                                      n, s));
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, g_.counts, g_.offsets, n, s));

@@ -10,8 +10,13 @@
 // the CPU and the GPU add the same terms in the same order.
 //
 // Ids are checked against their range on the CPU (one-line gt::Error naming the argument). On the
-// GPU, where reading them would wait for the stream, an id out of range gives a NaN score, adds
-// nothing in a backward pass and updates no row; coalesce_rows, which waits anyway, throws.
+// GPU, where reading them would wait for the stream, they are not checked up front: a pair with an
+// id out of range scores NaN; in dot_scores_indexed_backward such an id's own row is not written
+// and a row with such a partner gets nothing added; the sparse steps update no row for it.
+// coalesce_rows, which waits anyway, throws for a negative id on both devices.
+//
+// bpr_loss and l2_penalty return a float (on the GPU after waiting for the stream) rather than
+// a PendingLoss: kernels/loss.h's PendingLoss is filled by its own two losses only.
 //
 // Binary cross-entropy on positive and negative scores needs no op here: put a positive's score and
 // its k negatives' scores in a row of a [m, 1 + k] matrix with int32 labels 1, 0, ..., 0 and call
