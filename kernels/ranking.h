@@ -7,7 +7,7 @@
 // users, items in [0, ni)). Users are ranked in chunks of R rows, R = max(1, score_bytes /
 // (4 ni)): per chunk the scores S = U_chunk I^T [R, ni] come from the project's GEMM
 // (kernels/dense.h linear_input_grad: OpenBLAS on the CPU, cuBLAS or the project's kernels on the
-// GPU), then the chunk's train items are set to -inf and each row's top K is selected. On the GPU
+// GPU, in TF32 when ctx.tf32()), then the chunk's train items are set to -inf and each row's top K is selected. On the GPU
 // masking and selection are kernels on ctx's stream (one block per row: a radix select of the
 // K-th key, then a bitonic sort of the at most K winners, so K <= kMaxGpuTopK); only the chunk's
 // train CSR goes up and its top lists [R, K] come back. On the CPU select_top_k runs over the
