@@ -128,6 +128,30 @@ void UserItems::check(int64_t num_users, int64_t num_items, const char* what) co
                  " is outside [0, ", num_items, ")");
 }
 
+UserItems user_items_from_pairs(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t num_users,
+                                int64_t num_items, int64_t item_offset) {
+  const char* op = "user_items_from_pairs";
+  GT_CHECK_ARG(src.size() == dst.size(), op, ": ", src.size(), " users for ", dst.size(), " items");
+  GT_CHECK_ARG(num_users >= 0 && num_items >= 0 && num_items <= std::numeric_limits<int32_t>::max(), op,
+               ": ", num_users, " users, ", num_items, " items");
+  UserItems l;
+  l.indptr.assign(static_cast<std::size_t>(num_users) + 1, 0);
+  for (std::size_t e = 0; e < src.size(); ++e) {
+    const int64_t item = dst[e] - item_offset;
+    GT_CHECK_ARG(src[e] >= 0 && src[e] < num_users && item >= 0 && item < num_items, op, ": pair ", e, " (",
+                 src[e], ", ", dst[e], ") is outside users [0, ", num_users, ") and items [", item_offset, ", ",
+                 item_offset + num_items, ")");
+    ++l.indptr[static_cast<std::size_t>(src[e]) + 1];
+  }
+  for (std::size_t u = 0; u + 1 < l.indptr.size(); ++u) l.indptr[u + 1] += l.indptr[u];
+  l.items.resize(src.size());
+  std::vector<int64_t> next(l.indptr.begin(), l.indptr.end() - 1);
+  for (std::size_t e = 0; e < src.size(); ++e)
+    l.items[static_cast<std::size_t>(next[static_cast<std::size_t>(src[e])]++)] =
+        static_cast<int32_t>(dst[e] - item_offset);
+  return l;
+}
+
 int64_t check_ks(const std::vector<int64_t>& ks, int64_t max_k, const char* op) {
   GT_CHECK_ARG(!ks.empty(), op, ": no K given (e.g. {20})");
   int64_t kmax = 0;

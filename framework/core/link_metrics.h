@@ -75,6 +75,13 @@ struct UserItems {
   void check(int64_t users, int64_t num_items, const char* what) const;
 };
 
+/// Per-user lists from (user, item) pairs, e.g. a link dataset's (user, U + item) split with
+/// item_offset U: pair e puts item dst[e] - item_offset into user src[e]'s list; within a user the
+/// pairs keep their order. Throws naming the first pair whose user is outside [0, num_users) or
+/// whose item is outside [0, num_items), or when src and dst differ in length.
+UserItems user_items_from_pairs(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t num_users,
+                                int64_t num_items, int64_t item_offset = 0);
+
 /// Means over the evaluated users, one entry per K of `ks` (in the order given).
 struct RankingMetrics {
   std::vector<int64_t> ks;

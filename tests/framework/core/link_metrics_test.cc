@@ -178,6 +178,19 @@ TEST(LinkMetrics, RankingHandCase) {
   EXPECT_DOUBLE_EQ(m.precision[1], 1.0 / 3);
 }
 
+TEST(LinkMetrics, UserItemsFromPairsKeepsOrderPerUser) {
+  // Users 0..3, items as node ids 10..14 (offset 10); user 2 has no pair.
+  const std::vector<int64_t> src{1, 0, 3, 1, 0, 1}, dst{12, 14, 10, 11, 10, 14};
+  const UserItems l = user_items_from_pairs(src, dst, 4, 5, 10);
+  EXPECT_EQ(l.indptr, (std::vector<int64_t>{0, 2, 5, 5, 6}));
+  EXPECT_EQ(l.items, (std::vector<int32_t>{4, 0, 2, 1, 4, 0}));
+  EXPECT_NO_THROW(l.check(4, 5, "train items"));
+  const std::string msg = test::error_of([&] { user_items_from_pairs({0, 4}, {10, 10}, 4, 5, 10); });
+  EXPECT_NE(msg.find("pair 1"), std::string::npos) << msg;
+  EXPECT_NE(test::error_of([&] { user_items_from_pairs({0}, {15}, 4, 5, 10); }), "");
+  EXPECT_NE(test::error_of([&] { user_items_from_pairs({0}, {}, 4, 5, 10); }), "");
+}
+
 TEST(LinkMetrics, NoEvaluatedUserGivesNaN) {
   UserItems test{{0, 0, 0}, {}};
   std::vector<int32_t> top{0, 1};
