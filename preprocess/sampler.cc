@@ -3,6 +3,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <unordered_set>
 
@@ -40,7 +41,42 @@ void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int
   std::sort(out.begin(), out.end());
 }
 
+// Counts v's in-edges (CSR row positions) whose source is not in the sorted run [xb, xe); with
+// `kept`, also lists those positions in increasing order.
+int64_t kept_positions(const CsrView& g, int64_t v, const int64_t* xb, const int64_t* xe, std::vector<int64_t>* kept) {
+  const int64_t begin = g.indptr[v], deg = g.indptr[v + 1] - begin;
+  if (kept) kept->clear();
+  int64_t n = 0;
+  for (int64_t p = 0; p < deg; ++p) {
+    if (std::binary_search(xb, xe, static_cast<int64_t>(g.indices[begin + p]))) continue;
+    if (kept) kept->push_back(p);
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace
+
+EdgeExclusion::EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edges) {
+  by_dst_.reserve(edges.size());
+  for (const auto& [u, v] : edges) by_dst_.emplace_back(v, u);
+  std::sort(by_dst_.begin(), by_dst_.end());
+  by_dst_.erase(std::unique(by_dst_.begin(), by_dst_.end()), by_dst_.end());
+  src_.reserve(by_dst_.size());
+  for (const auto& e : by_dst_) src_.push_back(e.second);
+}
+
+bool EdgeExclusion::excludes(int64_t u, int64_t v) const {
+  return std::binary_search(by_dst_.begin(), by_dst_.end(), std::make_pair(v, u));
+}
+
+std::pair<const int64_t*, const int64_t*> EdgeExclusion::sources_of(int64_t v) const {
+  constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
+  auto lo = std::lower_bound(by_dst_.begin(), by_dst_.end(), std::make_pair(v, kLowest));
+  auto hi = std::lower_bound(lo, by_dst_.end(), std::make_pair(v + 1, kLowest));
+  const int64_t* base = src_.data();
+  return {base + (lo - by_dst_.begin()), base + (hi - by_dst_.begin())};
+}
 
 NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
     : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(gt::rng_key(seed, RngStream::kSample)),
@@ -57,14 +93,17 @@ void NeighborSampler::check_seeds(const std::vector<int64_t>& seeds) const {
       GT_THROW("NeighborSampler::sample", "", "seed node id ", s, " out of range [0, ", g_.num_nodes, ")");
 }
 
-LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, int64_t l, uint64_t batch_key) const {
+LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, int64_t l, uint64_t batch_key,
+                                          const EdgeExclusion* exclude) const {
   GT_CHECK_ARG(l >= 0 && l < num_layers(), "layer ", l, " out of range");
   const uint64_t key = random64(key_, batch_key, 0);
   const int64_t n_dst = static_cast<int64_t>(frontier.size());
   const int64_t fanout = fanouts_[static_cast<std::size_t>(l)];
   const int64_t self = self_loops_ ? 1 : 0;
+  const bool excluding = exclude != nullptr && !exclude->empty();
   LayerSample ls;
-  // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop).
+  // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop), deg counting
+  // only the in-edges left after exclusion.
   ls.indptr.assign(static_cast<std::size_t>(n_dst) + 1, 0);
   for (int64_t i = 0; i < n_dst; ++i) {
     int64_t v = frontier[static_cast<std::size_t>(i)];
@@ -72,19 +111,34 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
       GT_THROW("NeighborSampler::sample_layer", "", "frontier entry ", i, " = node id ", v, " out of range [0, ",
                g_.num_nodes, ")");
     int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
+    if (excluding) {
+      auto [xb, xe] = exclude->sources_of(v);
+      if (xb != xe) deg = kept_positions(g_, v, xb, xe, nullptr);
+    }
     ls.indptr[static_cast<std::size_t>(i) + 1] =
         ls.indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
   }
   ls.picked.resize(static_cast<std::size_t>(ls.indptr.back()));
   // Fully parallel over destinations, each writing its own slice.
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<int64_t> pos;
+    std::vector<int64_t> pos, kept;
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       int64_t v = frontier[static_cast<std::size_t>(i)];
       int64_t begin = g_.indptr[v], deg = g_.indptr[v + 1] - begin;
-      int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
       int64_t* dst = ls.picked.data() + ls.indptr[static_cast<std::size_t>(i)];
       if (self_loops_) *dst++ = v;
+      if (excluding) {
+        auto [xb, xe] = exclude->sources_of(v);
+        if (xb != xe) {
+          // Draw among the remaining positions as among a row of that length, then map back.
+          int64_t left = kept_positions(g_, v, xb, xe, &kept);
+          int64_t k = fanout < 0 ? left : std::min(left, fanout);
+          choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), left, k, pos);
+          for (int64_t p : pos) *dst++ = g_.indices[begin + kept[static_cast<std::size_t>(p)]];
+          continue;
+        }
+      }
+      int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
       choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), deg, k, pos);
       for (int64_t p : pos) *dst++ = g_.indices[begin + p];
     }
@@ -99,7 +153,8 @@ Block NeighborSampler::build_block(std::vector<int64_t>& frontier, const LayerSa
   return make_block(static_cast<int64_t>(frontier.size()), n_dst, ls.indptr, r.local);
 }
 
-SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats) const {
+SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats,
+                                     const EdgeExclusion* exclude) const {
   check_seeds(seeds);
   const int64_t L = num_layers();
   SampledBatch out;
@@ -107,7 +162,7 @@ SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t
   out.blocks.resize(static_cast<std::size_t>(L));
   std::vector<int64_t> frontier = seeds;  // global ids of the current destinations
   for (int64_t l = L - 1; l >= 0; --l) {
-    LayerSample ls = sample_layer(frontier, l, batch_key);
+    LayerSample ls = sample_layer(frontier, l, batch_key, exclude);
     out.sampled_edges += static_cast<int64_t>(ls.picked.size());
     out.blocks[static_cast<std::size_t>(l)] = build_block(frontier, ls, stats);
   }
