@@ -124,7 +124,7 @@ bool EdgeBatcher::is_known(int64_t u, int64_t v) const {
 int64_t EdgeBatcher::draw_one(int64_t src, int64_t dst, uint64_t key, uint64_t slot) const {
   const uint64_t n = static_cast<uint64_t>(neg_hi_ - neg_lo_);
   auto [kb, ke] = known_in_range(src);
-  for (int64_t t = 0; t < opts_.max_tries; ++t) {
+  for (int64_t t = 0; t < opts_.max_tries && n > 0; ++t) {
     int64_t v = neg_lo_ + static_cast<int64_t>(random64(key, slot, static_cast<uint64_t>(t)) % n);
     if (v != dst && v != src && !contains(kb, ke, v)) return v;
   }

@@ -16,7 +16,10 @@
 #include "framework/core/rng.h"
 #include "preprocess/dataset.h"
 #include "preprocess/edge_batches.h"
+#include "preprocess/link_split.h"
 #include "preprocess/sampler.h"
+#include "preprocess/synth.h"
+#include "tests/preprocess/temp_dir.h"
 #include "tests/test_util.h"
 
 namespace gt {
@@ -250,45 +253,50 @@ TEST(EdgeBatches, NegativesCoverEveryAllowedNode) {
   }
 }
 
-// No block of a batch holds a seed edge or its reverse; with fanout -1 every other in-edge of a
-// destination is there, so exclusion removes exactly those edges.
+// No block of b holds one of its seed edges or their reverses; with fanout -1 every other
+// in-edge of a destination is there, so exclusion removes exactly those edges. Returns the edges
+// checked.
+int64_t check_no_seed_edges(const Dataset& ds, const EdgeBatch& b, const std::vector<int64_t>& fanouts) {
+  std::set<std::pair<int64_t, int64_t>> seed_edges;
+  for (const EdgePair& p : b.pairs) {
+    seed_edges.insert({p.src, p.dst});
+    seed_edges.insert({p.dst, p.src});
+  }
+  int64_t checked = 0;
+  const auto& ids = b.sampled.input_nodes;
+  for (std::size_t l = 0; l < b.sampled.blocks.size(); ++l) {
+    const Block& blk = b.sampled.blocks[l];
+    EXPECT_NO_THROW(blk.validate());
+    const int64_t* ip = blk.indptr.data<int64_t>();
+    const int32_t* ix = blk.indices.data<int32_t>();
+    for (int64_t v = 0; v < blk.num_dst; ++v) {
+      int64_t gv = ids[static_cast<std::size_t>(v)];
+      std::multiset<int64_t> row;
+      for (int64_t e = ip[v]; e < ip[v + 1]; ++e) {
+        int64_t gu = ids[static_cast<std::size_t>(ix[e])];
+        EXPECT_FALSE(seed_edges.count({gu, gv})) << "layer " << l << " edge " << gu << " -> " << gv;
+        EXPECT_TRUE(csr_has(ds, gu, gv));
+        row.insert(gu);
+        ++checked;
+      }
+      std::multiset<int64_t> want;
+      for (int64_t e = ds.indptr[gv]; e < ds.indptr[gv + 1]; ++e)
+        if (!seed_edges.count({ds.indices[static_cast<std::size_t>(e)], gv})) want.insert(ds.indices[static_cast<std::size_t>(e)]);
+      if (fanouts[l] < 0) EXPECT_EQ(row, want) << "layer " << l << " node " << gv;
+      else EXPECT_EQ(static_cast<int64_t>(row.size()), std::min<int64_t>(static_cast<int64_t>(want.size()), fanouts[l]));
+    }
+  }
+  return checked;
+}
+
 TEST(EdgeBatches, SeedEdgesLeaveTheirOwnBlocks) {
   Dataset ds = rec_dataset(40, 25, 10, 4);
   for (std::vector<int64_t> fanouts : {std::vector<int64_t>{-1, -1}, std::vector<int64_t>{4, 3}}) {
     EdgeBatcher eb(ds, fanouts, false, opts(12, 2, false));
     int64_t checked = 0;
     auto batches = eb.epoch_pairs(1);
-    for (std::size_t bi = 0; bi < batches.size(); ++bi) {
-      EdgeBatch b = eb.make_batch(batches[bi], edge_batch_key(1, static_cast<int64_t>(bi)));
-      std::set<std::pair<int64_t, int64_t>> seed_edges;
-      for (const EdgePair& p : b.pairs) {
-        seed_edges.insert({p.src, p.dst});
-        seed_edges.insert({p.dst, p.src});
-      }
-      const auto& ids = b.sampled.input_nodes;
-      for (std::size_t l = 0; l < b.sampled.blocks.size(); ++l) {
-        const Block& blk = b.sampled.blocks[l];
-        ASSERT_NO_THROW(blk.validate());
-        const int64_t* ip = blk.indptr.data<int64_t>();
-        const int32_t* ix = blk.indices.data<int32_t>();
-        for (int64_t v = 0; v < blk.num_dst; ++v) {
-          int64_t gv = ids[static_cast<std::size_t>(v)];
-          std::multiset<int64_t> row;
-          for (int64_t e = ip[v]; e < ip[v + 1]; ++e) {
-            int64_t gu = ids[static_cast<std::size_t>(ix[e])];
-            EXPECT_FALSE(seed_edges.count({gu, gv})) << "layer " << l << " edge " << gu << " -> " << gv;
-            EXPECT_TRUE(csr_has(ds, gu, gv));
-            row.insert(gu);
-            ++checked;
-          }
-          std::multiset<int64_t> want;
-          for (int64_t e = ds.indptr[gv]; e < ds.indptr[gv + 1]; ++e)
-            if (!seed_edges.count({ds.indices[static_cast<std::size_t>(e)], gv})) want.insert(ds.indices[static_cast<std::size_t>(e)]);
-          if (fanouts[l] < 0) EXPECT_EQ(row, want) << "layer " << l << " node " << gv;
-          else EXPECT_EQ(static_cast<int64_t>(row.size()), std::min<int64_t>(static_cast<int64_t>(want.size()), fanouts[l]));
-        }
-      }
-    }
+    for (std::size_t bi = 0; bi < batches.size(); ++bi)
+      checked += check_no_seed_edges(ds, eb.make_batch(batches[bi], edge_batch_key(1, static_cast<int64_t>(bi))), fanouts);
     EXPECT_GT(checked, 0);
   }
   // Without exclusion the seed edges are there (the check above can fail).
@@ -397,6 +405,45 @@ TEST(EdgeBatches, BadInputIsAOneLineErrorNamingTheOption) {
   EdgeBatcher eb(ds, {2}, false, opts(8, 1, false));
   EXPECT_NE(error_of([&] { eb.make_batch({}, 0); }).find("empty batch"), std::string::npos);
   EXPECT_NE(error_of([&] { eb.make_batch({{0, 99}}, 0); }).find("out of"), std::string::npos);
+}
+
+// The message-passing CSR of a file made by gt-data link-split holds both directions of every
+// train pair and neither of a valid or test pair (what edge_batches.h says), and edge batches over
+// it keep their seed edges out of their blocks.
+TEST(EdgeBatches, OverALinkSplitFile) {
+  test::TempDir tmp("edge_batches_test");
+  SynthOptions so;
+  so.num_nodes = 300;
+  so.avg_degree = 5;
+  so.feature_dim = 4;
+  so.num_classes = 3;
+  so.undirected = true;
+  so.seed = 2;
+  generate_synthetic(so, tmp.file("g.h5"));
+  link_split(tmp.file("g.h5"), tmp.file("l.h5"));
+  Dataset ds = load_dataset_without_features(tmp.file("l.h5"));
+  for (const EdgePair& p : ds.link_split("train")) {
+    EXPECT_TRUE(csr_has(ds, p.src, p.dst));
+    EXPECT_TRUE(csr_has(ds, p.dst, p.src));
+  }
+  for (const char* split : {"valid", "test"})
+    for (const EdgePair& p : ds.link_split(split)) {
+      EXPECT_FALSE(csr_has(ds, p.src, p.dst)) << split;
+      EXPECT_FALSE(csr_has(ds, p.dst, p.src)) << split;
+    }
+  EdgeBatcher eb(ds, {-1, 3}, false, opts(64, 2, true));
+  int64_t checked = 0;
+  auto batches = eb.epoch_pairs(0);
+  for (std::size_t bi = 0; bi < batches.size(); ++bi) {
+    EdgeBatch b = eb.make_batch(batches[bi], edge_batch_key(0, static_cast<int64_t>(bi)));
+    for (std::size_t i = 0; i < b.pairs.size(); ++i)
+      for (std::size_t j = 0; j < 2; ++j) {
+        int64_t n = b.negatives[i * 2 + j];
+        EXPECT_FALSE(csr_has(ds, b.pairs[i].src, n) || csr_has(ds, n, b.pairs[i].src)) << "a known positive";
+      }
+    checked += check_no_seed_edges(ds, b, {-1, 3});
+  }
+  EXPECT_GT(checked, 0);
 }
 
 // The sampler's exclusion: no exclusion (or an empty one) draws bitwise what the node path does;
