@@ -110,13 +110,22 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
     if (v < 0 || v >= g_.num_nodes)  // sample() checked its seeds; a caller of this stage may not have
       GT_THROW("NeighborSampler::sample_layer", "", "frontier entry ", i, " = node id ", v, " out of range [0, ",
                g_.num_nodes, ")");
+    if (excluding) continue;  // sized below, in parallel
     int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
-    if (excluding) {
-      auto [xb, xe] = exclude->sources_of(v);
-      if (xb != xe) deg = kept_positions(g_, v, xb, xe, nullptr);
-    }
     ls.indptr[static_cast<std::size_t>(i) + 1] =
         ls.indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
+  }
+  if (excluding) {
+    // Counting what is left of a row scans it: row sizes first (in parallel), then their sum.
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t i = r.begin(); i < r.end(); ++i) {
+        int64_t v = frontier[static_cast<std::size_t>(i)];
+        auto [xb, xe] = exclude->sources_of(v);
+        int64_t deg = xb != xe ? kept_positions(g_, v, xb, xe, nullptr) : g_.indptr[v + 1] - g_.indptr[v];
+        ls.indptr[static_cast<std::size_t>(i) + 1] = self + (fanout < 0 ? deg : std::min(deg, fanout));
+      }
+    });
+    std::partial_sum(ls.indptr.begin(), ls.indptr.end(), ls.indptr.begin());
   }
   ls.picked.resize(static_cast<std::size_t>(ls.indptr.back()));
   // Fully parallel over destinations, each writing its own slice.
