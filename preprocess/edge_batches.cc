@@ -200,7 +200,7 @@ EdgeBatch EdgeBatcher::make_batch(const std::vector<EdgePair>& pairs, uint64_t b
       edges.emplace_back(p.src, p.dst);
       edges.emplace_back(p.dst, p.src);
     }
-    const EdgeExclusion exclude(edges);
+    const EdgeExclusion exclude(edges, sampler_.graph());
     b.sampled = sampler_.sample(seeds, batch_key, nullptr, &exclude);
   } else {
     b.sampled = sampler_.sample(seeds, batch_key);

@@ -3,7 +3,6 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 #include <unordered_set>
 
@@ -41,41 +40,61 @@ void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int
   std::sort(out.begin(), out.end());
 }
 
-// Counts v's in-edges (CSR row positions) whose source is not in the sorted run [xb, xe); with
-// `kept`, also lists those positions in increasing order.
-int64_t kept_positions(const CsrView& g, int64_t v, const int64_t* xb, const int64_t* xe, std::vector<int64_t>* kept) {
-  const int64_t begin = g.indptr[v], deg = g.indptr[v + 1] - begin;
-  if (kept) kept->clear();
-  int64_t n = 0;
-  for (int64_t p = 0; p < deg; ++p) {
-    if (std::binary_search(xb, xe, static_cast<int64_t>(g.indices[begin + p]))) continue;
-    if (kept) kept->push_back(p);
-    ++n;
-  }
-  return n;
+// The p-th (0-based) position of a row that is not in the sorted list [xb, xe).
+int64_t kept_position(int64_t p, const int64_t* xb, const int64_t* xe) {
+  for (const int64_t* x = xb; x != xe && *x <= p; ++x) ++p;
+  return p;
 }
 
 }  // namespace
 
-EdgeExclusion::EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edges) {
+EdgeExclusion::EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edges, const CsrView& graph)
+    : indptr_(graph.indptr) {
   by_dst_.reserve(edges.size());
-  for (const auto& [u, v] : edges) by_dst_.emplace_back(v, u);
+  for (const auto& [u, v] : edges) {
+    if (u < 0 || u >= graph.num_nodes || v < 0 || v >= graph.num_nodes)
+      GT_THROW("EdgeExclusion", "", "edge ", u, " -> ", v, " has a node id out of range [0, ", graph.num_nodes, ")");
+    by_dst_.emplace_back(v, u);
+  }
   std::sort(by_dst_.begin(), by_dst_.end());
   by_dst_.erase(std::unique(by_dst_.begin(), by_dst_.end()), by_dst_.end());
-  src_.reserve(by_dst_.size());
-  for (const auto& e : by_dst_) src_.push_back(e.second);
+  // Runs of by_dst_ per destination, then one scan of each such row (in parallel).
+  std::vector<std::size_t> run;
+  for (std::size_t i = 0; i < by_dst_.size(); ++i)
+    if (i == 0 || by_dst_[i].first != by_dst_[i - 1].first) run.push_back(i);
+  run.push_back(by_dst_.size());
+  const std::size_t n_runs = run.size() - 1;
+  std::vector<std::vector<int64_t>> found(n_runs);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n_runs, 16), [&](const tbb::blocked_range<std::size_t>& r) {
+    std::vector<int64_t> srcs;
+    for (std::size_t j = r.begin(); j < r.end(); ++j) {
+      const int64_t v = by_dst_[run[j]].first;
+      srcs.clear();
+      for (std::size_t i = run[j]; i < run[j + 1]; ++i) srcs.push_back(by_dst_[i].second);  // sorted
+      const int64_t begin = graph.indptr[v], deg = graph.indptr[v + 1] - begin;
+      for (int64_t p = 0; p < deg; ++p)
+        if (std::binary_search(srcs.begin(), srcs.end(), static_cast<int64_t>(graph.indices[begin + p])))
+          found[j].push_back(p);
+    }
+  });
+  pos_ptr_.push_back(0);
+  for (std::size_t j = 0; j < n_runs; ++j) {
+    if (found[j].empty()) continue;  // none of v's excluded edges is in the graph
+    dsts_.push_back(by_dst_[run[j]].first);
+    pos_.insert(pos_.end(), found[j].begin(), found[j].end());
+    pos_ptr_.push_back(static_cast<int64_t>(pos_.size()));
+  }
 }
 
 bool EdgeExclusion::excludes(int64_t u, int64_t v) const {
   return std::binary_search(by_dst_.begin(), by_dst_.end(), std::make_pair(v, u));
 }
 
-std::pair<const int64_t*, const int64_t*> EdgeExclusion::sources_of(int64_t v) const {
-  constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
-  auto lo = std::lower_bound(by_dst_.begin(), by_dst_.end(), std::make_pair(v, kLowest));
-  auto hi = std::lower_bound(lo, by_dst_.end(), std::make_pair(v + 1, kLowest));
-  const int64_t* base = src_.data();
-  return {base + (lo - by_dst_.begin()), base + (hi - by_dst_.begin())};
+std::pair<const int64_t*, const int64_t*> EdgeExclusion::positions_of(int64_t v) const {
+  auto it = std::lower_bound(dsts_.begin(), dsts_.end(), v);
+  if (it == dsts_.end() || *it != v) return {nullptr, nullptr};
+  const std::size_t j = static_cast<std::size_t>(it - dsts_.begin());
+  return {pos_.data() + pos_ptr_[j], pos_.data() + pos_ptr_[j + 1]};
 }
 
 NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
@@ -101,6 +120,9 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
   const int64_t fanout = fanouts_[static_cast<std::size_t>(l)];
   const int64_t self = self_loops_ ? 1 : 0;
   const bool excluding = exclude != nullptr && !exclude->empty();
+  if (excluding && exclude->graph_indptr() != g_.indptr)
+    GT_THROW("NeighborSampler::sample_layer", "build the EdgeExclusion with the sampler's graph()",
+             "the edge exclusion was resolved against another graph");
   LayerSample ls;
   // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop), deg counting
   // only the in-edges left after exclusion.
@@ -110,40 +132,32 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
     if (v < 0 || v >= g_.num_nodes)  // sample() checked its seeds; a caller of this stage may not have
       GT_THROW("NeighborSampler::sample_layer", "", "frontier entry ", i, " = node id ", v, " out of range [0, ",
                g_.num_nodes, ")");
-    if (excluding) continue;  // sized below, in parallel
     int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
+    if (excluding) {
+      auto [xb, xe] = exclude->positions_of(v);
+      deg -= xe - xb;
+    }
     ls.indptr[static_cast<std::size_t>(i) + 1] =
         ls.indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
-  }
-  if (excluding) {
-    // Counting what is left of a row scans it: row sizes first (in parallel), then their sum.
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
-      for (int64_t i = r.begin(); i < r.end(); ++i) {
-        int64_t v = frontier[static_cast<std::size_t>(i)];
-        auto [xb, xe] = exclude->sources_of(v);
-        int64_t deg = xb != xe ? kept_positions(g_, v, xb, xe, nullptr) : g_.indptr[v + 1] - g_.indptr[v];
-        ls.indptr[static_cast<std::size_t>(i) + 1] = self + (fanout < 0 ? deg : std::min(deg, fanout));
-      }
-    });
-    std::partial_sum(ls.indptr.begin(), ls.indptr.end(), ls.indptr.begin());
   }
   ls.picked.resize(static_cast<std::size_t>(ls.indptr.back()));
   // Fully parallel over destinations, each writing its own slice.
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_dst, 256), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<int64_t> pos, kept;
+    std::vector<int64_t> pos;
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       int64_t v = frontier[static_cast<std::size_t>(i)];
       int64_t begin = g_.indptr[v], deg = g_.indptr[v + 1] - begin;
       int64_t* dst = ls.picked.data() + ls.indptr[static_cast<std::size_t>(i)];
       if (self_loops_) *dst++ = v;
       if (excluding) {
-        auto [xb, xe] = exclude->sources_of(v);
+        auto [xb, xe] = exclude->positions_of(v);
         if (xb != xe) {
-          // Draw among the remaining positions as among a row of that length, then map back.
-          int64_t left = kept_positions(g_, v, xb, xe, &kept);
+          // Draw among the deg - |excluded| remaining positions as among a row of that length;
+          // the p-th remaining position steps over the excluded ones (sorted, so pos stays sorted).
+          int64_t left = deg - (xe - xb);
           int64_t k = fanout < 0 ? left : std::min(left, fanout);
           choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), left, k, pos);
-          for (int64_t p : pos) *dst++ = g_.indices[begin + kept[static_cast<std::size_t>(p)]];
+          for (int64_t p : pos) *dst++ = g_.indices[begin + kept_position(p, xb, xe)];
           continue;
         }
       }

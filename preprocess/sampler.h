@@ -48,22 +48,31 @@ struct LayerSample {
   std::vector<int64_t> picked;
 };
 
-// A set of directed edges u -> v (global ids) that sampling skips. Held sorted by (v, u), so a
-// destination's excluded sources are one contiguous run found by binary search.
+// A set of directed edges u -> v (global ids) that sampling skips, resolved once against the
+// graph it is used with: for each destination v with an excluded in-edge, the sorted CSR row
+// positions of v whose source is excluded (every copy of a duplicate edge), found by one scan of
+// v's row (parallel over destinations). Sampling then costs O(excluded positions) per draw of
+// such a row, whatever its degree, and nothing for the other rows beyond a binary search.
 class EdgeExclusion {
  public:
   EdgeExclusion() = default;
-  // edges: (u, v) pairs, edge u -> v (source u into destination v); any order, duplicates allowed.
-  explicit EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edges);
-  bool empty() const { return by_dst_.empty(); }
-  int64_t size() const { return static_cast<int64_t>(by_dst_.size()); }
+  // edges: (u, v) pairs, edge u -> v (source u into destination v); any order, duplicates
+  // allowed, ids in [0, graph.num_nodes) (checked). Pairs that are no edge of the graph exclude
+  // nothing. The exclusion keeps graph.indptr to check that a sampler uses the same graph.
+  EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edges, const CsrView& graph);
+  bool empty() const { return dsts_.empty(); }
+  // Whether u -> v is one of the edges given.
   bool excludes(int64_t u, int64_t v) const;
-  // [first, last) of the excluded sources of destination v, sorted (empty when none).
-  std::pair<const int64_t*, const int64_t*> sources_of(int64_t v) const;
+  // [first, last) of the excluded row positions (offsets within v's CSR row), sorted; empty when
+  // v has none.
+  std::pair<const int64_t*, const int64_t*> positions_of(int64_t v) const;
+  const int64_t* graph_indptr() const { return indptr_; }
 
  private:
   std::vector<std::pair<int64_t, int64_t>> by_dst_;  // (v, u), sorted, unique
-  std::vector<int64_t> src_;                          // the u of by_dst_, same order
+  std::vector<int64_t> dsts_;                         // destinations with an excluded position, sorted
+  std::vector<int64_t> pos_ptr_, pos_;                // their positions: pos_[pos_ptr_[i] .. pos_ptr_[i+1])
+  const int64_t* indptr_ = nullptr;
 };
 
 class NeighborSampler {

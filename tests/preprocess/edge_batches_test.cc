@@ -471,7 +471,7 @@ TEST(SamplerExclusion, NodePathUnchangedAndFanoutDrawsFromTheRest) {
   ASSERT_GT(ds.indptr[4] - ds.indptr[3], 0);
   int64_t gone3 = ds.indices[static_cast<std::size_t>(ds.indptr[3])];
   ex.emplace_back(gone3, 3);
-  EdgeExclusion x(ex);
+  EdgeExclusion x(ex, g);
   EXPECT_TRUE(x.excludes(gone3, 3));
   EXPECT_FALSE(x.excludes(3, gone3));
   LayerSample plain = s.sample_layer(seeds, 1, 9), cut = s.sample_layer(seeds, 1, 9, &x);
