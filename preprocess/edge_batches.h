@@ -18,12 +18,14 @@
 //     pair (a per-src sorted adjacency of the train pairs, built once, binary-searched).
 // Draws are rejection sampling: try t (t < max_tries) of negative j of pair i draws from
 // Philox with key random64(rng_key(seed, kSample), batch_key, 1) (the sampler's own per-batch
-// key is counter (batch_key, 0)) and counter (i * k + j, t). When all max_tries draws are
-// refused (a near-saturated src), the exact fallback draws r uniform in [0, allowed) with counter
+// key is counter (batch_key, 0)) and counter (i * k + j, t), the node being the range's first
+// + r mod its size (a bias below size / 2^64). When all max_tries draws are refused (a
+// near-saturated src), the exact fallback draws r uniform in [0, allowed) with counter
 // (i * k + j, 255) and takes the r-th allowed node in increasing order: the result stays uniform
 // over the allowed nodes and a draw costs at most max_tries + 1 Philox calls. A src with no
 // allowed node at all (a user who has every item, with exclude_known) is a gt::Error raised when
-// the EdgeBatcher is made, naming the src and the option. Negatives are a pure function of
+// the EdgeBatcher is made, naming the pair, its src and the option (draw_negatives on pairs
+// given by the caller raises it when it meets one). Negatives are a pure function of
 // (seed, batch_key, the batch's pairs): the same whatever the thread count.
 //
 // Blocks: the batch's seed nodes are the distinct nodes among its pairs and negatives in order
