@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "framework/core/memory.h"
 
 namespace gt {

@@ -26,7 +26,7 @@
 
 #include <cstdint>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 #include "kernels/elementwise.h"
 
 namespace gt {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/dense.h"
+#include <graphtensor/kernels/dense.h>
 
 namespace gt {
 

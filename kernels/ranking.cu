@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/device.h"
+#include <graphtensor/core/device.h>
 #include "kernels/ranking.h"
 
 namespace gt {

@@ -19,9 +19,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/link_metrics.h"
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 

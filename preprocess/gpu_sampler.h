@@ -20,7 +20,8 @@
 //   the transpose by a stable radix sort of edge ids by source (so each source lists its
 //   destinations in increasing order, ties in CSR edge order, exactly as Block::build_transpose).
 // The blocks are therefore bitwise identical to NeighborSampler::sample's for the same seeds and
-// batch key (tested).
+// batch key (tested) without an EdgeExclusion: edge exclusion (link prediction's seed edges,
+// preprocess/edge_batches.h) is done by the CPU sampler only; this sampler does not exclude yet.
 #pragma once
 
 #include <cstdint>

@@ -40,7 +40,62 @@ void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int
   std::sort(out.begin(), out.end());
 }
 
+// The p-th (0-based) position of a row that is not in the sorted list [xb, xe).
+int64_t kept_position(int64_t p, const int64_t* xb, const int64_t* xe) {
+  for (const int64_t* x = xb; x != xe && *x <= p; ++x) ++p;
+  return p;
+}
+
 }  // namespace
+
+EdgeExclusion::EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edges, const CsrView& graph)
+    : indptr_(graph.indptr) {
+  by_dst_.reserve(edges.size());
+  for (const auto& [u, v] : edges) {
+    if (u < 0 || u >= graph.num_nodes || v < 0 || v >= graph.num_nodes)
+      GT_THROW("EdgeExclusion", "", "edge ", u, " -> ", v, " has a node id out of range [0, ", graph.num_nodes, ")");
+    by_dst_.emplace_back(v, u);
+  }
+  std::sort(by_dst_.begin(), by_dst_.end());
+  by_dst_.erase(std::unique(by_dst_.begin(), by_dst_.end()), by_dst_.end());
+  // Runs of by_dst_ per destination, then one scan of each such row (in parallel).
+  std::vector<std::size_t> run;
+  for (std::size_t i = 0; i < by_dst_.size(); ++i)
+    if (i == 0 || by_dst_[i].first != by_dst_[i - 1].first) run.push_back(i);
+  run.push_back(by_dst_.size());
+  const std::size_t n_runs = run.size() - 1;
+  std::vector<std::vector<int64_t>> found(n_runs);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n_runs, 16), [&](const tbb::blocked_range<std::size_t>& r) {
+    std::vector<int64_t> srcs;
+    for (std::size_t j = r.begin(); j < r.end(); ++j) {
+      const int64_t v = by_dst_[run[j]].first;
+      srcs.clear();
+      for (std::size_t i = run[j]; i < run[j + 1]; ++i) srcs.push_back(by_dst_[i].second);  // sorted
+      const int64_t begin = graph.indptr[v], deg = graph.indptr[v + 1] - begin;
+      for (int64_t p = 0; p < deg; ++p)
+        if (std::binary_search(srcs.begin(), srcs.end(), static_cast<int64_t>(graph.indices[begin + p])))
+          found[j].push_back(p);
+    }
+  });
+  pos_ptr_.push_back(0);
+  for (std::size_t j = 0; j < n_runs; ++j) {
+    if (found[j].empty()) continue;  // none of v's excluded edges is in the graph
+    dsts_.push_back(by_dst_[run[j]].first);
+    pos_.insert(pos_.end(), found[j].begin(), found[j].end());
+    pos_ptr_.push_back(static_cast<int64_t>(pos_.size()));
+  }
+}
+
+bool EdgeExclusion::excludes(int64_t u, int64_t v) const {
+  return std::binary_search(by_dst_.begin(), by_dst_.end(), std::make_pair(v, u));
+}
+
+std::pair<const int64_t*, const int64_t*> EdgeExclusion::positions_of(int64_t v) const {
+  auto it = std::lower_bound(dsts_.begin(), dsts_.end(), v);
+  if (it == dsts_.end() || *it != v) return {nullptr, nullptr};
+  const std::size_t j = static_cast<std::size_t>(it - dsts_.begin());
+  return {pos_.data() + pos_ptr_[j], pos_.data() + pos_ptr_[j + 1]};
+}
 
 NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
     : g_(graph), fanouts_(std::move(fanouts)), self_loops_(self_loops), key_(gt::rng_key(seed, RngStream::kSample)),
@@ -57,14 +112,20 @@ void NeighborSampler::check_seeds(const std::vector<int64_t>& seeds) const {
       GT_THROW("NeighborSampler::sample", "", "seed node id ", s, " out of range [0, ", g_.num_nodes, ")");
 }
 
-LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, int64_t l, uint64_t batch_key) const {
+LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, int64_t l, uint64_t batch_key,
+                                          const EdgeExclusion* exclude) const {
   GT_CHECK_ARG(l >= 0 && l < num_layers(), "layer ", l, " out of range");
   const uint64_t key = random64(key_, batch_key, 0);
   const int64_t n_dst = static_cast<int64_t>(frontier.size());
   const int64_t fanout = fanouts_[static_cast<std::size_t>(l)];
   const int64_t self = self_loops_ ? 1 : 0;
+  const bool excluding = exclude != nullptr && !exclude->empty();
+  if (excluding && exclude->graph_indptr() != g_.indptr)
+    GT_THROW("NeighborSampler::sample_layer", "build the EdgeExclusion with the sampler's graph()",
+             "the edge exclusion was resolved against another graph");
   LayerSample ls;
-  // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop).
+  // Row sizes are known before drawing: min(deg, fanout) (+1 for the self loop), deg counting
+  // only the in-edges left after exclusion.
   ls.indptr.assign(static_cast<std::size_t>(n_dst) + 1, 0);
   for (int64_t i = 0; i < n_dst; ++i) {
     int64_t v = frontier[static_cast<std::size_t>(i)];
@@ -72,6 +133,10 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
       GT_THROW("NeighborSampler::sample_layer", "", "frontier entry ", i, " = node id ", v, " out of range [0, ",
                g_.num_nodes, ")");
     int64_t deg = g_.indptr[v + 1] - g_.indptr[v];
+    if (excluding) {
+      auto [xb, xe] = exclude->positions_of(v);
+      deg -= xe - xb;
+    }
     ls.indptr[static_cast<std::size_t>(i) + 1] =
         ls.indptr[static_cast<std::size_t>(i)] + self + (fanout < 0 ? deg : std::min(deg, fanout));
   }
@@ -82,9 +147,21 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       int64_t v = frontier[static_cast<std::size_t>(i)];
       int64_t begin = g_.indptr[v], deg = g_.indptr[v + 1] - begin;
-      int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
       int64_t* dst = ls.picked.data() + ls.indptr[static_cast<std::size_t>(i)];
       if (self_loops_) *dst++ = v;
+      if (excluding) {
+        auto [xb, xe] = exclude->positions_of(v);
+        if (xb != xe) {
+          // Draw among the deg - |excluded| remaining positions as among a row of that length;
+          // the p-th remaining position steps over the excluded ones (sorted, so pos stays sorted).
+          int64_t left = deg - (xe - xb);
+          int64_t k = fanout < 0 ? left : std::min(left, fanout);
+          choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), left, k, pos);
+          for (int64_t p : pos) *dst++ = g_.indices[begin + kept_position(p, xb, xe)];
+          continue;
+        }
+      }
+      int64_t k = fanout < 0 ? deg : std::min(deg, fanout);
       choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), deg, k, pos);
       for (int64_t p : pos) *dst++ = g_.indices[begin + p];
     }
@@ -99,7 +176,8 @@ Block NeighborSampler::build_block(std::vector<int64_t>& frontier, const LayerSa
   return make_block(static_cast<int64_t>(frontier.size()), n_dst, ls.indptr, r.local);
 }
 
-SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats) const {
+SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, ReindexStats* stats,
+                                     const EdgeExclusion* exclude) const {
   check_seeds(seeds);
   const int64_t L = num_layers();
   SampledBatch out;
@@ -107,7 +185,7 @@ SampledBatch NeighborSampler::sample(const std::vector<int64_t>& seeds, uint64_t
   out.blocks.resize(static_cast<std::size_t>(L));
   std::vector<int64_t> frontier = seeds;  // global ids of the current destinations
   for (int64_t l = L - 1; l >= 0; --l) {
-    LayerSample ls = sample_layer(frontier, l, batch_key);
+    LayerSample ls = sample_layer(frontier, l, batch_key, exclude);
     out.sampled_edges += static_cast<int64_t>(ls.picked.size());
     out.blocks[static_cast<std::size_t>(l)] = build_block(frontier, ls, stats);
   }

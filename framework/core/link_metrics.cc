@@ -10,8 +10,8 @@
 #include <cstring>
 #include <functional>
 
-#include "framework/core/error.h"
-#include "framework/core/task_metrics.h"
+#include <graphtensor/core/error.h>
+#include <graphtensor/core/task_metrics.h>
 
 namespace gt {
 

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <random>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "framework/core/memory.h"
-#include "framework/train/optimizer.h"
+#include <graphtensor/train/optimizer.h>
 #include "kernels/link.h"
-#include "kernels/loss.h"
+#include <graphtensor/kernels/loss.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

@@ -13,7 +13,7 @@
 #include <limits>
 #include <random>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

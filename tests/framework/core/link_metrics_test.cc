@@ -11,7 +11,7 @@
 #include <limits>
 #include <random>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "tests/test_util.h"
 
 namespace gt {
