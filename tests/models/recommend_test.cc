@@ -185,6 +185,16 @@ TEST(Recommend, LightGcnSampledBlockGivesTheFullGraphRows) {
   ASSERT_EQ(got.size(), 6u);
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(got[r * 3 + j], all[global[r] * 3 + j], 1e-6);
+  // The table's gradient: zero on node 6 (not in the batch), d/dE_0 of the seeds' own rows includes
+  // the read-out's 1/2 of E_0 plus the propagation's 1/2 * s_v s_u.
+  model->backward(ctx, {blk}, Tensor::from_vector(std::vector<float>(6, 1.0f), {2, 3}));
+  const std::vector<float> grad = model->embedding()->grad.to_vector<float>();
+  for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(grad[6 * 3 + j], 0.0f);
+  // Node 0 (local 2) is a neighbour of seed 4 only in the block: d/dE_0[0] = 1/2 * s_4 * s_0.
+  for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(grad[0 * 3 + j], 0.5f * g.node_scale[4] * g.node_scale[0], 1e-6);
+  // Node 4 is a seed and a neighbour of seed 1: 1/2 (read-out) + 1/2 * s_1 * s_4.
+  for (int64_t j = 0; j < 3; ++j)
+    EXPECT_NEAR(grad[4 * 3 + j], 0.5f + 0.5f * g.node_scale[1] * g.node_scale[4], 1e-6);
 }
 
 // The same model on the GPU and the CPU: outputs and every gradient, training mode (NGCF's message
