@@ -144,7 +144,8 @@ Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, c
 void Model::check_node_scale(const Tensor* node_scale, int64_t rows) const {
   GT_CHECK_ARG(node_scale && node_scale->defined() && node_scale->dim() == 2 && node_scale->size(1) == 1 &&
                    node_scale->size(0) == rows && node_scale->dtype() == DType::kFloat32,
-               "a GCN with symmetric normalisation needs the batch's node scales, float32 [", rows,
+               "a model with symmetric normalisation (gcn, lightgcn, ngcf as a recommender) needs the batch's node "
+               "scales, float32 [", rows,
                ", 1] (DeviceBatch::node_scale: give BatchPipeline or BatchLoader the model's node_scales), got ",
                node_scale && node_scale->defined() ? node_scale->str() : std::string("none"));
 }

@@ -1,6 +1,7 @@
 /// \file
 /// Models: the dataflow graph (models/graph.h) of a stack of GNN layers, built from the `model`
-/// section of a config (the registry), with the loss as its last node.
+/// section of a config (the registry), with the loss as its last node (node tasks), or, for a link
+/// task (LinkOptions, build_link_model), no loss node and the seeds' representation as output.
 ///
 /// forward() runs the graph over the batch's blocks (input side first) and returns logits
 /// [num_seeds, num_classes]; with labels it also runs the loss node (loss()). backward() runs the
