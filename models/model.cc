@@ -8,19 +8,39 @@
 
 #include "framework/config/config_keys.h"
 #include <graphtensor/core/error.h>
+#include <graphtensor/core/init.h>
 #include <graphtensor/models/ops.h>
 
 namespace gt {
 
 Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder,
-             Device device, DkpMode dkp_mode, LossOptions loss)
-    : type_(std::move(type)) {
+             Device device, DkpMode dkp_mode, LossOptions loss, LinkOptions link)
+    : type_(std::move(type)), link_(link.enabled) {
   GT_CHECK_ARG(!layers.empty(), "a model needs at least one layer");
+  GT_CHECK_ARG(link.num_nodes >= 0 && (link.num_nodes == 0 || link.enabled),
+               "a learnable embedding input (LinkOptions::num_nodes ", link.num_nodes, ") needs a link model");
+  GT_CHECK_ARG(link.enabled || link.readout == Readout::kLast, "a layer read-out other than the last layer's "
+               "output needs a link model");
   const int64_t last = static_cast<int64_t>(layers.size()) - 1;
-  features_ = graph_.add_input("features", Rows::src(0), in_dim);
+  if (link.num_nodes > 0) {
+    // The table, then the node ids it is read by; the Embedding node's output is the layer-0 input.
+    Param p{"embedding", Tensor::empty({link.num_nodes, in_dim}, DType::kFloat32, device),
+            Tensor::zeros({link.num_nodes, in_dim}, DType::kFloat32, device)};
+    // Its own random stream, apart from every layer's weights (ids below 2^62).
+    constexpr uint64_t kEmbeddingId = (uint64_t{1} << 63) | 1;
+    if (link.init_std > 0.0f) fill_normal(p.value, link.seed, kEmbeddingId, link.init_std);
+    else glorot_uniform(p.value, link.seed, kEmbeddingId);
+    const int table = graph_.add_param(std::move(p), 0);
+    embedding_param_ = graph_.params().back();
+    features_ = graph_.add_input("node_ids", Rows::src(0), 0);
+    embedded_ = graph_.add1(std::make_unique<EmbeddingOp>(), {{table}, {features_}}, {"embedded", Rows::src(0), in_dim},
+                            0);
+  } else {
+    features_ = graph_.add_input("features", Rows::src(0), in_dim);
+  }
   for (const LayerOptions& o : layers)
     if (o.symmetric && node_scale_ < 0) node_scale_ = graph_.add_input("node_scale", Rows::src(0), 1);
-  int h = features_;
+  int h = embedded_ >= 0 ? embedded_ : features_;
   layer_values_.push_back(h);
   layer_widths_.push_back(in_dim);
   for (LayerOptions o : layers) {
@@ -31,16 +51,31 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
     layer_widths_.push_back(o.activation ? o.out * o.heads : o.out);  // GAT's output layer averages its heads
   }
   logits_ = h;
-  labels_ = graph_.add_input("labels", Rows::dst(last), 0);
-  std::unique_ptr<LossOp> loss_op;
-  if (loss.task == Task::kMulticlass)
-    loss_op = std::make_unique<SoftmaxCrossEntropyOp>(loss.class_weights, device);
-  else
-    loss_op = std::make_unique<SigmoidBceOp>(loss.w_neg, loss.w_pos);
-  loss_op_ = loss_op.get();
-  loss_value_ = graph_.add1(std::move(loss_op), {{logits_}, {labels_}}, {"loss", Rows::fixed(1), 1}, last);
+  output_width_ = layer_widths_.back();
+  if (link.readout != Readout::kLast) {
+    std::vector<Input> ins;
+    for (int v : layer_values_) ins.push_back({v, /*dst_rows=*/true});
+    const auto mode = link.readout == Readout::kMean ? LayerReadoutOp::kMean : LayerReadoutOp::kConcatNormalized;
+    if (mode == LayerReadoutOp::kMean)
+      for (int64_t w : layer_widths_)
+        GT_CHECK_ARG(w == in_dim, "a mean of the layer outputs needs every layer ", in_dim, " wide, one is ", w);
+    output_width_ = 0;
+    for (int64_t w : layer_widths_) output_width_ = mode == LayerReadoutOp::kMean ? w : output_width_ + w;
+    logits_ = graph_.add1(std::make_unique<LayerReadoutOp>(mode, layer_widths_), std::move(ins),
+                          {"readout", Rows::dst(last), output_width_}, last);
+  }
+  if (!link_) {
+    labels_ = graph_.add_input("labels", Rows::dst(last), 0);
+    std::unique_ptr<LossOp> loss_op;
+    if (loss.task == Task::kMulticlass)
+      loss_op = std::make_unique<SoftmaxCrossEntropyOp>(loss.class_weights, device);
+    else
+      loss_op = std::make_unique<SigmoidBceOp>(loss.w_neg, loss.w_pos);
+    loss_op_ = loss_op.get();
+    loss_value_ = graph_.add1(std::move(loss_op), {{logits_}, {labels_}}, {"loss", Rows::fixed(1), 1}, last);
+    graph_.keep(loss_value_);
+  }
   graph_.keep(logits_);
-  graph_.keep(loss_value_);
   graph_.keep(last_input_);
   graph_.finalize();
   // The DKP pass: every linear Pull -> MatMul pair becomes a Cost-DKP node.
@@ -57,12 +92,22 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
                       uint64_t step, Tensor* final_input, const Tensor* labels, const Tensor* node_scale) {
   GT_CHECK_ARG(static_cast<int64_t>(blocks.size()) == num_layers(), "model has ", num_layers(),
                " layers but the batch has ", blocks.size(), " blocks");
-  GT_CHECK_ARG(features.dim() == 2 && features.size(0) == blocks[0].num_src, "layer 0 input has ",
-               features.dim() ? features.size(0) : 0, " rows, block has ", blocks[0].num_src, " sources");
+  if (has_embedding()) {
+    GT_CHECK_ARG(features.defined() && features.dtype() == DType::kInt64 && features.dim() == 1 &&
+                     features.size(0) == blocks[0].num_src && features.device() == embedding_param_->value.device(),
+                 "a model with a learnable embedding reads the node ids of blocks[0]'s sources, int64 [",
+                 blocks[0].num_src, "] on ", embedding_param_->value.device().str(), ", got ",
+                 features.defined() ? features.str() : std::string("none"));
+  } else {
+    GT_CHECK_ARG(features.dim() == 2 && features.size(0) == blocks[0].num_src, "layer 0 input has ",
+                 features.dim() ? features.size(0) : 0, " rows, block has ", blocks[0].num_src, " sources");
+  }
+  GT_CHECK_ARG(!link_ || !labels || !labels->defined(), "a link model has no loss node: forward() takes no labels");
   for (std::size_t l = 1; l < blocks.size(); ++l)
     GT_CHECK_ARG(blocks[l].num_src == blocks[l - 1].num_dst, "layer ", l, " input has ", blocks[l - 1].num_dst,
                  " rows, block has ", blocks[l].num_src, " sources");
-  std::vector<std::pair<int, Tensor>> inputs{{features_, features}, {labels_, labels ? *labels : Tensor()}};
+  std::vector<std::pair<int, Tensor>> inputs{{features_, features}};
+  if (labels_ >= 0) inputs.emplace_back(labels_, labels ? *labels : Tensor());
   if (node_scale_ >= 0) {
     check_node_scale(node_scale, blocks[0].num_src);
     inputs.emplace_back(node_scale_, *node_scale);
@@ -76,7 +121,10 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
   return graph_.value(logits_);
 }
 
-float Model::loss() const { return loss_op_->loss().value(); }
+float Model::loss() const {
+  GT_CHECK_ARG(loss_op_ != nullptr, "Model::loss: a link model has no loss node (its loss is computed outside)");
+  return loss_op_->loss().value();
+}
 
 Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x,
                             const Tensor* node_scale) {
@@ -96,7 +144,8 @@ Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, c
 void Model::check_node_scale(const Tensor* node_scale, int64_t rows) const {
   GT_CHECK_ARG(node_scale && node_scale->defined() && node_scale->dim() == 2 && node_scale->size(1) == 1 &&
                    node_scale->size(0) == rows && node_scale->dtype() == DType::kFloat32,
-               "a GCN with symmetric normalisation needs the batch's node scales, float32 [", rows,
+               "a model with symmetric normalisation (gcn, lightgcn, ngcf as a recommender) needs the batch's node "
+               "scales, float32 [", rows,
                ", 1] (DeviceBatch::node_scale: give BatchPipeline or BatchLoader the model's node_scales), got ",
                node_scale && node_scale->defined() ? node_scale->str() : std::string("none"));
 }
@@ -136,6 +185,7 @@ void Model::backward(const Context& ctx, const std::vector<Block>& blocks, const
 
 void Model::backward_loss(const Context& ctx, const std::vector<Block>& blocks, float scale,
                           const std::function<void(std::size_t)>& layer_done) {
+  GT_CHECK_ARG(!link_, "backward_loss: a link model has no loss node; call backward() with the output's gradient");
   GT_CHECK_ARG(forward_blocks_.empty() || forward_had_labels_,
                "backward_loss: the last forward() had no labels, so no loss was computed (pass labels to forward(), "
                "or call backward() with the logits' gradient)");
@@ -205,7 +255,7 @@ void register_model(const std::string& name, LayerBuilder layer, ModelTypeOption
     if (!std::isalnum(ch) && ch != '_' && ch != '-')
       GT_THROW(where, "use letters, digits, '_' or '-'", "model type name '", name,
                "' holds a character other than letters, digits, '_' and '-'");
-  if (builtin_models().count(name))
+  if (builtin_models().count(name) || name == "lightgcn")
     GT_THROW(where, "choose another name", "model type '", name, "' is a built-in model and cannot be replaced");
   if (!layer) GT_THROW(where, "pass a layer builder", "model type '", name, "': the layer builder is empty");
   Registry& r = registry();
@@ -226,6 +276,10 @@ bool samples_self_loops(const ModelConfig& cfg) {
 
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed, int64_t in_features, LossOptions loss) {
+  if (cfg.type == "lightgcn" || cfg.embedding_dim > 0)
+    GT_THROW("model.embedding_dim", "build a recommender with gt::build_link_model (models/model.h)", "model.type ",
+             cfg.type, " with model.embedding_dim ", cfg.embedding_dim,
+             " learns node embeddings; build_model builds models that read node features");
   LayerBuilder layer_builder;
   const bool builtin = builtin_models().count(cfg.type) > 0;
   if (builtin) {

@@ -7,6 +7,7 @@
 #include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
 #include "kernels/fused.h"
 #include <graphtensor/kernels/loss.h>
 #include "kernels/pull_linear.h"
@@ -215,7 +216,7 @@ void NgcfAggregateOp::forward(const OpRun& run, const std::vector<Tensor>& in, s
   x_ = in[0];
   out[0] = empty2(b.num_dst, x_.size(1), x_.device());
   out[1] = empty2(b.num_dst, x_.size(1), x_.device());
-  ngcf_aggregate_forward(b, x_, f_, out[0], out[1], run.ctx.stream(), /*add_self=*/true);
+  ngcf_aggregate_forward(b, x_, f_, out[0], out[1], run.ctx.stream(), add_self_);
 }
 
 void NgcfAggregateOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
@@ -223,9 +224,84 @@ void NgcfAggregateOp::backward(const OpRun& run, const std::vector<Tensor>& dout
   Tensor scratch;
   Tensor& dx = grad_target(din[0], scratch);
   ngcf_aggregate_backward(run.block, x_, f_, dout[0], dout[1], dx, run.ctx.stream());
-  Tensor dx_dst = dx.rows(0, run.block.num_dst);
-  axpy(1.0f, dout[0], dx_dst, run.ctx.stream());  // the x_v term of side + x_v
+  if (add_self_) {
+    Tensor dx_dst = dx.rows(0, run.block.num_dst);
+    axpy(1.0f, dout[0], dx_dst, run.ctx.stream());  // the x_v term of side + x_v
+  }
   grad_commit(run.ctx, din[0], scratch);
+}
+
+// ---- Embedding ----
+void EmbeddingOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& table = in[0];
+  GT_CHECK_ARG(in[1].defined(), "Embedding: the model reads node ids, none given");
+  ids_ = in[1];
+  out[0] = empty2(ids_.numel(), table.size(1), table.device());
+  embedding_gather(table, ids_, out[0], run.ctx.stream());
+}
+
+void EmbeddingOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  Tensor& g = din[0].target();
+  if (!din[0].accumulating()) g.fill_bytes(0, run.ctx.stream());
+  embedding_scatter_add(dout[0], ids_, g, run.ctx.stream());
+}
+
+// ---- LayerReadout ----
+std::string LayerReadoutOp::label() const {
+  const std::string n = std::to_string(widths_.size());
+  return mode_ == kMean ? "LayerReadout mean of " + n + " layer outputs"
+                        : "LayerReadout concat of " + n + " layer outputs (L2-normalised after the first)";
+}
+
+void LayerReadoutOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Stream s = run.ctx.stream();
+  const int64_t n = in[0].size(0);
+  if (mode_ == kMean) {
+    out[0] = in[0].clone(s);
+    for (std::size_t l = 1; l < in.size(); ++l) axpy(1.0f, in[l], out[0], s);
+    scale(1.0f / static_cast<float>(in.size()), out[0], s);
+    return;
+  }
+  int64_t total = 0;
+  for (int64_t w : widths_) total += w;
+  out[0] = empty2(n, total, in[0].device());
+  normed_.assign(in.size(), Tensor());
+  norms_.assign(in.size(), Tensor());
+  int64_t off = 0;
+  for (std::size_t l = 0; l < in.size(); ++l) {
+    if (l == 0) {
+      copy_columns_into(in[0], out[0], 0, s);
+    } else {
+      normed_[l] = empty_like(in[l]);
+      norms_[l] = Tensor::empty({n}, DType::kFloat32, in[l].device());
+      rows_l2_normalize_forward(in[l], kNormEps, normed_[l], norms_[l], s);
+      copy_columns_into(normed_[l], out[0], off, s);
+    }
+    off += widths_[l];
+  }
+}
+
+void LayerReadoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  const Stream s = run.ctx.stream();
+  const float inv = 1.0f / static_cast<float>(din.size());
+  int64_t off = 0;
+  for (std::size_t l = 0; l < din.size(); ++l) {
+    const int64_t w = widths_[l];
+    if (din[l].wanted()) {
+      if (mode_ == kMean) {
+        Tensor g = dout[0].clone(s);
+        scale(inv, g, s);
+        din[l].give(run.ctx, g);
+      } else {
+        Tensor g = empty2(dout[0].size(0), w, dout[0].device());
+        copy_columns_from(dout[0], off, g, s);
+        if (l > 0) rows_l2_normalize_backward(normed_[l], norms_[l], kNormEps, g, g, s);
+        din[l].give(run.ctx, g);
+      }
+    }
+    off += w;
+  }
 }
 
 // ---- GAT ----

@@ -373,6 +373,13 @@ void validate_config(const Config& cfg) {
              "set model.normalization: mean to aggregate GCN's neighbours by " + cfg.model.aggregation,
              "model.aggregation is ", cfg.model.aggregation,
              " but model.normalization is symmetric, which weights GCN's neighbours by 1 / sqrt(d_u d_v) itself");
+  if (cfg.model.type == "lightgcn" && cfg.model.embedding_dim <= 0)
+    GT_THROW(at({"model.embedding_dim", "model.type"}), "set model.embedding_dim (64 in the LightGCN paper)",
+             "model.type is lightgcn but model.embedding_dim is 0: LightGCN learns its node embeddings");
+  if (cfg.model.embedding_dim > 0 && cfg.model.type != "lightgcn" && cfg.model.type != "ngcf")
+    GT_THROW(at({"model.embedding_dim", "model.type"}), "use model.type lightgcn or ngcf, or model.embedding_dim 0",
+             "model.embedding_dim is ", cfg.model.embedding_dim, " but model.type is '", cfg.model.type,
+             "': learnable node embeddings apply to lightgcn and ngcf");
   if (cfg.train.select_by == "roc_auc" && cfg.model.task == "multiclass")
     GT_THROW(at({"train.select_by", "model.task"}), "select a multiclass model by accuracy, micro_f1 or macro_f1",
              "train.select_by is roc_auc but model.task is multiclass: ROC-AUC is defined for binary and multilabel "

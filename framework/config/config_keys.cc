@@ -226,7 +226,7 @@ std::mutex& model_types_mutex() {
   return mu;
 }
 std::vector<std::string>& model_type_list() {
-  static std::vector<std::string> types{"gcn", "sage", "ngcf", "gin", "gat"};
+  static std::vector<std::string> types{"gcn", "sage", "ngcf", "gin", "gat", "lightgcn"};
   return types;
 }
 
@@ -242,7 +242,7 @@ void check_model_type(const std::string& v, const std::string& where) {
 template <typename Get>
 Field model_type_field(Get get, std::string desc) {
   Field f = string_field("model.type", get, {}, std::move(desc));
-  f.type = "gcn \\| sage \\| ngcf \\| gin \\| gat \\| registered name";
+  f.type = "gcn \\| sage \\| ngcf \\| gin \\| gat \\| lightgcn \\| registered name";
   f.set = [set = f.set](Config& c, const YAML::Node& n, const std::string& where) {
     set(c, n, where);
     check_model_type(c.model.type, where);
@@ -267,7 +267,8 @@ const std::vector<Field>& fields() {
                        "GCN (neighbour aggregation, mean by default, then one linear layer), GraphSAGE (the same "
                        "with a separate root weight), NGCF (neighbour and neighbour-times-self aggregates, two "
                        "weights, LeakyReLU), GIN ((1 + eps) self + neighbour sum, then a 2-layer MLP), GAT "
-                       "(multi-head attention), or a model a program registered (gt::register_model, "
+                       "(multi-head attention), LightGCN (symmetric-normalised propagation of a learned "
+                       "embedding, no weights, the mean of the layer outputs; needs model.embedding_dim), or a model a program registered (gt::register_model, "
                        "docs/extending.md)"),
       int_field("model.hidden", GT_GET(model, hidden), 1, 1 << 16,
                 "width of the hidden layers, unless model.hidden_sizes gives them one by one (GAT: per head; a "
@@ -275,6 +276,10 @@ const std::vector<Field>& fields() {
       int_list_field("model.hidden_sizes", GT_GET(model, hidden_sizes), 1,
                      "widths of the hidden layers one by one, input side first (model.layers - 1 entries, each "
                      "<= 65536; GAT: per head), e.g. [256, 64] for 3 layers; [] = model.hidden for each"),
+      int_field("model.embedding_dim", GT_GET(model, embedding_dim), 0, 1 << 16,
+                "width of a learnable node embedding table [N, embedding_dim] the model reads instead of the "
+                "node features, for link datasets (LightGCN and NGCF as recommenders learn 64-wide ones); 0 = "
+                "read the features. Required by lightgcn, allowed with ngcf only"),
       int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
       real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
       bool_field("model.self_loops", GT_GET(model, self_loops),

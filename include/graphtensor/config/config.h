@@ -41,6 +41,9 @@ struct GT_API ModelConfig {
   /// multilabel.
   std::string task = "auto";
   std::string init = "glorot";   ///< weight initialisation: glorot | torch (LayerOptions::init)
+  /// > 0: the model learns a node embedding table [N, embedding_dim] as its input (lightgcn, and
+  /// ngcf as a recommender; a link dataset); 0: it reads the node features.
+  int64_t embedding_dim = 0;
 };
 
 /// The output width of hidden layer l (0 <= l < layers - 1): hidden_sizes[l], or hidden when

@@ -70,6 +70,18 @@ GT_API int build_sage_layer(Graph& g, const LayerOptions& o, Device d, int x);
 ///   side = f_{u in N(v)} x_u, inter = f_{u in N(v)} x_u * x_v (one fused pass, no E x F tensor),
 ///   y = LeakyReLU((side + x_v) W1 + inter W2 + b, negative_slope), on every layer (the output too).
 GT_API int build_ngcf_layer(Graph& g, const LayerOptions& o, Device d, int x);
+/// LightGCN (He et al., SIGIR 2020), one propagation: y = D^-1/2 A D^-1/2 x, with d^-1/2 the
+/// node_scale input (the whole graph's degrees, no self loops; needs o.symmetric and o.in == o.out).
+/// No weights, no activation, no dropout; the model's read-out averages the layer outputs.
+GT_API int build_lightgcn_layer(Graph& g, const LayerOptions& o, Device d, int x);
+/// NGCF (Wang et al., SIGIR 2019) as a recommender, the paper's layer with L = D^-1/2 A D^-1/2
+/// (node_scale input, o.symmetric):
+///   y = LeakyReLU(((L + I) x) W1 + ((L x) * x) W2 + b, o.negative_slope)   (on destination rows)
+/// then message dropout (o.dropout, while training) on y, which the next layer and the read-out
+/// both read, as the reference code drops each layer's output. One bias b (the reference's two
+/// Linears' biases summed; zero at the start). Node dropout (dropping whole rows of L) is not
+/// implemented.
+GT_API int build_ngcf_rec_layer(Graph& g, const LayerOptions& o, Device d, int x);
 /// GIN (Xu et al., ICLR 2019) with fixed eps: y = MLP((1 + eps) x_v + sum_{u in N(v)} x_u),
 /// MLP = Linear(in, mlp_hidden) - act - Linear(mlp_hidden, out), then act when o.activation (act =
 /// o.hidden_act, ReLU by default).

@@ -1,6 +1,7 @@
 /// \file
 /// Models: the dataflow graph (graphtensor/models/graph.h) of a stack of GNN layers, built from the `model`
-/// section of a config (the registry), with the loss as its last node.
+/// section of a config (the registry), with the loss as its last node (node tasks), or, for a link
+/// task (LinkOptions, build_link_model), no loss node and the seeds' representation as output.
 ///
 /// forward() runs the graph over the batch's blocks (input side first) and returns logits
 /// [num_seeds, num_classes]; with labels it also runs the loss node (loss()). backward() runs the
@@ -20,6 +21,7 @@
 #include <graphtensor/models/dkp.h>
 #include <graphtensor/models/graph.h>
 #include <graphtensor/models/layers.h>
+#include <graphtensor/preprocess/dataset.h>
 
 namespace gt {
 
@@ -35,13 +37,34 @@ struct GT_API LossOptions {
   std::vector<float> class_weights;
 };
 
+/// How a model's output is read from its layers: kLast = the last layer's output (node tasks);
+/// kMean = the mean of the layer outputs E_0..E_L of the seeds, E_0 the input rows (LightGCN);
+/// kConcatNormalized = [E_0 | n(E_1) | ... | n(E_L)], n the row L2 normalisation (NGCF's
+/// recommender; models/ops.h LayerReadoutOp).
+enum class Readout { kLast, kMean, kConcatNormalized };
+
+/// A model for a link task (link prediction, recommendation): no loss node, forward() returns the
+/// seeds' representation [num_seeds, output_width()] and backward() takes its gradient (the link
+/// losses and scores live outside the model). With num_nodes > 0 the input is a learnable
+/// embedding table, the parameter "embedding" [num_nodes, in_dim] (the model's in_dim), filled
+/// with Normal(0, init_std^2) keyed by seed (LightGCN's reference, torch.nn.init.normal_ with std
+/// 0.1), or Glorot-uniform when init_std is 0 (NGCF's reference, xavier_uniform); forward() then
+/// takes the global node ids of blocks[0]'s sources instead of features.
+struct GT_API LinkOptions {
+  bool enabled = false;
+  int64_t num_nodes = 0;
+  Readout readout = Readout::kLast;
+  uint64_t seed = 0;
+  float init_std = 0.1f;
+};
+
 class GT_API Model {
  public:
   /// Builds the graph: `layers` builders applied in order to an in_dim-wide input.
   /// dkp_mode kAuto on a graph with no placeable pair runs its fixed order; kCombineFirst there
   /// throws.
   Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& layers, LayerBuilder builder, Device device,
-        DkpMode dkp_mode, LossOptions loss = {});
+        DkpMode dkp_mode, LossOptions loss = {}, LinkOptions link = {});
   /// final_input (optional) receives the seeds' rows of the last layer's input, [num_seeds, width]:
   /// the last hidden representation (the embedding), or the seed features for a 1-layer model. It
   /// is a view of a tensor the next forward() replaces, not overwrites. labels (optional, int32
@@ -49,10 +72,20 @@ class GT_API Model {
   /// node_scale: float32 [blocks[0].num_src, 1] on the device, d^-1/2 of each input row's node
   /// (node_scales), required by a GCN with symmetric normalisation (needs_node_scale) and ignored
   /// otherwise; BatchPipeline and BatchLoader make it (DeviceBatch::node_scale).
+  /// A model with an embedding input (LinkOptions::num_nodes > 0, has_embedding()) reads `features`
+  /// as the node ids of blocks[0]'s sources: int64 [blocks[0].num_src] on the model's device.
   Tensor forward(const Context& ctx, const std::vector<Block>& blocks, const Tensor& features, bool training,
                  uint64_t step, Tensor* final_input = nullptr, const Tensor* labels = nullptr,
                  const Tensor* node_scale = nullptr);
   bool needs_node_scale() const { return node_scale_ >= 0; }
+  /// A link model (LinkOptions::enabled): no loss, output = the seeds' representation.
+  bool is_link() const { return link_; }
+  /// The model learns an embedding table and reads node ids (LinkOptions::num_nodes > 0).
+  bool has_embedding() const { return embedding_param_ != nullptr; }
+  /// The embedding table parameter (null without one).
+  Param* embedding() { return embedding_param_; }
+  /// Columns of forward()'s output.
+  int64_t output_width() const { return output_width_; }
   /// The loss of the last forward() given labels (0 before any). forward() does not wait for the
   /// GPU; the first loss() call after it does (queue backward and the optimizer step first), and
   /// needs the forward's Context to still exist.
@@ -94,8 +127,11 @@ class GT_API Model {
   Graph graph_;
   std::shared_ptr<DkpPlanner> dkp_;
   int node_scale_ = -1;  ///< the node_scale input (symmetric GCN), or -1
+  bool link_ = false;
+  Param* embedding_param_ = nullptr;  ///< owned by graph_
+  int64_t output_width_ = 0;
   void check_node_scale(const Tensor* node_scale, int64_t rows) const;
-  int features_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
+  int features_ = -1, embedded_ = -1, labels_ = -1, logits_ = -1, loss_value_ = -1, last_input_ = -1;
   std::vector<int> layer_values_;  ///< layer l reads layer_values_[l] and writes layer_values_[l + 1]
   std::vector<int64_t> layer_widths_;  ///< their columns
   const LossOp* loss_op_ = nullptr;  ///< owned by graph_
@@ -145,6 +181,31 @@ GT_API bool samples_self_loops(const ModelConfig& cfg);
 /// CSR `indptr`, N + 1 entries) plus 1 when self_loops (the edge v -> v the sampler adds); 0 for a
 /// node of degree 0.
 GT_API std::vector<float> node_scales(const std::vector<int64_t>& indptr, bool self_loops);
+
+/// The whole graph as one block for full-graph propagation (as the LightGCN and NGCF papers train):
+/// num_src = num_dst = num_nodes, each pair (u, v) an edge u -> v and v -> u (a user-item link
+/// dataset's /link/train pairs, users [0, U) and items [U, U + I): the symmetrised bipartite
+/// graph the dataset's CSR also holds), sources ascending within each row; node_scale = d^-1/2
+/// with d the degree in that graph (0 for an isolated node), no self loops. Give the block as
+/// every layer's block and node_scale (float32 [num_nodes, 1] on the device) to Model::forward,
+/// with the node ids 0..num_nodes-1. Throws on a pair outside [0, num_nodes) or a self loop.
+struct GT_API FullGraph {
+  Block block;
+  std::vector<float> node_scale;
+};
+GT_API FullGraph full_link_graph(int64_t num_nodes, const std::vector<EdgePair>& pairs);
+
+/// A recommender with learnable node embeddings (model.embedding_dim > 0): model.type lightgcn
+/// (model.layers propagations, read-out the mean of E_0..E_L, the table Normal(0, 0.1^2)) or ngcf
+/// (build_ngcf_rec_layer, widths model.hidden / hidden_sizes, message dropout model.dropout,
+/// read-out [E_0 | n(E_1) | ... | n(E_L)], table and weights Glorot-uniform), over num_nodes nodes.
+/// A link model (LinkOptions): forward() takes node ids and node scales and returns the seeds'
+/// representation [num_seeds, output_width()]. Throws gt::Error naming the key otherwise.
+GT_API std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_nodes, Device device, uint64_t seed);
+/// One-line errors for a model that does not fit its dataset: model.embedding_dim > 0 on a dataset
+/// without /link, lightgcn without model.embedding_dim, a link dataset without features and no
+/// embedding.
+GT_API void check_link_model(const ModelConfig& cfg, const DatasetInfo& info);
 
 /// The logits a task needs: num_classes (multiclass), 1 (binary) or targets (multilabel).
 GT_API int64_t model_outputs(Task task, int64_t num_classes, int64_t targets);

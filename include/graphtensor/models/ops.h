@@ -135,10 +135,11 @@ class GT_API BiasActOp final : public Op {
 };
 
 /// NGCF's NeighborApply(x_u * x_v) + Pull(f) and Pull(f) of x_u, fused (kernels/fused.h): one
-/// pass, no E x F values. Input x [n_src, F]; outputs side + x_v and inter, [n_dst, F] each.
+/// pass, no E x F values. Input x [n_src, F]; outputs side + x_v and inter, [n_dst, F] each
+/// (add_self false: side without the + x_v, as NGCF's recommender needs between its row scalings).
 class GT_API NgcfAggregateOp final : public Op {
  public:
-  explicit NgcfAggregateOp(Reduce f) : f_(f) {}
+  explicit NgcfAggregateOp(Reduce f, bool add_self = true) : f_(f), add_self_(add_self) {}
   const char* kind() const override { return "NgcfAggregate"; }
   std::string label() const override;
   void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
@@ -147,7 +148,45 @@ class GT_API NgcfAggregateOp final : public Op {
 
  private:
   Reduce f_;
+  bool add_self_;
   Tensor x_;
+};
+
+/// A learnable node embedding read as a layer input: inputs (table [N, d], a parameter; ids int64
+/// [n], the global node ids of the layer-0 block's sources); output the rows table[ids] [n, d]
+/// (kernels/embedding.h). Backward scatter-adds dy into the table's gradient (zeroed first unless
+/// another reader already wrote it): dense [N, d], zero on the rows no id names; deterministic.
+class GT_API EmbeddingOp final : public Op {
+ public:
+  const char* kind() const override { return "Embedding"; }
+  std::string label() const override { return "Embedding table[ids]"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { ids_ = Tensor(); }
+
+ private:
+  Tensor ids_;
+};
+
+/// The read-out of an embedding recommender over its layer outputs E_0..E_L (all read as the last
+/// block's destination rows, the seeds): kMean y = (E_0 + ... + E_L) / (L + 1) (LightGCN);
+/// kConcatNormalized y = [E_0 | n(E_1) | ... | n(E_L)] with n the row L2 normalisation of
+/// torch.nn.functional.normalize (eps 1e-12), as the NGCF reference concatenates its layers.
+class GT_API LayerReadoutOp final : public Op {
+ public:
+  enum Mode { kMean, kConcatNormalized };
+  LayerReadoutOp(Mode mode, std::vector<int64_t> widths) : mode_(mode), widths_(std::move(widths)) {}
+  const char* kind() const override { return "LayerReadout"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { normed_.clear(); norms_.clear(); }
+  static constexpr float kNormEps = 1e-12f;
+
+ private:
+  Mode mode_;
+  std::vector<int64_t> widths_;
+  std::vector<Tensor> normed_, norms_;  ///< kConcatNormalized: n(E_l) and the clamped norms, l >= 1
 };
 
 /// GAT's scores, edge softmax and weighted Pull, fused (kernels/fused.h). Inputs z [n_src, H*D],

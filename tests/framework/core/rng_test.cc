@@ -47,5 +47,27 @@ TEST(Rng, GlorotInitIsDeterministicAndBounded) {
   EXPECT_NE(a.to_vector<float>(), b.to_vector<float>());
 }
 
+// LightGCN's table start: Normal(0, std^2), the same values for the same (seed, id).
+TEST(Rng, NormalInitMoments) {
+  Tensor a = Tensor::empty({200, 100}, DType::kFloat32), b = Tensor::empty({200, 100}, DType::kFloat32);
+  fill_normal(a, 7, 3, 0.1f);
+  fill_normal(b, 7, 3, 0.1f);
+  const std::vector<float> v = a.to_vector<float>();
+  EXPECT_EQ(v, b.to_vector<float>());
+  double sum = 0, sq = 0, beyond2 = 0;
+  for (float x : v) {
+    ASSERT_TRUE(std::isfinite(x));
+    sum += x;
+    sq += double(x) * x;
+    beyond2 += std::fabs(x) > 0.2f;
+  }
+  const double n = static_cast<double>(v.size());
+  EXPECT_NEAR(sum / n, 0.0, 0.003);              // 6 standard errors of the mean
+  EXPECT_NEAR(std::sqrt(sq / n), 0.1, 0.002);
+  EXPECT_NEAR(beyond2 / n, 0.0455, 0.006);       // P(|z| > 2) of a normal, not of a uniform
+  fill_normal(b, 7, 4, 0.1f);
+  EXPECT_NE(v, b.to_vector<float>());
+}
+
 }  // namespace
 }  // namespace gt

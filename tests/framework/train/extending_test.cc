@@ -274,7 +274,7 @@ TEST_F(ExtendingTest, RegistrationIsChecked) {
   EXPECT_EQ(refused.load(), 4);
   // A config naming a type nobody registered lists what model.type accepts.
   e = error_of([] { parse_config("model: {type: nobody}\n", "c.yaml"); });
-  EXPECT_NE(e.find("must be one of gcn, sage, ngcf, gin, gat, sum_gcn, threaded0_"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be one of gcn, sage, ngcf, gin, gat, lightgcn, sum_gcn, threaded0_"), std::string::npos) << e;
   EXPECT_NE(e.find("gt::register_model"), std::string::npos) << e;
 }
 

@@ -1,0 +1,282 @@
+// Embedding recommenders (models/recommend.cc): LightGCN's full-graph output against a dense
+// reference (the mean of powers of D^-1/2 A D^-1/2 times E), finite-difference gradients of
+// LightGCN's and NGCF's outputs with respect to the embedding and the weights, a sampled block
+// giving the full graph's rows, CUDA against the CPU, and the one-line errors of bad configs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "framework/config/config.h"
+#include "framework/core/context.h"
+#include "models/model.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/test_util.h"
+
+namespace gt {
+namespace {
+
+// 3 users [0, 3), 4 items [3, 7); item 6 has one user, user 2 two items.
+constexpr int64_t kNodes = 7;
+const std::vector<EdgePair> kPairs = {{0, 3}, {0, 4}, {0, 6}, {1, 3}, {1, 5}, {2, 4}, {2, 5}, {1, 4}};
+
+ModelConfig rec_config(const std::string& type, int64_t dim, int64_t layers, int64_t hidden = 0) {
+  ModelConfig c;
+  c.type = type;
+  c.embedding_dim = dim;
+  c.layers = layers;
+  c.hidden = hidden > 0 ? hidden : dim;
+  c.dropout = 0.0;
+  return c;
+}
+
+struct FullBatch {
+  std::vector<Block> blocks;
+  Tensor ids, scale;
+};
+
+FullBatch full_batch(int64_t layers, Device dev, Stream s = nullptr) {
+  const FullGraph g = full_link_graph(kNodes, kPairs);
+  FullBatch b;
+  const Block blk = g.block.to(dev, s);
+  b.blocks.assign(static_cast<std::size_t>(layers), blk);
+  std::vector<int64_t> ids(kNodes);
+  for (int64_t i = 0; i < kNodes; ++i) ids[i] = i;
+  b.ids = Tensor::from_vector(ids, {kNodes}).to(dev, s);
+  b.scale = Tensor::from_vector(g.node_scale, {kNodes, 1}).to(dev, s);
+  return b;
+}
+
+TEST(Recommend, FullLinkGraphIsTheSymmetrisedBipartiteGraph) {
+  const FullGraph g = full_link_graph(kNodes, kPairs);
+  EXPECT_EQ(g.block.num_src, kNodes);
+  EXPECT_EQ(g.block.nnz(), 2 * static_cast<int64_t>(kPairs.size()));
+  const std::vector<int64_t> indptr = g.block.indptr.to_vector<int64_t>();
+  const std::vector<int32_t> indices = g.block.indices.to_vector<int32_t>();
+  // Item 4's neighbours are users 0, 1, 2 (ascending); user 1's are items 3, 4, 5.
+  EXPECT_EQ(std::vector<int32_t>(indices.begin() + indptr[4], indices.begin() + indptr[5]),
+            (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(std::vector<int32_t>(indices.begin() + indptr[1], indices.begin() + indptr[2]),
+            (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_FLOAT_EQ(g.node_scale[4], 1.0f / std::sqrt(3.0f));
+  EXPECT_FLOAT_EQ(g.node_scale[6], 1.0f);
+  EXPECT_NE(test::error_of([] { full_link_graph(kNodes, {{0, 7}}); }).find("pair 0"), std::string::npos);
+}
+
+TEST(Recommend, LightGcnFullGraphEqualsDenseReference) {
+  const int64_t d = 5, L = 3;
+  auto model = build_link_model(rec_config("lightgcn", d, L), kNodes, Device::cpu(), 11);
+  ASSERT_TRUE(model->has_embedding());
+  EXPECT_EQ(model->output_width(), d);
+  Context ctx;
+  FullBatch b = full_batch(L, Device::cpu());
+  const std::vector<float> out = model->forward(ctx, b.blocks, b.ids, false, 0, nullptr, nullptr, &b.scale)
+                                     .to_vector<float>();
+  // Dense L = D^-1/2 A D^-1/2 in double; out = mean over k = 0..L of L^k E.
+  std::vector<double> A(kNodes * kNodes, 0.0), deg(kNodes, 0.0);
+  for (const EdgePair& p : kPairs) {
+    A[p.src * kNodes + p.dst] = A[p.dst * kNodes + p.src] = 1.0;
+    deg[p.src] += 1;
+    deg[p.dst] += 1;
+  }
+  const std::vector<float> E = model->embedding()->value.to_vector<float>();
+  // LightGCN's reference initialisation: Normal(0, 0.1^2).
+  double var = 0;
+  for (float e : E) var += double(e) * e;
+  EXPECT_GT(std::sqrt(var / E.size()), 0.04);
+  EXPECT_LT(std::sqrt(var / E.size()), 0.2);
+  std::vector<double> cur = test::to_double(E), sum = cur;
+  for (int64_t k = 0; k < L; ++k) {
+    std::vector<double> next(kNodes * d, 0.0);
+    for (int64_t v = 0; v < kNodes; ++v)
+      for (int64_t u = 0; u < kNodes; ++u)
+        if (A[v * kNodes + u] != 0)
+          for (int64_t j = 0; j < d; ++j) next[v * d + j] += cur[u * d + j] / std::sqrt(deg[u] * deg[v]);
+    cur = next;
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += cur[i];
+  }
+  ASSERT_EQ(out.size(), sum.size());
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], sum[i] / (L + 1), 1e-6) << i;
+}
+
+// Central differences of f = sum(R * forward()) for every entry of each parameter, against the
+// gradient backward(R) leaves in Param::grad.
+void check_gradients(Model& model, int64_t layers, double step, double tol) {
+  Context ctx;
+  FullBatch b = full_batch(layers, Device::cpu());
+  const int64_t rows = kNodes, cols = model.output_width();
+  const std::vector<float> R = test::random_floats(rows * cols, 21);
+  auto f = [&] {
+    const std::vector<float> y =
+        model.forward(ctx, b.blocks, b.ids, false, 0, nullptr, nullptr, &b.scale).to_vector<float>();
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += double(R[i]) * y[i];
+    return s;
+  };
+  f();
+  model.backward(ctx, b.blocks, Tensor::from_vector(R, {rows, cols}));
+  for (Param* p : model.params()) {
+    const std::vector<float> grad = p->grad.to_vector<float>();
+    float* v = p->value.data<float>();
+    for (int64_t i = 0; i < p->value.numel(); ++i) {
+      const float keep = v[i];
+      v[i] = keep + static_cast<float>(step);
+      const double up = f();
+      v[i] = keep - static_cast<float>(step);
+      const double down = f();
+      v[i] = keep;
+      const double fd = (up - down) / (2 * step);
+      EXPECT_NEAR(grad[i], fd, tol * (1.0 + std::fabs(fd))) << p->name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Recommend, LightGcnGradientsMatchFiniteDifferences) {
+  auto model = build_link_model(rec_config("lightgcn", 4, 2), kNodes, Device::cpu(), 3);
+  ASSERT_EQ(model->params().size(), 1u);  // the embedding alone: LightGCN has no weights
+  check_gradients(*model, 2, 1e-2, 2e-4);
+}
+
+TEST(Recommend, NgcfGradientsMatchFiniteDifferences) {
+  auto model = build_link_model(rec_config("ngcf", 4, 2, 3), kNodes, Device::cpu(), 5);
+  EXPECT_EQ(model->output_width(), 4 + 3 + 3);  // [E_0 | n(E_1) | n(E_2)]
+  EXPECT_EQ(model->params().size(), 1u + 2 * 3);  // embedding; per layer W1, W2, bias
+  // Non-zero biases, so that LeakyReLU sees both signs and the bias gradient is checked off zero.
+  for (Param* p : model->params())
+    if (p->name.find("bias") != std::string::npos) p->value.copy_from(Tensor::from_vector(test::random_floats(3, 9), {3}));
+  check_gradients(*model, 2, 3e-3, 5e-3);
+}
+
+TEST(Recommend, NgcfOutputRowsAreNormalisedAfterTheFirstBlock) {
+  auto model = build_link_model(rec_config("ngcf", 4, 2, 3), kNodes, Device::cpu(), 5);
+  Context ctx;
+  FullBatch b = full_batch(2, Device::cpu());
+  const std::vector<float> y =
+      model->forward(ctx, b.blocks, b.ids, true, 1, nullptr, nullptr, &b.scale).to_vector<float>();
+  const std::vector<float> E = model->embedding()->value.to_vector<float>();
+  for (int64_t v = 0; v < kNodes; ++v) {
+    for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(y[v * 10 + j], E[v * 4 + j]);  // E_0 as it is
+    for (int64_t blk : {4, 7}) {
+      double ss = 0;
+      for (int64_t j = 0; j < 3; ++j) ss += double(y[v * 10 + blk + j]) * y[v * 10 + blk + j];
+      EXPECT_NEAR(ss, 1.0, 1e-5) << v << " " << blk;
+    }
+  }
+}
+
+// One layer on a sampled block (seeds 4 and 1 first, then their neighbours, all of them) gives the
+// full graph's rows of those seeds: E_1 of a seed is computed through the block.
+TEST(Recommend, LightGcnSampledBlockGivesTheFullGraphRows) {
+  auto model = build_link_model(rec_config("lightgcn", 3, 1), kNodes, Device::cpu(), 13);
+  Context ctx;
+  FullBatch full = full_batch(1, Device::cpu());
+  const std::vector<float> all =
+      model->forward(ctx, full.blocks, full.ids, false, 0, nullptr, nullptr, &full.scale).to_vector<float>();
+  // Local ids: 0 = node 4, 1 = node 1, 2 = node 0, 3 = node 2, 4 = node 3, 5 = node 5.
+  const std::vector<int64_t> global = {4, 1, 0, 2, 3, 5};
+  const Block blk = make_block(6, 2, {0, 3, 6}, {2, 1, 3, /*node 1:*/ 4, 0, 5});
+  const FullGraph g = full_link_graph(kNodes, kPairs);
+  std::vector<float> scale;
+  for (int64_t v : global) scale.push_back(g.node_scale[v]);
+  Tensor ids = Tensor::from_vector(global, {6});
+  Tensor sc = Tensor::from_vector(scale, {6, 1});
+  const std::vector<float> got = model->forward(ctx, {blk}, ids, false, 0, nullptr, nullptr, &sc).to_vector<float>();
+  ASSERT_EQ(got.size(), 6u);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(got[r * 3 + j], all[global[r] * 3 + j], 1e-6);
+  // The table's gradient: zero on node 6 (not in the batch), d/dE_0 of the seeds' own rows includes
+  // the read-out's 1/2 of E_0 plus the propagation's 1/2 * s_v s_u.
+  model->backward(ctx, {blk}, Tensor::from_vector(std::vector<float>(6, 1.0f), {2, 3}));
+  const std::vector<float> grad = model->embedding()->grad.to_vector<float>();
+  for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(grad[6 * 3 + j], 0.0f);
+  // Node 0 (local 2) is a neighbour of seed 4 only in the block: d/dE_0[0] = 1/2 * s_4 * s_0.
+  for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(grad[0 * 3 + j], 0.5f * g.node_scale[4] * g.node_scale[0], 1e-6);
+  // Node 4 is a seed and a neighbour of seed 1: 1/2 (read-out) + 1/2 * s_1 * s_4.
+  for (int64_t j = 0; j < 3; ++j)
+    EXPECT_NEAR(grad[4 * 3 + j], 0.5f + 0.5f * g.node_scale[1] * g.node_scale[4], 1e-6);
+}
+
+// The same model on the GPU and the CPU: outputs and every gradient, training mode (NGCF's message
+// dropout draws the same masks on both).
+void expect_cuda_matches_cpu(const ModelConfig& cfg) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu = Device::cuda(0);
+  auto cpu_model = build_link_model(cfg, kNodes, Device::cpu(), 17);
+  auto gpu_model = build_link_model(cfg, kNodes, gpu, 17);
+  Context cctx, gctx(gpu);
+  FullBatch cb = full_batch(cfg.layers, Device::cpu());
+  FullBatch gb = full_batch(cfg.layers, gpu, gctx.stream());
+  const int64_t cols = cpu_model->output_width();
+  const std::vector<float> R = test::random_floats(kNodes * cols, 23);
+  for (Param* p : gpu_model->params()) p->grad.fill_bytes(0xFF, gctx.stream());
+  const std::vector<float> yc =
+      cpu_model->forward(cctx, cb.blocks, cb.ids, true, 3, nullptr, nullptr, &cb.scale).to_vector<float>();
+  cpu_model->backward(cctx, cb.blocks, Tensor::from_vector(R, {kNodes, cols}));
+  Tensor yg_t = gpu_model->forward(gctx, gb.blocks, gb.ids, true, 3, nullptr, nullptr, &gb.scale);
+  gpu_model->backward(gctx, gb.blocks, test::tensor_on(R, {kNodes, cols}, gpu, gctx.stream()));
+  gctx.synchronize();
+  const std::vector<float> yg = yg_t.to_vector<float>();
+  ASSERT_EQ(yg.size(), yc.size());
+  for (std::size_t i = 0; i < yc.size(); ++i) EXPECT_NEAR(yg[i], yc[i], 1e-4f) << i;
+  const auto pc = cpu_model->params(), pg = gpu_model->params();
+  ASSERT_EQ(pc.size(), pg.size());
+  for (std::size_t k = 0; k < pc.size(); ++k) {
+    const std::vector<float> a = pc[k]->grad.to_vector<float>(), b = pg[k]->grad.to_vector<float>();
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4f * (1.0f + std::fabs(a[i]))) << pc[k]->name;
+  }
+}
+
+TEST(Recommend, LightGcnCudaMatchesCpu) { expect_cuda_matches_cpu(rec_config("lightgcn", 8, 3)); }
+
+TEST(Recommend, NgcfCudaMatchesCpu) {
+  ModelConfig c = rec_config("ngcf", 8, 3, 6);
+  c.dropout = 0.1;
+  expect_cuda_matches_cpu(c);
+}
+
+TEST(Recommend, BadConfigsAreOneLineErrors) {
+  auto one_line = [](const std::string& e) { return !e.empty() && e.find('\n') == std::string::npos; };
+  Config cfg;
+  cfg.model.type = "lightgcn";
+  std::string e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e)) << e;
+  EXPECT_NE(e.find("model.embedding_dim"), std::string::npos) << e;
+  cfg.model.type = "gcn";
+  cfg.model.embedding_dim = 64;
+  e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e) && e.find("lightgcn or ngcf") != std::string::npos) << e;
+
+  DatasetInfo node_ds;
+  node_ds.num_nodes = 10;
+  node_ds.feature_dim = 8;
+  e = test::error_of([&] { check_link_model(rec_config("ngcf", 64, 3), node_ds); });
+  EXPECT_TRUE(one_line(e) && e.find("no /link part") != std::string::npos) << e;
+  DatasetInfo link_ds = node_ds;
+  link_ds.feature_dim = 0;
+  link_ds.link_sizes["train"] = 5;
+  EXPECT_EQ(test::error_of([&] { check_link_model(rec_config("lightgcn", 64, 3), link_ds); }), "");
+  e = test::error_of([&] { check_link_model(rec_config("ngcf", 0, 3), link_ds); });
+  EXPECT_TRUE(one_line(e) && e.find("no node features") != std::string::npos) << e;
+
+  e = test::error_of([&] { build_link_model(rec_config("gcn", 8, 2), kNodes, Device::cpu(), 1); });
+  EXPECT_TRUE(one_line(e) && e.find("model.type") != std::string::npos) << e;
+  e = test::error_of([&] { build_link_model(rec_config("lightgcn", 0, 2), kNodes, Device::cpu(), 1); });
+  EXPECT_TRUE(one_line(e) && e.find("embedding_dim") != std::string::npos) << e;
+
+  // Features given to an embedding model, and a loss asked of a link model.
+  auto model = build_link_model(rec_config("lightgcn", 4, 1), kNodes, Device::cpu(), 1);
+  Context ctx;
+  FullBatch b = full_batch(1, Device::cpu());
+  Tensor feats = Tensor::zeros({kNodes, 4}, DType::kFloat32);
+  e = test::error_of([&] { model->forward(ctx, b.blocks, feats, false, 0, nullptr, nullptr, &b.scale); });
+  EXPECT_TRUE(one_line(e) && e.find("node ids") != std::string::npos) << e;
+  model->forward(ctx, b.blocks, b.ids, false, 0, nullptr, nullptr, &b.scale);
+  e = test::error_of([&] { model->backward_loss(ctx, b.blocks); });
+  EXPECT_TRUE(one_line(e) && e.find("no loss node") != std::string::npos) << e;
+  e = test::error_of([&] { model->forward(ctx, b.blocks, b.ids, false, 0, nullptr, nullptr, nullptr); });
+  EXPECT_TRUE(one_line(e) && e.find("node scales") != std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace gt
