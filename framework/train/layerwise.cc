@@ -2,6 +2,7 @@
 #include <graphtensor/train/layerwise.h>
 
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -196,12 +197,19 @@ Tensor layerwise_inference(Model& model, const Context& ctx, const FeatureTable&
     };
     // Up to `ahead` chunks are prepared at once, each on a thread of its own (a chunk's block is
     // built by one thread: with one chunk ahead, the device waited for the host most of the time).
+    // The chunk threads join the caller's oneTBB arena (the Trainer's, train.threads), so their
+    // parallel loops stay within its thread limit.
     const std::size_t chunks = bounds.size() - 1;
     std::deque<std::future<Prepared>> ahead;
     std::size_t launched = 0;
+    tbb::task_arena caller_arena{tbb::task_arena::attach()};
     const auto launch = [&] {
       for (; launched < chunks && ahead.size() < kPrepareAhead; ++launched)
-        ahead.push_back(std::async(std::launch::async, prepare, bounds[launched], bounds[launched + 1]));
+        ahead.push_back(std::async(std::launch::async, [&, a = bounds[launched], b = bounds[launched + 1]] {
+          Prepared p;
+          caller_arena.execute([&] { p = prepare(a, b); });
+          return p;
+        }));
     };
     launch();
     for (std::size_t c = 0; c < chunks; ++c) {

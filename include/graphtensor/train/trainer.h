@@ -22,9 +22,8 @@
 /// own, and with train.replicas > 1 each replica has a thread. With train.threads = T > 0 all this
 /// oneTBB work runs in task arenas the Trainer owns, in which oneTBB adds T - 1 worker threads to
 /// those threads; the process's other oneTBB work (other arenas, the default one) is not limited
-/// and no process-wide setting (tbb::global_control) is made. Not yet inside them: the threads
-/// that prepare node chunks for layer-wise evaluation (sampling.eval_inference, layerwise.h), whose
-/// oneTBB loops run in those threads' own arenas. OpenBLAS's thread pool, which the CPU
+/// and no process-wide setting (tbb::global_control) is made; the threads that prepare node chunks
+/// for layer-wise evaluation (sampling.eval_inference, layerwise.h) join them too. OpenBLAS's thread pool, which the CPU
 /// GEMMs use, is process-wide state that its 0.3.x releases can only set for the whole process: the
 /// Trainer leaves it as it is (OPENBLAS_NUM_THREADS, or openblas_set_num_threads by the program;
 /// gt-train sets it to train.threads, as the process is its own). train.threads = 0: the calling
