@@ -11,7 +11,7 @@
 #include <numeric>
 #include <vector>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 
 namespace gt {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
-#include "framework/core/device.h"
-#include "framework/core/tensor.h"
+#include <graphtensor/core/device.h>
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 namespace cuda_impl {

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "framework/core/tensor.h"
+#include <graphtensor/core/tensor.h>
 
 namespace gt {
 

@@ -8,10 +8,10 @@
 #include <limits>
 #include <numeric>
 
-#include "framework/core/error.h"
+#include <graphtensor/core/error.h>
 #include "models/layer_common.h"
-#include "models/layers.h"
-#include "models/model.h"
+#include <graphtensor/models/layers.h>
+#include <graphtensor/models/model.h>
 
 namespace gt {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/core/context.h"
+#include <graphtensor/core/context.h>
 #include "kernels/embedding.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/config/config.h"
-#include "framework/core/context.h"
-#include "models/model.h"
+#include <graphtensor/config/config.h>
+#include <graphtensor/core/context.h>
+#include <graphtensor/models/model.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 
