@@ -36,6 +36,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <graphtensor/core/export.h>
@@ -69,6 +70,10 @@ struct GT_API EpochStats {
   double overlap() const { return (sample_ms + reindex_ms + gather_ms + transfer_ms + forward_ms + backward_ms) / std::max(seconds * 1e3, 1e-9); }
   int64_t batches = 0, seeds = 0, sampled_edges = 0;
   int64_t h2d_bytes = 0, cache_hits = 0, cache_misses = 0;  ///< feature rows copied / served by the GPU cache
+  /// Link tasks (a link dataset): each evaluated metric by name ("recall@20", "ndcg@20", "mrr",
+  /// "roc_auc", ...), in report order, on the valid and test link splits; empty for node tasks,
+  /// when not evaluated, and (valid) without a valid split. seeds counts positive pairs there.
+  std::vector<std::pair<std::string, double>> link_valid, link_test;
 };
 
 struct GT_API TrainResult {
@@ -87,6 +92,10 @@ struct GT_API TrainResult {
   /// on_batch stopped it, the epoch being partial (see FitCallbacks).
   int64_t stopped_by_callback = 0;
   int64_t stopped_at_batch = 0;
+  /// Link tasks: the selection metric's name (train.select_by resolved, e.g. "recall@20"), whose
+  /// values best_valid_acc and test_acc_at_best hold; empty for node tasks. Without a valid link
+  /// split the selection is on the test split (best_valid_acc is then the test value).
+  std::string link_select_by;
 };
 
 /// What FitCallbacks::on_batch sees after a training step.
@@ -186,6 +195,10 @@ class GT_API Trainer {
   std::vector<double> evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists);
   /// Every metric of the task (graphtensor/core/task_metrics.h) on each list, as evaluate_lists.
   std::vector<NodeMetrics> evaluate_metrics(const std::vector<const std::vector<int64_t>*>& lists);
+  /// Link tasks (a link dataset): every metric the run reports (EpochStats::link_valid) on the link
+  /// split `split` (e.g. "valid", "test"), computed from the current weights as an evaluation of
+  /// fit() would. Throws gt::Error for a node dataset or a split the dataset lacks.
+  std::vector<std::pair<std::string, double>> evaluate_link(const std::string& split);
   /// The node task (model.task, or the one the labels imply) and the selection metric (train.select_by).
   Task task() const;
   Metric select_by() const;
