@@ -269,6 +269,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
     Tensor H;
     std::vector<Block> sampled_blocks;
     float reg = 0;
+    double batch_loss = 0;  // the step's loss (L2 term included), for on_batch
     if (full_) {
       const std::vector<int64_t> negatives = batcher_->draw_negatives(pairs, key);
       neg.resize(negatives.size());
@@ -296,7 +297,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
         reg = l2_penalty(rows, static_cast<float>(cfg_.link.l2), P, drows, s);
         embedding_scatter_add(drows, ids, table->grad, s);
       }
-      part.loss_sum += (static_cast<double>(loss) + reg) * static_cast<double>(P);
+      batch_loss = static_cast<double>(loss) + reg;
       if (!std::isfinite(loss))
         GT_THROW(cfg_.source, "lower optimizer.lr", "training diverged: the link loss is ", loss, " at epoch ", epoch,
                  ", batch ", b + 1);
@@ -319,7 +320,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
       Tensor dH;
       const float loss = pair_loss_backward(H, src, dst, neg, eb.k, dH);
       model_->backward(ctx_, sampled_blocks, dH);
-      part.loss_sum += static_cast<double>(loss) * static_cast<double>(P);
+      batch_loss = loss;
       part.sampled_edges += eb.sampled.sampled_edges;
       if (!std::isfinite(loss))
         GT_THROW(cfg_.source, "lower optimizer.lr, or check the features' scale (dataset.normalize: row)",
@@ -331,6 +332,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
     }
     opt.step(ctx_, model_->params());
     ctx_.synchronize();  // the batch's tensors go back to the pool
+    part.loss_sum += batch_loss * static_cast<double>(P);
     part.pairs += P;
     ++part.batches;
     if (on_batch) {
@@ -339,7 +341,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
       info.batch = static_cast<int64_t>(b + 1);
       info.batches = static_cast<int64_t>(batches.size());
       info.step = static_cast<int64_t>(step);
-      info.loss = part.loss_sum / static_cast<double>(part.pairs);
+      info.loss = batch_loss;
       info.labelled = P;
       if (!on_batch(info)) {
         part.stopped_after = static_cast<int64_t>(b + 1);
@@ -428,7 +430,9 @@ LinkValues LinkTrainer::split_metrics(const std::string& split, const Tensor& ta
         a[i] = static_cast<int32_t>(row(pairs[i].src));
         b[i] = static_cast<int32_t>(row(pairs[i].dst));
       }
-      return dot_scores_indexed(table, upload(a, ctx_), upload(b, ctx_), ctx_.stream()).to_vector<float>();
+      const Tensor sc = dot_scores_indexed(table, upload(a, ctx_), upload(b, ctx_), ctx_.stream());
+      ctx_.synchronize();  // the host copy below is not ordered after ctx's stream
+      return sc.to_vector<float>();
     };
     const std::vector<float> ps = scores(pos), ns = scores(neg);
     const int64_t per = static_cast<int64_t>(neg.size() / pos.size());

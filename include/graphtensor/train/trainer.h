@@ -5,6 +5,14 @@
 /// Model selection: the test accuracy reported is the one at the best validation epoch, whose
 /// weights are saved to train.save_best.
 ///
+/// Link datasets (Dataset::is_link(): gt-data import-rec, gt-data link-split): the Trainer trains
+/// link prediction or recommendation instead (docs/link-prediction.md; the `link` config section):
+/// LightGCN and NGCF with full-graph propagation per batch, or a feature encoder over sampled
+/// blocks with the batch's edges excluded; BPR or BCE on dot-product scores; evaluation by full
+/// ranking (Recall/NDCG/Precision@K) or against fixed negatives (ROC-AUC, MRR, Hits@K), reported in
+/// EpochStats::link_valid / link_test and selected by train.select_by. One replica; node-task keys
+/// that cannot apply are errors naming the key.
+///
 /// Data parallelism (docs/scaling.md): with train.replicas = N, or several processes started by a
 /// launcher (framework/distributed/comm.h), every global batch of sampling.batch_size seeds is split
 /// into contiguous shards, one per replica; each replica has its own GPU (or CPU) context, model

@@ -17,6 +17,7 @@
 #include <graphtensor/preprocess/dataset.h>
 #include "preprocess/link_split.h"
 #include <graphtensor/train/checkpoint.h>
+#include <graphtensor/train/model_io.h>
 #include <graphtensor/train/trainer.h>
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/preprocess/temp_dir.h"
@@ -128,6 +129,12 @@ TEST(LinkTrainTest, LightGcnLearnsClusteredPreferences) {
   EXPECT_NE(last.find("\"test_ndcg@20\""), std::string::npos) << last;
   EXPECT_NE(last.find("\"eval_s\""), std::string::npos) << last;
   EXPECT_DOUBLE_EQ(r.test_acc_at_best, value(r.epochs[static_cast<std::size_t>(r.best_epoch - 1)].link_test, "recall@20"));
+  // The weights file holds the parameters as the model names them (the table "embedding"): a
+  // model built from the config loads them (as a serving session does).
+  t.save(tmp.file("w.h5"));
+  auto fresh = build_link_model(c.model, 140, Device::cpu(), 99);
+  load_weights(tmp.file("w.h5"), fresh->params());
+  EXPECT_EQ(fresh->embedding()->value.to_vector<float>(), t.model().embedding()->value.to_vector<float>());
 }
 
 TEST(LinkTrainTest, NgcfTrains) {
