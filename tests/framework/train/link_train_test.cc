@@ -311,6 +311,33 @@ TEST(LinkTrainTest, KeysThatCannotApplyAreOneLineErrors) {
   expect_key_error(error_of([&] { t.evaluate(ids); }), "evaluate_link");
 }
 
+// FitCallbacks and train.patience end a link run as they end a node run.
+TEST(LinkTrainTest, CallbacksAndPatienceStopTheRun) {
+  Config c = rec_config("lightgcn");
+  c.train.epochs = 5;
+  int64_t seen = 0;
+  FitCallbacks cb;
+  cb.on_batch = [&](const BatchInfo& b) {
+    EXPECT_TRUE(std::isfinite(b.loss));
+    EXPECT_EQ(b.batches, 9);
+    return ++seen < 12;  // stops after batch 3 of epoch 2
+  };
+  const TrainResult r = Trainer(c, rec_dataset()).fit(nullptr, cb);
+  EXPECT_EQ(r.stopped_by_callback, 2);
+  EXPECT_EQ(r.stopped_at_batch, 3);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  EXPECT_EQ(r.epochs[1].batches, 3);
+  EXPECT_TRUE(r.epochs[1].link_test.empty());  // a partial epoch is not evaluated
+  // lr 0: nothing improves after the first evaluation, so patience 2 stops after epoch 3.
+  c.train.epochs = 10;
+  c.train.eval_every = 1;
+  c.train.patience = 2;
+  c.optimizer.lr = 0.0;
+  const TrainResult p = Trainer(c, rec_dataset()).fit(nullptr);
+  EXPECT_EQ(p.best_epoch, 1);
+  EXPECT_EQ(p.stopped_early, 3);
+}
+
 // A run stopped after 2 epochs and resumed from its checkpoint gives the losses and metrics of the
 // uninterrupted run (the checkpoint holds the embedding table and Adam's moments of it).
 TEST(LinkTrainTest, ResumedRunContinuesIdentically) {
