@@ -274,8 +274,11 @@ bool samples_self_loops(const ModelConfig& cfg) {
   return find_registered(cfg.type, &m) && m.options.self_loops;
 }
 
-std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
-                                   uint64_t seed, int64_t in_features, LossOptions loss) {
+namespace {
+// build_model, and with link.enabled the link encoder of build_link_encoder (num_classes = the
+// output width, no loss node).
+std::unique_ptr<Model> build_feature_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
+                                           uint64_t seed, int64_t in_features, LossOptions loss, LinkOptions link) {
   if (cfg.type == "lightgcn" || cfg.embedding_dim > 0)
     GT_THROW("model.embedding_dim", "build a recommender with gt::build_link_model (models/model.h)", "model.type ",
              cfg.type, " with model.embedding_dim ", cfg.embedding_dim,
@@ -355,7 +358,22 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64
     o.symmetric = cfg.type == "gcn" && cfg.normalization == "symmetric";
     layers.push_back(o);
   }
-  return std::make_unique<Model>(cfg.type, in_dim, layers, std::move(layer_builder), device, dkp_mode, loss);
+  return std::make_unique<Model>(cfg.type, in_dim, layers, std::move(layer_builder), device, dkp_mode, loss, link);
+}
+}  // namespace
+
+std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
+                                   uint64_t seed, int64_t in_features, LossOptions loss) {
+  return build_feature_model(cfg, in_dim, num_classes, device, seed, in_features, std::move(loss), LinkOptions{});
+}
+
+std::unique_ptr<Model> build_link_encoder(const ModelConfig& cfg, int64_t in_dim, int64_t out_dim, Device device,
+                                          uint64_t seed, int64_t in_features) {
+  GT_CHECK_ARG(out_dim >= 1, "build_link_encoder: the output width must be >= 1, got ", out_dim);
+  LinkOptions link;
+  link.enabled = true;
+  link.seed = seed;
+  return build_feature_model(cfg, in_dim, out_dim, device, seed, in_features, LossOptions{}, link);
 }
 
 std::vector<float> node_scales(const std::vector<int64_t>& indptr, bool self_loops) {

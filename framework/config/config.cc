@@ -148,12 +148,12 @@ Config parse_config(const std::string& text, const std::string& source) {
     // Nothing but comments is an empty config; content that yaml-cpp read as no document at all
     // (control characters can do that) is not one.
     if (scan.content && !(text.find_first_not_of(" \t\r\n~null") == std::string::npos))
-      GT_THROW(source, "a config is a YAML map of sections (model, dataset, sampling, optimizer, train)",
+      GT_THROW(source, "a config is a YAML map of sections (model, dataset, sampling, optimizer, train, link)",
                "the file holds text but no YAML document could be read from it");
     return cfg;
   }
-  if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train)");
-  static const char* kSections[] = {"model", "dataset", "sampling", "optimizer", "train"};
+  if (!root.IsMap()) GT_THROW(source, "", "a config must be a map of sections (model, dataset, sampling, optimizer, train, link)");
+  static const char* kSections[] = {"model", "dataset", "sampling", "optimizer", "train", "link"};
   std::set<std::string> seen;  // sections and keys: a second one would silently replace the first
   for (const auto& sec : root) {
     std::string name = key_text(sec.first, source);
@@ -162,7 +162,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     bool known = false;
     for (auto* s : kSections) known |= (name == s);
     if (!known)
-      GT_THROW(where_of(source, sec.first), "sections are model, dataset, sampling, optimizer, train",
+      GT_THROW(where_of(source, sec.first), "sections are model, dataset, sampling, optimizer, train, link",
                "unknown config section '", name, "'");
     if (sec.second.IsNull()) continue;
     if (!sec.second.IsMap()) GT_THROW(where_of(source, sec.second), "", "config section '", name, "' must be a map");

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include <graphtensor/core/error.h>
+#include "framework/core/link_metrics.h"
 
 namespace gt {
 namespace config_detail {
@@ -255,6 +256,34 @@ Field model_type_field(Get get, std::string desc) {
 }
 
 
+// train.select_by: a node metric (auto, accuracy, roc_auc, micro_f1, macro_f1) or a link metric
+// (framework/core/link_metrics.h: recall@K, ndcg@K, precision@K, mrr, hits@K), checked by name.
+void check_select_by(const std::string& v, const std::string& where) {
+  if (v == "auto" || v == "accuracy" || v == "roc_auc" || v == "micro_f1" || v == "macro_f1") return;
+  try {
+    (void)parse_link_metric(v, where);
+  } catch (const Error&) {
+    GT_THROW(where, "link datasets also take recall@K, ndcg@K, precision@K, mrr and hits@K",
+             "config key 'train.select_by' must be one of auto, accuracy, roc_auc, micro_f1, macro_f1 or a link metric, "
+             "got '", v, "'");
+  }
+}
+
+template <typename Get>
+Field select_by_field(Get get, std::string desc) {
+  Field f = string_field("train.select_by", get, {}, std::move(desc));
+  f.type = "auto \\| accuracy \\| roc_auc \\| micro_f1 \\| macro_f1 \\| recall@K \\| ndcg@K \\| precision@K \\| mrr \\| hits@K";
+  f.set = [set = f.set](Config& c, const YAML::Node& n, const std::string& where) {
+    set(c, n, where);
+    check_select_by(c.train.select_by, where);
+  };
+  f.check = [check = f.check](const Config& c, const std::string& where) {
+    check(c, where);
+    check_select_by(c.train.select_by, where);
+  };
+  return f;
+}
+
 }  // namespace
 
 namespace config_detail {
@@ -416,10 +445,12 @@ const std::vector<Field>& fields() {
                 "early stopping: end the run at an evaluation when this many epochs have passed since the best "
                 "validation accuracy (the checkpoint records it; train.save_best holds the best epoch's weights); "
                 "0 = train all train.epochs"),
-      string_field("train.select_by", GT_GET(train, select_by), {"auto", "accuracy", "roc_auc", "micro_f1", "macro_f1"},
-                   "validation metric of model selection, early stopping and train.save_best (docs/tasks.md): "
-                   "auto = accuracy for multiclass, roc_auc for binary and multilabel; roc_auc needs a binary or "
-                   "multilabel task"),
+      select_by_field(GT_GET(train, select_by),
+                      "validation metric of model selection, early stopping and train.save_best (docs/tasks.md): "
+                      "auto = accuracy for multiclass, roc_auc for binary and multilabel; roc_auc needs a binary or "
+                      "multilabel task. Link datasets (docs/link-prediction.md): recall@K, ndcg@K, precision@K (full "
+                      "ranking), mrr, hits@K, roc_auc (against the split's fixed negatives); auto = recall@K with the "
+                      "first of link.ks when the items are ranked, else roc_auc"),
       string_field("train.class_weights", GT_GET(train, class_weights), {},
                    "loss weight of each class: none; balanced = n / (K n_c) from the training split's labelled "
                    "entries (K classes; multiclass: the dataset's, a class absent from the split weighs 1; binary "
@@ -494,6 +525,32 @@ const std::vector<Field>& fields() {
                  "jobs of several processes: every process stops, naming the one at fault, when a process has sent "
                  "no heartbeat for this many seconds (stopped, or its host cut off) or has held the others up in a "
                  "collective, making no progress, for as long (hung); 0 = only processes that end are noticed"),
+      string_field("link.propagation", GT_GET(link, propagation), {"auto", "full", "sampled"},
+                   "link datasets: full = every training batch propagates over the whole train graph, as the "
+                   "LightGCN and NGCF papers train (model.embedding_dim > 0 only; sampling.fanouts are not used); "
+                   "sampled = blocks sampled for each batch's pair endpoints (sampling.fanouts, on the CPU), the "
+                   "batch's own pairs and their reverses excluded from them (feature encoders: gcn, sage, gin, gat); "
+                   "auto = full with model.embedding_dim > 0, else sampled"),
+      string_field("link.loss", GT_GET(link, loss), {"auto", "bpr", "bce"},
+                   "link datasets: bpr = mean of -log sigmoid(pos - neg) over each positive and its negatives "
+                   "(Rendle et al.); bce = sigmoid binary cross-entropy, mean over positives (label 1) and negatives "
+                   "(label 0); auto = bpr with full propagation, bce with sampled. Scores are dot products of the "
+                   "two endpoints' representations"),
+      int_field("link.negatives", GT_GET(link, negatives), 1, 1024,
+                "link datasets: negatives per positive training pair, each drawn uniformly from the destination "
+                "kind's nodes (the items; all nodes without kinds), never the pair's own nodes"),
+      bool_field("link.exclude_known", GT_GET(link, exclude_known),
+                 "link datasets: a negative is never a train positive of the pair's source (redrawn, as "
+                 "LightGCN's and NGCF's samplers reject a user's positives)"),
+      real_field("link.l2", GT_GET(link, l2), 0.0, 1.0,
+                 "link datasets with model.embedding_dim > 0: lambda of the L2 term lambda * (sum of squares of "
+                 "the batch's layer-0 embedding rows: users, positives, negatives) / (2 x batch pairs), as "
+                 "LightGCN's and NGCF's reg (1e-4 and 1e-5 in the papers); 0 = none"),
+      int_list_field("link.ks", GT_GET(link, ks), 1,
+                     "link datasets: the K of the metrics reported each evaluation: recall@K, ndcg@K and "
+                     "precision@K of the full ranking over all items (train items masked) when the dataset has "
+                     "user and item kinds; hits@K (with mrr and roc_auc) against a split's fixed negatives; each "
+                     "K at most 1024"),
   };
   return all;
 }

@@ -177,7 +177,7 @@ void check_resumable(const CheckpointInfo& info, const Config& cfg) {
   static const std::set<std::string> kFree = {"dataset.path",       "dataset.features",         "dataset.valid_split",
                                               "dataset.test_split", "sampling.device",          "sampling.eval_fanouts",
                                               "sampling.eval_batch_size", "optimizer.decay_epochs"};
-  for (const char* section : {"dataset", "sampling", "optimizer"}) compare(section, kFree, "trained with ");
+  for (const char* section : {"dataset", "sampling", "optimizer", "link"}) compare(section, kFree, "trained with ");
   // The span of a cosine decay: optimizer.decay_epochs, or with 0 the epochs after the warm-up up
   // to train.epochs (a train key, free to change otherwise). Compared as a span, so a run that
   // wants more epochs may set decay_epochs to the span it had.

@@ -100,7 +100,82 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
   log << std::flush;
 }
 
+JsonRecord link_epoch_record(const EpochStats& st, const EpochReportInfo& info, const std::string& select_by,
+                             const std::vector<std::string>& metric_names) {
+  JsonRecord rec;
+  rec.add("epoch", st.epoch).add("lr", st.lr).add("loss", st.loss);
+  if (st.grad_norm >= 0)
+    rec.add("grad_norm", st.grad_norm);
+  else
+    rec.add_null("grad_norm");
+  // Every metric the run reports, null in an epoch without evaluation (or, valid_, without a
+  // valid split).
+  for (const char* side : {"valid", "test"}) {
+    const auto& values = side[0] == 'v' ? st.link_valid : st.link_test;
+    for (const std::string& name : metric_names) {
+      const auto it = std::find_if(values.begin(), values.end(), [&](const auto& p) { return p.first == name; });
+      if (it != values.end() && !std::isnan(it->second))
+        rec.add(std::string(side) + "_" + name, it->second);
+      else
+        rec.add_null(std::string(side) + "_" + name);
+    }
+  }
+  rec.add("select_by", select_by);
+  rec.add("epoch_s", st.seconds);
+  if (st.eval_seconds >= 0)
+    rec.add("eval_s", st.eval_seconds);
+  else
+    rec.add_null("eval_s");
+  rec.add("batches", st.batches).add("pairs_per_s", seeds_per_s(st)).add("sampled_edges", st.sampled_edges);
+  rec.add("device", info.device);
+  return rec;
+}
+
+void log_link_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& info) {
+  char line[256];
+  std::snprintf(line, sizeof line, "epoch %3lld  loss %.4f", static_cast<long long>(st.epoch), st.loss);
+  log << line;
+  if (info.show_lr) {
+    std::snprintf(line, sizeof line, "  lr %.3g", st.lr);
+    log << line;
+  }
+  if (st.grad_norm >= 0) {
+    std::snprintf(line, sizeof line, "  |g| %.3g", st.grad_norm);
+    log << line;
+  }
+  // The ranking metrics and roc_auc / mrr; precision@K and hits@K are in the metrics file.
+  const auto show = [&](const char* side, const std::vector<std::pair<std::string, double>>& values) {
+    if (values.empty()) return;
+    log << "  " << side;
+    for (const auto& [name, v] : values) {
+      if (name.rfind("precision@", 0) == 0 || name.rfind("hits@", 0) == 0) continue;
+      std::snprintf(line, sizeof line, " %s %.4f", name.c_str(), v);
+      log << line;
+    }
+  };
+  if (st.eval_seconds >= 0) {
+    show("valid", st.link_valid);
+    show("test", st.link_test);
+  } else {
+    log << "  valid -  test -";
+  }
+  std::snprintf(line, sizeof line, "  train %.2fs (%s pairs/s)", st.seconds, human_count(seeds_per_s(st)).c_str());
+  log << line;
+  if (st.eval_seconds >= 0) {
+    std::snprintf(line, sizeof line, "  eval %.2fs", st.eval_seconds);
+    log << line;
+  }
+  log << '\n' << std::flush;
+}
+
 void log_result(std::ostream& log, const TrainResult& r) {
+  if (!r.link_select_by.empty() && r.best_epoch > 0) {
+    char line[256];
+    std::snprintf(line, sizeof line, "best valid %s %.4f at epoch %lld, test %.4f\n", r.link_select_by.c_str(),
+                  r.best_valid_acc, static_cast<long long>(r.best_epoch), r.test_acc_at_best);
+    log << line << std::flush;
+    return;
+  }
   if (r.best_epoch <= 0) {  // best_valid_acc and test_acc_at_best hold -1
     log << "best valid -, test - (no epoch was evaluated: train.eval_every)\n" << std::flush;
     return;

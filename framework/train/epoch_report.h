@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "framework/core/metrics.h"
 #include <graphtensor/train/trainer.h>
@@ -32,6 +33,13 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info);
 // "epoch N  loss ...", the stage line, and the cache line when there is a cache. An epoch without
 // evaluation shows "-" for valid and test.
 void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& info);
+// A link task's epoch (framework/train/link_trainer.h): the JSON record (epoch, lr, loss, every
+// metric of EpochStats::link_valid / link_test as valid_<name> / test_<name>, null when not
+// evaluated, select_by, epoch_s, eval_s, batches, pairs_per_s, device) and the epoch line
+// ("epoch N  loss L  valid recall@20 R ndcg@20 G  test ...  train Ts  eval Es").
+JsonRecord link_epoch_record(const EpochStats& st, const EpochReportInfo& info, const std::string& select_by,
+                             const std::vector<std::string>& metric_names);
+void log_link_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& info);
 // The last line of a run: "best valid V at epoch N, test T", or "-" for both when no epoch was
 // evaluated.
 void log_result(std::ostream& log, const TrainResult& r);

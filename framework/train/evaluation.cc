@@ -196,6 +196,9 @@ std::vector<double> Trainer::evaluate_lists(const std::vector<const std::vector<
 }
 
 std::vector<NodeMetrics> Trainer::evaluate_metrics(const std::vector<const std::vector<int64_t>*>& lists) {
+  if (impl_->link)
+    GT_THROW("Trainer::evaluate", "use Trainer::evaluate_link(split)", "the dataset '", cfg_.dataset.path,
+             "' is a link dataset: it has link splits, not node splits to evaluate");
   for (std::size_t l = 0; l < lists.size(); ++l)
     GT_CHECK_ARG(lists[l] != nullptr, "Trainer::evaluate_lists: list ", l, " of ", lists.size(), " is a null pointer");
   std::vector<NodeMetrics> result;

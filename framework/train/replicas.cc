@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <graphtensor/core/error.h>
+#include "framework/core/fp_mode.h"
 #include "framework/train/train_data.h"
 #include "framework/train/trainer_impl.h"
 #include <graphtensor/models/dkp.h>
@@ -279,6 +280,23 @@ void Trainer::Impl::check_same_start(Replica& r) {
     if (sums[n + i] * w != sums[i] * sums[i])
       GT_THROW("Trainer::fit", "resume every process from the same checkpoint (--resume on each), or none",
                "the ", world, " replicas do not start from one state: ", what[i / 4], " differ");
+}
+
+void Trainer::Impl::make_arenas(const Config& cfg) {
+  if (cfg.train.threads <= 0) return;
+  // Threads that are not oneTBB workers enter the arenas too: each replica's thread and the driver
+  // thread of its batch pipeline (preprocess/pipeline.h), and the evaluation's. Each has a slot
+  // reserved, so that none waits for one (a thread finding the arena full would wait for a slot
+  // the blocked trainer thread holds); oneTBB's workers take the other threads - 1 slots, so
+  // train.threads = 1 runs the trainer's parallel work on those threads alone, as
+  // max_allowed_parallelism = 1 did.
+  const int masters = 2 * static_cast<int>(std::max<int64_t>(1, cfg.train.replicas)) + 1;
+  const int concurrency = static_cast<int>(cfg.train.threads) - 1 + masters;
+  arena = std::make_unique<tbb::task_arena>(concurrency, static_cast<unsigned>(masters));
+  arena->initialize();
+  FlushDenormals ftz;  // captured by train_arena's initialisation for its workers
+  train_arena = std::make_unique<tbb::task_arena>(concurrency, static_cast<unsigned>(masters));
+  train_arena->initialize();
 }
 
 }  // namespace gt

@@ -142,6 +142,8 @@ Device Trainer::parse_train_device(const Config& cfg) {
 }
 
 void Trainer::build(Device device) {
+  if (data_->is_link()) return impl_->setup_link(cfg_, *data_, device);  // framework/train/link_task.cc
+  refuse_link_keys(cfg_);
   if (cfg_.dataset.align_rows)
     impl_->features = impl_->features.aligned(cfg_.dataset.row_alignment);
   check_splits(cfg_, *data_);
@@ -404,23 +406,6 @@ void Trainer::save(const std::string& path) {
   save_weights(path, lead.model->params(), to_yaml(cfg_), impl_->epochs_done, shape);
 }
 
-void Trainer::Impl::make_arenas(const Config& cfg) {
-  if (cfg.train.threads <= 0) return;
-  // Threads that are not oneTBB workers enter the arenas too: each replica's thread and the driver
-  // thread of its batch pipeline (preprocess/pipeline.h), and the evaluation's. Each has a slot
-  // reserved, so that none waits for one (a thread finding the arena full would wait for a slot
-  // the blocked trainer thread holds); oneTBB's workers take the other threads - 1 slots, so
-  // train.threads = 1 runs the trainer's parallel work on those threads alone, as
-  // max_allowed_parallelism = 1 did.
-  const int masters = 2 * static_cast<int>(std::max<int64_t>(1, cfg.train.replicas)) + 1;
-  const int concurrency = static_cast<int>(cfg.train.threads) - 1 + masters;
-  arena = std::make_unique<tbb::task_arena>(concurrency, static_cast<unsigned>(masters));
-  arena->initialize();
-  FlushDenormals ftz;  // captured by train_arena's initialisation for its workers
-  train_arena = std::make_unique<tbb::task_arena>(concurrency, static_cast<unsigned>(masters));
-  train_arena->initialize();
-}
-
 TrainResult Trainer::fit(std::ostream* log, const FitCallbacks& callbacks) {
   TrainResult result;
   impl_->in_arena([&] { result = fit_in_arena(log, callbacks); });
@@ -440,6 +425,7 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
     Impl& impl;
     ~DropOnBatch() { impl.on_batch = nullptr; }
   } drop_on_batch{*impl_};
+  if (impl_->link) return impl_->fit_link(cfg_, *data_, log, callbacks);
   // Before any file is opened: a job whose processes disagree stops here, all of it.
   if (impl_->world > 1) impl_->on_replicas([&](Replica& r) { impl_->check_same_start(r); });
   TrainResult result;

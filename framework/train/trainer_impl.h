@@ -25,6 +25,7 @@
 #include <graphtensor/train/checkpoint.h>
 #include <graphtensor/train/layerwise.h>
 #include <graphtensor/train/optimizer.h>
+#include "framework/train/link_trainer.h"
 #include "framework/train/train_data.h"
 #include <graphtensor/train/trainer.h>
 #include "preprocess/feature_cache.h"
@@ -105,6 +106,12 @@ struct Trainer::Impl {
       f();
   }
   std::vector<Replica> replicas;  // this process's
+  // A link dataset: the link task (framework/train/link_trainer.h; link_task.cc), set up instead of
+  // the node task, with one replica holding its model and optimizer. Declared after `replicas`,
+  // whose context it uses, so that it goes first.
+  std::unique_ptr<LinkTrainer> link;
+  void setup_link(const Config& cfg, const Dataset& data, Device device);
+  TrainResult fit_link(const Config& cfg, const Dataset& data, std::ostream* log, const FitCallbacks& callbacks);
   int64_t world = 1;              // replicas over all processes
   ProcessGroupEnv procs;
   std::unique_ptr<HostGroup> host_group;

@@ -100,7 +100,9 @@ struct GT_API TrainConfig {
   int64_t eval_every = 1;       ///< evaluate valid and test every N epochs (and at the end); 0 = never
   int64_t patience = 0;         ///< stop when this many epochs passed without a better valid metric; 0 = never
   /// The validation metric of model selection, early stopping and save_best: auto (accuracy for
-  /// multiclass, roc_auc for binary and multilabel) | accuracy | roc_auc | micro_f1 | macro_f1.
+  /// multiclass, roc_auc for binary and multilabel) | accuracy | roc_auc | micro_f1 | macro_f1;
+  /// link tasks: recall@K | ndcg@K | precision@K | mrr | hits@K | roc_auc (auto: recall@K with the
+  /// first of link.ks for recommendation, else roc_auc).
   std::string select_by = "auto";
   /// Loss weights per class: none | balanced (n / (K n_c) over the training split's labelled
   /// entries) | a list "w0,w1,..." (K values; binary and multilabel: negative, positive).
@@ -130,12 +132,31 @@ struct GT_API TrainConfig {
   double peer_timeout_s = 300;  ///< jobs of several processes: a process silent or stuck this long stops the job
 };
 
+/// Link prediction and recommendation (a link dataset: docs/dataset-format.md, "Link datasets";
+/// docs/link-prediction.md). Keys that apply to link datasets only: set on a node dataset they are
+/// refused by the Trainer.
+struct GT_API LinkConfig {
+  /// full = every batch propagates over the whole train graph (LightGCN, NGCF as their papers
+  /// train: models with model.embedding_dim); sampled = blocks of each batch's pair endpoints,
+  /// seed edges excluded (feature encoders: gcn, sage, gin, gat); auto = full with an embedding,
+  /// else sampled.
+  std::string propagation = "auto";
+  std::string loss = "auto";   ///< bpr | bce | auto (bpr with full propagation, bce with sampled)
+  int64_t negatives = 1;       ///< uniform negatives per positive pair
+  bool exclude_known = true;   ///< negatives are never a train positive of the pair's source
+  /// L2 on the batch's layer-0 embedding rows (LightGCN's and NGCF's reg): lambda in
+  /// lambda * sum ||e||^2 / (2 batch); embedding models only.
+  double l2 = 0.0;
+  std::vector<int64_t> ks = {20};  ///< K of recall/precision/ndcg@K and hits@K
+};
+
 struct GT_API Config {
   ModelConfig model{};
   DatasetConfig dataset{};
   SamplingConfig sampling{};
   OptimizerConfig optimizer{};
   TrainConfig train{};
+  LinkConfig link{};
   std::string source{};  ///< file the config came from, for messages
   /// Where each key was set: "<file>:<line>" (parse_config) or "--set <key>" (apply_override); keys
   /// set in code have no entry. validate_config's errors name the place of the key they concern.

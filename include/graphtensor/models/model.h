@@ -151,6 +151,12 @@ class GT_API Model {
 /// multilabel (model_outputs); `loss` picks the loss node.
 GT_API std::unique_ptr<Model> build_model(const ModelConfig& cfg, int64_t in_dim, int64_t num_classes, Device device,
                                    uint64_t seed, int64_t in_features = 0, LossOptions loss = {});
+/// The encoder of link prediction on a graph with features: the model build_model builds (same
+/// types, widths and rules) as a link model (LinkOptions, no loss node), its last layer out_dim
+/// wide and linear (no activation), forward() returning the seeds' representation [num_seeds,
+/// out_dim] whose dot products score pairs (the Trainer uses model.hidden for out_dim).
+GT_API std::unique_ptr<Model> build_link_encoder(const ModelConfig& cfg, int64_t in_dim, int64_t out_dim, Device device,
+                                                 uint64_t seed, int64_t in_features = 0);
 /// What a registered model asks of the pipeline besides its layers.
 struct GT_API ModelTypeOptions {
   /// The sampler adds the edge v -> v to every node's neighbours when model.self_loops is true (as

@@ -5,6 +5,14 @@
 /// Model selection: the test accuracy reported is the one at the best validation epoch, whose
 /// weights are saved to train.save_best.
 ///
+/// Link datasets (Dataset::is_link(): gt-data import-rec, gt-data link-split): the Trainer trains
+/// link prediction or recommendation instead (docs/link-prediction.md; the `link` config section):
+/// LightGCN and NGCF with full-graph propagation per batch, or a feature encoder over sampled
+/// blocks with the batch's edges excluded; BPR or BCE on dot-product scores; evaluation by full
+/// ranking (Recall/NDCG/Precision@K) or against fixed negatives (ROC-AUC, MRR, Hits@K), reported in
+/// EpochStats::link_valid / link_test and selected by train.select_by. One replica; node-task keys
+/// that cannot apply are errors naming the key.
+///
 /// Data parallelism (docs/scaling.md): with train.replicas = N, or several processes started by a
 /// launcher (framework/distributed/comm.h), every global batch of sampling.batch_size seeds is split
 /// into contiguous shards, one per replica; each replica has its own GPU (or CPU) context, model
@@ -36,6 +44,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <graphtensor/core/export.h>
@@ -69,6 +78,10 @@ struct GT_API EpochStats {
   double overlap() const { return (sample_ms + reindex_ms + gather_ms + transfer_ms + forward_ms + backward_ms) / std::max(seconds * 1e3, 1e-9); }
   int64_t batches = 0, seeds = 0, sampled_edges = 0;
   int64_t h2d_bytes = 0, cache_hits = 0, cache_misses = 0;  ///< feature rows copied / served by the GPU cache
+  /// Link tasks (a link dataset): each evaluated metric by name ("recall@20", "ndcg@20", "mrr",
+  /// "roc_auc", ...), in report order, on the valid and test link splits; empty for node tasks,
+  /// when not evaluated, and (valid) without a valid split. seeds counts positive pairs there.
+  std::vector<std::pair<std::string, double>> link_valid, link_test;
 };
 
 struct GT_API TrainResult {
@@ -87,6 +100,10 @@ struct GT_API TrainResult {
   /// on_batch stopped it, the epoch being partial (see FitCallbacks).
   int64_t stopped_by_callback = 0;
   int64_t stopped_at_batch = 0;
+  /// Link tasks: the selection metric's name (train.select_by resolved, e.g. "recall@20"), whose
+  /// values best_valid_acc and test_acc_at_best hold; empty for node tasks. Without a valid link
+  /// split the selection is on the test split (best_valid_acc is then the test value).
+  std::string link_select_by;
 };
 
 /// What FitCallbacks::on_batch sees after a training step.
@@ -186,6 +203,10 @@ class GT_API Trainer {
   std::vector<double> evaluate_lists(const std::vector<const std::vector<int64_t>*>& lists);
   /// Every metric of the task (graphtensor/core/task_metrics.h) on each list, as evaluate_lists.
   std::vector<NodeMetrics> evaluate_metrics(const std::vector<const std::vector<int64_t>*>& lists);
+  /// Link tasks (a link dataset): every metric the run reports (EpochStats::link_valid) on the link
+  /// split `split` (e.g. "valid", "test"), computed from the current weights as an evaluation of
+  /// fit() would. Throws gt::Error for a node dataset or a split the dataset lacks.
+  std::vector<std::pair<std::string, double>> evaluate_link(const std::string& split);
   /// The node task (model.task, or the one the labels imply) and the selection metric (train.select_by).
   Task task() const;
   Metric select_by() const;
