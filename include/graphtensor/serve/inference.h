@@ -6,6 +6,9 @@
 ///   gt::Tensor logits = s.predict({0, 5, 7});   // float32 [3, num_classes] on the CPU
 ///   gt::Tensor emb = s.embed({0, 5, 7});        // float32 [3, embedding_dim()] on the CPU
 ///
+///   gt::InferenceSession r("out/lightgcn.h5", "data/gowalla.h5");   // a link model
+///   gt::Recommendation top = r.recommend(/*user=*/7, /*k=*/20);      // item node ids and scores
+///
 /// The model is rebuilt from the training config stored in the file (a train.checkpoint, a
 /// train.save_best weights file or one Trainer::save wrote: all hold the config and /params; a
 /// model type of the program's own is registered first, gt::register_model) and runs in eval mode (no
@@ -37,10 +40,10 @@
 /// Link models (recommendation): a model file whose stored config has model.embedding_dim > 0
 /// (model.type lightgcn, or ngcf as a recommender; gt::build_link_model) on a link dataset is
 /// opened as a link model (is_link_model()). At load the session runs one full-graph forward on its
-/// device (gt::full_link_graph of the dataset's /link/train pairs, every layer on that block, as
-/// the papers and the trainer's evaluation propagate) and keeps every node's final representation
-/// R [num_nodes(), embedding_dim()] (the model's read-out: LightGCN's layer mean, NGCF's
-/// concatenation); the model itself is then released. Node ids are the dataset's: users are the
+/// device (gt::full_link_graph of the dataset's /link/train pairs as every layer's block: the
+/// full-graph propagation of the LightGCN and NGCF papers; InferenceOptions::fanouts must be empty)
+/// and keeps every node's final representation R [num_nodes(), embedding_dim()] (the model's
+/// read-out: LightGCN's layer mean, NGCF's concatenation); the model itself is then released. Node ids are the dataset's: users are the
 /// nodes of /link's src kind and items those of its dst kind (user_range(), item_range(); an
 /// import-rec dataset has users [0, U) and items [U, U + I), item i of train.txt being node U + i);
 /// a link dataset without node kinds has every node as a user and as an item.
@@ -49,9 +52,10 @@
 ///                    /link/train ("seen") are left out, so the list is shorter than k when fewer
 ///                    than k items are unseen (on a dataset without kinds u itself counts as seen).
 ///                    Scores come from the project's GEMM (kernels/ranking.h rank_top_k, exact top-k
-///                    selection; on the GPU cuBLAS, TF32 off). Requests go through the queue: the
-///                    worker ranks the users of all queued requests (up to max_batch_nodes users,
-///                    whole requests) in one rank_top_k call, after the same coalescing window.
+///                    selection; on the GPU cuBLAS or the project's GEMM, TF32 off). Requests go
+///                    through the queue: the worker ranks the users of all queued requests (up to
+///                    max_batch_nodes users, whole requests) in one rank_top_k call, after the
+///                    same coalescing window.
 ///   score(pairs)     R[src] . R[dst] per pair, summed in double in column order and rounded to
 ///                    float32 (equal to recommend's scores up to the GEMM's rounding); src must be a
 ///                    user and dst an item. On the calling thread, from the host copy of R.
