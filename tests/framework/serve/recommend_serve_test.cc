@@ -20,6 +20,7 @@
 #include <graphtensor/preprocess/synth.h>
 #include <graphtensor/serve/inference.h>
 #include <graphtensor/train/model_io.h>
+#include "preprocess/link_split.h"
 #include "preprocess/rec_import.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
@@ -302,6 +303,54 @@ TEST_F(RecommendServeTest, ModelOfAnotherGraphIsRefused) {
   import_rec((dir_ / "small").string(), path("small.h5"));
   const std::string msg = test::error_of([&] { InferenceSession s(path("lightgcn.h5"), path("small.h5"), cpu_options()); });
   EXPECT_NE(msg.find("learned embeddings of 100 nodes"), std::string::npos) << msg;
+}
+
+// A link dataset without node kinds (link-split of an ordinary graph): every node is a user and an
+// item; a node's seen items are its train partners in both directions and itself.
+TEST_F(RecommendServeTest, DatasetWithoutKindsRanksEveryNode) {
+  SynthOptions o;
+  o.num_nodes = 60;
+  o.avg_degree = 6;
+  o.feature_dim = 4;
+  o.num_classes = 2;
+  o.seed = 8;
+  o.undirected = true;
+  generate_synthetic(o, path("plain.h5"));
+  link_split(path("plain.h5"), path("plain-link.h5"));
+  const Dataset d = load_dataset(path("plain-link.h5"));
+  const int64_t n = d.info.num_nodes;
+  Config c = config("lightgcn");
+  c.dataset.path = path("plain-link.h5");
+  auto model = build_link_model(c.model, n, Device::cpu(), 21);
+  save_weights(path("plain-lightgcn.h5"), model->params(), to_yaml(c), 1, DataShape{0, 0, n, d.info.num_edges});
+  InferenceSession s(path("plain-lightgcn.h5"), "", cpu_options());
+  EXPECT_EQ(s.user_range(), (std::pair<int64_t, int64_t>{0, n}));
+  EXPECT_EQ(s.item_range(), (std::pair<int64_t, int64_t>{0, n}));
+  std::vector<int64_t> all(static_cast<std::size_t>(n));
+  for (int64_t v = 0; v < n; ++v) all[v] = v;
+  const std::vector<float> r = s.embed(all).to_vector<float>();
+  const int64_t dim = s.embedding_dim();
+  for (int64_t u = 0; u < n; u += 7) {
+    std::set<int64_t> seen = {u};
+    for (const EdgePair& p : d.link_split("train")) {
+      if (p.src == u) seen.insert(p.dst);
+      if (p.dst == u) seen.insert(p.src);
+    }
+    std::vector<std::pair<double, int64_t>> ranked;
+    for (int64_t i = 0; i < n; ++i) {
+      if (seen.count(i)) continue;
+      double sc = 0;
+      for (int64_t j = 0; j < dim; ++j) sc += double(r[u * dim + j]) * r[i * dim + j];
+      ranked.emplace_back(-sc, i);
+    }
+    std::sort(ranked.begin(), ranked.end());
+    const Recommendation got = s.recommend(u, 10);
+    ASSERT_EQ(got.items.size(), std::min<std::size_t>(10, ranked.size()));
+    for (std::size_t j = 0; j < got.items.size(); ++j) {
+      EXPECT_EQ(got.items[j], ranked[j].second) << "node " << u << " rank " << j;
+      EXPECT_NEAR(got.scores[j], -ranked[j].first, 1e-5) << "node " << u << " rank " << j;
+    }
+  }
 }
 
 TEST_F(RecommendServeTest, CudaEqualsCpu) {
