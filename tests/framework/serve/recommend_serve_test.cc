@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <set>
 #include <thread>
@@ -247,6 +250,30 @@ TEST_F(RecommendServeTest, ConcurrentCallersGetTheAnswersOfSerialCalls) {
   EXPECT_EQ(after.failed_requests, 0);
   // Requests of several threads were ranked together (fewer micro-batches than requests).
   EXPECT_LT(after.batches - before.batches, 5 * kUsers);
+}
+
+// A queued request whose client has gone is dropped, not ranked; shutdown answers the queued ones
+// at once instead of waiting out the coalescing window.
+TEST_F(RecommendServeTest, CancelledRequestsAreDroppedAndShutdownAnswersTheQueue) {
+  InferenceOptions o = cpu_options();
+  o.max_wait_us = 30'000'000;  // 30 s: nothing is ranked before the test acts
+  o.max_batch_nodes = 1000;
+  auto s = std::make_unique<InferenceSession>(path("lightgcn.h5"), "", o);
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  auto dropped = s->submit_recommend({1, 2}, 5, true, flag);
+  auto kept = s->submit_recommend({3}, 5);
+  EXPECT_EQ(s->stats().queued_requests, 2);
+  EXPECT_EQ(s->stats().queued_nodes, 3);
+  *flag = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  s->shutdown();
+  expect_equal(kept.get().front(), brute_force("lightgcn", 3, 5, true), "kept");
+  EXPECT_NE(test::error_of([&] { dropped.get(); }).find("recommend: cancelled"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  const InferenceSession::Stats st = s->stats();
+  EXPECT_EQ(st.cancelled_requests, 1);
+  EXPECT_EQ(st.nodes, 1);  // user 3 alone was ranked
+  EXPECT_NE(test::error_of([&] { s->recommend(4, 5); }).find("shutting down"), std::string::npos);
 }
 
 TEST_F(RecommendServeTest, BadRequestsFailWithOneLine) {
