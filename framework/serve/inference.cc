@@ -669,24 +669,29 @@ void InferenceSession::Impl::run_rec_batch(const std::vector<std::shared_ptr<Rec
     rows += static_cast<int64_t>(r->users.size());
     kmax = std::max(kmax, r->k);
   }
-  const int64_t d = emb_dim;
-  Tensor h_users = Tensor::empty({rows, d}, DType::kFloat32);
-  UserItems mask;
-  mask.indptr.reserve(static_cast<std::size_t>(rows) + 1);
-  int64_t row = 0;
-  for (const auto& r : batch)
-    for (int64_t u : r->users) {
-      std::memcpy(h_users.data<float>() + row * d, reps.data<float>() + u * d, static_cast<std::size_t>(d) * sizeof(float));
-      if (r->exclude_seen) {
-        const int64_t ur = u - user_begin;
-        mask.items.insert(mask.items.end(), seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur)],
-                          seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur) + 1]);
-      }
-      mask.indptr.push_back(static_cast<int64_t>(mask.items.size()));
-      ++row;
-    }
-  int64_t failed = 0;
+  // The answers are made first and given after the counters are updated, so that a caller who has
+  // its answer sees its micro-batch in stats().
+  std::vector<std::vector<Recommendation>> answers(batch.size());
+  std::exception_ptr error;
   try {
+    // The users' rows, and the seen items of those who exclude them (the others' lists are empty).
+    const int64_t d = emb_dim;
+    Tensor h_users = Tensor::empty({rows, d}, DType::kFloat32);
+    UserItems mask;
+    mask.indptr.reserve(static_cast<std::size_t>(rows) + 1);
+    int64_t row = 0;
+    for (const auto& r : batch)
+      for (int64_t u : r->users) {
+        std::memcpy(h_users.data<float>() + row * d, reps.data<float>() + u * d,
+                    static_cast<std::size_t>(d) * sizeof(float));
+        if (r->exclude_seen) {
+          const int64_t ur = u - user_begin;
+          mask.items.insert(mask.items.end(), seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur)],
+                            seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur) + 1]);
+        }
+        mask.indptr.push_back(static_cast<int64_t>(mask.items.size()));
+        ++row;
+      }
     std::vector<int32_t> top;
     std::vector<float> top_scores;
     arena->execute([&] {
@@ -694,38 +699,39 @@ void InferenceSession::Impl::run_rec_batch(const std::vector<std::shared_ptr<Rec
       rank_top_k(users, d_items, mask, kmax, *ctx, &top, &top_scores);
     });
     row = 0;
-    for (const auto& r : batch) {
-      std::vector<Recommendation> answer(r->users.size());
-      for (std::size_t i = 0; i < r->users.size(); ++i, ++row) {
-        Recommendation& a = answer[i];
-        const int64_t ur = r->users[i] - user_begin;
-        for (int64_t j = 0; j < kmax && static_cast<int64_t>(a.items.size()) < r->k; ++j) {
+    for (std::size_t q = 0; q < batch.size(); ++q) {
+      const RecRequest& r = *batch[q];
+      answers[q].resize(r.users.size());
+      for (std::size_t i = 0; i < r.users.size(); ++i, ++row) {
+        Recommendation& a = answers[q][i];
+        const int64_t ur = r.users[i] - user_begin;
+        for (int64_t j = 0; j < kmax && static_cast<int64_t>(a.items.size()) < r.k; ++j) {
           const int32_t item = top[static_cast<std::size_t>(row * kmax + j)];
           if (item < 0) break;
-          if (r->exclude_seen && is_seen(ur, item)) continue;
+          if (r.exclude_seen && is_seen(ur, item)) continue;
           a.items.push_back(item_begin + item);
           a.scores.push_back(top_scores[static_cast<std::size_t>(row * kmax + j)]);
         }
       }
-      r->promise.set_value(std::move(answer));
     }
   } catch (...) {
-    // Fails every request of this batch (none was answered: the answers are set after the ranking).
-    for (const auto& r : batch) {
-      try {
-        r->promise.set_exception(std::current_exception());
-        ++failed;
-      } catch (const std::future_error&) {  // already answered
-      }
-    }
+    error = std::current_exception();  // fails every request of this batch
   }
-  std::lock_guard lk(mu);
-  ++stats.batches;
-  stats.nodes += rows;
-  int bucket = 0;
-  while (bucket + 1 < kBatchBuckets && (int64_t{1} << bucket) < rows) ++bucket;
-  ++stats.batch_nodes[static_cast<std::size_t>(bucket)];
-  stats.failed_requests += failed;
+  {
+    std::lock_guard lk(mu);
+    ++stats.batches;
+    stats.nodes += rows;
+    int bucket = 0;
+    while (bucket + 1 < kBatchBuckets && (int64_t{1} << bucket) < rows) ++bucket;
+    ++stats.batch_nodes[static_cast<std::size_t>(bucket)];
+    if (error) stats.failed_requests += static_cast<int64_t>(batch.size());
+  }
+  for (std::size_t q = 0; q < batch.size(); ++q) {
+    if (error)
+      batch[q]->promise.set_exception(error);
+    else
+      batch[q]->promise.set_value(std::move(answers[q]));
+  }
 }
 
 std::future<std::vector<Recommendation>> InferenceSession::submit_recommend(
