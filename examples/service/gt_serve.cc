@@ -277,8 +277,21 @@ struct RecommendBody {
   bool exclude_seen = true;
 };
 
+// What a JSON value is, for messages: "a string", "the number 1.5", "an array", ...
+std::string what_is(const json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_number_float()) return "the number " + v.dump() + " (not an integer)";
+  if (v.is_number()) return "the number " + v.dump();
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_null()) return "null";
+  return v.is_array() ? "an array" : v.is_object() ? "an object" : v.type_name();
+}
+
+// Reads a node id; "" or why not.
 std::string as_id(const json& v, const std::string& where, int64_t& out) {
-  if (!v.is_number_integer()) return where + " is " + (v.is_string() ? "a string" : v.type_name()) + std::string(", not a node id");
+  if (!v.is_number_integer()) return where + " is " + what_is(v) + ", not a node id";
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return where + " = " + v.dump() + " is out of range";
   out = v.get<int64_t>();
   return "";
 }
@@ -288,14 +301,14 @@ std::string read_recommend(const std::string& text, int64_t max_ids, RecommendBo
   const std::string form = " (the body is {\"user\": id, \"k\": K} or {\"users\": [id, ...], \"k\": K}, "
                            "optionally \"exclude_seen\": false)";
   if (body.is_discarded()) return "the body is not valid JSON" + form;
-  if (!body.is_object()) return std::string("the body is ") + body.type_name() + ", not an object" + form;
+  if (!body.is_object()) return "the body is " + what_is(body) + ", not an object" + form;
   for (const auto& [key, v] : body.items()) {
     if (key == "user") {
       int64_t u = 0;
       if (std::string e = as_id(v, "\"user\"", u); !e.empty()) return e;
       b.users.push_back(u);
     } else if (key == "users") {
-      if (!v.is_array()) return std::string("\"users\" is ") + v.type_name() + ", not an array of node ids";
+      if (!v.is_array()) return "\"users\" is " + what_is(v) + ", not an array of node ids";
       if (static_cast<int64_t>(v.size()) > max_ids) {
         too_many = true;
         return "more than the server's --max-request-ids " + std::to_string(max_ids) +
@@ -308,10 +321,10 @@ std::string read_recommend(const std::string& text, int64_t max_ids, RecommendBo
         b.users.push_back(u);
       }
     } else if (key == "k") {
-      if (!v.is_number_integer()) return std::string("\"k\" is ") + v.type_name() + ", not an integer";
+      if (!v.is_number_integer()) return "\"k\" is " + what_is(v) + ", not an integer";
       b.k = v.get<int64_t>();
     } else if (key == "exclude_seen") {
-      if (!v.is_boolean()) return std::string("\"exclude_seen\" is ") + v.type_name() + ", not true or false";
+      if (!v.is_boolean()) return "\"exclude_seen\" is " + what_is(v) + ", not true or false";
       b.exclude_seen = v.get<bool>();
     } else {
       return "unknown key \"" + key.substr(0, 64) + "\"" + form;
@@ -328,7 +341,7 @@ std::string read_pairs(const std::string& text, int64_t max_ids, std::vector<gt:
   if (body.is_discarded()) return "the body is not valid JSON" + form;
   if (!body.is_object() || body.size() != 1 || !body.contains("pairs")) return "the body is not an object with the one key \"pairs\"" + form;
   const json& v = body["pairs"];
-  if (!v.is_array()) return std::string("\"pairs\" is ") + v.type_name() + ", not an array" + form;
+  if (!v.is_array()) return "\"pairs\" is " + what_is(v) + ", not an array" + form;
   if (static_cast<int64_t>(v.size()) * 2 > max_ids) {
     too_many = true;
     return "more than the server's --max-request-ids " + std::to_string(max_ids) +

@@ -130,6 +130,10 @@ check_error /v1/recommend '{"user": 1, "k": 21}' 400 "k = 21 is out of range [1,
 check_error /v1/recommend '{"user": 1, "users": [2]}' 400 'give \"user\" or \"users\", not both'
 check_error /v1/recommend '{"user": "a"}' 400 '\"user\" is a string, not a node id'
 check_error /v1/recommend '{"nodes": [1]}' 400 'unknown key \"nodes\"'
+check_error /v1/recommend '{"user": 1.5}' 400 '\"user\" is the number 1.5 (not an integer), not a node id'
+check_error /v1/recommend '{"user": 18446744073709551615}' 400 '\"user\" = 18446744073709551615 is out of range'
+check_error /v1/recommend '{"users": 3, "k": 1}' 400 '\"users\" is the number'
+check_error /v1/recommend '[1, 2]' 400 'the body is an array, not an object'
 check_error /v1/recommend 'not json' 400 "not valid JSON"
 check_error /v1/recommend "{\"users\": [$(seq -s , 1 65)], \"k\": 1}" 413 "more than the server's --max-request-ids 64"
 check_error /v1/score '{"pairs": [[35, 5]]}' 400 "node 35 is not a user"
