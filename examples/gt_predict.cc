@@ -1,7 +1,7 @@
 // gt-predict: a trained model's predictions (and embeddings) for the nodes of a split, or of the
 // whole graph, written to a file; the accuracy on the labelled ones is printed.
 //
-//   gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all] [--embeddings]
+//   gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all | --ids 0,5,7] [--embeddings]
 //              [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]
 //              [--inference auto|layerwise|sampled] [--table-dtype float32|bfloat16|float16]
 //
