@@ -23,6 +23,7 @@ suites=(
   "accuracy|build/ or GT_TRAIN|mean test accuracy over 5 seeds of a config: accuracy CONFIG [--set key=value]..."
   "node-tasks|build/ or GT_TRAIN|node-task measurements on data/NAME.h5 (DEVICE=cpu|cuda): node-tasks dkp|acc|auc..."
   "serve|build/|gt-serve beside misbehaving clients, line protocol vs HTTP: serve [OUT_DIR] [LINE_SERVE LINE_LOADGEN]"
+  "serve-recommend|build/|p50/p99 of a link model's top-K recommend (gt-loadgen --kind recommend): serve-recommend MODEL.h5 [DATA.h5] [OUT_DIR]"
 )
 
 usage() {
@@ -31,7 +32,7 @@ usage() {
   local s name machine what
   for s in "${suites[@]}"; do
     IFS='|' read -r name machine what <<< "$s"
-    printf '  %-11s %-21s %s\n' "$name" "[$machine]" "$what"
+    printf '  %-15s %-21s %s\n' "$name" "[$machine]" "$what"
   done
 }
 

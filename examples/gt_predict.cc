@@ -1,7 +1,7 @@
 // gt-predict: a trained model's predictions (and embeddings) for the nodes of a split, or of the
 // whole graph, written to a file; the accuracy on the labelled ones is printed.
 //
-//   gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all] [--embeddings]
+//   gt-predict MODEL.h5 OUT.{h5,csv} [--dataset DATA.h5] [--split test | --all | --ids 0,5,7] [--embeddings]
 //              [--device auto] [--fanouts 10,10 | --fanouts all] [--batch 4096] [--threads 0]
 //              [--inference auto|layerwise|sampled] [--table-dtype float32|bfloat16|float16]
 //
@@ -28,6 +28,12 @@
 // targets. OUT is written atomically
 // (a temporary file renamed over it; none is left by Ctrl-C or SIGTERM), never over the model or
 // the dataset.
+//
+// A link model (a recommender: model.embedding_dim > 0, e.g. LightGCN) has no classes: gt-predict
+// writes the representation InferenceSession computes for every node (the full-graph forward's
+// read-out, the vectors whose dot products rank items) for every node (the default) or the nodes of
+// --ids: .h5 with `node_ids` and `embeddings` [n, dim] and the attributes above (`nodes` "all" or
+// "ids", `task` "link", `labelled` 0); .csv with `node_id,emb_0,...`.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -77,7 +83,8 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   const float* l = logits.data<float>();
   const float* e = emb ? emb->data<float>() : nullptr;
   const float* p = probs ? probs->data<float>() : nullptr;
-  bool ok = std::fputs(targets > 1 ? "node_id" : "node_id,prediction", fp) >= 0;
+  const bool with_pred = !pred.empty();  // a link model's file has embeddings only
+  bool ok = std::fputs(targets > 1 || !with_pred ? "node_id" : "node_id,prediction", fp) >= 0;
   for (int64_t j = 0; j < c && ok && targets > 1; ++j) ok = std::fprintf(fp, ",pred_%lld", static_cast<long long>(j)) > 0;
   for (int64_t j = 0; j < c && ok; ++j) ok = std::fprintf(fp, ",logit_%lld", static_cast<long long>(j)) > 0;
   for (int64_t j = 0; j < c && ok && p; ++j) ok = std::fprintf(fp, ",prob_%lld", static_cast<long long>(j)) > 0;
@@ -85,7 +92,7 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   ok = ok && std::fputc('\n', fp) != EOF;
   for (std::size_t i = 0; i < ids.size() && ok; ++i) {
     ok = std::fprintf(fp, "%lld", static_cast<long long>(ids[i])) > 0;
-    for (int64_t j = 0; j < targets && ok; ++j)
+    for (int64_t j = 0; j < targets && ok && with_pred; ++j)
       ok = std::fprintf(fp, ",%lld", static_cast<long long>(pred[i * static_cast<std::size_t>(targets) + j])) > 0;
     for (int64_t j = 0; j < c && ok; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(l[i * c + j])) > 0;
     for (int64_t j = 0; j < c && ok && p; ++j) ok = std::fprintf(fp, ",%.9g", static_cast<double>(p[i * c + j])) > 0;
@@ -104,6 +111,60 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
   tmp.renamed();
 }
 
+// The link-model form (file comment): embeddings of every node or of `ids`.
+int write_link_embeddings(const std::string& model, const std::string& dataset, const std::string& data_path,
+                          const std::string& out, bool csv, const std::string& split, std::vector<int64_t> ids,
+                          gt::InferenceOptions opt) {
+  if (!split.empty())
+    GT_THROW("--split", "leave it out (every node) or give --ids", "--split applies to node models; '", model,
+             "' is a link model, whose embeddings are written for every node or for --ids");
+  if (!opt.fanouts.empty())
+    GT_THROW("--fanouts", "leave it out", "--fanouts applies to node models; a link model propagates over the whole "
+             "training graph");
+  const auto t0 = std::chrono::steady_clock::now();
+  opt.max_wait_us = 0;
+  gt::InferenceSession session(model, dataset, opt);
+  const bool all = ids.empty();
+  if (all) {
+    ids.resize(static_cast<std::size_t>(session.num_nodes()));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  }
+  const gt::Tensor emb = session.embed(ids);
+  std::vector<std::string> made;
+  struct RemoveUnlessDone {
+    std::vector<std::string>& dirs;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      if (!done) gt::remove_empty_dirs(dirs);
+      gt::release_made_dirs(dirs);
+    }
+  } made_guard{made};
+  gt::make_parent_dirs_noted(gt::write_target(out), made);
+  gt::register_made_dirs(made);
+  if (csv) {
+    const gt::Tensor none = gt::Tensor::empty({static_cast<int64_t>(ids.size()), 0}, gt::DType::kFloat32);
+    write_csv(out, ids, {}, none, &emb, nullptr, 1);
+  } else {
+    gt::TensorFileWriter w(out, "predictions file");
+    w.attr("format", std::string("graphtensor-predictions"));
+    w.attr("format_version", int64_t{1});
+    w.attr("model", model);
+    w.attr("dataset", data_path);
+    w.attr("nodes", all ? std::string("all") : std::string("ids"));
+    w.attr("labelled", int64_t{0});
+    w.attr("task", std::string("link"));
+    w.tensor("node_ids", gt::Tensor::from_vector<int64_t>(ids));
+    w.tensor("embeddings", emb);
+    w.commit();
+  }
+  made_guard.done = true;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%zu nodes (%s) of %s on %s, link model %s (dim %lld)\n", ids.size(), all ? "all" : "--ids",
+              data_path.c_str(), session.device().c_str(), model.c_str(), static_cast<long long>(session.embedding_dim()));
+  std::printf("wrote %s (node ids, embeddings) in %.2f s\n", out.c_str(), seconds);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,7 +175,7 @@ int main(int argc, char** argv) {
   bool all = false, embeddings = false, fanouts_given = false, batch_given = false;
   std::string inference, table_dtype;
   gt::InferenceOptions opt;
-  std::string fanouts, threads_text;
+  std::string fanouts, threads_text, ids_text;
   bool version = false;
   CLI::App app{"Writes the predictions of a trained model (train.save_best or train.checkpoint) for the nodes of\n"
                "a split (default: its test split) or of every node (--all), and prints the accuracy on the\n"
@@ -128,6 +189,8 @@ int main(int argc, char** argv) {
   auto* o_split = app.add_option("--split", split, "nodes of this split of the dataset (default: the model's dataset.test_split)");
   app.add_flag("--all", all, "every node of the graph instead of a split (not with --split)");
   app.add_flag("--embeddings", embeddings, "also write each node's embedding (the last hidden layer's output)");
+  auto* o_ids = app.add_option("--ids", ids_text, "a link model: the node ids to write embeddings of, e.g. 0,5,7 "
+                               "(default: every node)");
   auto* o_device = app.add_option("--device", opt.device, "cpu, cuda, cuda:N or auto (auto: the GPU when there is one)");
   auto* o_fanouts = app.add_option("--fanouts", fanouts, "neighbours sampled per layer, input side first, or all "
                                    "(default: the model's sampling.eval_fanouts, as its training evaluated)");
@@ -171,6 +234,12 @@ int main(int argc, char** argv) {
   if (!csv && !ends_with(out, ".h5") && !ends_with(out, ".hdf5"))
     return usage("the output '" + out + "' must end in .h5, .hdf5 or .csv (its format)");
 
+  std::vector<int64_t> given_ids;
+  if (o_ids->count()) {
+    bool ok;
+    given_ids = gt_cli::int_list(ids_text, ok);
+    if (!ok || given_ids.empty()) return usage("--ids needs a list of node ids like 0,5,7, got '" + ids_text + "'");
+  }
   // Ctrl-C or SIGTERM while the output is written leaves no temporary file.
   gt::install_temp_file_signal_cleanup("gt-predict");
   try {
@@ -188,6 +257,9 @@ int main(int argc, char** argv) {
     const std::string data_path = dataset.empty() ? stored.dataset.path : dataset;
     if (gt::same_file(out, data_path))
       GT_THROW(out, "name another output file", "the output '", out, "' is the dataset: it would be overwritten");
+    if (stored.model.embedding_dim > 0) return write_link_embeddings(model, dataset, data_path, out, csv, split, given_ids, opt);
+    if (!given_ids.empty())
+      GT_THROW("--ids", "use --split or --all for a node model", "--ids applies to link models (model.embedding_dim > 0)");
     if (!all && split.empty()) split = stored.dataset.test_split;  // the split the run reported as test
     if (!fanouts_given) opt.fanouts = stored.sampling.eval_fanouts;
     if (!batch_given) opt.max_batch_nodes = stored.sampling.eval_batch_size;

@@ -2,13 +2,16 @@
 // clients (for the tests of the server's limits and for measuring a well-behaved client beside them).
 //
 //   gt-loadgen --port P [--host 127.0.0.1] [--clients 8] [--nodes 1] [--duration 10] [--warmup 1]
-//              [--kind predict|embed] [--seed 0] [--json FILE]
+//              [--kind predict|embed|recommend] [--k 20] [--seed 0] [--json FILE]
 //              [--misbehave slow-sender|non-reader|abandoner --misbehaving-clients N
 //               --misbehave-nodes 4096 --misbehave-interval-s 1]
 //
 // Each of --clients keeps one HTTP/1.1 connection open (keep-alive) and sends POST /v1/predict (or
 // /v1/embed) with --nodes uniformly random ids (of /v1/info's node count), reads the answer, checks
 // it has one row per id, and sends the next, for --warmup seconds and then --duration seconds.
+// --kind recommend (a link model) sends POST /v1/recommend {"user": u, "k": K} instead, u uniformly
+// random among /v1/info's users ({"users": [..], "k": K} with --nodes users per request), and checks
+// that every answer holds at most K items per user.
 // Only answers inside the --duration window count, so throughput is steady-state completions per
 // second. It prints one table row (requests, errors, req/s, nodes/s, p50/p99/max latency) and
 // writes the same numbers as one JSON object to --json. Exit status 0 only when every request of
@@ -115,6 +118,30 @@ std::string nodes_body(std::mt19937_64& rng, int64_t n, int64_t num_nodes) {
   std::vector<int64_t> ids(static_cast<std::size_t>(n));
   for (auto& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(num_nodes));
   return json{{"nodes", ids}}.dump();
+}
+
+// A /v1/recommend body: n users drawn uniformly from [begin, end), the single form for n = 1.
+std::string recommend_body(std::mt19937_64& rng, int64_t n, int64_t begin, int64_t end, int64_t k) {
+  auto draw = [&] { return begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(end - begin)); };
+  if (n == 1) return json{{"user", draw()}, {"k", k}}.dump();
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids) id = draw();
+  return json{{"users", ids}, {"k", k}}.dump();
+}
+
+// Whether a /v1/recommend answer holds n users' lists of at most k items and as many scores.
+bool recommend_answer_ok(const json& a, int64_t n, int64_t k) {
+  auto one = [&](const json& r) {
+    return r.is_object() && r.contains("items") && r["items"].is_array() && r.contains("scores") &&
+           r["scores"].is_array() && r["items"].size() == r["scores"].size() && static_cast<int64_t>(r["items"].size()) <= k;
+  };
+  if (n == 1) return one(a);
+  if (!a.is_object() || !a.contains("recommendations") || !a["recommendations"].is_array() ||
+      static_cast<int64_t>(a["recommendations"].size()) != n)
+    return false;
+  for (const json& r : a["recommendations"])
+    if (!one(r)) return false;
+  return true;
 }
 
 // A keep-alive HTTP/1.1 client connection (answers with Content-Length, as gt-serve sends them).
@@ -300,10 +327,10 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   ::signal(SIGPIPE, SIG_IGN);  // sends use MSG_NOSIGNAL; this is for any that does not
   std::string host = "127.0.0.1", port, kind = "predict", json_path, misbehave_kind = "none";
-  int64_t clients = 8, nodes = 1, seed = 0, bad_clients = 0, bad_nodes = 4096;
+  int64_t clients = 8, nodes = 1, seed = 0, bad_clients = 0, bad_nodes = 4096, k = 20;
   double duration = 10, warmup = 1, bad_interval = 1;
 
-  CLI::App app{"A closed-loop HTTP load generator for gt-serve (POST /v1/predict or /v1/embed), which can also\n"
+  CLI::App app{"A closed-loop HTTP load generator for gt-serve (POST /v1/predict, /v1/embed or /v1/recommend), which can also\n"
                "run misbehaving clients beside the measured ones.",
                "gt-loadgen"};
   gt_cli::configure(app);
@@ -313,11 +340,13 @@ int main(int argc, char** argv) {
                  "well-behaved clients, each a thread and a keep-alive connection (gt-serve refuses more than its "
                  "--max-connections, 256 by default)")
       ->check(gt_cli::integer(1, kMaxClients));
-  app.add_option("--nodes", nodes, "random node ids per request")->check(gt_cli::integer(1));
+  app.add_option("--nodes", nodes, "random node ids per request (recommend: users per request)")->check(gt_cli::integer(1));
+  app.add_option("--k", k, "recommend: items asked for per user")->check(gt_cli::integer(1, 1024));
   app.add_option("--duration", duration, "seconds measured")->check(gt_cli::real(0, 86400, true, "a number of seconds"));
   app.add_option("--warmup", warmup, "seconds before the measurement")
       ->check(gt_cli::real(0, 86400, false, "a number of seconds"));
-  app.add_option("--kind", kind, "the endpoint: predict or embed")->check(gt_cli::one_of({"predict", "embed"}));
+  app.add_option("--kind", kind, "the endpoint: predict, embed or recommend (a link model's top-k items)")
+      ->check(gt_cli::one_of({"predict", "embed", "recommend"}));
   app.add_option("--seed", seed, "seed of the random ids")->check(gt_cli::integer(INT64_MIN + 1, INT64_MAX - 1));
   app.add_option("--json", json_path, "also write the figures to this file as one JSON object");
   app.add_option("--misbehave", misbehave_kind, "what the misbehaving clients do")
@@ -334,11 +363,13 @@ int main(int argc, char** argv) {
     std::cerr << "gt-loadgen: --misbehave and --misbehaving-clients go together (see gt-loadgen --help)\n";
     return 2;
   }
-  const std::string path = kind == "predict" ? "/v1/predict" : "/v1/embed";
+  const std::string path = kind == "predict" ? "/v1/predict" : kind == "embed" ? "/v1/embed" : "/v1/recommend";
+  // Misbehaving clients send their large requests to /v1/embed beside recommend clients.
+  const std::string bad_path = kind == "recommend" ? "/v1/embed" : path;
 
   try {
     if (!json_path.empty()) gt::check_output_file(json_path, "--json", "--json");  // before the run, not after it
-    int64_t num_nodes = 0;
+    int64_t num_nodes = 0, user_begin = 0, user_end = 0;
     {
       // The model may still be loading: /v1/info answers 503 until it is (up to 60 s).
       const auto give_up = Clock::now() + std::chrono::seconds(60);
@@ -352,6 +383,15 @@ int main(int argc, char** argv) {
           if (info.is_object() && info.contains("nodes") && info["nodes"].is_number_integer())
             num_nodes = info["nodes"].get<int64_t>();
           if (num_nodes < 1) GT_THROW(address(host, port), "is it gt-serve?", "unexpected answer to GET /v1/info: '", body, "'");
+          if (kind == "recommend") {
+            if (!info.contains("users") || !info["users"].is_array() || info["users"].size() != 2 ||
+                !info["users"][0].is_number_integer() || !info["users"][1].is_number_integer())
+              GT_THROW("--kind recommend", "serve a link model (model.embedding_dim > 0), or use --kind predict",
+                       "the server's model is not a link model (GET /v1/info lists no users): it answers no recommend");
+            user_begin = info["users"][0].get<int64_t>();
+            user_end = info["users"][1].get<int64_t>();
+            if (user_end <= user_begin) GT_THROW("--kind recommend", "", "the server's model has no users");
+          }
           break;
         }
         if (status != 503 || Clock::now() > give_up)
@@ -382,7 +422,7 @@ int main(int argc, char** argv) {
     for (int64_t c = 0; c < clients + bad_clients && spawn_error.empty(); ++c) try {
       if (c >= clients) {
         threads.emplace_back([&, c] {
-          misbehave(misbehave_kind, host, port, path, bad_nodes, num_nodes, bad_interval,
+          misbehave(misbehave_kind, host, port, bad_path, bad_nodes, num_nodes, bad_interval,
                     static_cast<uint64_t>(seed) * 1000003u + 7919u * static_cast<uint64_t>(c), t_end, bad);
         });
         continue;
@@ -395,7 +435,8 @@ int main(int argc, char** argv) {
           std::mt19937_64 rng(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(c));
           std::string reply;
           for (auto now = Clock::now(); now < t_end && !stop.load(); now = Clock::now()) {
-            const std::string body = nodes_body(rng, nodes, num_nodes);
+            const std::string body = kind == "recommend" ? recommend_body(rng, nodes, user_begin, user_end, k)
+                                                         : nodes_body(rng, nodes, num_nodes);
             auto t0 = Clock::now();
             int status;
             try {
@@ -417,9 +458,15 @@ int main(int argc, char** argv) {
             }
             // One row per id: an answer that is not what was asked for is an error.
             json a = json::parse(reply, nullptr, false);
+            if (kind == "recommend" && !recommend_answer_ok(a, nodes, k)) {
+              if (errors[ci]++ == 0)
+                first_error[ci] = "an answer without " + std::to_string(nodes) + " lists of at most " + std::to_string(k) +
+                                  " items: " + reply.substr(0, 200);
+              continue;
+            }
             const char* key = kind == "predict" ? "predictions" : "embeddings";
-            if (!a.is_object() || !a.contains(key) || !a[key].is_array() ||
-                static_cast<int64_t>(a[key].size()) != nodes) {
+            if (kind != "recommend" && (!a.is_object() || !a.contains(key) || !a[key].is_array() ||
+                                        static_cast<int64_t>(a[key].size()) != nodes)) {
               if (errors[ci]++ == 0) first_error[ci] = "an answer without " + std::to_string(nodes) + " " + key + ": " +
                                                        reply.substr(0, 200);
               continue;
@@ -455,6 +502,7 @@ int main(int argc, char** argv) {
     json rec = {{"kind", kind},
                 {"clients", clients},
                 {"nodes_per_request", nodes},
+                {"k", kind == "recommend" ? k : 0},
                 {"duration_s", duration},
                 {"requests", static_cast<int64_t>(all.size())},
                 {"errors", err},
@@ -466,9 +514,9 @@ int main(int argc, char** argv) {
                 {"max_ms", all.empty() ? 0.0 : all.back()},
                 {"mean_ms", mean}};
 
-    std::printf("%-8s %8s %10s %9s %7s %10s %11s %9s %9s %9s\n", "kind", "clients", "nodes/req", "requests", "errors",
+    std::printf("%-9s %8s %10s %9s %7s %10s %11s %9s %9s %9s\n", "kind", "clients", "nodes/req", "requests", "errors",
                 "req/s", "nodes/s", "p50 ms", "p99 ms", "max ms");
-    std::printf("%-8s %8lld %10lld %9lld %7lld %10.1f %11.1f %9.3f %9.3f %9.3f\n", kind.c_str(),
+    std::printf("%-9s %8lld %10lld %9lld %7lld %10.1f %11.1f %9.3f %9.3f %9.3f\n", kind.c_str(),
                 static_cast<long long>(clients), static_cast<long long>(nodes), static_cast<long long>(all.size()),
                 static_cast<long long>(err), n / duration, n * static_cast<double>(nodes) / duration,
                 percentile(all, 0.5), percentile(all, 0.99), all.empty() ? 0.0 : all.back());

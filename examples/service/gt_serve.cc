@@ -1,4 +1,4 @@
-// gt-serve: node predictions and embeddings over HTTP/1.1 with JSON bodies, on top of
+// gt-serve: node predictions, embeddings and recommendations over HTTP/1.1 with JSON bodies, on top of
 // gt::InferenceSession (docs/serving.md has the API, the limits and the worst-case memory).
 //
 //   gt-serve MODEL.h5 [--dataset DATA.h5] [--host 127.0.0.1] [--port 7070] [--device auto] ...
@@ -6,7 +6,10 @@
 //
 //   POST /v1/predict {"nodes": [1, 2]}  -> {"predictions": [0, 2], "logits": [[..], [..]]}
 //   POST /v1/embed   {"nodes": [1, 2]}  -> {"embeddings": [[..], [..]]}
-//   GET  /v1/info                        -> {"nodes": N, "classes": C, "dim": D, "device": ".."}
+//   POST /v1/recommend {"user": 3, "k": 20}     -> {"user": 3, "items": [..], "scores": [..]}
+//   POST /v1/recommend {"users": [3, 4], "k": 5} -> {"recommendations": [{"user": 3, ...}, ..]}
+//   POST /v1/score   {"pairs": [[3, 41], ..]}     -> {"scores": [..]}
+//   GET  /v1/info                        -> {"nodes": N, "classes": C, "dim": D, "device": "..", ...}
 //   GET  /healthz                        -> 200 {"status": "ready"} once the model is loaded, else 503
 //   GET  /livez                          -> 200 while the process serves
 //   GET  /metrics                        -> Prometheus text format
@@ -18,6 +21,10 @@
 // that cannot be loaded is a one-line error and exit status 1. SIGINT or SIGTERM stops the server:
 // no new connections, the queued requests are answered at once (the session's coalescing window
 // is cut short), then the connections are closed; it prints its counters.
+//
+// recommend and score answer for a link model (a recommender: model.embedding_dim > 0; issue 44's
+// "gt-serve answers recommend USER K" is POST /v1/recommend), predict for a node model; the other
+// kind's requests are answered 400 naming the model. /v1/embed serves both.
 //
 // The line protocol of earlier versions is gone (docs/serving.md says why).
 #include <signal.h>
@@ -186,7 +193,8 @@ const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 
 
 // The endpoints the metrics are labelled with (anything else is "other", so that a scan of
 // random paths cannot grow the label set).
-const std::vector<std::string> kEndpoints = {"/v1/predict", "/v1/embed", "/v1/info", "/healthz", "/livez", "/metrics"};
+const std::vector<std::string> kEndpoints = {"/v1/predict", "/v1/embed", "/v1/recommend", "/v1/score",
+                                             "/v1/info",    "/healthz",  "/livez",         "/metrics"};
 
 struct Metrics {
   std::mutex mu;
@@ -259,6 +267,121 @@ std::string answer_text(gt::InferenceOutput what, const gt::Tensor& t) {
   return out;
 }
 
+// The bodies of /v1/recommend and /v1/score, read as a JSON tree (a body is at most
+// --max-request-bytes; its ids are counted against --max-request-ids before anything is queued).
+// Each reader returns "" or the one-line reason for a 400 (too_many: a 413).
+struct RecommendBody {
+  std::vector<int64_t> users;
+  bool batch = false;  // {"users": [...]}: the answer is {"recommendations": [...]}
+  int64_t k = 20;
+  bool exclude_seen = true;
+};
+
+// What a JSON value is, for messages: "a string", "the number 1.5", "an array", ...
+std::string what_is(const json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_number_float()) return "the number " + v.dump() + " (not an integer)";
+  if (v.is_number()) return "the number " + v.dump();
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_null()) return "null";
+  return v.is_array() ? "an array" : v.is_object() ? "an object" : v.type_name();
+}
+
+// Reads a node id; "" or why not.
+std::string as_id(const json& v, const std::string& where, int64_t& out) {
+  if (!v.is_number_integer()) return where + " is " + what_is(v) + ", not a node id";
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return where + " = " + v.dump() + " is out of range";
+  out = v.get<int64_t>();
+  return "";
+}
+
+std::string read_recommend(const std::string& text, int64_t max_ids, RecommendBody& b, bool& too_many) {
+  const json body = json::parse(text, nullptr, false);
+  const std::string form = " (the body is {\"user\": id, \"k\": K} or {\"users\": [id, ...], \"k\": K}, "
+                           "optionally \"exclude_seen\": false)";
+  if (body.is_discarded()) return "the body is not valid JSON" + form;
+  if (!body.is_object()) return "the body is " + what_is(body) + ", not an object" + form;
+  for (const auto& [key, v] : body.items()) {
+    if (key == "user") {
+      int64_t u = 0;
+      if (std::string e = as_id(v, "\"user\"", u); !e.empty()) return e;
+      b.users.push_back(u);
+    } else if (key == "users") {
+      if (!v.is_array()) return "\"users\" is " + what_is(v) + ", not an array of node ids";
+      if (static_cast<int64_t>(v.size()) > max_ids) {
+        too_many = true;
+        return "more than the server's --max-request-ids " + std::to_string(max_ids) +
+               " users in one request (split the request)";
+      }
+      b.batch = true;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        int64_t u = 0;
+        if (std::string e = as_id(v[i], "\"users\"[" + std::to_string(i) + "]", u); !e.empty()) return e;
+        b.users.push_back(u);
+      }
+    } else if (key == "k") {
+      if (!v.is_number_integer()) return "\"k\" is " + what_is(v) + ", not an integer";
+      b.k = v.get<int64_t>();
+    } else if (key == "exclude_seen") {
+      if (!v.is_boolean()) return "\"exclude_seen\" is " + what_is(v) + ", not true or false";
+      b.exclude_seen = v.get<bool>();
+    } else {
+      return "unknown key \"" + key.substr(0, 64) + "\"" + form;
+    }
+  }
+  if (body.contains("user") && body.contains("users")) return "give \"user\" or \"users\", not both";
+  if (!body.contains("user") && !body.contains("users")) return "the body has no key \"user\" or \"users\"" + form;
+  return "";
+}
+
+std::string read_pairs(const std::string& text, int64_t max_ids, std::vector<gt::EdgePair>& pairs, bool& too_many) {
+  const json body = json::parse(text, nullptr, false);
+  const std::string form = " (the body is {\"pairs\": [[user, item], ...]})";
+  if (body.is_discarded()) return "the body is not valid JSON" + form;
+  if (!body.is_object() || body.size() != 1 || !body.contains("pairs")) return "the body is not an object with the one key \"pairs\"" + form;
+  const json& v = body["pairs"];
+  if (!v.is_array()) return "\"pairs\" is " + what_is(v) + ", not an array" + form;
+  if (static_cast<int64_t>(v.size()) * 2 > max_ids) {
+    too_many = true;
+    return "more than the server's --max-request-ids " + std::to_string(max_ids) +
+           " node ids in one request (split the request)";
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string at = "\"pairs\"[" + std::to_string(i) + "]";
+    if (!v[i].is_array() || v[i].size() != 2) return at + " is not a pair [user, item]";
+    gt::EdgePair p;
+    if (std::string e = as_id(v[i][0], at + "[0]", p.src); !e.empty()) return e;
+    if (std::string e = as_id(v[i][1], at + "[1]", p.dst); !e.empty()) return e;
+    pairs.push_back(p);
+  }
+  return "";
+}
+
+// The answer to /v1/recommend: one user's {"user", "items", "scores"}, or a list of them.
+std::string recommend_text(const RecommendBody& b, const std::vector<gt::Recommendation>& r) {
+  std::string out;
+  auto one = [&](std::size_t i) {
+    fjson o = fjson::object();
+    o["user"] = b.users[i];
+    o["items"] = r[i].items;
+    o["scores"] = r[i].scores;
+    return o.dump();
+  };
+  if (!b.batch) return one(0) + "\n";
+  out = "{\"recommendations\":[";
+  for (std::size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + one(i);
+  return out + "]}\n";
+}
+
+// A request refused by the session (bad ids, k, a model of the other kind) is the client's error.
+int error_status(const std::string& msg) {
+  for (const char* s : {"out of range", "empty list", "is an item", "is not a user", "is not an item",
+                        "is a link model", "is a node model"})
+    if (msg.find(s) != std::string::npos) return 400;
+  return msg.find("shutting down") != std::string::npos ? 503 : 500;
+}
+
 // An upper bound on the bytes one answer holds while it is made and written: its text (at most 16
 // characters a float32 with its comma, 21 a class id), a second copy in case the client asked for
 // a compressed answer, the result tensor and the request's ids.
@@ -284,7 +407,8 @@ int main(int argc, char** argv) {
   int64_t max_request_ids = 65536;
 
   CLI::App app{"Serves a trained model's node predictions and embeddings over HTTP/1.1 with JSON bodies:\n"
-               "POST /v1/predict and /v1/embed {\"nodes\": [..]}, GET /v1/info, /healthz, /livez, /metrics.\n"
+               "POST /v1/predict and /v1/embed {\"nodes\": [..]}, GET /v1/info, /healthz, /livez, /metrics; a link\n"
+               "model (a recommender) answers POST /v1/recommend {\"user\": U, \"k\": K} and /v1/score {\"pairs\": [..]}.\n"
                "Every resource a client can hold is bounded by the options below (docs/serving.md).",
                "gt-serve"};
   gt_cli::configure(app);
@@ -402,20 +526,85 @@ int main(int argc, char** argv) {
           std::string msg = e.what();
           for (char& ch : msg)
             if (ch < 0x20 || ch > 0x7e) ch = ' ';
-          const bool bad_ids = msg.find("out of range") != std::string::npos || msg.find("empty list") != std::string::npos;
-          set_error(res, bad_ids ? 400 : msg.find("shutting down") != std::string::npos ? 503 : 500, msg);
+          set_error(res, error_status(msg), msg);
         }
       };
     };
     server.Post("/v1/predict", infer(gt::InferenceOutput::kLogits));
     server.Post("/v1/embed", infer(gt::InferenceOutput::kEmbedding));
+    server.Post("/v1/recommend", [&](const httplib::Request& req, httplib::Response& res) {
+      gt::InferenceSession* s = session.load();
+      if (!s) return set_error(res, 503, stopping ? "the server is stopping" : "the model is still loading (see /healthz)");
+      RecommendBody b;
+      bool too_many = false;
+      if (std::string e = read_recommend(req.body, max_request_ids, b, too_many); !e.empty())
+        return set_error(res, too_many ? 413 : 400, e);
+      // Per user: k ids of up to 20 characters and k scores of up to 16, and the user's own keys.
+      const int64_t n = static_cast<int64_t>(b.users.size());
+      const int64_t k = std::clamp<int64_t>(b.k, 0, gt::InferenceSession::kMaxRecommendK);
+      const int64_t bound = 2 * (n * (k * 38 + 64) + 64) + n * k * 12;
+      if (bound > limits.max_queued_bytes)
+        return set_error(res, 413,
+                         "the answer to " + std::to_string(n) + " users would need " + std::to_string(bound) +
+                             " bytes, more than the server's --max-queued-bytes " +
+                             std::to_string(limits.max_queued_bytes) + " (split the request)");
+      if (!server.reserve_answer(bound))
+        return set_error(res, 503,
+                         "server busy: answers held for clients would exceed --max-queued-bytes " +
+                             std::to_string(limits.max_queued_bytes) + " (retry, or ask for fewer users)");
+      if (server.client_gone()) return set_error(res, 499, "the client closed the connection");
+      auto cancelled = std::make_shared<std::atomic<bool>>(false);
+      auto fut = s->submit_recommend(b.users, b.k, b.exclude_seen, cancelled);
+      while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready)
+        if (!*cancelled && server.client_gone()) *cancelled = true;
+      try {
+        const std::vector<gt::Recommendation> r = fut.get();
+        set_json(res, 200, recommend_text(b, r));
+      } catch (const std::exception& e) {
+        if (*cancelled) return set_error(res, 499, "the client closed the connection");  // nobody reads this
+        std::string msg = e.what();
+        for (char& ch : msg)
+          if (ch < 0x20 || ch > 0x7e) ch = ' ';
+        set_error(res, error_status(msg), msg);
+      }
+    });
+    server.Post("/v1/score", [&](const httplib::Request& req, httplib::Response& res) {
+      gt::InferenceSession* s = session.load();
+      if (!s) return set_error(res, 503, stopping ? "the server is stopping" : "the model is still loading (see /healthz)");
+      std::vector<gt::EdgePair> pairs;
+      bool too_many = false;
+      if (std::string e = read_pairs(req.body, max_request_ids, pairs, too_many); !e.empty())
+        return set_error(res, too_many ? 413 : 400, e);
+      const int64_t bound = 2 * (static_cast<int64_t>(pairs.size()) * 17 + 64) + static_cast<int64_t>(pairs.size()) * 20;
+      if (bound > limits.max_queued_bytes)
+        return set_error(res, 413, "the answer to " + std::to_string(pairs.size()) + " pairs would need " +
+                                       std::to_string(bound) + " bytes, more than the server's --max-queued-bytes " +
+                                       std::to_string(limits.max_queued_bytes) + " (split the request)");
+      if (!server.reserve_answer(bound))
+        return set_error(res, 503,
+                         "server busy: answers held for clients would exceed --max-queued-bytes " +
+                             std::to_string(limits.max_queued_bytes) + " (retry, or ask for fewer pairs)");
+      try {
+        set_json(res, 200, fjson{{"scores", s->score(pairs)}}.dump() + "\n");
+      } catch (const std::exception& e) {
+        std::string msg = e.what();
+        for (char& ch : msg)
+          if (ch < 0x20 || ch > 0x7e) ch = ' ';
+        set_error(res, error_status(msg), msg);
+      }
+    });
     server.Get("/v1/info", [&](const httplib::Request&, httplib::Response& res) {
       gt::InferenceSession* s = session.load();
       if (!s) return set_error(res, 503, "the model is still loading (see /healthz)");
-      set_json(res, 200,
-               json{{"nodes", s->num_nodes()}, {"classes", s->num_classes()}, {"dim", s->embedding_dim()},
-                    {"device", s->device()}, {"model", model}}
-                       .dump() + "\n");
+      json info{{"nodes", s->num_nodes()}, {"classes", s->num_classes()}, {"dim", s->embedding_dim()},
+                {"device", s->device()}, {"model", model}};
+      // A link model: what /v1/recommend ranks ([begin, end) of the node ids).
+      if (s->is_link_model()) {
+        info["link"] = true;
+        info["users"] = {s->user_range().first, s->user_range().second};
+        info["items"] = {s->item_range().first, s->item_range().second};
+      }
+      set_json(res, 200, info.dump() + "\n");
     });
     server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
       const char* status = stopping ? "stopping" : session.load() ? "ready" : "loading";
@@ -501,7 +690,9 @@ int main(int argc, char** argv) {
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       std::string msg = "HTTP " + std::to_string(res.status);
-      if (res.status == 404 && (req.path == "/v1/predict" || req.path == "/v1/embed")) res.status = 405;
+      if (res.status == 404 && (req.path == "/v1/predict" || req.path == "/v1/embed" || req.path == "/v1/recommend" ||
+                                req.path == "/v1/score"))
+        res.status = 405;
       if (res.status == 404 && (req.path == "/v1/info" || req.path == "/healthz" || req.path == "/livez" ||
                                 req.path == "/metrics"))
         res.status = 405;
@@ -526,8 +717,14 @@ int main(int argc, char** argv) {
       try {
         session_holder = std::make_unique<gt::InferenceSession>(model, dataset, opt);
         session = session_holder.get();
-        std::cout << "gt-serve: ready (" << session_holder->num_nodes() << " nodes, " << session_holder->num_classes()
-                  << " classes, device " << session_holder->device() << ")" << std::endl;
+        if (session_holder->is_link_model())
+          std::cout << "gt-serve: ready (link model: " << session_holder->num_nodes() << " nodes, users ["
+                    << session_holder->user_range().first << ", " << session_holder->user_range().second << "), items ["
+                    << session_holder->item_range().first << ", " << session_holder->item_range().second << "), dim "
+                    << session_holder->embedding_dim() << ", device " << session_holder->device() << ")" << std::endl;
+        else
+          std::cout << "gt-serve: ready (" << session_holder->num_nodes() << " nodes, " << session_holder->num_classes()
+                    << " classes, device " << session_holder->device() << ")" << std::endl;
       } catch (const std::exception& e) {
         load_error = e.what();
         on_signal(0);  // stops the server

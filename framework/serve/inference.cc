@@ -2,6 +2,7 @@
 
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <graphtensor/train/trainer.h>
 #include <graphtensor/models/model.h>
 #include <graphtensor/preprocess/dataset.h>
+#include "kernels/ranking.h"
 #include "preprocess/loader.h"
 #include <graphtensor/preprocess/sampler.h>
 
@@ -50,6 +52,17 @@ struct Slice {
 
 const char* op_name(InferenceOutput what) { return what == InferenceOutput::kLogits ? "predict" : "embed"; }
 
+// A recommend request of a link model (users ranked together in one micro-batch).
+struct RecRequest {
+  std::vector<int64_t> users;
+  int64_t k = 0;
+  bool exclude_seen = true;
+  std::promise<std::vector<Recommendation>> promise;
+  Clock::time_point arrived;
+  std::shared_ptr<const std::atomic<bool>> cancelled;
+  bool is_cancelled() const { return cancelled && cancelled->load(std::memory_order_relaxed); }
+};
+
 }  // namespace
 
 struct InferenceSession::Impl {
@@ -74,6 +87,16 @@ struct InferenceSession::Impl {
   std::mutex model_mu;  // held while the model runs: a micro-batch, or predict_layerwise
   Device device;
 
+  // A link model (model.embedding_dim > 0): set before the constructor returns, then read only.
+  bool link = false;
+  int64_t user_begin = 0, user_end = 0, item_begin = 0, item_end = 0;
+  bool kinds = false;  // users and items are node kinds; else every node is both
+  Tensor reps;         // float32 [num_nodes, emb_dim] on the host: every node's representation
+  Tensor d_items;      // the items' rows of it on the session's device (a view of reps on the CPU)
+  UserItems seen;      // per user (row u - user_begin): /link/train items (minus item_begin), sorted
+  std::deque<std::shared_ptr<RecRequest>> rec_queue;  // under mu
+  int64_t rec_queued_users = 0;
+
   mutable std::mutex mu;
   std::condition_variable cv;
   std::deque<std::shared_ptr<Request>> queue;
@@ -81,7 +104,7 @@ struct InferenceSession::Impl {
   // Drops the cancelled requests from the queue, failing their futures (under mu).
   void drop_cancelled();
   bool stopping = false;
-  Stats stats;
+  mutable Stats stats;  // under mu (score() is const and counts too)
   std::thread worker;
 
   // The constructors' parts: reads and checks the model file and the options (sets cfg), then
@@ -91,6 +114,15 @@ struct InferenceSession::Impl {
   void setup(Device device);
   void run();
   void run_batch(const std::vector<Slice>& slices);
+  // Link models: the ranges and seen lists (host), the representations (worker), the worker loop.
+  void attach_link();
+  void setup_link();
+  void run_link();
+  void drop_cancelled_rec();
+  void run_rec_batch(const std::vector<std::shared_ptr<RecRequest>>& batch);
+  bool is_seen(int64_t user_row, int32_t item) const;
+  // "model.type lightgcn, model.embedding_dim 64": names the model in errors.
+  std::string model_words() const;
 };
 
 Device InferenceSession::Impl::read_model(const std::string& model_path, const InferenceOptions& options) {
@@ -138,6 +170,10 @@ Device InferenceSession::Impl::read_model(const std::string& model_path, const I
     if (yaml.find("normalization:") == std::string::npos) m.cfg.model.normalization = "mean";
   }
   validate_config(m.cfg);
+  m.link = m.cfg.model.embedding_dim > 0;
+  if (m.link && !options.fanouts.empty())
+    GT_THROW("fanouts", "leave them empty: a link model propagates over the whole training graph once",
+             "inference fanouts do not apply to the link model in '", model_path, "'");
   const int64_t layers = m.cfg.model.layers;
   if (!options.fanouts.empty() && static_cast<int64_t>(options.fanouts.size()) != layers)
     GT_THROW("fanouts", "give one fanout per layer, or none for full neighbourhoods", "inference fanouts have ",
@@ -162,7 +198,7 @@ InferenceSession::InferenceSession(const std::string& model_path, const std::str
                "' (its dataset.path, relative to where the training ran), does not exist here");
   }
   auto owned = std::make_shared<Dataset>(load_dataset(ds));
-  if (m.cfg.dataset.normalize == "row") normalize_rows(owned->features);  // the session's own copy
+  if (m.cfg.dataset.normalize == "row" && !m.link) normalize_rows(owned->features);  // the session's own copy
   m.attach(std::move(owned), ds, /*normalised=*/true, device);
 }
 
@@ -173,7 +209,7 @@ InferenceSession::InferenceSession(const std::string& model_path, std::shared_pt
   Impl& m = *impl_;
   const Device device = m.read_model(model_path, options);
   data->validate(kInMemoryDataset);  // load_dataset's rules
-  if (!data->features.defined())
+  if (!data->features.defined() && !m.link)
     GT_THROW(kInMemoryDataset, "give the nodes' feature rows", "the dataset has no feature table");
   m.attach(std::move(data), kInMemoryDataset, /*normalised=*/false, device);
 }
@@ -185,23 +221,27 @@ void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std:
   const int64_t layers = m.cfg.model.layers;
   m.dataset_path = name;
   m.data = std::move(d);
-  {
-    Config c = m.cfg;
-    c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
-    m.task = resolve_task(c, *m.data);
-  }
-  if (m.cfg.dataset.normalize == "row" && !normalised) {  // a copy of the session's own: the given dataset is not written
-    Tensor features = m.data->features.clone();
-    normalize_rows(features);
-    m.table = FeatureTable(features);
+  if (m.link) {
+    attach_link();  // the ranges and seen lists; the representations come from the worker's setup
   } else {
-    m.table = FeatureTable(m.data->features);  // shared, not copied
+    {
+      Config c = m.cfg;
+      c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
+      m.task = resolve_task(c, *m.data);
+    }
+    if (m.cfg.dataset.normalize == "row" && !normalised) {  // a copy of the session's own: the given dataset is not written
+      Tensor features = m.data->features.clone();
+      normalize_rows(features);
+      m.table = FeatureTable(features);
+    } else {
+      m.table = FeatureTable(m.data->features);  // shared, not copied
+    }
+    if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
+    // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
+    // concatenates its heads (its width x model.heads).
+    m.emb_dim = layers == 1 ? m.data->info.feature_dim
+                            : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
   }
-  if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
-  // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
-  // concatenates its heads (its width x model.heads).
-  m.emb_dim = layers == 1 ? m.data->info.feature_dim
-                          : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
                                 : std::make_unique<tbb::task_arena>();
 
@@ -211,13 +251,23 @@ void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std:
   std::future<void> ready_f = ready.get_future();
   m.worker = start_thread([&m, device, p = std::move(ready)]() mutable {
     try {
-      m.setup(device);
+      if (m.link) {
+        m.device = device;
+        m.ctx = std::make_unique<Context>(device);
+        m.device_name = gt::device_name(device);
+        m.setup_link();
+      } else {
+        m.setup(device);
+      }
     } catch (...) {
       p.set_exception(std::current_exception());
       return;
     }
     p.set_value();
-    m.run();
+    if (m.link)
+      m.run_link();
+    else
+      m.run();
   }, "the inference session's worker");
   try {
     ready_f.get();
@@ -399,6 +449,9 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
     if (what != InferenceOutput::kLogits && what != InferenceOutput::kEmbedding)
       GT_THROW("submit", "use InferenceOutput::kLogits or kEmbedding", "submit: unknown output ",
                static_cast<int>(what));
+    if (m.link && what == InferenceOutput::kLogits)
+      GT_THROW(op, "ask it for recommend, score or embed (gt-serve: /v1/recommend, /v1/score, /v1/embed)",
+               "predict: the model is a link model (", m.model_words(), "): it has no class logits");
     if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
     for (int64_t id : ids)
       if (id < 0 || id >= n) GT_THROW(op, "node ids are 0 .. num_nodes-1", op, ": node id ", id, " is out of range [0, ", n, ")");
@@ -407,6 +460,17 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
     std::lock_guard lk(m.mu);
     ++m.stats.requests;
     ++m.stats.failed_requests;
+    return fut;
+  }
+  if (m.link) {  // rows of the representations computed at load: answered at once
+    const int64_t d = m.emb_dim;
+    Tensor out = Tensor::empty({static_cast<int64_t>(ids.size()), d}, DType::kFloat32);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      std::memcpy(out.data<float>() + static_cast<int64_t>(i) * d, m.reps.data<float>() + ids[i] * d,
+                  static_cast<std::size_t>(d) * sizeof(float));
+    req->promise.set_value(std::move(out));
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
     return fut;
   }
   req->ids = std::move(ids);
@@ -429,6 +493,9 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
 Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options,
                                           LayerwiseStats* stats) {
   Impl& m = *impl_;
+  if (m.link)
+    GT_THROW("predict_layerwise", "ask it for recommend, score or embed",
+             "predict_layerwise: the model is a link model (", m.model_words(), "): it has no class logits");
   std::lock_guard model_lock(m.model_mu);
   Tensor out;
   m.arena->execute([&] {
@@ -442,13 +509,16 @@ Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, cons
   return out;
 }
 
-CsrView InferenceSession::graph() const { return impl_->sampler->graph(); }
+CsrView InferenceSession::graph() const {
+  if (impl_->link) return CsrView{impl_->data->indptr.data(), impl_->data->indices.data(), impl_->data->info.num_nodes};
+  return impl_->sampler->graph();
+}
 
 Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kLogits, ids).get(); }
 Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }
 
 int64_t InferenceSession::num_nodes() const { return impl_->data->info.num_nodes; }
-int64_t InferenceSession::num_classes() const { return impl_->task.outputs; }
+int64_t InferenceSession::num_classes() const { return impl_->link ? 0 : impl_->task.outputs; }
 Task InferenceSession::task() const { return impl_->task.task; }
 int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
 const Config& InferenceSession::config() const { return impl_->cfg; }
@@ -458,9 +528,317 @@ std::string InferenceSession::device() const { return impl_->device_name; }
 InferenceSession::Stats InferenceSession::stats() const {
   std::lock_guard lk(impl_->mu);
   Stats s = impl_->stats;
-  s.queued_requests = static_cast<int64_t>(impl_->queue.size());
-  s.queued_nodes = impl_->queued_nodes;
+  s.queued_requests = static_cast<int64_t>(impl_->queue.size() + impl_->rec_queue.size());
+  s.queued_nodes = impl_->queued_nodes + impl_->rec_queued_users;
   return s;
 }
+
+// --- Link models -------------------------------------------------------------------------------
+
+std::string InferenceSession::Impl::model_words() const {
+  std::string w = "model.type " + cfg.model.type;
+  if (cfg.model.embedding_dim > 0) w += ", model.embedding_dim " + std::to_string(cfg.model.embedding_dim);
+  return w;
+}
+
+void InferenceSession::Impl::attach_link() {
+  const DatasetInfo& info = data->info;
+  check_link_model(cfg.model, info);  // a dataset without /link: one line naming model.embedding_dim
+  const int64_t n = info.num_nodes;
+  kinds = !info.link_src_kind.empty() && !info.link_dst_kind.empty();
+  if (kinds) {
+    std::tie(user_begin, user_end) = info.kind_range(info.link_src_kind);
+    std::tie(item_begin, item_end) = info.kind_range(info.link_dst_kind);
+  } else {
+    user_begin = item_begin = 0;
+    user_end = item_end = n;
+  }
+  // Seen items per user: its /link/train partners (both directions without kinds, and itself),
+  // sorted and unique, as item indices (node id - item_begin).
+  const std::vector<EdgePair>& train = data->link_split("train");
+  const int64_t nu = user_end - user_begin;
+  std::vector<std::vector<int32_t>> lists(static_cast<std::size_t>(nu));
+  auto add = [&](int64_t u, int64_t i) {
+    if (u >= user_begin && u < user_end && i >= item_begin && i < item_end)
+      lists[static_cast<std::size_t>(u - user_begin)].push_back(static_cast<int32_t>(i - item_begin));
+  };
+  for (const EdgePair& p : train) {
+    add(p.src, p.dst);
+    if (!kinds) add(p.dst, p.src);
+  }
+  if (!kinds)
+    for (int64_t v = 0; v < n; ++v) add(v, v);
+  seen.indptr.assign(1, 0);
+  seen.items.clear();
+  for (std::vector<int32_t>& l : lists) {
+    std::sort(l.begin(), l.end());
+    l.erase(std::unique(l.begin(), l.end()), l.end());
+    seen.items.insert(seen.items.end(), l.begin(), l.end());
+    seen.indptr.push_back(static_cast<int64_t>(seen.items.size()));
+  }
+}
+
+void InferenceSession::Impl::setup_link() {
+  const int64_t n = data->info.num_nodes;
+  {
+    TensorFileReader r(model_path, "model file");
+    const DataShape stored = read_data_shape(r);
+    if (stored.num_nodes > 0 && stored.num_nodes != n)
+      GT_THROW(model_path, "serve it on the dataset it was trained on",
+               "model file '", model_path, "' learned embeddings of ", stored.num_nodes, " nodes, but dataset '",
+               dataset_path, "' has ", n);
+  }
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+  std::unique_ptr<Model> lm = build_link_model(cfg.model, n, device, seed);
+  load_weights(model_path, lm->params(), DataShape{}, dataset_path);
+  emb_dim = lm->output_width();
+  const FullGraph g = full_link_graph(n, data->link_split("train"));
+  reps = Tensor::empty({n, emb_dim}, DType::kFloat32);
+  arena->execute([&] {
+    const Stream s = ctx->stream();
+    const Block block = g.block.to(device, s);
+    const std::vector<Block> blocks(static_cast<std::size_t>(cfg.model.layers), block);
+    std::vector<int64_t> ids(static_cast<std::size_t>(n));
+    for (int64_t v = 0; v < n; ++v) ids[static_cast<std::size_t>(v)] = v;
+    const Tensor d_ids = Tensor::from_vector(ids, {n}).to(device, s);
+    const Tensor d_scale = Tensor::from_vector(g.node_scale, {n, 1}).to(device, s);
+    const Tensor y = lm->forward(*ctx, blocks, d_ids, /*training=*/false, /*step=*/0, nullptr, nullptr, &d_scale);
+    GT_CHECK_ARG(y.dim() == 2 && y.size(0) == n && y.size(1) == emb_dim, "link model: the full-graph forward gave ",
+                 y.str(), ", expected [", n, ", ", emb_dim, "]");
+    ctx->synchronize();
+    reps.copy_from(y);
+    // The items' rows stay on the device for the ranking's GEMM (a copy: the model is released).
+    if (device.is_cuda()) d_items = y.rows(item_begin, item_end).clone(s);
+    ctx->synchronize();
+  });
+  if (!device.is_cuda()) d_items = reps.rows(item_begin, item_end);
+}
+
+bool InferenceSession::Impl::is_seen(int64_t user_row, int32_t item) const {
+  const auto b = seen.items.begin() + seen.indptr[static_cast<std::size_t>(user_row)];
+  const auto e = seen.items.begin() + seen.indptr[static_cast<std::size_t>(user_row) + 1];
+  return std::binary_search(b, e, item);
+}
+
+void InferenceSession::Impl::run_link() {
+  for (;;) {
+    std::vector<std::shared_ptr<RecRequest>> batch;
+    {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return stopping || !rec_queue.empty(); });
+      if (rec_queue.empty()) return;  // stopping, and every queued request is done
+      const auto deadline = rec_queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
+      while (!stopping && rec_queued_users < opt.max_batch_nodes && Clock::now() < deadline)
+        cv.wait_until(lk, deadline);
+      drop_cancelled_rec();
+      // Whole requests in arrival order, up to max_batch_nodes users (one request at least).
+      int64_t users = 0;
+      while (!rec_queue.empty()) {
+        const int64_t u = static_cast<int64_t>(rec_queue.front()->users.size());
+        if (!batch.empty() && users + u > opt.max_batch_nodes) break;
+        users += u;
+        rec_queued_users -= u;
+        batch.push_back(std::move(rec_queue.front()));
+        rec_queue.pop_front();
+      }
+    }
+    if (!batch.empty()) run_rec_batch(batch);
+  }
+}
+
+void InferenceSession::Impl::drop_cancelled_rec() {
+  for (auto it = rec_queue.begin(); it != rec_queue.end();) {
+    if (!(*it)->is_cancelled()) {
+      ++it;
+      continue;
+    }
+    rec_queued_users -= static_cast<int64_t>((*it)->users.size());
+    (*it)->promise.set_exception(std::make_exception_ptr(Error("recommend: cancelled (the client has gone)")));
+    ++stats.failed_requests;
+    ++stats.cancelled_requests;
+    it = rec_queue.erase(it);
+  }
+}
+
+void InferenceSession::Impl::run_rec_batch(const std::vector<std::shared_ptr<RecRequest>>& batch) {
+  // One rank_top_k over every user of the batch, with the longest k asked for: the order is total
+  // (score, then item id) and the seen items of a user who excludes them are masked to -inf, so
+  // each request's answer is a prefix of its rows' lists without those items.
+  int64_t rows = 0, kmax = 0;
+  for (const auto& r : batch) {
+    rows += static_cast<int64_t>(r->users.size());
+    kmax = std::max(kmax, r->k);
+  }
+  // The answers are made first and given after the counters are updated, so that a caller who has
+  // its answer sees its micro-batch in stats().
+  std::vector<std::vector<Recommendation>> answers(batch.size());
+  std::exception_ptr error;
+  try {
+    // The users' rows, and the seen items of those who exclude them (the others' lists are empty).
+    const int64_t d = emb_dim;
+    Tensor h_users = Tensor::empty({rows, d}, DType::kFloat32);
+    UserItems mask;
+    mask.indptr.reserve(static_cast<std::size_t>(rows) + 1);
+    int64_t row = 0;
+    for (const auto& r : batch)
+      for (int64_t u : r->users) {
+        std::memcpy(h_users.data<float>() + row * d, reps.data<float>() + u * d,
+                    static_cast<std::size_t>(d) * sizeof(float));
+        if (r->exclude_seen) {
+          const int64_t ur = u - user_begin;
+          mask.items.insert(mask.items.end(), seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur)],
+                            seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur) + 1]);
+        }
+        mask.indptr.push_back(static_cast<int64_t>(mask.items.size()));
+        ++row;
+      }
+    std::vector<int32_t> top;
+    std::vector<float> top_scores;
+    arena->execute([&] {
+      const Tensor users = device.is_cuda() ? h_users.to(device, ctx->stream()) : h_users;
+      rank_top_k(users, d_items, mask, kmax, *ctx, &top, &top_scores);
+    });
+    row = 0;
+    for (std::size_t q = 0; q < batch.size(); ++q) {
+      const RecRequest& r = *batch[q];
+      answers[q].resize(r.users.size());
+      for (std::size_t i = 0; i < r.users.size(); ++i, ++row) {
+        Recommendation& a = answers[q][i];
+        const int64_t ur = r.users[i] - user_begin;
+        for (int64_t j = 0; j < kmax && static_cast<int64_t>(a.items.size()) < r.k; ++j) {
+          const int32_t item = top[static_cast<std::size_t>(row * kmax + j)];
+          if (item < 0) break;
+          if (r.exclude_seen && is_seen(ur, item)) continue;
+          a.items.push_back(item_begin + item);
+          a.scores.push_back(top_scores[static_cast<std::size_t>(row * kmax + j)]);
+        }
+      }
+    }
+  } catch (...) {
+    error = std::current_exception();  // fails every request of this batch
+  }
+  {
+    std::lock_guard lk(mu);
+    ++stats.batches;
+    stats.nodes += rows;
+    int bucket = 0;
+    while (bucket + 1 < kBatchBuckets && (int64_t{1} << bucket) < rows) ++bucket;
+    ++stats.batch_nodes[static_cast<std::size_t>(bucket)];
+    if (error) stats.failed_requests += static_cast<int64_t>(batch.size());
+  }
+  for (std::size_t q = 0; q < batch.size(); ++q) {
+    if (error)
+      batch[q]->promise.set_exception(error);
+    else
+      batch[q]->promise.set_value(std::move(answers[q]));
+  }
+}
+
+std::future<std::vector<Recommendation>> InferenceSession::submit_recommend(
+    std::vector<int64_t> users, int64_t k, bool exclude_seen, std::shared_ptr<const std::atomic<bool>> cancelled) {
+  Impl& m = *impl_;
+  auto req = std::make_shared<RecRequest>();
+  std::future<std::vector<Recommendation>> fut = req->promise.get_future();
+  try {
+    if (!m.link)
+      GT_THROW("recommend", "ask it for predictions or embeddings (predict, embed)", "recommend: the model is a node "
+               "model (", m.model_words(), "), not a link model (model.embedding_dim > 0): it ranks no items");
+    if (users.empty()) GT_THROW("recommend", "give at least one user", "recommend: empty list of users");
+    const int64_t max_k = std::min(m.item_end - m.item_begin, kMaxRecommendK);
+    if (k < 1 || k > max_k)
+      GT_THROW("k", "k is at most the number of items and at most " + std::to_string(kMaxRecommendK),
+               "recommend: k = ", k, " is out of range [1, ", max_k, "]");
+    const int64_t n = m.data->info.num_nodes;
+    for (int64_t u : users) {
+      if (u < 0 || u >= n)
+        GT_THROW("recommend", "users are nodes [" + std::to_string(m.user_begin) + ", " + std::to_string(m.user_end) + ")",
+                 "recommend: user ", u, " is out of range [0, ", n, ") of node ids");
+      if (u < m.user_begin || u >= m.user_end)
+        GT_THROW("recommend", "users are nodes [" + std::to_string(m.user_begin) + ", " + std::to_string(m.user_end) + ")",
+                 "recommend: node ", u, (u >= m.item_begin && u < m.item_end ? " is an item" : " is not a user"),
+                 ", not a user (users are nodes [", m.user_begin, ", ", m.user_end, "))");
+    }
+  } catch (...) {
+    req->promise.set_exception(std::current_exception());
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    ++m.stats.failed_requests;
+    return fut;
+  }
+  req->users = std::move(users);
+  req->k = k;
+  req->exclude_seen = exclude_seen;
+  req->cancelled = std::move(cancelled);
+  req->arrived = Clock::now();
+  {
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    if (m.stopping) {
+      ++m.stats.failed_requests;
+      req->promise.set_exception(std::make_exception_ptr(Error("recommend: the session is shutting down")));
+      return fut;
+    }
+    m.rec_queued_users += static_cast<int64_t>(req->users.size());
+    m.rec_queue.push_back(std::move(req));
+  }
+  m.cv.notify_one();
+  return fut;
+}
+
+std::vector<Recommendation> InferenceSession::recommend(const std::vector<int64_t>& users, int64_t k,
+                                                        bool exclude_seen) {
+  return submit_recommend(users, k, exclude_seen).get();
+}
+
+Recommendation InferenceSession::recommend(int64_t user, int64_t k, bool exclude_seen) {
+  return std::move(submit_recommend({user}, k, exclude_seen).get().front());
+}
+
+std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) const {
+  const Impl& m = *impl_;
+  auto count = [&](bool ok) {
+    std::lock_guard lk(m.mu);
+    ++m.stats.requests;
+    if (!ok) ++m.stats.failed_requests;
+  };
+  try {
+    if (!m.link)
+      GT_THROW("score", "ask it for predictions or embeddings (predict, embed)", "score: the model is a node model (",
+               m.model_words(), "), not a link model (model.embedding_dim > 0)");
+    if (pairs.empty()) GT_THROW("score", "give at least one (src, dst) pair", "score: empty list of pairs");
+    const int64_t n = m.data->info.num_nodes;
+    for (std::size_t e = 0; e < pairs.size(); ++e) {
+      const EdgePair& p = pairs[e];
+      if (p.src < 0 || p.src >= n || p.dst < 0 || p.dst >= n)
+        GT_THROW("score", "node ids are 0 .. num_nodes-1", "score: pair ", e, " = (", p.src, ", ", p.dst,
+                 ") is out of range [0, ", n, ")");
+      if (p.src < m.user_begin || p.src >= m.user_end)
+        GT_THROW("score", "a pair is (user, item)", "score: pair ", e, ": node ", p.src, " is not a user (users are nodes [",
+                 m.user_begin, ", ", m.user_end, "))");
+      if (p.dst < m.item_begin || p.dst >= m.item_end)
+        GT_THROW("score", "a pair is (user, item)", "score: pair ", e, ": node ", p.dst, " is not an item (items are nodes [",
+                 m.item_begin, ", ", m.item_end, "))");
+    }
+  } catch (...) {
+    count(false);
+    throw;
+  }
+  const int64_t d = m.emb_dim;
+  const float* r = m.reps.data<float>();
+  std::vector<float> out(pairs.size());
+  for (std::size_t e = 0; e < pairs.size(); ++e) {
+    const float* a = r + pairs[e].src * d;
+    const float* b = r + pairs[e].dst * d;
+    double sum = 0;
+    for (int64_t j = 0; j < d; ++j) sum += static_cast<double>(a[j]) * static_cast<double>(b[j]);
+    out[e] = static_cast<float>(sum);
+  }
+  count(true);
+  return out;
+}
+
+bool InferenceSession::is_link_model() const { return impl_->link; }
+std::pair<int64_t, int64_t> InferenceSession::user_range() const { return {impl_->user_begin, impl_->user_end}; }
+std::pair<int64_t, int64_t> InferenceSession::item_range() const { return {impl_->item_begin, impl_->item_end}; }
 
 }  // namespace gt

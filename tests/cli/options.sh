@@ -43,12 +43,13 @@ usage "$1" "unexpected argument 'b.yaml'" a.yaml b.yaml
 usage "$1" "no config file given"
 echo "ok: gt-train"
 
-help "$2" --dataset --split --all --embeddings --device --fanouts --batch --threads --version
+help "$2" --dataset --split --all --embeddings --device --fanouts --batch --threads --ids --version
 usage "$2" "--split is given twice" m.h5 o.csv --split a --split b
 usage "$2" "unknown option '--nodes'" m.h5 o.csv --nodes 1
 usage "$2" "--batch needs a number of nodes >= 1, got '0'" m.h5 o.csv --batch 0
 usage "$2" "--threads needs a number in [0, 4096], got '-1'" m.h5 o.csv --threads -1
 usage "$2" "--fanouts needs positive integers" m.h5 o.csv --fanouts 0,1
+usage "$2" "--ids needs a list of node ids like 0,5,7, got 'x'" m.h5 o.csv --ids x
 echo "ok: gt-predict"
 
 help "$3" --dataset --host --port --max-connections --request-timeout-s --write-timeout-s --max-queued-bytes \
@@ -59,10 +60,11 @@ usage "$3" "--max-queued-bytes needs a number in [65536, " m.h5 --max-queued-byt
 usage "$3" "--host is given twice" m.h5 --host a --host b
 echo "ok: gt-serve"
 
-help "$4" --port --clients --nodes --duration --warmup --kind --seed --json --misbehave --misbehaving-clients
+help "$4" --port --clients --nodes --duration --warmup --kind "--k INT" --seed --json --misbehave --misbehaving-clients
 usage "$4" "--misbehave needs none, slow-sender, non-reader or abandoner, got 'rude'" --port 1 --misbehave rude
 usage "$4" "--nodes needs a number >= 1, got '1x'" --port 1 --nodes 1x
 usage "$4" "--warmup needs a number of seconds in [0, 86400], got '-1'" --port 1 --warmup -1
+usage "$4" "--k needs a number in [1, 1024], got '0'" --port 1 --k 0
 echo "ok: gt-loadgen"
 
 B=$5

@@ -279,7 +279,7 @@ expect_usage "$GT_SERVE" "unknown option '--bogus'" "$WORK/ckpt.h5" --bogus
 expect_usage "$GT_SERVE" "model is required" 
 expect_usage "$GT_LOADGEN" "--duration needs a number of seconds in (0, 86400]" --port 1 --duration nan
 expect_usage "$GT_LOADGEN" "--clients needs a number in [1, 4096]" --port 1 --clients 100000
-expect_usage "$GT_LOADGEN" "--kind needs predict or embed, got 'train'" --port 1 --kind train
+expect_usage "$GT_LOADGEN" "--kind needs predict, embed or recommend, got 'train'" --port 1 --kind train
 expect_usage "$GT_LOADGEN" "--port is required" --clients 2
 expect_usage "$GT_LOADGEN" "--misbehave and --misbehaving-clients go together" --port 1 --misbehave abandoner
 "$GT_SERVE" --help >"$WORK/help.txt" 2>&1 || die "gt-serve --help failed"

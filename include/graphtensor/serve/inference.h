@@ -6,6 +6,9 @@
 ///   gt::Tensor logits = s.predict({0, 5, 7});   // float32 [3, num_classes] on the CPU
 ///   gt::Tensor emb = s.embed({0, 5, 7});        // float32 [3, embedding_dim()] on the CPU
 ///
+///   gt::InferenceSession r("out/lightgcn.h5", "data/gowalla.h5");   // a link model
+///   gt::Recommendation top = r.recommend(/*user=*/7, /*k=*/20);      // item node ids and scores
+///
 /// The model is rebuilt from the training config stored in the file (a train.checkpoint, a
 /// train.save_best weights file or one Trainer::save wrote: all hold the config and /params; a
 /// model type of the program's own is registered first, gt::register_model) and runs in eval mode (no
@@ -34,6 +37,35 @@
 /// requests and callers are unaffected. The destructor finishes the queued requests, then joins the
 /// worker.
 ///
+/// Link models (recommendation): a model file whose stored config has model.embedding_dim > 0
+/// (model.type lightgcn, or ngcf as a recommender; gt::build_link_model) on a link dataset is
+/// opened as a link model (is_link_model()). At load the session runs one full-graph forward on its
+/// device (gt::full_link_graph of the dataset's /link/train pairs as every layer's block: the
+/// full-graph propagation of the LightGCN and NGCF papers; InferenceOptions::fanouts must be empty)
+/// and keeps every node's final representation R [num_nodes(), embedding_dim()] (the model's
+/// read-out: LightGCN's layer mean, NGCF's concatenation); the model itself is then released. Node ids are the dataset's: users are the
+/// nodes of /link's src kind and items those of its dst kind (user_range(), item_range(); an
+/// import-rec dataset has users [0, U) and items [U, U + I), item i of train.txt being node U + i);
+/// a link dataset without node kinds has every node as a user and as an item.
+///   recommend(u, k)  the top k items of user u by the score R[u] . R[i] over every item, best
+///                    first, ties by the lower item id; with exclude_seen (the default) u's items of
+///                    /link/train ("seen") are left out, so the list is shorter than k when fewer
+///                    than k items are unseen (on a dataset without kinds u itself counts as seen).
+///                    Scores come from the project's GEMM (kernels/ranking.h rank_top_k, exact top-k
+///                    selection; on the GPU cuBLAS or the project's GEMM, TF32 off). Requests go
+///                    through the queue: the worker ranks the users of all queued requests (up to
+///                    max_batch_nodes users, whole requests) in one rank_top_k call, after the
+///                    same coalescing window.
+///   score(pairs)     R[src] . R[dst] per pair, summed in double in column order and rounded to
+///                    float32 (equal to recommend's scores up to the GEMM's rounding); src must be a
+///                    user and dst an item. On the calling thread, from the host copy of R.
+///   embed(ids)       rows of R (any nodes), float32 [ids.size(), embedding_dim()], from the host
+///                    copy at once, not queued.
+/// A link model has no class logits: predict, predict_layerwise and submit(kLogits) throw; a node
+/// model asked to recommend or score throws. Every such error and a bad request (a user id out of
+/// range, an item given as the user, k outside [1, min(items, kMaxRecommendK)], an empty list) is
+/// one line naming the call.
+///
 /// Cancellation: submit() may be given a flag (a server sets it when the client has gone). A request
 /// whose flag is set before its rows are all computed is dropped from the queue, not run: its rows
 /// not yet taken by a micro-batch are skipped, and its future throws "cancelled". Rows of it already
@@ -46,17 +78,17 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <graphtensor/core/export.h>
 #include <graphtensor/config/config.h>
 #include <graphtensor/core/task_metrics.h>
 #include <graphtensor/core/tensor.h>
+#include <graphtensor/preprocess/dataset.h>
 #include <graphtensor/train/layerwise.h>
 
 namespace gt {
-
-struct Dataset;
 
 struct GT_API InferenceOptions {
   std::string device = "auto";      ///< cpu | cuda | cuda:N | auto
@@ -69,6 +101,12 @@ struct GT_API InferenceOptions {
 };
 
 enum class InferenceOutput { kLogits, kEmbedding };
+
+/// One user's answer of InferenceSession::recommend: item node ids, best first, and their scores.
+struct GT_API Recommendation {
+  std::vector<int64_t> items;
+  std::vector<float> scores;
+};
 
 class GT_API InferenceSession {
  public:
@@ -109,17 +147,42 @@ class GT_API InferenceSession {
   std::future<Tensor> submit(InferenceOutput what, std::vector<int64_t> ids,
                              std::shared_ptr<const std::atomic<bool>> cancelled = nullptr);
 
+  /// Link models (see the file comment). The largest k recommend takes (the GPU selection's limit,
+  /// kernels/ranking.h kMaxGpuTopK, on every device so that answers do not depend on it).
+  static constexpr int64_t kMaxRecommendK = 1024;
+  /// Top k items of `user` (blocking). Throws gt::Error for a bad request or a node model.
+  Recommendation recommend(int64_t user, int64_t k, bool exclude_seen = true);
+  /// Top k items of each of `users` (one request; the answers in the order of `users`).
+  std::vector<Recommendation> recommend(const std::vector<int64_t>& users, int64_t k, bool exclude_seen = true);
+  /// Asynchronous form of recommend: a bad request gives a future that throws; `cancelled` as for
+  /// submit().
+  std::future<std::vector<Recommendation>> submit_recommend(std::vector<int64_t> users, int64_t k,
+                                                            bool exclude_seen = true,
+                                                            std::shared_ptr<const std::atomic<bool>> cancelled = nullptr);
+  /// Dot-product scores of (src, dst) pairs of node ids, src a user and dst an item: float32 per
+  /// pair. Thread-safe, on the calling thread. Throws gt::Error for a bad pair or a node model.
+  std::vector<float> score(const std::vector<EdgePair>& pairs) const;
+  /// Whether the model is a link model (model.embedding_dim > 0) answering recommend and score.
+  bool is_link_model() const;
+  /// [begin, end) of the user and the item node ids (link models; {0, 0} for a node model).
+  std::pair<int64_t, int64_t> user_range() const;
+  std::pair<int64_t, int64_t> item_range() const;
+
   int64_t num_nodes() const;
-  /// The logits per node: the classes of a multiclass model, 1 for binary, T for multilabel.
+  /// The logits per node: the classes of a multiclass model, 1 for binary, T for multilabel; 0 for
+  /// a link model.
   int64_t num_classes() const;
   Task task() const;  ///< the model's node task (graphtensor/core/task_metrics.h)
-  int64_t embedding_dim() const;  ///< the last hidden layer's width (GAT: x heads), or the feature width for a 1-layer model
+  /// The last hidden layer's width (GAT: x heads), or the feature width for a 1-layer model; a link
+  /// model's representation width (Model::output_width).
+  int64_t embedding_dim() const;
   const Config& config() const;   ///< the stored training config
   /// The graph the session answers on: labels and splits (for evaluating a model), read-only.
   const Dataset& dataset() const;
   std::string device() const;     ///< "cpu" or the GPU's name
 
-  /// Counters since the session started. failed_requests includes the cancelled ones.
+  /// Counters since the session started. failed_requests includes the cancelled ones. A recommend
+  /// request counts as a request, its users as nodes of the micro-batch that ranks them.
   /// batch_nodes[k] counts the micro-batches of n distinct seed nodes with 2^(k-1) < n <= 2^k
   /// (k = 0: one node; the last bucket takes everything larger).
   static constexpr int kBatchBuckets = 21;
