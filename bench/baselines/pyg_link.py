@@ -9,15 +9,18 @@ on /link/valid and /link/test against their fixed negatives /link/valid_neg and 
 Model: a GraphSAGE encoder (SAGEConv, mean aggregation, root weight), ReLU and dropout between
 layers, a dot-product decoder, binary cross-entropy with logits on positives (label 1) and k
 uniform negatives per positive (label 0): dst drawn uniformly from all nodes, redrawn when it
-equals the pair's dst or src, as GraphTensor's EdgeBatcher draws them. Each epoch the train pairs
-are shuffled and cut into batches; every batch encodes the whole graph (Cora is small) and takes
-one Adam step. After each epoch, ROC-AUC (Mann-Whitney with mid-ranks, as
+equals the pair's dst or src or (with --exclude-known, the default) is a train neighbour of src,
+as GraphTensor's EdgeBatcher draws them (link.exclude_known). Each epoch the train pairs are
+shuffled and cut into batches; every batch encodes the whole graph (Cora is small) without the
+batch's own pairs in either direction (--exclude-seed-edges, the default: GraphTensor's training
+blocks exclude them, so no label leaks through message passing) and takes one Adam step. After each epoch, ROC-AUC (Mann-Whitney with mid-ranks, as
 framework/core/task_metrics.cc) of valid and test; the test figure at the first epoch with the
 best valid figure is reported, per seed and as a mean.
 
   python3 bench/baselines/pyg_link.py FILE.h5 [--layers 2] [--hidden 128] [--out 64]
           [--epochs 100] [--batch-size 1024] [--negatives 1] [--lr 0.01] [--dropout 0.0]
           [--normalize row|none] [--seeds 5] [--device cuda] [--json OUT]
+          [--no-exclude-seed-edges] [--no-exclude-known]
 """
 import argparse
 import json
@@ -98,6 +101,8 @@ def run(args, x, edge_index, link, seed):
     model = Encoder(dims, args.dropout).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     train = link["train"]
+    edge_keys = edge_index[0] * n + edge_index[1]
+    known = torch.cat([train[:, 0] * n + train[:, 1], train[:, 1] * n + train[:, 0]])
     best = (-1.0, 0.0, 0)
     epoch_s = []
     for epoch in range(1, args.epochs + 1):
@@ -111,11 +116,18 @@ def run(args, x, edge_index, link, seed):
             src = pos[:, 0].repeat_interleave(args.negatives)
             pdst = pos[:, 1].repeat_interleave(args.negatives)
             ndst = torch.randint(0, n, src.shape, device=dev)
-            bad = (ndst == pdst) | (ndst == src)
+            def refused():
+                r = (ndst == pdst) | (ndst == src)
+                return r | torch.isin(src * n + ndst, known) if args.exclude_known else r
+            bad = refused()
             while bad.any():  # redraw the refused draws
                 ndst[bad] = torch.randint(0, n, (int(bad.sum()),), device=dev)
-                bad = (ndst == pdst) | (ndst == src)
-            z = model(x, edge_index)
+                bad = refused()
+            mp = edge_index
+            if args.exclude_seed_edges:
+                seeds = torch.cat([pos[:, 0] * n + pos[:, 1], pos[:, 1] * n + pos[:, 0]])
+                mp = edge_index[:, ~torch.isin(edge_keys, seeds)]
+            z = model(x, mp)
             ps = scores(z, pos)
             ns = scores(z, torch.stack([src, ndst], dim=1))
             loss = F.binary_cross_entropy_with_logits(torch.cat([ps, ns]),
@@ -151,6 +163,8 @@ def main():
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", default="")
+    p.add_argument("--no-exclude-seed-edges", dest="exclude_seed_edges", action="store_false")
+    p.add_argument("--no-exclude-known", dest="exclude_known", action="store_false")
     args = p.parse_args()
     x, edge_index, link = load(args.file, args.normalize, torch.device(args.device))
     for k in ("train", "valid", "valid_neg", "test", "test_neg"):
