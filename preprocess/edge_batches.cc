@@ -77,6 +77,20 @@ EdgeBatcher::EdgeBatcher(const Dataset& ds, std::vector<int64_t> fanouts, bool s
     }
   }
 
+  if (opts_.by_source) {
+    std::vector<int64_t> order(pairs_->size());
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return (*pairs_)[static_cast<std::size_t>(a)].src < (*pairs_)[static_cast<std::size_t>(b)].src; });
+    src_ptr_.push_back(0);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (i > 0 && (*pairs_)[static_cast<std::size_t>(order[i])].src != (*pairs_)[static_cast<std::size_t>(order[i - 1])].src)
+        src_ptr_.push_back(static_cast<int64_t>(i));
+    }
+    src_ptr_.push_back(static_cast<int64_t>(order.size()));
+    src_pairs_ = std::move(order);
+  }
+
   // Every seed pair must have a negative to draw: fail here, once, rather than inside a batch.
   if (opts_.negatives > 0) {
     for (std::size_t i = 0; i < pairs_->size(); ++i) {
@@ -97,9 +111,21 @@ EdgeBatcher::EdgeBatcher(const Dataset& ds, std::vector<int64_t> fanouts, bool s
 int64_t EdgeBatcher::num_batches() const { return (num_pairs() + opts_.batch_size - 1) / opts_.batch_size; }
 
 std::vector<std::vector<EdgePair>> EdgeBatcher::epoch_pairs(uint64_t epoch) const {
+  std::vector<std::vector<EdgePair>> out;
+  if (opts_.by_source) {
+    const int64_t m = num_pairs(), srcs = static_cast<int64_t>(src_ptr_.size()) - 1;
+    const uint64_t key = rng_key(opts_.seed, RngStream::kShuffle);
+    for (int64_t i = 0; i < m; ++i) {
+      if (i % opts_.batch_size == 0) out.emplace_back().reserve(static_cast<std::size_t>(std::min(opts_.batch_size, m - i)));
+      const uint64_t s = random64(key, epoch | (1ull << 63), static_cast<uint64_t>(i)) % static_cast<uint64_t>(srcs);
+      const int64_t b = src_ptr_[s], e = src_ptr_[s + 1];
+      const uint64_t j = random64(key, epoch | (1ull << 62), static_cast<uint64_t>(i)) % static_cast<uint64_t>(e - b);
+      out.back().push_back((*pairs_)[static_cast<std::size_t>(src_pairs_[static_cast<std::size_t>(b + static_cast<int64_t>(j))])]);
+    }
+    return out;
+  }
   std::vector<int64_t> ids(pairs_->size());
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  std::vector<std::vector<EdgePair>> out;
   for (const auto& b : make_batches(ids, opts_.batch_size, opts_.shuffle, opts_.seed, epoch)) {
     std::vector<EdgePair>& ps = out.emplace_back();
     ps.reserve(b.size());

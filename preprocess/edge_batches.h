@@ -54,6 +54,10 @@ struct EdgeBatchOptions {
   bool exclude_known = false;     // negatives are never a known (train) positive of the src
   bool exclude_seed_edges = true; // the batch's pairs and reverses leave its blocks
   bool shuffle = true;            // shuffle the pairs per epoch with (seed, epoch)
+  // Draw an epoch's pairs by source instead (LightGCN's and NGCF's reference samplers): as many
+  // draws as the split has pairs, with replacement, each a src drawn uniformly among the srcs of
+  // the split's pairs, then one of that src's pairs uniformly. shuffle is then not used.
+  bool by_source = false;
   uint64_t seed = 0;              // shuffling, negatives and neighbour sampling
   int64_t max_tries = 32;         // rejection draws per negative before the exact fallback, [1, 255]
 };
@@ -88,7 +92,10 @@ class EdgeBatcher {
 
   int64_t num_pairs() const { return static_cast<int64_t>(pairs_->size()); }
   int64_t num_batches() const;
-  // The pairs of every batch of `epoch`, in batch order.
+  // The pairs of every batch of `epoch`, in batch order. With by_source, draw i of the epoch
+  // (batch i / batch_size) takes src index random64(rng_key(seed, kShuffle), epoch | 2^63, i) mod
+  // the number of srcs and, of that src's pairs (in split order), index
+  // random64(same key, epoch | 2^62, i) mod their count: a pure function of (seed, epoch).
   std::vector<std::vector<EdgePair>> epoch_pairs(uint64_t epoch) const;
   // The negatives of `pairs` ([P * k], layout of EdgeBatch::negatives) for batch_key.
   std::vector<int64_t> draw_negatives(const std::vector<EdgePair>& pairs, uint64_t batch_key) const;
@@ -115,6 +122,8 @@ class EdgeBatcher {
   int64_t neg_lo_ = 0, neg_hi_ = 0;
   // exclude_known: row u of the symmetric train adjacency, sorted and unique.
   std::vector<int64_t> known_ptr_, known_;
+  // by_source: the split's pair indices grouped by src (srcs ascending, split order within one).
+  std::vector<int64_t> src_ptr_, src_pairs_;
 };
 
 }  // namespace gt

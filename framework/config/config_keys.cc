@@ -542,6 +542,11 @@ const std::vector<Field>& fields() {
       bool_field("link.exclude_known", GT_GET(link, exclude_known),
                  "link datasets: a negative is never a train positive of the pair's source (redrawn, as "
                  "LightGCN's and NGCF's samplers reject a user's positives)"),
+      string_field("link.positives", GT_GET(link, positives), {"edges", "users"},
+                   "link datasets: how an epoch's positive pairs are drawn: edges = every train pair once, "
+                   "shuffled; users = as LightGCN's and NGCF's reference samplers, as many draws (with "
+                   "replacement) as train pairs, each a source node drawn uniformly among those with a train "
+                   "pair, then one of its pairs uniformly (every user weighs the same, whatever its activity)"),
       real_field("link.l2", GT_GET(link, l2), 0.0, 1.0,
                  "link datasets with model.embedding_dim > 0: lambda of the L2 term lambda * (sum of squares of "
                  "the batch's layer-0 embedding rows: users, positives, negatives) / (2 x batch pairs), as "

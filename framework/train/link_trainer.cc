@@ -56,6 +56,7 @@ void refuse_link_keys(const Config& cfg) {
                     : l.loss != d.loss               ? "link.loss"
                     : l.negatives != d.negatives     ? "link.negatives"
                     : l.exclude_known != d.exclude_known ? "link.exclude_known"
+                    : l.positives != d.positives     ? "link.positives"
                     : l.l2 != d.l2                   ? "link.l2"
                     : l.ks != d.ks                   ? "link.ks"
                                                      : nullptr;
@@ -166,6 +167,7 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
   o.negatives = k_;
   o.exclude_known = cfg.link.exclude_known;
   o.exclude_seed_edges = true;
+  o.by_source = cfg.link.positives == "users";
   o.seed = seed;
   if (!data.link.count(o.split))
     refuse(cfg, "dataset.train_split", "name a link split of the dataset (train)",
@@ -215,7 +217,8 @@ std::string LinkTrainer::describe() const {
   std::ostringstream o;
   o << (full_ ? "full-graph propagation of the train graph per batch" : "sampled blocks per batch (seed edges excluded)")
     << ", " << (bpr_ ? "BPR" : "BCE") << " loss, " << k_ << " negative" << (k_ > 1 ? "s" : "") << " per positive"
-    << (cfg_.link.exclude_known ? " (known positives excluded)" : "");
+    << (cfg_.link.exclude_known ? " (known positives excluded)" : "")
+    << (cfg_.link.positives == "users" ? ", positives drawn by user (a user uniformly, then one of its pairs)" : "");
   if (cfg_.link.l2 > 0) o << ", L2 " << cfg_.link.l2 << " on the batch's embedding rows";
   o << "; " << batcher_->num_pairs() << " train pairs, " << batcher_->num_batches() << " batches of "
     << cfg_.sampling.batch_size;

@@ -7,6 +7,8 @@
 #include <tbb/global_control.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -355,6 +357,44 @@ TEST(EdgeBatches, EveryTrainPairIsASeedOncePerEpoch) {
     if (e == 0) first = batches;
     else EXPECT_NE(batches, first) << "epoch " << e << " has epoch 0's order";
   }
+}
+
+// by_source (LightGCN's and NGCF's samplers): as many draws as pairs, every one a train pair,
+// users about equally often whatever their pair counts, a pure function of (seed, epoch).
+TEST(EdgeBatches, BySourceDrawsUsersUniformly) {
+  Dataset ds = rec_dataset(40, 50, 20, 3);  // users with 1 to 20 items
+  const auto& train = ds.link.at("train");
+  EdgeBatchOptions o = opts(64, 1, false);
+  o.by_source = true;
+  EdgeBatcher eb(ds, {2}, false, o);
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  std::map<int64_t, int64_t> degree;
+  for (const EdgePair& p : train) pairs.insert({p.src, p.dst}), ++degree[p.src];
+  std::map<int64_t, int64_t> per_user;
+  int64_t draws = 0;
+  const int epochs = 200;
+  for (int e = 0; e < epochs; ++e) {
+    const auto batches = eb.epoch_pairs(static_cast<uint64_t>(e));
+    ASSERT_EQ(static_cast<int64_t>(batches.size()), eb.num_batches());
+    int64_t m = 0;
+    for (const auto& b : batches)
+      for (const EdgePair& p : b) {
+        ASSERT_TRUE(pairs.count({p.src, p.dst})) << "(" << p.src << ", " << p.dst << ") is no train pair";
+        ++per_user[p.src];
+        ++m;
+      }
+    ASSERT_EQ(m, static_cast<int64_t>(train.size()));
+    draws += m;
+  }
+  ASSERT_EQ(per_user.size(), degree.size()) << "a user was never drawn";
+  const double expect = static_cast<double>(draws) / static_cast<double>(degree.size());
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
+  for (const auto& [u, c] : per_user) lo = std::min(lo, c), hi = std::max(hi, c);
+  // Binomial spread: sd = sqrt(expect) (about 48 here); 6 sd either side.
+  EXPECT_GT(static_cast<double>(lo), expect - 6 * std::sqrt(expect));
+  EXPECT_LT(static_cast<double>(hi), expect + 6 * std::sqrt(expect));
+  EXPECT_EQ(eb.epoch_pairs(7), EdgeBatcher(ds, {2}, false, o).epoch_pairs(7));
+  EXPECT_NE(eb.epoch_pairs(7), eb.epoch_pairs(8));
 }
 
 TEST(EdgeBatches, SameForAnyThreadCountAndSeedDifferentForAnother) {

@@ -144,6 +144,10 @@ struct GT_API LinkConfig {
   std::string loss = "auto";   ///< bpr | bce | auto (bpr with full propagation, bce with sampled)
   int64_t negatives = 1;       ///< uniform negatives per positive pair
   bool exclude_known = true;   ///< negatives are never a train positive of the pair's source
+  /// How an epoch's positive pairs are drawn: edges = every train pair once, shuffled; users = as
+  /// LightGCN's and NGCF's reference samplers: as many draws as train pairs, each a user drawn
+  /// uniformly among those with a train pair, then one of its train pairs uniformly.
+  std::string positives = "edges";
   /// L2 on the batch's layer-0 embedding rows (LightGCN's and NGCF's reg): lambda in
   /// lambda * sum ||e||^2 / (2 batch); embedding models only.
   double l2 = 0.0;
