@@ -115,13 +115,18 @@ std::vector<std::vector<EdgePair>> EdgeBatcher::epoch_pairs(uint64_t epoch) cons
   if (opts_.by_source) {
     const int64_t m = num_pairs(), srcs = static_cast<int64_t>(src_ptr_.size()) - 1;
     const uint64_t key = rng_key(opts_.seed, RngStream::kShuffle);
-    for (int64_t i = 0; i < m; ++i) {
-      if (i % opts_.batch_size == 0) out.emplace_back().reserve(static_cast<std::size_t>(std::min(opts_.batch_size, m - i)));
-      const uint64_t s = random64(key, epoch | (1ull << 63), static_cast<uint64_t>(i)) % static_cast<uint64_t>(srcs);
-      const int64_t b = src_ptr_[s], e = src_ptr_[s + 1];
-      const uint64_t j = random64(key, epoch | (1ull << 62), static_cast<uint64_t>(i)) % static_cast<uint64_t>(e - b);
-      out.back().push_back((*pairs_)[static_cast<std::size_t>(src_pairs_[static_cast<std::size_t>(b + static_cast<int64_t>(j))])]);
-    }
+    out.resize(static_cast<std::size_t>(num_batches()));
+    tbb::parallel_for(int64_t{0}, num_batches(), [&](int64_t batch) {
+      const int64_t lo = batch * opts_.batch_size, hi = std::min(m, lo + opts_.batch_size);
+      std::vector<EdgePair>& ps = out[static_cast<std::size_t>(batch)];
+      ps.reserve(static_cast<std::size_t>(hi - lo));
+      for (int64_t i = lo; i < hi; ++i) {
+        const uint64_t s = random64(key, epoch | (1ull << 63), static_cast<uint64_t>(i)) % static_cast<uint64_t>(srcs);
+        const int64_t b = src_ptr_[s], e = src_ptr_[s + 1];
+        const uint64_t j = random64(key, epoch | (1ull << 62), static_cast<uint64_t>(i)) % static_cast<uint64_t>(e - b);
+        ps.push_back((*pairs_)[static_cast<std::size_t>(src_pairs_[static_cast<std::size_t>(b + static_cast<int64_t>(j))])]);
+      }
+    });
     return out;
   }
   std::vector<int64_t> ids(pairs_->size());
