@@ -224,6 +224,11 @@ void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std:
   if (m.link) {
     attach_link();  // the ranges and seen lists; the representations come from the worker's setup
   } else {
+    if (m.data->is_link())
+      GT_THROW(name, "serve a recommender with learnable embeddings (model.embedding_dim > 0: lightgcn, ngcf)",
+               "the dataset '", name, "' is a link dataset and the model (", m.model_words(),
+               ") a link encoder over node features: serving link encoders (scores of pairs through "
+               "sampled neighbourhoods) is not supported yet");
     {
       Config c = m.cfg;
       c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
