@@ -18,21 +18,8 @@ GT_SERVE=$3
 GT_LOADGEN=$4
 GT_PREDICT=$5
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_recommend.XXXXXX") || exit 1
-SERVER_PID=
-finish() {
-  local rc=$?
-  [ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null
-  rm -rf "$WORK"
-  exit $rc
-}
-trap finish EXIT
-
-die() {
-  echo "FAIL: $*" >&2
-  [ ! -f "$WORK/serve.log" ] || { echo "--- server log:" >&2; cat "$WORK/serve.log" >&2; }
-  exit 1
-}
+. "$(dirname "$0")/serve_lib.sh"
+serve_workdir recommend
 
 # --- 30 users, 20 items: user u has items u % 20, (u + 3) % 20 and (u * 7) % 20; user 0 all but 3 ---
 mkdir -p "$WORK/rec"
@@ -53,32 +40,10 @@ done
 echo "ok: a link dataset and a LightGCN weights file"
 
 # --- gt-serve on it ---
-"$GT_SERVE" "$WORK/lightgcn.h5" --port 0 --device cpu --max-wait-us 200 --max-request-ids 64 >"$WORK/serve.log" 2>&1 &
-SERVER_PID=$!
-PORT=
-for _ in $(seq 1 300); do
-  PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
-  [ -n "$PORT" ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
-  sleep 0.1
-done
-[ -n "$PORT" ] || die "gt-serve did not report its port"
-URL="http://127.0.0.1:$PORT"
-for _ in $(seq 1 300); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")" = 200 ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited while loading"
-  sleep 0.1
-done
+start_server "$WORK/lightgcn.h5" --max-wait-us 200 --max-request-ids 64
 grep -q "^gt-serve: ready (link model: 50 nodes, users \[0, 30), items \[30, 50), dim 16" "$WORK/serve.log" ||
   die "ready line: $(cat "$WORK/serve.log")"
 
-post() {
-  BODY_OUT=$(curl -s -m 30 -w '\n%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "$URL$1") ||
-    die "curl failed on POST $1"
-  CODE=${BODY_OUT##*$'\n'}
-  BODY_OUT=${BODY_OUT%$'\n'*}
-  BODY_OUT=${BODY_OUT%$'\n'}
-}
 
 BODY_OUT=$(curl -s "$URL/v1/info")
 [[ $BODY_OUT == *'"items":[30,50]'*'"link":true'*'"users":[0,30]'* ]] || die "info: $BODY_OUT"

@@ -23,21 +23,8 @@ GT_TRAIN=$2
 GT_SERVE=$3
 GT_LOADGEN=$4
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_serve_limits.XXXXXX") || exit 1
-SERVER_PID=
-finish() {
-  local rc=$?
-  [ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null
-  rm -rf "$WORK"
-  exit $rc
-}
-trap finish EXIT
-
-die() {
-  echo "FAIL: $*" >&2
-  [ ! -f "$WORK/serve.log" ] || { echo "--- server log:" >&2; cat "$WORK/serve.log" >&2; }
-  exit 1
-}
+. "$(dirname "$0")/serve_lib.sh"
+serve_workdir serve_limits
 
 "$GT_DATA" synth "$WORK/data.h5" --nodes 3000 --avg-degree 8 --features 16 --classes 4 --seed 5 >/dev/null ||
   die "gt-data synth failed"
@@ -49,23 +36,6 @@ train: {epochs: 1, device: cpu, progress: false, metrics: "", save_best: "$WORK/
 YAML
 "$GT_TRAIN" "$WORK/train.yaml" >"$WORK/train.log" 2>&1 || die "training failed: $(cat "$WORK/train.log")"
 
-start_server() {
-  "$GT_SERVE" "$WORK/model.h5" --port 0 --device cpu "$@" >"$WORK/serve.log" 2>&1 &
-  SERVER_PID=$!
-  PORT=
-  for _ in $(seq 1 300); do
-    PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
-    [ -n "$PORT" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
-    sleep 0.1
-  done
-  [ -n "$PORT" ] || die "gt-serve did not report its port"
-  for _ in $(seq 1 300); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz")" = 200 ] && return 0
-    sleep 0.1
-  done
-  die "gt-serve never became ready"
-}
 stop_server() {
   kill -TERM "$SERVER_PID"
   for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -81,7 +51,7 @@ json_field() {  # json_field FILE KEY: a number of gt-loadgen's --json (one key 
 }
 
 # --- slow senders: two of them and the measured client on a server of --max-connections 3 ---
-start_server --max-connections 3 --request-timeout-s 1
+start_server "$WORK/model.h5" --max-connections 3 --request-timeout-s 1
 "$GT_LOADGEN" --port "$PORT" --clients 1 --duration 4 --warmup 0.2 --misbehave slow-sender --misbehaving-clients 2 \
   --misbehave-interval-s 0.3 --json "$WORK/slow.json" >"$WORK/load.txt" 2>&1 ||
   die "the measured client failed beside slow senders: $(cat "$WORK/load.txt")"
@@ -101,7 +71,7 @@ stop_server
 echo "ok: slow senders are dropped at --request-timeout-s ($ended connections, held at most $held s)"
 
 # --- non-readers: requests for 2000 embeddings (~1 MB of JSON each), never read ---
-start_server --write-timeout-s 2 --send-buffer-bytes 4096 --max-queued-bytes 3000000
+start_server "$WORK/model.h5" --write-timeout-s 2 --send-buffer-bytes 4096 --max-queued-bytes 3000000
 rss0=$(metric gt_process_resident_memory_bytes)
 "$GT_LOADGEN" --port "$PORT" --clients 1 --duration 4 --warmup 0.2 --misbehave non-reader --misbehaving-clients 8 \
   --misbehave-nodes 2000 --misbehave-interval-s 0.05 --json "$WORK/nonreader.json" >"$WORK/load.txt" 2>&1 ||
@@ -124,7 +94,7 @@ stop_server
 echo "ok: non-readers are dropped at --write-timeout-s, answers beyond --max-queued-bytes refused ($ended connections), RSS $((rss1 / 1000000)) MB <= $((bound / 1000000)) MB"
 
 # --- abandoners: requests for 30000 embeddings each, the connection closed at once ---
-start_server --max-batch 64
+start_server "$WORK/model.h5" --max-batch 64
 "$GT_LOADGEN" --port "$PORT" --clients 1 --duration 4 --warmup 0.2 --misbehave abandoner --misbehaving-clients 4 \
   --misbehave-nodes 30000 --misbehave-interval-s 0.2 --json "$WORK/abandon.json" >"$WORK/load.txt" 2>&1 ||
   die "the measured client failed beside abandoners: $(cat "$WORK/load.txt")"

@@ -17,21 +17,8 @@ GT_TRAIN=$2
 GT_SERVE=$3
 GT_LOADGEN=$4
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gt_service.XXXXXX") || exit 1
-SERVER_PID=
-finish() {
-  local rc=$?
-  [ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null
-  rm -rf "$WORK"
-  exit $rc
-}
-trap finish EXIT
-
-die() {
-  echo "FAIL: $*" >&2
-  [ ! -f "$WORK/serve.log" ] || { echo "--- server log:" >&2; cat "$WORK/serve.log" >&2; }
-  exit 1
-}
+. "$(dirname "$0")/serve_lib.sh"
+serve_workdir service
 
 # --- a dataset and a checkpoint ---
 "$GT_DATA" synth "$WORK/data.h5" --nodes 600 --avg-degree 6 --features 8 --classes 3 --seed 4 >/dev/null ||
@@ -61,47 +48,10 @@ echo "ok: checkpoint and resume"
   die "missing model: expected one line naming the file: $(cat "$WORK/err.txt")"
 echo "ok: missing model file"
 
-# start_server ARGS...: starts gt-serve on the checkpoint with ARGS on a free port and waits until
-# /healthz says ready; sets SERVER_PID, PORT and URL.
-start_server() {
-  "$GT_SERVE" "$WORK/ckpt.h5" --port 0 --device cpu "$@" >"$WORK/serve.log" 2>&1 &
-  SERVER_PID=$!
-  PORT=
-  for _ in $(seq 1 300); do
-    PORT=$(sed -n 's/^gt-serve: listening on .*:\([0-9]*\) .*/\1/p' "$WORK/serve.log")
-    [ -n "$PORT" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited during start-up"
-    sleep 0.1
-  done
-  [ -n "$PORT" ] || die "gt-serve did not report its port"
-  URL="http://127.0.0.1:$PORT"
-  [ "${HOST6:-}" = 1 ] && URL="http://[::1]:$PORT"
-  for _ in $(seq 1 300); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")" = 200 ] && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || die "gt-serve exited while loading"
-    sleep 0.1
-  done
-  die "gt-serve never became ready"
-}
 
-# post PATH BODY: POSTs BODY as JSON; sets CODE and BODY_OUT.
-post() {
-  printf '%s' "$2" >"$WORK/body.json"  # a file: a 1 MB body is too long for an argument
-  BODY_OUT=$(curl -s -m 30 -w '\n%{http_code}' -H 'Content-Type: application/json' --data-binary @"$WORK/body.json" "$URL$1") ||
-    die "curl failed on POST $1"
-  CODE=${BODY_OUT##*$'\n'}
-  BODY_OUT=${BODY_OUT%$'\n'*}
-  BODY_OUT=${BODY_OUT%$'\n'}  # the body's own newline
-}
-get() {
-  BODY_OUT=$(curl -s -m 30 -w '\n%{http_code}' "$URL$1") || die "curl failed on GET $1"
-  CODE=${BODY_OUT##*$'\n'}
-  BODY_OUT=${BODY_OUT%$'\n'*}
-  BODY_OUT=${BODY_OUT%$'\n'}  # the body's own newline
-}
 
 # --- start the server on a free port ---
-start_server --max-wait-us 200
+start_server "$WORK/ckpt.h5" --max-wait-us 200
 echo "ok: listening on port $PORT, ready"
 
 get /healthz
@@ -218,7 +168,7 @@ echo "ok: SIGTERM with a connection open"
 
 # SIGTERM while a request waits out a long coalescing window: it is answered at once, and the
 # server exits without sitting out the window.
-start_server --max-wait-us 30000000
+start_server "$WORK/ckpt.h5" --max-wait-us 30000000
 curl -s -m 20 -H 'Content-Type: application/json' -d '{"nodes":[1,2,3]}' "$URL/v1/predict" >"$WORK/late.txt" &
 CURL_PID=$!
 sleep 0.5
@@ -231,7 +181,7 @@ echo "ok: SIGTERM answers the request in flight"
 # A connection beyond --max-connections 1 is answered 503 in words ("1 connection open"), and
 # gt-loadgen counts each refused client once. (And the smallest --max-queued-bytes: an answer
 # larger than all of it is a 413 at once, naming the option, not a 503 to retry for ever.)
-start_server --max-connections 1 --max-queued-bytes 65536
+start_server "$WORK/ckpt.h5" --max-connections 1 --max-queued-bytes 65536
 exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
 sleep 0.3  # the server has taken the connection (the idle one: --request-timeout-s is 10 s)
 expect_error GET /v1/info "" 503 "server busy: 1 connection open"
@@ -249,7 +199,7 @@ echo "ok: refused connections; an answer beyond --max-queued-bytes is a 413"
 
 # On an IPv6 address the banner reads [::1]:PORT, which start_server parses, and gt-loadgen connects there.
 if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
-  HOST6=1 start_server --host ::1
+  HOST6=1 start_server "$WORK/ckpt.h5" --host ::1
   grep -q "^gt-serve: listening on \[::1\]:$PORT (" "$WORK/serve.log" || die "IPv6 banner: $(head -1 "$WORK/serve.log")"
   "$GT_LOADGEN" --host ::1 --port "$PORT" --clients 1 --duration 0.3 --warmup 0 >"$WORK/load.txt" 2>&1 ||
     die "gt-loadgen over IPv6 failed: $(cat "$WORK/load.txt")"
