@@ -101,7 +101,7 @@ struct GT_API TrainConfig {
   int64_t patience = 0;         ///< stop when this many epochs passed without a better valid metric; 0 = never
   /// The validation metric of model selection, early stopping and save_best: auto (accuracy for
   /// multiclass, roc_auc for binary and multilabel) | accuracy | roc_auc | micro_f1 | macro_f1;
-  /// link tasks: recall@K | ndcg@K | precision@K | mrr | hits@K | roc_auc (auto: recall@K with the
+  /// link tasks: recall\@K | ndcg\@K | precision\@K | mrr | hits\@K | roc_auc (auto: recall\@K with the
   /// first of link.ks for recommendation, else roc_auc).
   std::string select_by = "auto";
   /// Loss weights per class: none | balanced (n / (K n_c) over the training split's labelled
@@ -151,7 +151,7 @@ struct GT_API LinkConfig {
   /// L2 on the batch's layer-0 embedding rows (LightGCN's and NGCF's reg): lambda in
   /// lambda * sum ||e||^2 / (2 batch); embedding models only.
   double l2 = 0.0;
-  std::vector<int64_t> ks = {20};  ///< K of recall/precision/ndcg@K and hits@K
+  std::vector<int64_t> ks = {20};  ///< K of recall/precision/ndcg\@K and hits\@K
 };
 
 struct GT_API Config {

@@ -9,7 +9,7 @@
 /// link prediction or recommendation instead (docs/link-prediction.md; the `link` config section):
 /// LightGCN and NGCF with full-graph propagation per batch, or a feature encoder over sampled
 /// blocks with the batch's edges excluded; BPR or BCE on dot-product scores; evaluation by full
-/// ranking (Recall/NDCG/Precision@K) or against fixed negatives (ROC-AUC, MRR, Hits@K), reported in
+/// ranking (Recall/NDCG/Precision\@K) or against fixed negatives (ROC-AUC, MRR, Hits\@K), reported in
 /// EpochStats::link_valid / link_test and selected by train.select_by. One replica; node-task keys
 /// that cannot apply are errors naming the key.
 ///
