@@ -24,6 +24,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cli.h"
@@ -146,6 +147,32 @@ int main(int argc, char** argv) {
       const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
       gt::NeighborSampler sampler({ds.indptr.data(), ds.indices.data(), ds.info.num_nodes}, cfg.sampling.fanouts,
                                   self_loops, seed);
+      if (ds.is_link()) {
+        // A link run: an embedding model propagates over the whole train graph; an encoder over
+        // the blocks of the first train pairs' endpoints (the trainer also excludes the batch's
+        // own pairs from them, which changes no shape's kind).
+        const std::vector<gt::EdgePair>& pairs = ds.link_split(cfg.dataset.train_split);
+        if (cfg.model.embedding_dim > 0) {
+          const gt::FullGraph g = gt::full_link_graph(ds.info.num_nodes, pairs);
+          const std::vector<gt::Block> blocks(static_cast<std::size_t>(cfg.model.layers), g.block);
+          std::cout << "model " << cfg.model.type << " (link), full-graph propagation over " << ds.info.num_nodes
+                    << " nodes\n"
+                    << trainer.model().describe(blocks);
+          return 0;
+        }
+        std::vector<int64_t> seeds;
+        std::unordered_set<int64_t> seen;
+        for (std::size_t i = 0; i < pairs.size() && static_cast<int64_t>(i) < cfg.sampling.batch_size; ++i)
+          for (int64_t v : {pairs[i].src, pairs[i].dst})
+            if (seen.insert(v).second) seeds.push_back(v);
+        if (seeds.empty()) throw gt::Error("the link split '" + cfg.dataset.train_split + "' is empty", cfg.source, "");
+        gt::SampledBatch b = sampler.sample(seeds, uint64_t{1} << 20);
+        std::cout << "model " << cfg.model.type << " (link encoder), kernel placement " << cfg.model.dkp
+                  << ", endpoints of the first " << std::min<int64_t>(cfg.sampling.batch_size, pairs.size())
+                  << " train pairs: " << seeds.size() << " seeds\n"
+                  << trainer.model().describe(b.blocks);
+        return 0;
+      }
       auto batches = gt::make_batches(ds.split(cfg.dataset.train_split), cfg.sampling.batch_size, true, seed, 1);
       if (batches.empty()) throw gt::Error("the training split is empty", cfg.source, "");
       gt::SampledBatch b = sampler.sample(batches[0], uint64_t{1} << 20);

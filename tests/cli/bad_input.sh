@@ -340,6 +340,19 @@ if "$GT_TRAIN" "$WORK/good.yaml" --print-graph >"$WORK/graph.txt" 2>"$WORK/stder
 else
   fail "--print-graph failed: $(cat "$WORK/stderr.txt")"
 fi
+# --print-graph on a recommendation dataset (no node splits): the full-graph LightGCN.
+mkdir -p "$WORK/rec"
+printf '0 0 1\n1 1 2\n2 0 2\n' >"$WORK/rec/train.txt"
+printf '0 2\n1 0\n' >"$WORK/rec/test.txt"
+if "$GT_DATA" import-rec "$WORK/rec" "$WORK/rec.h5" >/dev/null 2>"$WORK/stderr.txt" &&
+  "$GT_TRAIN" "$SOURCE_DIR/configs/gowalla-lightgcn.yaml" --set dataset.path="$WORK/rec.h5" --set train.device=cpu \
+    --print-graph >"$WORK/graph.txt" 2>"$WORK/stderr.txt"; then
+  grep -q "model lightgcn (link), full-graph propagation over 6 nodes" "$WORK/graph.txt" &&
+    grep -q "LayerReadout mean of 4 layer outputs" "$WORK/graph.txt" || fail "--print-graph on a link dataset printed: $(cat "$WORK/graph.txt")"
+  echo "ok: --print-graph on a link dataset"
+else
+  fail "--print-graph on a link dataset failed: $(cat "$WORK/stderr.txt")"
+fi
 printf 'model: {type: gcn}\n---\nmodel: {type: sage}\n' >"$WORK/twodocs.yaml"
 expect_error "two YAML documents" 1 "this file has another from line 2 [at $WORK/twodocs.yaml:2]" - -- "$GT_TRAIN" "$WORK/twodocs.yaml"
 expect_error "device name checked with its line" 1 "train.device must be cpu, cuda, cuda:N or auto, got 'gpu0' [at --set train.device]" \
