@@ -33,10 +33,10 @@ if [ "$what" != tsan ]; then
   export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=suppressions=$supp/ubsan.supp:print_stacktrace=1:halt_on_error=1
   # Left to the normal suite: cli_consumer builds a separate project against the installed
-  # package (which cannot link an ASan library); cli_service, cli_serve_limits and cli_options
-  # need the service programs; symbols reads libgraphtensor.so, which the tests and programs do
+  # package (which cannot link an ASan library); cli_service, cli_serve_limits, cli_options and
+  # cli_recommend need the service programs (and cli_recommend test_make_link_model); symbols reads libgraphtensor.so, which the tests and programs do
   # not link (they link graphtensor_internal) and which is not built here.
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^(cli_consumer|cli_service|cli_serve_limits|cli_options|symbols)$'
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^(cli_consumer|cli_service|cli_serve_limits|cli_options|cli_recommend|symbols)$'
 
   echo "sanitize.sh: ASan + UBSan suite passed in $((SECONDS - start)) s"
 fi
