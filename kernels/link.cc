@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "framework/core/memory.h"
+
 namespace gt {
 
 #ifdef GT_WITH_CUDA
@@ -23,11 +25,14 @@ void dot_scores_indexed(const float* H, int64_t n, int64_t d, const int32_t* src
                         float* out, int device, Stream s);
 void dot_scores_indexed_backward(const float* H, int64_t n, int64_t d, const int32_t* src, const int32_t* dst,
                                  const float* ds, int64_t m, float* dH, int device, Stream s);
-// Returns the loss sum (float64, before the division by m k); waits for s.
+// Without `out`: return the loss sum (float64, before the division by m k), waiting for s. With
+// `out` (a device double): write (mul * sum) / div there on s, wait for nothing, return 0.
 double bpr_loss(const float* pos, const float* neg, int64_t m, int64_t k, float* dpos, float* dneg, int device,
-                Stream s);
-// Returns the sum of squares of rows [r, d] and adds scale * rows into drows; waits for s.
-double l2_penalty(const float* rows, int64_t r, int64_t d, float scale, float* drows, int device, Stream s);
+                Stream s, double* out = nullptr, double mul = 1.0, double div = 1.0);
+// The sum of squares of rows [r, d], returned or written to `out` as bpr_loss; adds scale * rows
+// into drows.
+double l2_penalty(const float* rows, int64_t r, int64_t d, float scale, float* drows, int device, Stream s,
+                  double* out = nullptr, double mul = 1.0, double div = 1.0);
 // Writes the unique ids and summed rows into out_ids [r] and out_rows [r, d] (their first u
 // entries); returns u and sets *min_id to the smallest id; waits for s.
 int64_t coalesce_rows(const int32_t* ids, const float* g, int64_t r, int64_t d, int32_t* out_ids, float* out_rows,
@@ -294,7 +299,25 @@ void dot_scores_indexed_backward(const Tensor& H, const Tensor& src_ids, const T
   });
 }
 
-float bpr_loss(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg, Stream s) {
+namespace {
+
+// The slot a *_into function writes: out float64 [n] on `dev`, 0 <= index < n.
+double* loss_slot(Tensor& out, int64_t index, Device dev, const char* op) {
+  GT_CHECK_ARG(out.defined() && out.dtype() == DType::kFloat64 && out.dim() == 1 && out.device() == dev, op,
+               ": out must be float64 [n] on ", dev.str(), ", got ", str_of(out));
+  GT_CHECK_ARG(index >= 0 && index < out.size(0), op, ": index ", index, " outside out's ", out.size(0), " slots");
+  return out.data<double>() + index;
+}
+
+// *slot = v on dev (queued on s on the GPU; the pageable source is staged before the call returns).
+void write_slot(double* slot, double v, Device dev, Stream s) {
+  if (dev.is_cpu()) *slot = v;
+  else copy_bytes(slot, dev, &v, Device::cpu(), sizeof(double), s);
+}
+
+// bpr_loss, and with `slot` (a float64 on pos's device) bpr_loss_into.
+float bpr_loss_impl(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg, Stream s, Tensor* out,
+                    int64_t index) {
   const char* op = "bpr_loss";
   GT_CHECK_ARG(pos.defined() && pos.dtype() == DType::kFloat32 && pos.dim() == 1, op,
                ": pos must be float32 [m], got ", str_of(pos));
@@ -307,13 +330,17 @@ float bpr_loss(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg,
   check_like(dpos, DType::kFloat32, pos.shape(), dev, "dpos", op);
   check_like(dneg, DType::kFloat32, neg.shape(), dev, "dneg", op);
   const int64_t m = neg.size(0), k = neg.size(1);
-  if (m == 0) return 0.0f;
+  double* slot = out ? loss_slot(*out, index, dev, op) : nullptr;
+  if (m == 0) {
+    if (slot) write_slot(slot, 0.0, dev, s);
+    return 0.0f;
+  }
   const double pairs = static_cast<double>(m) * static_cast<double>(k);
   if (pos.is_cuda()) {
 #ifdef GT_WITH_CUDA
     const double total = cuda_impl::bpr_loss(pos.data<float>(), neg.data<float>(), m, k, dpos.data<float>(),
-                                             dneg.data<float>(), dev.index, s);
-    return static_cast<float>(total / pairs);
+                                             dneg.data<float>(), dev.index, s, slot, 1.0, pairs);
+    return slot ? 0.0f : static_cast<float>(total / pairs);
 #else
     (void)s;
     throw_built_without_cuda(op);
@@ -344,22 +371,43 @@ float bpr_loss(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg,
   });
   double total = 0.0;  // in row order: deterministic
   for (double l : row_loss) total += l;
+  if (slot) *slot = 1.0 * total / pairs;
   return static_cast<float>(total / pairs);
 }
 
-float l2_penalty(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Stream s) {
+}  // namespace
+
+float bpr_loss(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg, Stream s) {
+  return bpr_loss_impl(pos, neg, dpos, dneg, s, nullptr, 0);
+}
+
+void bpr_loss_into(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg, Tensor& out, int64_t index,
+                   Stream s) {
+  bpr_loss_impl(pos, neg, dpos, dneg, s, &out, index);
+}
+
+namespace {
+
+float l2_penalty_impl(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Stream s, Tensor* out,
+                      int64_t index) {
   const char* op = "l2_penalty";
   check_matrix(rows, "rows", op);
   check_like(drows, DType::kFloat32, rows.shape(), rows.device(), "drows", op);
   GT_CHECK_ARG(batch >= 1, op, ": batch (the number of BPR triples) must be >= 1, got ", batch);
   GT_CHECK_ARG(std::isfinite(lambda) && lambda >= 0.0f, op, ": lambda must be finite and >= 0, got ", lambda);
   const int64_t r = rows.size(0), d = rows.size(1);
-  if (r == 0 || d == 0) return 0.0f;
+  double* slot = out ? loss_slot(*out, index, rows.device(), op) : nullptr;
+  if (r == 0 || d == 0) {
+    if (slot) write_slot(slot, 0.0, rows.device(), s);
+    return 0.0f;
+  }
   const float scale = static_cast<float>(static_cast<double>(lambda) / static_cast<double>(batch));
   double total = 0.0;
   if (rows.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    total = cuda_impl::l2_penalty(rows.data<float>(), r, d, scale, drows.data<float>(), rows.device().index, s);
+    total = cuda_impl::l2_penalty(rows.data<float>(), r, d, scale, drows.data<float>(), rows.device().index, s, slot,
+                                  static_cast<double>(lambda), 2.0 * static_cast<double>(batch));
+    if (slot) return 0.0f;
 #else
     (void)s;
     throw_built_without_cuda(op);
@@ -381,7 +429,20 @@ float l2_penalty(const Tensor& rows, float lambda, int64_t batch, Tensor& drows,
     });
     for (double v : row_sum) total += v;
   }
-  return static_cast<float>(static_cast<double>(lambda) * total / (2.0 * static_cast<double>(batch)));
+  const double value = static_cast<double>(lambda) * total / (2.0 * static_cast<double>(batch));
+  if (slot) *slot = value;
+  return static_cast<float>(value);
+}
+
+}  // namespace
+
+float l2_penalty(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Stream s) {
+  return l2_penalty_impl(rows, lambda, batch, drows, s, nullptr, 0);
+}
+
+void l2_penalty_into(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Tensor& out, int64_t index,
+                     Stream s) {
+  l2_penalty_impl(rows, lambda, batch, drows, s, &out, index);
 }
 
 CoalescedRows coalesce_rows(const Tensor& ids, const Tensor& grad_rows, Stream s) {

@@ -274,10 +274,21 @@ __global__ void __launch_bounds__(kReduceThreads) sum_kernel(const double* __res
   if (t == 0) *out = shared[0];
 }
 
-// Sums the n per-row values in `parts` (n + 1 doubles: the total goes to parts[n]) and waits.
-double total_of(double* parts, int64_t n, Stream s) {
+// Sums the n per-row values in `parts` (n + 1 doubles: the total goes to parts[n]). With `out`,
+// out[0] = (mul * total) / div is written on the stream (the host's order of operations) and nothing
+// waits (the return is 0); without, it waits and returns the total.
+__global__ void scale_total_kernel(const double* __restrict__ total, double mul, double div, double* __restrict__ out) {
+  *out = mul * *total / div;
+}
+
+double total_of(double* parts, int64_t n, Stream s, double* out, double mul, double div) {
   sum_kernel<<<1, kReduceThreads, 0, s>>>(parts, n, parts + n);
   GT_CUDA_LAUNCH_CHECK();
+  if (out) {
+    scale_total_kernel<<<1, 1, 0, s>>>(parts + n, mul, div, out);
+    GT_CUDA_LAUNCH_CHECK();
+    return 0.0;
+  }
   double total = 0.0;
   GT_CUDA_CHECK(cudaMemcpyAsync(&total, parts + n, sizeof(double), cudaMemcpyDeviceToHost, s));
   GT_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -318,21 +329,22 @@ void dot_scores_indexed_backward(const float* H, int64_t n, int64_t d, const int
 }
 
 double bpr_loss(const float* pos, const float* neg, int64_t m, int64_t k, float* dpos, float* dneg, int device,
-                Stream s) {
+                Stream s, double* out, double mul, double div) {
   DeviceScratch parts(sizeof(double) * static_cast<std::size_t>(m + 1), device);
   auto* p = static_cast<double*>(parts.ptr);
   const float inv = static_cast<float>(1.0 / (static_cast<double>(m) * static_cast<double>(k)));
   bpr_rows_kernel<<<blocks_for(m, 256), 256, 0, s>>>(pos, neg, m, k, inv, dpos, dneg, p);
   GT_CUDA_LAUNCH_CHECK();
-  return total_of(p, m, s);
+  return total_of(p, m, s, out, mul, div);
 }
 
-double l2_penalty(const float* rows, int64_t r, int64_t d, float scale, float* drows, int device, Stream s) {
+double l2_penalty(const float* rows, int64_t r, int64_t d, float scale, float* drows, int device, Stream s, double* out,
+                  double mul, double div) {
   DeviceScratch parts(sizeof(double) * static_cast<std::size_t>(r + 1), device);
   auto* p = static_cast<double*>(parts.ptr);
   l2_rows_kernel<<<blocks_for(r, 256), 256, 0, s>>>(rows, r, d, scale, drows, p);
   GT_CUDA_LAUNCH_CHECK();
-  return total_of(p, r, s);
+  return total_of(p, r, s, out, mul, div);
 }
 
 int64_t coalesce_rows(const int32_t* ids, const float* g, int64_t r, int64_t d, int32_t* out_ids, float* out_rows,

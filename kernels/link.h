@@ -16,7 +16,9 @@
 // coalesce_rows, which waits anyway, throws for a negative id on both devices.
 //
 // bpr_loss and l2_penalty return a float (on the GPU after waiting for the stream) rather than
-// a PendingLoss: kernels/loss.h's PendingLoss is filled by its own two losses only.
+// a PendingLoss: kernels/loss.h's PendingLoss is filled by its own two losses only. Their *_into
+// forms wait for nothing: they write the same value, as a float64, into a slot of a tensor on the
+// inputs' device, so a training loop can read every step's loss once at the end of an epoch.
 //
 // Binary cross-entropy on positive and negative scores needs no op here: put a positive's score and
 // its k negatives' scores in a row of a [m, 1 + k] matrix with int32 labels 1, 0, ..., 0 and call
@@ -56,6 +58,10 @@ void dot_scores_indexed_backward(const Tensor& H, const Tensor& src_ids, const T
 // and returns the loss, summed in float64 in a fixed order (rows' sums over j, then over rows); on
 // the GPU it waits for stream s to read it. m = 0 gives 0.
 float bpr_loss(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg, Stream s = nullptr);
+// As bpr_loss, without waiting: out[index] (out float64 [n] on pos's device) gets the loss in float64
+// once stream s gets there (on the CPU at once); the gradients as bpr_loss.
+void bpr_loss_into(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg, Tensor& out, int64_t index,
+                   Stream s = nullptr);
 
 // L2 penalty on a batch's embedding rows, as LightGCN's and NGCF's reference code: rows [r, d] are
 // the layer-0 embeddings the batch used (for BPR triples: its users, positives and negatives, each
@@ -65,6 +71,9 @@ float bpr_loss(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& dneg,
 // batch >= 1 is the number of BPR triples (positives), not r. The sum runs in float64, over each
 // row's columns in order and then over rows in order; on the GPU it waits for stream s.
 float l2_penalty(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Stream s = nullptr);
+// As l2_penalty, without waiting: the penalty goes to out[index] as bpr_loss_into's loss.
+void l2_penalty_into(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Tensor& out, int64_t index,
+                     Stream s = nullptr);
 
 // Duplicate ids summed: ids [r] >= 0, grad_rows [r, d] -> unique ids in increasing order [u] and
 // rows [u, d], row k the sum of the grad rows whose id is unique_ids[k], added in increasing

@@ -226,8 +226,9 @@ std::string LinkTrainer::describe() const {
   return o.str();
 }
 
-float LinkTrainer::pair_loss_backward(const Tensor& H, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
-                                      const std::vector<int32_t>& neg, int64_t k, Tensor& dH) {
+void LinkTrainer::pair_loss_backward(const Tensor& H, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                                     const std::vector<int32_t>& neg, int64_t k, Tensor& dH, StepLosses& losses,
+                                     int64_t b) {
   const Stream s = ctx_.stream();
   const Device d = ctx_.device();
   const int64_t P = static_cast<int64_t>(src.size());
@@ -238,15 +239,15 @@ float LinkTrainer::pair_loss_backward(const Tensor& H, const std::vector<int32_t
   const Tensor pos = dot_scores_indexed(H, t_src, t_dst, s);
   const Tensor negs = dot_scores_indexed(H, t_rep, t_neg, s);
   Tensor dpos = Tensor::empty({P}, DType::kFloat32, d), dneg = Tensor::empty({P, k}, DType::kFloat32, d);
-  float loss;
   if (bpr_) {
-    loss = bpr_loss(pos, negs.reshape({P, k}), dpos, dneg, s);
+    Tensor nk = negs.reshape({P, k});
+    bpr_loss_into(pos, nk, dpos, dneg, losses.slots, 2 * b, s);
   } else {
     // [P, 1 + k] scores, labels 1, 0, ..., 0: the mean BCE over positives and negatives.
     Tensor S = Tensor::empty({P, 1 + k}, DType::kFloat32, d), dS = Tensor::empty({P, 1 + k}, DType::kFloat32, d);
     copy_columns_into(pos.reshape({P, 1}), S, 0, s);
     copy_columns_into(negs.reshape({P, k}), S, 1, s);
-    loss = sigmoid_bce_async(S, bce_labels_.rows(0, P), dS, s).value();
+    losses.bce[static_cast<std::size_t>(b)] = sigmoid_bce_async(S, bce_labels_.rows(0, P), dS, s);
     Tensor dpos2 = dpos.reshape({P, 1});
     copy_columns_from(dS, 0, dpos2, s);
     copy_columns_from(dS, 1, dneg, s);
@@ -254,7 +255,20 @@ float LinkTrainer::pair_loss_backward(const Tensor& H, const std::vector<int32_t
   dH = Tensor::zeros(H.shape(), DType::kFloat32, d, s);
   dot_scores_indexed_backward(H, t_src, t_dst, dpos, dH, s);
   dot_scores_indexed_backward(H, t_rep, t_neg, dneg.reshape({P * k}), dH, s);
-  return loss;
+}
+
+LinkTrainer::StepLosses::StepLosses(int64_t batches, const Context& ctx)
+    : slots(Tensor::zeros({2 * batches}, DType::kFloat64, ctx.device(), ctx.stream())),
+      bce(static_cast<std::size_t>(batches)) {}
+
+void LinkTrainer::StepLosses::read(const Context& ctx, int64_t first, int64_t count) {
+  ctx.synchronize();
+  const std::vector<double> part = slots.rows(2 * first, 2 * (first + count)).to(Device::cpu()).to_vector<double>();
+  host.resize(static_cast<std::size_t>(slots.size(0)));
+  std::copy(part.begin(), part.end(), host.begin() + 2 * first);
+  for (int64_t b = first; b < first + count; ++b)
+    if (bce[static_cast<std::size_t>(b)].defined())
+      host[static_cast<std::size_t>(2 * b)] = bce[static_cast<std::size_t>(b)].value();
 }
 
 LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer& opt,
@@ -263,6 +277,22 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
   const Stream s = ctx_.stream();
   const Device d = ctx_.device();
   const auto batches = batcher_->epoch_pairs(static_cast<uint64_t>(epoch));
+  // Each step's loss and L2 term stay on the device until the epoch ends (one wait per epoch, so the
+  // host queues the next step while the GPU runs this one), unless on_batch reads every step's loss
+  // or a sampled batch's host work waits anyway.
+  const bool wait_each_step = static_cast<bool>(on_batch) || !full_;
+  StepLosses losses(static_cast<int64_t>(batches.size()), ctx_);
+  std::vector<int64_t> batch_pairs(batches.size(), 0);
+  // The step's loss (L2 term included), or the first non-finite one: an error naming the batch.
+  const auto step_loss = [&](std::size_t b) {
+    const double loss = losses.host[2 * b], reg = losses.host[2 * b + 1];
+    if (!std::isfinite(loss))
+      GT_THROW(cfg_.source,
+               full_ ? "lower optimizer.lr" : "lower optimizer.lr, or check the features' scale (dataset.normalize: row)",
+               "training diverged: the link loss is ", static_cast<float>(loss), " at epoch ", epoch, ", batch ",
+               b + 1);
+    return loss + reg;
+  };
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const std::vector<EdgePair>& pairs = batches[b];
     const uint64_t key = edge_batch_key(static_cast<uint64_t>(epoch), static_cast<int64_t>(b));
@@ -271,8 +301,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
     std::vector<int32_t> src(pairs.size()), dst(pairs.size()), neg;
     Tensor H;
     std::vector<Block> sampled_blocks;
-    float reg = 0;
-    double batch_loss = 0;  // the step's loss (L2 term included), for on_batch
+    batch_pairs[b] = P;
     if (full_) {
       const std::vector<int64_t> negatives = batcher_->draw_negatives(pairs, key);
       neg.resize(negatives.size());
@@ -283,7 +312,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
       for (std::size_t j = 0; j < negatives.size(); ++j) neg[j] = static_cast<int32_t>(negatives[j]);
       H = model_->forward(ctx_, full_blocks_, full_ids_, /*training=*/true, step, nullptr, nullptr, &full_scale_);
       Tensor dH;
-      const float loss = pair_loss_backward(H, src, dst, neg, k_, dH);
+      pair_loss_backward(H, src, dst, neg, k_, dH, losses, static_cast<int64_t>(b));
       model_->backward(ctx_, full_blocks_, dH);
       if (cfg_.link.l2 > 0) {
         // The batch's layer-0 rows: users, positives, negatives (each as often as it occurs).
@@ -297,13 +326,10 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
         Tensor rows = Tensor::empty({static_cast<int64_t>(ego.size()), table->value.size(1)}, DType::kFloat32, d);
         embedding_gather(table->value, ids, rows, s);
         Tensor drows = Tensor::zeros(rows.shape(), DType::kFloat32, d, s);
-        reg = l2_penalty(rows, static_cast<float>(cfg_.link.l2), P, drows, s);
+        l2_penalty_into(rows, static_cast<float>(cfg_.link.l2), P, drows, losses.slots, 2 * static_cast<int64_t>(b) + 1,
+                        s);
         embedding_scatter_add(drows, ids, table->grad, s);
       }
-      batch_loss = static_cast<double>(loss) + reg;
-      if (!std::isfinite(loss))
-        GT_THROW(cfg_.source, "lower optimizer.lr", "training diverged: the link loss is ", loss, " at epoch ", epoch,
-                 ", batch ", b + 1);
     } else {
       EdgeBatch eb = batcher_->make_batch(pairs, key);
       for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -321,23 +347,19 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
       H = model_->forward(ctx_, sampled_blocks, xd, /*training=*/true, step, nullptr, nullptr,
                           scale.defined() ? &scale : nullptr);
       Tensor dH;
-      const float loss = pair_loss_backward(H, src, dst, neg, eb.k, dH);
+      pair_loss_backward(H, src, dst, neg, eb.k, dH, losses, static_cast<int64_t>(b));
       model_->backward(ctx_, sampled_blocks, dH);
-      batch_loss = loss;
       part.sampled_edges += eb.sampled.sampled_edges;
-      if (!std::isfinite(loss))
-        GT_THROW(cfg_.source, "lower optimizer.lr, or check the features' scale (dataset.normalize: row)",
-                 "training diverged: the link loss is ", loss, " at epoch ", epoch, ", batch ", b + 1);
     }
     if (cfg_.optimizer.clip_norm > 0) {
       part.grad_norm_sum += clip_grad_norm(model_->params(), cfg_.optimizer.clip_norm, s);
       ++part.clipped_steps;
     }
     opt.step(ctx_, model_->params());
-    ctx_.synchronize();  // the batch's tensors go back to the pool
-    part.loss_sum += batch_loss * static_cast<double>(P);
-    part.pairs += P;
     ++part.batches;
+    if (!wait_each_step) continue;  // the pool reuses the batch's buffers in the stream's order
+    losses.read(ctx_, static_cast<int64_t>(b), 1);  // waits for the step
+    const double batch_loss = step_loss(b);
     if (on_batch) {
       BatchInfo info;
       info.epoch = epoch;
@@ -351,6 +373,11 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
         break;
       }
     }
+  }
+  if (!wait_each_step) losses.read(ctx_, 0, part.batches);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(part.batches); ++b) {
+    part.loss_sum += step_loss(b) * static_cast<double>(batch_pairs[b]);
+    part.pairs += batch_pairs[b];
   }
   return part;
 }

@@ -39,6 +39,7 @@
 
 #include <graphtensor/config/config.h>
 #include <graphtensor/core/context.h>
+#include <graphtensor/kernels/loss.h>
 #include "framework/core/link_metrics.h"
 #include <graphtensor/models/model.h>
 #include <graphtensor/preprocess/dataset.h>
@@ -99,10 +100,20 @@ class LinkTrainer {
   // row of node v (identity when every node is embedded).
   Tensor node_table(const std::vector<const std::vector<EdgePair>*>& pair_lists, std::vector<int64_t>* row_of);
   LinkValues split_metrics(const std::string& split, const Tensor& table, const std::vector<int64_t>& row_of);
-  // Scores, loss and backward of one batch given H (the seeds' or all nodes' rows): pair rows
-  // (local ids in H) on the host. Returns the loss (BPR or BCE, without L2).
-  float pair_loss_backward(const Tensor& H, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
-                           const std::vector<int32_t>& neg, int64_t k, Tensor& dH);
+  // An epoch's step losses: slots[2b] the loss of batch b (BPR, float64 on the device), slots[2b + 1]
+  // its L2 term; a BCE loss waits in bce[b]. read() waits for the stream and copies batches
+  // [first, first + count) into host (BCE values in place of slot 2b).
+  struct StepLosses {
+    StepLosses(int64_t batches, const Context& ctx);
+    void read(const Context& ctx, int64_t first, int64_t count);
+    Tensor slots;
+    std::vector<PendingLoss> bce;
+    std::vector<double> host;
+  };
+  // Scores, loss and backward of batch b given H (the seeds' or all nodes' rows): pair rows (local
+  // ids in H) on the host. The loss (BPR or BCE, without L2) goes to `losses` unread.
+  void pair_loss_backward(const Tensor& H, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                          const std::vector<int32_t>& neg, int64_t k, Tensor& dH, StepLosses& losses, int64_t b);
 
   const Config& cfg_;
   const Dataset& data_;

@@ -220,6 +220,39 @@ GT_DEVICE_TEST(LinkOps, L2PenaltyValueAndGradient) {
   expect_close(drows.to_vector<float>(), want, kFdTol + kTol, "drows vs initial + finite differences");
 }
 
+// bpr_loss_into and l2_penalty_into write what bpr_loss and l2_penalty return (as float64, into
+// their slot alone) and the same gradients, bit for bit.
+GT_DEVICE_TEST(LinkOps, IntoFormsWriteTheWaitingFormsValues) {
+  const int64_t m = 7, k = 2, r = 5, d = 3;
+  const auto pf = random_floats(m, 31, -3.0f, 3.0f), nf = random_floats(m * k, 32, -3.0f, 3.0f);
+  const auto xf = random_floats(r * d, 33), g0 = random_floats(r * d, 34);
+  Tensor dp1 = poisoned({m}, dev), dn1 = poisoned({m, k}, dev), dp2 = poisoned({m}, dev), dn2 = poisoned({m, k}, dev);
+  const float bpr = bpr_loss(tensor_on(pf, {m}, dev), tensor_on(nf, {m, k}, dev), dp1, dn1);
+  Tensor slots = Tensor::from_vector<double>({-7.0, -7.0, -7.0, -7.0}).to(dev);
+  bpr_loss_into(tensor_on(pf, {m}, dev), tensor_on(nf, {m, k}, dev), dp2, dn2, slots, 1);
+  Tensor dr1 = tensor_on(g0, {r, d}, dev), dr2 = tensor_on(g0, {r, d}, dev);
+  const float l2 = l2_penalty(tensor_on(xf, {r, d}, dev), 0.25f, 3, dr1);
+  l2_penalty_into(tensor_on(xf, {r, d}, dev), 0.25f, 3, dr2, slots, 2);
+  const std::vector<double> got = slots.to(Device::cpu()).to_vector<double>();
+  EXPECT_EQ(got[0], -7.0);
+  EXPECT_EQ(static_cast<float>(got[1]), bpr);
+  EXPECT_EQ(static_cast<float>(got[2]), l2);
+  EXPECT_EQ(got[3], -7.0);
+  EXPECT_EQ(dp1.to_vector<float>(), dp2.to_vector<float>());
+  EXPECT_EQ(dn1.to_vector<float>(), dn2.to_vector<float>());
+  EXPECT_EQ(dr1.to_vector<float>(), dr2.to_vector<float>());
+  // An empty batch writes 0; a slot outside the tensor, or a tensor of another type, is an error.
+  Tensor dp0 = dp1.rows(0, 0), dn0 = dn1.rows(0, 0);
+  bpr_loss_into(tensor_on(std::vector<float>{}, {0}, dev), tensor_on(std::vector<float>{}, {0, k}, dev), dp0, dn0,
+                slots, 3);
+  EXPECT_EQ(slots.to(Device::cpu()).to_vector<double>()[3], 0.0);
+  const std::string oob = test::error_of([&] { l2_penalty_into(tensor_on(xf, {r, d}, dev), 0.25f, 3, dr2, slots, 4); });
+  EXPECT_NE(oob.find("index 4"), std::string::npos) << oob;
+  Tensor f32 = Tensor::zeros({4}, DType::kFloat32, dev);
+  const std::string type = test::error_of([&] { l2_penalty_into(tensor_on(xf, {r, d}, dev), 0.25f, 3, dr2, f32, 0); });
+  EXPECT_NE(type.find("float64"), std::string::npos) << type;
+}
+
 GT_DEVICE_TEST(LinkOps, CoalesceRowsSumsDuplicatesInOrder) {
   const std::vector<int32_t> ids{5, 2, 5, 0, 2, 5, 9};
   const int64_t r = static_cast<int64_t>(ids.size()), d = 3;

@@ -170,6 +170,40 @@ TEST(LinkTrainTest, CudaFollowsCpu) {
   }
 }
 
+// Without FitCallbacks::on_batch a full-graph epoch reads its step losses once at its end; with
+// one, after every step. Both give the same epoch losses (bit for bit), and the batches' losses
+// weighted by their pairs average to the epoch's, with BPR and BCE, on the CPU and the GPU.
+TEST(LinkTrainTest, StepLossesReadAtTheEpochsEndEqualPerStepReads) {
+  std::vector<std::string> devices{"cpu"};
+  if (test::have_cuda()) devices.push_back("cuda");
+  for (const std::string& device : devices)
+    for (const char* loss : {"bpr", "bce"}) {
+      Config c = rec_config("lightgcn");
+      c.train.epochs = 3;
+      c.train.eval_every = 0;
+      c.train.device = device;
+      c.link.loss = loss;
+      if (std::string(loss) == "bce") c.link.l2 = 0;
+      const TrainResult quiet = Trainer(c, rec_dataset()).fit(nullptr);
+      std::vector<double> sum(3, 0.0);
+      std::vector<int64_t> pairs(3, 0);
+      FitCallbacks cb;
+      cb.on_batch = [&](const BatchInfo& b) {
+        sum[static_cast<std::size_t>(b.epoch - 1)] += b.loss * static_cast<double>(b.labelled);
+        pairs[static_cast<std::size_t>(b.epoch - 1)] += b.labelled;
+        return true;
+      };
+      const TrainResult each = Trainer(c, rec_dataset()).fit(nullptr, cb);
+      ASSERT_EQ(quiet.epochs.size(), 3u);
+      ASSERT_EQ(each.epochs.size(), 3u);
+      for (std::size_t e = 0; e < 3; ++e) {
+        EXPECT_EQ(quiet.epochs[e].loss, each.epochs[e].loss) << device << " " << loss << " epoch " << e + 1;
+        EXPECT_GT(quiet.epochs[e].loss, 0.0);
+        EXPECT_NEAR(sum[e] / static_cast<double>(pairs[e]), each.epochs[e].loss, 1e-12) << device << " " << loss;
+      }
+    }
+}
+
 // 240 nodes in 4 communities: edges mostly inside a community, features the community's one-hot
 // plus noise. Written to a file and split by link_split (85/5/10, one fixed negative each).
 std::string feature_graph(const test::TempDir& tmp) {
