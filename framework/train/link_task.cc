@@ -163,9 +163,10 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
     }
     if (stop) {
       result.stopped_early = epoch;
+      const int64_t gap = epoch - result.best_epoch;
       if (log)
-        *log << "early stop after epoch " << epoch << ": no better " << lt.select_name() << " in the "
-             << epoch - result.best_epoch << " epochs since epoch " << result.best_epoch << " (train.patience "
+        *log << "early stop after epoch " << epoch << ": no better " << lt.select_name() << " in the " << gap
+             << " epoch" << (gap > 1 ? "s" : "") << " since epoch " << result.best_epoch << " (train.patience "
              << cfg.train.patience << ")\n";
       break;
     }
