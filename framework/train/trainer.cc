@@ -202,20 +202,9 @@ void Trainer::resume(const std::string& checkpoint_path) {
 EpochPart Trainer::Impl::train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
                                      const std::vector<std::vector<int64_t>>& batches, bool keep,
                                      ProgressBar& bar) {
-  // CPU training flushes subnormal floats to zero on this thread and the oneTBB workers
-  // (framework/core/fp_mode.h): they would slow the CPU kernels down several times.
-  if (!r.ctx->is_cuda() && train_arena) {  // train.threads: in the Trainer's arena
-    EpochPart part;
-    FlushDenormals ftz;  // on this thread; the arena's workers took the modes from its initialisation
-    train_arena->execute([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, keep, bar); });
-    return part;
-  }
-  if (!r.ctx->is_cuda()) {
-    EpochPart part;
-    run_flushing_denormals([&] { part = train_epoch_steps(r, cfg, data, epoch, batches, keep, bar); });
-    return part;
-  }
-  return train_epoch_steps(r, cfg, data, epoch, batches, keep, bar);
+  EpochPart part;
+  run_training(*r.ctx, [&] { part = train_epoch_steps(r, cfg, data, epoch, batches, keep, bar); });
+  return part;
 }
 
 EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
@@ -448,9 +437,9 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
   const auto& valid_ids = evaluates ? data_->split(cfg_.dataset.valid_split) : kNone;
   const auto& test_ids = evaluates ? data_->split(cfg_.dataset.test_split) : kNone;
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed);
-  const std::string config_yaml = to_yaml(cfg_);
-  const DataShape data_shape{data_->info.feature_dim, data_->info.num_classes, data_->info.num_nodes,
-                             data_->info.num_edges};
+  const FitOutputs out{writer, to_yaml(cfg_),
+                       DataShape{data_->info.feature_dim, data_->info.num_classes, data_->info.num_nodes,
+                                 data_->info.num_edges}};
   const int64_t local = local_replicas();
   const EpochReportInfo report{result.device, result.replicas, local, lead.cache ? lead.cache->rows() : -1,
                                impl_->features.row_bytes(),
@@ -625,22 +614,9 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
       st.test_acc = m[1].accuracy;
       st.valid_selected = m[0].get(impl_->task.select_by);
       st.test_selected = m[1].get(impl_->task.select_by);
-      // NaN (a metric the split leaves undefined) never wins.
-      if (st.valid_selected > result.best_valid_acc) {
-        result.best_valid_acc = st.valid_selected;
-        result.test_acc_at_best = st.test_selected;
-        result.best_epoch = epoch;
-        if (writer && !cfg_.train.save_best.empty())
-          save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, epoch, data_shape);
-      }
+      impl_->select_epoch(cfg_, st, out, result);
     }
     result.epochs.push_back(st);
-    // Early stopping, decided at an evaluation: every process has the same (all-reduced) accuracies,
-    // so all of them stop after the same epoch. At the last epoch too: the checkpoint then says
-    // so, and a resume to more epochs stops where an uninterrupted longer run would have.
-    const bool stop = st.valid_acc != -1 && cfg_.train.patience > 0 && result.best_epoch > 0 &&
-                      epoch - result.best_epoch >= cfg_.train.patience;
-
     metrics.write(epoch_record(st, report));
     // The console shows the epoch the metrics file has, before a checkpoint write that may fail.
     if (log) log_epoch(*log, st, report);
@@ -653,54 +629,13 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
              << (cfg_.train.checkpoint.empty() ? "" : "; train.checkpoint holds the last complete epoch's") << ")\n";
       break;
     }
-    impl_->epochs_done = epoch;
-    // on_epoch, decided once: in a job of several processes the run stops when any process's says so.
-    bool user_stop = false;
-    if (callbacks.on_epoch) {
-      user_stop = !callbacks.on_epoch(st);
-      if (impl_->procs.world > 1) {
-        std::vector<double> any(static_cast<std::size_t>(local), 0.0);
-        any[0] = user_stop ? 1.0 : 0.0;
-        impl_->on_replicas([&](Replica& r) {
-          std::vector<double> v{any[static_cast<std::size_t>(r.local)]};
-          impl_->reduce(r, v);
-          any[static_cast<std::size_t>(r.local)] = v[0];
-        });
-        user_stop = any[0] > 0;
-      }
-    }
-    if (writer && !cfg_.train.checkpoint.empty() &&
-        (epoch % cfg_.train.checkpoint_every == 0 || epoch == cfg_.train.epochs || stop || user_stop)) {
-      TrainingState ts{epoch, static_cast<int64_t>(impl_->step), cfg_.train.seed, result.best_epoch,
-                       result.best_valid_acc, result.test_acc_at_best, stop};
-      save_checkpoint(cfg_.train.checkpoint, config_yaml, ts, *lead.model, *lead.optimizer, *lead.ctx, data_shape);
-    }
-    if (user_stop) {
-      result.stopped_by_callback = epoch;
-      if (log) *log << "stopped by the epoch callback after epoch " << epoch << "\n";
-      if (!stop) break;
-    }
-    if (stop) {
-      result.stopped_early = epoch;
-      const int64_t gap = epoch - result.best_epoch;
-      if (log)
-        *log << "early stop after epoch " << epoch << ": no better validation " << metric_name(impl_->task.select_by)
-             << " in the " << gap << " epoch"
-             << (gap > 1 ? "s" : "") << " since epoch " << result.best_epoch << " (train.patience "
-             << cfg_.train.patience << ")\n";
+    if (impl_->end_epoch(cfg_, st, /*evaluated=*/st.valid_acc != -1,
+                         std::string("validation ") + metric_name(impl_->task.select_by), out, callbacks, result, log))
       break;
-    }
   }
   // Every collective of this process is done: the others may end now without alarming it.
   if (impl_->peer_watch) impl_->peer_watch->finish();
-  // Without evaluation no epoch is "best": train.save_best gets the last epoch's weights rather
-  // than keeping a file an earlier run left there (which a service would then load).
-  if (writer && !cfg_.train.save_best.empty() && result.best_epoch <= 0 && !result.epochs.empty()) {
-    save_weights(cfg_.train.save_best, lead.model->params(), config_yaml, result.epochs.back().epoch, data_shape);
-    if (log)
-      *log << "train.save_best: no epoch was evaluated, " << cfg_.train.save_best << " holds the last epoch's ("
-           << result.epochs.back().epoch << ") weights\n";
-  }
+  impl_->save_unselected(cfg_, out, result, log);
   if (impl_->trace && writer) {
     impl_->trace->write(cfg_.train.trace);
     if (log) *log << "trace: " << cfg_.train.trace << " (" << impl_->trace->size() << " events)\n";
