@@ -1,4 +1,4 @@
-// The end of a training epoch, the same for node tasks (Trainer::fit, framework/train/trainer.cc)
+// The end of a training epoch, the same for node tasks (Trainer::fit, framework/train/trainer_fit.cc)
 // and link tasks (Trainer::Impl::fit_link, framework/train/link_task.cc): model selection, the
 // epoch callback, checkpoints, early stopping and their log lines (trainer_impl.h).
 #include <ostream>

@@ -1,5 +1,5 @@
 // The Trainer on a link dataset (framework/train/link_trainer.h): its set-up, the training loop
-// (the epochs, evaluation, metrics file and batch callback as trainer.cc's for node tasks, with
+// (the epochs, evaluation, metrics file and batch callback as trainer_fit.cc's for node tasks, with
 // one replica; model selection, the epoch callback, checkpoints and early stopping are
 // framework/train/epoch_end.cc's, which both tasks share) and evaluate_link.
 #include <chrono>
@@ -17,7 +17,6 @@ namespace gt {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The value of `name` among an evaluation's metrics (NaN when absent).
 double value_of(const LinkValues& values, const std::string& name) {

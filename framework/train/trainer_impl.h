@@ -1,6 +1,7 @@
 // The inside of a Trainer (graphtensor/train/trainer.h), shared by the files that implement it:
 // framework/train/replicas.cc sets up the replicas of this process and the process group,
-// framework/train/trainer.cc builds the Trainer and runs the training loop,
+// framework/train/trainer.cc builds the Trainer (and resumes and saves it), trainer_fit.cc runs the
+// training loop and trainer_epoch.cc a replica's epoch in it,
 // framework/train/epoch_end.cc ends an epoch (model selection, callbacks, checkpoints, early
 // stopping) for the node and the link task (link_task.cc),
 // framework/train/evaluation.cc evaluates. Internal to the library (not installed).
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -37,6 +39,11 @@
 #include "preprocess/loader.h"
 
 namespace gt {
+
+// Seconds from t0 until now, on the steady clock: an epoch's or an evaluation's time.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Training takes the whole training split in one batch with every layer's whole neighbourhood
 // (the full-batch regime): the batch has no random draw (train.keep_full_batch keeps it), and
