@@ -81,7 +81,7 @@ void check_outputs(const Config& cfg, std::vector<std::string>& made) {
   // The DKP cost-model cache is a folder that model.dkp: auto reads a fitted model from, or writes
   // one file in after its warm-up. A file in its place is an error now; a folder that cannot be
   // written is not: a cache fitted elsewhere may be shared read-only, and a cache that cannot be
-  // written costs the next run its warm-up, which the run's log says (framework/train/trainer.cc).
+  // written costs the next run its warm-up, which the run's log says (framework/train/trainer_fit.cc).
   const std::string& cache = cfg.train.dkp_cache;
   if (cfg.model.dkp == "auto" && !cache.empty()) {
     constexpr const char* key = "train.dkp_cache";

@@ -9,7 +9,7 @@
 // for every bucket (the optimizer step then reads summed gradients).
 //
 // Each replica scales its loss gradient by its share of the global batch's labelled seeds before
-// the backward pass (trainer.cc), so the sums are the gradient of the global batch's mean loss.
+// the backward pass (framework/train/trainer_epoch.cc), so the sums are the gradient of the global batch's mean loss.
 #pragma once
 
 #include <cstdint>

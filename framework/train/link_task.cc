@@ -1,25 +1,22 @@
 // The Trainer on a link dataset (framework/train/link_trainer.h): its set-up, the training loop
-// (the epochs, evaluation, model selection, early stopping, metrics file, checkpoints, callbacks;
-// as trainer.cc's for node tasks, with one replica) and evaluate_link.
+// (the epochs, evaluation, metrics file and batch callback as trainer_fit.cc's for node tasks, with
+// one replica; model selection, the epoch callback, checkpoints and early stopping are
+// framework/train/epoch_end.cc's, which both tasks share) and evaluate_link.
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <ostream>
 
 #include <graphtensor/core/error.h>
-#include "framework/core/fp_mode.h"
 #include "framework/core/metrics.h"
 #include "framework/distributed/comm.h"
 #include "framework/train/epoch_report.h"
 #include "framework/train/trainer_impl.h"
-#include <graphtensor/train/checkpoint.h>
-#include <graphtensor/train/model_io.h>
 
 namespace gt {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The value of `name` among an evaluation's metrics (NaN when absent).
 double value_of(const LinkValues& values, const std::string& name) {
@@ -68,8 +65,9 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
   result.best_valid_acc = resumed.best_valid_acc;
   result.test_acc_at_best = resumed.test_acc_at_best;
   MetricsWriter metrics(cfg.train.metrics, /*append=*/resumed.epoch > 0, /*keep_through_epoch=*/resumed.epoch);
-  const std::string config_yaml = to_yaml(cfg);
-  const DataShape data_shape{data.info.feature_dim, data.info.num_classes, data.info.num_nodes, data.info.num_edges};
+  const FitOutputs out{/*writer=*/true, to_yaml(cfg),  // one process
+                       DataShape{data.info.feature_dim, data.info.num_classes, data.info.num_nodes,
+                                 data.info.num_edges}};
   const EpochReportInfo report{result.device, 1, 1, -1, 0, r.ctx->is_cuda(),
                                cfg.optimizer.schedule != "constant" || cfg.optimizer.warmup_epochs > 0};
   const bool evaluates = cfg.train.eval_every > 0;
@@ -99,15 +97,7 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
     r.optimizer->set_lr(lr);
     const auto t0 = Clock::now();
     LinkEpochPart part;
-    const auto run = [&] { part = lt.train_epoch(epoch, step, *r.optimizer, on_batch); };
-    if (r.ctx->is_cuda())
-      run();
-    else if (train_arena) {  // CPU training flushes subnormals (framework/core/fp_mode.h), in the Trainer's arena
-      FlushDenormals ftz;
-      train_arena->execute(run);
-    } else {
-      run_flushing_denormals(run);
-    }
+    run_training(*r.ctx, [&] { part = lt.train_epoch(epoch, step, *r.optimizer, on_batch); });
     step += static_cast<uint64_t>(part.batches);
     EpochStats st;
     st.epoch = epoch;
@@ -127,17 +117,9 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
       st.link_test = m.back();
       st.valid_selected = value_of(has_valid ? m[0] : m.back(), lt.select_name());
       st.test_selected = value_of(m.back(), lt.select_name());
-      if (st.valid_selected > result.best_valid_acc) {  // NaN never wins
-        result.best_valid_acc = st.valid_selected;
-        result.test_acc_at_best = st.test_selected;
-        result.best_epoch = epoch;
-        if (!cfg.train.save_best.empty())
-          save_weights(cfg.train.save_best, r.model->params(), config_yaml, epoch, data_shape);
-      }
+      select_epoch(cfg, st, out, result);
     }
     result.epochs.push_back(st);
-    const bool stop = st.eval_seconds >= 0 && cfg.train.patience > 0 && result.best_epoch > 0 &&
-                      epoch - result.best_epoch >= cfg.train.patience;
     metrics.write(link_epoch_record(st, report, lt.select_name(), names));
     if (log) log_link_epoch(*log, st, report);
     if (stopped) {
@@ -148,34 +130,9 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
              << " (the epoch was not evaluated)\n";
       break;
     }
-    epochs_done = epoch;
-    const bool user_stop = callbacks.on_epoch && !callbacks.on_epoch(st);
-    if (!cfg.train.checkpoint.empty() &&
-        (epoch % cfg.train.checkpoint_every == 0 || epoch == cfg.train.epochs || stop || user_stop)) {
-      TrainingState ts{epoch, static_cast<int64_t>(step), cfg.train.seed, result.best_epoch, result.best_valid_acc,
-                       result.test_acc_at_best, stop};
-      save_checkpoint(cfg.train.checkpoint, config_yaml, ts, *r.model, *r.optimizer, *r.ctx, data_shape);
-    }
-    if (user_stop) {
-      result.stopped_by_callback = epoch;
-      if (log) *log << "stopped by the epoch callback after epoch " << epoch << "\n";
-      if (!stop) break;
-    }
-    if (stop) {
-      result.stopped_early = epoch;
-      if (log)
-        *log << "early stop after epoch " << epoch << ": no better " << lt.select_name() << " in the "
-             << epoch - result.best_epoch << " epochs since epoch " << result.best_epoch << " (train.patience "
-             << cfg.train.patience << ")\n";
-      break;
-    }
+    if (end_epoch(cfg, st, /*evaluated=*/st.eval_seconds >= 0, lt.select_name(), out, callbacks, result, log)) break;
   }
-  if (!cfg.train.save_best.empty() && result.best_epoch <= 0 && !result.epochs.empty()) {
-    save_weights(cfg.train.save_best, r.model->params(), config_yaml, result.epochs.back().epoch, data_shape);
-    if (log)
-      *log << "train.save_best: no epoch was evaluated, " << cfg.train.save_best << " holds the last epoch's ("
-           << result.epochs.back().epoch << ") weights\n";
-  }
+  save_unselected(cfg, out, result, log);
   if (log) log_result(*log, result);
   return result;
 }

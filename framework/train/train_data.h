@@ -1,4 +1,4 @@
-// The data side of a Trainer, beside the training loop of framework/train/trainer.cc: the feature
+// The data side of a Trainer, beside the training loop of framework/train/trainer_fit.cc: the feature
 // normalisation done on load (dataset.normalize), the labelled-node count that losses and
 // accuracies divide by, the checks that the configured splits can be trained and evaluated, and
 // what the processes of a job must agree on.

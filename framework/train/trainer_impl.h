@@ -1,6 +1,9 @@
 // The inside of a Trainer (graphtensor/train/trainer.h), shared by the files that implement it:
 // framework/train/replicas.cc sets up the replicas of this process and the process group,
-// framework/train/trainer.cc builds the Trainer and runs the training loop,
+// framework/train/trainer.cc builds the Trainer (and resumes and saves it), trainer_fit.cc runs the
+// training loop and trainer_epoch.cc a replica's epoch in it,
+// framework/train/epoch_end.cc ends an epoch (model selection, callbacks, checkpoints, early
+// stopping) for the node and the link task (link_task.cc),
 // framework/train/evaluation.cc evaluates. Internal to the library (not installed).
 #pragma once
 
@@ -8,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -17,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "framework/core/fp_mode.h"
 #include "framework/core/progress.h"
 #include "framework/core/thread_group.h"
 #include "framework/core/trace.h"
@@ -34,6 +39,11 @@
 #include "preprocess/loader.h"
 
 namespace gt {
+
+// Seconds from t0 until now, on the steady clock: an epoch's or an evaluation's time.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Training takes the whole training split in one batch with every layer's whole neighbourhood
 // (the full-batch regime): the batch has no random draw (train.keep_full_batch keeps it), and
@@ -88,6 +98,13 @@ struct EpochPart {
   // FitCallbacks::on_batch stopped the run after this many batches (the same on every replica);
   // 0 = the epoch ran whole.
   int64_t stopped_after = 0;
+};
+
+// What a fit() writes with the weights (train.save_best, train.checkpoint), fixed for the run.
+struct FitOutputs {
+  bool writer = true;       // this process writes the files (with several processes, rank 0's)
+  std::string config_yaml;  // the run's config, to_yaml
+  DataShape data_shape;     // the dataset's, checked when the files are loaded
 };
 
 struct Trainer::Impl {
@@ -234,6 +251,40 @@ struct Trainer::Impl {
   }
 
   void setup(const Config& cfg, const Dataset& data, Device device);
+  // Runs f, a replica's training work on ctx's device. CPU training flushes subnormal floats to
+  // zero on this thread and the oneTBB workers (framework/core/fp_mode.h): they would slow the CPU
+  // kernels down several times. With train.threads it runs in the Trainer's arena, whose workers
+  // took the modes from its initialisation.
+  template <typename F>
+  void run_training(const Context& ctx, F&& f) {
+    if (ctx.is_cuda()) {
+      f();
+    } else if (train_arena) {
+      FlushDenormals ftz;  // on this thread
+      train_arena->execute(f);
+    } else {
+      run_flushing_denormals(f);
+    }
+  }
+
+  // The end of an epoch, shared by fit() (node tasks) and fit_link() (framework/train/
+  // epoch_end.cc). The model of replicas[0] is the one saved; only out.writer writes files.
+  // After the epoch's evaluation (st.valid_selected and st.test_selected set): a better validation
+  // value than result's best (NaN never wins) makes st.epoch the best epoch, whose weights
+  // train.save_best receives.
+  void select_epoch(const Config& cfg, const EpochStats& st, const FitOutputs& out, TrainResult& result);
+  // After the record and log line of an epoch that ran whole: marks it done (epochs_done), asks
+  // FitCallbacks::on_epoch whether to go on (in a job of several processes the run stops when any
+  // process's says so), writes train.checkpoint every train.checkpoint_every epochs, at the last and
+  // when the run stops, and stops early when `evaluated` (the epoch was) and result's best epoch is
+  // train.patience epochs back or more. Logs why the run stops ("no better " + `selected`, the
+  // selection metric's name) and returns whether it does.
+  bool end_epoch(const Config& cfg, const EpochStats& st, bool evaluated, const std::string& selected,
+                 const FitOutputs& out, const FitCallbacks& callbacks, TrainResult& result, std::ostream* log);
+  // After the last epoch: without an evaluated epoch none is "best", and train.save_best gets the
+  // last epoch's weights rather than keeping a file an earlier run left there (which a service
+  // would then load).
+  void save_unselected(const Config& cfg, const FitOutputs& out, const TrainResult& result, std::ostream* log);
   // keep: train.keep_full_batch applies (keeps_full_batch): the epoch's one batch is
   // r.kept_train, prepared by the first epoch and kept.
   EpochPart train_epoch(Replica& r, const Config& cfg, const Dataset& data, int64_t epoch,
