@@ -40,6 +40,9 @@ int64_t coalesce_rows(const int32_t* ids, const float* g, int64_t r, int64_t d, 
 // The sparse steps: adam with m and v (bc1, bc2 the bias corrections), SGD when m is null.
 void sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const int32_t* ids, const float* g, int64_t r,
                  float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, int device, Stream s);
+// The row-sparse steps: rows of G [N, d] with an entry != 0 step as sparse_step's rows.
+void row_sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const float* G, float lr, float b1, float b2,
+                     float eps, float wd, float bc1, float bc2, int device, Stream s);
 }  // namespace cuda_impl
 #endif
 
@@ -141,6 +144,44 @@ void sparse_step_cpu(Tensor& W, float* m, float* v, const Tensor& ids, const Ten
       }
     }
   });
+}
+
+// The row-sparse steps on the CPU (m null = SGD): a row of G with an entry != 0 steps with the
+// operations of sparse_step_cpu, its sum of one grad row being 0 + G[x, j].
+void row_sparse_step_cpu(Tensor& W, float* m, float* v, const Tensor& G, float lr, float b1, float b2, float eps,
+                         float wd, float bc1, float bc2) {
+  const int64_t N = W.size(0), d = W.size(1);
+  float* w = W.data<float>();
+  const float* gr = G.data<float>();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, N, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t x = r.begin(); x < r.end(); ++x) {
+      const float* gx = gr + x * d;
+      if (std::all_of(gx, gx + d, [](float g) { return g == 0.0f; })) continue;  // NaN != 0: touched
+      float* wx = w + x * d;
+      if (!m) {
+        for (int64_t j = 0; j < d; ++j) wx[j] -= lr * ((0.0f + gx[j]) + wd * wx[j]);
+        continue;
+      }
+      float* mx = m + x * d;
+      float* vx = v + x * d;
+      for (int64_t j = 0; j < d; ++j) {
+        const float gi = (0.0f + gx[j]) + wd * wx[j];
+        mx[j] = b1 * mx[j] + (1.0f - b1) * gi;
+        vx[j] = b2 * vx[j] + (1.0f - b2) * gi * gi;
+        wx[j] -= lr * (mx[j] / bc1) / (std::sqrt(vx[j] / bc2) + eps);
+      }
+    }
+  });
+}
+
+// The bias corrections of step p.step as adam_update computes them (in double, then rounded),
+// after checking p.
+std::pair<float, float> adam_corrections(const AdamParams& p, const char* op) {
+  GT_CHECK_ARG(p.step >= 1, op, ": step is 1-based, got ", p.step);
+  GT_CHECK_ARG(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
+               ": betas must be in [0, 1), got ", p.beta1, ", ", p.beta2);
+  return {static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step))),
+          static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)))};
 }
 
 }  // namespace
@@ -500,12 +541,7 @@ void sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& ids, const 
   const int64_t d = check_sparse(W, ids, grad_rows, op);
   check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
   check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
-  GT_CHECK_ARG(p.step >= 1, op, ": step is 1-based, got ", p.step);
-  GT_CHECK_ARG(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
-               ": betas must be in [0, 1), got ", p.beta1, ", ", p.beta2);
-  // Bias corrections as adam_update computes them (in double, then rounded).
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
+  const auto [bc1, bc2] = adam_corrections(p, op);
   const int64_t r = ids.size(0);
   if (r == 0 || d == 0) return;
   if (W.is_cuda()) {
@@ -540,6 +576,46 @@ void sparse_sgd_step(Tensor& W, const Tensor& ids, const Tensor& grad_rows, floa
 #endif
   }
   sparse_step_cpu(W, nullptr, nullptr, ids, grad_rows, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f);
+}
+
+void row_sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& G, const AdamParams& p, Stream s) {
+  const char* op = "row_sparse_adam_step";
+  check_matrix(W, "W", op);
+  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
+  check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
+  check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
+  const auto [bc1, bc2] = adam_corrections(p, op);
+  if (W.numel() == 0) return;
+  if (W.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::row_sparse_step(W.data<float>(), m.data<float>(), v.data<float>(), W.size(0), W.size(1),
+                               G.data<float>(), p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2,
+                               W.device().index, s);
+    return;
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  row_sparse_step_cpu(W, m.data<float>(), v.data<float>(), G, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2);
+}
+
+void row_sparse_sgd_step(Tensor& W, const Tensor& G, float lr, float weight_decay, Stream s) {
+  const char* op = "row_sparse_sgd_step";
+  check_matrix(W, "W", op);
+  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
+  if (W.numel() == 0) return;
+  if (W.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::row_sparse_step(W.data<float>(), nullptr, nullptr, W.size(0), W.size(1), G.data<float>(), lr, 0.0f,
+                               0.0f, 0.0f, weight_decay, 1.0f, 1.0f, W.device().index, s);
+    return;
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  row_sparse_step_cpu(W, nullptr, nullptr, G, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f);
 }
 
 }  // namespace gt

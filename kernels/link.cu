@@ -221,6 +221,38 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // One thread per positive: its k pairs (see bpr_loss in link.h), the row's loss into row_loss.
+// The row-sparse steps: one warp per row of G; the warp's lanes vote whether the row has an entry
+// != 0 (NaN included) and skip it otherwise; a touched row steps as sparse_step_kernel's rows, its
+// sum of one grad row being 0 + G[x, j]. Each row is written by its own warp alone: no atomics.
+__global__ void __launch_bounds__(kThreads)
+    row_sparse_step_kernel(float* __restrict__ W, float* __restrict__ m, float* __restrict__ v, int64_t N, int64_t d,
+                           const float* __restrict__ G, float lr, float b1, float b2, float eps, float wd, float bc1,
+                           float bc2) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t x = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; x < N; x += stride) {
+    const float* gx = G + x * d;
+    bool nonzero = false;
+    for (int64_t j = lane; j < d; j += kWarp) nonzero = nonzero || !(gx[j] == 0.0f);
+    if (!__any_sync(kFullMask, nonzero)) continue;  // the whole warp skips the row
+    for (int64_t j = lane; j < d; j += kWarp) {
+      const int64_t at = x * d + j;
+      const float acc = 0.0f + gx[j];
+      const float w = W[at];
+      if (!m) {
+        W[at] = w - lr * (acc + wd * w);
+        continue;
+      }
+      const float gi = acc + wd * w;
+      const float mi = b1 * m[at] + (1.0f - b1) * gi;
+      const float vi = b2 * v[at] + (1.0f - b2) * gi * gi;
+      m[at] = mi;
+      v[at] = vi;
+      W[at] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    }
+  }
+}
+
 __global__ void bpr_rows_kernel(const float* __restrict__ pos, const float* __restrict__ neg, int64_t m, int64_t k,
                                 float inv, float* __restrict__ dpos, float* __restrict__ dneg,
                                 double* __restrict__ row_loss) {
@@ -365,6 +397,13 @@ void sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const int32
   Grouping grouping(ids, r, device, s);
   sparse_step_kernel<<<blocks_for(r, kWarpsPerBlock), kThreads, 0, s>>>(grouping.groups(), W, m, v, N, d, g, r, lr, b1,
                                                                         b2, eps, wd, bc1, bc2);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void row_sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const float* G, float lr, float b1, float b2,
+                     float eps, float wd, float bc1, float bc2, int device, Stream s) {
+  row_sparse_step_kernel<<<blocks_for(N, kWarpsPerBlock), kThreads, 0, s>>>(W, m, v, N, d, G, lr, b1, b2, eps, wd, bc1,
+                                                                            bc2);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -102,4 +102,15 @@ void sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& ids, const 
 void sparse_sgd_step(Tensor& W, const Tensor& ids, const Tensor& grad_rows, float lr, float weight_decay,
                      Stream s = nullptr);
 
+// The same lazy steps given the table's whole gradient G [N, d] (as a backward leaves it in
+// Param::grad) instead of ids: row x is touched when G[x, :] has an entry != 0 (a NaN counts as
+// nonzero, -0 as 0). Each touched row steps exactly as sparse_adam_step / sparse_sgd_step with
+// ids = the touched rows and grad_rows = their rows of G (the same float operations, so the same
+// bits); the other rows of W, m and v are neither read nor written. One pass over G; no sort and
+// no wait for the stream (the touched set stays on the device). For full-graph link training,
+// where the gradient reaches every node within the model's L hops of the batch and no list of
+// rows exists without walking the graph (docs/link-prediction.md, optimizer.sparse_embedding).
+void row_sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& G, const AdamParams& p, Stream s = nullptr);
+void row_sparse_sgd_step(Tensor& W, const Tensor& G, float lr, float weight_decay, Stream s = nullptr);
+
 }  // namespace gt

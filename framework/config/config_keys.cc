@@ -431,6 +431,12 @@ const std::vector<Field>& fields() {
                  "clip the gradients by their global norm (all parameters as one vector, after the replicas' "
                  "all-reduce, before weight decay) to at most this, as torch.nn.utils.clip_grad_norm_; the metrics' "
                  "grad_norm is the epoch's mean norm before clipping; 0 = no clipping"),
+      bool_field("optimizer.sparse_embedding", GT_GET(optimizer, sparse_embedding),
+                 "link tasks with an embedding table (lightgcn, ngcf): each step updates only the table's rows "
+                 "whose gradient has a nonzero entry (with full propagation, at most the nodes within "
+                 "model.layers hops of the batch's users, positives and negatives), leaving the other rows and "
+                 "their Adam moments as they are (lazy Adam; the bias correction uses the optimizer's step count "
+                 "t); sgd with momentum 0 only; the other parameters stay dense"),
       int_field("train.epochs", GT_GET(train, epochs), 1, 1000000, "passes over the training split"),
       string_field("train.device", GT_GET(train, device), {}, "cpu, cuda, cuda:N or auto (the GPU when there is one)"),
       int_field("train.seed", GT_GET(train, seed), 0, std::numeric_limits<int64_t>::max(),

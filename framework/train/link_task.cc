@@ -42,6 +42,8 @@ void Trainer::Impl::setup_link(const Config& cfg, const Dataset& data, Device de
   r.model = link->take_model();
   link->set_model(r.model.get());
   r.optimizer = make_optimizer(cfg.optimizer);
+  // LinkTrainer refused optimizer.sparse_embedding without an embedding table.
+  if (cfg.optimizer.sparse_embedding) r.optimizer->set_row_sparse(r.model->embedding()->name);
 }
 
 std::vector<std::pair<std::string, double>> Trainer::evaluate_link(const std::string& split) {

@@ -63,6 +63,9 @@ void refuse_link_keys(const Config& cfg) {
   if (key)
     refuse(cfg, key, "leave the link section out for a node dataset",
            "the dataset '" + cfg.dataset.path + "' is a node dataset (no /link): link keys do not apply");
+  if (cfg.optimizer.sparse_embedding)
+    refuse(cfg, "optimizer.sparse_embedding", "set it false for a node dataset",
+           "the dataset '" + cfg.dataset.path + "' is a node dataset: its models have no embedding table");
   if (cfg.train.select_by != "auto" && cfg.train.select_by != "accuracy" && cfg.train.select_by != "roc_auc" &&
       cfg.train.select_by != "micro_f1" && cfg.train.select_by != "macro_f1")
     refuse(cfg, "train.select_by", "select a node task by accuracy, roc_auc, micro_f1 or macro_f1",
@@ -103,6 +106,12 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
   if (cfg.link.l2 > 0 && !embedding)
     refuse(cfg, "link.l2", "use optimizer.weight_decay for an encoder's weights",
            "the L2 term is on the batch's embedding rows; the model has no embedding table (model.embedding_dim 0)");
+  if (cfg.optimizer.sparse_embedding && !embedding)
+    refuse(cfg, "optimizer.sparse_embedding", "set it false, or train a model with model.embedding_dim (lightgcn, ngcf)",
+           "the model has no embedding table to update by rows (model.embedding_dim 0)");
+  if (cfg.optimizer.sparse_embedding && cfg.optimizer.type == "sgd" && cfg.optimizer.momentum != 0.0)
+    refuse(cfg, "optimizer.momentum", "set optimizer.momentum: 0, or use optimizer.type adam",
+           "row-sparse SGD (optimizer.sparse_embedding) has no momentum");
   if (!full_ && (cfg.sampling.device == "gpu" || cfg.sampling.device == "gpu_host"))
     refuse(cfg, "sampling.device", "set sampling.device: cpu (or auto)",
            "edge batches exclude their seed edges from the blocks, which only the CPU sampler does");
@@ -220,6 +229,7 @@ std::string LinkTrainer::describe() const {
     << (cfg_.link.exclude_known ? " (known positives excluded)" : "")
     << (cfg_.link.positives == "users" ? ", positives drawn by user (a user uniformly, then one of its pairs)" : "");
   if (cfg_.link.l2 > 0) o << ", L2 " << cfg_.link.l2 << " on the batch's embedding rows";
+  if (cfg_.optimizer.sparse_embedding) o << ", lazy updates of the embedding rows with a nonzero gradient";
   o << "; " << batcher_->num_pairs() << " train pairs, " << batcher_->num_batches() << " batches of "
     << cfg_.sampling.batch_size;
   if (ranking_) o << "; full ranking over " << (i_hi_ - i_lo_) << " items for " << (u_hi_ - u_lo_) << " users";

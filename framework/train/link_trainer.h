@@ -12,8 +12,10 @@
 // Per batch: the /link/train pairs of one batch of an epoch's (seed, epoch) shuffle, link.negatives
 // uniform negatives per pair keyed by (seed, epoch, batch) (EdgeBatcher), dot-product scores, BPR
 // or sigmoid BCE (link.loss), in full mode L2 on the batch's layer-0 rows (link.l2), backward
-// through the model, the optimizer on every parameter. On a GPU the batch's ids go up once and
-// everything else stays on the device; the host reads the loss (a wait per batch).
+// through the model, the optimizer on every parameter (with optimizer.sparse_embedding, on the
+// embedding table's rows whose gradient has a nonzero entry only: Optimizer::set_row_sparse). On a
+// GPU the batch's ids go up once and everything else stays on the device; the host reads the loss
+// (a wait per batch).
 //
 // Evaluation (every train.eval_every epochs and after the last): the model's representation of
 // every node needed (full: one propagation in eval mode; sampled: batches of
@@ -139,7 +141,7 @@ class LinkTrainer {
 };
 
 // A node dataset: throws naming the first link.* key the config sets (they apply to link datasets
-// only).
+// only), or optimizer.sparse_embedding (node models have no embedding table).
 void refuse_link_keys(const Config& cfg);
 
 }  // namespace gt

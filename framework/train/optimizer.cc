@@ -2,11 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <string>
 
 #include "kernels/elementwise.h"
+#include "kernels/link.h"
 
 namespace gt {
 namespace {
+
+// The position in `params` of the parameter named `name` (Optimizer::set_row_sparse), -1 for "".
+std::ptrdiff_t row_sparse_index(const std::vector<Param*>& params, const std::string& name) {
+  if (name.empty()) return -1;
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (params[i]->name == name) return static_cast<std::ptrdiff_t>(i);
+  GT_THROW("optimizer.sparse_embedding", "use a model with an embedding table (model.embedding_dim > 0)",
+           "the optimizer updates '", name, "' by rows, but the model has no parameter of that name");
+}
 
 class Adam final : public Optimizer {
  public:
@@ -31,11 +43,16 @@ class Adam final : public Optimizer {
   void step(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     GT_CHECK_ARG(m_.size() == params.size(), "optimizer was created for ", m_.size(), " parameters, got ", params.size());
-    std::vector<AdamTensors> group(params.size());
+    const std::ptrdiff_t lazy = row_sparse_index(params, row_sparse_);
+    std::vector<AdamTensors> group;
     for (std::size_t i = 0; i < params.size(); ++i)
-      group[i] = {&params[i]->value, &params[i]->grad, &m_[i], &v_[i]};
+      if (static_cast<std::ptrdiff_t>(i) != lazy) group.push_back({&params[i]->value, &params[i]->grad, &m_[i], &v_[i]});
     p_.step = t_ + 1;
     adam_update_group(group, p_, ctx.stream());  // checks every entry before it writes any
+    if (lazy >= 0) {
+      const auto i = static_cast<std::size_t>(lazy);
+      row_sparse_adam_step(params[i]->value, m_[i], v_[i], params[i]->grad, p_, ctx.stream());
+    }
     ++t_;
   }
 
@@ -66,10 +83,20 @@ class Sgd final : public Optimizer {
   void step(const Context& ctx, const std::vector<Param*>& params) override {
     create(ctx, params);
     GT_CHECK_ARG(buf_.size() == params.size(), "optimizer was created for ", buf_.size(), " parameters, got ", params.size());
+    const std::ptrdiff_t lazy = row_sparse_index(params, row_sparse_);
+    if (lazy >= 0 && c_.momentum != 0.0)
+      GT_THROW("optimizer.momentum", "set optimizer.momentum: 0, or use optimizer.type adam",
+               "row-sparse SGD (optimizer.sparse_embedding) has no momentum, got momentum ", c_.momentum);
     ++t_;
-    for (std::size_t i = 0; i < params.size(); ++i)
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (static_cast<std::ptrdiff_t>(i) == lazy) {
+        row_sparse_sgd_step(params[i]->value, params[i]->grad, static_cast<float>(c_.lr),
+                            static_cast<float>(c_.weight_decay), ctx.stream());
+        continue;
+      }
       sgd_update(params[i]->value, params[i]->grad, buf_[i], static_cast<float>(c_.lr), static_cast<float>(c_.momentum),
                  static_cast<float>(c_.weight_decay), t_, ctx.stream());
+    }
   }
 
  private:

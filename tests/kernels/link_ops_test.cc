@@ -1,6 +1,7 @@
 // The link-prediction ops (kernels/link.h) against float64 references and central finite
-// differences, the sparse Adam step against the project's dense Adam (make_optimizer), and the
-// GPU against the CPU on random inputs with poisoned outputs (Cuda cases skip without a GPU).
+// differences, the sparse Adam step against the project's dense Adam (make_optimizer), the
+// row-sparse steps against the sparse steps and inside an optimizer (set_row_sparse), and the GPU
+// against the CPU on random inputs with poisoned outputs (Cuda cases skip without a GPU).
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -363,6 +364,78 @@ GT_DEVICE_TEST(LinkOps, SparseSgdStep) {
   for (int64_t j = 0; j < 2 * d; ++j) EXPECT_EQ(w[d + j], w0[d + j]) << "rows 1, 2 untouched";
 }
 
+// A [12, d] gradient whose rows `zero` are 0 (row 3 as -0): the rows with a nonzero entry. Row 5
+// has one nonzero entry, in its last column. Entries from `seed`.
+std::vector<float> gradient_with_zero_rows(int64_t N, int64_t d, const std::vector<int64_t>& zero, uint64_t seed,
+                                           std::vector<int32_t>* touched) {
+  auto g = random_floats(N * d, seed);
+  touched->clear();
+  for (int64_t x = 0; x < N; ++x) {
+    const bool z = std::find(zero.begin(), zero.end(), x) != zero.end();
+    for (int64_t j = 0; j < d; ++j) {
+      float& e = g[x * d + j];
+      if (z) e = x == 3 ? -0.0f : 0.0f;
+      if (x == 5 && !z) e = j == d - 1 ? 0.25f : 0.0f;
+    }
+    if (!z) touched->push_back(static_cast<int32_t>(x));
+  }
+  return g;
+}
+
+// The row-sparse steps given a whole gradient equal the sparse steps given its nonzero rows as ids
+// (the same bits on the CPU), over steps that touch different rows; the rows a step skips keep W,
+// m and v. d = 37: a warp's lanes cover a row in two passes, the second partly.
+GT_DEVICE_TEST(LinkOps, RowSparseStepsEqualSparseStepsOnNonzeroRows) {
+  const int64_t N = 12, d = 37;
+  const double tol = dev.is_cuda() ? 1e-6 : 0.0;  // two CUDA kernels may fuse multiply-adds differently
+  const auto w0 = random_floats(N * d, 60);
+  Tensor W = tensor_on(w0, {N, d}, dev), Wref = tensor_on(w0, {N, d}, dev);
+  Tensor m = Tensor::zeros({N, d}, DType::kFloat32, dev), v = Tensor::zeros({N, d}, DType::kFloat32, dev);
+  Tensor mref = Tensor::zeros({N, d}, DType::kFloat32, dev), vref = Tensor::zeros({N, d}, DType::kFloat32, dev);
+  Tensor S = tensor_on(w0, {N, d}, dev), Sref = tensor_on(w0, {N, d}, dev);
+  AdamParams ap;
+  ap.lr = 0.05f;
+  ap.weight_decay = 0.01f;
+  const std::vector<std::vector<int64_t>> zero_rows{{0, 3, 7}, {1, 2, 3, 4, 9, 11}, {3, 6}};
+  for (std::size_t t = 0; t < zero_rows.size(); ++t) {
+    std::vector<int32_t> touched;
+    const auto g = gradient_with_zero_rows(N, d, zero_rows[t], 70 + t, &touched);
+    std::vector<float> rows;
+    for (int32_t x : touched) rows.insert(rows.end(), g.begin() + x * d, g.begin() + (x + 1) * d);
+    const int64_t r = static_cast<int64_t>(touched.size());
+    const auto before = W.to_vector<float>(), m_before = m.to_vector<float>(), v_before = v.to_vector<float>();
+    ap.step = static_cast<int64_t>(t) + 1;
+    const Tensor G = tensor_on(g, {N, d}, dev);
+    row_sparse_adam_step(W, m, v, G, ap);
+    sparse_adam_step(Wref, mref, vref, ids_on(touched, dev), tensor_on(rows, {r, d}, dev), ap);
+    row_sparse_sgd_step(S, G, 0.1f, 0.01f);
+    sparse_sgd_step(Sref, ids_on(touched, dev), tensor_on(rows, {r, d}, dev), 0.1f, 0.01f);
+    const auto w = W.to_vector<float>(), mv = m.to_vector<float>(), vv = v.to_vector<float>();
+    expect_close(w, Wref.to_vector<float>(), tol, "W vs sparse_adam_step");
+    expect_close(mv, mref.to_vector<float>(), tol, "m vs sparse_adam_step");
+    expect_close(vv, vref.to_vector<float>(), tol, "v vs sparse_adam_step");
+    expect_close(S.to_vector<float>(), Sref.to_vector<float>(), tol, "SGD W vs sparse_sgd_step");
+    for (int64_t x : zero_rows[t])
+      for (int64_t j = 0; j < d; ++j) {
+        const std::size_t i = static_cast<std::size_t>(x * d + j);
+        EXPECT_EQ(std::memcmp(&w[i], &before[i], sizeof(float)), 0) << "step " << t + 1 << ": W row " << x;
+        EXPECT_EQ(std::memcmp(&mv[i], &m_before[i], sizeof(float)), 0) << "step " << t + 1 << ": m row " << x;
+        EXPECT_EQ(std::memcmp(&vv[i], &v_before[i], sizeof(float)), 0) << "step " << t + 1 << ": v row " << x;
+      }
+    for (int32_t x : touched) EXPECT_NE(w[static_cast<std::size_t>(x * d)], before[static_cast<std::size_t>(x * d)]);
+  }
+  // A NaN entry touches its row (the NaN reaches W, as in dense Adam); the others stay.
+  std::vector<float> g(N * d, 0.0f);
+  g[4 * d + 2] = std::nanf("");
+  const auto before = W.to_vector<float>();
+  ap.step = 4;
+  row_sparse_adam_step(W, m, v, tensor_on(g, {N, d}, dev), ap);
+  const auto w = W.to_vector<float>();
+  EXPECT_TRUE(std::isnan(w[4 * d + 2]));
+  for (int64_t i = 0; i < N * d; ++i)
+    if (i / d != 4) EXPECT_EQ(w[i], before[i]) << "entry " << i;
+}
+
 // GPU against CPU on larger random inputs (GPU outputs poisoned first).
 TEST(LinkOps, GpuMatchesCpuCuda) {
   if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
@@ -442,6 +515,92 @@ TEST(LinkOps, GpuMatchesCpuCuda) {
     sparse_sgd_step(Sg, ids_on(ids, gpu), tensor_on(gf, {r, d}, gpu), 0.1f, 0.01f);
     expect_close(Sg.to_vector<float>(), Sc.to_vector<float>(), 1e-5, "sparse SGD W");
   }
+  {
+    // The row-sparse steps on N rows, about a third of them zero in each step's gradient.
+    Tensor Wc = tensor_on(wf, {N, d}, cpu), Wg = tensor_on(wf, {N, d}, gpu);
+    Tensor mc = Tensor::zeros({N, d}, DType::kFloat32, cpu), vc = Tensor::zeros({N, d}, DType::kFloat32, cpu);
+    Tensor mg = Tensor::zeros({N, d}, DType::kFloat32, gpu), vg = Tensor::zeros({N, d}, DType::kFloat32, gpu);
+    Tensor Sc = tensor_on(wf, {N, d}, cpu), Sg = tensor_on(wf, {N, d}, gpu);
+    AdamParams ap;
+    ap.weight_decay = 1e-3f;
+    for (int64_t t = 1; t <= 3; ++t) {
+      ap.step = t;
+      auto g = random_floats(N * d, 80 + t);
+      const auto zero = random_ids(N / 3, N, 90 + t);
+      for (int32_t x : zero) std::fill(g.begin() + x * d, g.begin() + (x + 1) * d, 0.0f);
+      row_sparse_adam_step(Wc, mc, vc, tensor_on(g, {N, d}, cpu), ap);
+      row_sparse_adam_step(Wg, mg, vg, tensor_on(g, {N, d}, gpu), ap);
+      row_sparse_sgd_step(Sc, tensor_on(g, {N, d}, cpu), 0.1f, 0.01f);
+      row_sparse_sgd_step(Sg, tensor_on(g, {N, d}, gpu), 0.1f, 0.01f);
+    }
+    expect_close(Wg.to_vector<float>(), Wc.to_vector<float>(), 1e-5, "row-sparse Adam W");
+    expect_close(mg.to_vector<float>(), mc.to_vector<float>(), 1e-5, "row-sparse Adam m");
+    expect_close(vg.to_vector<float>(), vc.to_vector<float>(), 1e-5, "row-sparse Adam v");
+    expect_close(Sg.to_vector<float>(), Sc.to_vector<float>(), 1e-5, "row-sparse SGD W");
+  }
+}
+
+// An optimizer with set_row_sparse: the named table steps as row_sparse_adam_step (or
+// row_sparse_sgd_step) with the optimizer's step count, every other parameter as before; a name
+// that is no parameter, and SGD momentum, are one-line errors naming the key.
+GT_DEVICE_TEST(LinkOps, OptimizerRowSparseParameter) {
+  const int64_t N = 6, d = 4;
+  OptimizerConfig cfg;
+  cfg.lr = 0.05;
+  cfg.weight_decay = 0.01;
+  Context ctx(dev);
+  const auto t0 = random_floats(N * d, 61), b0 = random_floats(d, 62);
+  Param table{"embedding", tensor_on(t0, {N, d}, dev), Tensor()};
+  Param bias{"bias", tensor_on(b0, {d}, dev), Tensor()};
+  Param dense_bias{"bias", tensor_on(b0, {d}, dev), Tensor()};
+  Tensor W = tensor_on(t0, {N, d}, dev), m = Tensor::zeros({N, d}, DType::kFloat32, dev),
+         v = Tensor::zeros({N, d}, DType::kFloat32, dev);
+  auto opt = make_optimizer(cfg), dense = make_optimizer(cfg);
+  opt->set_row_sparse("embedding");
+  for (int64_t t = 1; t <= 3; ++t) {
+    std::vector<int32_t> touched;
+    const auto g = gradient_with_zero_rows(N, d, {static_cast<int64_t>(t), 3}, 63 + t, &touched);
+    table.grad = tensor_on(g, {N, d}, dev);
+    bias.grad = dense_bias.grad = tensor_on(random_floats(d, 66 + t), {d}, dev);
+    opt->step(ctx, {&bias, &table});
+    dense->step(ctx, {&dense_bias});
+    stream_synchronize(ctx.stream());  // the reference below runs on the legacy stream
+    AdamParams ap;
+    ap.lr = 0.05f;
+    ap.weight_decay = 0.01f;
+    ap.step = t;
+    row_sparse_adam_step(W, m, v, table.grad, ap);
+  }
+  EXPECT_EQ(opt->steps(), 3);
+  expect_close(table.value.to_vector<float>(), W.to_vector<float>(), 0.0, "table vs row_sparse_adam_step");
+  expect_close(bias.value.to_vector<float>(), dense_bias.value.to_vector<float>(), 0.0, "dense parameter");
+  const auto state = opt->state(ctx, {&bias, &table});
+  ASSERT_EQ(state.size(), 4u);
+  EXPECT_EQ(state[2].first, "m/embedding");
+  expect_close(state[2].second->to_vector<float>(), m.to_vector<float>(), 0.0, "m of the table");
+  expect_close(state[3].second->to_vector<float>(), v.to_vector<float>(), 0.0, "v of the table");
+  auto expect_key = [](const std::string& msg, const std::string& key) {
+    EXPECT_NE(msg.find(key), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  };
+  opt->set_row_sparse("table");
+  expect_key(test::error_of([&] { opt->step(ctx, {&bias, &table}); }), "optimizer.sparse_embedding");
+  // SGD without momentum: the table's zero rows keep their bits; with momentum: refused.
+  cfg.type = "sgd";
+  auto sgd = make_optimizer(cfg);
+  sgd->set_row_sparse("embedding");
+  std::vector<int32_t> touched;
+  const auto g = gradient_with_zero_rows(N, d, {0, 3}, 67, &touched);
+  table.grad = tensor_on(g, {N, d}, dev);
+  Tensor S = table.value.clone();
+  sgd->step(ctx, {&bias, &table});
+  stream_synchronize(ctx.stream());
+  row_sparse_sgd_step(S, table.grad, 0.05f, 0.01f);
+  expect_close(table.value.to_vector<float>(), S.to_vector<float>(), 0.0, "SGD table vs row_sparse_sgd_step");
+  cfg.momentum = 0.9;
+  auto sgd_m = make_optimizer(cfg);
+  sgd_m->set_row_sparse("embedding");
+  expect_key(test::error_of([&] { sgd_m->step(ctx, {&bias, &table}); }), "optimizer.momentum");
 }
 
 // One-line errors naming the argument.
@@ -501,6 +660,15 @@ TEST(LinkOps, BadArgumentsThrowOneLineErrors) {
     expect_error(test::error_of([&] { sparse_adam_step(W, m, m, ids2, g, ap); }), "step is 1-based");
     Tensor g4 = Tensor::zeros({2, 4}, DType::kFloat32, cpu);
     expect_error(test::error_of([&] { sparse_sgd_step(W, ids2, g4, 0.1f, 0.0f); }), "grad_rows");
+  }
+  {
+    Tensor W = Tensor::zeros({4, 3}, DType::kFloat32, cpu), m = Tensor::zeros({4, 3}, DType::kFloat32, cpu);
+    Tensor G = Tensor::zeros({4, 2}, DType::kFloat32, cpu);
+    AdamParams ap;
+    expect_error(test::error_of([&] { row_sparse_adam_step(W, m, m, G, ap); }), "G must be float32 [4, 3]");
+    expect_error(test::error_of([&] { row_sparse_sgd_step(W, G, 0.1f, 0.0f); }), "G must be float32 [4, 3]");
+    ap.step = 0;
+    expect_error(test::error_of([&] { row_sparse_adam_step(W, m, m, W, ap); }), "step is 1-based");
   }
 }
 

@@ -90,6 +90,10 @@ struct GT_API OptimizerConfig {
   int64_t decay_epochs = 0;   ///< cosine: epochs from lr down to min_lr; 0 = train.epochs
   double min_lr = 0.0;        ///< cosine: the rate it ends at
   double clip_norm = 0.0;     ///< largest global gradient norm before the update; 0 = no clipping
+  /// Link tasks with an embedding table (lightgcn, ngcf): the table's update touches only the rows
+  /// whose gradient row has a nonzero entry (lazy Adam, or SGD without momentum); the other
+  /// parameters stay dense (Optimizer::set_row_sparse).
+  bool sparse_embedding = false;
 };
 
 struct GT_API TrainConfig {

@@ -29,9 +29,21 @@ class GT_API Optimizer {
   // parameters' device. Creates them (zeros, as before a first step) when they do not exist yet,
   // so that a checkpoint can be loaded into them before training resumes.
   virtual std::vector<std::pair<std::string, Tensor*>> state(const Context& ctx, const std::vector<Param*>& params) = 0;
+  // Lazy row updates of the parameter named `name` (a [rows, d] table, e.g. "embedding"; "" = none,
+  // the default): from then on each step updates only the rows of it whose gradient row has an
+  // entry != 0 (NaN counts as nonzero, -0 as 0), and leaves its other rows and their state as they
+  // are. Adam: row_sparse_adam_step (kernels/link.h), so a touched row's moments advance once per
+  // step that touches it, while the bias correction uses the optimizer's step count t (steps() + 1,
+  // every step counted, touching the row or not) for every row: lazy Adam. SGD: row_sparse_sgd_step,
+  // momentum 0 only (a step with momentum throws naming optimizer.momentum). The other parameters
+  // keep the dense update. The state tensors (state()) are the same as without it, so checkpoints
+  // carry over unchanged. A step throws when no parameter has this name.
+  void set_row_sparse(std::string name) { row_sparse_ = std::move(name); }
+  const std::string& row_sparse() const { return row_sparse_; }
 
  protected:
   int64_t t_ = 0;
+  std::string row_sparse_;
 };
 
 // The learning rate of epoch `epoch` (1-based) under optimizer.schedule: epochs 1..W of the

@@ -1,9 +1,12 @@
 // Link tasks in gt::Trainer (framework/train/link_trainer.h): LightGCN learns a clustered
 // user-item dataset (Recall@20 well above the untrained model's), NGCF trains, the GPU follows the
 // CPU, a GraphSAGE encoder learns link prediction on a feature graph (ROC-AUC > 0.8), keys that
-// cannot apply are one-line errors, and a resumed link run continues the uninterrupted one.
+// cannot apply are one-line errors, a resumed link run continues the uninterrupted one, and
+// optimizer.sparse_embedding steps the table's touched rows lazily (also resumed, on the GPU, and
+// refused where it cannot apply).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -398,6 +401,157 @@ TEST(LinkTrainTest, ResumedRunContinuesIdentically) {
     EXPECT_EQ(value(rest.epochs.back().link_test, "recall@20"), value(whole.epochs.back().link_test, "recall@20"));
     EXPECT_EQ(rest.best_epoch, whole.best_epoch);
   }
+}
+
+// optimizer.sparse_embedding: after every step of a CPU run, the embedding rows whose gradient
+// (still in Param::grad after the step) is all zero keep their bits, and the others moved by one
+// lazy Adam step computed here (moments tracked here from zero, bias correction with the step
+// number t of BatchInfo::step) or one SGD step. One LightGCN layer and batches of 4 pairs, so a
+// step's gradient reaches the batch's nodes and their neighbours only and leaves other rows zero.
+TEST(LinkTrainTest, SparseEmbeddingStepsTouchedRowsLazily) {
+  for (const char* opt : {"adam", "sgd"})
+    for (const char* type : {"lightgcn", "ngcf"}) {
+      if (std::string(opt) == "sgd" && std::string(type) == "ngcf") continue;
+      Config c = rec_config(type);
+      c.model.layers = 1;
+      c.model.dropout = 0.0;
+      c.sampling.fanouts = {-1};
+      c.sampling.batch_size = 4;
+      c.train.epochs = 1;
+      c.train.eval_every = 0;
+      c.optimizer.type = opt;
+      c.optimizer.weight_decay = 0.01;  // dense would decay every row; lazy only the touched ones
+      c.optimizer.sparse_embedding = true;
+      Trainer t(c, rec_dataset());
+      Param* E = t.model().embedding();
+      ASSERT_NE(E, nullptr);
+      const int64_t d = E->value.size(1);
+      std::vector<float> w = E->value.to_vector<float>(), m(w.size(), 0.0f), v(w.size(), 0.0f);
+      const float lr = 0.01f, wd = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+      int64_t steps = 0, partial = 0, bad = 0;
+      FitCallbacks cb;
+      cb.on_batch = [&](const BatchInfo& b) {
+        const std::vector<float> g = E->grad.to_vector<float>(), now = E->value.to_vector<float>();
+        const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(b1), static_cast<double>(b.step)));
+        const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(b2), static_cast<double>(b.step)));
+        int64_t touched = 0;
+        for (std::size_t x = 0; x * d < g.size(); ++x) {
+          const std::size_t at = x * static_cast<std::size_t>(d);
+          if (std::all_of(g.begin() + at, g.begin() + at + d, [](float e) { return e == 0.0f; })) {
+            for (int64_t j = 0; j < d; ++j) bad += now[at + j] != w[at + j];  // untouched: the same value
+            continue;
+          }
+          ++touched;
+          for (std::size_t i = at; i < at + static_cast<std::size_t>(d); ++i) {
+            const float gi = g[i] + wd * w[i];
+            if (std::string(opt) == "sgd") {
+              w[i] -= lr * gi;
+            } else {
+              m[i] = b1 * m[i] + (1.0f - b1) * gi;
+              v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+              w[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps);
+            }
+            bad += std::fabs(now[i] - w[i]) > 1e-6f * std::max(1.0f, std::fabs(w[i]));
+          }
+        }
+        EXPECT_GT(touched, 0) << type << " step " << b.step;
+        partial += touched < static_cast<int64_t>(g.size()) / d;
+        w = now;
+        return ++steps < 6;
+      };
+      t.fit(nullptr, cb);
+      EXPECT_EQ(steps, 6) << opt << " " << type;
+      EXPECT_EQ(bad, 0) << opt << " " << type << ": entries off the lazy step";
+      EXPECT_GT(partial, 0) << opt << " " << type << ": every step touched every row; the test shows nothing";
+    }
+}
+
+// A sparse run stopped after 2 epochs and resumed from its checkpoint continues the uninterrupted
+// one: the same losses and the same embedding table (the checkpoint holds Adam's m and v of the
+// table and the step count t; lazy Adam has no other per-row state).
+TEST(LinkTrainTest, SparseEmbeddingResumesIdentically) {
+  test::TempDir tmp("sparseresume");
+  for (const char* type : {"lightgcn", "ngcf"}) {
+    Config c = rec_config(type);
+    c.train.epochs = 4;
+    c.train.eval_every = 2;
+    c.optimizer.sparse_embedding = true;
+    c.optimizer.weight_decay = 0.01;
+    Trainer whole_t(c, rec_dataset());
+    const TrainResult whole = whole_t.fit(nullptr);
+    Config first = c;
+    first.train.epochs = 2;
+    first.train.checkpoint = tmp.file(std::string(type) + ".ckpt.h5");
+    Trainer(first, rec_dataset()).fit(nullptr);
+    Trainer t(c, rec_dataset());
+    t.resume(first.train.checkpoint);
+    const TrainResult rest = t.fit(nullptr);
+    ASSERT_EQ(rest.epochs.size(), 2u) << type;
+    for (std::size_t e = 0; e < 2; ++e) EXPECT_EQ(rest.epochs[e].loss, whole.epochs[e + 2].loss) << type << " " << e + 3;
+    EXPECT_EQ(t.model().embedding()->value.to_vector<float>(), whole_t.model().embedding()->value.to_vector<float>())
+        << type;
+    EXPECT_EQ(value(rest.epochs.back().link_test, "recall@20"), value(whole.epochs.back().link_test, "recall@20"));
+  }
+}
+
+// The GPU trains the same sparse run as the CPU (losses to rounding, the table close).
+TEST(LinkTrainTest, SparseEmbeddingCudaFollowsCpu) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const char* type : {"lightgcn", "ngcf"}) {
+    Config c = rec_config(type);
+    c.train.epochs = 3;
+    c.train.eval_every = 3;
+    c.optimizer.sparse_embedding = true;
+    c.optimizer.weight_decay = 0.01;
+    Trainer cpu_t(c, rec_dataset());
+    const TrainResult cpu = cpu_t.fit(nullptr);
+    c.train.device = "cuda";
+    Trainer gpu_t(c, rec_dataset());
+    const TrainResult gpu = gpu_t.fit(nullptr);
+    ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size());
+    for (std::size_t e = 0; e < cpu.epochs.size(); ++e)
+      EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 1e-3 * std::max(1.0, cpu.epochs[e].loss)) << type << " " << e;
+    const auto wc = cpu_t.model().embedding()->value.to_vector<float>();
+    const auto wg = gpu_t.model().embedding()->value.to(Device::cpu()).to_vector<float>();
+    ASSERT_EQ(wc.size(), wg.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < wc.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(wc[i] - wg[i])));
+    EXPECT_LT(worst, 1e-3) << type;
+  }
+}
+
+// optimizer.sparse_embedding where it cannot apply: one line naming the key.
+TEST(LinkTrainTest, SparseEmbeddingRefusals) {
+  test::TempDir tmp("sparsekeys");
+  const std::string link_path = feature_graph(tmp);
+  // A feature encoder has no embedding table.
+  Config enc = sage_config(link_path);
+  enc.optimizer.sparse_embedding = true;
+  expect_key_error(error_of([&] { Trainer{enc}; }), "optimizer.sparse_embedding");
+  // Row-sparse SGD has no momentum.
+  Config sgd = rec_config("lightgcn");
+  sgd.optimizer.sparse_embedding = true;
+  sgd.optimizer.type = "sgd";
+  sgd.optimizer.momentum = 0.9;
+  expect_key_error(error_of([&] { Trainer(sgd, rec_dataset()); }), "optimizer.momentum");
+  // A node dataset's models have no embedding table.
+  Config node = sage_config(tmp.file("g.h5"));
+  node.dataset.valid_split = "train";
+  node.dataset.test_split = "train";
+  node.optimizer.sparse_embedding = true;
+  expect_key_error(error_of([&] { Trainer{node}; }), "optimizer.sparse_embedding");
+  // A checkpoint of a dense run does not resume a sparse one (the runs differ).
+  Config dense = rec_config("lightgcn");
+  dense.train.epochs = 1;
+  dense.train.eval_every = 0;
+  dense.train.checkpoint = tmp.file("dense.ckpt.h5");
+  Trainer(dense, rec_dataset()).fit(nullptr);
+  Config sparse = dense;
+  sparse.train.checkpoint.clear();
+  sparse.train.epochs = 2;
+  sparse.optimizer.sparse_embedding = true;
+  Trainer t(sparse, rec_dataset());
+  expect_key_error(error_of([&] { t.resume(dense.train.checkpoint); }), "optimizer.sparse_embedding");
 }
 
 }  // namespace
