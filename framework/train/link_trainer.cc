@@ -107,7 +107,7 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
     refuse(cfg, "link.l2", "use optimizer.weight_decay for an encoder's weights",
            "the L2 term is on the batch's embedding rows; the model has no embedding table (model.embedding_dim 0)");
   if (cfg.optimizer.sparse_embedding && !embedding)
-    refuse(cfg, "optimizer.sparse_embedding", "set it false, or train a model with model.embedding_dim (lightgcn, ngcf)",
+    refuse(cfg, "optimizer.sparse_embedding", "set it false, or use a model with model.embedding_dim (lightgcn, ngcf)",
            "the model has no embedding table to update by rows (model.embedding_dim 0)");
   if (cfg.optimizer.sparse_embedding && cfg.optimizer.type == "sgd" && cfg.optimizer.momentum != 0.0)
     refuse(cfg, "optimizer.momentum", "set optimizer.momentum: 0, or use optimizer.type adam",

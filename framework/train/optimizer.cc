@@ -46,7 +46,8 @@ class Adam final : public Optimizer {
     const std::ptrdiff_t lazy = row_sparse_index(params, row_sparse_);
     std::vector<AdamTensors> group;
     for (std::size_t i = 0; i < params.size(); ++i)
-      if (static_cast<std::ptrdiff_t>(i) != lazy) group.push_back({&params[i]->value, &params[i]->grad, &m_[i], &v_[i]});
+      if (static_cast<std::ptrdiff_t>(i) != lazy)
+        group.push_back({&params[i]->value, &params[i]->grad, &m_[i], &v_[i]});
     p_.step = t_ + 1;
     adam_update_group(group, p_, ctx.stream());  // checks every entry before it writes any
     if (lazy >= 0) {

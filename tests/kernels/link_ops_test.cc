@@ -562,9 +562,13 @@ GT_DEVICE_TEST(LinkOps, OptimizerRowSparseParameter) {
     const auto g = gradient_with_zero_rows(N, d, {static_cast<int64_t>(t), 3}, 63 + t, &touched);
     table.grad = tensor_on(g, {N, d}, dev);
     bias.grad = dense_bias.grad = tensor_on(random_floats(d, 66 + t), {d}, dev);
+    const auto before = table.value.to_vector<float>();
     opt->step(ctx, {&bias, &table});
     dense->step(ctx, {&dense_bias});
     stream_synchronize(ctx.stream());  // the reference below runs on the legacy stream
+    const auto after = table.value.to_vector<float>();
+    for (int64_t x : {t, int64_t{3}})  // the step's zero rows keep their values
+      for (int64_t j = 0; j < d; ++j) EXPECT_EQ(after[x * d + j], before[x * d + j]) << "step " << t << " row " << x;
     AdamParams ap;
     ap.lr = 0.05f;
     ap.weight_decay = 0.01f;

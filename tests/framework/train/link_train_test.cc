@@ -487,7 +487,8 @@ TEST(LinkTrainTest, SparseEmbeddingResumesIdentically) {
     t.resume(first.train.checkpoint);
     const TrainResult rest = t.fit(nullptr);
     ASSERT_EQ(rest.epochs.size(), 2u) << type;
-    for (std::size_t e = 0; e < 2; ++e) EXPECT_EQ(rest.epochs[e].loss, whole.epochs[e + 2].loss) << type << " " << e + 3;
+    for (std::size_t e = 0; e < 2; ++e)
+      EXPECT_EQ(rest.epochs[e].loss, whole.epochs[e + 2].loss) << type << " epoch " << e + 3;
     EXPECT_EQ(t.model().embedding()->value.to_vector<float>(), whole_t.model().embedding()->value.to_vector<float>())
         << type;
     EXPECT_EQ(value(rest.epochs.back().link_test, "recall@20"), value(whole.epochs.back().link_test, "recall@20"));
