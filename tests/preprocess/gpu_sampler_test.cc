@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include "framework/core/rng.h"
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
@@ -153,6 +155,52 @@ TEST(GpuSampler, BadSeedsAreNamedCuda) {
   // The table is left clean by a refused batch: the next one still matches the CPU.
   Context ctx(Device::cuda(0));
   expect_same_blocks(gpu.sample({4, 8}, 2, ctx.copy_stream()).blocks, cpu.sample({4, 8}, 2).blocks);
+}
+
+// A CSR with more than 2^31 edges (issue 42: every edge count and offset is 64-bit): rows 0 and 1
+// hold 2^30 + 32 in-edges each (all from node 4), so rows 2, 3 and 5 start past 2^31. A position
+// that wrapped at 32 bits would read node 0's row (node 4) or fault. The CPU sampler, the GPU
+// sampler over a device CSR and over the host CSR (mapped, registered in place) must draw the same
+// blocks, and seed 2's neighbours in the output block must come from its own row ({3, 5}).
+// 8.6 GB of host memory and as much on the device: skipped where there is less.
+TEST(GpuSampler, EdgeOffsetsPast2To31Cuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t kBig = (int64_t{1} << 30) + 32;
+  const int64_t host_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (host_bytes < (int64_t{40} << 30)) GTEST_SKIP() << "needs 40 GiB of host memory";
+  if (device_free_memory(Device::cuda(0)) < (int64_t{20} << 30)) GTEST_SKIP() << "needs 20 GiB free on cuda:0";
+  const std::vector<std::vector<int32_t>> small{{3, 3, 3, 3, 5, 5, 5, 5}, {0, 1, 5, 5}, {}, {2, 3, 3}};
+  std::vector<int64_t> indptr{0, kBig, 2 * kBig};
+  for (const auto& row : small) indptr.push_back(indptr.back() + static_cast<int64_t>(row.size()));
+  std::vector<int32_t> indices(static_cast<std::size_t>(indptr.back()), 4);
+  int64_t at = 2 * kBig;
+  for (const auto& row : small)
+    for (int32_t u : row) indices[static_cast<std::size_t>(at++)] = u;
+  ASSERT_GT(indptr[2], int64_t{1} << 31);
+  const CsrView view{indptr.data(), indices.data(), 6};
+  NeighborSampler cpu(view, {2, 3, 2}, false, 5);
+  const std::vector<int64_t> seeds{2, 3, 5};
+  const SampledBatch want = cpu.sample(seeds, 7);
+  // Seed 2 is output row 0: its sources, through input_nodes (local ids are prefixes of it).
+  const Block& out = want.blocks.back();
+  const auto ip = out.indptr.to_vector<int64_t>();
+  const auto ix = out.indices.to_vector<int32_t>();
+  ASSERT_EQ(ip[1] - ip[0], 2);
+  for (int64_t e = ip[0]; e < ip[1]; ++e) {
+    const int64_t u = want.input_nodes[static_cast<std::size_t>(ix[static_cast<std::size_t>(e)])];
+    EXPECT_TRUE(u == 3 || u == 5) << "seed 2 drew node " << u;
+  }
+  Context ctx(Device::cuda(0));
+  for (GpuGraph::Place place : {GpuGraph::Place::kDevice, GpuGraph::Place::kHost}) {
+    SCOPED_TRACE(place == GpuGraph::Place::kDevice ? "device CSR" : "host CSR");
+    auto graph = std::make_shared<GpuGraph>(view, Device::cuda(0), place);
+    EXPECT_EQ(graph->max_degree(), kBig);
+    GpuSampler gpu(cpu, graph);
+    const GpuSampledBatch got = gpu.sample(seeds, 7, ctx.copy_stream());
+    expect_same_blocks(got.blocks, want.blocks);
+    const std::vector<int32_t> in = got.input_nodes.to_vector<int32_t>();
+    EXPECT_EQ(std::vector<int64_t>(in.begin(), in.end()), want.input_nodes);
+  }
 }
 
 TEST(GpuSampler, NeedsCudaBuild) {
