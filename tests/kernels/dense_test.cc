@@ -648,7 +648,8 @@ GT_DEVICE_TEST(RowDropout, KeepsWholeRowsAsTheContractSays) {
   const uint64_t seed = 13, step = 6;
   for (const auto& [n, F] : {std::pair<int64_t, int64_t>{1003, 5}, {517, 1}, {9, 67}}) {
     SCOPED_TRACE(std::to_string(n) + " rows of " + std::to_string(F));
-    const auto xf = random_floats(static_cast<std::size_t>(n * F), 31), gf = random_floats(static_cast<std::size_t>(n * F), 32);
+    const std::size_t count = static_cast<std::size_t>(n * F);
+    const auto xf = random_floats(count, 31), gf = random_floats(count, 32);
     const Tensor x = tensor_on(xf, {n, F}, dev, st);
     Tensor y = poisoned({n, F}, dev, st), dx = poisoned({n, F}, dev, st), y_next = poisoned({n, F}, dev, st);
     row_dropout(x, p, seed, step, y, st);

@@ -267,7 +267,8 @@ TEST(Recommend, NgcfNodeDropoutEqualsDenseReference) {
     c.node_dropout = p;
     auto model = build_link_model(c, kNodes, Device::cpu(), seed);
     for (Param* q : model->params())  // non-zero biases: LeakyReLU sees both signs
-      if (q->name.find("bias") != std::string::npos) q->value.copy_from(Tensor::from_vector(test::random_floats(3, 9), {3}));
+      if (q->name.find("bias") != std::string::npos)
+        q->value.copy_from(Tensor::from_vector(test::random_floats(3, 9), {3}));
     std::vector<int64_t> widths{4};
     for (int64_t l = 0; l < layers; ++l) widths.push_back(3);
     Context ctx;
