@@ -27,6 +27,9 @@ void elu_forward(const float* x, float* y, int64_t n, int device, Stream s);
 void elu_backward(const float* y, const float* dy, float* dx, int64_t n, int device, Stream s);
 void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t width, int64_t key_cols,
              int device, Stream s);
+void row_dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t F, int device,
+                 Stream s);
+void mul(const float* a, const float* b, float* y, int64_t n, int device, Stream s);
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
 void scale(float alpha, float* y, int64_t n, int device, Stream s);
 void scale_rows(const float* x, const float* r, float* y, int64_t n, int64_t F, int device, Stream s);
@@ -273,6 +276,60 @@ void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, T
   check_same(dy, "dy", dx, "dx", "dropout_backward");
   check_p(p, "dropout_backward");
   run_dropout(dy.data<float>(), p, seed, step, dx, s, "dropout_backward", key_cols);
+}
+
+void row_dropout(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s) {
+  const char* op = "row_dropout";
+  check_float(x, "x", op);
+  GT_CHECK_ARG(x.dim() == 2, op, ": x must be [n, F], got ", x.str());
+  check_same(x, "x", y, "y", op);
+  check_p(p, op);
+  const int64_t n = x.size(0), F = x.size(1);
+  if (n == 0 || F == 0) return;
+  const uint64_t key = rng_key(seed, RngStream::kNodeDropout);
+  if (x.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::row_dropout(x.data<float>(), p, key, step, y.data<float>(), n, F, dev_of(x), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  const float kept = 1.0f / (1.0f - p);
+  // Rows 4g .. 4g + 3 take the four words of one Philox call (dropout_keeps_counter's grouping).
+  const int64_t grain = std::max<int64_t>(1, kGrain / (4 * F));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, (n + 3) / 4, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t g = r.begin(); g < r.end(); ++g) {
+      const Philox4 d = dropout_draws(key, step, static_cast<uint64_t>(g));
+      for (int64_t j = 0; j < 4 && 4 * g + j < n; ++j) {
+        const bool keep = dropout_keeps_word(d.v[j], p);
+        const int64_t row = (4 * g + j) * F;
+        for (int64_t c = 0; c < F; ++c) py[row + c] = keep ? px[row + c] * kept : 0.0f;
+      }
+    }
+  });
+}
+
+void mul(const Tensor& a, const Tensor& b, Tensor& y, Stream s) {
+  check_float(a, "a", "mul");
+  check_same(a, "a", b, "b", "mul");
+  check_same(a, "a", y, "y", "mul");
+  const int64_t n = a.numel();
+  if (n == 0) return;
+  if (a.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::mul(a.data<float>(), b.data<float>(), y.data<float>(), n, dev_of(a), s);
+#else
+    (void)s;
+    throw_built_without_cuda("mul");
+#endif
+  }
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* py = y.data<float>();
+  for_each_index(n, [&](int64_t i) { py[i] = pa[i] * pb[i]; });
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s) {

@@ -213,6 +213,21 @@ __global__ void __launch_bounds__(kThreads) dropout_rows_kernel(const float* x, 
   }
 }
 
+// Row dropout: element i of row r = i / F is kept as row r is (framework/core/rng.h
+// dropout_keeps_counter, counter r), so any grid gives the CPU's mask. One Philox call per element:
+// the model applies it to [n, 1] node scales, where that is one per row.
+__global__ void row_dropout_kernel(const float* x, float p, float kept, uint64_t key, uint64_t step, float* y,
+                                   int64_t n, int64_t F) {
+  for (int64_t i = first_index(); i < n * F; i += grid_stride()) {
+    const bool keep = dropout_keeps_counter(key, step, static_cast<uint64_t>(i / F), p);
+    y[i] = keep ? x[i] * kept : 0.0f;
+  }
+}
+
+__global__ void mul_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = a[i] * b[i];
+}
+
 __global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
 }
@@ -341,6 +356,17 @@ void dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int
     else
       dropout_kernel<false><<<grid, kThreads, 0, s>>>(x, p, scale, key, step, y, n);
   }
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void row_dropout(const float* x, float p, uint64_t key, uint64_t step, float* y, int64_t n, int64_t F, int device,
+                 Stream s) {
+  row_dropout_kernel<<<grid_for(n * F, device), kThreads, 0, s>>>(x, p, 1.0f / (1.0f - p), key, step, y, n, F);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void mul(const float* a, const float* b, float* y, int64_t n, int device, Stream s) {
+  mul_kernel<<<grid_for(n, device), kThreads, 0, s>>>(a, b, y, n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -43,6 +43,17 @@ void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t step, T
 // inside fused kernels (GAT's attention dropout).
 void dropout_mask(float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr);
 
+// Row dropout (NGCF's node dropout, graphtensor/models/ops.h NodeDropoutOp): y[i, :] = x[i, :] * (1 /
+// (1 - p)) when row i is kept, else 0 (exactly, whatever x holds). Row i is kept with probability 1 - p as
+// framework/core/rng.h dropout_keeps_counter says for counter i under rng_key(seed,
+// RngStream::kNodeDropout) and `step`: a pure function of (seed, step, i), the same on both
+// devices and for every tensor (of any width) whose row i stands for the same node. x and y
+// float32 [n, F] (y may alias x); p in [0, 1), p = 0 copies. Its backward is the same call on dy.
+void row_dropout(const Tensor& x, float p, uint64_t seed, uint64_t step, Tensor& y, Stream s = nullptr);
+
+// y = a * b element-wise: a, b and y float32 of one shape, on one device (y may alias a or b).
+void mul(const Tensor& a, const Tensor& b, Tensor& y, Stream s = nullptr);
+
 // y += alpha * x.
 void axpy(float alpha, const Tensor& x, Tensor& y, Stream s = nullptr);
 // y *= alpha.

@@ -283,6 +283,10 @@ std::unique_ptr<Model> build_feature_model(const ModelConfig& cfg, int64_t in_di
     GT_THROW("model.embedding_dim", "build a recommender with gt::build_link_model (models/model.h)", "model.type ",
              cfg.type, " with model.embedding_dim ", cfg.embedding_dim,
              " learns node embeddings; build_model builds models that read node features");
+  if (cfg.node_dropout != 0.0)
+    GT_THROW("model.node_dropout", "set model.node_dropout 0, or build an NGCF recommender (gt::build_link_model)",
+             "model.node_dropout ", cfg.node_dropout, " applies to NGCF as a recommender only, not to a ", cfg.type,
+             " model that reads node features");
   LayerBuilder layer_builder;
   const bool builtin = builtin_models().count(cfg.type) > 0;
   if (builtin) {

@@ -85,6 +85,31 @@ void DropoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std:
   din[0].give(run.ctx, g);
 }
 
+// ---- NodeDropout ----
+std::string NodeDropoutOp::label() const { return "NodeDropout p=" + fmt(p_) + " (training)"; }
+
+void NodeDropoutOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  step_ = run.step;
+  active_ = run.training && p_ > 0.0f;
+  if (!active_) {
+    out[0] = in[0];
+    return;
+  }
+  out[0] = empty_like(in[0]);
+  row_dropout(in[0], p_, seed_, step_, out[0], run.ctx.stream());
+}
+
+void NodeDropoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (!din[0].wanted()) return;
+  if (!active_) {
+    din[0].give(run.ctx, dout[0]);
+    return;
+  }
+  Tensor dx = empty_like(dout[0]);
+  row_dropout(dout[0], p_, seed_, step_, dx, run.ctx.stream());
+  din[0].give(run.ctx, dx);
+}
+
 // ---- Pull ----
 std::string PullOp::label() const { return std::string("Pull ") + reduce_name(f_); }
 
@@ -136,6 +161,29 @@ void AddDstRowsOp::forward(const OpRun& run, const std::vector<Tensor>& in, std:
 void AddDstRowsOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
   if (din[1].wanted()) din[1].give(run.ctx, dout[0], alpha_);  // reads dout before it is handed on
   if (din[0].wanted()) din[0].give(run.ctx, dout[0]);
+}
+
+// ---- MulDstRows ----
+void MulDstRowsOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  a_ = in[0];
+  x_ = in[1];
+  out[0] = empty_like(a_);
+  mul(a_, x_, out[0], run.ctx.stream());
+}
+
+void MulDstRowsOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  if (din[1].wanted()) {
+    Tensor scratch;
+    Tensor& dx = grad_target(din[1], scratch);
+    mul(dout[0], a_, dx, run.ctx.stream());
+    grad_commit(run.ctx, din[1], scratch);
+  }
+  if (din[0].wanted()) {
+    Tensor scratch;
+    Tensor& da = grad_target(din[0], scratch);
+    mul(dout[0], x_, da, run.ctx.stream());
+    grad_commit(run.ctx, din[0], scratch);
+  }
 }
 
 // ---- MatMul ----

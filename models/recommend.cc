@@ -31,20 +31,38 @@ int build_lightgcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
 // With xs = d^-1/2 x on the sources, the fused NGCF aggregate without its self term gives
 //   side0_v = sum_u xs_u                      -> RowScale(d_v^-1/2) = (L x)_v
 //   inter_v = sum_u xs_u * xs_v = d_v^-1/2 (sum_u d_u^-1/2 x_u) * x_v = (L x)_v * x_v,
-// so (L + I) x = RowScale(side0) + x_v and the product term needs no second pass.
+// so (L + I) x = RowScale(side0) + x_v and the product term needs no second pass. With node
+// dropout the sources' scales carry the keep mask and the destination's x_v must not, so the
+// product is formed after the aggregate instead (layers.h says what is computed).
 int build_ngcf_rec_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   GT_CHECK_ARG(o.node_scale >= 0, "NGCF layer ", o.index, ": no node_scale input (set LayerOptions::symmetric)");
   GT_CHECK_ARG(o.negative_slope >= 0.0f, "NGCF: negative_slope must be >= 0, got ", o.negative_slope);
   const int w1 = input_weight(g, o, "weight_side", o.out, d, layer_id(o, 0));
   const int w2 = input_weight(g, o, "weight_inter", o.out, d, layer_id(o, 1));
   const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), layer_id(o, 0));
-  const int xs = g.add1(std::make_unique<RowScaleOp>(), {{x}, {o.node_scale}}, src(o, o.in), o.index);
-  const std::vector<int> agg = g.add(std::make_unique<NgcfAggregateOp>(Reduce::kSum, /*add_self=*/false), {{xs}},
-                                     {dst(o, o.in, "side"), dst(o, o.in, "inter")}, o.index);
-  const int lx = g.add1(std::make_unique<RowScaleOp>(), {{agg[0]}, {o.node_scale}}, dst(o, o.in), o.index);
+  GT_CHECK_ARG(o.node_dropout >= 0.0f && o.node_dropout < 1.0f, "NGCF: node_dropout must be in [0, 1), got ",
+               o.node_dropout);
+  int lx = -1, inter = -1;
+  if (o.node_dropout <= 0.0f) {
+    const int xs = g.add1(std::make_unique<RowScaleOp>(), {{x}, {o.node_scale}}, src(o, o.in), o.index);
+    const std::vector<int> agg = g.add(std::make_unique<NgcfAggregateOp>(Reduce::kSum, /*add_self=*/false), {{xs}},
+                                       {dst(o, o.in, "side"), dst(o, o.in, "inter")}, o.index);
+    lx = g.add1(std::make_unique<RowScaleOp>(), {{agg[0]}, {o.node_scale}}, dst(o, o.in), o.index);
+    inter = agg[1];
+  } else {
+    // Node dropout scales what a node sends, not its own row: the source scales become
+    // d_u^-1/2 keep_u / (1 - p), the destination scales stay d_v^-1/2, and the product term multiplies
+    // (L~ x)_v by the unmasked x_v (the fused aggregate would read the masked row for x_v too).
+    const int send = g.add1(std::make_unique<NodeDropoutOp>(o.node_dropout, o.seed), {{o.node_scale}},
+                            {"send_scale", Rows::src(0), 1}, o.index);
+    const int xs = g.add1(std::make_unique<RowScaleOp>(), {{x}, {send}}, src(o, o.in), o.index);
+    const int a = g.add1(std::make_unique<PullOp>(Reduce::kSum), {{xs}}, dst(o, o.in, "side"), o.index);
+    lx = g.add1(std::make_unique<RowScaleOp>(), {{a}, {o.node_scale}}, dst(o, o.in), o.index);
+    inter = g.add1(std::make_unique<MulDstRowsOp>(), {{lx}, {x, true}}, dst(o, o.in, "inter"), o.index);
+  }
   const int side = g.add1(std::make_unique<AddDstRowsOp>(1.0f), {{lx}, {x, true}}, dst(o, o.in), o.index);
   const int t = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{side}, {w1}}, dst(o, o.out), o.index);
-  const int u = g.add1(std::make_unique<MatMulOp>(o.in, o.out, true), {{agg[1]}, {w2}, {t}}, dst(o, o.out), o.index);
+  const int u = g.add1(std::make_unique<MatMulOp>(o.in, o.out, true), {{inter}, {w2}, {t}}, dst(o, o.out), o.index);
   g.set_layer_note(o.index, "aggregate-first (fixed: the product term needs the in-wide aggregate in either order)");
   const int y = g.add1(std::make_unique<BiasActOp>(true, Activation::kLeakyRelu, o.negative_slope), {{u}, {b}},
                        dst(o, o.out), o.index);
@@ -105,6 +123,10 @@ std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_node
   GT_CHECK_ARG(num_nodes > 0, "build_link_model: the dataset has no nodes");
   GT_CHECK_ARG(cfg.layers >= 1, "model.layers must be >= 1, got ", cfg.layers);
   const bool light = cfg.type == "lightgcn";
+  if (cfg.node_dropout != 0.0 && (light || !(cfg.node_dropout > 0.0 && cfg.node_dropout < 1.0)))
+    GT_THROW("model.node_dropout", light ? "set it 0 for lightgcn" : "give a probability in [0, 1)",
+             "model.node_dropout ", cfg.node_dropout,
+             light ? " does not apply to LightGCN (node dropout is NGCF's)" : " is outside [0, 1)");
   if (!light && cfg.aggregation != "mean")
     GT_THROW("model.aggregation", "leave it mean", "NGCF as a recommender aggregates with the symmetric normalised "
              "adjacency; model.aggregation ", cfg.aggregation, " does not apply");
@@ -117,6 +139,7 @@ std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_node
     GT_CHECK_ARG(o.out >= 1, "model: layer ", l, " has width ", o.out, " (model.hidden / model.hidden_sizes)");
     o.activation = false;
     o.dropout = light ? 0.0f : static_cast<float>(cfg.dropout);
+    o.node_dropout = light ? 0.0f : static_cast<float>(cfg.node_dropout);
     o.index = l;
     o.seed = seed;
     o.negative_slope = static_cast<float>(cfg.negative_slope);

@@ -380,6 +380,12 @@ void validate_config(const Config& cfg) {
     GT_THROW(at({"model.embedding_dim", "model.type"}), "use model.type lightgcn or ngcf, or model.embedding_dim 0",
              "model.embedding_dim is ", cfg.model.embedding_dim, " but model.type is '", cfg.model.type,
              "': learnable node embeddings apply to lightgcn and ngcf");
+  if (cfg.model.node_dropout > 0 && (cfg.model.type != "ngcf" || cfg.model.embedding_dim <= 0))
+    GT_THROW(at({"model.node_dropout", "model.type", "model.embedding_dim"}),
+             "set model.node_dropout 0, or use model.type ngcf with model.embedding_dim > 0", "model.node_dropout is ",
+             cfg.model.node_dropout, " but the model is ", cfg.model.type,
+             cfg.model.embedding_dim > 0 ? "" : " without model.embedding_dim",
+             ": node dropout applies to NGCF as a recommender only");
   if (cfg.train.select_by == "roc_auc" && cfg.model.task == "multiclass")
     GT_THROW(at({"train.select_by", "model.task"}), "select a multiclass model by accuracy, micro_f1 or macro_f1",
              "train.select_by is roc_auc but model.task is multiclass: ROC-AUC is defined for binary and multilabel "

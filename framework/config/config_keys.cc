@@ -96,11 +96,13 @@ Field int_field(std::string key, Get get, int64_t lo, int64_t hi, std::string de
 }
 
 template <typename Get>
-Field real_field(std::string key, Get get, double lo, double hi, std::string desc, bool lo_open = false) {
+Field real_field(std::string key, Get get, double lo, double hi, std::string desc, bool lo_open = false,
+                 bool hi_open = false) {
   Field f{key, "float", std::move(desc), {}, {}, {}};
   auto in_range = [=](double v, const std::string& where) {
-    if (!((lo_open ? v > lo : v >= lo) && v <= hi))  // NaN fails too
-      GT_THROW(where, "", "config key '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v);
+    if (!((lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi)))  // NaN fails too
+      GT_THROW(where, "", "config key '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]",
+               ", got ", v);
   };
   f.set = [=](Config& c, const YAML::Node& n, const std::string& where) {
     auto v = scalar_as<double>(key, "a number", n, where);
@@ -334,6 +336,12 @@ const std::vector<Field>& fields() {
       real_field("model.attn_dropout", GT_GET(model, attn_dropout), 0.0, 0.99,
                  "GAT: while training, each edge's attention coefficient (per head) is dropped with this "
                  "probability and the kept ones scaled by 1 / (1 - p), as PyG's GATConv dropout"),
+      real_field("model.node_dropout", GT_GET(model, node_dropout), 0.0, 1.0,
+                 "NGCF as a recommender (model.embedding_dim > 0), while training: each node is dropped for the "
+                 "step with this probability (the same nodes in every layer) and sends no messages, the kept "
+                 "nodes' messages scaled by 1 / (1 - p); a dropped node still receives messages and keeps its own "
+                 "self and product terms. Evaluation propagates the whole graph. 0 = off; refused for other models",
+                 /*lo_open=*/false, /*hi_open=*/true),
       string_field("model.dkp", GT_GET(model, dkp), {"auto", "aggregate-first", "combine-first"},
                    "kernel placement of gcn, sage and gin (docs/dkp.md): per layer and batch the order a fitted "
                    "cost model predicts cheaper (the first run times both orders on train.dkp_warmup batches and "

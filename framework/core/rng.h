@@ -49,8 +49,11 @@ GT_HOST_DEVICE uint64_t random64(uint64_t seed, uint64_t c0, uint64_t c1) {
   return (static_cast<uint64_t>(r.v[0]) << 32) | r.v[1];
 }
 
-// Stream tags keep the draws of different purposes independent for the same seed.
-enum class RngStream : uint64_t { kSample = 1, kDropout = 2, kInit = 3, kShuffle = 4, kSynth = 5, kLinkSplit = 6 };
+// Stream tags keep the draws of different purposes independent for the same seed (kNodeDropout:
+// kernels/elementwise.h row_dropout, NGCF's node dropout).
+enum class RngStream : uint64_t {
+  kSample = 1, kDropout = 2, kInit = 3, kShuffle = 4, kSynth = 5, kLinkSplit = 6, kNodeDropout = 7
+};
 
 GT_HOST_DEVICE uint64_t rng_key(uint64_t seed, RngStream stream) {
   // splitmix64 of (seed, stream) so nearby seeds give unrelated keys.

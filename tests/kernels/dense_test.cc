@@ -632,6 +632,154 @@ GT_DEVICE_TEST(Dropout, SameMaskOnEveryDeviceAndKeepRate) {
   EXPECT_EQ(copy.to_vector<float>(), xf);
 }
 
+// Row dropout's mask written from the contract (kernels/elementwise.h row_dropout): row r draws
+// counter r under rng_key(seed, RngStream::kNodeDropout).
+bool row_kept(uint64_t seed, uint64_t step, uint64_t r, float p) {
+  return u01(philox(rng_key(seed, RngStream::kNodeDropout), step, r / 4).v[r % 4]) >= p;
+}
+
+// Whole rows kept or zeroed as the contract says, forward and backward (the same call), in place,
+// the same rows for any width (the node scales [n, 1] and the features [n, F] of one node agree),
+// a new mask each step, p = 0 a copy, the CPU's bits on the GPU, bad arguments refused.
+GT_DEVICE_TEST(RowDropout, KeepsWholeRowsAsTheContractSays) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const float p = 0.35f, scale = 1.0f / (1.0f - p);
+  const uint64_t seed = 13, step = 6;
+  for (const auto& [n, F] : {std::pair<int64_t, int64_t>{1003, 5}, {517, 1}, {9, 67}}) {
+    SCOPED_TRACE(std::to_string(n) + " rows of " + std::to_string(F));
+    const std::size_t count = static_cast<std::size_t>(n * F);
+    const auto xf = random_floats(count, 31), gf = random_floats(count, 32);
+    const Tensor x = tensor_on(xf, {n, F}, dev, st);
+    Tensor y = poisoned({n, F}, dev, st), dx = poisoned({n, F}, dev, st), y_next = poisoned({n, F}, dev, st);
+    row_dropout(x, p, seed, step, y, st);
+    row_dropout(tensor_on(gf, {n, F}, dev, st), p, seed, step, dx, st);
+    row_dropout(x, p, seed, step + 1, y_next, st);
+    Tensor t = x.clone(st);
+    row_dropout(t, p, seed, step, t, st);  // in place
+    Tensor ones = tensor_on(std::vector<float>(static_cast<std::size_t>(n), 1.0f), {n, 1}, dev, st);
+    Tensor mask = poisoned({n, 1}, dev, st), copy = poisoned({n, F}, dev, st);
+    row_dropout(ones, p, seed, step, mask, st);
+    row_dropout(x, 0.0f, seed, step, copy, st);
+    ctx.synchronize();
+    const auto yv = y.to_vector<float>(), dxv = dx.to_vector<float>(), ynv = y_next.to_vector<float>();
+    const auto mv = mask.to_vector<float>();
+    int64_t wrong = 0, changed = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const bool k = row_kept(seed, step, static_cast<uint64_t>(r), p);
+      wrong += mv[r] != (k ? scale : 0.0f);
+      changed += (mv[r] != 0.0f) != row_kept(seed, step + 1, static_cast<uint64_t>(r), p);
+      for (int64_t c = 0; c < F; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r * F + c);
+        wrong += yv[i] != (k ? xf[i] * scale : 0.0f);
+        wrong += dxv[i] != (k ? gf[i] * scale : 0.0f);
+        wrong += ynv[i] != (row_kept(seed, step + 1, static_cast<uint64_t>(r), p) ? xf[i] * scale : 0.0f);
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "row_dropout differs from the Philox row mask";
+    EXPECT_GT(changed, 0) << "the next step must draw a new mask";
+    EXPECT_EQ(t.to_vector<float>(), yv);
+    EXPECT_EQ(copy.to_vector<float>(), xf);
+    if (dev.is_cuda()) {
+      Tensor yc = poisoned({n, F}, Device::cpu());
+      row_dropout(Tensor::from_vector(xf, {n, F}), p, seed, step, yc);
+      EXPECT_EQ(yc.to_vector<float>(), yv) << "CPU and GPU masks differ";
+    }
+  }
+  Tensor v = tensor_on(std::vector<float>(8, 1.0f), {8}, dev, st), o = poisoned({8}, dev, st);
+  EXPECT_THROW(row_dropout(v, p, seed, step, o, st), Error);  // not [n, F]
+  Tensor m = tensor_on(std::vector<float>(8, 1.0f), {4, 2}, dev, st), mo = poisoned({4, 2}, dev, st);
+  EXPECT_THROW(row_dropout(m, 1.0f, seed, step, mo, st), Error);
+  Tensor wrong_shape = poisoned({2, 4}, dev, st);
+  EXPECT_THROW(row_dropout(m, p, seed, step, wrong_shape, st), Error);
+}
+
+// The fraction of rows kept is 1 - p on a large graph (a million rows: 6 standard deviations are
+// about 0.003 at p = 0.5), and two seeds draw different masks.
+GT_DEVICE_TEST(RowDropout, KeepRateOnALargeGraph) {
+  Context ctx(dev);
+  const Stream st = ctx.stream();
+  const int64_t n = 1 << 20;
+  const Tensor ones = tensor_on(std::vector<float>(static_cast<std::size_t>(n), 1.0f), {n, 1}, dev, st);
+  for (float p : {0.1f, 0.5f}) {
+    Tensor m = poisoned({n, 1}, dev, st), other = poisoned({n, 1}, dev, st);
+    row_dropout(ones, p, 3, 11, m, st);
+    row_dropout(ones, p, 4, 11, other, st);
+    ctx.synchronize();
+    const auto mv = m.to_vector<float>(), ov = other.to_vector<float>();
+    int64_t kept_count = 0, differ = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      kept_count += mv[i] != 0.0f;
+      differ += (mv[i] != 0.0f) != (ov[i] != 0.0f);
+    }
+    EXPECT_NEAR(static_cast<double>(kept_count) / n, 1.0 - p, 0.003) << "p " << p;
+    EXPECT_NEAR(static_cast<double>(differ) / n, 2.0 * p * (1.0 - p), 0.003) << "seeds 3 and 4, p " << p;
+  }
+}
+
+GT_DEVICE_TEST(RowDropoutGrad, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 23, F = 3;
+  const float p = 0.4f;
+  const uint64_t seed = 2, step = 9;
+  const auto xf = random_floats(n * F, 41), rf = random_floats(n * F, 42);
+  Tensor y = poisoned({n, F}, dev), dx = poisoned({n, F}, dev);
+  row_dropout(tensor_on(xf, {n, F}, dev), p, seed, step, y);
+  row_dropout(tensor_on(rf, {n, F}, dev), p, seed, step, dx);
+  auto xd = to_double(xf);
+  const auto rd = to_double(rf);
+  auto forward = [&](const std::vector<double>& v) {
+    std::vector<double> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out[i] = row_kept(seed, step, i / static_cast<std::size_t>(F), p) ? v[i] / (1.0 - p) : 0.0;
+    return out;
+  };
+  expect_close(y.to_vector<float>(), forward(xd), kElemTol, "row dropout forward");
+  std::vector<double> fd(xd.size());
+  for (std::size_t i = 0; i < xd.size(); ++i)
+    fd[i] = test::central_difference(xd, i, kFdStep,
+                                     [&](const std::vector<double>& v) { return test::dot(rd, forward(v)); });
+  expect_close(dx.to_vector<float>(), fd, kFdTol, "row dropout dx vs finite differences");
+}
+
+// y = a * b, and its backward (da = dy * b, db = dy * a, each the same call) against finite
+// differences; aliasing y with either input.
+GT_DEVICE_TEST(Mul, ForwardBackwardAndAliasing) {
+  const int64_t n = 5003;
+  const auto af = random_floats(n, 51), bf = random_floats(n, 52), rf = random_floats(n, 53);
+  const Tensor a = tensor_on(af, {n}, dev), b = tensor_on(bf, {n}, dev), r = tensor_on(rf, {n}, dev);
+  Tensor y = poisoned({n}, dev), da = poisoned({n}, dev), db = poisoned({n}, dev);
+  mul(a, b, y);
+  mul(r, b, da);
+  mul(r, a, db);
+  const auto yv = y.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(yv[i], af[i] * bf[i]) << i;
+  auto ad = to_double(af), bd = to_double(bf);
+  const auto rd = to_double(rf);
+  auto loss = [&](const std::vector<double>&) {
+    double l = 0.0;
+    for (std::size_t i = 0; i < ad.size(); ++i) l += rd[i] * ad[i] * bd[i];
+    return l;
+  };
+  std::vector<double> ga(32), gb(32);  // the first 32 entries: each difference is an O(n) sum
+  for (std::size_t i = 0; i < ga.size(); ++i) {
+    ga[i] = test::central_difference(ad, i, kFdStep, loss);
+    gb[i] = test::central_difference(bd, i, kFdStep, loss);
+  }
+  auto first = [](const Tensor& t) {
+    const auto v = t.to_vector<float>();
+    return std::vector<float>(v.begin(), v.begin() + 32);
+  };
+  expect_close(first(da), ga, kFdTol, "mul da vs finite differences");
+  expect_close(first(db), gb, kFdTol, "mul db vs finite differences");
+  Tensor ya = a.clone(), yb = b.clone();
+  mul(ya, b, ya);  // y aliases a
+  mul(a, yb, yb);  // y aliases b
+  EXPECT_EQ(ya.to_vector<float>(), yv);
+  EXPECT_EQ(yb.to_vector<float>(), yv);
+  Tensor short_out = poisoned({n - 1}, dev);
+  EXPECT_THROW(mul(a, b, short_out), Error);
+}
+
 GT_DEVICE_TEST(Axpy, MatchesReference) {
   const int64_t n = 5001;
   const auto xf = random_floats(n, 11), yf = random_floats(n, 12);

@@ -1,9 +1,11 @@
 // Embedding recommenders (models/recommend.cc): LightGCN's full-graph output against a dense
 // reference (the mean of powers of D^-1/2 A D^-1/2 times E), finite-difference gradients of
-// LightGCN's and NGCF's outputs with respect to the embedding and the weights, a sampled block
-// giving the full graph's rows, CUDA against the CPU, and the one-line errors of bad configs.
+// LightGCN's and NGCF's outputs with respect to the embedding and the weights, NGCF's node dropout
+// against a dense reference with the same node mask, a sampled block giving the full graph's
+// rows, CUDA against the CPU, and the one-line errors of bad configs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include <graphtensor/config/config.h>
 #include <graphtensor/core/context.h>
 #include <graphtensor/models/model.h>
+#include "framework/core/rng.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 
@@ -148,6 +151,195 @@ TEST(Recommend, NgcfGradientsMatchFiniteDifferences) {
   check_gradients(*model, 2, 3e-3, 5e-3);
 }
 
+// ---- NGCF node dropout ----
+
+// The node mask written from the contract (graphtensor/models/ops.h NodeDropoutOp,
+// kernels/elementwise.h row_dropout): node u is kept at `step` when counter u under
+// rng_key(seed, RngStream::kNodeDropout) keeps it.
+std::vector<bool> node_mask(uint64_t seed, uint64_t step, float p) {
+  std::vector<bool> keep(kNodes);
+  for (int64_t u = 0; u < kNodes; ++u)
+    keep[u] = dropout_keeps_counter(rng_key(seed, RngStream::kNodeDropout), step, static_cast<uint64_t>(u), p);
+  return keep;
+}
+
+// The NGCF recommender's parameters in double, read by name.
+struct NgcfParams {
+  std::vector<double> E;                  // [kNodes, d]
+  std::vector<std::vector<double>> W1, W2, b;  // per layer
+};
+
+NgcfParams ngcf_params(Model& model, int64_t layers) {
+  NgcfParams P;
+  P.W1.resize(layers);
+  P.W2.resize(layers);
+  P.b.resize(layers);
+  for (Param* p : model.params()) {
+    const std::vector<double> v = test::to_double(p->value.to_vector<float>());
+    if (p->name == "embedding") P.E = v;
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string pre = "layer" + std::to_string(l) + ".";
+      if (p->name == pre + "weight_side") P.W1[l] = v;
+      if (p->name == pre + "weight_inter") P.W2[l] = v;
+      if (p->name == pre + "bias") P.b[l] = v;
+    }
+  }
+  return P;
+}
+
+// Dense NGCF with node dropout, written from layers.h: L~_vu = keep_u / (1 - p) / sqrt(d_u d_v)
+// for each edge u - v (keep_u = 1 and no scaling without a mask), every layer
+//   y = LeakyReLU(((L~ + I) x) W1 + ((L~ x) * x) W2 + b, 0.2),
+// and the read-out [E_0 | n(E_1) | ... | n(E_L)], n the row L2 normalisation. widths[l] = layer
+// l's input width (widths[L] its output).
+std::vector<double> dense_ngcf(const NgcfParams& P, const std::vector<int64_t>& widths, const std::vector<bool>& keep,
+                               float p) {
+  std::vector<double> deg(kNodes, 0.0);
+  for (const EdgePair& e : kPairs) {
+    deg[e.src] += 1;
+    deg[e.dst] += 1;
+  }
+  std::vector<double> Lt(kNodes * kNodes, 0.0);  // L~[v][u]
+  for (const EdgePair& e : kPairs)
+    for (auto [v, u] : {std::pair<int64_t, int64_t>{e.dst, e.src}, {e.src, e.dst}})
+      Lt[v * kNodes + u] = (keep.empty() ? 1.0 : keep[u] ? 1.0 / (1.0 - p) : 0.0) / std::sqrt(deg[u] * deg[v]);
+  const int64_t L = static_cast<int64_t>(widths.size()) - 1;
+  std::vector<std::vector<double>> outs{P.E};
+  std::vector<double> x = P.E;
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t in = widths[l], out = widths[l + 1];
+    std::vector<double> y(kNodes * out, 0.0);
+    for (int64_t v = 0; v < kNodes; ++v) {
+      std::vector<double> lx(in, 0.0);
+      for (int64_t u = 0; u < kNodes; ++u)
+        for (int64_t j = 0; j < in; ++j) lx[j] += Lt[v * kNodes + u] * x[u * in + j];
+      for (int64_t k = 0; k < out; ++k) {
+        double z = P.b[l][k];
+        for (int64_t j = 0; j < in; ++j)
+          z += (lx[j] + x[v * in + j]) * P.W1[l][j * out + k] + lx[j] * x[v * in + j] * P.W2[l][j * out + k];
+        y[v * out + k] = z > 0 ? z : 0.2 * z;
+      }
+    }
+    outs.push_back(y);
+    x = y;
+  }
+  int64_t total = 0;
+  for (int64_t w : widths) total += w;
+  std::vector<double> r(kNodes * total);
+  for (int64_t v = 0; v < kNodes; ++v) {
+    int64_t col = 0;
+    for (int64_t l = 0; l <= L; ++l) {
+      const int64_t w = widths[l];
+      double norm = 0;
+      for (int64_t j = 0; j < w; ++j) norm += outs[l][v * w + j] * outs[l][v * w + j];
+      norm = l == 0 ? 1.0 : std::max(std::sqrt(norm), 1e-12);
+      for (int64_t j = 0; j < w; ++j) r[v * total + col + j] = outs[l][v * w + j] / norm;
+      col += w;
+    }
+  }
+  return r;
+}
+
+// Steps at which the mask over the 7 nodes drops at least two nodes and keeps at least two, the
+// first two of them with different masks.
+std::vector<uint64_t> mixed_mask_steps(uint64_t seed, float p) {
+  std::vector<uint64_t> steps;
+  for (uint64_t step = 0; step < 200 && steps.size() < 2; ++step) {
+    const std::vector<bool> m = node_mask(seed, step, p);
+    const auto kept = std::count(m.begin(), m.end(), true);
+    if (kept >= 2 && kept <= kNodes - 2 && (steps.empty() || node_mask(seed, steps[0], p) != m)) steps.push_back(step);
+  }
+  return steps;
+}
+
+// The op graph with node dropout (training, a fixed step) against the dense reference with that
+// step's node mask: the output, and the gradient of sum(R * output) with respect to every
+// parameter against central differences of the dense reference. One layer and two (the same mask
+// in both layers), at two steps with different masks. A dropped node still has its own x_v in the
+// self and product terms: the masked-source-row mistake (x_v masked too) fails here.
+TEST(Recommend, NgcfNodeDropoutEqualsDenseReference) {
+  const float p = 0.3f;
+  const uint64_t seed = 29;
+  const std::vector<uint64_t> steps = mixed_mask_steps(seed, p);
+  ASSERT_EQ(steps.size(), 2u);
+  for (int64_t layers : {1, 2}) {
+    ModelConfig c = rec_config("ngcf", 4, layers, 3);
+    c.node_dropout = p;
+    auto model = build_link_model(c, kNodes, Device::cpu(), seed);
+    for (Param* q : model->params())  // non-zero biases: LeakyReLU sees both signs
+      if (q->name.find("bias") != std::string::npos)
+        q->value.copy_from(Tensor::from_vector(test::random_floats(3, 9), {3}));
+    std::vector<int64_t> widths{4};
+    for (int64_t l = 0; l < layers; ++l) widths.push_back(3);
+    Context ctx;
+    FullBatch b = full_batch(layers, Device::cpu());
+    const int64_t cols = model->output_width();
+    const std::vector<float> R = test::random_floats(kNodes * cols, 37);
+    for (uint64_t step : steps) {
+      SCOPED_TRACE(std::to_string(layers) + " layers, step " + std::to_string(step));
+      const std::vector<bool> keep = node_mask(seed, step, p);
+      const std::vector<float> y =
+          model->forward(ctx, b.blocks, b.ids, /*training=*/true, step, nullptr, nullptr, &b.scale).to_vector<float>();
+      NgcfParams P = ngcf_params(*model, layers);
+      test::expect_close(y, dense_ngcf(P, widths, keep, p), 1e-5, "output vs the dense reference");
+      model->backward(ctx, b.blocks, Tensor::from_vector(R, {kNodes, cols}));
+      const std::vector<double> Rd = test::to_double(R);
+      auto f = [&](const std::vector<double>&) { return test::dot(Rd, dense_ngcf(P, widths, keep, p)); };
+      for (Param* q : model->params()) {
+        std::vector<double>* v = q->name == "embedding" ? &P.E : nullptr;
+        for (int64_t l = 0; l < layers; ++l) {
+          const std::string pre = "layer" + std::to_string(l) + ".";
+          if (q->name == pre + "weight_side") v = &P.W1[l];
+          if (q->name == pre + "weight_inter") v = &P.W2[l];
+          if (q->name == pre + "bias") v = &P.b[l];
+        }
+        ASSERT_NE(v, nullptr) << q->name;
+        std::vector<double> fd(v->size());
+        for (std::size_t i = 0; i < v->size(); ++i) fd[i] = test::central_difference(*v, i, 1e-6, f);
+        test::expect_close(q->grad.to_vector<float>(), fd, 1e-4, q->name + " gradient vs the dense reference");
+      }
+    }
+  }
+}
+
+// Evaluation propagates the whole graph (the model with node dropout gives the p = 0 model's
+// output, to rounding: the unfused graph sums in another order); training with the same step and
+// seed gives the same output, another step with another mask another output; p = 0 builds the
+// fused graph and gives exactly the output of a config that never set the key.
+TEST(Recommend, NgcfNodeDropoutOnlyWhileTrainingAndPerStep) {
+  const float p = 0.3f;
+  const uint64_t seed = 29;
+  ModelConfig c = rec_config("ngcf", 4, 2, 3);
+  c.dropout = 0.1;
+  const ModelConfig plain = c;
+  ModelConfig zero = c;
+  zero.node_dropout = 0.0;
+  c.node_dropout = p;
+  auto dropped = build_link_model(c, kNodes, Device::cpu(), seed);
+  auto base = build_link_model(plain, kNodes, Device::cpu(), seed);
+  auto off = build_link_model(zero, kNodes, Device::cpu(), seed);
+  const std::vector<std::string> kinds = dropped->graph().node_kinds(), base_kinds = base->graph().node_kinds();
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "NodeDropout"), 2);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "NgcfAggregate"), 0);
+  EXPECT_EQ(std::count(base_kinds.begin(), base_kinds.end(), "NodeDropout"), 0);
+  EXPECT_EQ(std::count(base_kinds.begin(), base_kinds.end(), "NgcfAggregate"), 2);
+  EXPECT_EQ(off->graph().node_kinds(), base_kinds);
+  Context ctx;
+  FullBatch b = full_batch(2, Device::cpu());
+  auto run = [&](Model& m, bool training, uint64_t step) {
+    return m.forward(ctx, b.blocks, b.ids, training, step, nullptr, nullptr, &b.scale).to_vector<float>();
+  };
+  test::expect_close(run(*dropped, false, 0), test::to_double(run(*base, false, 0)), 1e-6, "eval vs p = 0");
+  const std::vector<uint64_t> steps = mixed_mask_steps(seed, p);
+  ASSERT_EQ(steps.size(), 2u);
+  const std::vector<float> a = run(*dropped, true, steps[0]);
+  EXPECT_EQ(run(*dropped, true, steps[0]), a) << "the same step and seed must drop the same nodes";
+  auto again = build_link_model(c, kNodes, Device::cpu(), seed);
+  EXPECT_EQ(run(*again, true, steps[0]), a);
+  EXPECT_NE(run(*dropped, true, steps[1]), a) << "another step's mask must change the output";
+  EXPECT_EQ(run(*off, true, steps[0]), run(*base, true, steps[0])) << "p = 0 must be the model without the key";
+}
+
 TEST(Recommend, NgcfOutputRowsAreNormalisedAfterTheFirstBlock) {
   auto model = build_link_model(rec_config("ngcf", 4, 2, 3), kNodes, Device::cpu(), 5);
   Context ctx;
@@ -235,6 +427,13 @@ TEST(Recommend, NgcfCudaMatchesCpu) {
   expect_cuda_matches_cpu(c);
 }
 
+TEST(Recommend, NgcfNodeDropoutCudaMatchesCpu) {
+  ModelConfig c = rec_config("ngcf", 8, 3, 6);
+  c.dropout = 0.1;
+  c.node_dropout = 0.25;
+  expect_cuda_matches_cpu(c);
+}
+
 TEST(Recommend, BadConfigsAreOneLineErrors) {
   auto one_line = [](const std::string& e) { return !e.empty() && e.find('\n') == std::string::npos; };
   Config cfg;
@@ -246,6 +445,29 @@ TEST(Recommend, BadConfigsAreOneLineErrors) {
   cfg.model.embedding_dim = 64;
   e = test::error_of([&] { validate_config(cfg); });
   EXPECT_TRUE(one_line(e) && e.find("lightgcn or ngcf") != std::string::npos) << e;
+
+  // Node dropout: NGCF as a recommender only, and a probability below 1.
+  cfg.model.embedding_dim = 0;
+  cfg.model.node_dropout = 0.1;
+  e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e) && e.find("model.node_dropout") != std::string::npos) << e;
+  cfg.model.type = "ngcf";
+  e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e) && e.find("without model.embedding_dim") != std::string::npos) << e;
+  cfg.model.embedding_dim = 64;
+  EXPECT_EQ(test::error_of([&] { validate_config(cfg); }), "");
+  e = test::error_of([&] { apply_override(cfg, "model.node_dropout=1"); });
+  EXPECT_TRUE(one_line(e) && e.find("must be in [0, 1), got 1") != std::string::npos) << e;
+  ModelConfig light = rec_config("lightgcn", 8, 2);
+  light.node_dropout = 0.1;
+  e = test::error_of([&] { build_link_model(light, kNodes, Device::cpu(), 1); });
+  EXPECT_TRUE(one_line(e) && e.find("model.node_dropout") != std::string::npos) << e;
+  ModelConfig feat;
+  feat.type = "ngcf";
+  feat.node_dropout = 0.1;
+  e = test::error_of([&] { build_model(feat, 8, 3, Device::cpu(), 1); });
+  EXPECT_TRUE(one_line(e) && e.find("model.node_dropout") != std::string::npos) << e;
+  cfg = Config();
 
   DatasetInfo node_ds;
   node_ds.num_nodes = 10;

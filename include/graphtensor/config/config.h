@@ -31,6 +31,9 @@ struct GT_API ModelConfig {
   double negative_slope = 0.2;   ///< LeakyReLU slope (NGCF output, GAT attention scores, activation leaky_relu)
   double gin_eps = 0.0;          ///< GIN: weight (1 + eps) of a node's own features
   double attn_dropout = 0.0;     ///< GAT: dropout on the attention coefficients while training
+  /// NGCF as a recommender (embedding_dim > 0): the probability that a node sends no messages for a
+  /// training step (LayerOptions::node_dropout, build_ngcf_rec_layer); 0 = off, in [0, 1).
+  double node_dropout = 0.0;
   /// Kernel placement (gcn, sage, gin): auto | aggregate-first | combine-first. auto on a model
   /// without a placeable Pull -> MatMul pair (ngcf, gat, a max aggregation) runs its fixed order.
   std::string dkp = "auto";

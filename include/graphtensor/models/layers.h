@@ -45,6 +45,7 @@ struct GT_API LayerOptions {
   float negative_slope = 0.2f;         ///< NGCF output LeakyReLU, GAT attention LeakyReLU, kLeakyRelu (>= 0)
   float gin_eps = 0.0f;                ///< GIN
   float attn_dropout = 0.0f;           ///< GAT: attention dropout while training
+  float node_dropout = 0.0f;           ///< NGCF as a recommender: node dropout while training
   int64_t mlp_hidden = 0;              ///< GIN: inner width of the MLP
   int64_t heads = 1;                   ///< GAT: heads; `out` is the width per head
   Init init = Init::kGlorot;
@@ -79,8 +80,16 @@ GT_API int build_lightgcn_layer(Graph& g, const LayerOptions& o, Device d, int x
 ///   y = LeakyReLU(((L + I) x) W1 + ((L x) * x) W2 + b, o.negative_slope)   (on destination rows)
 /// then message dropout (o.dropout, while training) on y, which the next layer and the read-out
 /// both read, as the reference code drops each layer's output. One bias b (the reference's two
-/// Linears' biases summed; zero at the start). Node dropout (dropping whole rows of L) is not
-/// implemented.
+/// Linears' biases summed; zero at the start).
+/// Node dropout (o.node_dropout = p > 0, while training): each node u is kept for the step with
+/// probability 1 - p (keep_u keyed by seed, step and u's row, the same in every layer: NodeDropoutOp)
+/// and L becomes L~ = L diag(keep / (1 - p)), L~_vu = keep_u / (1 - p) / sqrt(d_u d_v) with the
+/// whole graph's degrees: a dropped node sends no messages (its column of L is zero), and the kept
+/// ones are scaled by 1 / (1 - p). A dropped node still receives messages, and its own x_v enters
+/// the self term and the product term unchanged:
+///   y = LeakyReLU(((L~ + I) x) W1 + ((L~ x) * x) W2 + b).
+/// The layer is then built unfused (RowScale(d^-1/2 keep / (1 - p)) -> Pull(sum) -> RowScale(d^-1/2),
+/// the product by MulDstRows); p = 0 builds the fused graph above. In evaluation L~ = L.
 GT_API int build_ngcf_rec_layer(Graph& g, const LayerOptions& o, Device d, int x);
 /// GIN (Xu et al., ICLR 2019) with fixed eps: y = MLP((1 + eps) x_v + sum_{u in N(v)} x_u),
 /// MLP = Linear(in, mlp_hidden) - act - Linear(mlp_hidden, out), then act when o.activation (act =

@@ -203,7 +203,8 @@ GT_API FullGraph full_link_graph(int64_t num_nodes, const std::vector<EdgePair>&
 
 /// A recommender with learnable node embeddings (model.embedding_dim > 0): model.type lightgcn
 /// (model.layers propagations, read-out the mean of E_0..E_L, the table Normal(0, 0.1^2)) or ngcf
-/// (build_ngcf_rec_layer, widths model.hidden / hidden_sizes, message dropout model.dropout,
+/// (build_ngcf_rec_layer, widths model.hidden / hidden_sizes, message dropout model.dropout, node
+/// dropout model.node_dropout (refused for lightgcn),
 /// read-out [E_0 | n(E_1) | ... | n(E_L)], table and weights Glorot-uniform), over num_nodes nodes.
 /// A link model (LinkOptions): forward() takes node ids and node scales and returns the seeds'
 /// representation [num_seeds, output_width()]. Throws gt::Error naming the key otherwise.

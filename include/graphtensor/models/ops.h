@@ -40,6 +40,29 @@ class GT_API DropoutOp final : public Op {
   bool active_ = false;
 };
 
+/// Node dropout (NGCF's, Wang et al. SIGIR 2019): while training with p > 0, y[i, :] = x[i, :] *
+/// (1 / (1 - p)) where row i is kept for the step, else 0; a pass-through otherwise. Row i is kept
+/// with probability 1 - p, keyed by (seed, step, i) and not by the layer (kernels/elementwise.h
+/// row_dropout): every NodeDropout node of a step with the same seed keeps the same rows, so a
+/// node dropped in one layer is dropped in all, as NGCF's reference drops the adjacency once per
+/// step. Input x [n, F] (NGCF's recommender gives it the [n, 1] node scales d^-1/2, so that only
+/// the messages a node sends are scaled). Backward: dx = dy with the same rows dropped and scaled.
+class GT_API NodeDropoutOp final : public Op {
+ public:
+  NodeDropoutOp(float p, uint64_t seed) : p_(p), seed_(seed) {}
+  const char* kind() const override { return "NodeDropout"; }
+  std::string label() const override;
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  bool may_alias_input() const override { return true; }
+
+ private:
+  float p_;
+  uint64_t seed_;
+  uint64_t step_ = 0;
+  bool active_ = false;
+};
+
 /// Pull(x): y[v] = f over in-edges of x[u], f = sum | mean | max (max keeps its argmax).
 class GT_API PullOp final : public Op {
  public:
@@ -86,6 +109,21 @@ class GT_API AddDstRowsOp final : public Op {
 
  private:
   float alpha_;
+};
+
+/// y = a * x[:num_dst] element-wise: inputs (a [n_dst, F], x as dst_rows). NGCF's product term
+/// (L x) * x_v when node dropout keeps the fused aggregate out (models/recommend.cc). Backward:
+/// da = dy * x[:num_dst], dx[:num_dst] += dy * a.
+class GT_API MulDstRowsOp final : public Op {
+ public:
+  const char* kind() const override { return "MulDstRows"; }
+  std::string label() const override { return "MulDstRows a * x_v"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+  void release() override { a_ = x_ = Tensor(); }
+
+ private:
+  Tensor a_, x_;
 };
 
 /// y = x W (+ c): inputs (x, W) or (x, W, c), c overwritten in place when the graph allows.

@@ -1,5 +1,6 @@
 // Link tasks in gt::Trainer (framework/train/link_trainer.h): LightGCN learns a clustered
-// user-item dataset (Recall@20 well above the untrained model's), NGCF trains, the GPU follows the
+// user-item dataset (Recall@20 well above the untrained model's), NGCF trains (with node dropout
+// too, resuming with the same masks), the GPU follows the
 // CPU, a GraphSAGE encoder learns link prediction on a feature graph (ROC-AUC > 0.8), keys that
 // cannot apply are one-line errors, a resumed link run continues the uninterrupted one, and
 // optimizer.sparse_embedding steps the table's touched rows lazily (also resumed, on the GPU, and
@@ -152,6 +153,32 @@ TEST(LinkTrainTest, NgcfTrains) {
   const double recall = value(r.epochs.back().link_test, "recall@20");
   EXPECT_TRUE(recall >= 0 && recall <= 1) << recall;
   EXPECT_GT(value(r.epochs.back().link_test, "ndcg@20"), 0.0);
+}
+
+// NGCF with node dropout (model.node_dropout) trains through the Trainer: finite losses that
+// fall, and other losses than the run without it (the masks reach the training steps); a run
+// stopped after 2 epochs and resumed draws the same node masks as the uninterrupted run.
+TEST(LinkTrainTest, NgcfTrainsWithNodeDropout) {
+  test::TempDir tmp("ngcfnode");
+  Config c = rec_config("ngcf");
+  c.train.epochs = 4;
+  c.train.eval_every = 2;
+  const TrainResult plain = Trainer(c, rec_dataset()).fit(nullptr);
+  c.model.node_dropout = 0.2;
+  const TrainResult whole = Trainer(c, rec_dataset()).fit(nullptr);
+  ASSERT_EQ(whole.epochs.size(), 4u);
+  for (const EpochStats& st : whole.epochs) EXPECT_TRUE(std::isfinite(st.loss));
+  EXPECT_LT(whole.epochs.back().loss, whole.epochs.front().loss);
+  EXPECT_NE(whole.epochs.front().loss, plain.epochs.front().loss);
+  Config first = c;
+  first.train.epochs = 2;
+  first.train.checkpoint = tmp.file("ngcf.ckpt.h5");
+  Trainer(first, rec_dataset()).fit(nullptr);
+  Trainer t(c, rec_dataset());
+  t.resume(first.train.checkpoint);
+  const TrainResult rest = t.fit(nullptr);
+  ASSERT_EQ(rest.epochs.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) EXPECT_EQ(rest.epochs[e].loss, whole.epochs[e + 2].loss) << "epoch " << e + 3;
 }
 
 // The GPU trains the same run: losses and metrics agree to rounding (the scatter-adds and sorts
