@@ -3,6 +3,7 @@
 #include <tbb/parallel_sort.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include <graphtensor/core/error.h>
@@ -96,6 +97,34 @@ RowTiers FeatureShards::tiers(Device d) const {
   t.shards = shards_;
   t.shard_rows = shard_rows_;
   return t;
+}
+
+FeatureStoreChoice choose_feature_store(int64_t rows, int64_t row_bytes, const std::vector<int64_t>& budget,
+                                        bool peer_access, const std::string& no_peer) {
+  FeatureStoreChoice c;
+  if (budget.size() < 2) return c;
+  const int64_t least = *std::min_element(budget.begin(), budget.end());
+  const int64_t replicas = static_cast<int64_t>(budget.size());
+  if (least <= 0) return c;
+  const double gb = static_cast<double>(row_bytes) / 1e9;
+  char buf[320];
+  if (least >= rows) {
+    std::snprintf(buf, sizeof buf, "the table (%.2f GB) fits each GPU's cache budget", static_cast<double>(rows) * gb);
+  } else if (least * replicas < rows) {
+    std::snprintf(buf, sizeof buf, "the table (%.2f GB) exceeds the %lld GPUs' cache budgets together (%.2f GB)",
+                  static_cast<double>(rows) * gb, static_cast<long long>(replicas),
+                  static_cast<double>(least * replicas) * gb);
+  } else if (!peer_access) {
+    std::snprintf(buf, sizeof buf, "the GPUs cannot share rows: %s", no_peer.c_str());
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "the table (%.2f GB) exceeds one GPU's cache budget (%.2f GB) but fits the %lld GPUs' together, and "
+                  "they read each other's memory",
+                  static_cast<double>(rows) * gb, static_cast<double>(least) * gb, static_cast<long long>(replicas));
+    c.sharded = true;
+  }
+  c.why = std::string("train.feature_store auto: ") + (c.sharded ? "sharded: " : "replicated: ") + buf;
+  return c;
 }
 
 bool peer_access_possible(const std::vector<Device>& devices, std::string* why) {

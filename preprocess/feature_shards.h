@@ -65,6 +65,18 @@ class FeatureShards {
   double hit_estimate_ = 0;
 };
 
+// train.feature_store: auto for one process's replicas, whose GPUs have cache budgets of budget[i]
+// rows, and a table of `rows` rows of `row_bytes` bytes: sharded when there are several replicas,
+// the table does not fit the smallest budget but fits N times it, and `peer_access` (every GPU
+// reads the others' memory; else `no_peer` says why); else replicated. `why` is the log's line
+// saying which and why (empty with one replica or no budget: nothing to choose).
+struct FeatureStoreChoice {
+  bool sharded = false;
+  std::string why;
+};
+FeatureStoreChoice choose_feature_store(int64_t rows, int64_t row_bytes, const std::vector<int64_t>& budget,
+                                        bool peer_access, const std::string& no_peer);
+
 // Whether every GPU of `devices` may read every other's memory (cudaDeviceCanAccessPeer; a device
 // with itself always). False in a build without CUDA or for a CPU device; `why` (when not null)
 // then names the first pair that cannot.

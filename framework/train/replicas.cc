@@ -226,29 +226,11 @@ static std::string feature_store(const Config& cfg, const ProcessGroupEnv& procs
     *why = "train.feature_store sharded (as set)";
     return mode;
   }
-  if (replicas == 1 || least <= 0) return "replicated";
-  const double gb = 1e9, row = static_cast<double>(features.row_bytes());
-  char buf[300];
   std::string no_peer;
-  if (least >= n) {
-    std::snprintf(buf, sizeof buf, "the table (%.2f GB) fits each GPU's cache budget", static_cast<double>(n) * row / gb);
-  } else if (least * replicas < n) {
-    std::snprintf(buf, sizeof buf, "the table (%.2f GB) exceeds the %lld GPUs' cache budgets together (%.2f GB)",
-                  static_cast<double>(n) * row / gb, static_cast<long long>(replicas),
-                  static_cast<double>(least * replicas) * row / gb);
-  } else if (!peer_access_possible(devices, &no_peer)) {
-    std::snprintf(buf, sizeof buf, "the GPUs cannot read each other's memory: %s", no_peer.c_str());
-  } else {
-    std::snprintf(buf, sizeof buf,
-                  "the table (%.2f GB) exceeds one GPU's cache budget (%.2f GB) but fits the %lld GPUs' together, and "
-                  "they read each other's memory",
-                  static_cast<double>(n) * row / gb, static_cast<double>(least) * row / gb,
-                  static_cast<long long>(replicas));
-    *why = std::string("train.feature_store auto: sharded: ") + buf;
-    return "sharded";
-  }
-  *why = std::string("train.feature_store auto: replicated: ") + buf;
-  return "replicated";
+  const bool peers = replicas > 1 && peer_access_possible(devices, &no_peer);
+  const FeatureStoreChoice c = choose_feature_store(n, features.row_bytes(), budget, peers, no_peer);
+  *why = c.why;
+  return c.sharded ? "sharded" : "replicated";
 }
 
 void Trainer::Impl::place_features(const Config& cfg, const Dataset& data) {

@@ -250,5 +250,31 @@ TEST(FeatureShards, BadArgumentsAreNamed) {
   EXPECT_NE(why.find("not a GPU"), std::string::npos) << why;
 }
 
+TEST(FeatureShards, AutoShardsATableThatOnlyTheGpusTogetherHold) {
+  // 1000 rows of 400 bytes (0.40 GB of rows per 1M); budgets in rows per GPU.
+  auto choose = [](std::vector<int64_t> budget, bool peers) {
+    return choose_feature_store(1000, 400, budget, peers, "cuda:0 cannot read cuda:1's memory (no peer access)");
+  };
+  FeatureStoreChoice c = choose({600, 500}, true);  // 2 x 500 >= 1000 > 500
+  EXPECT_TRUE(c.sharded);
+  EXPECT_NE(c.why.find("train.feature_store auto: sharded: the table (0.00 GB) exceeds one GPU's cache budget"),
+            std::string::npos) << c.why;
+  EXPECT_FALSE(choose({1000, 1000}, true).sharded);  // fits each
+  EXPECT_NE(choose({1000, 1000}, true).why.find("replicated: the table (0.00 GB) fits each GPU's cache budget"),
+            std::string::npos);
+  c = choose({499, 800}, true);  // the smallest budget bounds every shard: 2 x 499 < 1000
+  EXPECT_FALSE(c.sharded);
+  EXPECT_NE(c.why.find("exceeds the 2 GPUs' cache budgets together"), std::string::npos) << c.why;
+  EXPECT_TRUE(choose({334, 334, 334}, true).sharded);
+  c = choose({600, 600}, false);
+  EXPECT_FALSE(c.sharded);
+  EXPECT_NE(c.why.find("no peer access"), std::string::npos) << c.why;
+  // Nothing to choose: one replica, or no cache.
+  EXPECT_FALSE(choose({10}, true).sharded);
+  EXPECT_TRUE(choose({10}, true).why.empty());
+  EXPECT_FALSE(choose({0, 0}, true).sharded);
+  EXPECT_TRUE(choose({0, 0}, true).why.empty());
+}
+
 }  // namespace
 }  // namespace gt
