@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -280,6 +281,46 @@ std::string sharding_dataset(const std::filesystem::path& dir) {
   return path;
 }
 
+// Writes NaN over the stored rows v of the dataset file at `path` for which bad(v) holds (where its
+// memory mapping, whose offsets are file offsets, has them). load_dataset refuses such a file; a
+// mapped table (dataset.features: mmap) finds them as its rows are gathered.
+void write_nan_rows(const std::string& path, const std::function<bool(int64_t)>& bad) {
+  const FeatureTable mapped = FeatureTable::map_file(path);
+  ASSERT_EQ(static_cast<uintmax_t>(mapped.map_bytes()), std::filesystem::file_size(path));
+  ASSERT_EQ(mapped.dtype(), DType::kFloat32);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  const std::vector<float> nan(static_cast<std::size_t>(mapped.cols()), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t v = 0; v < mapped.rows(); ++v) {
+    if (!bad(v)) continue;
+    const int64_t at = mapped.block_offsets()[static_cast<std::size_t>(v / mapped.rows_per_block())] +
+                       (v % mapped.rows_per_block()) * mapped.row_bytes();
+    f.seekp(at);
+    f.write(reinterpret_cast<const char*>(nan.data()), static_cast<std::streamsize>(mapped.row_bytes()));
+  }
+  ASSERT_TRUE(f.good());
+}
+
+TEST_F(DataParallelTest, AReplicaThatCannotPrepareABatchIsNamed) {
+  // Every row NaN in a mapped table: each CPU replica's first gather fails; the job stops with the
+  // replica that failed first named, as a diverged loss names it (not with an aborted collective).
+  const std::string bad = (dir_ / "all-nan.h5").string();
+  std::filesystem::copy_file(dir_ / "synth.h5", bad, std::filesystem::copy_options::overwrite_existing);
+  write_nan_rows(bad, [](int64_t) { return true; });
+  Config c = config("gcn", "cpu", 2);
+  c.dataset.path = bad;
+  c.dataset.features = "mmap";
+  std::string err;
+  try {
+    Trainer(c).fit(nullptr);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("not a finite number"), std::string::npos) << "'" << err << "'";
+  EXPECT_NE(err.find("(replica "), std::string::npos) << err;
+  EXPECT_NE(err.find(", preparing batch 1)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("aborted"), std::string::npos) << err;
+}
+
 TEST_F(DataParallelTest, ShardedFeatureStoreNeedsGpus) {
   Config c = config("sage", "cpu", 2);
   c.train.feature_store = "sharded";
@@ -355,21 +396,7 @@ TEST_F(DataParallelTest, AReplicaFailingInAShardedGatherIsNamedCuda) {
   const std::vector<int64_t> cached = FeatureCache::by_degree(ds.info.num_nodes, ds.indptr, ds.indices, 2 * 4096);
   std::vector<char> on_gpu(static_cast<std::size_t>(ds.info.num_nodes), 0);
   for (int64_t v : cached) on_gpu[static_cast<std::size_t>(v)] = 1;
-  {
-    const FeatureTable mapped = FeatureTable::map_file(bad);
-    ASSERT_EQ(static_cast<uintmax_t>(mapped.map_bytes()), std::filesystem::file_size(bad));  // offsets are file offsets
-    ASSERT_EQ(mapped.dtype(), DType::kFloat32);
-    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
-    const std::vector<float> nan(static_cast<std::size_t>(mapped.cols()), std::numeric_limits<float>::quiet_NaN());
-    for (int64_t v = 0; v < mapped.rows(); ++v) {
-      if (on_gpu[static_cast<std::size_t>(v)]) continue;
-      const int64_t at = mapped.block_offsets()[static_cast<std::size_t>(v / mapped.rows_per_block())] +
-                         (v % mapped.rows_per_block()) * mapped.row_bytes();
-      f.seekp(at);
-      f.write(reinterpret_cast<const char*>(nan.data()), static_cast<std::streamsize>(mapped.row_bytes()));
-    }
-    ASSERT_TRUE(f.good());
-  }
+  write_nan_rows(bad, [&](int64_t v) { return !on_gpu[static_cast<std::size_t>(v)]; });
   Config c = config("sage", "cuda", 2);
   c.dataset.path = bad;
   c.dataset.features = "mmap";
