@@ -37,10 +37,10 @@ struct RowTiers {
   Tensor cache, slot;
   // Tier 1 sharded (optional, instead of `cache`; preprocess/feature_shards.h): the cache's C rows
   // split into at most kMaxShards parts of `shard_rows` rows (the last non-empty one may hold
-  // fewer, and any after it none): slot k's row
-  // is row k % shard_rows of shards[k / shard_rows]. On a GPU each shard lives on the gather's
-  // device or on a peer GPU whose memory that device may read (peer access enabled by the caller);
-  // on the CPU every shard is in host memory. `slot` is on the gather's device as above.
+  // fewer, and any after it none): slot k's row is row k % shard_rows of shards[k / shard_rows].
+  // On a GPU each shard lives on the gather's device or on a peer GPU whose memory that device may
+  // read (peer access enabled by the caller); on the CPU every shard is in host memory. `slot` is
+  // on the gather's device as above.
   std::vector<Tensor> shards;
   int64_t shard_rows = 0;
   static constexpr int kMaxShards = 16;
@@ -64,9 +64,9 @@ struct GatherCounters {
   static GatherCounters make(Device d, Stream s = nullptr);
 };
 
-// out[i, :] = row ids[i] from tier 1 when cached (sharded or not), else tier 2 (which must be set). ids: int32
-// [n] on out's device, each in [0, num_nodes) (checked on the CPU; on the GPU an id out of range
-// sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
+// out[i, :] = row ids[i] from tier 1 when cached (sharded or not), else tier 2 (which must be
+// set). ids: int32 [n] on out's device, each in [0, num_nodes) (checked on the CPU; on the GPU an
+// id out of range sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
 // (see above; false reads them in batch order, for measuring). check_values: non-finite values
 // are reported through counters (a mapped table's values are not checked when it is opened).
 // The sort's scratch tensors are freed on return while the gather may still be queued on s: that

@@ -64,8 +64,8 @@ class FeatureCache {
   // Degree: the fraction of all CSR entries (potential samples) whose source is cached.
   // Presample: the fraction of the pre-sampled gathers that the cached rows serve.
   double hit_estimate() const { return shards_ ? shards_->hit_estimate() : hit_estimate_; }
-  // The `rows` nodes of highest in-degree in the CSR (ties to the smaller id), in increasing id
-  // order: the degree policy's choice; *hit (when not null) its hit_estimate().
+  // The `rows` nodes that occur most often in the CSR's `indices` (ties to the smaller id), in
+  // increasing id order: the degree policy's choice; *hit (when not null) its hit_estimate().
   static std::vector<int64_t> by_degree(int64_t num_nodes, const std::vector<int64_t>& indptr,
                                         const std::vector<int32_t>& indices, int64_t rows, double* hit = nullptr);
 

@@ -1,7 +1,7 @@
 // The GPU feature cache sharded across the GPUs of a process (train.feature_store: sharded;
-// docs/scaling.md, "The sharded feature store"). The cache's C rows are those a replicated cache
-// would hold (preprocess/feature_cache.h: nodes in increasing id order, slot i the i-th), split
-// into contiguous slot ranges: shard o holds slots [o * S, min(C, (o + 1) * S)) with
+// docs/scaling.md, "The sharded feature store"). C rows, chosen as for one cache of C rows and
+// ordered as in it (preprocess/feature_cache.h: nodes in increasing id order, slot i the i-th), are
+// split into contiguous slot ranges: shard o holds slots [o * S, min(C, (o + 1) * S)) with
 // S = ceil(C / N) for N shards, on devices[o]. Every cached row so lives on exactly one GPU, and a
 // table N times one GPU's cache budget fits on N GPUs. Each replica's gather (kernels/gather.h,
 // RowTiers::shards) takes a batch's rows from its own shard, from its peers' shards through peer
