@@ -91,6 +91,7 @@ void add_step(CLI::App& app, Runner& run);
 void add_dkp(CLI::App& app, Runner& run);
 void add_allreduce(CLI::App& app, Runner& run);
 void add_gather(CLI::App& app, Runner& run);
+void add_shard_gather(CLI::App& app, Runner& run);
 void add_layerwise(CLI::App& app, Runner& run);
 
 // The --json file of a subcommand ("" = none). Constructed right after the options are parsed,

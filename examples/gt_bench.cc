@@ -341,6 +341,9 @@ constexpr const char* kSynopsis =
     "                          [--iters 20] [--json FILE]  (N >= 2: every GPU, or 2 CPU ranks)\n"
     "       gt-bench gather [--table-gb 8] [--row-bytes 64,128,...,4096] [--types float32,bfloat16]\n"
     "                       [--batch-rows 1000000] [--cached 0,50] [--iters 10] [--json FILE]  (GPU)\n"
+    "       gt-bench shard-gather [--gpus 2] [--table-gb 8] [--row-bytes 128,256,512,1024]\n"
+    "                             [--types float32,bfloat16] [--batch-rows 1000000] [--iters 10]\n"
+    "                             [--json FILE]  (N >= 2 GPUs with peer access)\n"
     "       gt-bench layerwise DATASET.h5 [--model-file FILE | --model sage --layers 3 --hidden 256]\n"
     "                          [--device auto] [--batch 1024] [--batched-nodes 0] [--batched-seconds 300]\n"
     "                          [--table-dtype float32] [--chunk-nodes 0] [--device-table-mb 0] [--json FILE]\n"
@@ -364,6 +367,7 @@ int main(int argc, char** argv) {
   gt_bench::add_dkp(app, run);
   gt_bench::add_allreduce(app, run);
   gt_bench::add_gather(app, run);
+  gt_bench::add_shard_gather(app, run);
   gt_bench::add_layerwise(app, run);
   app.footer(kSynopsis);  // after the subcommands, which would inherit it
   if (argc < 2) {  // no subcommand: the help, as a usage error

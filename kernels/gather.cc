@@ -32,12 +32,30 @@ void check_common(const RowTiers& t, const Tensor& out, int64_t n, const char* o
   GT_CHECK_ARG(t.cols >= 0 && out.dim() == 2 && out.dtype() == DType::kFloat32 && out.size(0) == n &&
                    out.size(1) >= t.cols,
                op, ": out ", out.str(), " cannot hold ", n, " float32 rows of ", t.cols, " values");
-  if (t.cache.defined() || t.slot.defined()) {
+  if (t.cache.defined() || t.slot.defined() || !t.shards.empty()) {
     GT_CHECK_ARG(t.has_cache(), op, ": a cache needs both its rows and its slot table");
-    GT_CHECK_ARG(t.cache.dim() == 2 && t.cache.size(1) == t.cols && t.cache.dtype() == t.dtype &&
-                     t.cache.device() == out.device(),
-                 op, ": cache ", t.cache.str(), " must hold ", dtype_name(t.dtype), " rows of ", t.cols, " on ",
-                 out.device().str());
+    if (t.shards.empty()) {
+      GT_CHECK_ARG(t.cache.dim() == 2 && t.cache.size(1) == t.cols && t.cache.dtype() == t.dtype &&
+                       t.cache.device() == out.device(),
+                   op, ": cache ", t.cache.str(), " must hold ", dtype_name(t.dtype), " rows of ", t.cols, " on ",
+                   out.device().str());
+    } else {
+      const int64_t n_shards = static_cast<int64_t>(t.shards.size());
+      GT_CHECK_ARG(!t.cache.defined(), op, ": a cache is either one table or shards, not both");
+      GT_CHECK_ARG(n_shards <= RowTiers::kMaxShards && t.shard_rows > 0, op, ": ", n_shards, " shards of ",
+                   t.shard_rows, " rows (at most ", RowTiers::kMaxShards, " shards of at least one row)");
+      bool short_seen = false;  // a shard of fewer than shard_rows rows: only empty ones follow
+      for (int64_t o = 0; o < n_shards; ++o) {
+        const Tensor& sh = t.shards[static_cast<std::size_t>(o)];
+        // A GPU gather reads shards on any GPU (peers); a CPU gather only host memory.
+        const bool place = out.is_cuda() ? sh.is_cuda() : !sh.is_cuda();
+        const bool ok = sh.defined() && sh.dim() == 2 && sh.size(1) == t.cols && sh.dtype() == t.dtype && place;
+        GT_CHECK_ARG(ok && sh.size(0) <= t.shard_rows && (!short_seen || sh.size(0) == 0), op, ": shard ", o, " ",
+                     sh.str(), " must hold ", short_seen ? "no" : "at most " + std::to_string(t.shard_rows), " ",
+                     dtype_name(t.dtype), " rows of ", t.cols, out.is_cuda() ? " on a GPU" : " in host memory");
+        short_seen |= sh.size(0) < t.shard_rows;
+      }
+    }
     GT_CHECK_ARG(t.slot.dim() == 1 && t.slot.dtype() == DType::kInt32 && t.slot.size(0) == t.num_nodes &&
                      t.slot.device() == out.device(),
                  op, ": slot table ", t.slot.str(), " must be int32 [", t.num_nodes, "] on ", out.device().str());
@@ -64,7 +82,38 @@ bool row_finite(const float* x, int64_t n) {
   return true;
 }
 
+// Where tier-1 rows live on the CPU: slot k at base[k / per] + (k % per) * row.
+struct CacheParts {
+  const char* base[RowTiers::kMaxShards] = {};
+  int64_t per = 1, rows = 0, row = 0;
+  const char* at(int64_t k) const { return base[k / per] + (k % per) * row; }
+};
+
+CacheParts cache_parts(const RowTiers& t) {
+  CacheParts p;
+  p.row = t.cols * static_cast<int64_t>(dtype_size(t.dtype));
+  p.rows = t.cache_rows();
+  if (!t.has_cache()) return p;
+  if (t.shards.empty()) {
+    p.base[0] = static_cast<const char*>(t.cache.raw());
+    p.per = std::max<int64_t>(1, p.rows);
+  } else {
+    for (std::size_t o = 0; o < t.shards.size(); ++o) p.base[o] = static_cast<const char*>(t.shards[o].raw());
+    p.per = t.shard_rows;
+  }
+  return p;
+}
+
 }  // namespace
+
+int64_t RowTiers::cache_rows() const {
+  if (!shards.empty()) {
+    int64_t c = 0;
+    for (const Tensor& sh : shards) c += sh.defined() ? sh.size(0) : 0;
+    return c;
+  }
+  return cache.defined() ? cache.size(0) : 0;
+}
 
 GatherCounters GatherCounters::make(Device d, Stream s) {
   GatherCounters c;
@@ -102,7 +151,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
   const int64_t width = out.size(1), elem = static_cast<int64_t>(dtype_size(t.dtype)), row = t.cols * elem;
   const int32_t* slot = t.has_cache() ? t.slot.data<int32_t>() : nullptr;
   const int64_t* offsets = t.block_offsets.defined() ? t.block_offsets.data<int64_t>() : nullptr;
-  const char* cache = t.has_cache() ? static_cast<const char*>(t.cache.raw()) : nullptr;
+  const CacheParts cache = cache_parts(t);
   const char* host = static_cast<const char*>(t.host);
   float* o = out.data<float>();
   std::atomic<int64_t> hits{0}, misses{0}, bad{std::numeric_limits<int64_t>::max()};
@@ -114,7 +163,8 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
       const int32_t k = slot ? slot[v] : -1;
       const char* src;
       if (k >= 0) {
-        src = cache + k * row;
+        if (k >= cache.rows) GT_THROW("gather_tiered", "", "node ", v, " has cache slot ", k, " of ", cache.rows);
+        src = cache.at(k);
         ++h;
       } else {
         if (!host) GT_THROW("gather_tiered", "", "node ", v, " is not cached and no host table was given");
@@ -159,8 +209,8 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
     return;
   }
   const int64_t width = out.size(1), row = t.cols * static_cast<int64_t>(dtype_size(t.dtype));
-  const int64_t C = t.has_cache() ? t.cache.size(0) : 0, M = staged.size(0);
-  const char* cache = t.has_cache() ? static_cast<const char*>(t.cache.raw()) : nullptr;
+  const CacheParts cache = cache_parts(t);
+  const int64_t C = cache.rows, M = staged.size(0);
   const char* st = static_cast<const char*>(staged.raw());
   const int32_t* code = codes.defined() ? codes.data<int32_t>() : nullptr;
   float* o = out.data<float>();
@@ -170,7 +220,7 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
       const char* src;
       if (k >= 0) {
         if (k >= C) GT_THROW("gather_staged", "", "cache row ", k, " out of range [0, ", C, ")");
-        src = cache + k * row;
+        src = cache.at(k);
       } else {
         if (-k - 1 >= M) GT_THROW("gather_staged", "", "staged row ", -k - 1, " out of range [0, ", M, ")");
         src = st + (-k - 1) * row;

@@ -6,9 +6,11 @@
 // independent (no synchronisation); the grid strides over rows, sized by the SM count (a few
 // blocks per SM keep enough loads in flight to fill the PCIe link, shared/device/README.md, while
 // leaving the SMs to the training kernels that run beside the copy stream). Counters are summed
-// per warp in registers and added once per warp at the end.
+// per warp in registers and added once per warp at the end. A sharded cache (gather.h) is read
+// through the shards' base pointers, peers' included: the same warp loads, over NVLink for a peer.
 #include <cub/cub.cuh>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstdint>
@@ -29,7 +31,11 @@ constexpr int kBlocksPerSm = 4;
 enum class Kind { kF32, kBF16, kF16 };
 
 struct TierArgs {
-  const char* cache = nullptr;
+  // Tier 1: slot k's row at shard[k / shard_rows] + (k % shard_rows) * row_bytes; one shard (the
+  // unsharded cache, shard_rows = its rows) or up to kMaxShards, on this GPU or its peers.
+  const char* shard[RowTiers::kMaxShards] = {};
+  int64_t shard_rows = 1;
+  int shards = 0;
   const int32_t* slot = nullptr;
   const char* host = nullptr;
   const int64_t* offsets = nullptr;
@@ -82,6 +88,12 @@ struct Widen {
   }
 };
 
+// The address of tier-1 slot k (ids mapped to (owner, local row)): one division only when sharded.
+__device__ __forceinline__ const char* cache_row(const TierArgs& a, int64_t k) {
+  if (a.shards == 1) return a.shard[0] + k * a.row_bytes;
+  return a.shard[k / a.shard_rows] + (k % a.shard_rows) * a.row_bytes;
+}
+
 // Copies one row (src, stored) into dst (float32, width), the warp's lanes across it; returns
 // whether every value read by this lane was finite (only computed when `check`).
 template <Kind K, int kBytes>
@@ -131,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, cons
     const int32_t k = a.slot ? a.slot[v] : -1;
     const char* src;
     if (k >= 0) {
-      src = a.cache + static_cast<int64_t>(k) * a.row_bytes;
+      src = cache_row(a, k);
       ++hits;
     } else {
       src = a.offsets ? a.host + a.offsets[v / a.rows_per_block] + (v % a.rows_per_block) * a.row_bytes
@@ -155,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, cons
   const int lane = threadIdx.x % kWarp;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
     const int64_t k = codes ? codes[i] : -i - 1;
-    const char* src = k >= 0 ? a.cache + k * a.row_bytes : a.staged + (-k - 1) * a.row_bytes;
+    const char* src = k >= 0 ? cache_row(a, k) : a.staged + (-k - 1) * a.row_bytes;
     copy_row<K, kBytes>(src, a.out + i * a.width, a, lane, false);
   }
 }
@@ -265,7 +277,15 @@ TierArgs args_of(const RowTiers& t, Tensor& out) {
   a.out = out.data<float>();
   a.vec_store = a.width % 4 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
   if (t.has_cache()) {
-    a.cache = static_cast<const char*>(t.cache.raw());
+    if (t.shards.empty()) {
+      a.shard[0] = static_cast<const char*>(t.cache.raw());
+      a.shard_rows = std::max<int64_t>(1, t.cache.size(0));
+      a.shards = 1;
+    } else {
+      for (std::size_t o = 0; o < t.shards.size(); ++o) a.shard[o] = static_cast<const char*>(t.shards[o].raw());
+      a.shard_rows = t.shard_rows;
+      a.shards = static_cast<int>(t.shards.size());
+    }
     a.slot = t.slot.data<int32_t>();
   }
   a.host = static_cast<const char*>(t.host);
@@ -279,7 +299,8 @@ TierArgs args_of(const RowTiers& t, Tensor& out) {
 // The widest load every row address allows: the row size and each base's alignment.
 int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
   int64_t w = alignment_of(static_cast<uintptr_t>(a.row_bytes));
-  if (a.cache) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.cache)));
+  for (int o = 0; o < a.shards; ++o)
+    if (a.shard[o]) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.shard[o])));
   if (a.host) w = std::min(w, std::min(host_alignment, alignment_of(reinterpret_cast<uintptr_t>(a.host))));
   if (a.staged) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.staged)));
   return w;

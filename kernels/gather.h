@@ -35,6 +35,15 @@ struct RowTiers {
   // Tier 1 (optional): cache rows [C, cols] of `dtype` and slot int32 [num_nodes] (-1 = not
   // cached), both on the gather's device.
   Tensor cache, slot;
+  // Tier 1 sharded (optional, instead of `cache`; preprocess/feature_shards.h): the cache's C rows
+  // split into at most kMaxShards parts of `shard_rows` rows (the last non-empty one may hold
+  // fewer, and any after it none): slot k's row is row k % shard_rows of shards[k / shard_rows].
+  // On a GPU each shard lives on the gather's device or on a peer GPU whose memory that device may
+  // read (peer access enabled by the caller); on the CPU every shard is in host memory. `slot` is
+  // on the gather's device as above.
+  std::vector<Tensor> shards;
+  int64_t shard_rows = 0;
+  static constexpr int kMaxShards = 16;
   // Tier 2 (optional): the host table as the gather's device sees it. Dense rows start at
   // host + r * cols * elem; with block_offsets (int64 on the device, one per block of
   // rows_per_block rows: a memory-mapped file) at host + block_offsets[r / rpb] + (r % rpb) * row.
@@ -42,7 +51,9 @@ struct RowTiers {
   Tensor block_offsets;
   int64_t rows_per_block = 0;
   int64_t block_alignment = 16;  // largest power of two <= 16 dividing every block offset
-  bool has_cache() const { return cache.defined() && slot.defined(); }
+  bool has_cache() const { return (cache.defined() || !shards.empty()) && slot.defined(); }
+  // Rows of tier 1 (C): the cache's, or the shards' together.
+  int64_t cache_rows() const;
 };
 
 // Counters a gather adds to (int64 [3] on the gather's device, or undefined): rows read from the
@@ -53,9 +64,9 @@ struct GatherCounters {
   static GatherCounters make(Device d, Stream s = nullptr);
 };
 
-// out[i, :] = row ids[i] from tier 1 when cached, else tier 2 (which must be set). ids: int32
-// [n] on out's device, each in [0, num_nodes) (checked on the CPU; on the GPU an id out of range
-// sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
+// out[i, :] = row ids[i] from tier 1 when cached (sharded or not), else tier 2 (which must be
+// set). ids: int32 [n] on out's device, each in [0, num_nodes) (checked on the CPU; on the GPU an
+// id out of range sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
 // (see above; false reads them in batch order, for measuring). check_values: non-finite values
 // are reported through counters (a mapped table's values are not checked when it is opened).
 // The sort's scratch tensors are freed on return while the gather may still be queued on s: that
@@ -69,7 +80,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
                    bool sorted = true, bool check_values = false, Stream s = nullptr,
                    std::vector<Tensor>* keep = nullptr);
 
-// out[i, :] = codes[i] >= 0 ? cache row codes[i] : staged row -codes[i] - 1; with codes
+// out[i, :] = codes[i] >= 0 ? tier-1 row codes[i] (a slot) : staged row -codes[i] - 1; with codes
 // undefined, out[i, :] = staged row i. staged: [M, cols] of t.dtype on out's device (tier 3);
 // codes int32 [n] on out's device; code ranges are checked on the CPU and by the caller that
 // builds them on the GPU (the pipeline).

@@ -41,7 +41,21 @@ std::vector<int64_t> top_rows(int64_t n, int64_t rows, const Count& count) {
 FeatureCache::FeatureCache(const FeatureTable& features, const std::vector<int64_t>& indptr,
                            const std::vector<int32_t>& indices, int64_t rows, Device device) {
   GT_CHECK_ARG(device.is_cuda(), "the feature cache lives on a CUDA device, got ", device.str());
-  const int64_t n = features.rows();
+  std::vector<int64_t> order = by_degree(features.rows(), indptr, indices, rows, &hit_estimate_);
+  policy_ = "degree";
+  build(features, std::move(order), device);
+}
+
+FeatureCache::FeatureCache(std::shared_ptr<const FeatureShards> shards, Device device)
+    : shards_(std::move(shards)), device_(device) {
+  GT_CHECK_ARG(shards_ != nullptr, "FeatureCache: no shards given");
+  (void)shards_->device_slots(device);  // throws unless device holds a shard
+  cols_ = shards_->cols();
+  dtype_ = shards_->dtype();
+}
+
+std::vector<int64_t> FeatureCache::by_degree(int64_t n, const std::vector<int64_t>& indptr,
+                                             const std::vector<int32_t>& indices, int64_t rows, double* hit) {
   GT_CHECK_ARG(static_cast<int64_t>(indptr.size()) == n + 1, "feature cache: CSR has ", indptr.size() - 1,
                " rows for ", n, " feature rows");
   rows = std::clamp<int64_t>(rows, 0, std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
@@ -55,9 +69,8 @@ FeatureCache::FeatureCache(const FeatureTable& features, const std::vector<int64
       top_rows(n, rows, [&](int64_t v) { return count[static_cast<std::size_t>(v)].load(std::memory_order_relaxed); });
   int64_t covered = 0;
   for (int64_t v : order) covered += count[static_cast<std::size_t>(v)].load(std::memory_order_relaxed);
-  policy_ = "degree";
-  hit_estimate_ = indices.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(indices.size());
-  build(features, std::move(order), device);
+  if (hit) *hit = indices.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(indices.size());
+  return order;
 }
 
 FeatureCache::FeatureCache(const FeatureTable& features, std::vector<int64_t> nodes, Device device, std::string policy,
@@ -76,6 +89,9 @@ FeatureCache::FeatureCache(const FeatureTable& features, std::vector<int64_t> no
 }
 
 void FeatureCache::build(const FeatureTable& features, std::vector<int64_t> nodes, Device device) {
+  device_ = device;
+  cols_ = features.cols();
+  dtype_ = features.dtype();
   const int64_t n = features.rows();
   const int64_t rows = static_cast<int64_t>(nodes.size());
   slot_.assign(static_cast<std::size_t>(n), -1);
@@ -97,6 +113,7 @@ void FeatureCache::build(const FeatureTable& features, std::vector<int64_t> node
 }
 
 RowTiers FeatureCache::tiers() const {
+  if (shards_) return shards_->tiers(device_);
   RowTiers t;
   t.dtype = table_.dtype();
   t.cols = table_.size(1);

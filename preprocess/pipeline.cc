@@ -121,10 +121,10 @@ BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int
     GT_CHECK_ARG(ctx.is_cuda() && opts.gpu->device() == ctx.device(), "GPU sampling on ", opts.gpu->device().str(),
                  " for a pipeline that feeds ", ctx.device().str(), ": both must be the same CUDA device");
   if (opts.cache)
-    GT_CHECK_ARG(opts.cache->table().size(1) == features.cols() && opts.cache->table().dtype() == features.dtype() &&
+    GT_CHECK_ARG(opts.cache->cols() == features.cols() && opts.cache->dtype() == features.dtype() &&
                      opts.cache->num_nodes() == features.rows(),
-                 "the GPU feature cache holds ", opts.cache->num_nodes(), " nodes' rows of ", opts.cache->table().size(1),
-                 " ", dtype_name(opts.cache->table().dtype()), " values but the pipeline gathers ", features.rows(),
+                 "the GPU feature cache holds ", opts.cache->num_nodes(), " nodes' rows of ", opts.cache->cols(),
+                 " ", dtype_name(opts.cache->dtype()), " values but the pipeline gathers ", features.rows(),
                  " rows of ", features.cols(), " ", dtype_name(features.dtype()), ": build the cache from the same table");
   if (opts.host) GT_CHECK_ARG(ctx.is_cuda(), "a mapped host table feeds a GPU pipeline, not ", ctx.device().str());
   Impl& m = *impl_;

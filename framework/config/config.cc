@@ -299,6 +299,9 @@ void validate_config(const Config& cfg) {
     if (cfg.train.gpu_cache_mb > 0)
       GT_THROW(at({"train.gpu_cache_mb", "train.device"}), "set train.gpu_cache_mb: 0, or train.device: cuda or auto",
                "train.gpu_cache_mb is ", cfg.train.gpu_cache_mb, " but train.device is cpu: the cache is GPU memory");
+    if (cfg.train.feature_store == "sharded")
+      GT_THROW(at({"train.feature_store", "train.device"}), "set train.feature_store: auto or replicated, or train.device: cuda",
+               "train.feature_store is sharded but train.device is cpu: the shards are GPU memory");
     if (cfg.train.precision == "tf32")
       GT_THROW(at({"train.precision", "train.device"}), "set train.precision: float32, or train.device: cuda or auto",
                "train.precision is tf32 but train.device is cpu: TF32 is a GPU tensor-core format");

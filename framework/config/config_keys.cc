@@ -508,6 +508,8 @@ const std::vector<Field>& fields() {
                    "and the GPU reads the rows in place, no CPU gather or staging copy), cpu_gather (CPU threads gather "
                    "them into pinned buffers that are copied) or auto (zero_copy when the table can be pinned, else "
                    "cpu_gather, saying why)"),
+      string_field("train.feature_store", GT_GET(train, feature_store), {"auto", "replicated", "sharded"},
+                   "with several GPU replicas in one process, where the cached feature rows live: replicated (every GPU caches the same rows, train.gpu_cache_mb each) or sharded (each cached row on exactly one GPU, the replicas reading their peers' rows over peer access: up to train.replicas times the rows of one GPU's cache; contiguous ranges of the cache's rows per GPU); auto = sharded when the table does not fit one GPU's cache but fits the GPUs' caches together and every GPU can read the others' memory, else replicated (the log says which and why); the rows reach the model the same either way; jobs of several processes are replicated"),
       int_field("train.eval_cache_mb", GT_GET(train, eval_cache_mb), -1, 1 << 24,
                 "MiB of memory (the GPU's, or the host's on the CPU) in which each replica keeps its evaluation "
                 "batches (sampled blocks and feature rows) from the first evaluation to the last: they are the same "

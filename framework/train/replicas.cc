@@ -149,13 +149,9 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
       r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
     }
-    // The cache last, so that an automatic size sees what the graph and the model took.
-    why.clear();
-    if (const int64_t rows = cache_rows(cfg, features, d, r.model->num_parameters(), &why); rows > 0) {
-      if (i == 0 && !why.empty()) feature_notes.push_back(why);
-      build_cache(r, cfg, data, rows);
-    }
   }
+  // The caches last, so that an automatic size sees what the graphs and the models took.
+  if (device.is_cuda()) place_features(cfg, data);
   if (device.is_cuda()) map_host_table(cfg);
   set_current_device(replicas[0].ctx->device());
   if (world == 1) return;
@@ -198,9 +194,91 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
                       {cfg.train.peer_timeout_s, [this] { return progress(); }});
 }
 
+// train.feature_store for this run given each replica's cache budget in rows (cache_rows):
+// "replicated" or "sharded" (feature_shards.h), and in *why the log's line saying which and why
+// (left empty with one replica, or when replicated was asked for). auto shards when the table does
+// not fit one GPU's budget but fits the GPUs' budgets together and every GPU can read the others'
+// memory. The sharded store is built for the replicas of one process: jobs of several processes
+// are replicated (explicitly sharded, they stop).
+static std::string feature_store(const Config& cfg, const ProcessGroupEnv& procs, const std::vector<Device>& devices,
+                                 const std::vector<int64_t>& budget, const FeatureTable& features, std::string* why) {
+  const std::string& mode = cfg.train.feature_store;
+  if (mode == "replicated") return mode;
+  const std::string key = config_place(cfg, {"train.feature_store"});
+  if (procs.world > 1) {
+    if (mode == "sharded")
+      GT_THROW(key, "set train.feature_store: replicated (or auto), or run one process with train.replicas",
+               "train.feature_store is sharded but the job has ", procs.world, " processes (", procs.source,
+               " variables): the sharded store is built for the replicas of one process only");
+    *why = "train.feature_store auto: replicated (the sharded store is built for the replicas of one process only)";
+    return "replicated";
+  }
+  const int64_t least = *std::min_element(budget.begin(), budget.end());
+  const int64_t n = features.rows(), replicas = static_cast<int64_t>(devices.size());
+  if (mode == "sharded") {
+    if (least <= 0)
+      GT_THROW(config_place(cfg, {"train.feature_store", "train.gpu_cache_mb"}),
+               "set train.gpu_cache_mb above 0 (or -1), or train.feature_store: replicated",
+               "train.feature_store is sharded but the GPUs have no cache budget for feature rows");
+    std::string no_peer;
+    if (!peer_access_possible(devices, &no_peer) && replicas > 1)
+      GT_THROW(key, "set train.feature_store: replicated (or auto)", "train.feature_store is sharded but ", no_peer);
+    *why = "train.feature_store sharded (as set)";
+    return mode;
+  }
+  std::string no_peer;
+  const bool peers = replicas > 1 && peer_access_possible(devices, &no_peer);
+  const FeatureStoreChoice c = choose_feature_store(n, features.row_bytes(), budget, peers, no_peer);
+  *why = c.why;
+  return c.sharded ? "sharded" : "replicated";
+}
+
+void Trainer::Impl::place_features(const Config& cfg, const Dataset& data) {
+  std::vector<int64_t> budget;
+  std::vector<Device> devices;
+  for (Replica& r : replicas) {
+    set_current_device(r.ctx->device());
+    std::string why;
+    budget.push_back(cache_rows(cfg, features, r.ctx->device(), r.model->num_parameters(), &why));
+    devices.push_back(r.ctx->device());
+    if (r.local == 0 && budget.back() > 0 && !why.empty()) feature_notes.push_back(why);
+  }
+  std::string why;
+  const std::string store = feature_store(cfg, procs, devices, budget, features, &why);
+  if (!why.empty()) feature_notes.push_back(why);
+  if (store == "replicated") {
+    for (Replica& r : replicas)
+      if (const int64_t rows = budget[static_cast<std::size_t>(r.local)]; rows > 0) {
+        set_current_device(r.ctx->device());
+        build_cache(r, cfg, data, rows);
+      }
+    return;
+  }
+  // Sharded: every shard holds at most the smallest budget; the rows are those one cache of
+  // all of them would hold, chosen once (with the first replica's sampler) and split.
+  const int64_t n_shards = static_cast<int64_t>(replicas.size());
+  const int64_t rows = std::min(features.rows(), *std::min_element(budget.begin(), budget.end()) * n_shards);
+  set_current_device(replicas[0].ctx->device());
+  CacheChoice c = choose_cache_rows(replicas[0], cfg, data, rows);
+  auto shards = std::make_shared<const FeatureShards>(features, std::move(c.nodes), devices, c.policy, c.hit_estimate);
+  for (Replica& r : replicas) r.cache = std::make_unique<FeatureCache>(shards, r.ctx->device());
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "feature rows sharded over %d GPU%s: %lld rows each (the last %lld), %.2f GB per GPU",
+                shards->num_shards(), shards->num_shards() > 1 ? "s" : "", static_cast<long long>(shards->shard_rows()),
+                static_cast<long long>(shards->shard(shards->num_shards() - 1).size(0)),
+                static_cast<double>(shards->shard_rows() * features.row_bytes()) / 1e9);
+  feature_notes.push_back(buf);
+}
+
 void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows) {
-  const Device d = r.ctx->device();
+  CacheChoice c = choose_cache_rows(r, cfg, data, rows);
+  r.cache = std::make_unique<FeatureCache>(features, std::move(c.nodes), r.ctx->device(), c.policy, c.hit_estimate);
+}
+
+Trainer::Impl::CacheChoice Trainer::Impl::choose_cache_rows(Replica& r, const Config& cfg, const Dataset& data,
+                                                            int64_t rows) {
   rows = std::min(rows, features.rows());
+  CacheChoice choice;
   // Counts of a few gathers per node are mostly noise: auto pre-samples only when the batches it
   // would draw gather at least kPresampleGathersPerRow rows per node of the table (bounded by
   // batch_rows_bound), and picks by degree otherwise. (On a 111M-node graph 128 batches gather
@@ -216,7 +294,8 @@ void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& da
                       (cfg.train.gpu_cache_policy == "auto" &&
                        presample_rows < kPresampleGathersPerRow * static_cast<double>(features.rows()));
   if (rows == features.rows() || degree) {
-    r.cache = std::make_unique<FeatureCache>(features, data.indptr, data.indices, rows, d);
+    choice.nodes = FeatureCache::by_degree(features.rows(), data.indptr, data.indices, rows, &choice.hit_estimate);
+    choice.policy = "degree";
     if (r.local == 0 && rows < features.rows() && cfg.train.gpu_cache_policy == "auto")
       feature_notes.push_back("cache by degree: " + std::to_string(cfg.train.presample_batches) +
                               " pre-sampled batches would gather too few rows per node to count (train.presample_batches)");
@@ -234,8 +313,9 @@ void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& da
     const std::vector<int32_t> counts =
         presample_counts(*r.train_sampler, r.train_gpu.get(), batches, keys, features.rows());
     double share = 0;
-    std::vector<int64_t> top = FeatureCache::most_frequent(counts, rows, &share);
-    r.cache = std::make_unique<FeatureCache>(features, std::move(top), d, "presample", share);
+    choice.nodes = FeatureCache::most_frequent(counts, rows, &share);
+    choice.policy = "presample";
+    choice.hit_estimate = share;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r.local == 0) {
       char buf[200];
@@ -244,6 +324,7 @@ void Trainer::Impl::build_cache(Replica& r, const Config& cfg, const Dataset& da
       feature_notes.push_back(buf);
     }
   }
+  return choice;
 }
 
 void Trainer::Impl::map_host_table(const Config& cfg) {

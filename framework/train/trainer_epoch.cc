@@ -115,7 +115,18 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       continue;
     }
     const std::vector<int64_t>& seeds = mine[next_shard++];
-    std::unique_ptr<DeviceBatch> prepared = reuse ? nullptr : pipe->next();
+    std::unique_ptr<DeviceBatch> prepared;
+    if (!reuse) {
+      try {
+        prepared = pipe->next();
+      } catch (const Error& e) {
+        // A batch this replica could not prepare (its sampling or its gather, which with sharded
+        // features reads the other GPUs' rows too) stops the job naming the replica, as a loss does.
+        if (world == 1) throw;
+        GT_THROW(e.where(), e.hint(), e.message(), " (replica ", r.rank, ", preparing batch ", b + 1,
+                 r.cache && r.cache->shards() ? ", its features gathered from the GPUs' shards)" : ")");
+      }
+    }
     DeviceBatch* batch = reuse ? r.kept_train.get() : prepared.get();
     batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
     const int64_t nl = count_labelled(data.labels, seeds, data.info.num_targets);

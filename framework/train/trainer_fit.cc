@@ -146,6 +146,9 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
                                                                : std::to_string(100 * lead.cache->rows() /
                                                                                 std::max<int64_t>(1, impl_->features.rows())) +
                                                                      "%, " + lead.cache->policy())
+             << (lead.cache->shards() ? ", sharded over " + std::to_string(lead.cache->shards()->num_shards()) +
+                                            (lead.cache->shards()->num_shards() > 1 ? " GPUs" : " GPU")
+                                      : std::string())
              << ")";
       *log << "\n";
       for (const std::string& note : impl_->feature_notes) *log << "  " << note << "\n";

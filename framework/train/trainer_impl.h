@@ -77,7 +77,9 @@ struct Replica {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
-  std::unique_ptr<FeatureCache> cache;  // set when train.gpu_cache_mb > 0 on a GPU
+  // Set when train.gpu_cache_mb > 0 on a GPU: this GPU's rows, or its view of the sharded rows
+  // (shared by the replicas of the process; cache->shards()).
+  std::unique_ptr<FeatureCache> cache;
   // With sampling.device = gpu: the CSR on this replica's GPU and samplers drawing there.
   std::shared_ptr<GpuGraph> gpu_graph;
   std::unique_ptr<GpuSampler> train_gpu, eval_gpu;
@@ -146,7 +148,17 @@ struct Trainer::Impl {
   const std::vector<float>* node_scale_of(const Replica& r) const {
     return r.model->needs_node_scale() ? &node_scales : nullptr;
   }
+  // The GPU feature caches of the replicas (train.gpu_cache_mb), replicated or sharded over their
+  // GPUs (train.feature_store; preprocess/feature_shards.h), with the log's notes.
+  void place_features(const Config& cfg, const Dataset& data);
   void build_cache(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
+  // The rows a cache of `rows` rows holds (train.gpu_cache_policy), pre-sampled with r's sampler.
+  struct CacheChoice {
+    std::vector<int64_t> nodes;
+    std::string policy;
+    double hit_estimate = 0;
+  };
+  CacheChoice choose_cache_rows(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
   void map_host_table(const Config& cfg);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
   bool fitted = false;    // fit() has run (or started): a Trainer trains once

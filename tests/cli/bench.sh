@@ -86,6 +86,7 @@ for opt in --batch --batches --prefetch --prefetch-mb --gpu-cache-mb; do
   expect_error "pipeline $opt with a list" "$opt" -- "${P[@]}" --threads 1 "$opt" 1,2
 done
 expect_error "pipeline --gpu-sampling without a GPU" "GPU machine" -- "${P[@]}" --gpu-sampling
+expect_error "shard-gather without 2 GPUs" "2 GPUs" -- shard-gather --table-gb 1 --iters 1
 expect_error "allreduce --gpus 1" "--gpus" -- "${A[@]}" --gpus 1 --sizes-kb 1
 expect_error "allreduce duplicate sizes" "--sizes-kb: 64 is listed twice" -- "${A[@]}" --sizes-kb 64,64
 expect_error "allreduce huge size" "--sizes-kb" -- "${A[@]}" --sizes-kb 99999999999

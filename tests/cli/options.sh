@@ -78,7 +78,7 @@ bench_help() {
     die "gt-bench $sub --help is not its own: $(cat "$WORK/out.txt")"
   for o in "$@"; do grep -q -- "$o" "$WORK/out.txt" || die "gt-bench $sub --help lacks $o"; done
 }
-help "$B" pipeline kernels step dkp allreduce gather layerwise "--sizes-kb 64,1024,16384,262144"
+help "$B" pipeline kernels step dkp allreduce gather shard-gather layerwise "--sizes-kb 64,1024,16384,262144"
 bench_help pipeline --fanouts --batch --batches --threads --device --prefetch --prefetch-mb --gpu-cache-mb \
   --gpu-sampling --json
 bench_help kernels --workload --iters --align --row-alignment --json
@@ -86,6 +86,7 @@ bench_help step --workload --model --iters --tf32 --dkp --aggregation --no-align
 bench_help dkp --workload --model --iters --warmup --scale --device --tf32 --dataset --fanouts --batch --json
 bench_help allreduce --gpus --comm --sizes-kb --iters --json
 bench_help gather --table-gb --row-bytes --types --batch-rows --cached --iters --json
+bench_help shard-gather --gpus --table-gb --row-bytes --types --batch-rows --iters --json
 bench_help layerwise --model-file --model --layers --hidden --device --batch --batched-nodes --batched-seconds \
   --table-dtype --chunk-nodes --device-table-mb --seed --json
 usage "$B" "unknown option '--frob' (see gt-bench dkp --help)" dkp --frob 1
@@ -105,5 +106,6 @@ usage "$B" "--workload needs products, " dkp --workload frob
 usage "$B" "--fanouts entries must be >= 1 or -1, got 0" pipeline d.h5 --fanouts 0,1
 usage "$B" "--sizes-kb needs a comma-separated list of integers, got '1,x'" allreduce --sizes-kb 1,x
 usage "$B" "--cached entries are percentages 0..100, got 101" gather --cached 101
+usage "$B" "--row-bytes entries must be multiples of 4 from 4 to 1 MiB, got 6" shard-gather --row-bytes 6
 echo "ok: gt-bench"
 echo "options.sh: all checks passed"

@@ -129,6 +129,7 @@ struct GT_API TrainConfig {
   std::string gpu_cache_policy = "auto";  ///< which rows the cache keeps: auto | presample | degree
   int64_t presample_batches = 128;  ///< training batches the pre-sampling pass counts (gpu_cache_policy presample)
   std::string host_features = "auto";  ///< rows not on the GPU: auto | zero_copy (GPU reads host memory) | cpu_gather
+  std::string feature_store = "auto";  ///< the GPUs' feature rows with several replicas: auto | replicated | sharded
   int64_t eval_cache_mb = -1;   ///< memory keeping the evaluation batches between epochs; 0 = off, -1 = auto
   bool keep_full_batch = true;  ///< one batch per epoch with full neighbourhoods: prepared once, trained on every epoch
   std::string dkp_cache = "";   ///< folder of fitted DKP cost models; "" = always refit

@@ -7,11 +7,17 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <graphtensor/core/error.h>
 #include "framework/distributed/comm.h"
 #include "framework/train/train_data.h"
+#include "preprocess/feature_cache.h"
 #include <graphtensor/train/trainer.h>
 #include <graphtensor/preprocess/dataset.h>
 #include <graphtensor/preprocess/synth.h>
@@ -256,6 +262,156 @@ TEST_F(DataParallelTest, MoreReplicasThanGpusIsNamed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("train.replicas"), std::string::npos) << e.what();
   }
+}
+
+// train.feature_store (docs/scaling.md, "The sharded feature store"). A table of 12000 rows of 64
+// float32 (2.9 MiB): train.gpu_cache_mb 1 caches a third of it per GPU, 2 caches 8192 rows, more
+// than half: two GPUs hold it together.
+std::string sharding_dataset(const std::filesystem::path& dir) {
+  const std::string path = (dir / "shard-synth.h5").string();
+  if (!std::filesystem::exists(path)) {
+    SynthOptions o;
+    o.num_nodes = 12000;
+    o.avg_degree = 6;
+    o.feature_dim = 64;
+    o.num_classes = 4;
+    o.seed = 13;
+    generate_synthetic(o, path);
+  }
+  return path;
+}
+
+// Writes NaN over the stored rows v of the dataset file at `path` for which bad(v) holds (where its
+// memory mapping, whose offsets are file offsets, has them). load_dataset refuses such a file; a
+// mapped table (dataset.features: mmap) finds them as its rows are gathered.
+void write_nan_rows(const std::string& path, const std::function<bool(int64_t)>& bad) {
+  const FeatureTable mapped = FeatureTable::map_file(path);
+  ASSERT_EQ(static_cast<uintmax_t>(mapped.map_bytes()), std::filesystem::file_size(path));
+  ASSERT_EQ(mapped.dtype(), DType::kFloat32);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  const std::vector<float> nan(static_cast<std::size_t>(mapped.cols()), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t v = 0; v < mapped.rows(); ++v) {
+    if (!bad(v)) continue;
+    const int64_t at = mapped.block_offsets()[static_cast<std::size_t>(v / mapped.rows_per_block())] +
+                       (v % mapped.rows_per_block()) * mapped.row_bytes();
+    f.seekp(at);
+    f.write(reinterpret_cast<const char*>(nan.data()), static_cast<std::streamsize>(mapped.row_bytes()));
+  }
+  ASSERT_TRUE(f.good());
+}
+
+TEST_F(DataParallelTest, AReplicaThatCannotPrepareABatchIsNamed) {
+  // Every row NaN in a mapped table: each CPU replica's first gather fails; the job stops with the
+  // replica that failed first named, as a diverged loss names it (not with an aborted collective).
+  const std::string bad = (dir_ / "all-nan.h5").string();
+  std::filesystem::copy_file(dir_ / "synth.h5", bad, std::filesystem::copy_options::overwrite_existing);
+  write_nan_rows(bad, [](int64_t) { return true; });
+  Config c = config("gcn", "cpu", 2);
+  c.dataset.path = bad;
+  c.dataset.features = "mmap";
+  std::string err;
+  try {
+    Trainer(c).fit(nullptr);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("not a finite number"), std::string::npos) << "'" << err << "'";
+  EXPECT_NE(err.find("(replica "), std::string::npos) << err;
+  EXPECT_NE(err.find(", preparing batch 1)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("aborted"), std::string::npos) << err;
+}
+
+TEST_F(DataParallelTest, ShardedFeatureStoreNeedsGpus) {
+  Config c = config("sage", "cpu", 2);
+  c.train.feature_store = "sharded";
+  try {
+    Trainer t(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.feature_store"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(apply_override(c, "train.feature_store=mirrored"), Error);
+  c.train.feature_store = "auto";  // CPU replicas: nothing to place, no error
+  EXPECT_NO_THROW(Trainer t(c));
+}
+
+TEST_F(DataParallelTest, ShardedStoreOnOneGpuTrainsLikeReplicatedCuda) {
+  // One replica, one shard: the sharded path end to end (the view, its tiers, the log) on one GPU,
+  // the rows the cache lacks read from the host; the same losses bit for bit.
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a GPU";
+  Config c = config("sage", "cuda", 1);
+  c.dataset.path = sharding_dataset(dir_);
+  c.train.epochs = 2;
+  c.train.gpu_cache_mb = 1;
+  c.train.feature_store = "replicated";
+  TrainResult replicated = Trainer(c).fit(nullptr);
+  c.train.feature_store = "sharded";
+  std::ostringstream log;
+  TrainResult sharded = Trainer(c).fit(&log);
+  EXPECT_NE(log.str().find("sharded over 1 GPU"), std::string::npos) << log.str();
+  ASSERT_EQ(sharded.epochs.size(), replicated.epochs.size());
+  for (std::size_t e = 0; e < sharded.epochs.size(); ++e) EXPECT_EQ(sharded.epochs[e].loss, replicated.epochs[e].loss);
+  EXPECT_EQ(sharded.test_acc_at_best, replicated.test_acc_at_best);
+}
+
+TEST_F(DataParallelTest, ShardedStoreOnTwoGpusTrainsLikeReplicatedCuda) {
+  // Half the table fits one GPU's budget, all of it the two GPUs': auto shards (saying so in one
+  // line), each replica gathering from its peer, and trains as the replicated store does.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << cuda_device_count();
+  Config c = config("sage", "cuda", 2);
+  c.dataset.path = sharding_dataset(dir_);
+  c.train.epochs = 2;
+  c.train.gpu_cache_mb = 2;
+  std::ostringstream log;
+  Trainer t(c);
+  TrainResult sharded = t.fit(&log);
+  EXPECT_NE(log.str().find("train.feature_store auto: sharded: "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("sharded over 2 GPUs"), std::string::npos) << log.str();
+  expect_replicas_identical(t);
+  c.train.feature_store = "replicated";
+  TrainResult replicated = Trainer(c).fit(nullptr);
+  ASSERT_EQ(sharded.epochs.size(), replicated.epochs.size());
+  for (std::size_t e = 0; e < sharded.epochs.size(); ++e)
+    EXPECT_NEAR(sharded.epochs[e].loss, replicated.epochs[e].loss, 1e-6 * std::abs(replicated.epochs[e].loss));
+  // A budget of a third per GPU: the table does not fit the two together, auto replicates.
+  c.train.feature_store = "auto";
+  c.train.gpu_cache_mb = 1;
+  c.train.epochs = 1;
+  std::ostringstream small;
+  Trainer(c).fit(&small);
+  EXPECT_NE(small.str().find("train.feature_store auto: replicated: "), std::string::npos) << small.str();
+}
+
+TEST_F(DataParallelTest, AReplicaFailingInAShardedGatherIsNamedCuda) {
+  // Every row outside the shards holds NaN in the file (mapped: values are checked as the GPU
+  // reads them): a replica's gather, which also reads its peer's shard, fails, and the job stops
+  // with that replica named.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << cuda_device_count();
+  const std::string bad = (dir_ / "shard-nan.h5").string();
+  std::filesystem::copy_file(sharding_dataset(dir_), bad, std::filesystem::copy_options::overwrite_existing);
+  Config probe = config("sage", "cpu", 1);  // the graph the trainer builds from the file
+  probe.dataset.path = bad;
+  Trainer t(probe);
+  const Dataset& ds = t.dataset();
+  const std::vector<int64_t> cached = FeatureCache::by_degree(ds.info.num_nodes, ds.indptr, ds.indices, 2 * 4096);
+  std::vector<char> on_gpu(static_cast<std::size_t>(ds.info.num_nodes), 0);
+  for (int64_t v : cached) on_gpu[static_cast<std::size_t>(v)] = 1;
+  write_nan_rows(bad, [&](int64_t v) { return !on_gpu[static_cast<std::size_t>(v)]; });
+  Config c = config("sage", "cuda", 2);
+  c.dataset.path = bad;
+  c.dataset.features = "mmap";
+  c.train.gpu_cache_mb = 1;  // 4096 rows per GPU, the 8192 of highest degree over both
+  c.train.gpu_cache_policy = "degree";
+  c.train.feature_store = "sharded";
+  std::string err;
+  try {
+    Trainer(c).fit(nullptr);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("(replica "), std::string::npos) << "'" << err << "'";
+  EXPECT_NE(err.find("shards"), std::string::npos) << err;
+  EXPECT_EQ(err.find("aborted"), std::string::npos) << err;
 }
 
 }  // namespace
