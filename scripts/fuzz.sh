@@ -24,9 +24,10 @@ fi
 
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# RelWithDebInfo with line tables only (-g1): what a crash's stack trace needs, built faster.
+# RelWithDebInfo with line tables only (-g1): what a crash's stack trace needs, built faster; a
+# unity build, as scripts/sanitize.sh's (the instrumented headers cost more than the sources).
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DGT_FUZZ=ON \
-  -DGT_WITH_CUDA=OFF -DBUILD_TESTING=OFF -DGT_BUILD_EXAMPLES=OFF -DGT_SHARED=OFF "${launcher[@]}" >/dev/null
+  -DGT_WITH_CUDA=OFF -DBUILD_TESTING=OFF -DGT_BUILD_EXAMPLES=OFF -DGT_SHARED=OFF -DCMAKE_UNITY_BUILD=ON "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j"$(nproc)"
 
 # Scratch files of the targets: on tmpfs when there is one, removed at the end.
@@ -35,9 +36,10 @@ export GT_FUZZ_SCRATCH
 trap 'rm -rf "$GT_FUZZ_SCRATCH"' EXIT
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
-summary=()
-failed=0
-for target in fuzz_csv fuzz_hdf5 fuzz_config; do
+# fuzz_target TARGET: fuzzes one target for SECONDS, prints what it found, and writes its summary
+# line to build-fuzz/TARGET.summary and, when it failed, build-fuzz/TARGET.failed.
+fuzz_target() {
+  local target=$1
   corpus=build-fuzz/corpus/$target
   crashes=build-fuzz/crashes/$target
   log=build-fuzz/$target.log
@@ -99,14 +101,31 @@ for target in fuzz_csv fuzz_hdf5 fuzz_config; do
   fi
   ncrash=$(find "$crashes" -maxdepth 1 -type f | wc -l)
   if [ $rc -ne 0 ] || [ "$ncrash" -ne 0 ]; then
-    failed=1
-    grep -E "^==[0-9]+==ERROR|runtime error|SUMMARY|deadly signal|Test unit written" "$log" | head -n 8 >&2 || true
-    echo "   (full log: $log)" >&2
+    touch "build-fuzz/$target.failed"
+    grep -E "^==[0-9]+==ERROR|runtime error|SUMMARY|deadly signal|Test unit written" "$log" | head -n 8 || true
+    echo "   (full log: $log)"
   fi
-  summary+=("$(printf '%-12s %10s executions  %d crashes  (exit %d)%s%s' "$target" "${execs:-?}" "$ncrash" "$rc" \
-               "$([ $hdf5_bugs -eq 0 ] || echo "  + $hdf5_bugs inside HDF5 1.10 itself, not counted")"\
-               "$([ $unrepro -eq 0 ] || echo "  + $unrepro not reproducible alone, not counted")")")
+  printf '%-12s %10s executions  %d crashes  (exit %d)%s%s\n' "$target" "${execs:-?}" "$ncrash" "$rc" \
+    "$([ $hdf5_bugs -eq 0 ] || echo "  + $hdf5_bugs inside HDF5 1.10 itself, not counted")" \
+    "$([ $unrepro -eq 0 ] || echo "  + $unrepro not reproducible alone, not counted")" >"build-fuzz/$target.summary"
+}
+
+# The targets run side by side, as many at a time as there are cores (each libFuzzer process uses
+# one; fuzz_hdf5's fork-mode parent mostly waits): each still gets SECONDS of a core to itself.
+targets=(fuzz_csv fuzz_hdf5 fuzz_config)
+for target in "${targets[@]}"; do rm -f "build-fuzz/$target.summary" "build-fuzz/$target.failed" "build-fuzz/$target.report"; done
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  fuzz_target "$target" >"build-fuzz/$target.report" 2>&1 &
+done
+wait
+failed=0
+for target in "${targets[@]}"; do
+  cat "build-fuzz/$target.report"
+  [ -f "build-fuzz/$target.summary" ] && [ ! -f "build-fuzz/$target.failed" ] || failed=1
 done
 echo "== fuzz summary (${secs}s per target)"
-printf '%s\n' "${summary[@]}"
+for target in "${targets[@]}"; do
+  cat "build-fuzz/$target.summary" 2>/dev/null || echo "$target: the fuzzing job itself failed (build-fuzz/$target.report)"
+done
 exit $failed
