@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +26,11 @@
 #include "framework/core/temp_files.h"
 
 namespace gt_bench {
+
+// Seconds from t0 to now on the steady clock (the benches' timers).
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // What a subcommand runs once its options are parsed and checked (set by its callback).
 using Runner = std::function<int()>;

@@ -40,7 +40,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using gt_bench::seconds_since;
 
 struct GatherOptions {
   int64_t table_gb = 8, iters = 10;

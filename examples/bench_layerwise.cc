@@ -53,7 +53,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using gt_bench::seconds_since;
 
 double peak_rss_gb() {
   rusage u{};

@@ -42,7 +42,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using gt_bench::seconds_since;
 
 struct ShardGatherOptions {
   int64_t gpus = 2, table_gb = 8, iters = 10;
