@@ -1,6 +1,7 @@
 // InferenceSession's state (graphtensor/serve/inference.h), shared by the two files that implement
-// it: inference.cc (loading, node models: the request queue, micro-batches, layer-wise predictions)
-// and inference_link.cc (link models: top-K recommendation, pair scores). Internal to framework/serve.
+// it: inference.cc (loading, node models and link encoders: the request queue, micro-batches,
+// layer-wise predictions) and inference_link.cc (link models: top-K recommendation, pair scores,
+// an encoder's pair scores through the queue). Internal to framework/serve.
 #pragma once
 
 #include <tbb/task_arena.h>
@@ -95,6 +96,9 @@ struct InferenceSession::Impl {
 
   // A link model (model.embedding_dim > 0): set before the constructor returns, then read only.
   bool link = false;
+  // A link encoder (model.embedding_dim 0 on a link dataset): the node path (table, sampler, queue)
+  // computes its outputs; the ranges and seen lists below are set as for a link model, reps is not.
+  bool encoder = false;
   int64_t user_begin = 0, user_end = 0, item_begin = 0, item_end = 0;
   bool kinds = false;  // users and items are node kinds; else every node is both
   Tensor reps;         // float32 [num_nodes, emb_dim] on the host: every node's representation

@@ -1,9 +1,10 @@
 // InferenceSession for link models (graphtensor/serve/inference.h, "Link models"): the
 // full-graph representations at load, top-K recommendation batched over queued requests, pair
-// scores.
+// scores; a link encoder's pair scores from its outputs computed through the queue.
 #include <graphtensor/serve/inference.h>
 
 #include "framework/serve/inference_impl.h"
+#include "kernels/link.h"
 
 namespace gt {
 
@@ -217,6 +218,9 @@ std::future<std::vector<Recommendation>> InferenceSession::submit_recommend(
   auto req = std::make_shared<RecRequest>();
   std::future<std::vector<Recommendation>> fut = req->promise.get_future();
   try {
+    if (m.encoder)
+      GT_THROW("recommend", "score candidate pairs with score (gt-serve: /v1/score)", "recommend: the model is a link "
+               "encoder over node features (", m.model_words(), "): ranking every item is not supported");
     if (!m.link)
       GT_THROW("recommend", "ask it for predictions or embeddings (predict, embed)", "recommend: the model is a node "
                "model (", m.model_words(), "), not a link model (model.embedding_dim > 0): it ranks no items");
@@ -272,16 +276,16 @@ Recommendation InferenceSession::recommend(int64_t user, int64_t k, bool exclude
 }
 
 std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) const {
-  const Impl& m = *impl_;
+  Impl& m = *impl_;
   auto count = [&](bool ok) {
     std::lock_guard lk(m.mu);
     ++m.stats.requests;
     if (!ok) ++m.stats.failed_requests;
   };
   try {
-    if (!m.link)
+    if (!m.link && !m.encoder)
       GT_THROW("score", "ask it for predictions or embeddings (predict, embed)", "score: the model is a node model (",
-               m.model_words(), "), not a link model (model.embedding_dim > 0)");
+               m.model_words(), "), not a link model (model.embedding_dim > 0) or a link encoder (a link dataset)");
     if (pairs.empty()) GT_THROW("score", "give at least one (src, dst) pair", "score: empty list of pairs");
     const int64_t n = m.data->info.num_nodes;
     for (std::size_t e = 0; e < pairs.size(); ++e) {
@@ -300,6 +304,25 @@ std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) c
     count(false);
     throw;
   }
+  if (m.encoder) {
+    // The pairs' distinct endpoints go through the queue as one embedding request (counted there),
+    // sharing micro-batches with other callers; the dot products are LinkTrainer's evaluation's
+    // (dot_scores_indexed, float32 in column order) on the host copy of the outputs.
+    std::vector<int64_t> nodes;
+    std::unordered_map<int64_t, int32_t> row_of;
+    std::vector<int32_t> src(pairs.size()), dst(pairs.size());
+    auto row = [&](int64_t v) {
+      const auto [it, fresh] = row_of.emplace(v, static_cast<int32_t>(nodes.size()));
+      if (fresh) nodes.push_back(v);
+      return it->second;
+    };
+    for (std::size_t e = 0; e < pairs.size(); ++e) {
+      src[e] = row(pairs[e].src);
+      dst[e] = row(pairs[e].dst);
+    }
+    const Tensor H = const_cast<InferenceSession*>(this)->submit(InferenceOutput::kEmbedding, std::move(nodes)).get();
+    return dot_scores_indexed(H, Tensor::from_vector(src), Tensor::from_vector(dst)).to_vector<float>();
+  }
   const int64_t d = m.emb_dim;
   const float* r = m.reps.data<float>();
   std::vector<float> out(pairs.size());
@@ -314,7 +337,8 @@ std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) c
   return out;
 }
 
-bool InferenceSession::is_link_model() const { return impl_->link; }
+bool InferenceSession::is_link_model() const { return impl_->link || impl_->encoder; }
+bool InferenceSession::is_link_encoder() const { return impl_->encoder; }
 std::pair<int64_t, int64_t> InferenceSession::user_range() const { return {impl_->user_begin, impl_->user_end}; }
 std::pair<int64_t, int64_t> InferenceSession::item_range() const { return {impl_->item_begin, impl_->item_end}; }
 
