@@ -23,8 +23,8 @@
 // is cut short), then the connections are closed; it prints its counters.
 //
 // recommend and score answer for a link model (a recommender: model.embedding_dim > 0; issue 44's
-// "gt-serve answers recommend USER K" is POST /v1/recommend), score for a link encoder over node
-// features (a feature model on a link dataset), predict for a node model; the other kinds'
+// "gt-serve answers recommend USER K" is POST /v1/recommend) and for a link encoder over node
+// features (a feature model on a link dataset), predict for a node model; the other kind's
 // requests are answered 400 naming the model. /v1/embed serves all three.
 //
 // The line protocol of earlier versions is gone (docs/serving.md says why).

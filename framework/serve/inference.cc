@@ -214,10 +214,18 @@ void InferenceSession::Impl::setup(Device device) {
 void InferenceSession::Impl::run() {
   for (;;) {
     std::vector<Slice> slices;
+    std::vector<std::shared_ptr<RecRequest>> recs;  // a link encoder's recommend requests
     {
       std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return stopping || !queue.empty(); });
-      if (queue.empty()) return;  // stopping, and every queued request is done
+      cv.wait(lk, [&] { return stopping || !queue.empty() || !rec_queue.empty(); });
+      if (queue.empty() && rec_queue.empty()) return;  // stopping, and every queued request is done
+      // The older kind of request goes first.
+      if (!rec_queue.empty() && (queue.empty() || rec_queue.front()->arrived <= queue.front()->arrived)) {
+        recs = take_rec_batch(lk);
+        lk.unlock();
+        if (!recs.empty()) run_rec_batch(recs);
+        continue;
+      }
       // Coalesce: wait for a full micro-batch, or until the oldest request has waited max_wait_us.
       const auto deadline = queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
       while (!stopping && queued_nodes < opt.max_batch_nodes && Clock::now() < deadline) cv.wait_until(lk, deadline);

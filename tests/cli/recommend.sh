@@ -7,8 +7,8 @@
 # request to a link model), runs gt-loadgen --kind recommend for a second, and writes the
 # embeddings with gt-predict (.h5 and .csv). Then a link encoder: a GraphSAGE with random weights
 # over the features of a link-split synthetic graph (test_make_link_model ... sage), served by
-# gt-serve: /v1/embed and /v1/score (a score equals the dot product of the embeddings), predict and
-# recommend refused. Exits nonzero with a message on the first failed check.
+# gt-serve: /v1/embed, /v1/score (a score equals the dot product of the embeddings) and
+# /v1/recommend, predict refused. Exits nonzero with a message on the first failed check.
 set -u
 
 if [ $# -ne 5 ]; then
@@ -162,8 +162,17 @@ awk -v s="${BASH_REMATCH[1]}" -v t="${BASH_REMATCH[2]}" -v a="$a" -v b="$b" 'BEG
   die "encoder score (4, 9) = ${BASH_REMATCH[1]}, (9, 4) = ${BASH_REMATCH[2]}, not the embeddings' dot product"
 check_error /v1/score '{"pairs": [[4, 80]]}' 400 "is out of range [0, 80)"
 check_error /v1/predict '{"nodes": [1]}' 400 "predict: the model is a link encoder (model.type sage)"
-check_error /v1/recommend '{"user": 1, "k": 5}' 400 "recommend: the model is a link encoder over node features"
+# recommend: 3 items, not node 4 itself (seen), the first one's score that of /v1/score.
+post /v1/recommend '{"user": 4, "k": 3}'
+re='^\{"items":\[([0-9]+),[0-9]+,[0-9]+\],"scores":\[([^],]+),[^]]*\],"user":4\}$'
+[ "$CODE" = 200 ] && [[ $BODY_OUT =~ $re ]] || die "encoder recommend: $CODE $BODY_OUT"
+item=${BASH_REMATCH[1]} rscore=${BASH_REMATCH[2]}
+[ "$item" != 4 ] || die "encoder recommend: node 4 itself: $BODY_OUT"
+post /v1/score "{\"pairs\": [[4, $item]]}"
+[[ $BODY_OUT =~ ^\{\"scores\":\[([^]]+)\]\}$ ]] || die "encoder score (4, $item): $BODY_OUT"
+awk -v a="${BASH_REMATCH[1]}" -v b="$rscore" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * (1 + (b < 0 ? -b : b))) }' ||
+  die "encoder: score of (4, $item) = ${BASH_REMATCH[1]}, recommend said $rscore"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || die "gt-serve (encoder) exited with $? on SIGTERM"
 SERVER_PID=
-echo "ok: a link encoder answers /v1/embed and /v1/score"
+echo "ok: a link encoder answers /v1/embed, /v1/score and /v1/recommend"

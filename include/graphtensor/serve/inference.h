@@ -84,9 +84,13 @@
 ///                    every node). With full neighbourhoods the scores equal the trainer's evaluation
 ///                    scores of the same pairs up to the dense products' rounding for a different
 ///                    batch (tests/framework/serve/recommend_serve_test.cc checks 1e-5 relative).
-///   recommend        refused in one line: ranking every item needs every item's output (a forward
-///                    over all the items' neighbourhoods, kept in memory) and masks of seen items,
-///                    which this session does not compute; score candidate pairs instead.
+///   recommend        as for a link model (exact top k by the dot product over every item, seen items
+///                    of /link/train excluded, ties by the lower id, rank_top_k), with the encoder's
+///                    outputs: the worker computes every item's output at the first recommend (one
+///                    pass over the items in micro-batches of max_batch_nodes, then kept on the
+///                    session's device: items x model.hidden floats) and each batch's users' outputs;
+///                    recommend and embed/score requests share the worker, the older kind first.
+///                    The first recommend on a large graph therefore costs a forward over every item.
 ///   predict, predict_layerwise, submit(kLogits)  throw in one line: an encoder has no class
 ///                    logits (num_classes() = 0).
 ///

@@ -1,8 +1,9 @@
 // InferenceSession on a link encoder (a GraphSAGE over node features trained by gt::Trainer on a
 // link-split dataset): score equals the trainer's evaluation scores of the same pairs and embed
 // its evaluation outputs (full neighbourhoods, whatever the micro-batching), the link metrics of
-// the served scores equal Trainer::evaluate_link's, concurrent callers get the answers of serial
-// calls, bad requests and node-model calls are one-line errors, and CUDA agrees with the CPU.
+// the served scores equal Trainer::evaluate_link's, recommend is the top k over the served outputs
+// (seen nodes left out), concurrent callers get the answers of serial calls, bad requests and
+// node-model calls are one-line errors, and CUDA agrees with the CPU.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,12 +167,57 @@ TEST_F(LinkEncoderServeTest, ScoreAndEmbedEqualTheTrainersEvaluation) {
   }
 }
 
+// recommend over a dataset without kinds: every node an item, a node's seen items its /link/train
+// partners (both directions) and itself. Checked against the served outputs (embed): the list is
+// unseen nodes, best first, each score its dot product, and no unseen node left out scores higher
+// than the last one listed (to the rounding of another micro-batch).
+TEST_F(LinkEncoderServeTest, RecommendIsTheTopKOverTheOutputs) {
+  InferenceSession s(path("sage.h5"), "", options("cpu", 40));
+  std::vector<int64_t> all(static_cast<std::size_t>(n_));
+  for (int64_t v = 0; v < n_; ++v) all[static_cast<std::size_t>(v)] = v;
+  const std::vector<float> r = s.embed(all).to_vector<float>();
+  const Dataset& d = trainer_->dataset();
+  auto dot = [&](int64_t a, int64_t b) {
+    double x = 0;
+    for (int64_t j = 0; j < 12; ++j) x += double(r[static_cast<std::size_t>(a * 12 + j)]) * r[static_cast<std::size_t>(b * 12 + j)];
+    return x;
+  };
+  const std::vector<int64_t> users = {0, 17, 17, 149, 60};
+  const std::vector<Recommendation> got = s.recommend(users, 10);
+  ASSERT_EQ(got.size(), users.size());
+  for (std::size_t q = 0; q < users.size(); ++q) {
+    const int64_t u = users[q];
+    std::set<int64_t> seen = {u};
+    for (const EdgePair& p : d.link_split("train")) {
+      if (p.src == u) seen.insert(p.dst);
+      if (p.dst == u) seen.insert(p.src);
+    }
+    const Recommendation& g = got[q];
+    ASSERT_EQ(g.items.size(), 10u) << "user " << u;
+    std::set<int64_t> listed;
+    for (std::size_t j = 0; j < g.items.size(); ++j) {
+      EXPECT_EQ(seen.count(g.items[j]), 0u) << "user " << u << " rank " << j;
+      EXPECT_NEAR(g.scores[j], dot(u, g.items[j]), 1e-4 * (1 + std::fabs(g.scores[j]))) << "user " << u << " rank " << j;
+      if (j > 0) EXPECT_GE(g.scores[j - 1], g.scores[j]) << "user " << u << " rank " << j;
+      listed.insert(g.items[j]);
+    }
+    for (int64_t v = 0; v < n_; ++v)
+      if (!seen.count(v) && !listed.count(v))
+        EXPECT_LE(dot(u, v), g.scores.back() + 1e-4 * (1 + std::fabs(g.scores.back()))) << "user " << u << " node " << v;
+    // A request of its own (the items' outputs kept from the first) gives the same list.
+    if (q == 0) EXPECT_EQ(s.recommend(u, 10).items, g.items);
+  }
+  // With the seen ones kept, the user itself may be listed; k = every node is allowed.
+  EXPECT_EQ(s.recommend(5, n_, /*exclude_seen=*/false).items.size(), static_cast<std::size_t>(n_));
+}
+
 TEST_F(LinkEncoderServeTest, ConcurrentCallersGetTheAnswersOfSerialCalls) {
   InferenceOptions o = options("cpu", 64);
   o.max_wait_us = 2000;
   InferenceSession s(path("sage.h5"), "", o);
   constexpr int kThreads = 6;
   std::vector<std::vector<float>> got(kThreads), emb(kThreads);
+  std::vector<Recommendation> rec(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
@@ -178,6 +225,7 @@ TEST_F(LinkEncoderServeTest, ConcurrentCallersGetTheAnswersOfSerialCalls) {
       for (std::size_t i = static_cast<std::size_t>(t); i < pairs_.size(); i += kThreads) mine.push_back(pairs_[i]);
       got[static_cast<std::size_t>(t)] = s.score(mine);
       emb[static_cast<std::size_t>(t)] = s.embed({t, t + 10}).to_vector<float>();
+      rec[static_cast<std::size_t>(t)] = s.recommend(7 * t, 5);
     });
   for (std::thread& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) {
@@ -188,8 +236,17 @@ TEST_F(LinkEncoderServeTest, ConcurrentCallersGetTheAnswersOfSerialCalls) {
       EXPECT_NEAR(emb[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)], want_emb_[static_cast<std::size_t>(t * 12 + j)],
                   kRel * (1 + std::fabs(want_emb_[static_cast<std::size_t>(t * 12 + j)])));
   }
+  // recommend against a serial call, rank by rank (the scores: a near tie may order otherwise for
+  // users' outputs computed in another micro-batch).
+  for (int t = 0; t < kThreads; ++t) {
+    const Recommendation want = s.recommend(7 * t, 5);
+    const Recommendation& g = rec[static_cast<std::size_t>(t)];
+    ASSERT_EQ(g.scores.size(), want.scores.size());
+    for (std::size_t j = 0; j < want.scores.size(); ++j)
+      EXPECT_NEAR(g.scores[j], want.scores[j], kRel * (1 + std::fabs(want.scores[j]))) << "user " << 7 * t << " rank " << j;
+  }
   const InferenceSession::Stats st = s.stats();
-  EXPECT_EQ(st.requests, 2 * kThreads);  // a score call is one queued request
+  EXPECT_EQ(st.requests, 4 * kThreads);  // a score call is one queued request
   EXPECT_EQ(st.failed_requests, 0);
 }
 
@@ -217,7 +274,8 @@ TEST_F(LinkEncoderServeTest, BadRequestsFailWithOneLine) {
       {test::error_of([&] { s.embed({0, n_}); }), "embed: node id " + n + " is out of range [0, " + n + ")"},
       {test::error_of([&] { s.predict({0}); }), "predict: the model is a link encoder (model.type sage): it has no class logits"},
       {test::error_of([&] { s.predict_layerwise({0}); }), "predict_layerwise: the model is a link encoder (model.type sage)"},
-      {test::error_of([&] { s.recommend(0, 5); }), "recommend: the model is a link encoder over node features (model.type sage)"},
+      {test::error_of([&] { s.recommend(n_, 5); }), "recommend: user " + n + " is out of range [0, " + n + ") of node ids"},
+      {test::error_of([&] { s.recommend(0, 0); }), "recommend: k = 0 is out of range [1, " + n + "]"},
   };
   for (const auto& [msg, want] : cases) {
     EXPECT_NE(msg.find(want), std::string::npos) << msg;
@@ -225,7 +283,7 @@ TEST_F(LinkEncoderServeTest, BadRequestsFailWithOneLine) {
   }
   // The session still answers after them.
   expect_scores(s.score({pairs_[5]}), {want_scores_[5]}, "after errors");
-  EXPECT_EQ(s.stats().failed_requests, 7);  // predict_layerwise is no queued request: not counted
+  EXPECT_EQ(s.stats().failed_requests, 8);  // predict_layerwise is no queued request: not counted
 }
 
 TEST_F(LinkEncoderServeTest, CudaEqualsCpu) {
@@ -239,6 +297,14 @@ TEST_F(LinkEncoderServeTest, CudaEqualsCpu) {
   const std::vector<float> ec = cpu.embed(all).to_vector<float>(), eg = gpu.embed(all).to_vector<float>();
   ASSERT_EQ(eg.size(), ec.size());
   for (std::size_t i = 0; i < ec.size(); ++i) ASSERT_NEAR(eg[i], ec[i], 1e-4 * (1 + std::fabs(ec[i]))) << i;
+  // recommend: the items' outputs kept on the GPU, ranked there; rank by rank the CPU's scores.
+  const std::vector<int64_t> users = {0, 3, 77, 149};
+  const std::vector<Recommendation> rc = cpu.recommend(users, 10), rg = gpu.recommend(users, 10);
+  for (std::size_t q = 0; q < users.size(); ++q) {
+    ASSERT_EQ(rg[q].scores.size(), rc[q].scores.size());
+    for (std::size_t j = 0; j < rc[q].scores.size(); ++j)
+      EXPECT_NEAR(rg[q].scores[j], rc[q].scores[j], 1e-4 * (1 + std::fabs(rc[q].scores[j]))) << "user " << users[q];
+  }
 }
 
 }  // namespace
