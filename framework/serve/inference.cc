@@ -360,7 +360,8 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
       GT_THROW(op, "ask it for recommend, score or embed (gt-serve: /v1/recommend, /v1/score, /v1/embed)",
                "predict: the model is a link model (", m.model_words(), "): it has no class logits");
     if (m.encoder && what == InferenceOutput::kLogits)
-      GT_THROW(op, "ask it for score or embed (gt-serve: /v1/score, /v1/embed)", "predict: the model is a link encoder (",
+      GT_THROW(op, "ask it for recommend, score or embed (gt-serve: /v1/recommend, /v1/score, /v1/embed)",
+               "predict: the model is a link encoder (",
                m.model_words(), "): it has no class logits");
     if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
     for (int64_t id : ids)
@@ -404,7 +405,7 @@ Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, cons
                                           LayerwiseStats* stats) {
   Impl& m = *impl_;
   if (m.link || m.encoder)
-    GT_THROW("predict_layerwise", m.link ? "ask it for recommend, score or embed" : "ask it for score or embed",
+    GT_THROW("predict_layerwise", "ask it for recommend, score or embed",
              "predict_layerwise: the model is a link ", m.link ? "model" : "encoder", " (", m.model_words(),
              "): it has no class logits");
   std::lock_guard model_lock(m.model_mu);

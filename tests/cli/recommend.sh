@@ -175,4 +175,9 @@ awk -v a="${BASH_REMATCH[1]}" -v b="$rscore" 'BEGIN { d = a - b; if (d < 0) d = 
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || die "gt-serve (encoder) exited with $? on SIGTERM"
 SERVER_PID=
-echo "ok: a link encoder answers /v1/embed, /v1/score and /v1/recommend"
+"$GT_PREDICT" "$WORK/sage.h5" "$WORK/sage.csv" --device cpu >"$WORK/predict.log" 2>&1 ||
+  die "gt-predict (encoder): $(cat "$WORK/predict.log")"
+[ "$(wc -l <"$WORK/sage.csv")" = 81 ] && [ "$(head -1 "$WORK/sage.csv" | tr ',' '\n' | wc -l)" = 17 ] ||
+  die "gt-predict (encoder) csv: $(head -2 "$WORK/sage.csv")"
+grep -q "^80 nodes (all) of .* link encoder .* (dim 16)" "$WORK/predict.log" || die "gt-predict (encoder): $(cat "$WORK/predict.log")"
+echo "ok: a link encoder answers /v1/embed, /v1/score and /v1/recommend; gt-predict writes its embeddings"
