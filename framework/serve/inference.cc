@@ -111,8 +111,9 @@ void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std:
     // A link dataset with a model of no embedding table: a link encoder over node features
     // (LinkTrainer's sampled mode), served through the node path.
     m.encoder = m.data->is_link();
-    if (m.encoder) attach_link();  // the user and item ranges score() checks pairs against
-    if (!m.encoder) {  // an encoder has no node task: its output is the representation
+    if (m.encoder) {
+      attach_link();  // the user and item ranges and seen lists (score, recommend); no node task
+    } else {
       Config c = m.cfg;
       c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
       m.task = resolve_task(c, *m.data);
@@ -214,14 +215,13 @@ void InferenceSession::Impl::setup(Device device) {
 void InferenceSession::Impl::run() {
   for (;;) {
     std::vector<Slice> slices;
-    std::vector<std::shared_ptr<RecRequest>> recs;  // a link encoder's recommend requests
     {
       std::unique_lock lk(mu);
       cv.wait(lk, [&] { return stopping || !queue.empty() || !rec_queue.empty(); });
       if (queue.empty() && rec_queue.empty()) return;  // stopping, and every queued request is done
-      // The older kind of request goes first.
+      // A link encoder's recommend requests share the worker: the older kind of request goes first.
       if (!rec_queue.empty() && (queue.empty() || rec_queue.front()->arrived <= queue.front()->arrived)) {
-        recs = take_rec_batch(lk);
+        const std::vector<std::shared_ptr<RecRequest>> recs = take_rec_batch(lk);
         lk.unlock();
         if (!recs.empty()) run_rec_batch(recs);
         continue;
@@ -361,8 +361,7 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
                "predict: the model is a link model (", m.model_words(), "): it has no class logits");
     if (m.encoder && what == InferenceOutput::kLogits)
       GT_THROW(op, "ask it for recommend, score or embed (gt-serve: /v1/recommend, /v1/score, /v1/embed)",
-               "predict: the model is a link encoder (",
-               m.model_words(), "): it has no class logits");
+               "predict: the model is a link encoder (", m.model_words(), "): it has no class logits");
     if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
     for (int64_t id : ids)
       if (id < 0 || id >= n) GT_THROW(op, "node ids are 0 .. num_nodes-1", op, ": node id ", id, " is out of range [0, ", n, ")");

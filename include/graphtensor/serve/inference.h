@@ -83,7 +83,7 @@
 ///                    any two nodes otherwise (link-split datasets: user_range() = item_range() =
 ///                    every node). With full neighbourhoods the scores equal the trainer's evaluation
 ///                    scores of the same pairs up to the dense products' rounding for a different
-///                    batch (tests/framework/serve/recommend_serve_test.cc checks 1e-5 relative).
+///                    batch (tests/framework/serve/link_encoder_serve_test.cc checks 1e-5 relative).
 ///   recommend        as for a link model (exact top k by the dot product over every item, seen items
 ///                    of /link/train excluded, ties by the lower id, rank_top_k), with the encoder's
 ///                    outputs: the worker computes every item's output at the first recommend (one
@@ -191,8 +191,8 @@ class GT_API InferenceSession {
   /// pair. Thread-safe; a link model's on the calling thread, a link encoder's through the queue
   /// (the caller waits). Throws gt::Error for a bad pair or a node model.
   std::vector<float> score(const std::vector<EdgePair>& pairs) const;
-  /// Whether the model is a link model (model.embedding_dim > 0) answering recommend and score, or
-  /// a link encoder answering score.
+  /// Whether the model is a link model (model.embedding_dim > 0) or a link encoder, answering
+  /// recommend and score.
   bool is_link_model() const;
   /// Whether the model is a link encoder over node features (see the file comment).
   bool is_link_encoder() const;
