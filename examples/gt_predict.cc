@@ -33,7 +33,9 @@
 // writes the representation InferenceSession computes for every node (the full-graph forward's
 // read-out, the vectors whose dot products rank items) for every node (the default) or the nodes of
 // --ids: .h5 with `node_ids` and `embeddings` [n, dim] and the attributes above (`nodes` "all" or
-// "ids", `task` "link", `labelled` 0); .csv with `node_id,emb_0,...`.
+// "ids", `task` "link", `labelled` 0); .csv with `node_id,emb_0,...`. So does a link encoder (a
+// feature model, model.embedding_dim 0, on a link dataset: InferenceSession's encoder outputs,
+// with --fanouts or the stored sampling.eval_fanouts).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -54,6 +56,7 @@
 #include "framework/core/metrics.h"
 #include "framework/core/temp_files.h"
 #include <graphtensor/core/version.h>
+#include <graphtensor/preprocess/dataset.h>
 #include <graphtensor/serve/inference.h>
 #include <graphtensor/train/model_io.h>
 #include <graphtensor/preprocess/dataset.h>
@@ -114,11 +117,12 @@ void write_csv(const std::string& path, const std::vector<int64_t>& ids, const s
 // The link-model form (file comment): embeddings of every node or of `ids`.
 int write_link_embeddings(const std::string& model, const std::string& dataset, const std::string& data_path,
                           const std::string& out, bool csv, const std::string& split, std::vector<int64_t> ids,
-                          gt::InferenceOptions opt) {
+                          gt::InferenceOptions opt, bool encoder) {
+  const char* kind = encoder ? "link encoder" : "link model";
   if (!split.empty())
     GT_THROW("--split", "leave it out (every node) or give --ids", "--split applies to node models; '", model,
-             "' is a link model, whose embeddings are written for every node or for --ids");
-  if (!opt.fanouts.empty())
+             "' is a ", kind, ", whose embeddings are written for every node or for --ids");
+  if (!encoder && !opt.fanouts.empty())
     GT_THROW("--fanouts", "leave it out", "--fanouts applies to node models; a link model propagates over the whole "
              "training graph");
   const auto t0 = std::chrono::steady_clock::now();
@@ -159,8 +163,8 @@ int write_link_embeddings(const std::string& model, const std::string& dataset, 
   }
   made_guard.done = true;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%zu nodes (%s) of %s on %s, link model %s (dim %lld)\n", ids.size(), all ? "all" : "--ids",
-              data_path.c_str(), session.device().c_str(), model.c_str(), static_cast<long long>(session.embedding_dim()));
+  std::printf("%zu nodes (%s) of %s on %s, %s %s (dim %lld)\n", ids.size(), all ? "all" : "--ids", data_path.c_str(),
+              session.device().c_str(), kind, model.c_str(), static_cast<long long>(session.embedding_dim()));
   std::printf("wrote %s (node ids, embeddings) in %.2f s\n", out.c_str(), seconds);
   return 0;
 }
@@ -189,7 +193,7 @@ int main(int argc, char** argv) {
   auto* o_split = app.add_option("--split", split, "nodes of this split of the dataset (default: the model's dataset.test_split)");
   app.add_flag("--all", all, "every node of the graph instead of a split (not with --split)");
   app.add_flag("--embeddings", embeddings, "also write each node's embedding (the last hidden layer's output)");
-  auto* o_ids = app.add_option("--ids", ids_text, "a link model: the node ids to write embeddings of, e.g. 0,5,7 "
+  auto* o_ids = app.add_option("--ids", ids_text, "a link model or encoder: the node ids to write embeddings of, e.g. 0,5,7 "
                                "(default: every node)");
   auto* o_device = app.add_option("--device", opt.device, "cpu, cuda, cuda:N or auto (auto: the GPU when there is one)");
   auto* o_fanouts = app.add_option("--fanouts", fanouts, "neighbours sampled per layer, input side first, or all "
@@ -257,9 +261,16 @@ int main(int argc, char** argv) {
     const std::string data_path = dataset.empty() ? stored.dataset.path : dataset;
     if (gt::same_file(out, data_path))
       GT_THROW(out, "name another output file", "the output '", out, "' is the dataset: it would be overwritten");
-    if (stored.model.embedding_dim > 0) return write_link_embeddings(model, dataset, data_path, out, csv, split, given_ids, opt);
+    if (stored.model.embedding_dim > 0)
+      return write_link_embeddings(model, dataset, data_path, out, csv, split, given_ids, opt, /*encoder=*/false);
+    if (gt::read_dataset_info(data_path).is_link()) {  // a link encoder over node features
+      if (!fanouts_given) opt.fanouts = stored.sampling.eval_fanouts;
+      if (!batch_given) opt.max_batch_nodes = stored.sampling.eval_batch_size;
+      return write_link_embeddings(model, dataset, data_path, out, csv, split, given_ids, opt, /*encoder=*/true);
+    }
     if (!given_ids.empty())
-      GT_THROW("--ids", "use --split or --all for a node model", "--ids applies to link models (model.embedding_dim > 0)");
+      GT_THROW("--ids", "use --split or --all for a node model", "--ids applies to link models (model.embedding_dim > 0) "
+               "and link encoders");
     if (!all && split.empty()) split = stored.dataset.test_split;  // the split the run reported as test
     if (!fanouts_given) opt.fanouts = stored.sampling.eval_fanouts;
     if (!batch_given) opt.max_batch_nodes = stored.sampling.eval_batch_size;

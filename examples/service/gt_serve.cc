@@ -23,8 +23,9 @@
 // is cut short), then the connections are closed; it prints its counters.
 //
 // recommend and score answer for a link model (a recommender: model.embedding_dim > 0; issue 44's
-// "gt-serve answers recommend USER K" is POST /v1/recommend), predict for a node model; the other
-// kind's requests are answered 400 naming the model. /v1/embed serves both.
+// "gt-serve answers recommend USER K" is POST /v1/recommend) and for a link encoder over node
+// features (a feature model on a link dataset), predict for a node model; the other kind's
+// requests are answered 400 naming the model. /v1/embed serves all three.
 //
 // The line protocol of earlier versions is gone (docs/serving.md says why).
 #include <signal.h>
@@ -377,7 +378,7 @@ std::string recommend_text(const RecommendBody& b, const std::vector<gt::Recomme
 // A request refused by the session (bad ids, k, a model of the other kind) is the client's error.
 int error_status(const std::string& msg) {
   for (const char* s : {"out of range", "empty list", "is an item", "is not a user", "is not an item",
-                        "is a link model", "is a node model"})
+                        "is a link model", "is a link encoder", "is a node model"})
     if (msg.find(s) != std::string::npos) return 400;
   return msg.find("shutting down") != std::string::npos ? 503 : 500;
 }
@@ -718,7 +719,8 @@ int main(int argc, char** argv) {
         session_holder = std::make_unique<gt::InferenceSession>(model, dataset, opt);
         session = session_holder.get();
         if (session_holder->is_link_model())
-          std::cout << "gt-serve: ready (link model: " << session_holder->num_nodes() << " nodes, users ["
+          std::cout << "gt-serve: ready (" << (session_holder->is_link_encoder() ? "link encoder: " : "link model: ")
+                    << session_holder->num_nodes() << " nodes, users ["
                     << session_holder->user_range().first << ", " << session_holder->user_range().second << "), items ["
                     << session_holder->item_range().first << ", " << session_holder->item_range().second << "), dim "
                     << session_holder->embedding_dim() << ", device " << session_holder->device() << ")" << std::endl;

@@ -108,12 +108,12 @@ void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std:
   if (m.link) {
     attach_link();  // the ranges and seen lists; the representations come from the worker's setup
   } else {
-    if (m.data->is_link())
-      GT_THROW(name, "serve a recommender with learnable embeddings (model.embedding_dim > 0: lightgcn, ngcf)",
-               "the dataset '", name, "' is a link dataset and the model (", m.model_words(),
-               ") a link encoder over node features: serving link encoders (scores of pairs through "
-               "sampled neighbourhoods) is not supported yet");
-    {
+    // A link dataset with a model of no embedding table: a link encoder over node features
+    // (LinkTrainer's sampled mode), served through the node path.
+    m.encoder = m.data->is_link();
+    if (m.encoder) {
+      attach_link();  // the user and item ranges and seen lists (score, recommend); no node task
+    } else {
       Config c = m.cfg;
       c.train.class_weights = "none";  // a training matter (and balanced would read the training split)
       m.task = resolve_task(c, *m.data);
@@ -128,8 +128,10 @@ void InferenceSession::Impl::attach(std::shared_ptr<const Dataset> d, const std:
     if (m.cfg.dataset.align_rows) m.table = m.table.aligned(m.cfg.dataset.row_alignment);
     // A 1-layer model's embedding is the seed's features: without the padding. A hidden GAT layer
     // concatenates its heads (its width x model.heads).
-    m.emb_dim = layers == 1 ? m.data->info.feature_dim
-                            : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
+    // An encoder's embedding is its output, model.hidden wide (LinkTrainer's build_link_encoder).
+    m.emb_dim = m.encoder      ? m.cfg.model.hidden
+                : layers == 1 ? m.data->info.feature_dim
+                              : hidden_width(m.cfg.model, layers - 2) * (m.cfg.model.type == "gat" ? m.cfg.model.heads : 1);
   }
   m.arena = options.threads > 0 ? std::make_unique<tbb::task_arena>(static_cast<int>(options.threads))
                                 : std::make_unique<tbb::task_arena>();
@@ -190,9 +192,18 @@ void InferenceSession::Impl::setup(Device device) {
   ctx = std::make_unique<Context>(device);
   device_name = gt::device_name(device);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
-  model = build_model(cfg.model, table.width(), task.outputs, device, seed, data->info.feature_dim, task.loss);
-  load_weights(model_path, model->params(), DataShape{data->info.feature_dim, data->info.num_classes},
-               dataset_path);
+  model = encoder ? build_link_encoder(cfg.model, table.width(), cfg.model.hidden, device, seed, data->info.feature_dim)
+                  : build_model(cfg.model, table.width(), task.outputs, device, seed, data->info.feature_dim, task.loss);
+  try {
+    load_weights(model_path, model->params(), DataShape{data->info.feature_dim, data->info.num_classes},
+                 dataset_path);
+  } catch (const Error& e) {
+    if (!encoder) throw;
+    // A node classifier's file on a link dataset: its last layer has the classes' width.
+    GT_THROW(model_path, "serve a node model on a node dataset; a link encoder is trained on a link dataset",
+             "the dataset '", dataset_path, "' is a link dataset, but the model file '", model_path,
+             "' holds no link encoder of its config (", model_words(), "): ", e.message());
+  }
   std::vector<int64_t> fanouts = opt.fanouts;
   if (fanouts.empty()) fanouts.assign(static_cast<std::size_t>(cfg.model.layers), -1);
   CsrView g{data->indptr.data(), data->indices.data(), data->info.num_nodes};
@@ -206,8 +217,15 @@ void InferenceSession::Impl::run() {
     std::vector<Slice> slices;
     {
       std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return stopping || !queue.empty(); });
-      if (queue.empty()) return;  // stopping, and every queued request is done
+      cv.wait(lk, [&] { return stopping || !queue.empty() || !rec_queue.empty(); });
+      if (queue.empty() && rec_queue.empty()) return;  // stopping, and every queued request is done
+      // A link encoder's recommend requests share the worker: the older kind of request goes first.
+      if (!rec_queue.empty() && (queue.empty() || rec_queue.front()->arrived <= queue.front()->arrived)) {
+        const std::vector<std::shared_ptr<RecRequest>> recs = take_rec_batch(lk);
+        lk.unlock();
+        if (!recs.empty()) run_rec_batch(recs);
+        continue;
+      }
       // Coalesce: wait for a full micro-batch, or until the oldest request has waited max_wait_us.
       const auto deadline = queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
       while (!stopping && queued_nodes < opt.max_batch_nodes && Clock::now() < deadline) cv.wait_until(lk, deadline);
@@ -283,7 +301,7 @@ void InferenceSession::Impl::run_batch(const std::vector<Slice>& slices) {
                                   &b.node_scale);
       ctx->synchronize();
       if (want_logits) logits = out.to(Device::cpu());
-      if (want_emb) emb = last_hidden.to(Device::cpu());
+      if (want_emb) emb = (encoder ? out : last_hidden).to(Device::cpu());  // an encoder's output is its embedding
     });
     GT_CHECK_ARG(!want_emb || emb.size(1) >= emb_dim, "inference: the model's last hidden rows are ", emb.size(1),
                  " wide, fewer than the embedding width ", emb_dim);
@@ -341,6 +359,9 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
     if (m.link && what == InferenceOutput::kLogits)
       GT_THROW(op, "ask it for recommend, score or embed (gt-serve: /v1/recommend, /v1/score, /v1/embed)",
                "predict: the model is a link model (", m.model_words(), "): it has no class logits");
+    if (m.encoder && what == InferenceOutput::kLogits)
+      GT_THROW(op, "ask it for recommend, score or embed (gt-serve: /v1/recommend, /v1/score, /v1/embed)",
+               "predict: the model is a link encoder (", m.model_words(), "): it has no class logits");
     if (ids.empty()) GT_THROW(op, "give at least one node id", op, ": empty list of node ids");
     for (int64_t id : ids)
       if (id < 0 || id >= n) GT_THROW(op, "node ids are 0 .. num_nodes-1", op, ": node id ", id, " is out of range [0, ", n, ")");
@@ -382,9 +403,10 @@ std::future<Tensor> InferenceSession::submit(InferenceOutput what, std::vector<i
 Tensor InferenceSession::predict_layerwise(const std::vector<int64_t>& ids, const LayerwiseOptions& options,
                                           LayerwiseStats* stats) {
   Impl& m = *impl_;
-  if (m.link)
+  if (m.link || m.encoder)
     GT_THROW("predict_layerwise", "ask it for recommend, score or embed",
-             "predict_layerwise: the model is a link model (", m.model_words(), "): it has no class logits");
+             "predict_layerwise: the model is a link ", m.link ? "model" : "encoder", " (", m.model_words(),
+             "): it has no class logits");
   std::lock_guard model_lock(m.model_mu);
   Tensor out;
   m.arena->execute([&] {
@@ -407,7 +429,7 @@ Tensor InferenceSession::predict(const std::vector<int64_t>& ids) { return submi
 Tensor InferenceSession::embed(const std::vector<int64_t>& ids) { return submit(InferenceOutput::kEmbedding, ids).get(); }
 
 int64_t InferenceSession::num_nodes() const { return impl_->data->info.num_nodes; }
-int64_t InferenceSession::num_classes() const { return impl_->link ? 0 : impl_->task.outputs; }
+int64_t InferenceSession::num_classes() const { return impl_->link || impl_->encoder ? 0 : impl_->task.outputs; }
 Task InferenceSession::task() const { return impl_->task.task; }
 int64_t InferenceSession::embedding_dim() const { return impl_->emb_dim; }
 const Config& InferenceSession::config() const { return impl_->cfg; }

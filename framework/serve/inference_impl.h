@@ -1,6 +1,7 @@
 // InferenceSession's state (graphtensor/serve/inference.h), shared by the two files that implement
-// it: inference.cc (loading, node models: the request queue, micro-batches, layer-wise predictions)
-// and inference_link.cc (link models: top-K recommendation, pair scores). Internal to framework/serve.
+// it: inference.cc (loading, node models and link encoders: the request queue, micro-batches,
+// layer-wise predictions) and inference_link.cc (link models: top-K recommendation, pair scores,
+// an encoder's pair scores through the queue). Internal to framework/serve.
 #pragma once
 
 #include <tbb/task_arena.h>
@@ -95,10 +96,14 @@ struct InferenceSession::Impl {
 
   // A link model (model.embedding_dim > 0): set before the constructor returns, then read only.
   bool link = false;
+  // A link encoder (model.embedding_dim 0 on a link dataset): the node path (table, sampler, queue)
+  // computes its outputs; the ranges and seen lists below are set as for a link model, reps is not.
+  bool encoder = false;
   int64_t user_begin = 0, user_end = 0, item_begin = 0, item_end = 0;
   bool kinds = false;  // users and items are node kinds; else every node is both
   Tensor reps;         // float32 [num_nodes, emb_dim] on the host: every node's representation
-  Tensor d_items;      // the items' rows of it on the session's device (a view of reps on the CPU)
+  Tensor d_items;      // the items' rows of it on the session's device (a view of reps on the CPU);
+                       // a link encoder's items' outputs, computed by the worker at the first recommend
   UserItems seen;      // per user (row u - user_begin): /link/train items (minus item_begin), sorted
   std::deque<std::shared_ptr<RecRequest>> rec_queue;  // under mu
   int64_t rec_queued_users = 0;
@@ -124,6 +129,12 @@ struct InferenceSession::Impl {
   void attach_link();
   void setup_link();
   void run_link();
+  // Coalesces queued recommend requests (the window of the oldest, max_batch_nodes users) and takes
+  // whole ones in arrival order, the cancelled dropped (under mu, held by lk).
+  std::vector<std::shared_ptr<RecRequest>> take_rec_batch(std::unique_lock<std::mutex>& lk);
+  // A link encoder's outputs of `nodes` on the worker (micro-batches of max_batch_nodes distinct
+  // nodes): float32 [nodes.size(), emb_dim] on the host.
+  Tensor encode_rows(const std::vector<int64_t>& nodes);
   void drop_cancelled_rec();
   void run_rec_batch(const std::vector<std::shared_ptr<RecRequest>>& batch);
   bool is_seen(int64_t user_row, int32_t item) const;

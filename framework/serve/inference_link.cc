@@ -1,9 +1,10 @@
 // InferenceSession for link models (graphtensor/serve/inference.h, "Link models"): the
 // full-graph representations at load, top-K recommendation batched over queued requests, pair
-// scores.
+// scores; a link encoder's pair scores from its outputs computed through the queue.
 #include <graphtensor/serve/inference.h>
 
 #include "framework/serve/inference_impl.h"
+#include "kernels/link.h"
 
 namespace gt {
 
@@ -104,23 +105,63 @@ void InferenceSession::Impl::run_link() {
       std::unique_lock lk(mu);
       cv.wait(lk, [&] { return stopping || !rec_queue.empty(); });
       if (rec_queue.empty()) return;  // stopping, and every queued request is done
-      const auto deadline = rec_queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
-      while (!stopping && rec_queued_users < opt.max_batch_nodes && Clock::now() < deadline)
-        cv.wait_until(lk, deadline);
-      drop_cancelled_rec();
-      // Whole requests in arrival order, up to max_batch_nodes users (one request at least).
-      int64_t users = 0;
-      while (!rec_queue.empty()) {
-        const int64_t u = static_cast<int64_t>(rec_queue.front()->users.size());
-        if (!batch.empty() && users + u > opt.max_batch_nodes) break;
-        users += u;
-        rec_queued_users -= u;
-        batch.push_back(std::move(rec_queue.front()));
-        rec_queue.pop_front();
-      }
+      batch = take_rec_batch(lk);
     }
     if (!batch.empty()) run_rec_batch(batch);
   }
+}
+
+std::vector<std::shared_ptr<RecRequest>> InferenceSession::Impl::take_rec_batch(std::unique_lock<std::mutex>& lk) {
+  std::vector<std::shared_ptr<RecRequest>> batch;
+  const auto deadline = rec_queue.front()->arrived + std::chrono::microseconds(opt.max_wait_us);
+  while (!stopping && rec_queued_users < opt.max_batch_nodes && Clock::now() < deadline) cv.wait_until(lk, deadline);
+  drop_cancelled_rec();
+  // Whole requests in arrival order, up to max_batch_nodes users (one request at least).
+  int64_t users = 0;
+  while (!rec_queue.empty()) {
+    const int64_t u = static_cast<int64_t>(rec_queue.front()->users.size());
+    if (!batch.empty() && users + u > opt.max_batch_nodes) break;
+    users += u;
+    rec_queued_users -= u;
+    batch.push_back(std::move(rec_queue.front()));
+    rec_queue.pop_front();
+  }
+  return batch;
+}
+
+Tensor InferenceSession::Impl::encode_rows(const std::vector<int64_t>& nodes) {
+  const int64_t n = static_cast<int64_t>(nodes.size());
+  Tensor out = Tensor::empty({n, emb_dim}, DType::kFloat32);
+  std::lock_guard model_lock(model_mu);
+  arena->execute([&] {
+    BatchLoader loader(table, data->labels, *sampler, *ctx);
+    if (model->needs_node_scale()) loader.set_node_scale(&node_scales);
+    for (int64_t a = 0; a < n;) {
+      // Up to max_batch_nodes distinct nodes; rows[i] the output row of nodes[a + i].
+      std::vector<int64_t> seeds, rows;
+      std::unordered_map<int64_t, int64_t> row_of;
+      int64_t e = a;
+      for (; e < n; ++e) {
+        const int64_t v = nodes[static_cast<std::size_t>(e)];
+        if (!row_of.count(v) && static_cast<int64_t>(seeds.size()) == opt.max_batch_nodes) break;
+        const auto [it, fresh] = row_of.emplace(v, static_cast<int64_t>(seeds.size()));
+        if (fresh) seeds.push_back(v);
+        rows.push_back(it->second);
+      }
+      // One fixed batch key, as run_batch: draws depend on (seed, layer, node) only.
+      DeviceBatch b = loader.load(seeds, /*batch_key=*/0);
+      const Tensor y = model->forward(*ctx, b.blocks, b.features, /*training=*/false, /*step=*/0, nullptr, nullptr,
+                                      &b.node_scale);
+      ctx->synchronize();
+      const Tensor h = y.to(Device::cpu());
+      GT_CHECK_ARG(h.size(1) == emb_dim, "inference: the encoder's outputs are ", h.size(1), " wide, not ", emb_dim);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        std::memcpy(out.data<float>() + (a + static_cast<int64_t>(i)) * emb_dim, h.data<float>() + rows[i] * emb_dim,
+                    static_cast<std::size_t>(emb_dim) * sizeof(float));
+      a = e;
+    }
+  });
+  return out;
 }
 
 void InferenceSession::Impl::drop_cancelled_rec() {
@@ -152,22 +193,40 @@ void InferenceSession::Impl::run_rec_batch(const std::vector<std::shared_ptr<Rec
   std::exception_ptr error;
   try {
     // The users' rows, and the seen items of those who exclude them (the others' lists are empty).
+    // A link encoder computes its users' outputs now, and every item's at its first recommend.
     const int64_t d = emb_dim;
-    Tensor h_users = Tensor::empty({rows, d}, DType::kFloat32);
+    Tensor h_users;
+    if (encoder) {
+      std::vector<int64_t> users;
+      for (const auto& r : batch) users.insert(users.end(), r->users.begin(), r->users.end());
+      h_users = encode_rows(users);
+      if (!d_items.defined()) {
+        std::vector<int64_t> items(static_cast<std::size_t>(item_end - item_begin));
+        for (std::size_t i = 0; i < items.size(); ++i) items[i] = item_begin + static_cast<int64_t>(i);
+        const Tensor h_items = encode_rows(items);
+        d_items = device.is_cuda() ? h_items.to(device, ctx->stream()) : h_items;
+        ctx->synchronize();
+      }
+    } else {
+      h_users = Tensor::empty({rows, d}, DType::kFloat32);
+      int64_t row = 0;
+      for (const auto& r : batch)
+        for (int64_t u : r->users) {
+          std::memcpy(h_users.data<float>() + row * d, reps.data<float>() + u * d,
+                      static_cast<std::size_t>(d) * sizeof(float));
+          ++row;
+        }
+    }
     UserItems mask;
     mask.indptr.reserve(static_cast<std::size_t>(rows) + 1);
-    int64_t row = 0;
     for (const auto& r : batch)
       for (int64_t u : r->users) {
-        std::memcpy(h_users.data<float>() + row * d, reps.data<float>() + u * d,
-                    static_cast<std::size_t>(d) * sizeof(float));
         if (r->exclude_seen) {
           const int64_t ur = u - user_begin;
           mask.items.insert(mask.items.end(), seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur)],
                             seen.items.begin() + seen.indptr[static_cast<std::size_t>(ur) + 1]);
         }
         mask.indptr.push_back(static_cast<int64_t>(mask.items.size()));
-        ++row;
       }
     std::vector<int32_t> top;
     std::vector<float> top_scores;
@@ -175,7 +234,7 @@ void InferenceSession::Impl::run_rec_batch(const std::vector<std::shared_ptr<Rec
       const Tensor users = device.is_cuda() ? h_users.to(device, ctx->stream()) : h_users;
       rank_top_k(users, d_items, mask, kmax, *ctx, &top, &top_scores);
     });
-    row = 0;
+    int64_t row = 0;
     for (std::size_t q = 0; q < batch.size(); ++q) {
       const RecRequest& r = *batch[q];
       answers[q].resize(r.users.size());
@@ -217,7 +276,7 @@ std::future<std::vector<Recommendation>> InferenceSession::submit_recommend(
   auto req = std::make_shared<RecRequest>();
   std::future<std::vector<Recommendation>> fut = req->promise.get_future();
   try {
-    if (!m.link)
+    if (!m.link && !m.encoder)
       GT_THROW("recommend", "ask it for predictions or embeddings (predict, embed)", "recommend: the model is a node "
                "model (", m.model_words(), "), not a link model (model.embedding_dim > 0): it ranks no items");
     if (users.empty()) GT_THROW("recommend", "give at least one user", "recommend: empty list of users");
@@ -272,16 +331,16 @@ Recommendation InferenceSession::recommend(int64_t user, int64_t k, bool exclude
 }
 
 std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) const {
-  const Impl& m = *impl_;
+  Impl& m = *impl_;
   auto count = [&](bool ok) {
     std::lock_guard lk(m.mu);
     ++m.stats.requests;
     if (!ok) ++m.stats.failed_requests;
   };
   try {
-    if (!m.link)
+    if (!m.link && !m.encoder)
       GT_THROW("score", "ask it for predictions or embeddings (predict, embed)", "score: the model is a node model (",
-               m.model_words(), "), not a link model (model.embedding_dim > 0)");
+               m.model_words(), "), not a link model (model.embedding_dim > 0) or a link encoder (a link dataset)");
     if (pairs.empty()) GT_THROW("score", "give at least one (src, dst) pair", "score: empty list of pairs");
     const int64_t n = m.data->info.num_nodes;
     for (std::size_t e = 0; e < pairs.size(); ++e) {
@@ -300,6 +359,25 @@ std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) c
     count(false);
     throw;
   }
+  if (m.encoder) {
+    // The pairs' distinct endpoints go through the queue as one embedding request (counted there),
+    // sharing micro-batches with other callers; the dot products are LinkTrainer's evaluation's
+    // (dot_scores_indexed, float32 in column order) on the host copy of the outputs.
+    std::vector<int64_t> nodes;
+    std::unordered_map<int64_t, int32_t> row_of;
+    std::vector<int32_t> src(pairs.size()), dst(pairs.size());
+    auto row = [&](int64_t v) {
+      const auto [it, fresh] = row_of.emplace(v, static_cast<int32_t>(nodes.size()));
+      if (fresh) nodes.push_back(v);
+      return it->second;
+    };
+    for (std::size_t e = 0; e < pairs.size(); ++e) {
+      src[e] = row(pairs[e].src);
+      dst[e] = row(pairs[e].dst);
+    }
+    const Tensor H = const_cast<InferenceSession*>(this)->submit(InferenceOutput::kEmbedding, std::move(nodes)).get();
+    return dot_scores_indexed(H, Tensor::from_vector(src), Tensor::from_vector(dst)).to_vector<float>();
+  }
   const int64_t d = m.emb_dim;
   const float* r = m.reps.data<float>();
   std::vector<float> out(pairs.size());
@@ -314,7 +392,8 @@ std::vector<float> InferenceSession::score(const std::vector<EdgePair>& pairs) c
   return out;
 }
 
-bool InferenceSession::is_link_model() const { return impl_->link; }
+bool InferenceSession::is_link_model() const { return impl_->link || impl_->encoder; }
+bool InferenceSession::is_link_encoder() const { return impl_->encoder; }
 std::pair<int64_t, int64_t> InferenceSession::user_range() const { return {impl_->user_begin, impl_->user_end}; }
 std::pair<int64_t, int64_t> InferenceSession::item_range() const { return {impl_->item_begin, impl_->item_end}; }
 

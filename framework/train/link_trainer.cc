@@ -416,6 +416,11 @@ Tensor LinkTrainer::node_table(const std::vector<const std::vector<EdgePair>*>& 
         nodes.push_back(v);
       }
   }
+  return encode(nodes);
+}
+
+Tensor LinkTrainer::encode(const std::vector<int64_t>& nodes) {
+  GT_CHECK_ARG(!full_, "LinkTrainer::encode: the model propagates the full graph (link.propagation full)");
   const Stream s = ctx_.stream();
   const Device d = ctx_.device();
   const int64_t n = static_cast<int64_t>(nodes.size());
@@ -441,6 +446,25 @@ Tensor LinkTrainer::node_table(const std::vector<const std::vector<EdgePair>*>& 
   return table;
 }
 
+std::vector<float> LinkTrainer::table_scores(const Tensor& table, const std::vector<int64_t>& row_of,
+                                             const std::vector<EdgePair>& pairs) {
+  const auto row = [&](int64_t v) { return row_of.empty() ? v : row_of[static_cast<std::size_t>(v)]; };
+  std::vector<int32_t> a(pairs.size()), b(pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    a[i] = static_cast<int32_t>(row(pairs[i].src));
+    b[i] = static_cast<int32_t>(row(pairs[i].dst));
+  }
+  const Tensor sc = dot_scores_indexed(table, upload(a, ctx_), upload(b, ctx_), ctx_.stream());
+  ctx_.synchronize();  // the host copy below is not ordered after ctx's stream
+  return sc.to_vector<float>();
+}
+
+std::vector<float> LinkTrainer::pair_scores(const std::vector<EdgePair>& pairs) {
+  std::vector<int64_t> row_of;
+  const Tensor table = node_table({&pairs}, &row_of);
+  return table_scores(table, row_of, pairs);
+}
+
 LinkValues LinkTrainer::split_metrics(const std::string& split, const Tensor& table, const std::vector<int64_t>& row_of) {
   LinkValues out;
   const auto row = [&](int64_t v) { return row_of.empty() ? v : row_of[static_cast<std::size_t>(v)]; };
@@ -464,17 +488,7 @@ LinkValues LinkTrainer::split_metrics(const std::string& split, const Tensor& ta
   const auto neg_it = data_.link.find(split + "_neg");
   if (neg_it != data_.link.end() && !pos.empty()) {
     const std::vector<EdgePair>& neg = neg_it->second;
-    const auto scores = [&](const std::vector<EdgePair>& pairs) {
-      std::vector<int32_t> a(pairs.size()), b(pairs.size());
-      for (std::size_t i = 0; i < pairs.size(); ++i) {
-        a[i] = static_cast<int32_t>(row(pairs[i].src));
-        b[i] = static_cast<int32_t>(row(pairs[i].dst));
-      }
-      const Tensor sc = dot_scores_indexed(table, upload(a, ctx_), upload(b, ctx_), ctx_.stream());
-      ctx_.synchronize();  // the host copy below is not ordered after ctx's stream
-      return sc.to_vector<float>();
-    };
-    const std::vector<float> ps = scores(pos), ns = scores(neg);
+    const std::vector<float> ps = table_scores(table, row_of, pos), ns = table_scores(table, row_of, neg);
     const int64_t per = static_cast<int64_t>(neg.size() / pos.size());
     out.emplace_back("roc_auc", link_roc_auc(ps, ns));
     out.emplace_back("mrr", link_mrr(ps, ns, per));

@@ -86,6 +86,14 @@ class LinkTrainer {
   // mrr, hits@K.
   std::vector<LinkValues> evaluate(const std::vector<std::string>& splits);
 
+  // The scores evaluation gives `pairs` (dot products of the endpoints' representations, computed
+  // as evaluate() computes them: node_table, dot_scores_indexed), float32 per pair on the host; and,
+  // sampled mode only, the representations of `nodes` ([nodes.size(), D] on the device, in
+  // batches of sampling.eval_batch_size with sampling.eval_fanouts). What a served link encoder
+  // must equal (framework/serve).
+  std::vector<float> pair_scores(const std::vector<EdgePair>& pairs);
+  Tensor encode(const std::vector<int64_t>& nodes);
+
   bool full() const { return full_; }
   bool bpr() const { return bpr_; }
   // The split model selection reads (valid, or test without a valid split), and its metric.
@@ -102,6 +110,9 @@ class LinkTrainer {
   // row of node v (identity when every node is embedded).
   Tensor node_table(const std::vector<const std::vector<EdgePair>*>& pair_lists, std::vector<int64_t>* row_of);
   LinkValues split_metrics(const std::string& split, const Tensor& table, const std::vector<int64_t>& row_of);
+  // Dot products of pairs' rows of table (row_of as node_table's), on the host.
+  std::vector<float> table_scores(const Tensor& table, const std::vector<int64_t>& row_of,
+                                  const std::vector<EdgePair>& pairs);
   // An epoch's step losses: slots[2b] the loss of batch b (BPR, float64 on the device), slots[2b + 1]
   // its L2 term; a BCE loss waits in bce[b]. read() waits for the stream and copies batches
   // [first, first + count) into host (BCE values in place of slot 2b).

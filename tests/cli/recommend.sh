@@ -5,7 +5,10 @@
 # file with random weights (test_make_link_model, as Trainer::save writes one), starts gt-serve on a
 # free port, asks POST /v1/recommend and /v1/score with curl (good and bad requests; a node-model
 # request to a link model), runs gt-loadgen --kind recommend for a second, and writes the
-# embeddings with gt-predict (.h5 and .csv). Exits nonzero with a message on the first failed check.
+# embeddings with gt-predict (.h5 and .csv). Then a link encoder: a GraphSAGE with random weights
+# over the features of a link-split synthetic graph (test_make_link_model ... sage), served by
+# gt-serve: /v1/embed, /v1/score (a score equals the dot product of the embeddings) and
+# /v1/recommend, predict refused. Exits nonzero with a message on the first failed check.
 set -u
 
 if [ $# -ne 5 ]; then
@@ -136,3 +139,45 @@ grep -q "^2 nodes (--ids) of .* link model .* (dim 16)" "$WORK/predict.log" || d
 "$GT_PREDICT" "$WORK/lightgcn.h5" "$WORK/emb2.csv" --split test >/dev/null 2>"$WORK/err.txt" && die "--split on a link model succeeded"
 grep -q "\-\-split applies to node models" "$WORK/err.txt" || die "--split on a link model: $(cat "$WORK/err.txt")"
 echo "ok: gt-predict writes a link model's embeddings"
+
+# --- a link encoder over node features: /v1/embed and /v1/score ---
+"$GT_DATA" synth "$WORK/g.h5" --nodes 80 --avg-degree 4 --features 6 --classes 2 --undirected --seed 3 >/dev/null ||
+  die "gt-data synth failed"
+"$GT_DATA" link-split "$WORK/g.h5" "$WORK/g-link.h5" --seed 1 >/dev/null || die "gt-data link-split failed"
+"$MAKE_LINK_MODEL" "$WORK/g-link.h5" "$WORK/sage.h5" sage >/dev/null || die "writing the link encoder failed"
+start_server "$WORK/sage.h5" --max-wait-us 200
+grep -q "^gt-serve: ready (link encoder: 80 nodes, users \[0, 80), items \[0, 80), dim 16" "$WORK/serve.log" ||
+  die "encoder ready line: $(cat "$WORK/serve.log")"
+post /v1/embed '{"nodes": [4, 9]}'
+re='^\{"embeddings":\[\[([^]]*)\],\[([^]]*)\]\]\}$'
+[ "$CODE" = 200 ] && [[ $BODY_OUT =~ $re ]] || die "encoder embed: $CODE $BODY_OUT"
+a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]}
+[ "$(tr ',' '\n' <<<"$a" | wc -l)" = 16 ] || die "encoder embed: not 16 wide: $BODY_OUT"
+post /v1/score '{"pairs": [[4, 9], [9, 4]]}'
+re='^\{"scores":\[([^,]+),([^,]+)\]\}$'
+[ "$CODE" = 200 ] && [[ $BODY_OUT =~ $re ]] || die "encoder score: $CODE $BODY_OUT"
+awk -v s="${BASH_REMATCH[1]}" -v t="${BASH_REMATCH[2]}" -v a="$a" -v b="$b" 'BEGIN {
+  n = split(a, x, ","); split(b, y, ","); d = 0; for (i = 1; i <= n; i++) d += x[i] * y[i]
+  e = s - d; if (e < 0) e = -e; m = d < 0 ? -d : d; exit !(e <= 1e-5 * (1 + m) && s == t) }' ||
+  die "encoder score (4, 9) = ${BASH_REMATCH[1]}, (9, 4) = ${BASH_REMATCH[2]}, not the embeddings' dot product"
+check_error /v1/score '{"pairs": [[4, 80]]}' 400 "is out of range [0, 80)"
+check_error /v1/predict '{"nodes": [1]}' 400 "predict: the model is a link encoder (model.type sage)"
+# recommend: 3 items, not node 4 itself (seen), the first one's score that of /v1/score.
+post /v1/recommend '{"user": 4, "k": 3}'
+re='^\{"items":\[([0-9]+),[0-9]+,[0-9]+\],"scores":\[([^],]+),[^]]*\],"user":4\}$'
+[ "$CODE" = 200 ] && [[ $BODY_OUT =~ $re ]] || die "encoder recommend: $CODE $BODY_OUT"
+item=${BASH_REMATCH[1]} rscore=${BASH_REMATCH[2]}
+[ "$item" != 4 ] || die "encoder recommend: node 4 itself: $BODY_OUT"
+post /v1/score "{\"pairs\": [[4, $item]]}"
+[[ $BODY_OUT =~ ^\{\"scores\":\[([^]]+)\]\}$ ]] || die "encoder score (4, $item): $BODY_OUT"
+awk -v a="${BASH_REMATCH[1]}" -v b="$rscore" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * (1 + (b < 0 ? -b : b))) }' ||
+  die "encoder: score of (4, $item) = ${BASH_REMATCH[1]}, recommend said $rscore"
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || die "gt-serve (encoder) exited with $? on SIGTERM"
+SERVER_PID=
+"$GT_PREDICT" "$WORK/sage.h5" "$WORK/sage.csv" --device cpu >"$WORK/predict.log" 2>&1 ||
+  die "gt-predict (encoder): $(cat "$WORK/predict.log")"
+[ "$(wc -l <"$WORK/sage.csv")" = 81 ] && [ "$(head -1 "$WORK/sage.csv" | tr ',' '\n' | wc -l)" = 17 ] ||
+  die "gt-predict (encoder) csv: $(head -2 "$WORK/sage.csv")"
+grep -q "^80 nodes (all) of .* link encoder .* (dim 16)" "$WORK/predict.log" || die "gt-predict (encoder): $(cat "$WORK/predict.log")"
+echo "ok: a link encoder answers /v1/embed, /v1/score and /v1/recommend; gt-predict writes its embeddings"

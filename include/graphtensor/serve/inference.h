@@ -66,6 +66,34 @@
 /// range, an item given as the user, k outside [1, min(items, kMaxRecommendK)], an empty list) is
 /// one line naming the call.
 ///
+/// Link encoders: a model file whose stored config has model.embedding_dim 0 (gcn, sage, gin, gat,
+/// a type of the program's own) on a link dataset with node features (gt-data link-split; trained
+/// by gt-train with link.propagation sampled, LinkTrainer) is opened as a link encoder
+/// (is_link_encoder(), and is_link_model() true too). It is served through the node path: the
+/// feature table normalised as stored, InferenceOptions::fanouts (empty: full neighbourhoods, as
+/// the trainer's evaluation with sampling.eval_fanouts empty), the queue and its micro-batches; the
+/// encoder (gt::build_link_encoder, output model.hidden wide) replaces the classifier.
+///   embed(ids)       the encoder's outputs, float32 [ids.size(), embedding_dim()] (embedding_dim() =
+///                    model.hidden), queued like a node model's embeddings.
+///   score(pairs)     the dot product of the endpoints' outputs per pair, as the trainer's evaluation
+///                    scores them (kernels/link.h dot_scores_indexed: float32, columns in order). The
+///                    pairs' distinct endpoints go into the queue as one embed request (counted as one
+///                    request), so concurrent score and embed callers share micro-batches; the caller
+///                    waits for it. A pair is (user, item) when the dataset has user and item kinds,
+///                    any two nodes otherwise (link-split datasets: user_range() = item_range() =
+///                    every node). With full neighbourhoods the scores equal the trainer's evaluation
+///                    scores of the same pairs up to the dense products' rounding for a different
+///                    batch (tests/framework/serve/link_encoder_serve_test.cc checks 1e-5 relative).
+///   recommend        as for a link model (exact top k by the dot product over every item, seen items
+///                    of /link/train excluded, ties by the lower id, rank_top_k), with the encoder's
+///                    outputs: the worker computes every item's output at the first recommend (one
+///                    pass over the items in micro-batches of max_batch_nodes, then kept on the
+///                    session's device: items x model.hidden floats) and each batch's users' outputs;
+///                    recommend and embed/score requests share the worker, the older kind first.
+///                    The first recommend on a large graph therefore costs a forward over every item.
+///   predict, predict_layerwise, submit(kLogits)  throw in one line: an encoder has no class
+///                    logits (num_classes() = 0).
+///
 /// Cancellation: submit() may be given a flag (a server sets it when the client has gone). A request
 /// whose flag is set before its rows are all computed is dropped from the queue, not run: its rows
 /// not yet taken by a micro-batch are skipped, and its future throws "cancelled". Rows of it already
@@ -160,10 +188,14 @@ class GT_API InferenceSession {
                                                             bool exclude_seen = true,
                                                             std::shared_ptr<const std::atomic<bool>> cancelled = nullptr);
   /// Dot-product scores of (src, dst) pairs of node ids, src a user and dst an item: float32 per
-  /// pair. Thread-safe, on the calling thread. Throws gt::Error for a bad pair or a node model.
+  /// pair. Thread-safe; a link model's on the calling thread, a link encoder's through the queue
+  /// (the caller waits). Throws gt::Error for a bad pair or a node model.
   std::vector<float> score(const std::vector<EdgePair>& pairs) const;
-  /// Whether the model is a link model (model.embedding_dim > 0) answering recommend and score.
+  /// Whether the model is a link model (model.embedding_dim > 0) or a link encoder, answering
+  /// recommend and score.
   bool is_link_model() const;
+  /// Whether the model is a link encoder over node features (see the file comment).
+  bool is_link_encoder() const;
   /// [begin, end) of the user and the item node ids (link models; {0, 0} for a node model).
   std::pair<int64_t, int64_t> user_range() const;
   std::pair<int64_t, int64_t> item_range() const;
