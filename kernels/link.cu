@@ -220,7 +220,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One thread per positive: its k pairs (see bpr_loss in link.h), the row's loss into row_loss.
 // The row-sparse steps: one warp per row of G; the warp's lanes vote whether the row has an entry
 // != 0 (NaN included) and skip it otherwise; a touched row steps as sparse_step_kernel's rows, its
 // sum of one grad row being 0 + G[x, j]. Each row is written by its own warp alone: no atomics.
@@ -253,6 +252,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One thread per positive: its k pairs (see bpr_loss in link.h), the row's loss into row_loss.
 __global__ void bpr_rows_kernel(const float* __restrict__ pos, const float* __restrict__ neg, int64_t m, int64_t k,
                                 float inv, float* __restrict__ dpos, float* __restrict__ dneg,
                                 double* __restrict__ row_loss) {
