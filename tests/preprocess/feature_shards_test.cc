@@ -26,6 +26,11 @@
 namespace gt {
 namespace {
 
+// Whether two tensors hold the same bytes (an empty tensor has no storage: memcmp may not see null).
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+}
+
 int gpus() { return built_with_cuda() ? cuda_device_count() : 0; }
 
 // A [n, cols] table of `dtype` with fresh random values (never zeros), salted.
@@ -72,7 +77,7 @@ void expect_partition(const FeatureTable& table, const std::vector<int64_t>& nod
     total += end - begin;
     Tensor want = Tensor::empty({end - begin, table.cols()}, table.dtype());
     table.gather_stored(std::vector<int64_t>(nodes.begin() + begin, nodes.begin() + end), want);  // nodes are sorted
-    EXPECT_EQ(std::memcmp(to_cpu(s.shard(o)).raw(), want.raw(), want.nbytes()), 0) << "shard " << o;
+    EXPECT_TRUE(same_bytes(to_cpu(s.shard(o)), want)) << "shard " << o;
   }
   EXPECT_EQ(total, C);
   std::vector<char> cached(static_cast<std::size_t>(table.rows()), 0);
@@ -105,7 +110,7 @@ void expect_gather(const FeatureTable& table, const FeatureShards& s, const RowT
   GatherCounters counters = GatherCounters::make(d, ctx.stream());
   gather_tiered(t, ids_tensor(ids, d), out, &counters, /*sorted=*/true, /*check_values=*/true, ctx.stream());
   ctx.synchronize();
-  ASSERT_EQ(std::memcmp(to_cpu(out).raw(), want.raw(), want.nbytes()), 0);
+  ASSERT_TRUE(same_bytes(to_cpu(out), want));
   int64_t hits = 0;
   for (int64_t v : ids) hits += s.slot(v) >= 0;
   const std::vector<int64_t> c = to_cpu(counters.values).to_vector<int64_t>();
@@ -128,7 +133,7 @@ void expect_gather(const FeatureTable& table, const FeatureShards& s, const RowT
   out2.fill_bytes(0xFF, ctx.stream());
   gather_staged(s.tiers(d), on(staged, d), on(Tensor::from_vector(codes), d), out2, ctx.stream());
   ctx.synchronize();
-  ASSERT_EQ(std::memcmp(to_cpu(out2).raw(), want.raw(), want.nbytes()), 0) << "staged";
+  ASSERT_TRUE(same_bytes(to_cpu(out2), want)) << "staged";
 }
 
 // The cases of one device list: every storage type, a few row widths, a third of the rows or all
@@ -183,7 +188,7 @@ void sharded_matches_cpu(const std::vector<Device>& devices) {
           gather_tiered(r, ids_tensor(ids, d), a, nullptr, true, false, ctx.stream());
           gather_tiered(sh, ids_tensor(ids, d), b, nullptr, true, false, ctx.stream());
           ctx.synchronize();
-          EXPECT_EQ(std::memcmp(to_cpu(a).raw(), to_cpu(b).raw(), a.nbytes()), 0) << name << ": replicated vs sharded";
+          EXPECT_TRUE(same_bytes(to_cpu(a), to_cpu(b))) << name << ": replicated vs sharded";
         }
       }
     }
