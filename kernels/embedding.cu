@@ -52,26 +52,46 @@ __global__ void scatter_runs_kernel(const float* dy, const int64_t* sorted_ids, 
   }
 }
 
-// One thread per row: the squares summed in column order, as on the CPU.
+// One warp per row (coalesced loads; a thread per row read strided rows 20-30x slower): each lane
+// sums the squares of its columns, a butterfly of shuffles the lanes' sums (a fixed order, so the
+// result is deterministic; it differs from the CPU's column-order sum by rounding only).
+constexpr int kRowWarp = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = kRowWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+unsigned warp_blocks_for(int64_t rows) {
+  const int64_t warps_per_block = kThreads / kRowWarp;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((rows + warps_per_block - 1) / warps_per_block, kMaxBlocks)));
+}
+
 __global__ void l2_forward_kernel(const float* x, int64_t n, int64_t d, float eps, float* y, float* norm) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+  const int lane = threadIdx.x % kRowWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kRowWarp);
+  for (int64_t i = first_index() / kRowWarp; i < n; i += warps) {
+    const float* xi = x + i * d;
     float ss = 0.0f;
-    for (int64_t j = 0; j < d; ++j) ss += x[i * d + j] * x[i * d + j];
-    const float r = fmaxf(sqrtf(ss), eps);
-    norm[i] = r;
-    for (int64_t j = 0; j < d; ++j) y[i * d + j] = x[i * d + j] / r;
+    for (int64_t j = lane; j < d; j += kRowWarp) ss += xi[j] * xi[j];
+    const float r = fmaxf(sqrtf(warp_sum(ss)), eps);
+    if (lane == 0) norm[i] = r;
+    for (int64_t j = lane; j < d; j += kRowWarp) y[i * d + j] = xi[j] / r;
   }
 }
 
 __global__ void l2_backward_kernel(const float* y, const float* norm, int64_t n, int64_t d, float eps,
                                    const float* dy, float* dx) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+  const int lane = threadIdx.x % kRowWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kRowWarp);
+  for (int64_t i = first_index() / kRowWarp; i < n; i += warps) {
     const float r = norm[i];
     const bool clamped = !(r > eps);
     float dot = 0.0f;
     if (!clamped)
-      for (int64_t j = 0; j < d; ++j) dot += y[i * d + j] * dy[i * d + j];
-    for (int64_t j = 0; j < d; ++j) dx[i * d + j] = (dy[i * d + j] - (clamped ? 0.0f : y[i * d + j] * dot)) / r;
+      for (int64_t j = lane; j < d; j += kRowWarp) dot += y[i * d + j] * dy[i * d + j];
+    dot = warp_sum(dot);
+    for (int64_t j = lane; j < d; j += kRowWarp) dx[i * d + j] = (dy[i * d + j] - (clamped ? 0.0f : y[i * d + j] * dot)) / r;
   }
 }
 
@@ -107,13 +127,13 @@ void embedding_scatter_add(const float* dy, const int64_t* ids, int64_t n, int64
 }
 
 void rows_l2_normalize_forward(const float* x, int64_t n, int64_t d, float eps, float* y, float* norm, Stream s) {
-  l2_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, d, eps, y, norm);
+  l2_forward_kernel<<<warp_blocks_for(n), kThreads, 0, s>>>(x, n, d, eps, y, norm);
   GT_CUDA_LAUNCH_CHECK();
 }
 
 void rows_l2_normalize_backward(const float* y, const float* norm, int64_t n, int64_t d, float eps, const float* dy,
                                 float* dx, Stream s) {
-  l2_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, norm, n, d, eps, dy, dx);
+  l2_backward_kernel<<<warp_blocks_for(n), kThreads, 0, s>>>(y, norm, n, d, eps, dy, dx);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -31,7 +31,8 @@ void embedding_scatter_add(const Tensor& dy, const Tensor& ids, Tensor& dtable, 
 
 // y[i, :] = x[i, :] / max(||x[i, :]||_2, eps) (torch.nn.functional.normalize(x, p=2, dim=1, eps)),
 // and norm[i] = max(||x[i, :]||_2, eps). x, y float32 [n, d] (y may be x), norm float32 [n]. The
-// squares of a row are summed in column order.
+// squares of a row are summed in column order on the CPU, by a warp's lanes and then a fixed
+// butterfly on the GPU: deterministic on each, equal across the two within rounding.
 void rows_l2_normalize_forward(const Tensor& x, float eps, Tensor& y, Tensor& norm, Stream s = nullptr);
 // The gradient of the above from y and norm: dx[i, :] = (dy[i, :] - y[i, :] <y[i, :], dy[i, :]>) /
 // norm[i] where ||x[i, :]|| > eps, else dy[i, :] / eps (the clamped branch is constant in the
