@@ -118,29 +118,35 @@ Generator::Generator(const SynthOptions& o, const std::string& out)
 }
 
 void Generator::run() {
-  auto t0 = Clock::now();
+  Mark t0;
   assign_classes();
+  report("classes", t0);
+  t0 = Mark();
   draw_degrees();
-  report("classes and degrees", t0);
-  t0 = Clock::now();
+  report("degrees", t0);
+  t0 = Mark();
   if (o_.undirected)
     draw_undirected_edges();
   else
     draw_edges();
   report_edges(t0);
+  t0 = Mark();
   DatasetWriter writer(out_, n_, o_.feature_dim, o_.feature_dtype);
   writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
   std::vector<int32_t>().swap(indices_);  // the features need the memory more
-  t0 = Clock::now();
+  report("graph written", t0);
+  t0 = Mark();
   write_features(writer);
   report(detail::concat("features ", n_, " x ", o_.feature_dim), t0);
+  t0 = Mark();
   if (o_.targets > 0)
     writer.write_labels(multilabel_targets(), 2, o_.targets);
   else
     writer.write_labels(cls_, c_);
   write_splits(writer);
   writer.set_source(describe());
-  t0 = Clock::now();
+  report("labels and splits", t0);
+  t0 = Mark();
   writer.commit();
   report(detail::concat("commit ", out_), t0);
 }
@@ -178,8 +184,10 @@ void Generator::write_features(DatasetWriter& writer) {
   const int64_t block_rows = std::min(n_, (kFeatureBlockRows + chunk - 1) / chunk * chunk);
   Tensor block = Tensor::empty({block_rows, f}, DType::kFloat32);
   float* out = block.data<float>();
+  double draw_s = 0, write_s = 0;
   for (int64_t begin = 0; begin < n_; begin += block_rows) {
     const int64_t rows = std::min(block_rows, n_ - begin);
+    auto tb = Clock::now();
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 256), [&](const tbb::blocked_range<int64_t>& r) {
       for (int64_t i = r.begin(); i < r.end(); ++i) {
         const int64_t v = begin + i;
@@ -192,8 +200,12 @@ void Generator::write_features(DatasetWriter& writer) {
         }
       }
     });
+    auto tw = Clock::now();
     writer.write_feature_rows(begin, block.rows(0, rows));
+    draw_s += std::chrono::duration<double>(tw - tb).count();
+    write_s += std::chrono::duration<double>(Clock::now() - tw).count();
   }
+  if (o_.progress) o_.progress(detail::concat("features: draw ", draw_s, " s, write ", write_s, " s"));
 }
 
 // A seeded permutation cut by the fractions; each split is stored sorted.

@@ -188,6 +188,7 @@ void Generator::draw_edges() {
 // its members, weighted by degree), else from all nodes by degree. Self-loops and repeated
 // pairs are dropped; each pair is stored as u in v's row and v in u's. Rows are sorted.
 void Generator::draw_undirected_edges() {
+  Mark tp;
   std::vector<int64_t> member_deg(static_cast<std::size_t>(n_));
   for_nodes([&](int64_t i) { member_deg[i] = deg_[members_[i]]; });
   std::vector<Alias> by_class(static_cast<std::size_t>(c_));
@@ -197,6 +198,8 @@ void Generator::draw_undirected_edges() {
     else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c]);
   });
   std::vector<int64_t>().swap(member_deg);
+  report("edges: alias tables", tp);
+  tp = Mark();
   // Row v of `draws` holds v's partners, sorted and unique: len[v] of them, room for
   // (deg_v * kSlack) / 2 + 2 from start[v].
   constexpr double kSlack = 1.3;
@@ -253,6 +256,8 @@ void Generator::draw_undirected_edges() {
           len[v] = static_cast<int32_t>(have);
         },
         256);
+    report(detail::concat("edges: draws, attempt ", attempt + 1), tp);
+    tp = Mark();
     // Distinct undirected edges: the draws less one per pair drawn from both ends. Every 8th
     // draw of each row is looked up in its partner's row (a stratified sample: all of it took
     // a third of the edge phase), which estimates the pairs to well under 1%.
@@ -279,6 +284,8 @@ void Generator::draw_undirected_edges() {
                                            static_cast<double>(sums.draws)
                                      : 0.0;
     const double edges = static_cast<double>(sums.draws) - both / 2.0;
+    report(detail::concat("edges: pair count, attempt ", attempt + 1), tp);
+    tp = Mark();
     if (edges >= 0.98 * asked || edges <= 0 || attempt == 3) break;
     if (o_.progress)
       o_.progress(detail::concat("undirected draws gave ", static_cast<int64_t>(edges), " distinct edges of ",
@@ -298,6 +305,8 @@ void Generator::draw_undirected_edges() {
   for (int64_t v = 0; v < n_; ++v) cursor[v + 1] = cursor[v] + count[v];
   indices_.resize(static_cast<std::size_t>(cursor[n_]));
   std::vector<int64_t> cap(cursor.begin(), cursor.end());  // row v: [cap[v], cap[v + 1])
+  report("edges: counts and offsets", tp);
+  tp = Mark();
   for_nodes([&](int64_t v) {
     for (int64_t j = start[v]; j < start[v] + len[v]; ++j) {
       const int32_t u = draws[j];
@@ -308,13 +317,18 @@ void Generator::draw_undirected_edges() {
   std::vector<int32_t>().swap(draws);
   std::vector<int32_t>().swap(len);
   std::vector<int64_t>().swap(start);
+  report("edges: scatter", tp);
+  tp = Mark();
   for_nodes([&](int64_t v) {
     auto b = indices_.begin() + cap[v], e = indices_.begin() + cap[v + 1];
     std::sort(b, e);
     deg_[v] = std::unique(b, e) - b;
   }, 256);
+  report("edges: sort rows", tp);
+  tp = Mark();
   compact_rows(cap);
   indices_.shrink_to_fit();
+  report("edges: compact", tp);
 }
 
 // Rows v of indices_ start at cap[v] and hold deg_[v] entries: moved forward in place into a
@@ -331,7 +345,7 @@ void Generator::compact_rows(const std::vector<int64_t>& cap) {
   indices_.resize(static_cast<std::size_t>(out));
 }
 
-void Generator::report_edges(Clock::time_point t0) {
+void Generator::report_edges(const Mark& t0) {
   int64_t min_d = INT64_MAX, max_d = 0;
   for (int64_t v = 0; v < n_; ++v) {
     min_d = std::min(min_d, deg_[v]);
