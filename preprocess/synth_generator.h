@@ -5,6 +5,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_group.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -83,7 +84,7 @@ class Generator {
 
   // synth.cc: what is written besides the graph.
   std::vector<int32_t> multilabel_targets() const;
-  void write_features(DatasetWriter& writer);
+  void write_features(DatasetWriter& writer, tbb::task_group& writing);
   void write_splits(DatasetWriter& writer);
   std::string describe() const;
 

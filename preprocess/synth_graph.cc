@@ -277,7 +277,8 @@ void Generator::draw_edges() {
 // SynthOptions::undirected. Node v starts h_v = deg_v / 2 edges (the odd half-edge by a coin);
 // a partner is drawn from v's class with probability homophily (an alias table per class, over
 // its members, weighted by degree), else from all nodes by degree. Self-loops and repeated
-// pairs are dropped; each pair is stored as u in v's row and v in u's. Rows are sorted.
+// pairs are dropped; each pair is stored as u in v's row and v in u's: a row is the merge of
+// the node's draws and its reverse row (synth_reverse_rows). Rows are sorted.
 void Generator::draw_undirected_edges() {
   Mark tp;
   std::vector<int64_t> member_deg(static_cast<std::size_t>(n_));
