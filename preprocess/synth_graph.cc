@@ -126,11 +126,27 @@ void synth_reverse_rows(int64_t n, const int64_t* start, const int32_t* len, con
   bucket_begin[buckets] = total;
   // Entry: u in the high half, v in the low half.
   std::unique_ptr<uint64_t[]> pairs(new uint64_t[static_cast<std::size_t>(total)]);
+  // Entries are staged kStage at a time per bucket and copied out together: writing each one
+  // straight to one of up to 1024 places far apart cost a TLB and cache miss an entry.
+  constexpr int64_t kStage = 16;
   tbb::parallel_for(int64_t{0}, chunks, [&](int64_t k) {
     int64_t* cursor = at.data() + k * buckets;
+    std::vector<uint64_t> stage(static_cast<std::size_t>(buckets * kStage));
+    std::vector<int32_t> staged(static_cast<std::size_t>(buckets), 0);
     for (int64_t v = chunk_begin(k); v < chunk_begin(k + 1); ++v)
-      for (const int32_t* p = rows + start[v]; p != rows + start[v] + len[v]; ++p)
-        pairs[cursor[*p >> bits]++] = (static_cast<uint64_t>(*p) << 32) | static_cast<uint64_t>(v);
+      for (const int32_t* p = rows + start[v]; p != rows + start[v] + len[v]; ++p) {
+        const int64_t b = *p >> bits;
+        stage[b * kStage + staged[b]] = (static_cast<uint64_t>(*p) << 32) | static_cast<uint64_t>(v);
+        if (++staged[b] == kStage) {
+          std::memcpy(pairs.get() + cursor[b], stage.data() + b * kStage, kStage * sizeof(uint64_t));
+          cursor[b] += kStage;
+          staged[b] = 0;
+        }
+      }
+    for (int64_t b = 0; b < buckets; ++b) {
+      std::memcpy(pairs.get() + cursor[b], stage.data() + b * kStage, static_cast<std::size_t>(staged[b]) * sizeof(uint64_t));
+      cursor[b] += staged[b];
+    }
   });
   rev_out.reset(new int32_t[static_cast<std::size_t>(total)]);
   int32_t* rev = rev_out.get();
