@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_sort.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
 #include <graphtensor/preprocess/dataset.h>
+#include "preprocess/feature_dtype.h"
 #include "preprocess/synth_generator.h"
 
 namespace gt {
@@ -118,29 +120,43 @@ Generator::Generator(const SynthOptions& o, const std::string& out)
 }
 
 void Generator::run() {
-  auto t0 = Clock::now();
+  Mark t0;
   assign_classes();
+  report("classes", t0);
+  t0 = Mark();
   draw_degrees();
-  report("classes and degrees", t0);
-  t0 = Clock::now();
+  report("degrees", t0);
+  t0 = Mark();
   if (o_.undirected)
     draw_undirected_edges();
   else
     draw_edges();
   report_edges(t0);
+  t0 = Mark();
   DatasetWriter writer(out_, n_, o_.feature_dim, o_.feature_dtype);
-  writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
-  std::vector<int32_t>().swap(indices_);  // the features need the memory more
-  t0 = Clock::now();
-  write_features(writer);
-  report(detail::concat("features ", n_, " x ", o_.feature_dim), t0);
+  // One write at a time, in the order of the file (the graph, then the feature blocks), each
+  // while the threads draw the next feature block: the file is the same as written in turn.
+  tbb::task_group writing;
+  double graph_s = 0;
+  writing.run([&] {
+    const auto tg = Clock::now();
+    writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
+    graph_s = std::chrono::duration<double>(Clock::now() - tg).count();
+  });
+  write_features(writer, writing);  // waits for every write
+  std::vector<int32_t>().swap(indices_);
+  report(detail::concat("graph written (", std::fixed, std::setprecision(2), graph_s, " s) and features ", n_,
+                        " x ", o_.feature_dim),
+         t0);
+  t0 = Mark();
   if (o_.targets > 0)
     writer.write_labels(multilabel_targets(), 2, o_.targets);
   else
     writer.write_labels(cls_, c_);
   write_splits(writer);
   writer.set_source(describe());
-  t0 = Clock::now();
+  report("labels and splits", t0);
+  t0 = Mark();
   writer.commit();
   report(detail::concat("commit ", out_), t0);
 }
@@ -167,7 +183,7 @@ std::vector<int32_t> Generator::multilabel_targets() const {
 
 // Row v = signal * centroid[class] + N(0, I); centroid entries are standard normal, so
 // `signal` is the per-dimension ratio of class signal to noise.
-void Generator::write_features(DatasetWriter& writer) {
+void Generator::write_features(DatasetWriter& writer, tbb::task_group& writing) {
   const int64_t f = o_.feature_dim, draws = (f + 3) / 4;
   std::vector<float> centroid(static_cast<std::size_t>(c_ * draws * 4));
   for (int64_t c = 0; c < c_; ++c)
@@ -176,10 +192,12 @@ void Generator::write_features(DatasetWriter& writer) {
   const float signal = static_cast<float>(o_.signal);
   const int64_t chunk = feature_chunk_rows(f, o_.feature_dtype);  // the file's chunks
   const int64_t block_rows = std::min(n_, (kFeatureBlockRows + chunk - 1) / chunk * chunk);
-  Tensor block = Tensor::empty({block_rows, f}, DType::kFloat32);
-  float* out = block.data<float>();
-  for (int64_t begin = 0; begin < n_; begin += block_rows) {
+  // Two blocks: one drawn while the other's rows are written.
+  Tensor blocks[2] = {Tensor::empty({block_rows, f}, DType::kFloat32), Tensor::empty({block_rows, f}, DType::kFloat32)};
+  double wait_s = 0;
+  for (int64_t begin = 0, k = 0; begin < n_; begin += block_rows, ++k) {
     const int64_t rows = std::min(block_rows, n_ - begin);
+    float* out = blocks[k % 2].data<float>();
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 256), [&](const tbb::blocked_range<int64_t>& r) {
       for (int64_t i = r.begin(); i < r.end(); ++i) {
         const int64_t v = begin + i;
@@ -192,8 +210,21 @@ void Generator::write_features(DatasetWriter& writer) {
         }
       }
     });
-    writer.write_feature_rows(begin, block.rows(0, rows));
+    // Rounded here, by all the threads, as the writer would (the same bits, the same errors).
+    Tensor stored = o_.feature_dtype == DType::kFloat32
+                        ? blocks[k % 2].rows(0, rows)
+                        : convert_features(blocks[k % 2].rows(0, rows), o_.feature_dtype, begin, out_);
+    const auto tw = Clock::now();
+    writing.wait();  // the previous write, which used the other block
+    wait_s += std::chrono::duration<double>(Clock::now() - tw).count();
+    writing.run([&writer, begin, stored] { writer.write_feature_rows(begin, stored); });
   }
+  const auto tw = Clock::now();
+  writing.wait();
+  wait_s += std::chrono::duration<double>(Clock::now() - tw).count();
+  if (o_.progress)
+    o_.progress(detail::concat("features: ", std::fixed, std::setprecision(2), wait_s,
+                               " s waiting for the file writes"));
 }
 
 // A seeded permutation cut by the fractions; each split is stored sorted.

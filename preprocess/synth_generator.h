@@ -5,6 +5,8 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_group.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdint>
@@ -41,12 +43,27 @@ class Generator {
  private:
   using Clock = std::chrono::steady_clock;
 
-  void report(const std::string& what, Clock::time_point t0) const {
+  // Seconds of CPU time the process has used, all threads (user and system).
+  static double cpu_seconds() {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  }
+  // A stage's start: wall clock and process CPU time, so that a report shows how well it used
+  // the threads (cpu / wall near the thread count: parallel; near 1: serial or waiting on I/O).
+  struct Mark {
+    Clock::time_point wall = Clock::now();
+    double cpu = cpu_seconds();
+  };
+
+  void report(const std::string& what, const Mark& t0) const {
     if (!o_.progress) return;
     std::ostringstream os;
     os.setf(std::ios::fixed);
     os.precision(2);
-    os << what << " (" << std::chrono::duration<double>(Clock::now() - t0).count() << " s)";
+    os << what << " (" << std::chrono::duration<double>(Clock::now() - t0.wall).count() << " s, cpu "
+       << cpu_seconds() - t0.cpu << " s)";
     o_.progress(os.str());
   }
 
@@ -63,11 +80,11 @@ class Generator {
   void draw_edges();
   void draw_undirected_edges();
   void compact_rows(const std::vector<int64_t>& cap);
-  void report_edges(Clock::time_point t0);
+  void report_edges(const Mark& t0);
 
   // synth.cc: what is written besides the graph.
   std::vector<int32_t> multilabel_targets() const;
-  void write_features(DatasetWriter& writer);
+  void write_features(DatasetWriter& writer, tbb::task_group& writing);
   void write_splits(DatasetWriter& writer);
   std::string describe() const;
 

@@ -6,13 +6,16 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
+#include <tbb/parallel_scan.h>
 #include <tbb/parallel_sort.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <vector>
@@ -23,14 +26,21 @@ namespace {
 // A draw that was a duplicate or a self-loop is redrawn in up to this many extra rounds.
 constexpr int kEdgeRounds = 4;
 
-// Walker's alias method over weights w[0..m): draw(bits) = i with probability w[i] / sum(w),
-// O(1) a draw. Built by Vose's stable pairing of under- and over-full slots.
+// One slot of an alias table: the ids it gives below and above its threshold.
+struct SynthAliasSlot {
+  float prob;
+  int32_t id, alias_id;
+};
+
+// Walker's alias method over weights w[0..m) of ids[0..m) (or of 0..m-1 without ids):
+// draw(bits) = ids[i] with probability w[i] / sum(w), O(1) a draw. Built by Vose's stable
+// pairing of under- and over-full slots. A slot holds both ids it can give, so that a draw
+// reads one slot: one cache miss, where the papers100m tables are GBs.
 struct Alias {
-  std::vector<float> prob;
-  std::vector<int32_t> alias;
-  void build(const int64_t* w, int64_t m) {
-    prob.assign(static_cast<std::size_t>(m), 1.0f);
-    alias.resize(static_cast<std::size_t>(m));
+  std::vector<SynthAliasSlot> slots;
+  void build(const int64_t* w, int64_t m, const int32_t* ids) {
+    std::vector<float> prob(static_cast<std::size_t>(m), 1.0f);
+    std::vector<int32_t> alias(static_cast<std::size_t>(m));
     double total = 0;
     for (int64_t i = 0; i < m; ++i) total += static_cast<double>(w[i]);
     std::vector<double> scaled(static_cast<std::size_t>(m));
@@ -51,13 +61,110 @@ struct Alias {
         small.push_back(l);
       }
     }  // what is left in either list is full (probability 1) up to rounding
+    slots.resize(static_cast<std::size_t>(m));
+    for (int64_t i = 0; i < m; ++i)
+      slots[i] = {prob[i], ids ? ids[i] : static_cast<int32_t>(i), ids ? ids[alias[i]] : alias[i]};
   }
-  int64_t draw(uint64_t bits, int64_t m) const {
-    const int64_t i = static_cast<int64_t>(below(bits, static_cast<uint64_t>(m)));
-    const float u = static_cast<float>(bits & 0xffffff) * (1.0f / 16777216.0f);  // bits below `below`'s
-    return u < prob[i] ? i : alias[i];
+  // The slot that `bits` picks, and the threshold it is compared with (bits below `below`'s).
+  const SynthAliasSlot* slot(uint64_t bits) const {
+    return slots.data() + below(bits, static_cast<uint64_t>(slots.size()));
   }
+  static float threshold(uint64_t bits) { return static_cast<float>(bits & 0xffffff) * (1.0f / 16777216.0f); }
+  static int32_t pick(const SynthAliasSlot& s, float u) { return u < s.prob ? s.id : s.alias_id; }
 };
+
+// Draws of a row are made in batches of this many: the slots of a batch are prefetched before
+// any is read, so that their cache misses overlap.
+constexpr int64_t kDrawBatch = 32;
+
+// out[0] = 0 and out[i + 1] = out[i] + size(i) for i in [0, m): a parallel scan (integer sums,
+// so the result does not depend on how the range is split). size(i) may be called twice.
+template <typename Size>
+void synth_prefix_sum(int64_t m, int64_t* out, const Size& size) {
+  out[0] = 0;
+  tbb::parallel_scan(
+      tbb::blocked_range<int64_t>(0, m, int64_t{1} << 14), int64_t{0},
+      [&](const tbb::blocked_range<int64_t>& r, int64_t sum, bool is_final) {
+        for (int64_t i = r.begin(); i < r.end(); ++i) {
+          sum += size(i);
+          if (is_final) out[i + 1] = sum;
+        }
+        return sum;
+      },
+      std::plus<int64_t>());
+}
+
+// The transpose of the rows row[v] = [rows + start[v], + len[v]) of n nodes (entries are node
+// ids): rev_out gets, for each u, the v whose row holds u, ascending, in
+// [rev_ptr[u], rev_ptr[u + 1]). Two passes without atomics: the entries are first bucketed by
+// u's high bits (buckets of 2^bits ids, 1024 at most) in order of v, by chunks of rows that
+// each know where their part of each bucket starts; then each bucket, whose reverse rows span
+// a few MiB, is counting-sorted by u on its own. Both passes keep the order of v, so the
+// result is the same whatever the threads.
+void synth_reverse_rows(int64_t n, const int64_t* start, const int32_t* len, const int32_t* rows, int64_t* rev_ptr,
+                        std::unique_ptr<int32_t[]>& rev_out) {
+  const int bits = std::max(0, static_cast<int>(std::bit_width(static_cast<uint64_t>(n - 1))) - 10);
+  const int64_t buckets = ((n - 1) >> bits) + 1, chunks = std::min<int64_t>(n, 256);
+  auto chunk_begin = [&](int64_t k) { return n * k / chunks; };
+  // at[k * buckets + b]: chunk k's entries in bucket b, then where they go.
+  std::vector<int64_t> at(static_cast<std::size_t>(chunks * buckets), 0);
+  tbb::parallel_for(int64_t{0}, chunks, [&](int64_t k) {
+    int64_t* count = at.data() + k * buckets;
+    for (int64_t v = chunk_begin(k); v < chunk_begin(k + 1); ++v)
+      for (const int32_t* p = rows + start[v]; p != rows + start[v] + len[v]; ++p) ++count[*p >> bits];
+  });
+  std::vector<int64_t> bucket_begin(static_cast<std::size_t>(buckets + 1));
+  int64_t total = 0;
+  for (int64_t b = 0; b < buckets; ++b) {
+    bucket_begin[b] = total;
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t c = at[k * buckets + b];
+      at[k * buckets + b] = total;
+      total += c;
+    }
+  }
+  bucket_begin[buckets] = total;
+  // Entry: u in the high half, v in the low half.
+  std::unique_ptr<uint64_t[]> pairs(new uint64_t[static_cast<std::size_t>(total)]);
+  // Entries are staged kStage at a time per bucket and copied out together: writing each one
+  // straight to one of up to 1024 places far apart cost a TLB and cache miss an entry.
+  constexpr int64_t kStage = 16;
+  tbb::parallel_for(int64_t{0}, chunks, [&](int64_t k) {
+    int64_t* cursor = at.data() + k * buckets;
+    std::vector<uint64_t> stage(static_cast<std::size_t>(buckets * kStage));
+    std::vector<int32_t> staged(static_cast<std::size_t>(buckets), 0);
+    for (int64_t v = chunk_begin(k); v < chunk_begin(k + 1); ++v)
+      for (const int32_t* p = rows + start[v]; p != rows + start[v] + len[v]; ++p) {
+        const int64_t b = *p >> bits;
+        stage[b * kStage + staged[b]] = (static_cast<uint64_t>(*p) << 32) | static_cast<uint64_t>(v);
+        if (++staged[b] == kStage) {
+          std::memcpy(pairs.get() + cursor[b], stage.data() + b * kStage, kStage * sizeof(uint64_t));
+          cursor[b] += kStage;
+          staged[b] = 0;
+        }
+      }
+    for (int64_t b = 0; b < buckets; ++b) {
+      std::memcpy(pairs.get() + cursor[b], stage.data() + b * kStage, static_cast<std::size_t>(staged[b]) * sizeof(uint64_t));
+      cursor[b] += staged[b];
+    }
+  });
+  rev_out.reset(new int32_t[static_cast<std::size_t>(total)]);
+  int32_t* rev = rev_out.get();
+  tbb::parallel_for(int64_t{0}, buckets, [&](int64_t b) {
+    const int64_t base = b << bits, width = std::min<int64_t>(int64_t{1} << bits, n - base);
+    std::vector<int64_t> cursor(static_cast<std::size_t>(width + 1), 0);
+    for (int64_t i = bucket_begin[b]; i < bucket_begin[b + 1]; ++i)
+      ++cursor[static_cast<int64_t>(pairs[i] >> 32) - base + 1];
+    cursor[0] = bucket_begin[b];
+    for (int64_t u = 0; u < width; ++u) {
+      cursor[u + 1] += cursor[u];
+      rev_ptr[base + u] = cursor[u];
+    }
+    for (int64_t i = bucket_begin[b]; i < bucket_begin[b + 1]; ++i)
+      rev[cursor[static_cast<int64_t>(pairs[i] >> 32) - base]++] = static_cast<int32_t>(pairs[i] & 0xffffffffu);
+  }, tbb::simple_partitioner());
+  rev_ptr[n] = total;
+}
 
 }  // namespace
 
@@ -186,30 +293,39 @@ void Generator::draw_edges() {
 // SynthOptions::undirected. Node v starts h_v = deg_v / 2 edges (the odd half-edge by a coin);
 // a partner is drawn from v's class with probability homophily (an alias table per class, over
 // its members, weighted by degree), else from all nodes by degree. Self-loops and repeated
-// pairs are dropped; each pair is stored as u in v's row and v in u's. Rows are sorted.
+// pairs are dropped; each pair is stored as u in v's row and v in u's: a row is the merge of
+// the node's draws and its reverse row (synth_reverse_rows). Rows are sorted.
 void Generator::draw_undirected_edges() {
+  Mark tp;
   std::vector<int64_t> member_deg(static_cast<std::size_t>(n_));
   for_nodes([&](int64_t i) { member_deg[i] = deg_[members_[i]]; });
   std::vector<Alias> by_class(static_cast<std::size_t>(c_));
   Alias all;
   tbb::parallel_for(int64_t{-1}, c_, [&](int64_t c) {
-    if (c < 0) all.build(deg_.data(), n_);
-    else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c]);
+    if (c < 0) all.build(deg_.data(), n_, nullptr);
+    else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c],
+                           members_.data() + class_begin_[c]);
   });
   std::vector<int64_t>().swap(member_deg);
+  report("edges: alias tables", tp);
+  tp = Mark();
   // Row v of `draws` holds v's partners, sorted and unique: len[v] of them, room for
   // (deg_v * kSlack) / 2 + 2 from start[v].
   constexpr double kSlack = 1.3;
-  std::vector<int64_t> start(static_cast<std::size_t>(n_ + 1), 0);
-  for (int64_t v = 0; v < n_; ++v)
-    start[v + 1] = start[v] + std::min<int64_t>(n_ - 1, static_cast<int64_t>(static_cast<double>(deg_[v]) * kSlack / 2) + 2);
-  std::vector<int32_t> draws(static_cast<std::size_t>(start[n_]), -1);
+  std::vector<int64_t> start(static_cast<std::size_t>(n_ + 1));
+  synth_prefix_sum(n_, start.data(), [&](int64_t v) {
+    return std::min<int64_t>(n_ - 1, static_cast<int64_t>(static_cast<double>(deg_[v]) * kSlack / 2) + 2);
+  });
+  // Only [start[v], start[v] + len[v]) is ever read: left unfilled (a serial fill of 9 GB at
+  // papers100m scale), its pages are first touched by the thread that draws the row.
+  std::unique_ptr<int32_t[]> draws(new int32_t[static_cast<std::size_t>(start[n_])]);
   std::vector<int32_t> len(static_cast<std::size_t>(n_), 0);
   const uint32_t h_threshold = static_cast<uint32_t>(std::min(o_.homophily * 4294967296.0, 4294967295.0));
   struct Scratch {
     std::vector<int32_t> fresh, merged;
   };
   tbb::enumerable_thread_specific<Scratch> scratch;
+  const bool always_same = o_.homophily >= 1.0;
   // v draws until it has h_v = deg_v * scale / 2 partners (stochastically rounded); a partner it
   // has already, or v itself, is drawn again (kEdgeRounds more rounds at most), as draw_edges
   // does. A pair that both ends drew is one edge, and hub pairs do that often (9% of the edges
@@ -227,21 +343,29 @@ void Generator::draw_undirected_edges() {
               room, static_cast<int64_t>(std::floor(static_cast<double>(deg_[v]) * scale / 2.0 + jitter)));
           if (len[v] >= h) return;
           Scratch& sc = scratch.local();
-          const int32_t c = cls_[v];
-          const int64_t n_c = class_begin_[c + 1] - class_begin_[c];
-          const auto row = draws.begin() + start[v];
+          const Alias& same = by_class[cls_[v]];
+          int32_t* const row = draws.get() + start[v];
           int64_t have = len[v];
           for (int round = 0; round <= kEdgeRounds && have < h; ++round) {
             const int64_t need = h - have;
             const uint64_t stream = static_cast<uint64_t>(attempt * (kEdgeRounds + 1) + round) << 32;
             sc.fresh.clear();
-            for (int64_t j = 0; j < need; ++j) {
-              const Philox4 r = philox(key_, v, counter(kEdge, (stream | static_cast<uint64_t>(j)) + 1));
-              const uint64_t bits = (uint64_t{r.v[2]} << 32) | r.v[3];
-              const int64_t u = o_.homophily >= 1.0 || r.v[0] < h_threshold
-                                    ? members_[class_begin_[c] + by_class[c].draw(bits, n_c)]
-                                    : all.draw(bits, n_);
-              if (u != v) sc.fresh.push_back(static_cast<int32_t>(u));
+            for (int64_t j0 = 0; j0 < need; j0 += kDrawBatch) {
+              const int64_t batch = std::min(kDrawBatch, need - j0);
+              const SynthAliasSlot* picked[kDrawBatch];
+              float thresholds[kDrawBatch];
+              for (int64_t k = 0; k < batch; ++k) {
+                const Philox4 r =
+                    philox(key_, v, counter(kEdge, (stream | static_cast<uint64_t>(j0 + k)) + 1));
+                const uint64_t bits = (uint64_t{r.v[2]} << 32) | r.v[3];
+                picked[k] = (always_same || r.v[0] < h_threshold ? same : all).slot(bits);
+                thresholds[k] = Alias::threshold(bits);
+                __builtin_prefetch(picked[k]);
+              }
+              for (int64_t k = 0; k < batch; ++k) {
+                const int32_t u = Alias::pick(*picked[k], thresholds[k]);
+                if (u != v) sc.fresh.push_back(u);
+              }
             }
             std::sort(sc.fresh.begin(), sc.fresh.end());
             sc.fresh.erase(std::unique(sc.fresh.begin(), sc.fresh.end()), sc.fresh.end());
@@ -253,6 +377,8 @@ void Generator::draw_undirected_edges() {
           len[v] = static_cast<int32_t>(have);
         },
         256);
+    report(detail::concat("edges: draws, attempt ", attempt + 1), tp);
+    tp = Mark();
     // Distinct undirected edges: the draws less one per pair drawn from both ends. Every 8th
     // draw of each row is looked up in its partner's row (a stratified sample: all of it took
     // a third of the edge phase), which estimates the pairs to well under 1%.
@@ -268,7 +394,7 @@ void Generator::draw_undirected_edges() {
                  j < start[v] + len[v]; j += 8) {
               const int32_t u = draws[j];
               ++acc.checked;
-              acc.both += std::binary_search(draws.begin() + start[u], draws.begin() + start[u] + len[u],
+              acc.both += std::binary_search(draws.get() + start[u], draws.get() + start[u] + len[u],
                                              static_cast<int32_t>(v));
             }
           }
@@ -279,6 +405,8 @@ void Generator::draw_undirected_edges() {
                                            static_cast<double>(sums.draws)
                                      : 0.0;
     const double edges = static_cast<double>(sums.draws) - both / 2.0;
+    report(detail::concat("edges: pair count, attempt ", attempt + 1), tp);
+    tp = Mark();
     if (edges >= 0.98 * asked || edges <= 0 || attempt == 3) break;
     if (o_.progress)
       o_.progress(detail::concat("undirected draws gave ", static_cast<int64_t>(edges), " distinct edges of ",
@@ -287,34 +415,34 @@ void Generator::draw_undirected_edges() {
     scale *= 1.0 + 0.8 * (asked / edges - 1.0);
   }
   requested_edges_ = static_cast<int64_t>(2 * asked);
-  std::vector<int64_t> count(static_cast<std::size_t>(n_), 0);
-  for_nodes([&](int64_t v) {
-    __atomic_fetch_add(&count[v], static_cast<int64_t>(len[v]), __ATOMIC_RELAXED);
-    for (int64_t j = start[v]; j < start[v] + len[v]; ++j) __atomic_fetch_add(&count[draws[j]], 1, __ATOMIC_RELAXED);
-  });
   std::vector<Alias>().swap(by_class);
   all = Alias();
-  std::vector<int64_t> cursor(static_cast<std::size_t>(n_ + 1), 0);
-  for (int64_t v = 0; v < n_; ++v) cursor[v + 1] = cursor[v] + count[v];
-  indices_.resize(static_cast<std::size_t>(cursor[n_]));
-  std::vector<int64_t> cap(cursor.begin(), cursor.end());  // row v: [cap[v], cap[v + 1])
+  // Row v of the graph: its draws and the nodes that drew v (its reverse row), merged. Both are
+  // sorted and unique, so the merge is linear and drops the pairs drawn from both ends.
+  std::vector<int64_t> rev_ptr(static_cast<std::size_t>(n_ + 1));
+  std::unique_ptr<int32_t[]> rev;
+  synth_reverse_rows(n_, start.data(), len.data(), draws.get(), rev_ptr.data(), rev);
+  report("edges: reverse rows", tp);
+  tp = Mark();
   for_nodes([&](int64_t v) {
-    for (int64_t j = start[v]; j < start[v] + len[v]; ++j) {
-      const int32_t u = draws[j];
-      indices_[__atomic_fetch_add(&cursor[v], 1, __ATOMIC_RELAXED)] = u;
-      indices_[__atomic_fetch_add(&cursor[u], 1, __ATOMIC_RELAXED)] = static_cast<int32_t>(v);
+    const int32_t *a = draws.get() + start[v], *a_end = a + len[v];
+    const int32_t *b = rev.get() + rev_ptr[v], *b_end = rev.get() + rev_ptr[v + 1];
+    int64_t both = 0;
+    while (a != a_end && b != b_end) {
+      if (*a < *b) ++a;
+      else if (*b < *a) ++b;
+      else ++both, ++a, ++b;
     }
-  });
-  std::vector<int32_t>().swap(draws);
-  std::vector<int32_t>().swap(len);
-  std::vector<int64_t>().swap(start);
+    deg_[v] = len[v] + (rev_ptr[v + 1] - rev_ptr[v]) - both;
+  }, 1024);
+  indptr_.resize(static_cast<std::size_t>(n_ + 1));
+  synth_prefix_sum(n_, indptr_.data(), [&](int64_t v) { return deg_[v]; });
+  indices_.resize(static_cast<std::size_t>(indptr_[n_]));
   for_nodes([&](int64_t v) {
-    auto b = indices_.begin() + cap[v], e = indices_.begin() + cap[v + 1];
-    std::sort(b, e);
-    deg_[v] = std::unique(b, e) - b;
-  }, 256);
-  compact_rows(cap);
-  indices_.shrink_to_fit();
+    std::set_union(draws.get() + start[v], draws.get() + start[v] + len[v], rev.get() + rev_ptr[v],
+                   rev.get() + rev_ptr[v + 1], indices_.begin() + indptr_[v]);
+  }, 1024);
+  report("edges: merged rows", tp);
 }
 
 // Rows v of indices_ start at cap[v] and hold deg_[v] entries: moved forward in place into a
@@ -331,7 +459,7 @@ void Generator::compact_rows(const std::vector<int64_t>& cap) {
   indices_.resize(static_cast<std::size_t>(out));
 }
 
-void Generator::report_edges(Clock::time_point t0) {
+void Generator::report_edges(const Mark& t0) {
   int64_t min_d = INT64_MAX, max_d = 0;
   for (int64_t v = 0; v < n_; ++v) {
     min_d = std::min(min_d, deg_[v]);

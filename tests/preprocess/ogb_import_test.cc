@@ -615,6 +615,30 @@ TEST(SynthTest, DeterministicWhateverTheThreadCount) {
   EXPECT_NE(da.labels, dd.labels);
 }
 
+// The undirected generator (the papers100m preset's) too: its rows are drawn, transposed and
+// merged in parallel, and the feature blocks are drawn while earlier ones are written.
+TEST(SynthTest, UndirectedDeterministicWhateverTheThreadCount) {
+  TempDir tmp;
+  auto opts = [](int threads) {
+    SynthOptions o = small_synth(threads);
+    o.num_nodes = 100000;  // two feature blocks (87380 rows each), 782 buckets in the transpose
+    o.avg_degree = 29;
+    o.num_classes = 17;
+    o.undirected = true;
+    o.feature_dtype = DType::kBFloat16;
+    return o;
+  };
+  generate_synthetic(opts(1), tmp.file("a.h5"));
+  generate_synthetic(opts(3), tmp.file("b.h5"));
+  generate_synthetic(opts(0), tmp.file("c.h5"));
+  const std::string a = read_bytes(tmp.file("a.h5"));
+  EXPECT_EQ(a, read_bytes(tmp.file("b.h5")));
+  EXPECT_EQ(a, read_bytes(tmp.file("c.h5")));
+  Dataset da = load_dataset(tmp.file("a.h5"));
+  EXPECT_FALSE(da.info.directed);
+  EXPECT_NEAR(static_cast<double>(da.info.num_edges) / 100000.0, 29.0, 0.03 * 29.0);
+}
+
 TEST(SynthTest, DefaultGraphStatistics) {
   TempDir tmp;
   SynthOptions o;  // the project's default dataset
