@@ -119,7 +119,11 @@ int ShardJob::first_shard(int r) const {
   return first;
 }
 
-int ShardJob::num_shards() const { return procs.empty() ? 0 : first_shard(static_cast<int>(procs.size()) - 1) + static_cast<int>(procs.back().devices.size()); }
+int ShardJob::num_shards() const {
+  int n = 0;
+  for (const ShardProcess& p : procs) n += static_cast<int>(p.devices.size());
+  return n;
+}
 
 std::vector<Device> ShardJob::devices() const {
   std::vector<Device> d;
@@ -288,9 +292,10 @@ FeatureShards::FeatureShards(const FeatureTable& features, std::vector<int64_t> 
       }
       shards_[static_cast<std::size_t>(o)] = std::move(shard);
     }
+  } catch (const Error& e) {
+    failed = e.message().empty() ? "unknown error" : e.message();
   } catch (const std::exception& e) {
-    failed = e.what();
-    if (failed.empty()) failed = "unknown error";
+    failed = *e.what() ? e.what() : "unknown error";
   }
   std::vector<char> msg;
   shard_wire::put_str(msg, failed);
@@ -345,9 +350,10 @@ FeatureShards::FeatureShards(const FeatureTable& features, std::vector<int64_t> 
         });
       }
     }
+  } catch (const Error& e) {
+    failed = e.message().empty() ? "unknown error" : e.message();
   } catch (const std::exception& e) {
-    failed = e.what();
-    if (failed.empty()) failed = "unknown error";
+    failed = *e.what() ? e.what() : "unknown error";
   }
   const std::string f = first_failure(exchange, failed);
   if (!f.empty()) GT_THROW("train.feature_store", "", "feature shards: cannot map the peers' shards: ", f);

@@ -178,7 +178,8 @@ std::vector<std::vector<char>> allgather_bytes(Communicator& c, const Context& c
     const int64_t end = std::min(total, p + piece_floats);
     std::vector<float> piece(static_cast<std::size_t>(end - p), 0.0f);
     for (int64_t i = std::max(p, my_begin); i < std::min(end, my_end); ++i)
-      piece[static_cast<std::size_t>(i - p)] = static_cast<float>(static_cast<unsigned char>(mine[static_cast<std::size_t>(i - my_begin)]));
+      piece[static_cast<std::size_t>(i - p)] =
+          static_cast<float>(static_cast<unsigned char>(mine[static_cast<std::size_t>(i - my_begin)]));
     Tensor buf = Tensor::from_vector(piece).to(ctx.device(), ctx.stream());
     c.allreduce(buf, ctx);
     ctx.synchronize();

@@ -242,7 +242,7 @@ static std::string feature_store(const Config& cfg, const ShardJob* job, const B
     }
     devices = job->devices();
     budget = job->budgets();
-    procs_note = " of " + std::to_string(job->procs.size()) + " processes";
+    procs_note = " (the GPUs of " + std::to_string(job->procs.size()) + " processes)";
   }
   const int64_t least = *std::min_element(budget.begin(), budget.end());
   const int64_t n = features.rows(), replicas = static_cast<int64_t>(devices.size());
