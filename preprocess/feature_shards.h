@@ -91,10 +91,10 @@ class FeatureShards {
   // the gather are as for one process: shard(o) is every shard, devices() every shard's device.
   // Throws in a build without CUDA, and (check_one_host) for processes on several hosts.
   //
-  // A process's shard is freed when its FeatureShards goes: a peer must not gather from it after
-  // that (CUDA leaves reading freed exported memory undefined). A process that ends while others
-  // still map its shard therefore leaves them reading memory that is gone; the trainer's peer
-  // watch stops them (docs/scaling.md).
+  // A process's shard is freed when its FeatureShards goes, whether or not its peers have unmapped
+  // it (CUDA leaves freeing exported memory before its importers unmap it undefined, and reading
+  // it after). A process that ends while others still gather from its shard leaves them reading
+  // memory that is gone; the trainer's peer watch stops them (docs/scaling.md).
   FeatureShards(const FeatureTable& features, std::vector<int64_t> nodes, const ShardJob& job,
                 const ByteExchange& exchange, std::string policy = "given", double hit_estimate = 0);
 
