@@ -3,6 +3,7 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "framework/core/memory.h"
 
@@ -55,7 +56,17 @@ Storage::Storage(std::size_t bytes, Device device, bool pinned)
   }
 }
 
+Storage::Storage(void* data, std::size_t bytes, Device device, std::function<void()> release)
+    : data_(data), bytes_(bytes), device_(device), release_(std::move(release)) {}
+
 Storage::~Storage() {
+  if (release_) {
+    try {
+      release_();
+    } catch (...) {  // a destructor does not throw; the memory is lost at worst
+    }
+    return;
+  }
   if (!data_) return;
   if (device_.is_cuda()) device_free(data_, device_.index);
   else if (pinned_) pinned_free(data_);
@@ -86,6 +97,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.storage_ = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(dtype), device, pinned);
+  return t;
+}
+
+Tensor Tensor::from_external(void* data, const Shape& shape, DType dtype, Device device,
+                             std::function<void()> release) {
+  const int64_t n = checked_numel(shape, dtype);
+  GT_CHECK_ARG(data != nullptr || n == 0, "from_external: null data for shape ", shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(data, static_cast<std::size_t>(n) * dtype_size(dtype), device, std::move(release));
   return t;
 }
 

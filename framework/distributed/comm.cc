@@ -151,4 +151,51 @@ NcclId nccl_unique_id() { no_nccl(); }
 std::unique_ptr<Communicator> make_nccl_communicator(const NcclId&, int, int, const Context&) { no_nccl(); }
 #endif
 
+// --- Byte all-gather ---------------------------------------------------------------------------
+
+std::vector<std::vector<char>> allgather_bytes(Communicator& c, const Context& ctx, const std::vector<char>& mine,
+                                               int64_t piece_floats) {
+  GT_CHECK_ARG(piece_floats >= 1, "allgather_bytes: piece_floats ", piece_floats);
+  const int n = c.size();
+  std::vector<double> lens(static_cast<std::size_t>(n), 0.0);
+  lens[static_cast<std::size_t>(c.rank())] = static_cast<double>(mine.size());
+  Tensor t = Tensor::from_vector(lens).to(ctx.device(), ctx.stream());
+  c.allreduce(t, ctx);
+  ctx.synchronize();
+  lens = t.to_vector<double>();
+  std::vector<std::vector<char>> out(static_cast<std::size_t>(n));
+  std::vector<int64_t> offset(static_cast<std::size_t>(n) + 1, 0);
+  for (int r = 0; r < n; ++r) {
+    const double len = lens[static_cast<std::size_t>(r)];
+    GT_CHECK_ARG(len >= 0 && len < 9.0e15 && len == static_cast<double>(static_cast<int64_t>(len)), "allgather_bytes: rank ",
+                 r, " sent a length of ", len, " bytes");
+    out[static_cast<std::size_t>(r)].resize(static_cast<std::size_t>(len));
+    offset[static_cast<std::size_t>(r) + 1] = offset[static_cast<std::size_t>(r)] + static_cast<int64_t>(len);
+  }
+  const int64_t total = offset.back(), my_begin = offset[static_cast<std::size_t>(c.rank())],
+                my_end = offset[static_cast<std::size_t>(c.rank()) + 1];
+  for (int64_t p = 0; p < total; p += piece_floats) {
+    const int64_t end = std::min(total, p + piece_floats);
+    std::vector<float> piece(static_cast<std::size_t>(end - p), 0.0f);
+    for (int64_t i = std::max(p, my_begin); i < std::min(end, my_end); ++i)
+      piece[static_cast<std::size_t>(i - p)] =
+          static_cast<float>(static_cast<unsigned char>(mine[static_cast<std::size_t>(i - my_begin)]));
+    Tensor buf = Tensor::from_vector(piece).to(ctx.device(), ctx.stream());
+    c.allreduce(buf, ctx);
+    ctx.synchronize();
+    piece = buf.to_vector<float>();
+    int r = static_cast<int>(std::upper_bound(offset.begin(), offset.end(), p) - offset.begin()) - 1;
+    for (int64_t i = p; i < end; ++i) {
+      while (i >= offset[static_cast<std::size_t>(r) + 1]) ++r;
+      const float v = piece[static_cast<std::size_t>(i - p)];
+      GT_CHECK_ARG(v >= 0.0f && v <= 255.0f && v == static_cast<float>(static_cast<int>(v)), "allgather_bytes: byte ",
+                   i - offset[static_cast<std::size_t>(r)], " of rank ", r, " summed to ", v,
+                   " (a rank wrote outside its region)");
+      out[static_cast<std::size_t>(r)][static_cast<std::size_t>(i - offset[static_cast<std::size_t>(r)])] =
+          static_cast<char>(static_cast<unsigned char>(v));
+    }
+  }
+  return out;
+}
+
 }  // namespace gt

@@ -63,6 +63,16 @@ class Communicator {
   std::atomic<uint64_t> begun_{0};
 };
 
+// Every rank's bytes, by rank, gathered over `c` with its all-reduce (NCCL, or the host group), so
+// that small messages (IPC handles, host names, a node list) travel where the gradients do. Each
+// rank writes its bytes as one float32 per byte (0..255) into its own region of a buffer of zeros,
+// and the sum is every rank's bytes exactly; the lengths go first, one float64 per rank (exact
+// below 2^53). The buffer lives on ctx's device and is reduced in pieces of at most piece_floats
+// floats (16M: 64 MiB). Every rank of `c` calls it, in the same order as its other collectives and
+// with the same piece_floats; an aborted group throws as allreduce does.
+std::vector<std::vector<char>> allgather_bytes(Communicator& c, const Context& ctx, const std::vector<char>& mine,
+                                               int64_t piece_floats = int64_t{1} << 24);
+
 // An in-process group of `size` ranks (threads) over host memory.
 class HostGroup {
  public:

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <graphtensor/core/error.h>
 #include "framework/core/fp_mode.h"
 #include "framework/train/train_data.h"
@@ -150,10 +152,16 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
     }
   }
-  // The caches last, so that an automatic size sees what the graphs and the models took.
-  if (device.is_cuda()) place_features(cfg, data);
-  if (device.is_cuda()) map_host_table(cfg);
-  set_current_device(replicas[0].ctx->device());
+  // The caches last, so that an automatic size sees what the graphs and the models took. A job of
+  // several processes places them once its communicators and peer watch exist: the processes
+  // exchange their budgets, the cached node list and their shards' IPC handles over NCCL, and a
+  // process that ends meanwhile must release the others.
+  auto place = [&] {
+    if (device.is_cuda()) place_features(cfg, data);
+    if (device.is_cuda()) map_host_table(cfg);
+    set_current_device(replicas[0].ctx->device());
+  };
+  if (procs.world == 1) place();
   if (world == 1) return;
 
   // Communicators: NCCL ranks join together (ncclCommInitRank blocks until all have), so each
@@ -192,44 +200,76 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
   if (peer_watch)
     peer_watch->start([this](const std::string& why) { peer_gone(why); },
                       {cfg.train.peer_timeout_s, [this] { return progress(); }});
+  if (procs.world > 1) place();
 }
 
-// train.feature_store for this run given each replica's cache budget in rows (cache_rows):
-// "replicated" or "sharded" (feature_shards.h), and in *why the log's line saying which and why
-// (left empty with one replica, or when replicated was asked for). auto shards when the table does
-// not fit one GPU's budget but fits the GPUs' budgets together and every GPU can read the others'
-// memory. The sharded store is built for the replicas of one process: jobs of several processes
-// are replicated (explicitly sharded, they stop).
-static std::string feature_store(const Config& cfg, const ProcessGroupEnv& procs, const std::vector<Device>& devices,
-                                 const std::vector<int64_t>& budget, const FeatureTable& features, std::string* why) {
+std::vector<std::vector<char>> Trainer::Impl::process_allgather(const std::vector<char>& mine) {
+  std::vector<std::vector<char>> got;
+  on_replicas([&](Replica& r) {
+    std::vector<std::vector<char>> all = allgather_bytes(*r.comm, *r.ctx, r.local == 0 ? mine : std::vector<char>{});
+    if (r.local == 0) got = std::move(all);
+  });
+  // Ranks are replicas; a process's bytes are those of its first replica.
+  std::vector<std::vector<char>> out;
+  const std::size_t local = replicas.size();
+  for (std::size_t p = 0; p < got.size(); p += local) out.push_back(std::move(got[p]));
+  return out;
+}
+
+// train.feature_store for this run given each shard's cache budget in rows (cache_rows; in a job of
+// several processes, `job` gives every process's GPUs and smallest budget, exchanged over
+// `exchange`): "replicated" or "sharded" (feature_shards.h), and in *why the log's line saying which
+// and why (left empty with one replica, or when replicated was asked for). auto shards when the
+// table does not fit one GPU's budget but fits the GPUs' budgets together and every GPU can read
+// the others' memory, over the replicas of one process or the processes of one host alike
+// (processes on several hosts are replicated; explicitly sharded, they stop).
+static std::string feature_store(const Config& cfg, const ShardJob* job, const ByteExchange& exchange,
+                                 std::vector<Device> devices, std::vector<int64_t> budget,
+                                 const FeatureTable& features, std::string* why) {
   const std::string& mode = cfg.train.feature_store;
   if (mode == "replicated") return mode;
   const std::string key = config_place(cfg, {"train.feature_store"});
-  if (procs.world > 1) {
-    if (mode == "sharded")
-      GT_THROW(key, "set train.feature_store: replicated (or auto), or run one process with train.replicas",
-               "train.feature_store is sharded but the job has ", procs.world, " processes (", procs.source,
-               " variables): the sharded store is built for the replicas of one process only");
-    *why = "train.feature_store auto: replicated (the sharded store is built for the replicas of one process only)";
-    return "replicated";
+  std::string procs_note;
+  if (job) {
+    const std::string other = job->other_hosts();
+    if (!other.empty()) {
+      if (mode == "sharded")
+        GT_THROW(key, "set train.feature_store: replicated (or auto) for a job on several hosts",
+                 "train.feature_store is sharded but the job's processes run on several hosts (", other,
+                 "): GPU memory is shared between the processes of one host only");
+      *why = "train.feature_store auto: replicated: the job's processes run on several hosts (" + other + ")";
+      return "replicated";
+    }
+    devices = job->devices();
+    budget = job->budgets();
+    procs_note = " (the GPUs of " + std::to_string(job->procs.size()) + " processes)";
   }
   const int64_t least = *std::min_element(budget.begin(), budget.end());
   const int64_t n = features.rows(), replicas = static_cast<int64_t>(devices.size());
+  // Whether every GPU reads the others' memory; in a job of several processes every process checks
+  // the job's GPUs and they agree (the first that cannot is named everywhere).
+  auto peers = [&](std::string* no_peer) {
+    bool ok = peer_access_possible(devices, no_peer);
+    if (!job) return ok;
+    const std::string f = first_failure(exchange, ok ? "" : *no_peer);
+    *no_peer = f;
+    return f.empty();
+  };
   if (mode == "sharded") {
     if (least <= 0)
       GT_THROW(config_place(cfg, {"train.feature_store", "train.gpu_cache_mb"}),
                "set train.gpu_cache_mb above 0 (or -1), or train.feature_store: replicated",
                "train.feature_store is sharded but the GPUs have no cache budget for feature rows");
     std::string no_peer;
-    if (!peer_access_possible(devices, &no_peer) && replicas > 1)
+    if (!peers(&no_peer) && replicas > 1)
       GT_THROW(key, "set train.feature_store: replicated (or auto)", "train.feature_store is sharded but ", no_peer);
-    *why = "train.feature_store sharded (as set)";
+    *why = "train.feature_store sharded (as set)" + procs_note;
     return mode;
   }
   std::string no_peer;
-  const bool peers = replicas > 1 && peer_access_possible(devices, &no_peer);
-  const FeatureStoreChoice c = choose_feature_store(n, features.row_bytes(), budget, peers, no_peer);
-  *why = c.why;
+  const bool can = replicas > 1 && least > 0 && peers(&no_peer);
+  const FeatureStoreChoice c = choose_feature_store(n, features.row_bytes(), budget, can, no_peer);
+  *why = c.why.empty() ? c.why : c.why + procs_note;
   return c.sharded ? "sharded" : "replicated";
 }
 
@@ -243,8 +283,21 @@ void Trainer::Impl::place_features(const Config& cfg, const Dataset& data) {
     devices.push_back(r.ctx->device());
     if (r.local == 0 && budget.back() > 0 && !why.empty()) feature_notes.push_back(why);
   }
+  // A job of several processes: every process's GPUs, smallest budget and host, over NCCL.
+  ByteExchange exchange;
+  std::unique_ptr<ShardJob> job;
+  if (procs.world > 1 && cfg.train.feature_store != "replicated") {
+    exchange = [this](const std::vector<char>& mine) { return process_allgather(mine); };
+    ShardProcess me;
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+    me.host = host;
+    for (const Device& d : devices) me.devices.push_back(d.index);
+    me.budget = *std::min_element(budget.begin(), budget.end());
+    job = std::make_unique<ShardJob>(exchange_shard_job(exchange, procs.rank, me));
+  }
   std::string why;
-  const std::string store = feature_store(cfg, procs, devices, budget, features, &why);
+  const std::string store = feature_store(cfg, job.get(), exchange, devices, budget, features, &why);
   if (!why.empty()) feature_notes.push_back(why);
   if (store == "replicated") {
     for (Replica& r : replicas)
@@ -255,18 +308,31 @@ void Trainer::Impl::place_features(const Config& cfg, const Dataset& data) {
     return;
   }
   // Sharded: every shard holds at most the smallest budget; the rows are those one cache of
-  // all of them would hold, chosen once (with the first replica's sampler) and split.
-  const int64_t n_shards = static_cast<int64_t>(replicas.size());
+  // all of them would hold, chosen once (with the first replica's sampler) and split. In a job of
+  // several processes rank 0's choice is the one used everywhere (broadcast_nodes); the others
+  // choose too, at the same time, so that none lags behind in its collectives (the peer watch).
+  if (job) budget = job->budgets();
+  const int64_t n_shards = static_cast<int64_t>(budget.size());
   const int64_t rows = std::min(features.rows(), *std::min_element(budget.begin(), budget.end()) * n_shards);
   set_current_device(replicas[0].ctx->device());
   CacheChoice c = choose_cache_rows(replicas[0], cfg, data, rows);
-  auto shards = std::make_shared<const FeatureShards>(features, std::move(c.nodes), devices, c.policy, c.hit_estimate);
+  std::shared_ptr<const FeatureShards> shards;
+  if (job) {
+    std::vector<int64_t> nodes = broadcast_nodes(exchange, procs.rank, c.nodes);
+    shards = std::make_shared<const FeatureShards>(features, std::move(nodes), *job, exchange, c.policy, c.hit_estimate);
+  } else {
+    shards = std::make_shared<const FeatureShards>(features, std::move(c.nodes), devices, c.policy, c.hit_estimate);
+  }
   for (Replica& r : replicas) r.cache = std::make_unique<FeatureCache>(shards, r.ctx->device());
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "feature rows sharded over %d GPU%s: %lld rows each (the last %lld), %.2f GB per GPU",
-                shards->num_shards(), shards->num_shards() > 1 ? "s" : "", static_cast<long long>(shards->shard_rows()),
+  const int procs_n = job ? static_cast<int>(job->procs.size()) : 1;
+  char buf[240];
+  std::snprintf(buf, sizeof buf, "feature rows sharded over %d GPU%s%s: %lld rows each (the last %lld), %.2f GB per GPU%s",
+                shards->num_shards(), shards->num_shards() > 1 ? "s" : "",
+                procs_n > 1 ? (" of " + std::to_string(procs_n) + " processes").c_str() : "",
+                static_cast<long long>(shards->shard_rows()),
                 static_cast<long long>(shards->shard(shards->num_shards() - 1).size(0)),
-                static_cast<double>(shards->shard_rows() * features.row_bytes()) / 1e9);
+                static_cast<double>(shards->shard_rows() * features.row_bytes()) / 1e9,
+                procs_n > 1 ? " (peers' shards mapped through CUDA IPC)" : "");
   feature_notes.push_back(buf);
 }
 

@@ -160,6 +160,10 @@ struct Trainer::Impl {
   };
   CacheChoice choose_cache_rows(Replica& r, const Config& cfg, const Dataset& data, int64_t rows);
   void map_host_table(const Config& cfg);
+  // Every process's bytes, by process rank (a ByteExchange, preprocess/feature_shards.h): an
+  // all-gather over the replicas' communicators (allgather_bytes), each process's bytes sent by
+  // its first replica. Every process of the job calls it at the same point.
+  std::vector<std::vector<char>> process_allgather(const std::vector<char>& mine);
   TrainingState resumed;  // set by resume(): fit() continues after resumed.epoch
   bool fitted = false;    // fit() has run (or started): a Trainer trains once
   int64_t epochs_done = 0;  // the last epoch completed (after a resume(), the checkpoint's at first): save()'s "epoch"

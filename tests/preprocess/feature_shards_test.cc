@@ -5,12 +5,30 @@
 // empty batch, rows on no shard read from the host tier or staged. On the CPU every shard is host
 // memory; on one GPU several shards share it (the kernel reads them through the same base-pointer
 // array as peers'); the cases of two real peers skip with fewer than 2 GPUs.
+//
+// Jobs of several processes: the split over processes equals the split over one process's
+// replicas, the job's description, the node list and failures travel through a byte exchange (here
+// in memory, between threads), processes on several hosts are refused; and two processes on one
+// GPU (children exec'ed from this binary, exchanging bytes through files) map each other's shard
+// through CUDA IPC and gather bit for bit as the CPU does.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <graphtensor/core/context.h>
@@ -22,6 +40,7 @@
 #include "preprocess/feature_shards.h"
 #include <graphtensor/preprocess/feature_table.h>
 #include "preprocess/host_table.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -279,6 +298,276 @@ TEST(FeatureShards, AutoShardsATableThatOnlyTheGpusTogetherHold) {
   EXPECT_TRUE(choose({10}, true).why.empty());
   EXPECT_FALSE(choose({0, 0}, true).sharded);
   EXPECT_TRUE(choose({0, 0}, true).why.empty());
+}
+
+// --- Jobs of several processes ----------------------------------------------------------------
+
+// A ByteExchange among `world` threads standing in for processes: round k of each caller waits
+// until every caller has given its bytes for round k (30 s at most: a missing caller is an error,
+// not a hang).
+class MemoryExchange {
+ public:
+  explicit MemoryExchange(int world) : world_(world) {}
+  ByteExchange member(int rank) {
+    auto round = std::make_shared<int>(0);
+    return [this, rank, round](const std::vector<char>& mine) {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto& slot = rounds_[(*round)++];
+      slot.resize(static_cast<std::size_t>(world_));
+      slot[static_cast<std::size_t>(rank)] = mine;
+      arrived_[&slot]++;
+      cv_.notify_all();
+      if (!cv_.wait_for(lock, std::chrono::seconds(30), [&] { return arrived_[&slot] == world_; }))
+        throw Error("memory exchange: a member never came", "test", "");
+      return slot;
+    };
+  }
+
+ private:
+  const int world_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, std::vector<std::vector<char>>> rounds_;
+  std::map<const void*, int> arrived_;
+};
+
+template <typename F>
+void run_processes(int n, F&& f) {
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) ts.emplace_back([&f, r] { f(r); });
+  for (auto& t : ts) t.join();
+}
+
+// The job every process of `shards_per_process` sees (hosts all "node7", budgets 100 + rank).
+std::vector<ShardJob> exchanged_jobs(const std::vector<int>& shards_per_process) {
+  const int world = static_cast<int>(shards_per_process.size());
+  MemoryExchange ex(world);
+  std::vector<ShardJob> jobs(static_cast<std::size_t>(world));
+  int next_device = 0;
+  std::vector<ShardProcess> mine(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    mine[static_cast<std::size_t>(r)].host = "node7";
+    mine[static_cast<std::size_t>(r)].budget = 100 + r;
+    for (int i = 0; i < shards_per_process[static_cast<std::size_t>(r)]; ++i)
+      mine[static_cast<std::size_t>(r)].devices.push_back(next_device++);
+  }
+  run_processes(world, [&](int r) {
+    jobs[static_cast<std::size_t>(r)] = exchange_shard_job(ex.member(r), r, mine[static_cast<std::size_t>(r)]);
+  });
+  return jobs;
+}
+
+TEST(FeatureShardsProcesses, TwoProcessesOfOneShardSplitLikeOneProcessOfTwo) {
+  // 2 x 1 and 1 x 2 (and 3 processes of 1, 2, 1 shards against 1 x 4): the same global shards on the
+  // same devices, every shard's slot range that of the one-process FeatureShards, which process
+  // holds a node's row following from its shard.
+  const FeatureTable table(random_table(101, 3, DType::kFloat32, 21));
+  const std::vector<int64_t> nodes = every_third(101);
+  for (const auto& [split, one] : std::vector<std::pair<std::vector<int>, int>>{{{1, 1}, 2}, {{1, 2, 1}, 4}}) {
+    const std::vector<ShardJob> jobs = exchanged_jobs(split);
+    const ShardJob single = exchanged_jobs({one})[0];
+    FeatureShards cpu(table, nodes, std::vector<Device>(static_cast<std::size_t>(one), Device::cpu()));
+    for (std::size_t r = 0; r < jobs.size(); ++r) {
+      const ShardJob& job = jobs[r];
+      EXPECT_EQ(job.rank, static_cast<int>(r));
+      ASSERT_EQ(job.num_shards(), one);
+      EXPECT_EQ(job.devices(), single.devices()) << "rank " << r;
+      EXPECT_TRUE(job.other_hosts().empty());
+      std::vector<int64_t> want_budgets;
+      for (std::size_t q = 0; q < split.size(); ++q) want_budgets.insert(want_budgets.end(), split[q], 100 + static_cast<int64_t>(q));
+      EXPECT_EQ(job.budgets(), want_budgets);
+    }
+    // Shard o belongs to the process whose shards [first, first + count) hold o, local index o - first.
+    const ShardJob& job = jobs[0];
+    std::vector<int> proc_of;
+    for (std::size_t q = 0; q < split.size(); ++q) {
+      EXPECT_EQ(job.first_shard(static_cast<int>(q)), static_cast<int>(proc_of.size()));
+      proc_of.insert(proc_of.end(), split[q], static_cast<int>(q));
+    }
+    const int64_t C = static_cast<int64_t>(nodes.size());
+    for (int o = 0; o < one; ++o) {
+      const auto [begin, end] = FeatureShards::slot_range(C, job.num_shards(), o);
+      EXPECT_EQ(cpu.shard(o).size(0), end - begin) << "shard " << o;
+      EXPECT_EQ(begin, std::min(C, o * cpu.shard_rows()));
+    }
+    for (int64_t v : nodes) {
+      const int o = cpu.owner(v);
+      const auto [begin, end] = FeatureShards::slot_range(C, job.num_shards(), o);
+      EXPECT_TRUE(cpu.slot(v) >= begin && cpu.slot(v) < end) << "node " << v;
+      EXPECT_EQ(job.devices()[static_cast<std::size_t>(o)], Device::cuda(o)) << "node " << v;  // as placed
+    }
+    EXPECT_EQ(proc_of.size(), static_cast<std::size_t>(one));
+  }
+}
+
+TEST(FeatureShardsProcesses, RankZerosNodeListAndTheFirstFailureReachEveryProcess) {
+  constexpr int W = 3;
+  MemoryExchange ex(W);
+  const std::vector<int64_t> chosen{7, 0, int64_t{1} << 40, 3, int64_t{1} << 53, 255, 256};
+  std::vector<std::vector<int64_t>> got(W), empty_got(W);
+  std::vector<std::string> none(W), fail(W);
+  run_processes(W, [&](int r) {
+    const ByteExchange x = ex.member(r);
+    // The others' lists are not sent: theirs differ, and every process ends with rank 0's.
+    got[static_cast<std::size_t>(r)] = broadcast_nodes(x, r, r == 0 ? chosen : std::vector<int64_t>{1, 2});
+    empty_got[static_cast<std::size_t>(r)] = broadcast_nodes(x, r, r == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{5});
+    none[static_cast<std::size_t>(r)] = first_failure(x, "");
+    fail[static_cast<std::size_t>(r)] = first_failure(x, r == 0 ? "" : "cudaIpcOpenMemHandle: invalid argument " + std::to_string(r));
+  });
+  for (int r = 0; r < W; ++r) {
+    EXPECT_EQ(got[r], chosen) << "rank " << r;
+    EXPECT_TRUE(empty_got[r].empty()) << "rank " << r;
+    EXPECT_EQ(none[r], "") << "rank " << r;
+    EXPECT_EQ(fail[r], "the process of rank 1: cudaIpcOpenMemHandle: invalid argument 1") << "rank " << r;
+  }
+  // A short or garbled message is an error naming its sender, not a crash.
+  ByteExchange garbled = [](const std::vector<char>& mine) { return std::vector<std::vector<char>>{mine, {'x', 'y'}}; };
+  try {
+    exchange_shard_job(garbled, 0, ShardProcess{"node7", {0}, 10});
+    FAIL() << "a garbled description was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a short message from the process of rank 1"), std::string::npos) << e.what();
+  }
+  ByteExchange odd = [](const std::vector<char>&) { return std::vector<std::vector<char>>{{'1', '2', '3'}}; };
+  EXPECT_THROW(broadcast_nodes(odd, 0, {}), Error);
+}
+
+TEST(FeatureShardsProcesses, ProcessesOnSeveralHostsAreRefusedNamingTheKey) {
+  MemoryExchange ex(2);
+  std::vector<ShardJob> jobs(2);
+  run_processes(2, [&](int r) {
+    jobs[static_cast<std::size_t>(r)] =
+        exchange_shard_job(ex.member(r), r, ShardProcess{r == 0 ? "node7" : "node8", {0}, 10});
+  });
+  EXPECT_EQ(jobs[0].other_hosts(), "rank 0 runs on node7, rank 1 on node8");
+  EXPECT_EQ(jobs[1].other_hosts(), "rank 1 runs on node8, rank 0 on node7");
+  const FeatureTable table(random_table(20, 4, DType::kFloat32, 22));
+  for (const ShardJob& job : jobs) {
+    try {
+      check_one_host(job);
+      FAIL() << "several hosts were accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("train.feature_store is sharded but the job's processes run on several hosts"), std::string::npos)
+          << what;
+      EXPECT_EQ(e.where(), "train.feature_store");
+    }
+    // The store itself refuses before it allocates or exchanges anything.
+    ByteExchange never = [](const std::vector<char>&) -> std::vector<std::vector<char>> {
+      throw Error("the exchange was called", "test", "");
+    };
+    try {
+      FeatureShards s(table, {1, 2}, job, never);
+      FAIL() << "several hosts were accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("several hosts"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Two processes on one GPU, each holding one shard of the cache and mapping the other's through
+// CUDA IPC. The parent starts two children (fork + exec of this binary: a forked CUDA process may
+// not use CUDA) that run FeatureShardsIpcChild.* with GT_SHARDS_IPC_RANK and GT_SHARDS_IPC_DIR set;
+// the children exchange bytes through files in that directory. A child that fails, or that is not
+// done within two minutes (then killed), fails the test with its output.
+
+// A ByteExchange between the processes of a directory: round k writes <dir>/<k>.<rank> (through a
+// rename: whole or not at all) and waits for every rank's file of round k (60 s at most).
+ByteExchange file_exchange(const std::string& dir, int rank, int world) {
+  auto round = std::make_shared<int>(0);
+  return [dir, rank, world, round](const std::vector<char>& mine) {
+    const int k = (*round)++;
+    auto name = [&](int r) { return dir + "/" + std::to_string(k) + "." + std::to_string(r); };
+    {
+      std::ofstream out(name(rank) + ".tmp", std::ios::binary);
+      out.write(mine.data(), static_cast<std::streamsize>(mine.size()));
+      if (!out) throw Error("file exchange: cannot write " + name(rank), "test", "");
+    }
+    std::filesystem::rename(name(rank) + ".tmp", name(rank));
+    std::vector<std::vector<char>> all(static_cast<std::size_t>(world));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int r = 0; r < world; ++r) {
+      while (!std::filesystem::exists(name(r))) {
+        if (std::chrono::steady_clock::now() > deadline)
+          throw Error("file exchange: rank " + std::to_string(r) + " wrote no " + name(r) + " within 60 s", "test", "");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      std::ifstream in(name(r), std::ios::binary);
+      all[static_cast<std::size_t>(r)].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return all;
+  };
+}
+
+TEST(FeatureShardsIpcChild, MapsThePeersShardAndGathersLikeTheCpu) {
+  const char* rank_env = std::getenv("GT_SHARDS_IPC_RANK");
+  const char* dir = std::getenv("GT_SHARDS_IPC_DIR");
+  if (!rank_env || !dir) GTEST_SKIP() << "a child of FeatureShards.TwoProcessesOnOneGpuMapEachOthersShardCuda";
+  const int rank = std::atoi(rank_env), world = 2;
+  ByteExchange ex = file_exchange(dir, rank, world);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const ShardJob job = exchange_shard_job(ex, rank, ShardProcess{host, {0}, 0});
+  ASSERT_EQ(job.num_shards(), 2);
+  const Device d = Device::cuda(0);
+  set_current_device(d);
+  const int64_t n = 1000;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
+    for (int64_t cols : {3, 129}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " cols " + std::to_string(cols) + ", rank " + std::to_string(rank));
+      // Both processes build the same table; rank 0 chooses the cached rows (a random third and
+      // both ends), the other's own choice is never used.
+      const FeatureTable table(random_table(n, cols, dt, static_cast<uint64_t>(cols) * 13 + static_cast<uint64_t>(dt)));
+      std::vector<int64_t> pick;
+      if (rank == 0) {
+        pick = {0, n - 1};
+        for (int64_t v = 1; v < n - 1; ++v)
+          if (random64(static_cast<uint64_t>(cols), 5, static_cast<uint64_t>(v)) % 3 == 0) pick.push_back(v);
+      } else {
+        pick = {1, 2, 3};
+      }
+      std::vector<int64_t> nodes = broadcast_nodes(ex, rank, pick);
+      ASSERT_GT(nodes.size(), 3u);
+      const FeatureShards some(table, nodes, job, ex, "test", 0);
+      std::vector<int64_t> all(static_cast<std::size_t>(n));
+      for (int64_t v = 0; v < n; ++v) all[static_cast<std::size_t>(v)] = v;
+      const FeatureShards full(table, all, job, ex, "test", 0);
+      ASSERT_EQ(some.num_shards(), 2);
+      // Its own shard is local memory, the other's a mapping of the peer's: both hold the right rows.
+      std::sort(nodes.begin(), nodes.end());
+      expect_partition(table, nodes, some);
+      expect_partition(table, all, full);
+      MappedHostTable mapped(table);
+      const RowTiers host = mapped.tiers(d);
+      const std::vector<int64_t> ids = some_ids(n, 700, static_cast<uint64_t>(cols) + 100 * static_cast<uint64_t>(rank));
+      expect_gather(table, some, host, d, ids, "a third cached");
+      expect_gather(table, some, host, d, {}, "empty batch");
+      expect_gather(table, full, RowTiers{}, d, ids, "all cached");
+      // Nobody frees its shard while the other may still read it.
+      (void)ex({});
+    }
+  if (!HasFailure()) std::printf("GT_SHARDS_IPC_CHILD_OK rank %d\n", rank);
+  std::fflush(stdout);
+}
+
+TEST(FeatureShards, TwoProcessesOnOneGpuMapEachOthersShardCuda) {
+  if (gpus() < 1) GTEST_SKIP() << "no CUDA device";
+  char tmpl[] = "/tmp/gt_shards_ipc_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::vector<test::ChildRun> runs =
+      test::run_self_children("FeatureShardsIpcChild.*",
+                              {{"GT_SHARDS_IPC_RANK=0", "GT_SHARDS_IPC_DIR=" + dir},
+                               {"GT_SHARDS_IPC_RANK=1", "GT_SHARDS_IPC_DIR=" + dir}},
+                              dir, 120.0);
+  for (int r = 0; r < 2; ++r) {
+    const test::ChildRun& c = runs[static_cast<std::size_t>(r)];
+    EXPECT_FALSE(c.timed_out) << "child " << r << " was not done within 120 s:\n" << c.output;
+    EXPECT_TRUE(c.ok()) << "child " << r << " status " << c.status << ":\n" << c.output;
+    EXPECT_NE(c.output.find("GT_SHARDS_IPC_CHILD_OK rank " + std::to_string(r)), std::string::npos)
+        << "child " << r << " did not finish its checks:\n" << c.output;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

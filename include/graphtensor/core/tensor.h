@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,10 +40,13 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
 using Shape = std::vector<int64_t>;
 GT_API std::string shape_str(const Shape& s);
 
-/// Owns one allocation.
+/// Owns one allocation, or (with a release function) refers to memory allocated elsewhere.
 class GT_API Storage {
  public:
   Storage(std::size_t bytes, Device device, bool pinned);
+  /// `bytes` at `data` on `device`, allocated elsewhere; release() runs once when the storage goes
+  /// (it returns or unmaps the memory; an exception from it is swallowed: destructors do not throw).
+  Storage(void* data, std::size_t bytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -56,6 +60,7 @@ class GT_API Storage {
   std::size_t bytes_ = 0;
   Device device_;
   bool pinned_ = false;
+  std::function<void()> release_;  // set for memory allocated elsewhere
 };
 
 class GT_API Tensor {
@@ -69,6 +74,12 @@ class GT_API Tensor {
   static Tensor from_vector(const std::vector<T>& v, const Shape& shape);  ///< CPU tensor
   template <typename T>
   static Tensor from_vector(const std::vector<T>& v) { return from_vector(v, {static_cast<int64_t>(v.size())}); }
+  /// A tensor over memory allocated elsewhere (a CUDA IPC mapping, a cudaMalloc of one's own):
+  /// `data` holds shape x dtype bytes on `device` (may be null when the shape has no elements).
+  /// The tensor and its views share it as any storage; `release` runs once when the last of them
+  /// goes, and is how the memory is given back (cudaIpcCloseMemHandle, cudaFree).
+  static Tensor from_external(void* data, const Shape& shape, DType dtype, Device device,
+                              std::function<void()> release);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

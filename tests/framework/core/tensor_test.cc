@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <graphtensor/core/context.h>
 #include "framework/core/memory.h"
@@ -35,6 +36,30 @@ TEST(Tensor, RowViewsShareStorage) {
   EXPECT_THROW(t.rows(2, 4), Error);
   EXPECT_THROW(t.reshape({5}), Error);
   EXPECT_EQ(t.reshape({6}).numel(), 6);
+}
+
+TEST(Tensor, ExternalMemoryIsReleasedOnceWhenTheLastViewGoes) {
+  std::vector<float> memory = {1, 2, 3, 4, 5, 6};
+  int released = 0;
+  {
+    Tensor t = Tensor::from_external(memory.data(), {3, 2}, DType::kFloat32, Device::cpu(), [&] { ++released; });
+    Tensor view = t.rows(1, 3);
+    EXPECT_EQ(view.data<float>()[0], 3.0f);
+    t = Tensor();
+    EXPECT_EQ(released, 0);  // the view still holds it
+    view.data<float>()[1] = 40.0f;
+  }
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(memory[3], 40.0f);  // the tensor wrote the memory it was given, and freed nothing
+  {  // no elements: no memory needed; a release that throws is swallowed
+    Tensor empty = Tensor::from_external(nullptr, {0, 4}, DType::kFloat32, Device::cpu(), [&] {
+      ++released;
+      throw Error("release failed", "test", "");
+    });
+    EXPECT_EQ(empty.numel(), 0);
+  }
+  EXPECT_EQ(released, 2);
+  EXPECT_THROW(Tensor::from_external(nullptr, {2}, DType::kFloat32, Device::cpu(), [] {}), Error);
 }
 
 TEST(Tensor, CloneIsDeep) {

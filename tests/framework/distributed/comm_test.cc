@@ -70,6 +70,32 @@ TEST(HostGroup, SumsInRankOrderAndEveryRankGetsTheSameBits) {
   for (int r = 0; r < W; ++r) EXPECT_EQ(dout[r], (std::vector<double>{3.0, 1.5, -6.0}));
 }
 
+TEST(HostGroup, AllgatherBytesGivesEveryRankEveryRanksBytesExactly) {
+  // Lengths 0, 1 and 300 (every byte value, the high ones included), gathered whole and in pieces
+  // of 7 floats (a piece boundary inside every non-empty region) and of 1; any zero or garbled
+  // byte, or a region shifted by one, would show.
+  constexpr int W = 4;
+  std::vector<std::vector<char>> in(W);
+  in[1] = {'\x80'};
+  for (int i = 0; i < 300; ++i) in[2].push_back(static_cast<char>(255 - (i * 7) % 256));
+  in[3] = {'a', '\0', '\xff', 'z', '\x01'};
+  for (int64_t piece : {int64_t{1} << 24, int64_t{7}, int64_t{1}}) {
+    HostGroup group(W);
+    std::vector<std::vector<std::vector<char>>> out(W);
+    run_ranks(W, [&](int r) {
+      auto comm = group.communicator(r);
+      Context cpu;
+      out[r] = allgather_bytes(*comm, cpu, in[r], piece);
+      out[r].push_back(allgather_bytes(*comm, cpu, {}, piece)[0]);  // nothing at all: one more round
+    });
+    for (int r = 0; r < W; ++r) {
+      ASSERT_EQ(out[r].size(), static_cast<std::size_t>(W + 1)) << "rank " << r;
+      for (int q = 0; q < W; ++q) EXPECT_EQ(out[r][q], in[q]) << "rank " << r << " got rank " << q << ", pieces of " << piece;
+      EXPECT_TRUE(out[r][W].empty());
+    }
+  }
+}
+
 TEST(HostGroup, RanksThatDisagreeOnTheTensorGetAnError) {
   HostGroup group(2);
   std::atomic<int> errors{0};

@@ -2,10 +2,19 @@
 // global batch train like one replica on the whole batch (same losses up to float summation
 // order), stay bitwise identical, survive shards with no seeds, and fail cleanly. CPU replicas
 // over the host backend run everywhere; the GPU cases (NCCL, 2 GPUs) skip on smaller machines.
+// A job of two processes (children of this binary, as a launcher would start them) is checked on
+// 2 GPUs too.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -21,6 +30,7 @@
 #include <graphtensor/train/trainer.h>
 #include <graphtensor/preprocess/dataset.h>
 #include <graphtensor/preprocess/synth.h>
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -380,6 +390,74 @@ TEST_F(DataParallelTest, ShardedStoreOnTwoGpusTrainsLikeReplicatedCuda) {
   std::ostringstream small;
   Trainer(c).fit(&small);
   EXPECT_NE(small.str().find("train.feature_store auto: replicated: "), std::string::npos) << small.str();
+}
+
+// A free TCP port on the loopback (bound and released; the rendezvous binds it again).
+int dp_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    ADD_FAILURE() << "no free port: " << std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One process of the job of TwoProcessesShardTheStoreLikeOneProcessOfTwoReplicasCuda (the
+// launcher's variables set by the parent): trains, prints its log (rank 0's), writes its losses.
+TEST_F(DataParallelTest, ChildOfTwoProcessesCuda) {
+  const char* out = std::getenv("GT_DP_CHILD_LOSSES");
+  if (!out) GTEST_SKIP() << "a child of DataParallelTest.TwoProcessesShardTheStoreLikeOneProcessOfTwoReplicasCuda";
+  Config c = config("sage", "cuda", 1);
+  c.dataset.path = sharding_dataset(dir_);
+  c.train.epochs = 2;
+  c.train.gpu_cache_mb = 2;
+  std::ostringstream log;
+  const TrainResult r = Trainer(c).fit(&log);
+  std::printf("%s\n", log.str().c_str());
+  std::ofstream f(out);
+  for (const auto& e : r.epochs) f << std::hexfloat << e.loss << "\n";
+  ASSERT_TRUE(f.good()) << out;
+}
+
+TEST_F(DataParallelTest, TwoProcessesShardTheStoreLikeOneProcessOfTwoReplicasCuda) {
+  // Half the table fits one GPU's budget, all of it the two GPUs': two processes of one replica
+  // each (GT_WORLD_SIZE=2, as a launcher starts them) shard the store over both (each mapping the
+  // other's shard through CUDA IPC), say so, and train as one process of two replicas does.
+  // NCCL refuses two ranks on one GPU: this needs 2.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << cuda_device_count();
+  const std::filesystem::path dir = dir_ / "two-processes";
+  std::filesystem::create_directories(dir);
+  const std::string port = std::to_string(dp_free_port());
+  std::vector<std::vector<std::string>> envs;
+  for (int r = 0; r < 2; ++r)
+    envs.push_back({"GT_WORLD_SIZE=2", "GT_RANK=" + std::to_string(r), "GT_LOCAL_RANK=" + std::to_string(r),
+                    "GT_MASTER_ADDR=127.0.0.1", "GT_MASTER_PORT=" + port, "GT_RENDEZVOUS_TIMEOUT=120",
+                    "GT_DP_CHILD_LOSSES=" + (dir / ("losses" + std::to_string(r))).string()});
+  const std::vector<test::ChildRun> runs =
+      test::run_self_children("DataParallelTest.ChildOfTwoProcessesCuda", envs, dir.string(), 420.0);
+  std::vector<std::vector<double>> losses(2);
+  for (int r = 0; r < 2; ++r) {
+    const test::ChildRun& c = runs[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(c.ok()) << "process " << r << (c.timed_out ? " timed out" : " failed") << ":\n" << c.output;
+    if (r == 0) {  // the process of rank 0 logs
+      EXPECT_NE(c.output.find("train.feature_store auto: sharded: "), std::string::npos) << c.output;
+      EXPECT_NE(c.output.find("sharded over 2 GPUs of 2 processes"), std::string::npos) << c.output;
+    }
+    std::ifstream in(dir / ("losses" + std::to_string(r)));
+    for (std::string line; std::getline(in, line);) losses[static_cast<std::size_t>(r)].push_back(std::strtod(line.c_str(), nullptr));
+  }
+  Config c = config("sage", "cuda", 2);
+  c.dataset.path = sharding_dataset(dir_);
+  c.train.epochs = 2;
+  c.train.gpu_cache_mb = 2;
+  const TrainResult one = Trainer(c).fit(nullptr);
+  ASSERT_EQ(losses[0].size(), one.epochs.size());
+  for (std::size_t e = 0; e < one.epochs.size(); ++e)
+    EXPECT_NEAR(losses[0][e], one.epochs[e].loss, 1e-6 * std::abs(one.epochs[e].loss)) << "epoch " << e + 1;
 }
 
 TEST_F(DataParallelTest, AReplicaFailingInAShardedGatherIsNamedCuda) {
