@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "framework/core/memory.h"
 #include "framework/core/progress.h"
+
+#include <sys/resource.h>
 
 namespace gt {
 namespace {
@@ -16,6 +19,12 @@ double hit_rate(const EpochStats& st) {
 double seeds_per_s(const EpochStats& st) { return st.seeds / std::max(st.seconds, 1e-9); }
 
 }  // namespace
+
+void record_peak_memory(EpochStats& st) {
+  st.gpu_peak_bytes = static_cast<int64_t>(memory_stats().device_peak);
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) == 0) st.host_peak_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;  // KiB on Linux
+}
 
 JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
   JsonRecord rec;
@@ -53,6 +62,11 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
     rec.add_null("h2d_bytes");
   if (info.cache_rows >= 0)
     rec.add("cache_hit_rate", hit_rate(st)).add("h2d_bytes_saved", st.cache_hits * info.row_bytes);
+  if (info.cuda)
+    rec.add("gpu_peak_bytes", st.gpu_peak_bytes);
+  else
+    rec.add_null("gpu_peak_bytes");
+  rec.add("host_peak_bytes", st.host_peak_bytes);
   rec.add("device", info.device).add("replicas", info.replicas);
   return rec;
 }

@@ -25,6 +25,10 @@ struct EpochReportInfo {
   Metric select_by = Metric::kAccuracy;  // shown beside accuracy on the epoch line when it is another
 };
 
+// Fills st.gpu_peak_bytes (the device allocator's peak in use) and st.host_peak_bytes (getrusage's
+// peak resident set) as they stand now.
+void record_peak_memory(EpochStats& st);
+
 // valid_acc and test_acc are null in an epoch without evaluation (train.eval_every); so are
 // valid_/test_ roc_auc, micro_f1 and macro_f1, and any of them the task does not define
 // (roc_auc for multiclass) or the split leaves undefined (NaN: docs/tasks.md). select_by names the

@@ -75,8 +75,17 @@ TEST_F(TrainTest, SageLearnsOnCpu) {
   EXPECT_TRUE(std::filesystem::exists(config("sage", "cpu").train.save_best));
   std::ifstream metrics(config("sage", "cpu").train.metrics);
   int lines = 0;
-  for (std::string line; std::getline(metrics, line); ++lines) EXPECT_EQ(line.front(), '{');
+  for (std::string line; std::getline(metrics, line); ++lines) {
+    EXPECT_EQ(line.front(), '{');
+    // Peak memory: none on a GPU, the process's resident peak on the host (at least the dataset).
+    EXPECT_NE(line.find("\"gpu_peak_bytes\": null"), std::string::npos) << line;
+    const std::size_t at = line.find("\"host_peak_bytes\": ");
+    ASSERT_NE(at, std::string::npos) << line;
+    EXPECT_GT(std::stoll(line.substr(at + 19)), 1 << 20) << line;
+  }
   EXPECT_EQ(lines, 6);
+  EXPECT_GE(r.epochs.back().host_peak_bytes, r.epochs.front().host_peak_bytes);
+  EXPECT_EQ(r.epochs.back().gpu_peak_bytes, 0);
 }
 
 TEST_F(TrainTest, GcnLearnsWithSgd) {
@@ -668,6 +677,8 @@ TEST_F(TrainTest, AutoGpuCacheHoldsASmallTableAndTrainsTheSameCuda) {
   std::string line;
   ASSERT_TRUE(std::getline(m, line));
   EXPECT_NE(line.find("\"cache_hit_rate\": 1,"), std::string::npos) << line;
+  EXPECT_GT(cached.epochs.front().gpu_peak_bytes, 0);  // the cache and the batches at least
+  EXPECT_EQ(line.find("\"gpu_peak_bytes\": null"), std::string::npos) << line;
   c.train.gpu_cache_mb = 0;
   c.train.metrics = "";
   TrainResult plain = Trainer(c).fit(nullptr);
