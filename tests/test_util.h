@@ -2,11 +2,15 @@
 // processes running this test binary.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -18,6 +22,23 @@
 #include <graphtensor/core/error.h>
 
 namespace gt::test {
+
+// A TCP port of the loopback that no socket uses now, as the kernel hands one out (bound and
+// released; a rendezvous binds it again). ctest runs tests in parallel processes: ports derived from
+// the pid could collide. Throws gt::Error when no socket can be bound.
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const std::string why = ok ? "" : std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  if (!ok) GT_THROW("test::free_port", "", "no free loopback port: ", why);
+  return ntohs(a.sin_port);
+}
 
 // The message of the gt::Error that `f` throws ("" when it throws none; any other exception
 // passes through, so that the test fails on it).

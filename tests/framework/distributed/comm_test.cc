@@ -22,6 +22,7 @@
 #include <graphtensor/core/error.h>
 #include "framework/distributed/comm.h"
 #include "framework/distributed/socket_io.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -140,26 +141,11 @@ TEST(HostGroup, RejectsIntegerTensorsAndBadRanks) {
   EXPECT_THROW(c->allreduce(ints, Context()), Error);
 }
 
-// A port no socket of this host uses now, as the kernel hands one out (ctest runs tests in
-// parallel processes: ports derived from the pid could collide).
-int test_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    ADD_FAILURE() << "no free port: " << std::strerror(errno);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST(Rendezvous, RankZeroPayloadReachesEveryProcess) {
   constexpr int W = 4;
   const std::vector<char> payload = {'n', 'c', 'c', 'l', '\0', '\x7f'};
   std::vector<std::vector<char>> got(W);
-  const int port = test_port();
+  const int port = test::free_port();
   run_ranks(W, [&](int r) {
     ProcessGroupEnv e;
     e.world = W;
@@ -174,7 +160,7 @@ TEST(Rendezvous, AMissingRankZeroTimesOutNamingTheAddress) {
   ProcessGroupEnv e;
   e.world = 2;
   e.rank = 1;
-  e.master_port = test_port();
+  e.master_port = test::free_port();
   try {
     rendezvous_broadcast(e, {}, 0.5);
     FAIL() << "no error";
@@ -223,7 +209,7 @@ ProcessGroupEnv rank_env(int world, int rank, int port) {
 
 TEST(Rendezvous, ADisagreementStopsEveryProcessNamingTheLine) {
   // Rank 2 was started with another seed: nobody goes on, and every process says which line.
-  const int port = test_port();
+  const int port = test::free_port();
   const std::string ours = "model.hidden: 64\ntrain.seed: 0\n", theirs = "model.hidden: 64\ntrain.seed: 1\n";
   auto errors = rendezvous_errors({rank_env(3, 0, port), rank_env(3, 1, port), rank_env(3, 2, port)},
                                   {ours, ours, theirs}, 30.0);
@@ -234,12 +220,12 @@ TEST(Rendezvous, ADisagreementStopsEveryProcessNamingTheLine) {
 }
 
 TEST(Rendezvous, AnotherWorldSizeOrATakenRankStopsEveryProcess) {
-  const int port = test_port();
+  const int port = test::free_port();
   auto errors = rendezvous_errors({rank_env(2, 0, port), rank_env(3, 1, port)}, {"", ""}, 30.0);
   for (int r = 0; r < 2; ++r)
     EXPECT_NE(errors[r].find("rank 1 was started with a world size of 3, rank 0 with 2"), std::string::npos)
         << "rank " << r << ": " << errors[r];
-  const int port2 = test_port();
+  const int port2 = test::free_port();
   errors = rendezvous_errors({rank_env(3, 0, port2), rank_env(3, 1, port2), rank_env(3, 1, port2)},
                              {"", "", ""}, 30.0);
   for (int r = 0; r < 3; ++r)
@@ -251,7 +237,7 @@ TEST(Rendezvous, StrayConnectionsAreDroppedAndRankZeroListensOnEveryInterface) {
   // A client that sends garbage, and one that says half a hello and hangs up, do not fail the
   // job. Rank 0 is told another address (as when its host name maps to 127.0.1.1 at home):
   // it listens on every interface, so rank 1 still reaches it at 127.0.0.1.
-  const int port = test_port();
+  const int port = test::free_port();
   std::vector<char> got;
   std::string error;
   std::thread zero([&] {
@@ -306,7 +292,7 @@ class PeerWatchTest : public ::testing::Test {
   // Rendezvous of W "processes"; every watch but `silent`'s started, reporting into lost[r]; with
   // timeout_s > 0 watching for hangs too, each rank's progress read from collectives[r], work[r].
   void start(double timeout_s = 0, int silent = -1) {
-    const int port = test_port();
+    const int port = test::free_port();
     run_ranks(W, [&](int r) { watches[r] = std::move(rendezvous(rank_env(W, r, port), {'x'}, 30.0).watch); });
     for (int r = 0; r < W; ++r) {
       EXPECT_EQ(watches[r]->peers(), r == 0 ? W - 1 : 1);
@@ -504,7 +490,7 @@ TEST(Communicator, CountsTheCollectivesItBegins) {
 
 TEST(Rendezvous, AnUnreachableRankZeroFailsInTime) {
   // A blocking connect() to an address that drops packets waits minutes; the deadline holds.
-  ProcessGroupEnv e = rank_env(2, 1, test_port());
+  ProcessGroupEnv e = rank_env(2, 1, test::free_port());
   e.master_addr = "10.255.255.1";
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(rendezvous_broadcast(e, {}, 1.0), Error);  // some networks answer for any address

@@ -392,20 +392,6 @@ TEST_F(DataParallelTest, ShardedStoreOnTwoGpusTrainsLikeReplicatedCuda) {
   EXPECT_NE(small.str().find("train.feature_store auto: replicated: "), std::string::npos) << small.str();
 }
 
-// A free TCP port on the loopback (bound and released; the rendezvous binds it again).
-int dp_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    ADD_FAILURE() << "no free port: " << std::strerror(errno);
-  if (fd >= 0) ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // One process of the job of TwoProcessesShardTheStoreLikeOneProcessOfTwoReplicasCuda (the
 // launcher's variables set by the parent): trains, prints its log (rank 0's), writes its losses.
 TEST_F(DataParallelTest, ChildOfTwoProcessesCuda) {
@@ -431,7 +417,7 @@ TEST_F(DataParallelTest, TwoProcessesShardTheStoreLikeOneProcessOfTwoReplicasCud
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << cuda_device_count();
   const std::filesystem::path dir = dir_ / "two-processes";
   std::filesystem::create_directories(dir);
-  const std::string port = std::to_string(dp_free_port());
+  const std::string port = std::to_string(test::free_port());
   std::vector<std::vector<std::string>> envs;
   for (int r = 0; r < 2; ++r)
     envs.push_back({"GT_WORLD_SIZE=2", "GT_RANK=" + std::to_string(r), "GT_LOCAL_RANK=" + std::to_string(r),
