@@ -8,6 +8,8 @@
 #include <tbb/parallel_reduce.h>
 #include <tbb/parallel_scan.h>
 #include <tbb/parallel_sort.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -21,6 +23,19 @@
 #include <vector>
 
 namespace gt::synth_detail {
+
+void synth_advise_huge_pages(void* p, std::size_t bytes) {
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (page_size <= 0 || bytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(page_size), begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+#ifdef MADV_HUGEPAGE
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)first, (void)last;
+#endif
+}
+
 namespace {
 
 // A draw that was a duplicate or a self-loop is redrawn in up to this many extra rounds.
@@ -126,6 +141,7 @@ void synth_reverse_rows(int64_t n, const int64_t* start, const int32_t* len, con
   bucket_begin[buckets] = total;
   // Entry: u in the high half, v in the low half.
   std::unique_ptr<uint64_t[]> pairs(new uint64_t[static_cast<std::size_t>(total)]);
+  synth_advise_huge_pages(pairs.get(), static_cast<std::size_t>(total) * sizeof(uint64_t));
   // Entries are staged kStage at a time per bucket and copied out together: writing each one
   // straight to one of up to 1024 places far apart cost a TLB and cache miss an entry.
   constexpr int64_t kStage = 16;
@@ -149,6 +165,7 @@ void synth_reverse_rows(int64_t n, const int64_t* start, const int32_t* len, con
     }
   });
   rev_out.reset(new int32_t[static_cast<std::size_t>(total)]);
+  synth_advise_huge_pages(rev_out.get(), static_cast<std::size_t>(total) * sizeof(int32_t));
   int32_t* rev = rev_out.get();
   tbb::parallel_for(int64_t{0}, buckets, [&](int64_t b) {
     const int64_t base = b << bits, width = std::min<int64_t>(int64_t{1} << bits, n - base);
@@ -300,12 +317,18 @@ void Generator::draw_undirected_edges() {
   std::vector<int64_t> member_deg(static_cast<std::size_t>(n_));
   for_nodes([&](int64_t i) { member_deg[i] = deg_[members_[i]]; });
   std::vector<Alias> by_class(static_cast<std::size_t>(c_));
-  Alias all;
-  tbb::parallel_for(int64_t{-1}, c_, [&](int64_t c) {
-    if (c < 0) all.build(deg_.data(), n_, nullptr);
-    else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c],
-                           members_.data() + class_begin_[c]);
+  std::vector<int64_t> class_deg(static_cast<std::size_t>(c_));
+  tbb::parallel_for(int64_t{0}, c_, [&](int64_t c) {
+    const int64_t* w = member_deg.data() + class_begin_[c];
+    const int64_t m = class_begin_[c + 1] - class_begin_[c];
+    by_class[c].build(w, m, members_.data() + class_begin_[c]);
+    class_deg[c] = std::accumulate(w, w + m, int64_t{0});
   });
+  // A partner from all nodes by degree is a class by its degree sum, then a member of it by
+  // degree (the same distribution as one table over all nodes, whose serial build took
+  // 20-25 s at papers100m scale).
+  Alias any_class;
+  any_class.build(class_deg.data(), c_, nullptr);
   std::vector<int64_t>().swap(member_deg);
   report("edges: alias tables", tp);
   tp = Mark();
@@ -319,6 +342,7 @@ void Generator::draw_undirected_edges() {
   // Only [start[v], start[v] + len[v]) is ever read: left unfilled (a serial fill of 9 GB at
   // papers100m scale), its pages are first touched by the thread that draws the row.
   std::unique_ptr<int32_t[]> draws(new int32_t[static_cast<std::size_t>(start[n_])]);
+  synth_advise_huge_pages(draws.get(), static_cast<std::size_t>(start[n_]) * sizeof(int32_t));
   std::vector<int32_t> len(static_cast<std::size_t>(n_), 0);
   const uint32_t h_threshold = static_cast<uint32_t>(std::min(o_.homophily * 4294967296.0, 4294967295.0));
   struct Scratch {
@@ -355,10 +379,16 @@ void Generator::draw_undirected_edges() {
               const SynthAliasSlot* picked[kDrawBatch];
               float thresholds[kDrawBatch];
               for (int64_t k = 0; k < batch; ++k) {
-                const Philox4 r =
-                    philox(key_, v, counter(kEdge, (stream | static_cast<uint64_t>(j0 + k)) + 1));
+                const uint64_t index = (stream | static_cast<uint64_t>(j0 + k)) + 1;
+                const Philox4 r = philox(key_, v, counter(kEdge, index));
                 const uint64_t bits = (uint64_t{r.v[2]} << 32) | r.v[3];
-                picked[k] = (always_same || r.v[0] < h_threshold ? same : all).slot(bits);
+                const Alias* table = &same;
+                if (!always_same && r.v[0] >= h_threshold) {
+                  const Philox4 rc = philox(key_, v, counter(kPartnerClass, index));
+                  const uint64_t class_bits = (uint64_t{rc.v[0]} << 32) | rc.v[1];
+                  table = &by_class[Alias::pick(*any_class.slot(class_bits), Alias::threshold(class_bits))];
+                }
+                picked[k] = table->slot(bits);
                 thresholds[k] = Alias::threshold(bits);
                 __builtin_prefetch(picked[k]);
               }
@@ -416,7 +446,6 @@ void Generator::draw_undirected_edges() {
   }
   requested_edges_ = static_cast<int64_t>(2 * asked);
   std::vector<Alias>().swap(by_class);
-  all = Alias();
   // Row v of the graph: its draws and the nodes that drew v (its reverse row), merged. Both are
   // sorted and unique, so the merge is linear and drops the pairs drawn from both ends.
   std::vector<int64_t> rev_ptr(static_cast<std::size_t>(n_ + 1));
@@ -437,6 +466,9 @@ void Generator::draw_undirected_edges() {
   }, 1024);
   indptr_.resize(static_cast<std::size_t>(n_ + 1));
   synth_prefix_sum(n_, indptr_.data(), [&](int64_t v) { return deg_[v]; });
+  // Not zero-filled (SynthUninitAllocator): each row is written by the merge below.
+  indices_.reserve(static_cast<std::size_t>(indptr_[n_]));
+  synth_advise_huge_pages(indices_.data(), static_cast<std::size_t>(indptr_[n_]) * sizeof(int32_t));
   indices_.resize(static_cast<std::size_t>(indptr_[n_]));
   for_nodes([&](int64_t v) {
     std::set_union(draws.get() + start[v], draws.get() + start[v] + len[v], rev.get() + rev_ptr[v],
