@@ -28,7 +28,7 @@ namespace gt::synth_detail {
 // computes it.
 enum Purpose : uint64_t {
   kClass = 1, kDegree = 2, kRank = 3, kEdge = 4, kFeature = 5, kCentroid = 6, kSplit = 7, kTargetRate = 8, kTarget = 9,
-  kPartnerClass = 10
+  kPartnerClass = 10, kScalePilot = 11
 };
 constexpr uint64_t counter(Purpose p, uint64_t index) { return (static_cast<uint64_t>(p) << 40) | index; }
 
