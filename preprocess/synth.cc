@@ -123,17 +123,23 @@ void Generator::run() {
   Mark t0;
   assign_classes();
   report("classes", t0);
-  // The features depend on the classes alone: they are drawn and written by a task of their own
-  // while the degrees and edges are drawn (the threads share both; one write at a time, in row
-  // order), and the graph is written after them. The file holds the same datasets as when the
-  // graph came first.
+  // The features, labels and splits depend on the classes and the seed alone: they are drawn
+  // and written by a task of their own while the degrees and edges are drawn (the threads share
+  // both; one write at a time, the features in row order), and the graph is written after them.
+  // The file holds the same datasets as when the graph came first.
   DatasetWriter writer(out_, n_, o_.feature_dim, o_.feature_dtype);
   const Mark tf;
-  double features_s = 0, features_wait_s = 0;
+  double features_s = 0, features_wait_s = 0, labels_s = 0;
   tbb::task_group features;
   features.run([&] {
     features_wait_s = write_features(writer);
     features_s = std::chrono::duration<double>(Clock::now() - tf.wall).count();
+    if (o_.targets > 0)
+      writer.write_labels(multilabel_targets(), 2, o_.targets);
+    else
+      writer.write_labels(cls_, c_);
+    write_splits(writer);
+    labels_s = std::chrono::duration<double>(Clock::now() - tf.wall).count() - features_s;
   });
   t0 = Mark();
   // The task is waited for before an exception leaves, since it uses this frame and the writer.
@@ -154,20 +160,14 @@ void Generator::run() {
   features.wait();
   report(detail::concat("features ", n_, " x ", o_.feature_dim, " written during the edges (", std::fixed,
                         std::setprecision(2), features_s, " s since classes, ", features_wait_s,
-                        " s of it waiting for the file writes); then waited for them"),
+                        " s of it waiting for the file writes), then labels and splits (", labels_s,
+                        " s); then waited for them"),
          t0);
   t0 = Mark();
   writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
   decltype(indices_)().swap(indices_);
-  report("graph written", t0);
-  t0 = Mark();
-  if (o_.targets > 0)
-    writer.write_labels(multilabel_targets(), 2, o_.targets);
-  else
-    writer.write_labels(cls_, c_);
-  write_splits(writer);
   writer.set_source(describe());
-  report("labels and splits", t0);
+  report("graph written", t0);
   t0 = Mark();
   writer.commit();
   report(detail::concat("commit ", out_), t0);
