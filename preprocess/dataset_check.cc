@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,22 +25,36 @@ namespace gt {
 namespace detail {
 
 // The checks shared by Dataset::validate and DatasetWriter (preprocess/dataset_internal.h).
-void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, int64_t n,
+void check_graph(std::span<const int64_t> indptr, std::span<const int32_t> indices, int64_t n,
                  const std::string& where) {
   if (static_cast<int64_t>(indptr.size()) != n + 1)
     GT_THROW(where, {}, "indptr has ", indptr.size(), " entries, expected num_nodes + 1 = ", n + 1);
   if (indptr[0] != 0) GT_THROW(where, {}, "indptr[0] = ", indptr[0], ", expected 0");
-  for (int64_t v = 0; v < n; ++v)
-    if (indptr[v + 1] < indptr[v])
-      GT_THROW(where, {}, "indptr decreases at row ", v, ": indptr[", v, "] = ", indptr[v], " > indptr[", v + 1,
-               "] = ", indptr[v + 1]);
+  // The first position in [0, size) where bad(i) holds, or size: a parallel scan whose result
+  // does not depend on how it is split, so the message names the same entry every time.
+  auto first_bad = [](int64_t size, const auto& bad) {
+    return tbb::parallel_reduce(
+        tbb::blocked_range<int64_t>(0, size, int64_t{1} << 16), size,
+        [&](const tbb::blocked_range<int64_t>& r, int64_t found) {
+          if (found < r.begin()) return found;  // an earlier range already has one
+          for (int64_t i = r.begin(); i < r.end(); ++i)
+            if (bad(i)) return std::min(found, i);
+          return found;
+        },
+        [](int64_t a, int64_t b) { return std::min(a, b); });
+  };
+  const int64_t v = first_bad(n, [&](int64_t i) { return indptr[i + 1] < indptr[i]; });
+  if (v < n)
+    GT_THROW(where, {}, "indptr decreases at row ", v, ": indptr[", v, "] = ", indptr[v], " > indptr[", v + 1,
+             "] = ", indptr[v + 1]);
   if (indptr[n] != static_cast<int64_t>(indices.size()))
     GT_THROW(where, {}, "indptr[", n, "] = ", indptr[n], " but there are ", indices.size(), " edges");
-  for (std::size_t e = 0; e < indices.size(); ++e)
-    if (indices[e] < 0 || indices[e] >= n) {
-      int64_t row = std::upper_bound(indptr.begin(), indptr.end(), static_cast<int64_t>(e)) - indptr.begin() - 1;
-      GT_THROW(where, {}, "indices[", e, "] = ", indices[e], " (row ", row, ") is not a node id in [0, ", n, ")");
-    }
+  const int64_t m = static_cast<int64_t>(indices.size());
+  const int64_t e = first_bad(m, [&](int64_t i) { return indices[i] < 0 || indices[i] >= n; });
+  if (e < m) {
+    const int64_t row = std::upper_bound(indptr.begin(), indptr.end(), e) - indptr.begin() - 1;
+    GT_THROW(where, {}, "indices[", e, "] = ", indices[e], " (row ", row, ") is not a node id in [0, ", n, ")");
+  }
 }
 
 void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where,

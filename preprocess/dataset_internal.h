@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@
 namespace gt::detail {
 
 // Each throws gt::Error naming `where` and the first bad entry. n is the number of nodes.
-void check_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, int64_t n,
+// check_graph scans in parallel (oneTBB): papers100m-sized graphs have billions of entries.
+void check_graph(std::span<const int64_t> indptr, std::span<const int32_t> indices, int64_t n,
                  const std::string& where);
 // labels [n * targets]; with targets > 1 (multi-label) each value is 0, 1 or -1 and num_classes 2.
 void check_labels(const std::vector<int32_t>& labels, int64_t n, int64_t num_classes, const std::string& where,

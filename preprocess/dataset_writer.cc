@@ -156,7 +156,7 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_nodes, int64_t
 
 DatasetWriter::~DatasetWriter() = default;
 
-void DatasetWriter::write_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices,
+void DatasetWriter::write_graph(std::span<const int64_t> indptr, std::span<const int32_t> indices,
                                 bool directed) {
   Impl& m = *impl_;
   m.check_open();

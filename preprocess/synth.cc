@@ -123,39 +123,51 @@ void Generator::run() {
   Mark t0;
   assign_classes();
   report("classes", t0);
-  t0 = Mark();
-  draw_degrees();
-  report("degrees", t0);
-  t0 = Mark();
-  if (o_.undirected)
-    draw_undirected_edges();
-  else
-    draw_edges();
-  report_edges(t0);
-  t0 = Mark();
+  // The features, labels and splits depend on the classes and the seed alone: they are drawn
+  // and written by a task of their own while the degrees and edges are drawn (the threads share
+  // both; one write at a time, the features in row order), and the graph is written after them.
+  // The file holds the same datasets as when the graph came first.
   DatasetWriter writer(out_, n_, o_.feature_dim, o_.feature_dtype);
-  // One write at a time, in the order of the file (the graph, then the feature blocks), each
-  // while the threads draw the next feature block: the file is the same as written in turn.
-  tbb::task_group writing;
-  double graph_s = 0;
-  writing.run([&] {
-    const auto tg = Clock::now();
-    writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
-    graph_s = std::chrono::duration<double>(Clock::now() - tg).count();
+  const Mark tf;
+  double features_s = 0, features_wait_s = 0, labels_s = 0;
+  tbb::task_group features;
+  features.run([&] {
+    features_wait_s = write_features(writer);
+    features_s = std::chrono::duration<double>(Clock::now() - tf.wall).count();
+    if (o_.targets > 0)
+      writer.write_labels(multilabel_targets(), 2, o_.targets);
+    else
+      writer.write_labels(cls_, c_);
+    write_splits(writer);
+    labels_s = std::chrono::duration<double>(Clock::now() - tf.wall).count() - features_s;
   });
-  write_features(writer, writing);  // waits for every write
-  std::vector<int32_t>().swap(indices_);
-  report(detail::concat("graph written (", std::fixed, std::setprecision(2), graph_s, " s) and features ", n_,
-                        " x ", o_.feature_dim),
+  t0 = Mark();
+  // The task is waited for before an exception leaves, since it uses this frame and the writer.
+  try {
+    draw_degrees();
+    report("degrees", t0);
+    t0 = Mark();
+    if (o_.undirected)
+      draw_undirected_edges();
+    else
+      draw_edges();
+    report_edges(t0);
+  } catch (...) {
+    features.wait();
+    throw;
+  }
+  t0 = Mark();
+  features.wait();
+  report(detail::concat("features ", n_, " x ", o_.feature_dim, " written during the edges (", std::fixed,
+                        std::setprecision(2), features_s, " s since classes, ", features_wait_s,
+                        " s of it waiting for the file writes), then labels and splits (", labels_s,
+                        " s); then waited for them"),
          t0);
   t0 = Mark();
-  if (o_.targets > 0)
-    writer.write_labels(multilabel_targets(), 2, o_.targets);
-  else
-    writer.write_labels(cls_, c_);
-  write_splits(writer);
+  writer.write_graph(indptr_, indices_, /*directed=*/!o_.undirected);
+  decltype(indices_)().swap(indices_);
   writer.set_source(describe());
-  report("labels and splits", t0);
+  report("graph written", t0);
   t0 = Mark();
   writer.commit();
   report(detail::concat("commit ", out_), t0);
@@ -183,7 +195,7 @@ std::vector<int32_t> Generator::multilabel_targets() const {
 
 // Row v = signal * centroid[class] + N(0, I); centroid entries are standard normal, so
 // `signal` is the per-dimension ratio of class signal to noise.
-void Generator::write_features(DatasetWriter& writer, tbb::task_group& writing) {
+double Generator::write_features(DatasetWriter& writer) {
   const int64_t f = o_.feature_dim, draws = (f + 3) / 4;
   std::vector<float> centroid(static_cast<std::size_t>(c_ * draws * 4));
   for (int64_t c = 0; c < c_; ++c)
@@ -194,6 +206,8 @@ void Generator::write_features(DatasetWriter& writer, tbb::task_group& writing) 
   const int64_t block_rows = std::min(n_, (kFeatureBlockRows + chunk - 1) / chunk * chunk);
   // Two blocks: one drawn while the other's rows are written.
   Tensor blocks[2] = {Tensor::empty({block_rows, f}, DType::kFloat32), Tensor::empty({block_rows, f}, DType::kFloat32)};
+  // One write at a time, in row order, each while the threads draw the next block.
+  tbb::task_group writing;
   double wait_s = 0;
   for (int64_t begin = 0, k = 0; begin < n_; begin += block_rows, ++k) {
     const int64_t rows = std::min(block_rows, n_ - begin);
@@ -221,10 +235,7 @@ void Generator::write_features(DatasetWriter& writer, tbb::task_group& writing) 
   }
   const auto tw = Clock::now();
   writing.wait();
-  wait_s += std::chrono::duration<double>(Clock::now() - tw).count();
-  if (o_.progress)
-    o_.progress(detail::concat("features: ", std::fixed, std::setprecision(2), wait_s,
-                               " s waiting for the file writes"));
+  return wait_s + std::chrono::duration<double>(Clock::now() - tw).count();
 }
 
 // A seeded permutation cut by the fractions; each split is stored sorted.

@@ -8,6 +8,8 @@
 #include <tbb/parallel_reduce.h>
 #include <tbb/parallel_scan.h>
 #include <tbb/parallel_sort.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -21,6 +23,19 @@
 #include <vector>
 
 namespace gt::synth_detail {
+
+void synth_advise_huge_pages(void* p, std::size_t bytes) {
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (page_size <= 0 || bytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(page_size), begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+#ifdef MADV_HUGEPAGE
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)first, (void)last;
+#endif
+}
+
 namespace {
 
 // A draw that was a duplicate or a self-loop is redrawn in up to this many extra rounds.
@@ -126,6 +141,7 @@ void synth_reverse_rows(int64_t n, const int64_t* start, const int32_t* len, con
   bucket_begin[buckets] = total;
   // Entry: u in the high half, v in the low half.
   std::unique_ptr<uint64_t[]> pairs(new uint64_t[static_cast<std::size_t>(total)]);
+  synth_advise_huge_pages(pairs.get(), static_cast<std::size_t>(total) * sizeof(uint64_t));
   // Entries are staged kStage at a time per bucket and copied out together: writing each one
   // straight to one of up to 1024 places far apart cost a TLB and cache miss an entry.
   constexpr int64_t kStage = 16;
@@ -149,6 +165,7 @@ void synth_reverse_rows(int64_t n, const int64_t* start, const int32_t* len, con
     }
   });
   rev_out.reset(new int32_t[static_cast<std::size_t>(total)]);
+  synth_advise_huge_pages(rev_out.get(), static_cast<std::size_t>(total) * sizeof(int32_t));
   int32_t* rev = rev_out.get();
   tbb::parallel_for(int64_t{0}, buckets, [&](int64_t b) {
     const int64_t base = b << bits, width = std::min<int64_t>(int64_t{1} << bits, n - base);
@@ -300,12 +317,18 @@ void Generator::draw_undirected_edges() {
   std::vector<int64_t> member_deg(static_cast<std::size_t>(n_));
   for_nodes([&](int64_t i) { member_deg[i] = deg_[members_[i]]; });
   std::vector<Alias> by_class(static_cast<std::size_t>(c_));
-  Alias all;
-  tbb::parallel_for(int64_t{-1}, c_, [&](int64_t c) {
-    if (c < 0) all.build(deg_.data(), n_, nullptr);
-    else by_class[c].build(member_deg.data() + class_begin_[c], class_begin_[c + 1] - class_begin_[c],
-                           members_.data() + class_begin_[c]);
+  std::vector<int64_t> class_deg(static_cast<std::size_t>(c_));
+  tbb::parallel_for(int64_t{0}, c_, [&](int64_t c) {
+    const int64_t* w = member_deg.data() + class_begin_[c];
+    const int64_t m = class_begin_[c + 1] - class_begin_[c];
+    by_class[c].build(w, m, members_.data() + class_begin_[c]);
+    class_deg[c] = std::accumulate(w, w + m, int64_t{0});
   });
+  // A partner from all nodes by degree is a class by its degree sum, then a member of it by
+  // degree (the same distribution as one table over all nodes, whose serial build took
+  // 20-25 s at papers100m scale).
+  Alias any_class;
+  any_class.build(class_deg.data(), c_, nullptr);
   std::vector<int64_t>().swap(member_deg);
   report("edges: alias tables", tp);
   tp = Mark();
@@ -319,6 +342,7 @@ void Generator::draw_undirected_edges() {
   // Only [start[v], start[v] + len[v]) is ever read: left unfilled (a serial fill of 9 GB at
   // papers100m scale), its pages are first touched by the thread that draws the row.
   std::unique_ptr<int32_t[]> draws(new int32_t[static_cast<std::size_t>(start[n_])]);
+  synth_advise_huge_pages(draws.get(), static_cast<std::size_t>(start[n_]) * sizeof(int32_t));
   std::vector<int32_t> len(static_cast<std::size_t>(n_), 0);
   const uint32_t h_threshold = static_cast<uint32_t>(std::min(o_.homophily * 4294967296.0, 4294967295.0));
   struct Scratch {
@@ -331,9 +355,54 @@ void Generator::draw_undirected_edges() {
   // does. A pair that both ends drew is one edge, and hub pairs do that often (9% of the edges
   // of the papers100m preset, 15% of a 2M-node graph with 172 classes): the pairs are counted
   // after the draws, and the rows topped up with the scale raised until the distinct edges are
-  // within 2% of those asked for.
-  double scale = 1.0;
+  // within 2% of those asked for. The first scale is estimated so that one round usually
+  // suffices: a draw v -> u (v by degree, u as v draws) is a pair that u drew too with
+  // probability about 1 - exp(-h_u q_u(v)), where q_u(v) = deg_v (H / S_c + (1 - H) / S) for
+  // classes alike, deg_v (1 - H) / S else (H the homophily, S the degree sum, S_c the class's).
+  // Sampled kPilotDraws times, the distinct edges at scale s are about
+  // s * asked * (1 - mean(1 - exp(-s x)) / 2), x = deg_u q_u(v) / 2; s solves that = asked
+  // (then damped).
   const double asked = o_.avg_degree * static_cast<double>(n_) / 2.0;
+  double scale = 1.0;
+  {
+    constexpr int64_t kPilotDraws = int64_t{1} << 18;
+    const double H = always_same ? 1.0 : o_.homophily;
+    const double S = static_cast<double>(std::accumulate(class_deg.begin(), class_deg.end(), int64_t{0}));
+    std::vector<double> x(static_cast<std::size_t>(kPilotDraws), -1.0);
+    tbb::parallel_for(int64_t{0}, kPilotDraws, [&](int64_t i) {
+      const Philox4 r = philox(key_, static_cast<uint64_t>(i), counter(kScalePilot, 0));
+      const Philox4 r2 = philox(key_, static_cast<uint64_t>(i), counter(kScalePilot, 1));
+      auto pick = [](const Alias& a, uint64_t bits) { return Alias::pick(*a.slot(bits), Alias::threshold(bits)); };
+      const int32_t cv = pick(any_class, (uint64_t{r.v[0]} << 32) | r.v[1]);
+      const int32_t v = pick(by_class[cv], (uint64_t{r.v[2]} << 32) | r.v[3]);
+      const bool same = always_same || r2.v[0] < h_threshold;
+      const int32_t cu = same ? cv : pick(any_class, (uint64_t{r2.v[1]} << 32) | r2.v[0]);
+      const int32_t u = pick(by_class[cu], (uint64_t{r2.v[2]} << 32) | r2.v[3]);
+      if (u == v) return;  // redrawn: not a draw
+      const double a = (cu == cv ? H / static_cast<double>(class_deg[cu]) : 0.0) + (1.0 - H) / S;
+      x[i] = static_cast<double>(deg_[u]) * static_cast<double>(deg_[v]) * a / 2.0;
+    });
+    // Edges at scale s over those asked; serial sums, so the scale does not depend on the threads.
+    auto ratio = [&](double s) {
+      double both = 0;
+      int64_t draws = 0;
+      for (const double xi : x)
+        if (xi >= 0) both += 1.0 - std::exp(-s * xi), ++draws;
+      return draws ? s * (1.0 - both / static_cast<double>(draws) / 2.0) : s;
+    };
+    double lo = 1.0, hi = 1.3;  // the rows' room is deg * 1.3 / 2 + 2
+    if (ratio(lo) < 1.0) {
+      for (int it = 0; it < 30; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (ratio(mid) < 1.0 ? lo : hi) = mid;
+      }
+      // Damped as the top-up below: the model overcounts pairs at hubs, where a row's distinct
+      // partners are less concentrated than its single draws (+3% edges at 10% of papers100m
+      // undamped).
+      scale = 1.0 + 0.8 * (hi - 1.0);
+    }
+    if (o_.progress) o_.progress(detail::concat("edges: first scale ", scale, " (estimated from ", kPilotDraws, " draws)"));
+  }
   for (int attempt = 0; attempt < 4; ++attempt) {
     for_nodes(
         [&](int64_t v) {
@@ -355,10 +424,16 @@ void Generator::draw_undirected_edges() {
               const SynthAliasSlot* picked[kDrawBatch];
               float thresholds[kDrawBatch];
               for (int64_t k = 0; k < batch; ++k) {
-                const Philox4 r =
-                    philox(key_, v, counter(kEdge, (stream | static_cast<uint64_t>(j0 + k)) + 1));
+                const uint64_t index = (stream | static_cast<uint64_t>(j0 + k)) + 1;
+                const Philox4 r = philox(key_, v, counter(kEdge, index));
                 const uint64_t bits = (uint64_t{r.v[2]} << 32) | r.v[3];
-                picked[k] = (always_same || r.v[0] < h_threshold ? same : all).slot(bits);
+                const Alias* table = &same;
+                if (!always_same && r.v[0] >= h_threshold) {
+                  const Philox4 rc = philox(key_, v, counter(kPartnerClass, index));
+                  const uint64_t class_bits = (uint64_t{rc.v[0]} << 32) | rc.v[1];
+                  table = &by_class[Alias::pick(*any_class.slot(class_bits), Alias::threshold(class_bits))];
+                }
+                picked[k] = table->slot(bits);
                 thresholds[k] = Alias::threshold(bits);
                 __builtin_prefetch(picked[k]);
               }
@@ -416,7 +491,6 @@ void Generator::draw_undirected_edges() {
   }
   requested_edges_ = static_cast<int64_t>(2 * asked);
   std::vector<Alias>().swap(by_class);
-  all = Alias();
   // Row v of the graph: its draws and the nodes that drew v (its reverse row), merged. Both are
   // sorted and unique, so the merge is linear and drops the pairs drawn from both ends.
   std::vector<int64_t> rev_ptr(static_cast<std::size_t>(n_ + 1));
@@ -437,6 +511,9 @@ void Generator::draw_undirected_edges() {
   }, 1024);
   indptr_.resize(static_cast<std::size_t>(n_ + 1));
   synth_prefix_sum(n_, indptr_.data(), [&](int64_t v) { return deg_[v]; });
+  // Not zero-filled (SynthUninitAllocator): each row is written by the merge below.
+  indices_.reserve(static_cast<std::size_t>(indptr_[n_]));
+  synth_advise_huge_pages(indices_.data(), static_cast<std::size_t>(indptr_[n_]) * sizeof(int32_t));
   indices_.resize(static_cast<std::size_t>(indptr_[n_]));
   for_nodes([&](int64_t v) {
     std::set_union(draws.get() + start[v], draws.get() + start[v] + len[v], rev.get() + rev_ptr[v],

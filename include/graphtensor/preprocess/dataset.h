@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -261,7 +262,9 @@ class GT_API DatasetWriter {
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
 
-  void write_graph(const std::vector<int64_t>& indptr, const std::vector<int32_t>& indices, bool directed);
+  /// indptr: [N + 1], indices: [indptr[N]] (a std::vector converts; spans let a caller keep
+  /// the edges in a buffer that was never zero-filled).
+  void write_graph(std::span<const int64_t> indptr, std::span<const int32_t> indices, bool directed);
   /// rows: [n, F] on the CPU, float32 or already in the writer's type (any of float32, bfloat16
   /// and float16 is converted as convert_features does: preprocess/feature_dtype.h). Narrowing
   /// rounds to nearest even; a NaN, infinite or out-of-range value is a gt::Error naming the
