@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "framework/core/memory.h"
+#include "kernels/gpu_dispatch.h"
 
 namespace gt {
 
-#ifdef GT_WITH_CUDA
+// Declared in every build: a CPU-only build names them only in lambdas it never calls
+// (kernels/gpu_dispatch.h).
 namespace cuda_impl {
 // Pointers are device pointers on `device`; everything is queued on s unless said otherwise.
 void dot_scores(const float* a, const float* b, int64_t m, int64_t d, float* out, int device, Stream s);
@@ -44,11 +46,12 @@ void sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const int32
 void row_sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const float* G, float lr, float b1, float b2,
                      float eps, float wd, float bc1, float bc2, int device, Stream s);
 }  // namespace cuda_impl
-#endif
 
 namespace {
 
 constexpr int64_t kRowGrain = 64;  // rows per oneTBB task
+
+using kernel_dispatch::ran_on_gpu;
 
 std::string str_of(const Tensor& t) { return t.defined() ? t.str() : std::string("nothing"); }
 
@@ -101,75 +104,103 @@ std::vector<int32_t> ids_vector(const Tensor& ids) {
   return std::vector<int32_t>(p, p + ids.numel());
 }
 
-// Checks of the sparse steps; returns d.
-int64_t check_sparse(const Tensor& W, const Tensor& ids, const Tensor& grad_rows, const char* op) {
+// Checks of the sparse steps.
+void check_sparse(const Tensor& W, const Tensor& ids, const Tensor& grad_rows, const char* op) {
   check_matrix(W, "W", op);
   check_ids(ids, "ids", op);
   check_like(ids, DType::kInt32, ids.shape(), W.device(), "ids", op);
   check_like(grad_rows, DType::kFloat32, {ids.size(0), W.size(1)}, W.device(), "grad_rows", op);
   check_id_range(ids, W.size(0), "ids", op);
-  return W.size(1);
 }
 
-// The sparse steps on the CPU; m null = SGD.
-void sparse_step_cpu(Tensor& W, float* m, float* v, const Tensor& ids, const Tensor& grad_rows, float lr, float b1,
-                     float b2, float eps, float wd, float bc1, float bc2) {
-  const int64_t d = W.size(1);
+// Checks of the row-sparse steps.
+void check_row_sparse(const Tensor& W, const Tensor& G, const char* op) {
+  check_matrix(W, "W", op);
+  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
+}
+
+// Checks of Adam's moments: float32 of W's shape, on W's device.
+void check_moments(const Tensor& W, const Tensor& m, const Tensor& v, const char* op) {
+  check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
+  check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
+}
+
+// The scalars of a sparse step; bc1, bc2 are Adam's bias corrections (1 for SGD).
+struct LinkStepParams {
+  float lr, b1, b2, eps, wd, bc1, bc2;
+};
+
+LinkStepParams sgd_step_params(float lr, float weight_decay) {
+  return {lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f};
+}
+
+// One row of a sparse step on the CPU, grad(j) its summed gradient in column j: SGD when mx is
+// null, else Adam with the operations of adam_update, element for element.
+template <class Grad>
+void link_step_row_cpu(float* wx, float* mx, float* vx, int64_t d, const Grad& grad, const LinkStepParams& p) {
+  if (!mx) {
+    for (int64_t j = 0; j < d; ++j) wx[j] -= p.lr * (grad(j) + p.wd * wx[j]);
+    return;
+  }
+  for (int64_t j = 0; j < d; ++j) {
+    const float gi = grad(j) + p.wd * wx[j];
+    mx[j] = p.b1 * mx[j] + (1.0f - p.b1) * gi;
+    vx[j] = p.b2 * vx[j] + (1.0f - p.b2) * gi * gi;
+    wx[j] -= p.lr * (mx[j] / p.bc1) / (std::sqrt(vx[j] / p.bc2) + p.eps);
+  }
+}
+
+// The sparse steps after their checks (m, v null = SGD): on the GPU, or on the CPU with each
+// id's grad rows summed in position order.
+void sparse_step_dispatch(Tensor& W, float* m, float* v, const Tensor& ids, const Tensor& grad_rows,
+                          const LinkStepParams& p, Stream s, const char* op) {
+  const int64_t d = W.size(1), r = ids.size(0);
+  if (r == 0 || d == 0) return;
+  if (ran_on_gpu(W, op, [&] {
+        cuda_impl::sparse_step(W.data<float>(), m, v, W.size(0), d, ids.data<int32_t>(), grad_rows.data<float>(), r,
+                               p.lr, p.b1, p.b2, p.eps, p.wd, p.bc1, p.bc2, W.device().index, s);
+      }))
+    return;
   const std::vector<int32_t> keys = ids_vector(ids);
   const Segments g = group_by_key(keys);
   float* w = W.data<float>();
   const float* gr = grad_rows.data<float>();
   const int64_t segs = static_cast<int64_t>(g.start.size()) - 1;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, segs, 16), [&](const tbb::blocked_range<int64_t>& r) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, segs, 16), [&](const tbb::blocked_range<int64_t>& b) {
     std::vector<float> acc(static_cast<std::size_t>(d));
-    for (int64_t k = r.begin(); k < r.end(); ++k) {
+    for (int64_t k = b.begin(); k < b.end(); ++k) {
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = g.start[k]; p < g.start[k + 1]; ++p) {
-        const float* row = gr + g.order[p] * d;
+      for (int64_t q = g.start[k]; q < g.start[k + 1]; ++q) {
+        const float* row = gr + g.order[q] * d;
         for (int64_t j = 0; j < d; ++j) acc[j] += row[j];
       }
       const int64_t x = keys[g.order[g.start[k]]];
-      float* wx = w + x * d;
-      if (!m) {
-        for (int64_t j = 0; j < d; ++j) wx[j] -= lr * (acc[j] + wd * wx[j]);
-        continue;
-      }
-      float* mx = m + x * d;
-      float* vx = v + x * d;
-      for (int64_t j = 0; j < d; ++j) {  // the operations of adam_update, element for element
-        const float gi = acc[j] + wd * wx[j];
-        mx[j] = b1 * mx[j] + (1.0f - b1) * gi;
-        vx[j] = b2 * vx[j] + (1.0f - b2) * gi * gi;
-        wx[j] -= lr * (mx[j] / bc1) / (std::sqrt(vx[j] / bc2) + eps);
-      }
+      link_step_row_cpu(w + x * d, m ? m + x * d : nullptr, v ? v + x * d : nullptr, d,
+                        [&](int64_t j) { return acc[j]; }, p);
     }
   });
 }
 
-// The row-sparse steps on the CPU (m null = SGD): a row of G with an entry != 0 steps with the
-// operations of sparse_step_cpu, its sum of one grad row being 0 + G[x, j].
-void row_sparse_step_cpu(Tensor& W, float* m, float* v, const Tensor& G, float lr, float b1, float b2, float eps,
-                         float wd, float bc1, float bc2) {
+// The row-sparse steps after their checks (m, v null = SGD): on the GPU, or on the CPU where a
+// row of G with an entry != 0 steps as sparse_step_dispatch's rows, its sum of one grad row being
+// 0 + G[x, j].
+void row_sparse_step_dispatch(Tensor& W, float* m, float* v, const Tensor& G, const LinkStepParams& p, Stream s,
+                              const char* op) {
+  if (W.numel() == 0) return;
   const int64_t N = W.size(0), d = W.size(1);
+  if (ran_on_gpu(W, op, [&] {
+        cuda_impl::row_sparse_step(W.data<float>(), m, v, N, d, G.data<float>(), p.lr, p.b1, p.b2, p.eps, p.wd, p.bc1,
+                                   p.bc2, W.device().index, s);
+      }))
+    return;
   float* w = W.data<float>();
   const float* gr = G.data<float>();
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, N, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t x = r.begin(); x < r.end(); ++x) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, N, kRowGrain), [&](const tbb::blocked_range<int64_t>& b) {
+    for (int64_t x = b.begin(); x < b.end(); ++x) {
       const float* gx = gr + x * d;
-      if (std::all_of(gx, gx + d, [](float g) { return g == 0.0f; })) continue;  // NaN != 0: touched
-      float* wx = w + x * d;
-      if (!m) {
-        for (int64_t j = 0; j < d; ++j) wx[j] -= lr * ((0.0f + gx[j]) + wd * wx[j]);
-        continue;
-      }
-      float* mx = m + x * d;
-      float* vx = v + x * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const float gi = (0.0f + gx[j]) + wd * wx[j];
-        mx[j] = b1 * mx[j] + (1.0f - b1) * gi;
-        vx[j] = b2 * vx[j] + (1.0f - b2) * gi * gi;
-        wx[j] -= lr * (mx[j] / bc1) / (std::sqrt(vx[j] / bc2) + eps);
-      }
+      if (std::all_of(gx, gx + d, [](float e) { return e == 0.0f; })) continue;  // NaN != 0: touched
+      link_step_row_cpu(w + x * d, m ? m + x * d : nullptr, v ? v + x * d : nullptr, d,
+                        [&](int64_t j) { return 0.0f + gx[j]; }, p);
     }
   });
 }
@@ -193,15 +224,10 @@ Tensor dot_scores(const Tensor& h_src, const Tensor& h_dst, Stream s) {
   const int64_t m = h_src.size(0), d = h_src.size(1);
   Tensor out = Tensor::empty({m}, DType::kFloat32, h_src.device());
   if (m == 0) return out;
-  if (h_src.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores(h_src.data<float>(), h_dst.data<float>(), m, d, out.data<float>(), h_src.device().index, s);
+  if (ran_on_gpu(h_src, op, [&] {
+        cuda_impl::dot_scores(h_src.data<float>(), h_dst.data<float>(), m, d, out.data<float>(), h_src.device().index, s);
+      }))
     return out;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const float* a = h_src.data<float>();
   const float* b = h_dst.data<float>();
   float* o = out.data<float>();
@@ -226,16 +252,11 @@ void dot_scores_backward(const Tensor& h_src, const Tensor& h_dst, const Tensor&
   check_like(ddst, DType::kFloat32, h_src.shape(), dev, "ddst", op);
   const int64_t m = h_src.size(0), d = h_src.size(1);
   if (m == 0 || d == 0) return;
-  if (h_src.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores_backward(h_src.data<float>(), h_dst.data<float>(), dscores.data<float>(), m, d,
-                                   dsrc.data<float>(), ddst.data<float>(), dev.index, s);
+  if (ran_on_gpu(h_src, op, [&] {
+        cuda_impl::dot_scores_backward(h_src.data<float>(), h_dst.data<float>(), dscores.data<float>(), m, d,
+                                       dsrc.data<float>(), ddst.data<float>(), dev.index, s);
+      }))
     return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const float* a = h_src.data<float>();
   const float* b = h_dst.data<float>();
   const float* ds = dscores.data<float>();
@@ -261,16 +282,11 @@ Tensor dot_scores_indexed(const Tensor& H, const Tensor& src_ids, const Tensor& 
   check_id_range(dst_ids, n, "dst_ids", op);
   Tensor out = Tensor::empty({m}, DType::kFloat32, H.device());
   if (m == 0) return out;
-  if (H.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores_indexed(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(), m,
-                                  out.data<float>(), H.device().index, s);
+  if (ran_on_gpu(H, op, [&] {
+        cuda_impl::dot_scores_indexed(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(), m,
+                                      out.data<float>(), H.device().index, s);
+      }))
     return out;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const float* h = H.data<float>();
   const int32_t* src = src_ids.data<int32_t>();
   const int32_t* dst = dst_ids.data<int32_t>();
@@ -301,16 +317,11 @@ void dot_scores_indexed_backward(const Tensor& H, const Tensor& src_ids, const T
   check_id_range(src_ids, n, "src_ids", op);
   check_id_range(dst_ids, n, "dst_ids", op);
   if (m == 0 || d == 0) return;
-  if (H.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores_indexed_backward(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(),
-                                           dscores.data<float>(), m, dH.data<float>(), dev.index, s);
+  if (ran_on_gpu(H, op, [&] {
+        cuda_impl::dot_scores_indexed_backward(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(),
+                                               dscores.data<float>(), m, dH.data<float>(), dev.index, s);
+      }))
     return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const int32_t* src = src_ids.data<int32_t>();
   const int32_t* dst = dst_ids.data<int32_t>();
   // Contribution e < m: the source side of pair e (partner dst[e]); e >= m: the destination side
@@ -377,16 +388,12 @@ float bpr_loss_impl(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& 
     return 0.0f;
   }
   const double pairs = static_cast<double>(m) * static_cast<double>(k);
-  if (pos.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    const double total = cuda_impl::bpr_loss(pos.data<float>(), neg.data<float>(), m, k, dpos.data<float>(),
-                                             dneg.data<float>(), dev.index, s, slot, 1.0, pairs);
-    return slot ? 0.0f : static_cast<float>(total / pairs);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  double gpu_total = 0.0;
+  if (ran_on_gpu(pos, op, [&] {
+        gpu_total = cuda_impl::bpr_loss(pos.data<float>(), neg.data<float>(), m, k, dpos.data<float>(),
+                                        dneg.data<float>(), dev.index, s, slot, 1.0, pairs);
+      }))
+    return slot ? 0.0f : static_cast<float>(gpu_total / pairs);
   const float* p = pos.data<float>();
   const float* q = neg.data<float>();
   float* dp = dpos.data<float>();
@@ -444,15 +451,11 @@ float l2_penalty_impl(const Tensor& rows, float lambda, int64_t batch, Tensor& d
   }
   const float scale = static_cast<float>(static_cast<double>(lambda) / static_cast<double>(batch));
   double total = 0.0;
-  if (rows.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    total = cuda_impl::l2_penalty(rows.data<float>(), r, d, scale, drows.data<float>(), rows.device().index, s, slot,
-                                  static_cast<double>(lambda), 2.0 * static_cast<double>(batch));
+  if (ran_on_gpu(rows, op, [&] {
+        total = cuda_impl::l2_penalty(rows.data<float>(), r, d, scale, drows.data<float>(), rows.device().index, s,
+                                      slot, static_cast<double>(lambda), 2.0 * static_cast<double>(batch));
+      })) {
     if (slot) return 0.0f;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
   } else {
     const float* x = rows.data<float>();
     float* dx = drows.data<float>();
@@ -499,22 +502,17 @@ CoalescedRows coalesce_rows(const Tensor& ids, const Tensor& grad_rows, Stream s
     out.rows = Tensor::empty({0, d}, DType::kFloat32, dev);
     return out;
   }
-  if (ids.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    Tensor uid = Tensor::empty({r}, DType::kInt32, dev);
-    Tensor urows = Tensor::empty({r, d}, DType::kFloat32, dev);
-    int32_t min_id = 0;
-    const int64_t u = cuda_impl::coalesce_rows(ids.data<int32_t>(), grad_rows.data<float>(), r, d, uid.data<int32_t>(),
-                                               urows.data<float>(), &min_id, dev.index, s);
-    GT_CHECK_ARG(min_id >= 0, op, ": ids must be >= 0, got ", min_id);
-    out.ids = uid.rows(0, u);
-    out.rows = urows.rows(0, u);
+  if (ran_on_gpu(ids, op, [&] {
+        Tensor uid = Tensor::empty({r}, DType::kInt32, dev);
+        Tensor urows = Tensor::empty({r, d}, DType::kFloat32, dev);
+        int32_t min_id = 0;
+        const int64_t u = cuda_impl::coalesce_rows(ids.data<int32_t>(), grad_rows.data<float>(), r, d, uid.data<int32_t>(),
+                                                   urows.data<float>(), &min_id, dev.index, s);
+        GT_CHECK_ARG(min_id >= 0, op, ": ids must be >= 0, got ", min_id);
+        out.ids = uid.rows(0, u);
+        out.rows = urows.rows(0, u);
+      }))
     return out;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const std::vector<int32_t> keys = ids_vector(ids);
   for (int64_t p = 0; p < r; ++p) GT_CHECK_ARG(keys[p] >= 0, op, ": ids[", p, "] = ", keys[p], " is negative");
   const Segments g = group_by_key(keys);
@@ -538,84 +536,32 @@ CoalescedRows coalesce_rows(const Tensor& ids, const Tensor& grad_rows, Stream s
 void sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& ids, const Tensor& grad_rows, const AdamParams& p,
                       Stream s) {
   const char* op = "sparse_adam_step";
-  const int64_t d = check_sparse(W, ids, grad_rows, op);
-  check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
-  check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
+  check_sparse(W, ids, grad_rows, op);
+  check_moments(W, m, v, op);
   const auto [bc1, bc2] = adam_corrections(p, op);
-  const int64_t r = ids.size(0);
-  if (r == 0 || d == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::sparse_step(W.data<float>(), m.data<float>(), v.data<float>(), W.size(0), d, ids.data<int32_t>(),
-                           grad_rows.data<float>(), r, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2,
-                           W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  sparse_step_cpu(W, m.data<float>(), v.data<float>(), ids, grad_rows, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay,
-                  bc1, bc2);
+  sparse_step_dispatch(W, m.data<float>(), v.data<float>(), ids, grad_rows,
+                       {p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2}, s, op);
 }
 
 void sparse_sgd_step(Tensor& W, const Tensor& ids, const Tensor& grad_rows, float lr, float weight_decay, Stream s) {
   const char* op = "sparse_sgd_step";
-  const int64_t d = check_sparse(W, ids, grad_rows, op);
-  const int64_t r = ids.size(0);
-  if (r == 0 || d == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::sparse_step(W.data<float>(), nullptr, nullptr, W.size(0), d, ids.data<int32_t>(),
-                           grad_rows.data<float>(), r, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f,
-                           W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  sparse_step_cpu(W, nullptr, nullptr, ids, grad_rows, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f);
+  check_sparse(W, ids, grad_rows, op);
+  sparse_step_dispatch(W, nullptr, nullptr, ids, grad_rows, sgd_step_params(lr, weight_decay), s, op);
 }
 
 void row_sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& G, const AdamParams& p, Stream s) {
   const char* op = "row_sparse_adam_step";
-  check_matrix(W, "W", op);
-  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
-  check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
-  check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
+  check_row_sparse(W, G, op);
+  check_moments(W, m, v, op);
   const auto [bc1, bc2] = adam_corrections(p, op);
-  if (W.numel() == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::row_sparse_step(W.data<float>(), m.data<float>(), v.data<float>(), W.size(0), W.size(1),
-                               G.data<float>(), p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2,
-                               W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  row_sparse_step_cpu(W, m.data<float>(), v.data<float>(), G, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2);
+  row_sparse_step_dispatch(W, m.data<float>(), v.data<float>(), G,
+                           {p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2}, s, op);
 }
 
 void row_sparse_sgd_step(Tensor& W, const Tensor& G, float lr, float weight_decay, Stream s) {
   const char* op = "row_sparse_sgd_step";
-  check_matrix(W, "W", op);
-  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
-  if (W.numel() == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::row_sparse_step(W.data<float>(), nullptr, nullptr, W.size(0), W.size(1), G.data<float>(), lr, 0.0f,
-                               0.0f, 0.0f, weight_decay, 1.0f, 1.0f, W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  row_sparse_step_cpu(W, nullptr, nullptr, G, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f);
+  check_row_sparse(W, G, op);
+  row_sparse_step_dispatch(W, nullptr, nullptr, G, sgd_step_params(lr, weight_decay), s, op);
 }
 
 }  // namespace gt
