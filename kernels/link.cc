@@ -98,7 +98,8 @@ Tensor dot_scores(const Tensor& h_src, const Tensor& h_dst, Stream s) {
   Tensor out = Tensor::empty({m}, DType::kFloat32, h_src.device());
   if (m == 0) return out;
   if (ran_on_gpu(h_src, op, [&] {
-        cuda_impl::dot_scores(h_src.data<float>(), h_dst.data<float>(), m, d, out.data<float>(), h_src.device().index, s);
+        cuda_impl::dot_scores(h_src.data<float>(), h_dst.data<float>(), m, d, out.data<float>(), h_src.device().index,
+                              s);
       }))
     return out;
   const float* a = h_src.data<float>();

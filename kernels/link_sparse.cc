@@ -162,8 +162,8 @@ CoalescedRows coalesce_rows(const Tensor& ids, const Tensor& grad_rows, Stream s
         Tensor uid = Tensor::empty({r}, DType::kInt32, dev);
         Tensor urows = Tensor::empty({r, d}, DType::kFloat32, dev);
         int32_t min_id = 0;
-        const int64_t u = cuda_impl::coalesce_rows(ids.data<int32_t>(), grad_rows.data<float>(), r, d, uid.data<int32_t>(),
-                                                   urows.data<float>(), &min_id, dev.index, s);
+        const int64_t u = cuda_impl::coalesce_rows(ids.data<int32_t>(), grad_rows.data<float>(), r, d,
+                                                   uid.data<int32_t>(), urows.data<float>(), &min_id, dev.index, s);
         GT_CHECK_ARG(min_id >= 0, op, ": ids must be >= 0, got ", min_id);
         out.ids = uid.rows(0, u);
         out.rows = urows.rows(0, u);
