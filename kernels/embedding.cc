@@ -13,9 +13,12 @@
 
 #include <graphtensor/core/error.h>
 
+#include "kernels/gpu_dispatch.h"
+
 namespace gt {
 
-#ifdef GT_WITH_CUDA
+// Declared in every build: a CPU-only build names them only in lambdas it never calls
+// (kernels/gpu_dispatch.h).
 namespace cuda_impl {
 void embedding_gather(const float* table, int64_t N, int64_t d, const int64_t* ids, int64_t n, float* out, Stream s);
 void embedding_scatter_add(const float* dy, const int64_t* ids, int64_t n, int64_t d, float* dtable, int64_t N,
@@ -25,9 +28,10 @@ void rows_l2_normalize_backward(const float* y, const float* norm, int64_t n, in
                                 float* dx, Stream s);
 void copy_columns(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64_t n, int64_t w, Stream s);
 }  // namespace cuda_impl
-#endif
 
 namespace {
+
+using kernel_dispatch::ran_on_gpu;
 
 constexpr int64_t kRowGrain = 64;  // rows per oneTBB task
 
@@ -49,6 +53,18 @@ void check_ids(const Tensor& ids, int64_t n, const Tensor& ref, const char* op) 
   GT_CHECK_ARG(ids.device() == ref.device(), op, ": ids on ", ids.device().str(), ", rows on ", ref.device().str());
 }
 
+// first and second float32 [rows, d] with the same d (first's named first_label in the message),
+// on one device.
+void check_same_width(const Tensor& first, const char* first_name, const char* first_label, const Tensor& second,
+                      const char* second_name, const char* op) {
+  check_float2(first, first_name, op);
+  check_float2(second, second_name, op);
+  GT_CHECK_ARG(second.size(1) == first.size(1), op, ": ", second_name, " has ", second.size(1), " columns, ",
+               first_label, " ", first.size(1));
+  GT_CHECK_ARG(first.device() == second.device(), op, ": ", first_name, " on ", first.device().str(), ", ",
+               second_name, " on ", second.device().str());
+}
+
 void check_range_cpu(const int64_t* ids, int64_t n, int64_t N, const char* op) {
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= N)
@@ -59,22 +75,14 @@ void check_range_cpu(const int64_t* ids, int64_t n, int64_t N, const char* op) {
 
 void embedding_gather(const Tensor& table, const Tensor& ids, Tensor& out, Stream s) {
   const char* op = "embedding_gather";
-  check_float2(table, "table", op);
-  check_float2(out, "out", op);
+  check_same_width(table, "table", "the table", out, "out", op);
   const int64_t n = out.size(0), d = table.size(1), N = table.size(0);
-  GT_CHECK_ARG(out.size(1) == d, op, ": out has ", out.size(1), " columns, the table ", d);
-  GT_CHECK_ARG(out.device() == table.device(), op, ": table on ", table.device().str(), ", out on ",
-               out.device().str());
   check_ids(ids, n, table, op);
   if (n == 0 || d == 0) return;
-  if (table.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::embedding_gather(table.data<float>(), N, d, ids.data<int64_t>(), n, out.data<float>(), s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  if (ran_on_gpu(table, op, [&] {
+        cuda_impl::embedding_gather(table.data<float>(), N, d, ids.data<int64_t>(), n, out.data<float>(), s);
+      }))
+    return;
   const int64_t* pid = ids.data<int64_t>();
   check_range_cpu(pid, n, N, op);
   const float* pt = table.data<float>();
@@ -86,23 +94,15 @@ void embedding_gather(const Tensor& table, const Tensor& ids, Tensor& out, Strea
 
 void embedding_scatter_add(const Tensor& dy, const Tensor& ids, Tensor& dtable, Stream s) {
   const char* op = "embedding_scatter_add";
-  check_float2(dy, "dy", op);
-  check_float2(dtable, "dtable", op);
+  check_same_width(dy, "dy", "dy", dtable, "dtable", op);
   const int64_t n = dy.size(0), d = dy.size(1), N = dtable.size(0);
-  GT_CHECK_ARG(dtable.size(1) == d, op, ": dtable has ", dtable.size(1), " columns, dy ", d);
-  GT_CHECK_ARG(dy.device() == dtable.device(), op, ": dy on ", dy.device().str(), ", dtable on ",
-               dtable.device().str());
   check_ids(ids, n, dy, op);
   if (n == 0 || d == 0) return;
-  if (dy.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::embedding_scatter_add(dy.data<float>(), ids.data<int64_t>(), n, d, dtable.data<float>(), N,
-                                            dy.device().index, s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  if (ran_on_gpu(dy, op, [&] {
+        cuda_impl::embedding_scatter_add(dy.data<float>(), ids.data<int64_t>(), n, d, dtable.data<float>(), N,
+                                         dy.device().index, s);
+      }))
+    return;
   const int64_t* pid = ids.data<int64_t>();
   check_range_cpu(pid, n, N, op);
   // Positions grouped by id, in increasing position within an id (stable), then one task per run.
@@ -137,14 +137,10 @@ void rows_l2_normalize_forward(const Tensor& x, float eps, Tensor& y, Tensor& no
   GT_CHECK_ARG(eps > 0.0f, op, ": eps must be > 0, got ", eps);
   const int64_t n = x.size(0), d = x.size(1);
   if (n == 0) return;
-  if (x.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::rows_l2_normalize_forward(x.data<float>(), n, d, eps, y.data<float>(), norm.data<float>(), s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  if (ran_on_gpu(x, op, [&] {
+        cuda_impl::rows_l2_normalize_forward(x.data<float>(), n, d, eps, y.data<float>(), norm.data<float>(), s);
+      }))
+    return;
   const float* px = x.data<float>();
   float* py = y.data<float>();
   float* pn = norm.data<float>();
@@ -171,15 +167,11 @@ void rows_l2_normalize_backward(const Tensor& y, const Tensor& norm, float eps, 
                op, ": norm must be float32 [", y.size(0), "] on y's device");
   const int64_t n = y.size(0), d = y.size(1);
   if (n == 0) return;
-  if (y.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::rows_l2_normalize_backward(y.data<float>(), norm.data<float>(), n, d, eps, dy.data<float>(),
-                                                 dx.data<float>(), s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  if (ran_on_gpu(y, op, [&] {
+        cuda_impl::rows_l2_normalize_backward(y.data<float>(), norm.data<float>(), n, d, eps, dy.data<float>(),
+                                              dx.data<float>(), s);
+      }))
+    return;
   const float* py = y.data<float>();
   const float* pn = norm.data<float>();
   const float* pdy = dy.data<float>();
@@ -205,15 +197,11 @@ void copy_columns(const Tensor& src, int64_t src_off, Tensor& dst, int64_t dst_o
                dst.str(), " must have the same rows and device");
   const int64_t n = src.size(0);
   if (n == 0 || w == 0) return;
-  if (src.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::copy_columns(src.data<float>() + src_off, src.size(1), dst.data<float>() + dst_off, dst.size(1),
-                                   n, w, s);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  if (ran_on_gpu(src, op, [&] {
+        cuda_impl::copy_columns(src.data<float>() + src_off, src.size(1), dst.data<float>() + dst_off, dst.size(1),
+                                n, w, s);
+      }))
+    return;
   const float* ps = src.data<float>();
   float* pd = dst.data<float>();
   const int64_t ls = src.size(1), ld = dst.size(1);

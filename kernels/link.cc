@@ -1,5 +1,6 @@
-// Link-prediction ops: argument checks, the CPU implementation with oneTBB, and dispatch to
-// link.cu (contract in link.h).
+// Link-prediction ops, the pair scores and the losses: argument checks, the CPU implementation
+// with oneTBB, and dispatch to link.cu (contract in link.h); also the helpers link_common.h
+// declares. coalesce_rows and the sparse steps are in link_sparse.cc.
 #include "kernels/link.h"
 
 #include <tbb/blocked_range.h>
@@ -12,10 +13,13 @@
 #include <vector>
 
 #include "framework/core/memory.h"
+#include "kernels/gpu_dispatch.h"
+#include "kernels/link_common.h"
 
 namespace gt {
 
-#ifdef GT_WITH_CUDA
+// Declared in every build: a CPU-only build names them only in lambdas it never calls
+// (kernels/gpu_dispatch.h).
 namespace cuda_impl {
 // Pointers are device pointers on `device`; everything is queued on s unless said otherwise.
 void dot_scores(const float* a, const float* b, int64_t m, int64_t d, float* out, int device, Stream s);
@@ -33,22 +37,9 @@ double bpr_loss(const float* pos, const float* neg, int64_t m, int64_t k, float*
 // into drows.
 double l2_penalty(const float* rows, int64_t r, int64_t d, float scale, float* drows, int device, Stream s,
                   double* out = nullptr, double mul = 1.0, double div = 1.0);
-// Writes the unique ids and summed rows into out_ids [r] and out_rows [r, d] (their first u
-// entries); returns u and sets *min_id to the smallest id; waits for s.
-int64_t coalesce_rows(const int32_t* ids, const float* g, int64_t r, int64_t d, int32_t* out_ids, float* out_rows,
-                      int32_t* min_id, int device, Stream s);
-// The sparse steps: adam with m and v (bc1, bc2 the bias corrections), SGD when m is null.
-void sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const int32_t* ids, const float* g, int64_t r,
-                 float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, int device, Stream s);
-// The row-sparse steps: rows of G [N, d] with an entry != 0 step as sparse_step's rows.
-void row_sparse_step(float* W, float* m, float* v, int64_t N, int64_t d, const float* G, float lr, float b1, float b2,
-                     float eps, float wd, float bc1, float bc2, int device, Stream s);
 }  // namespace cuda_impl
-#endif
 
-namespace {
-
-constexpr int64_t kRowGrain = 64;  // rows per oneTBB task
+namespace link_detail {
 
 std::string str_of(const Tensor& t) { return t.defined() ? t.str() : std::string("nothing"); }
 
@@ -57,7 +48,6 @@ void check_matrix(const Tensor& t, const char* name, const char* op) {
                " must be float32 [rows, d], got ", str_of(t));
 }
 
-// `t` defined, of `dtype` and `shape`, on `dev`.
 void check_like(const Tensor& t, DType dtype, const Shape& shape, Device dev, const char* name, const char* op) {
   GT_CHECK_ARG(t.defined() && t.dtype() == dtype && t.shape() == shape, op, ": ", name, " must be ", dtype_name(dtype),
                " ", shape_str(shape), ", got ", str_of(t));
@@ -69,7 +59,6 @@ void check_ids(const Tensor& ids, const char* name, const char* op) {
                " must be int32 [m], got ", str_of(ids));
 }
 
-// CPU only: every id in [0, n).
 void check_id_range(const Tensor& ids, int64_t n, const char* name, const char* op) {
   if (ids.is_cuda()) return;
   const int32_t* p = ids.data<int32_t>();
@@ -77,11 +66,6 @@ void check_id_range(const Tensor& ids, int64_t n, const char* name, const char* 
     GT_CHECK_ARG(p[i] >= 0 && p[i] < n, op, ": ", name, "[", i, "] = ", p[i], " is outside [0, ", n, ")");
 }
 
-// Positions 0..r-1 grouped by key: order = positions sorted by (key, position); segment k is
-// order[start[k] .. start[k + 1]), its key keys[order[start[k]]].
-struct Segments {
-  std::vector<int64_t> order, start;
-};
 Segments group_by_key(const std::vector<int32_t>& keys) {
   std::vector<std::pair<int32_t, int64_t>> pairs(keys.size());
   for (std::size_t p = 0; p < keys.size(); ++p) pairs[p] = {keys[p], static_cast<int64_t>(p)};
@@ -101,90 +85,10 @@ std::vector<int32_t> ids_vector(const Tensor& ids) {
   return std::vector<int32_t>(p, p + ids.numel());
 }
 
-// Checks of the sparse steps; returns d.
-int64_t check_sparse(const Tensor& W, const Tensor& ids, const Tensor& grad_rows, const char* op) {
-  check_matrix(W, "W", op);
-  check_ids(ids, "ids", op);
-  check_like(ids, DType::kInt32, ids.shape(), W.device(), "ids", op);
-  check_like(grad_rows, DType::kFloat32, {ids.size(0), W.size(1)}, W.device(), "grad_rows", op);
-  check_id_range(ids, W.size(0), "ids", op);
-  return W.size(1);
-}
+}  // namespace link_detail
 
-// The sparse steps on the CPU; m null = SGD.
-void sparse_step_cpu(Tensor& W, float* m, float* v, const Tensor& ids, const Tensor& grad_rows, float lr, float b1,
-                     float b2, float eps, float wd, float bc1, float bc2) {
-  const int64_t d = W.size(1);
-  const std::vector<int32_t> keys = ids_vector(ids);
-  const Segments g = group_by_key(keys);
-  float* w = W.data<float>();
-  const float* gr = grad_rows.data<float>();
-  const int64_t segs = static_cast<int64_t>(g.start.size()) - 1;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, segs, 16), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<float> acc(static_cast<std::size_t>(d));
-    for (int64_t k = r.begin(); k < r.end(); ++k) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = g.start[k]; p < g.start[k + 1]; ++p) {
-        const float* row = gr + g.order[p] * d;
-        for (int64_t j = 0; j < d; ++j) acc[j] += row[j];
-      }
-      const int64_t x = keys[g.order[g.start[k]]];
-      float* wx = w + x * d;
-      if (!m) {
-        for (int64_t j = 0; j < d; ++j) wx[j] -= lr * (acc[j] + wd * wx[j]);
-        continue;
-      }
-      float* mx = m + x * d;
-      float* vx = v + x * d;
-      for (int64_t j = 0; j < d; ++j) {  // the operations of adam_update, element for element
-        const float gi = acc[j] + wd * wx[j];
-        mx[j] = b1 * mx[j] + (1.0f - b1) * gi;
-        vx[j] = b2 * vx[j] + (1.0f - b2) * gi * gi;
-        wx[j] -= lr * (mx[j] / bc1) / (std::sqrt(vx[j] / bc2) + eps);
-      }
-    }
-  });
-}
-
-// The row-sparse steps on the CPU (m null = SGD): a row of G with an entry != 0 steps with the
-// operations of sparse_step_cpu, its sum of one grad row being 0 + G[x, j].
-void row_sparse_step_cpu(Tensor& W, float* m, float* v, const Tensor& G, float lr, float b1, float b2, float eps,
-                         float wd, float bc1, float bc2) {
-  const int64_t N = W.size(0), d = W.size(1);
-  float* w = W.data<float>();
-  const float* gr = G.data<float>();
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, N, kRowGrain), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t x = r.begin(); x < r.end(); ++x) {
-      const float* gx = gr + x * d;
-      if (std::all_of(gx, gx + d, [](float g) { return g == 0.0f; })) continue;  // NaN != 0: touched
-      float* wx = w + x * d;
-      if (!m) {
-        for (int64_t j = 0; j < d; ++j) wx[j] -= lr * ((0.0f + gx[j]) + wd * wx[j]);
-        continue;
-      }
-      float* mx = m + x * d;
-      float* vx = v + x * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const float gi = (0.0f + gx[j]) + wd * wx[j];
-        mx[j] = b1 * mx[j] + (1.0f - b1) * gi;
-        vx[j] = b2 * vx[j] + (1.0f - b2) * gi * gi;
-        wx[j] -= lr * (mx[j] / bc1) / (std::sqrt(vx[j] / bc2) + eps);
-      }
-    }
-  });
-}
-
-// The bias corrections of step p.step as adam_update computes them (in double, then rounded),
-// after checking p.
-std::pair<float, float> adam_corrections(const AdamParams& p, const char* op) {
-  GT_CHECK_ARG(p.step >= 1, op, ": step is 1-based, got ", p.step);
-  GT_CHECK_ARG(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
-               ": betas must be in [0, 1), got ", p.beta1, ", ", p.beta2);
-  return {static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step))),
-          static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)))};
-}
-
-}  // namespace
+using kernel_dispatch::ran_on_gpu;
+using namespace link_detail;
 
 Tensor dot_scores(const Tensor& h_src, const Tensor& h_dst, Stream s) {
   const char* op = "dot_scores";
@@ -193,15 +97,11 @@ Tensor dot_scores(const Tensor& h_src, const Tensor& h_dst, Stream s) {
   const int64_t m = h_src.size(0), d = h_src.size(1);
   Tensor out = Tensor::empty({m}, DType::kFloat32, h_src.device());
   if (m == 0) return out;
-  if (h_src.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores(h_src.data<float>(), h_dst.data<float>(), m, d, out.data<float>(), h_src.device().index, s);
+  if (ran_on_gpu(h_src, op, [&] {
+        cuda_impl::dot_scores(h_src.data<float>(), h_dst.data<float>(), m, d, out.data<float>(), h_src.device().index,
+                              s);
+      }))
     return out;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const float* a = h_src.data<float>();
   const float* b = h_dst.data<float>();
   float* o = out.data<float>();
@@ -226,16 +126,11 @@ void dot_scores_backward(const Tensor& h_src, const Tensor& h_dst, const Tensor&
   check_like(ddst, DType::kFloat32, h_src.shape(), dev, "ddst", op);
   const int64_t m = h_src.size(0), d = h_src.size(1);
   if (m == 0 || d == 0) return;
-  if (h_src.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores_backward(h_src.data<float>(), h_dst.data<float>(), dscores.data<float>(), m, d,
-                                   dsrc.data<float>(), ddst.data<float>(), dev.index, s);
+  if (ran_on_gpu(h_src, op, [&] {
+        cuda_impl::dot_scores_backward(h_src.data<float>(), h_dst.data<float>(), dscores.data<float>(), m, d,
+                                       dsrc.data<float>(), ddst.data<float>(), dev.index, s);
+      }))
     return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const float* a = h_src.data<float>();
   const float* b = h_dst.data<float>();
   const float* ds = dscores.data<float>();
@@ -261,16 +156,11 @@ Tensor dot_scores_indexed(const Tensor& H, const Tensor& src_ids, const Tensor& 
   check_id_range(dst_ids, n, "dst_ids", op);
   Tensor out = Tensor::empty({m}, DType::kFloat32, H.device());
   if (m == 0) return out;
-  if (H.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores_indexed(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(), m,
-                                  out.data<float>(), H.device().index, s);
+  if (ran_on_gpu(H, op, [&] {
+        cuda_impl::dot_scores_indexed(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(), m,
+                                      out.data<float>(), H.device().index, s);
+      }))
     return out;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const float* h = H.data<float>();
   const int32_t* src = src_ids.data<int32_t>();
   const int32_t* dst = dst_ids.data<int32_t>();
@@ -301,16 +191,11 @@ void dot_scores_indexed_backward(const Tensor& H, const Tensor& src_ids, const T
   check_id_range(src_ids, n, "src_ids", op);
   check_id_range(dst_ids, n, "dst_ids", op);
   if (m == 0 || d == 0) return;
-  if (H.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::dot_scores_indexed_backward(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(),
-                                           dscores.data<float>(), m, dH.data<float>(), dev.index, s);
+  if (ran_on_gpu(H, op, [&] {
+        cuda_impl::dot_scores_indexed_backward(H.data<float>(), n, d, src_ids.data<int32_t>(), dst_ids.data<int32_t>(),
+                                               dscores.data<float>(), m, dH.data<float>(), dev.index, s);
+      }))
     return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
   const int32_t* src = src_ids.data<int32_t>();
   const int32_t* dst = dst_ids.data<int32_t>();
   // Contribution e < m: the source side of pair e (partner dst[e]); e >= m: the destination side
@@ -324,20 +209,17 @@ void dot_scores_indexed_backward(const Tensor& H, const Tensor& src_ids, const T
   const float* h = H.data<float>();
   const float* ds = dscores.data<float>();
   float* dh = dH.data<float>();
-  const int64_t segs = static_cast<int64_t>(g.start.size()) - 1;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, segs, 16), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<float> acc(static_cast<std::size_t>(d));
-    for (int64_t k = r.begin(); k < r.end(); ++k) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = g.start[k]; p < g.start[k + 1]; ++p) {
-        const int64_t e = g.order[p], i = e < m ? e : e - m;
+  for_each_segment_sum(
+      g, d,
+      [&](int64_t e, float* acc) {
+        const int64_t i = e < m ? e : e - m;
         const float* partner = h + static_cast<int64_t>(e < m ? dst[i] : src[i]) * d;
         for (int64_t j = 0; j < d; ++j) acc[j] += ds[i] * partner[j];
-      }
-      float* row = dh + static_cast<int64_t>(keys[g.order[g.start[k]]]) * d;
-      for (int64_t j = 0; j < d; ++j) row[j] += acc[j];
-    }
-  });
+      },
+      [&](int64_t k, const float* acc) {
+        float* row = dh + static_cast<int64_t>(keys[g.order[g.start[k]]]) * d;
+        for (int64_t j = 0; j < d; ++j) row[j] += acc[j];
+      });
 }
 
 namespace {
@@ -377,16 +259,12 @@ float bpr_loss_impl(const Tensor& pos, const Tensor& neg, Tensor& dpos, Tensor& 
     return 0.0f;
   }
   const double pairs = static_cast<double>(m) * static_cast<double>(k);
-  if (pos.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    const double total = cuda_impl::bpr_loss(pos.data<float>(), neg.data<float>(), m, k, dpos.data<float>(),
-                                             dneg.data<float>(), dev.index, s, slot, 1.0, pairs);
-    return slot ? 0.0f : static_cast<float>(total / pairs);
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
+  double gpu_total = 0.0;
+  if (ran_on_gpu(pos, op, [&] {
+        gpu_total = cuda_impl::bpr_loss(pos.data<float>(), neg.data<float>(), m, k, dpos.data<float>(),
+                                        dneg.data<float>(), dev.index, s, slot, 1.0, pairs);
+      }))
+    return slot ? 0.0f : static_cast<float>(gpu_total / pairs);
   const float* p = pos.data<float>();
   const float* q = neg.data<float>();
   float* dp = dpos.data<float>();
@@ -444,15 +322,11 @@ float l2_penalty_impl(const Tensor& rows, float lambda, int64_t batch, Tensor& d
   }
   const float scale = static_cast<float>(static_cast<double>(lambda) / static_cast<double>(batch));
   double total = 0.0;
-  if (rows.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    total = cuda_impl::l2_penalty(rows.data<float>(), r, d, scale, drows.data<float>(), rows.device().index, s, slot,
-                                  static_cast<double>(lambda), 2.0 * static_cast<double>(batch));
+  if (ran_on_gpu(rows, op, [&] {
+        total = cuda_impl::l2_penalty(rows.data<float>(), r, d, scale, drows.data<float>(), rows.device().index, s,
+                                      slot, static_cast<double>(lambda), 2.0 * static_cast<double>(batch));
+      })) {
     if (slot) return 0.0f;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
   } else {
     const float* x = rows.data<float>();
     float* dx = drows.data<float>();
@@ -484,138 +358,6 @@ float l2_penalty(const Tensor& rows, float lambda, int64_t batch, Tensor& drows,
 void l2_penalty_into(const Tensor& rows, float lambda, int64_t batch, Tensor& drows, Tensor& out, int64_t index,
                      Stream s) {
   l2_penalty_impl(rows, lambda, batch, drows, s, &out, index);
-}
-
-CoalescedRows coalesce_rows(const Tensor& ids, const Tensor& grad_rows, Stream s) {
-  const char* op = "coalesce_rows";
-  check_ids(ids, "ids", op);
-  check_matrix(grad_rows, "grad_rows", op);
-  check_like(grad_rows, DType::kFloat32, {ids.size(0), grad_rows.size(1)}, ids.device(), "grad_rows", op);
-  const int64_t r = ids.size(0), d = grad_rows.size(1);
-  const Device dev = ids.device();
-  CoalescedRows out;
-  if (r == 0) {
-    out.ids = Tensor::empty({0}, DType::kInt32, dev);
-    out.rows = Tensor::empty({0, d}, DType::kFloat32, dev);
-    return out;
-  }
-  if (ids.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    Tensor uid = Tensor::empty({r}, DType::kInt32, dev);
-    Tensor urows = Tensor::empty({r, d}, DType::kFloat32, dev);
-    int32_t min_id = 0;
-    const int64_t u = cuda_impl::coalesce_rows(ids.data<int32_t>(), grad_rows.data<float>(), r, d, uid.data<int32_t>(),
-                                               urows.data<float>(), &min_id, dev.index, s);
-    GT_CHECK_ARG(min_id >= 0, op, ": ids must be >= 0, got ", min_id);
-    out.ids = uid.rows(0, u);
-    out.rows = urows.rows(0, u);
-    return out;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  const std::vector<int32_t> keys = ids_vector(ids);
-  for (int64_t p = 0; p < r; ++p) GT_CHECK_ARG(keys[p] >= 0, op, ": ids[", p, "] = ", keys[p], " is negative");
-  const Segments g = group_by_key(keys);
-  const int64_t u = static_cast<int64_t>(g.start.size()) - 1;
-  out.ids = Tensor::empty({u}, DType::kInt32, dev);
-  out.rows = Tensor::zeros({u, d}, DType::kFloat32, dev);
-  int32_t* oid = out.ids.data<int32_t>();
-  float* orow = out.rows.data<float>();
-  const float* gr = grad_rows.data<float>();
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, u, 16), [&](const tbb::blocked_range<int64_t>& b) {
-    for (int64_t k = b.begin(); k < b.end(); ++k) {
-      oid[k] = keys[g.order[g.start[k]]];
-      float* acc = orow + k * d;
-      for (int64_t p = g.start[k]; p < g.start[k + 1]; ++p)
-        for (int64_t j = 0; j < d; ++j) acc[j] += gr[g.order[p] * d + j];
-    }
-  });
-  return out;
-}
-
-void sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& ids, const Tensor& grad_rows, const AdamParams& p,
-                      Stream s) {
-  const char* op = "sparse_adam_step";
-  const int64_t d = check_sparse(W, ids, grad_rows, op);
-  check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
-  check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
-  const auto [bc1, bc2] = adam_corrections(p, op);
-  const int64_t r = ids.size(0);
-  if (r == 0 || d == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::sparse_step(W.data<float>(), m.data<float>(), v.data<float>(), W.size(0), d, ids.data<int32_t>(),
-                           grad_rows.data<float>(), r, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2,
-                           W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  sparse_step_cpu(W, m.data<float>(), v.data<float>(), ids, grad_rows, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay,
-                  bc1, bc2);
-}
-
-void sparse_sgd_step(Tensor& W, const Tensor& ids, const Tensor& grad_rows, float lr, float weight_decay, Stream s) {
-  const char* op = "sparse_sgd_step";
-  const int64_t d = check_sparse(W, ids, grad_rows, op);
-  const int64_t r = ids.size(0);
-  if (r == 0 || d == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::sparse_step(W.data<float>(), nullptr, nullptr, W.size(0), d, ids.data<int32_t>(),
-                           grad_rows.data<float>(), r, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f,
-                           W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  sparse_step_cpu(W, nullptr, nullptr, ids, grad_rows, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f);
-}
-
-void row_sparse_adam_step(Tensor& W, Tensor& m, Tensor& v, const Tensor& G, const AdamParams& p, Stream s) {
-  const char* op = "row_sparse_adam_step";
-  check_matrix(W, "W", op);
-  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
-  check_like(m, DType::kFloat32, W.shape(), W.device(), "m", op);
-  check_like(v, DType::kFloat32, W.shape(), W.device(), "v", op);
-  const auto [bc1, bc2] = adam_corrections(p, op);
-  if (W.numel() == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::row_sparse_step(W.data<float>(), m.data<float>(), v.data<float>(), W.size(0), W.size(1),
-                               G.data<float>(), p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2,
-                               W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  row_sparse_step_cpu(W, m.data<float>(), v.data<float>(), G, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bc1, bc2);
-}
-
-void row_sparse_sgd_step(Tensor& W, const Tensor& G, float lr, float weight_decay, Stream s) {
-  const char* op = "row_sparse_sgd_step";
-  check_matrix(W, "W", op);
-  check_like(G, DType::kFloat32, W.shape(), W.device(), "G", op);
-  if (W.numel() == 0) return;
-  if (W.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    cuda_impl::row_sparse_step(W.data<float>(), nullptr, nullptr, W.size(0), W.size(1), G.data<float>(), lr, 0.0f,
-                               0.0f, 0.0f, weight_decay, 1.0f, 1.0f, W.device().index, s);
-    return;
-#else
-    (void)s;
-    throw_built_without_cuda(op);
-#endif
-  }
-  row_sparse_step_cpu(W, nullptr, nullptr, G, lr, 0.0f, 0.0f, 0.0f, weight_decay, 1.0f, 1.0f);
 }
 
 }  // namespace gt

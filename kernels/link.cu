@@ -188,7 +188,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The sparse steps: Adam (m not null; the operations of adam_element in elementwise.cu) or SGD.
+// One element of the sparse steps, W[at] stepped with the summed gradient acc: SGD when m is null
+// (W -= lr (acc + wd W)), else Adam with the operations of adam_element in elementwise.cu, in
+// that order (m, v updated; bc1, bc2 the bias corrections).
+__device__ __forceinline__ void link_step_element(float acc, int64_t at, float* __restrict__ W, float* __restrict__ m,
+                                                  float* __restrict__ v, float lr, float b1, float b2, float eps,
+                                                  float wd, float bc1, float bc2) {
+  const float w = W[at];
+  if (!m) {
+    W[at] = w - lr * (acc + wd * w);
+    return;
+  }
+  const float gi = acc + wd * w;
+  const float mi = b1 * m[at] + (1.0f - b1) * gi;
+  const float vi = b2 * v[at] + (1.0f - b2) * gi * gi;
+  m[at] = mi;
+  v[at] = vi;
+  W[at] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+}
+
+// The sparse steps: one warp per run of equal ids, each element by link_step_element.
 __global__ void __launch_bounds__(kThreads)
     sparse_step_kernel(Groups g, float* __restrict__ W, float* __restrict__ m, float* __restrict__ v, int64_t N,
                        int64_t d, const float* __restrict__ rows, int64_t r, float lr, float b1, float b2, float eps,
@@ -204,18 +223,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t j = lane; j < d; j += kWarp) {
       float acc = 0.0f;
       for (int64_t p = begin; p < end; ++p) acc += rows[static_cast<int64_t>(g.order[p]) * d + j];
-      const int64_t at = x * d + j;
-      const float w = W[at];
-      if (!m) {
-        W[at] = w - lr * (acc + wd * w);
-        continue;
-      }
-      const float gi = acc + wd * w;
-      const float mi = b1 * m[at] + (1.0f - b1) * gi;
-      const float vi = b2 * v[at] + (1.0f - b2) * gi * gi;
-      m[at] = mi;
-      v[at] = vi;
-      W[at] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+      link_step_element(acc, x * d + j, W, m, v, lr, b1, b2, eps, wd, bc1, bc2);
     }
   }
 }
@@ -235,19 +243,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t j = lane; j < d; j += kWarp) nonzero = nonzero || !(gx[j] == 0.0f);
     if (!__any_sync(kFullMask, nonzero)) continue;  // the whole warp skips the row
     for (int64_t j = lane; j < d; j += kWarp) {
-      const int64_t at = x * d + j;
-      const float acc = 0.0f + gx[j];
-      const float w = W[at];
-      if (!m) {
-        W[at] = w - lr * (acc + wd * w);
-        continue;
-      }
-      const float gi = acc + wd * w;
-      const float mi = b1 * m[at] + (1.0f - b1) * gi;
-      const float vi = b2 * v[at] + (1.0f - b2) * gi * gi;
-      m[at] = mi;
-      v[at] = vi;
-      W[at] = w - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+      link_step_element(0.0f + gx[j], x * d + j, W, m, v, lr, b1, b2, eps, wd, bc1, bc2);
     }
   }
 }
