@@ -85,6 +85,7 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
          << (lt.full() ? "recommendation" : "prediction") << " on " << cfg.dataset.path << " ("
          << data.info.num_nodes << " nodes, " << data.info.num_edges << " edges, " << data.info.feature_dim
          << " features) on " << result.device << "\n  " << lt.describe() << "\n";
+    if (!load_note.empty()) *log << "  " << load_note << "\n";
     if (evaluates)
       *log << "  model selection by " << (has_valid ? "valid " : "test ") << lt.select_name()
            << (has_valid ? "" : " (the dataset has no valid link split: the test split selects, as the LightGCN "

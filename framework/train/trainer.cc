@@ -5,6 +5,10 @@
 #include "framework/train/train_data.h"
 #include "framework/train/trainer_impl.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +49,7 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
   };
   impl_->in_arena([&] {
     auto owned = std::make_shared<Dataset>();
+    const auto t_load = std::chrono::steady_clock::now();
     if (cfg_.dataset.features == "mmap") {  // validate_config made sure dataset.normalize is none
       at_key([&] {
         *owned = load_dataset_without_features(cfg_.dataset.path);
@@ -55,6 +60,21 @@ Trainer::Trainer(Config cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl
       // The Trainer's own copy: normalised in place.
       if (cfg_.dataset.normalize == "row") normalize_rows(owned->features);
       impl_->features = FeatureTable(owned->features);
+    }
+    {
+      // The file's size over the time to read it (the features mapped, not read, with mmap): the
+      // page cache's speed when the file is cached, the disk's when it is not.
+      const double sec = seconds_since(t_load);
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(cfg_.dataset.path, ec);
+      char buf[200];
+      if (!ec)
+        std::snprintf(buf, sizeof buf, "dataset %s in %.2f s (a %.2f GB file, %.2f GB/s)",
+                      cfg_.dataset.features == "mmap" ? "read (features mapped)" : "read", sec,
+                      static_cast<double>(bytes) / 1e9, static_cast<double>(bytes) / 1e9 / std::max(sec, 1e-9));
+      else
+        std::snprintf(buf, sizeof buf, "dataset read in %.2f s", sec);
+      impl_->load_note = buf;
     }
     data_ = std::move(owned);
     build(device);

@@ -102,6 +102,7 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
       *log << ", sampling on the GPU"
            << (lead.gpu_graph->place() == GpuGraph::Place::kHost ? " from the CSR in host memory" : "");
     *log << "\n";
+    if (!impl_->load_note.empty()) *log << "  " << impl_->load_note << "\n";
     if (!impl_->sampling_note.empty()) *log << "  " << impl_->sampling_note << "\n";
     {
       const TaskSetup& t = impl_->task;

@@ -111,6 +111,7 @@ struct FitOutputs {
 
 struct Trainer::Impl {
   std::vector<std::string> made_dirs;  // output folders check_output_paths made
+  std::string load_note;  // how long reading (or mapping) the dataset file took, for the log; empty when given a Dataset
   // train.threads > 0: the task arenas the Trainer's oneTBB work runs in (trainer.h, "Threads");
   // train_arena is CPU training's, initialised flushing denormals (framework/core/fp_mode.h) so that
   // its workers flush too. Null with train.threads = 0: the calling thread's own arena.
