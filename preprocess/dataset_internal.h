@@ -16,6 +16,13 @@
 
 namespace gt::detail {
 
+// Arrays of at least this many bytes that the file stores as they are in memory are read by
+// several threads with pread (dataset.cc); smaller ones, or others, by H5Dread. Returns the previous
+// value. For tests: 0 sends every array down the parallel path.
+int64_t set_raw_read_min(int64_t bytes);
+// Arrays read that way since the process started (tests check that the path was taken).
+int64_t raw_read_count();
+
 // Each throws gt::Error naming `where` and the first bad entry. n is the number of nodes.
 // check_graph scans in parallel (oneTBB): papers100m-sized graphs have billions of entries.
 void check_graph(std::span<const int64_t> indptr, std::span<const int32_t> indices, int64_t n,

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +15,8 @@
 
 #include <graphtensor/core/error.h>
 #include <graphtensor/preprocess/dataset.h>
+#include <graphtensor/preprocess/synth.h>
+#include "preprocess/dataset_internal.h"
 #include "tests/preprocess/temp_dir.h"
 #include "tests/temp_files.h"
 #include "tests/test_util.h"
@@ -83,6 +87,38 @@ TEST(DatasetTest, RoundTripKeepsEverything) {
   Dataset no_feat = load_dataset_without_features(path);
   EXPECT_FALSE(no_feat.features.defined());
   EXPECT_EQ(no_feat.indices, ds.indices);
+}
+
+// Large arrays stored as they are in memory are read by several threads with pread (the CSR's
+// contiguous arrays, the feature table chunk by chunk, its last chunk partial): the same dataset,
+// byte for byte, as HDF5's own read. set_raw_read_min(0) sends every array that way here.
+TEST(DatasetTest, ParallelRawReadEqualsHdf5Read) {
+  TempDir dir;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    SynthOptions o;
+    o.num_nodes = 30011;  // 7086 float32 rows of 37 columns a 1 MiB chunk: the last one partial
+    o.feature_dim = 37;
+    o.avg_degree = 9;
+    o.seed = 5;
+    o.feature_dtype = dt;
+    const std::string path = dir.file(std::string("raw-") + dtype_name(dt) + ".h5");
+    generate_synthetic(o, path);
+    const int64_t before = detail::set_raw_read_min(std::numeric_limits<int64_t>::max());
+    const Dataset plain = load_dataset(path);
+    detail::set_raw_read_min(0);
+    const int64_t reads = detail::raw_read_count();
+    const Dataset raw = load_dataset(path);
+    detail::set_raw_read_min(before);
+    EXPECT_GE(detail::raw_read_count() - reads, 3) << "indptr, indices and the features by pread";
+    EXPECT_EQ(raw.indptr, plain.indptr);
+    EXPECT_EQ(raw.indices, plain.indices);
+    EXPECT_EQ(raw.labels, plain.labels);
+    EXPECT_EQ(raw.splits, plain.splits);
+    ASSERT_EQ(raw.features.shape(), plain.features.shape());
+    ASSERT_EQ(raw.features.dtype(), dt);
+    EXPECT_EQ(std::memcmp(raw.features.raw(), plain.features.raw(), plain.features.nbytes()), 0);
+  }
 }
 
 TEST(DatasetTest, ReadsFeatureRowRanges) {
