@@ -6,6 +6,7 @@
 #include <tbb/task_arena.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -150,17 +151,24 @@ TEST_F(InMemoryTest, BadInputIsRefused) {
 
 // Threads (in oneTBB's parallel_for) that run bodies of a loop started from this thread, each body
 // waiting briefly so that idle workers have time to join.
+// Threads that ran the tasks of one parallel_for of 64 short sleeps: the most seen in up to five
+// tries (on a loaded 2-core machine the one worker may not be scheduled within one try, which
+// would read as a limit of one thread).
 int observed_concurrency() {
-  std::mutex mu;
-  std::set<std::thread::id> ids;
-  tbb::parallel_for(0, 64, 1, [&](int) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ids.insert(std::this_thread::get_id());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  });
-  return static_cast<int>(ids.size());
+  int most = 0;
+  for (int attempt = 0; attempt < 5 && most < 2; ++attempt) {
+    std::mutex mu;
+    std::set<std::thread::id> ids;
+    tbb::parallel_for(0, 64, 1, [&](int) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+    most = std::max(most, static_cast<int>(ids.size()));
+  }
+  return most;
 }
 
 TEST_F(InMemoryTest, ThreadsLimitStaysInTheTrainersArena) {
