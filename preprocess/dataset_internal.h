@@ -17,7 +17,7 @@
 namespace gt::detail {
 
 // Arrays of at least this many bytes that the file stores as they are in memory are read by
-// several threads with pread (dataset.cc); smaller ones, or others, by H5Dread. Returns the previous
+// several threads with pread (dataset_read.cc); smaller ones, or others, by H5Dread. Returns the previous
 // value. For tests: 0 sends every array down the parallel path.
 int64_t set_raw_read_min(int64_t bytes);
 // Arrays read that way since the process started (tests check that the path was taken).
