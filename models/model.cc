@@ -29,7 +29,7 @@ Model::Model(std::string type, int64_t in_dim, const std::vector<LayerOptions>& 
     // Its own random stream, apart from every layer's weights (ids below 2^62).
     constexpr uint64_t kEmbeddingId = (uint64_t{1} << 63) | 1;
     if (link.init_std > 0.0f) fill_normal(p.value, link.seed, kEmbeddingId, link.init_std);
-    else glorot_uniform(p.value, link.seed, kEmbeddingId);
+    else glorot_uniform_rows(p.value, link.init_rows, link.seed, kEmbeddingId);
     const int table = graph_.add_param(std::move(p), 0);
     embedding_param_ = graph_.params().back();
     features_ = graph_.add_input("node_ids", Rows::src(0), 0);

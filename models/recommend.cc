@@ -109,12 +109,16 @@ void check_link_model(const ModelConfig& cfg, const DatasetInfo& info) {
   if (cfg.type == "lightgcn" && cfg.embedding_dim <= 0)
     GT_THROW("model.embedding_dim", "set model.embedding_dim (64 in the LightGCN paper)",
              "model.type lightgcn learns its node embeddings and needs model.embedding_dim > 0");
+  if (cfg.embedding_init != "auto" && cfg.embedding_dim <= 0)
+    GT_THROW("model.embedding_init", "leave it auto, or set model.embedding_dim", "model.embedding_init ",
+             cfg.embedding_init, " starts a learnable embedding table, but model.embedding_dim is 0");
   if (info.is_link() && info.feature_dim == 0 && cfg.embedding_dim <= 0)
     GT_THROW("model.embedding_dim", "set model.embedding_dim (with model.type lightgcn or ngcf)",
              "the link dataset has no node features: the model must learn node embeddings");
 }
 
-std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_nodes, Device device, uint64_t seed) {
+std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_nodes, Device device, uint64_t seed,
+                                        const std::vector<int64_t>& kind_rows) {
   if (cfg.type != "lightgcn" && cfg.type != "ngcf")
     GT_THROW("model.type", "use lightgcn or ngcf with model.embedding_dim", "model.type '", cfg.type,
              "' does not learn node embeddings (model.embedding_dim applies to lightgcn and ngcf)");
@@ -153,7 +157,15 @@ std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_node
   link.num_nodes = num_nodes;
   link.readout = light ? Readout::kMean : Readout::kConcatNormalized;
   link.seed = seed;
-  link.init_std = light ? 0.1f : 0.0f;  // LightGCN: normal std 0.1; NGCF: xavier_uniform
+  // auto: LightGCN's PyTorch reference (normal, std 0.1); NGCF's reference (xavier_uniform per kind).
+  const bool normal = cfg.embedding_init == "normal" || (cfg.embedding_init == "auto" && light);
+  link.init_std = normal ? 0.1f : 0.0f;
+  if (!normal && kind_rows.size() > 1) {
+    int64_t total = 0;
+    for (int64_t r : kind_rows) total += r;
+    GT_CHECK_ARG(total == num_nodes, "build_link_model: node kinds of ", total, " nodes for ", num_nodes);
+    link.init_rows = kind_rows;
+  }
   return std::make_unique<Model>(cfg.type, cfg.embedding_dim, layers,
                                  light ? LayerBuilder(build_lightgcn_layer) : LayerBuilder(build_ngcf_rec_layer),
                                  device, DkpMode::kAggregateFirst, LossOptions{}, link);

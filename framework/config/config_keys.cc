@@ -311,6 +311,11 @@ const std::vector<Field>& fields() {
                 "width of a learnable node embedding table [N, embedding_dim] the model reads instead of the "
                 "node features, for link datasets (LightGCN and NGCF as recommenders learn 64-wide ones); 0 = "
                 "read the features. Required by lightgcn, allowed with ngcf only"),
+      string_field("model.embedding_init", GT_GET(model, embedding_init), {"auto", "normal", "xavier"},
+                   "start of the learnable embedding table (model.embedding_dim > 0): normal = Normal(0, 0.1^2) "
+                   "(LightGCN's PyTorch code), xavier = Glorot-uniform, each node kind's rows (users, items) as "
+                   "its own matrix (NGCF's code; LightGCN's paper and TensorFlow code); auto = normal for "
+                   "lightgcn, xavier for ngcf"),
       int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
       real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
       bool_field("model.self_loops", GT_GET(model, self_loops),

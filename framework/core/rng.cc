@@ -38,4 +38,31 @@ void glorot_uniform(Tensor& w, uint64_t seed, uint64_t tensor_id) {
   fill_uniform(w, seed, tensor_id, -a, a);
 }
 
+void glorot_uniform_rows(Tensor& w, const std::vector<int64_t>& rows, uint64_t seed, uint64_t tensor_id) {
+  GT_CHECK_ARG(w.dim() == 2, "glorot_uniform_rows needs a matrix, got ", w.str());
+  GT_CHECK_ARG(w.dtype() == DType::kFloat32, "glorot_uniform_rows needs float32, got ", w.str());
+  if (rows.size() <= 1) {
+    GT_CHECK_ARG(rows.empty() || rows[0] == w.size(0), "glorot_uniform_rows: ", rows[0], " rows for ", w.str());
+    glorot_uniform(w, seed, tensor_id);
+    return;
+  }
+  int64_t total = 0;
+  for (int64_t r : rows) {
+    GT_CHECK_ARG(r >= 0, "glorot_uniform_rows: a block of ", r, " rows");
+    total += r;
+  }
+  GT_CHECK_ARG(total == w.size(0), "glorot_uniform_rows: blocks of ", total, " rows for ", w.str());
+  Tensor host = w.is_cuda() ? Tensor::empty(w.shape(), w.dtype()) : w;
+  float* p = host.data<float>();
+  const int64_t cols = w.size(1);
+  const uint64_t key = rng_key(seed, RngStream::kInit);
+  int64_t i = 0;  // the element index, the counter as in fill_uniform
+  for (int64_t r : rows) {
+    const float a = std::sqrt(6.0f / static_cast<float>(r + cols)), lo = -a, hi = a;
+    for (const int64_t end = i + r * cols; i < end; ++i)
+      p[i] = lo + (hi - lo) * u01(philox(key, tensor_id, static_cast<uint64_t>(i)).v[0]);
+  }
+  if (w.is_cuda()) w.copy_from(host);
+}
+
 }  // namespace gt

@@ -160,7 +160,9 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   const Device d = ctx.device();
   if (embedding) {
-    model_owned_ = build_link_model(cfg.model, info.num_nodes, d, seed);
+    std::vector<int64_t> kind_rows;  // each kind's rows its own Glorot block (model.embedding_init xavier)
+    for (const NodeKind& k : info.node_kinds) kind_rows.push_back(k.count);
+    model_owned_ = build_link_model(cfg.model, info.num_nodes, d, seed, kind_rows);
   } else {
     if (cfg.model.type == "ngcf" || cfg.model.type == "lightgcn")
       refuse(cfg, "model.type", "use gcn, sage, gin or gat as an encoder, or set model.embedding_dim",

@@ -419,6 +419,44 @@ void expect_cuda_matches_cpu(const ModelConfig& cfg) {
   }
 }
 
+// model.embedding_init: normal draws Normal(0, 0.1^2); xavier draws each node kind's rows within
+// its own Glorot bound sqrt(6 / (rows + dim)) (users [0, 3) and items [3, 7) here, 3 and 4 rows).
+TEST(Recommend, EmbeddingInitNormalOrGlorotPerKind) {
+  constexpr int64_t kDim = 64;
+  const std::vector<int64_t> kinds = {3, 4};
+  auto table = [&](const std::string& type, const std::string& init) {
+    ModelConfig c = rec_config(type, kDim, 1);
+    c.embedding_init = init;
+    auto model = build_link_model(c, kNodes, Device::cpu(), 5, kinds);
+    return model->embedding()->value.to_vector<float>();
+  };
+  auto max_abs = [&](const std::vector<float>& v, int64_t r0, int64_t r1) {
+    float m = 0;
+    for (int64_t i = r0 * kDim; i < r1 * kDim; ++i) m = std::max(m, std::fabs(v[static_cast<std::size_t>(i)]));
+    return m;
+  };
+  for (const std::string type : {"lightgcn", "ngcf"}) {
+    const std::vector<float> x = table(type, "xavier");
+    const float user_bound = std::sqrt(6.0f / (3 + kDim)), item_bound = std::sqrt(6.0f / (4 + kDim));
+    EXPECT_LE(max_abs(x, 0, 3), user_bound) << type;
+    EXPECT_GT(max_abs(x, 0, 3), 0.9f * user_bound) << type;  // 192 draws reach the bound's last tenth
+    EXPECT_LE(max_abs(x, 3, 7), item_bound) << type;
+    EXPECT_GT(max_abs(x, 3, 7), 0.9f * item_bound) << type;
+    const std::vector<float> n = table(type, "normal");
+    double sq = 0;
+    for (float v : n) sq += static_cast<double>(v) * v;
+    const double std_dev = std::sqrt(sq / static_cast<double>(n.size()));
+    EXPECT_NEAR(std_dev, 0.1, 0.01) << type;  // 448 draws
+  }
+  // auto: LightGCN normal, NGCF Glorot per kind.
+  EXPECT_EQ(table("lightgcn", "auto"), table("lightgcn", "normal"));
+  EXPECT_EQ(table("ngcf", "auto"), table("ngcf", "xavier"));
+  ModelConfig bad = rec_config("gcn", 0, 1);
+  bad.embedding_init = "xavier";
+  DatasetInfo info;
+  EXPECT_NE(test::error_of([&] { check_link_model(bad, info); }).find("model.embedding_init"), std::string::npos);
+}
+
 TEST(Recommend, LightGcnCudaMatchesCpu) { expect_cuda_matches_cpu(rec_config("lightgcn", 8, 3)); }
 
 TEST(Recommend, NgcfCudaMatchesCpu) {

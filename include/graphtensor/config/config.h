@@ -47,6 +47,9 @@ struct GT_API ModelConfig {
   /// > 0: the model learns a node embedding table [N, embedding_dim] as its input (lightgcn, and
   /// ngcf as a recommender; a link dataset); 0: it reads the node features.
   int64_t embedding_dim = 0;
+  /// The embedding table's start (embedding_dim > 0): auto | normal (Normal(0, 0.1^2)) | xavier
+  /// (Glorot-uniform per node kind); auto = normal for lightgcn, xavier for ngcf.
+  std::string embedding_init = "auto";
 };
 
 /// The output width of hidden layer l (0 <= l < layers - 1): hidden_sizes[l], or hidden when

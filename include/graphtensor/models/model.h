@@ -47,15 +47,18 @@ enum class Readout { kLast, kMean, kConcatNormalized };
 /// seeds' representation [num_seeds, output_width()] and backward() takes its gradient (the link
 /// losses and scores live outside the model). With num_nodes > 0 the input is a learnable
 /// embedding table, the parameter "embedding" [num_nodes, in_dim] (the model's in_dim), filled
-/// with Normal(0, init_std^2) keyed by seed (LightGCN's reference, torch.nn.init.normal_ with std
-/// 0.1), or Glorot-uniform when init_std is 0 (NGCF's reference, xavier_uniform); forward() then
-/// takes the global node ids of blocks[0]'s sources instead of features.
+/// with Normal(0, init_std^2) keyed by seed (LightGCN's PyTorch reference, torch.nn.init.normal_
+/// with std 0.1), or when init_std is 0 Glorot-uniform per node kind (init_rows: each kind's rows
+/// as its own matrix, as NGCF's reference and LightGCN's paper and TensorFlow code, xavier, one
+/// table per kind; empty = one block); forward() then takes the global node ids of blocks[0]'s
+/// sources instead of features.
 struct GT_API LinkOptions {
   bool enabled = false;
   int64_t num_nodes = 0;
   Readout readout = Readout::kLast;
   uint64_t seed = 0;
   float init_std = 0.1f;
+  std::vector<int64_t> init_rows;  ///< rows per node kind for the Glorot fill (sum num_nodes), or empty
 };
 
 class GT_API Model {
@@ -202,13 +205,16 @@ struct GT_API FullGraph {
 GT_API FullGraph full_link_graph(int64_t num_nodes, const std::vector<EdgePair>& pairs);
 
 /// A recommender with learnable node embeddings (model.embedding_dim > 0): model.type lightgcn
-/// (model.layers propagations, read-out the mean of E_0..E_L, the table Normal(0, 0.1^2)) or ngcf
-/// (build_ngcf_rec_layer, widths model.hidden / hidden_sizes, message dropout model.dropout, node
-/// dropout model.node_dropout (refused for lightgcn),
-/// read-out [E_0 | n(E_1) | ... | n(E_L)], table and weights Glorot-uniform), over num_nodes nodes.
+/// (model.layers propagations, read-out the mean of E_0..E_L) or ngcf (build_ngcf_rec_layer, widths
+/// model.hidden / hidden_sizes, message dropout model.dropout, node dropout model.node_dropout
+/// (refused for lightgcn), read-out [E_0 | n(E_1) | ... | n(E_L)], weights Glorot-uniform), over
+/// num_nodes nodes. The table by model.embedding_init: normal = Normal(0, 0.1^2), xavier =
+/// Glorot-uniform per node kind (kind_rows: the dataset's kind counts, empty = one kind), auto =
+/// normal for lightgcn, xavier for ngcf.
 /// A link model (LinkOptions): forward() takes node ids and node scales and returns the seeds'
 /// representation [num_seeds, output_width()]. Throws gt::Error naming the key otherwise.
-GT_API std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_nodes, Device device, uint64_t seed);
+GT_API std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_nodes, Device device, uint64_t seed,
+                                               const std::vector<int64_t>& kind_rows = {});
 /// One-line errors for a model that does not fit its dataset: model.embedding_dim > 0 on a dataset
 /// without /link, lightgcn without model.embedding_dim, a link dataset without features and no
 /// embedding.
