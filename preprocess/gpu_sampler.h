@@ -13,7 +13,8 @@
 //   draws (rng.h: same key, same counters, so the same positions), sorted as on the CPU;
 //   with an EdgeExclusion (link prediction's seed edges, preprocess/edge_batches.h), uploaded once
 //   per batch in its packed form (preprocess/excluded_rows.h: the destinations with excluded
-//   positions, sorted, and their sorted positions; about 2 x the batch's pairs), each destination
+//   positions, sorted, and their sorted positions; 2n + 1 + m int64 for n <= 2 x the batch's
+//   pairs destinations and m positions), each destination
 //   binary-searches its excluded positions, its row size counts deg minus them, and its draw is
 //   the CPU's: Floyd over the `left` remaining positions, each drawn position mapped to a row
 //   offset by stepping over the excluded ones (kept_row_position, shared with the CPU sampler);
