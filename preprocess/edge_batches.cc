@@ -199,6 +199,34 @@ std::vector<int64_t> EdgeBatcher::draw_negatives(const std::vector<EdgePair>& pa
 }
 
 EdgeBatch EdgeBatcher::make_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key) const {
+  EdgeBatch b = plan_batch(pairs, batch_key);
+  sample_blocks(b);
+  return b;
+}
+
+EdgeBatch EdgeBatcher::make_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key, const GpuSampler& gpu,
+                                  Stream s) const {
+  EdgeBatch b = plan_batch(pairs, batch_key);
+  sample_blocks(b, gpu, s);
+  return b;
+}
+
+void EdgeBatcher::sample_blocks(EdgeBatch& b) const {
+  b.sampled = sampler_.sample(b.sampled.seeds, b.batch_key, nullptr, b.exclusion.get());
+  b.on_device = false;
+}
+
+void EdgeBatcher::sample_blocks(EdgeBatch& b, const GpuSampler& gpu, Stream s) const {
+  const NeighborSampler& g = gpu.sampler();
+  if (g.graph().indptr != sampler_.graph().indptr || g.fanouts() != sampler_.fanouts() ||
+      g.self_loops() != sampler_.self_loops() || g.rng_key() != sampler_.rng_key())
+    GT_THROW("EdgeBatcher::sample_blocks", "build the GpuSampler over the batcher's sampler()",
+             "the GPU sampler draws with another graph, fanouts, self loops or seed than the edge batcher");
+  b.device = gpu.sample(b.sampled.seeds, b.batch_key, s, b.exclusion.get());
+  b.on_device = true;
+}
+
+EdgeBatch EdgeBatcher::plan_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key) const {
   if (pairs.empty()) GT_THROW("EdgeBatcher::make_batch", "epoch_pairs never yields one", "empty batch: no pairs");
   EdgeBatch b;
   b.batch_key = batch_key;
@@ -231,11 +259,9 @@ EdgeBatch EdgeBatcher::make_batch(const std::vector<EdgePair>& pairs, uint64_t b
       edges.emplace_back(p.src, p.dst);
       edges.emplace_back(p.dst, p.src);
     }
-    const EdgeExclusion exclude(edges, sampler_.graph());
-    b.sampled = sampler_.sample(seeds, batch_key, nullptr, &exclude);
-  } else {
-    b.sampled = sampler_.sample(seeds, batch_key);
+    b.exclusion = std::make_shared<const EdgeExclusion>(edges, sampler_.graph());
   }
+  b.sampled.seeds = std::move(seeds);
   return b;
 }
 

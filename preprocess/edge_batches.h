@@ -33,17 +33,23 @@
 // sampled by NeighborSampler with batch_key. With exclude_seed_edges (the default, for
 // training), the batch's positive pairs and their reverses (u -> v and v -> u) are excluded from
 // every layer's draws (EdgeExclusion, preprocess/sampler.h), so a batch's blocks never contain
-// the edges it is asked to predict. Only the CPU sampler excludes edges: the GPU sampler
-// (preprocess/gpu_sampler.h) does not exclude yet, so edge batches are CPU-sampled.
+// the edges it is asked to predict. The blocks are drawn by the CPU sampler (make_batch) or, with
+// the same draws bit for bit, by the GPU sampler (make_batch with a GpuSampler,
+// preprocess/gpu_sampler.h), which takes the same exclusion; the negatives, seeds and local rows
+// are computed on the host either way. plan_batch and sample_blocks are make_batch's two halves, so
+// that a caller can prepare the next batch's host part on another thread while one trains.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <graphtensor/core/device.h>
 #include <graphtensor/preprocess/dataset.h>
 #include <graphtensor/preprocess/sampler.h>
+#include "preprocess/gpu_sampler.h"
 
 namespace gt {
 
@@ -68,8 +74,16 @@ struct EdgeBatch {
   int64_t k = 0;                   // negatives per pair
   std::vector<int64_t> negatives;  // [P * k] global ids; rows [i*k, (i+1)*k) belong to pair i
   // Blocks for the distinct endpoints: sampled.seeds are the last block's destinations (global
-  // ids, order above), sampled.input_nodes the first block's sources.
+  // ids, order above), sampled.input_nodes the first block's sources. sampled.seeds is always set;
+  // the blocks, input_nodes and sampled_edges only when the CPU sampled the batch.
   SampledBatch sampled;
+  // Set instead when the GPU sampled the batch (make_batch with a GpuSampler): the same blocks on
+  // the device, and device.input_nodes (int32 global ids) equal to what sampled.input_nodes would be.
+  GpuSampledBatch device;
+  bool on_device = false;
+  // The batch's seed edges and their reverses (exclude_seed_edges), resolved against the CSR: what
+  // the blocks are drawn without. Null without exclusion.
+  std::shared_ptr<const EdgeExclusion> exclusion;
   // Local rows: positions in sampled.seeds (the last block's destination rows), so
   // sampled.seeds[src_row[i]] == pairs[i].src, sampled.seeds[dst_row[i]] == pairs[i].dst and
   // sampled.seeds[neg_row[i*k + j]] == negatives[i*k + j].
@@ -102,6 +116,17 @@ class EdgeBatcher {
   // Negatives, seed nodes, blocks and local rows of one batch (pairs non-empty, node ids valid).
   // An epoch's batch b is make_batch(epoch_pairs(epoch)[b], edge_batch_key(epoch, b)).
   EdgeBatch make_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key) const;
+  // The same batch with its blocks drawn by `gpu` on stream s (the batch's `device`; complete on
+  // return, GpuSampler::sample). `gpu` must draw as sampler() does: the same graph, fanouts, self
+  // loops and seed (checked, gt::Error otherwise), e.g. a GpuSampler built over sampler().
+  EdgeBatch make_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key, const GpuSampler& gpu, Stream s) const;
+  // make_batch's host half: everything but the blocks (negatives, sampled.seeds, local rows, the
+  // exclusion). Thread-safe, as the batcher is read-only.
+  EdgeBatch plan_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key) const;
+  // Its other half: draws a planned batch's blocks on the CPU (into sampled), or with `gpu` on
+  // stream s (into device; the check above).
+  void sample_blocks(EdgeBatch& b) const;
+  void sample_blocks(EdgeBatch& b, const GpuSampler& gpu, Stream s) const;
 
   // [begin, end) of the nodes negatives are drawn from.
   std::pair<int64_t, int64_t> negative_range() const { return {neg_lo_, neg_hi_}; }

@@ -12,7 +12,7 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
   throw_built_without_cuda("GpuSampler (sampling.device: gpu)");
 }
 GpuSampler::~GpuSampler() = default;
-GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>&, uint64_t, Stream) const {
+GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>&, uint64_t, Stream, const EdgeExclusion*) const {
   throw_built_without_cuda("GpuSampler::sample");
 }
 

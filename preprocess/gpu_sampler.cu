@@ -10,6 +10,7 @@
 #include <graphtensor/core/error.h>
 #include "framework/core/memory.h"
 #include "framework/core/rng.h"
+#include "preprocess/excluded_rows.h"
 #include "preprocess/gpu_sampler.h"
 #include "preprocess/host_table.h"
 
@@ -27,9 +28,11 @@ __device__ __forceinline__ int64_t thread_index() {
 }
 
 // sizes[i] = the row length of destination i; sizes[n_dst] = 0, so the exclusive scan of the
-// n_dst + 1 entries ends with the edge count.
+// n_dst + 1 entries ends with the edge count. kExclude: deg counts only the positions `excluded`
+// leaves (the node path, kExclude false, never reads it).
+template <bool kExclude>
 __global__ void row_sizes_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, const int64_t* __restrict__ g_indptr,
-                                 int64_t fanout, int self, int64_t* __restrict__ sizes) {
+                                 int64_t fanout, int self, ExcludedRows excluded, int64_t* __restrict__ sizes) {
   const int64_t i = thread_index();
   if (i > n_dst) return;
   if (i == n_dst) {
@@ -37,33 +40,55 @@ __global__ void row_sizes_kernel(const int32_t* __restrict__ frontier, int64_t n
     return;
   }
   const int64_t v = frontier[i];
-  const int64_t deg = g_indptr[v + 1] - g_indptr[v];
+  int64_t deg = g_indptr[v + 1] - g_indptr[v];
+  if (kExclude) {
+    const ExcludedRange ex = excluded_positions_of(excluded, v);
+    deg -= ex.last - ex.first;
+  }
   sizes[i] = self + (fanout < 0 ? deg : min(deg, fanout));
 }
 
-// One thread per destination: the self loop first, then min(deg, fanout) distinct neighbours
-// by Floyd's algorithm with the CPU sampler's draws (sampler.cc: choose_positions), positions
-// sorted so the row lists neighbours in CSR order. The row's slice of `picked` holds the
-// positions while they are drawn, then the neighbours' global ids.
+// One thread per destination: the self loop first, then min(left, fanout) distinct neighbours
+// by Floyd's algorithm over the row's `left` candidate positions with the CPU sampler's draws
+// (sampler.cc: choose_positions), positions sorted so the row lists neighbours in CSR order.
+// Without exclusion left = deg and a position is a row offset; with it (kExclude) left = deg minus
+// v's excluded positions and the p-th remaining position maps to a row offset by
+// kept_row_position, as NeighborSampler::sample_layer maps it. The row's slice of `picked` holds
+// the positions while they are drawn, then the neighbours' global ids.
+template <bool kExclude>
 __global__ void draw_kernel(const int32_t* __restrict__ frontier, int64_t n_dst, const int64_t* __restrict__ g_indptr,
                             const int32_t* __restrict__ g_indices, const int64_t* __restrict__ indptr, int64_t fanout,
-                            int self, uint64_t key, uint64_t layer, int32_t* __restrict__ picked,
+                            int self, uint64_t key, uint64_t layer, ExcludedRows excluded, int32_t* __restrict__ picked,
                             int32_t* __restrict__ edge_dst) {
   const int64_t i = thread_index();
   if (i >= n_dst) return;
   const int64_t v = frontier[i];
   const int64_t begin = g_indptr[v], deg = g_indptr[v + 1] - begin;
-  const int64_t k = fanout < 0 ? deg : min(deg, fanout);
+  ExcludedRange ex;  // empty without exclusion
+  if (kExclude) ex = excluded_positions_of(excluded, v);
+  const int64_t left = deg - (ex.last - ex.first);
+  const int64_t k = fanout < 0 ? left : min(left, fanout);
   const int64_t row = indptr[i], row_end = indptr[i + 1];
   for (int64_t e = row; e < row_end; ++e) edge_dst[e] = static_cast<int32_t>(i);
   int32_t* out = picked + row;
   if (self) *out++ = static_cast<int32_t>(v);
-  if (k >= deg) {
-    for (int64_t p = 0; p < deg; ++p) out[p] = g_indices[begin + p];
+  if (k >= left) {  // every remaining position, in row order
+    if (!kExclude) {
+      for (int64_t p = 0; p < deg; ++p) out[p] = g_indices[begin + p];
+      return;
+    }
+    const int64_t* skip = ex.first;
+    for (int64_t p = 0; p < deg; ++p) {
+      if (skip != ex.last && *skip == p) {
+        ++skip;
+        continue;
+      }
+      *out++ = g_indices[begin + p];
+    }
     return;
   }
   int64_t n = 0;
-  for (int64_t j = deg - k; j < deg; ++j) {
+  for (int64_t j = left - k; j < left; ++j) {
     const uint64_t r = random64(key, (static_cast<uint64_t>(v) << 8) | layer, static_cast<uint64_t>(j));
     const int32_t t = static_cast<int32_t>(r % static_cast<uint64_t>(j + 1));
     bool dup = false;
@@ -76,7 +101,8 @@ __global__ void draw_kernel(const int32_t* __restrict__ frontier, int64_t n_dst,
     for (; b > 0 && out[b - 1] > x; --b) out[b] = out[b - 1];
     out[b] = x;
   }
-  for (int64_t q = 0; q < k; ++q) out[q] = g_indices[begin + out[q]];
+  for (int64_t q = 0; q < k; ++q)
+    out[q] = g_indices[begin + (kExclude ? kept_row_position(out[q], ex.first, ex.last) : out[q])];
 }
 
 // Destinations keep their index; with duplicates the last one wins, as in the CPU Reindexer
@@ -223,8 +249,13 @@ GpuSampler::~GpuSampler() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s) const {
+GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s,
+                                   const EdgeExclusion* exclude) const {
   cpu_.check_seeds(seeds);
+  const bool excluding = exclude != nullptr && !exclude->empty();
+  if (excluding && exclude->graph_indptr() != cpu_.graph().indptr)
+    GT_THROW("GpuSampler::sample", "build the EdgeExclusion with the sampler's graph()",
+             "the edge exclusion was resolved against another graph");
   std::lock_guard<std::mutex> lock(mu_);
   const Device d = graph_->device();
   set_current_device(d);  // callers may serve several GPUs from one thread
@@ -243,6 +274,16 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
   std::copy(seeds.begin(), seeds.end(), seeds32.data<int32_t>());
   Tensor frontier = seeds32.to(d, s);  // seeds32 outlives the copy: the first layer synchronises s
   int64_t n_front = static_cast<int64_t>(seeds.size());
+  // The exclusion's packed form, uploaded once for every layer (the node path uploads nothing).
+  ExcludedRows excluded;
+  Tensor excluded_host, excluded_dev;  // the host copy lives to the end, past the copy
+  if (excluding) {
+    const std::vector<int64_t> packed = pack_excluded_rows(*exclude);
+    excluded_host = Tensor::empty({static_cast<int64_t>(packed.size())}, DType::kInt64, Device::cpu(), /*pinned=*/true);
+    std::copy(packed.begin(), packed.end(), excluded_host.data<int64_t>());
+    excluded_dev = excluded_host.to(d, s);
+    excluded = excluded_rows_at(excluded_dev.data<int64_t>(), static_cast<int64_t>(exclude->destinations().size()));
+  }
 
   for (int64_t l = L - 1; l >= 0; --l) {
     auto t0 = std::chrono::steady_clock::now();
@@ -257,8 +298,12 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     // --- S_l: row sizes, their scan (the block's indptr), the draws.
     Tensor sizes = Tensor::empty({n_dst + 1}, DType::kInt64, d);
     b.indptr = Tensor::empty({n_dst + 1}, DType::kInt64, d);
-    row_sizes_kernel<<<blocks_for(n_dst + 1), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, fanout, self,
-                                                                 sizes.data<int64_t>());
+    if (excluding)
+      row_sizes_kernel<true><<<blocks_for(n_dst + 1), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, fanout,
+                                                                       self, excluded, sizes.data<int64_t>());
+    else
+      row_sizes_kernel<false><<<blocks_for(n_dst + 1), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, fanout,
+                                                                        self, excluded, sizes.data<int64_t>());
     launch_check();
     std::size_t temp_bytes = 0;
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
@@ -275,10 +320,16 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
                nnz, " edges: local ids beyond int32");
     Tensor picked = Tensor::empty({std::max<int64_t>(nnz, 1)}, DType::kInt32, d);
     Tensor edge_dst = Tensor::empty({std::max<int64_t>(nnz, 1)}, DType::kInt32, d);
-    draw_kernel<<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, g_indices,
-                                                       b.indptr.data<int64_t>(), fanout, self, key,
-                                                       static_cast<uint64_t>(l), picked.data<int32_t>(),
-                                                       edge_dst.data<int32_t>());
+    if (excluding)
+      draw_kernel<true><<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, g_indices,
+                                                               b.indptr.data<int64_t>(), fanout, self, key,
+                                                               static_cast<uint64_t>(l), excluded,
+                                                               picked.data<int32_t>(), edge_dst.data<int32_t>());
+    else
+      draw_kernel<false><<<blocks_for(n_dst), kThreads, 0, s>>>(frontier.data<int32_t>(), n_dst, g_indptr, g_indices,
+                                                                b.indptr.data<int64_t>(), fanout, self, key,
+                                                                static_cast<uint64_t>(l), excluded,
+                                                                picked.data<int32_t>(), edge_dst.data<int32_t>());
     launch_check();
     stream_synchronize(s);
     out.sample_ms += ms_since(t0);

@@ -11,6 +11,13 @@
 //   comes back to the host to size the next buffers);
 //   one thread per destination draws its neighbours with the CPU sampler's counter-based Floyd
 //   draws (rng.h: same key, same counters, so the same positions), sorted as on the CPU;
+//   with an EdgeExclusion (link prediction's seed edges, preprocess/edge_batches.h), uploaded once
+//   per batch in its packed form (preprocess/excluded_rows.h: the destinations with excluded
+//   positions, sorted, and their sorted positions; 2n + 1 + m int64 for n <= 2 x the batch's
+//   pairs destinations and m positions), each destination
+//   binary-searches its excluded positions, its row size counts deg minus them, and its draw is
+//   the CPU's: Floyd over the `left` remaining positions, each drawn position mapped to a row
+//   offset by stepping over the excluded ones (kept_row_position, shared with the CPU sampler);
 //   reindexing through a direct-mapped table of one word per graph node, like the CPU
 //   Reindexer: destinations keep 0..n_dst-1 (the last of duplicates wins, as on the CPU), every
 //   edge atomicMin's its position into its source's word, the edges that hold their source's
@@ -19,9 +26,9 @@
 //   reset afterwards, so the table is never cleared in full;
 //   the transpose by a stable radix sort of edge ids by source (so each source lists its
 //   destinations in increasing order, ties in CSR edge order, exactly as Block::build_transpose).
-// The blocks are therefore bitwise identical to NeighborSampler::sample's for the same seeds and
-// batch key (tested) without an EdgeExclusion: edge exclusion (link prediction's seed edges,
-// preprocess/edge_batches.h) is done by the CPU sampler only; this sampler does not exclude yet.
+// The blocks are therefore bitwise identical to NeighborSampler::sample's for the same seeds,
+// batch key and EdgeExclusion (tested, with and without one). Without an exclusion nothing is
+// uploaded and the kernels are the node path's.
 #pragma once
 
 #include <cstdint>
@@ -88,9 +95,14 @@ class GpuSampler {
 
   // Samples one batch with kernels on stream `s`; the caller's thread waits for the sizes between
   // kernels and for each layer's end, so the returned tensors are complete on return. Seeds are
-  // checked like NeighborSampler::check_seeds. Calls are serialised (one table).
-  GpuSampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s) const;
+  // checked like NeighborSampler::check_seeds. Calls are serialised (one table). `exclude` (may be
+  // null) applies to every layer, as in NeighborSampler::sample: it must have been built with the
+  // sampler's graph() (checked, gt::Error otherwise).
+  GpuSampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s,
+                         const EdgeExclusion* exclude = nullptr) const;
   Device device() const { return graph_->device(); }
+  // The CPU sampler whose draws this one reproduces.
+  const NeighborSampler& sampler() const { return cpu_; }
   // A stream of the lowest priority owned by the sampler, for callers that want the sampling
   // kernels apart from their transfers (the pipeline: its K copies on the copy stream then do not
   // delay the next batch's sampling).

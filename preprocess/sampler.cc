@@ -8,6 +8,7 @@
 
 #include <graphtensor/core/error.h>
 #include "framework/core/rng.h"
+#include "preprocess/excluded_rows.h"
 
 namespace gt {
 namespace {
@@ -38,12 +39,6 @@ void choose_positions(uint64_t key, uint64_t v, uint64_t layer, int64_t deg, int
     }
   }
   std::sort(out.begin(), out.end());
-}
-
-// The p-th (0-based) position of a row that is not in the sorted list [xb, xe).
-int64_t kept_position(int64_t p, const int64_t* xb, const int64_t* xe) {
-  for (const int64_t* x = xb; x != xe && *x <= p; ++x) ++p;
-  return p;
 }
 
 }  // namespace
@@ -77,7 +72,6 @@ EdgeExclusion::EdgeExclusion(const std::vector<std::pair<int64_t, int64_t>>& edg
           found[j].push_back(p);
     }
   });
-  pos_ptr_.push_back(0);
   for (std::size_t j = 0; j < n_runs; ++j) {
     if (found[j].empty()) continue;  // none of v's excluded edges is in the graph
     dsts_.push_back(by_dst_[run[j]].first);
@@ -157,7 +151,7 @@ LayerSample NeighborSampler::sample_layer(const std::vector<int64_t>& frontier, 
           int64_t left = deg - (xe - xb);
           int64_t k = fanout < 0 ? left : std::min(left, fanout);
           choose_positions(key, static_cast<uint64_t>(v), static_cast<uint64_t>(l), left, k, pos);
-          for (int64_t p : pos) *dst++ = g_.indices[begin + kept_position(p, xb, xe)];
+          for (int64_t p : pos) *dst++ = g_.indices[begin + kept_row_position(p, xb, xe)];
           continue;
         }
       }

@@ -549,7 +549,7 @@ const std::vector<Field>& fields() {
       string_field("link.propagation", GT_GET(link, propagation), {"auto", "full", "sampled"},
                    "link datasets: full = every training batch propagates over the whole train graph, as the "
                    "LightGCN and NGCF papers train (model.embedding_dim > 0 only; sampling.fanouts are not used); "
-                   "sampled = blocks sampled for each batch's pair endpoints (sampling.fanouts, on the CPU), the "
+                   "sampled = blocks sampled for each batch's pair endpoints (sampling.fanouts, drawn where sampling.device says), the "
                    "batch's own pairs and their reverses excluded from them (feature encoders: gcn, sage, gin, gat); "
                    "auto = full with model.embedding_dim > 0, else sampled"),
       string_field("link.loss", GT_GET(link, loss), {"auto", "bpr", "bce"},

@@ -2,14 +2,19 @@
 // prediction and recommendation.
 #include "framework/train/link_trainer.h"
 
+#include <tbb/task_arena.h>
+
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <system_error>
 
 #include <graphtensor/core/error.h>
 #include <graphtensor/kernels/loss.h>
+#include "framework/train/train_data.h"
 #include "kernels/embedding.h"
 #include "kernels/link.h"
 #include "kernels/ranking.h"
@@ -112,9 +117,6 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
   if (cfg.optimizer.sparse_embedding && cfg.optimizer.type == "sgd" && cfg.optimizer.momentum != 0.0)
     refuse(cfg, "optimizer.momentum", "set optimizer.momentum: 0, or use optimizer.type adam",
            "row-sparse SGD (optimizer.sparse_embedding) has no momentum");
-  if (!full_ && (cfg.sampling.device == "gpu" || cfg.sampling.device == "gpu_host"))
-    refuse(cfg, "sampling.device", "set sampling.device: cpu (or auto)",
-           "edge batches exclude their seed edges from the blocks, which only the CPU sampler does");
   bpr_ = cfg.link.loss == "bpr" || (cfg.link.loss == "auto" && full_);
   k_ = cfg.link.negatives;
 
@@ -200,6 +202,14 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
     if (ef.empty()) ef.assign(static_cast<std::size_t>(cfg.model.layers), -1);
     CsrView g{data.indptr.data(), data.indices.data(), info.num_nodes};
     eval_sampler_ = std::make_unique<NeighborSampler>(g, ef, self_loops, seed);
+    // The training batches' blocks: where node tasks would sample (replicas.cc decides the same).
+    const std::string where =
+        sampling_place(cfg.sampling.device, data, d, config_place(cfg, {"sampling.device", "train.device"}),
+                       &sampling_why_);
+    if (where != "cpu") {
+      gpu_graph_ = std::make_shared<GpuGraph>(g, d, where == "gpu" ? GpuGraph::Place::kDevice : GpuGraph::Place::kHost);
+      gpu_sampler_ = std::make_unique<GpuSampler>(batcher_->sampler(), gpu_graph_);
+    }
   }
   if (!bpr_) {  // BCE labels: a positive then k negatives per row
     std::vector<int32_t> lab(static_cast<std::size_t>(cfg.sampling.batch_size * (1 + k_)), 0);
@@ -226,8 +236,15 @@ std::vector<std::string> LinkTrainer::metric_names() const {
 
 std::string LinkTrainer::describe() const {
   std::ostringstream o;
-  o << (full_ ? "full-graph propagation of the train graph per batch" : "sampled blocks per batch (seed edges excluded)")
-    << ", " << (bpr_ ? "BPR" : "BCE") << " loss, " << k_ << " negative" << (k_ > 1 ? "s" : "") << " per positive"
+  if (full_) {
+    o << "full-graph propagation of the train graph per batch";
+  } else {
+    o << "sampled blocks per batch (seed edges excluded), drawn on the ";
+    if (gpu_sampler_) o << "GPU" << (gpu_graph_->place() == GpuGraph::Place::kHost ? " from the CSR in host memory" : "");
+    else o << "CPU";
+    if (!sampling_why_.empty()) o << " (" << sampling_why_ << ")";
+  }
+  o << ", " << (bpr_ ? "BPR" : "BCE") << " loss, " << k_ << " negative" << (k_ > 1 ? "s" : "") << " per positive"
     << (cfg_.link.exclude_known ? " (known positives excluded)" : "")
     << (cfg_.link.positives == "users" ? ", positives drawn by user (a user uniformly, then one of its pairs)" : "");
   if (cfg_.link.l2 > 0) o << ", L2 " << cfg_.link.l2 << " on the batch's embedding rows";
@@ -305,6 +322,29 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
                b + 1);
     return loss + reg;
   };
+  // Sampled batches on a CUDA device: batch b + 1's host part (EdgeBatcher::plan_batch; with CPU
+  // sampling make_batch, its blocks too) is prepared on a thread of its own, in this thread's oneTBB
+  // arena (train.threads), while batch b trains. Batches are pure functions of their pairs and key,
+  // so the run is the same as without. GPU sampling itself runs here, on ctx's stream, which the
+  // step's other work uses too (the allocator reuses the batches' buffers in that stream's order).
+  const bool ahead = !full_ && d.is_cuda();
+  tbb::task_arena caller_arena{tbb::task_arena::attach()};
+  const auto prepare = [this, &batches, &caller_arena, epoch](std::size_t b) {
+    const std::vector<EdgePair>& pairs = batches[b];
+    const uint64_t key = edge_batch_key(static_cast<uint64_t>(epoch), static_cast<int64_t>(b));
+    EdgeBatch eb;
+    caller_arena.execute([&] { eb = gpu_sampler_ ? batcher_->plan_batch(pairs, key) : batcher_->make_batch(pairs, key); });
+    return eb;
+  };
+  const auto launch = [&](std::size_t b) {
+    if (!ahead || b >= batches.size()) return std::future<EdgeBatch>();
+    try {
+      return std::async(std::launch::async, prepare, b);
+    } catch (const std::system_error&) {  // no thread to be had: prepare it when it is needed
+      return std::async(std::launch::deferred, prepare, b);
+    }
+  };
+  std::future<EdgeBatch> next = launch(0);
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const std::vector<EdgePair>& pairs = batches[b];
     const uint64_t key = edge_batch_key(static_cast<uint64_t>(epoch), static_cast<int64_t>(b));
@@ -343,25 +383,34 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
         embedding_scatter_add(drows, ids, table->grad, s);
       }
     } else {
-      EdgeBatch eb = batcher_->make_batch(pairs, key);
+      EdgeBatch eb = ahead ? next.get() : prepare(b);
+      next = launch(b + 1);
+      if (gpu_sampler_) batcher_->sample_blocks(eb, *gpu_sampler_, s);  // complete on return
       for (std::size_t i = 0; i < pairs.size(); ++i) {
         src[i] = static_cast<int32_t>(eb.src_row[i]);
         dst[i] = static_cast<int32_t>(eb.dst_row[i]);
       }
       neg.resize(eb.neg_row.size());
       for (std::size_t j = 0; j < neg.size(); ++j) neg[j] = static_cast<int32_t>(eb.neg_row[j]);
-      const auto& in = eb.sampled.input_nodes;
+      std::vector<int64_t> device_in;  // the GPU's input ids, read back for the host table's gather
+      if (eb.on_device) {
+        const std::vector<int32_t> ids = eb.device.input_nodes.to_vector<int32_t>();
+        device_in.assign(ids.begin(), ids.end());
+      }
+      const std::vector<int64_t>& in = eb.on_device ? device_in : eb.sampled.input_nodes;
       Tensor x = Tensor::empty({static_cast<int64_t>(in.size()), features_.width()}, DType::kFloat32);
       gather_rows(features_, in, x);
       Tensor scale = node_scales_.empty() ? Tensor() : gather_node_scale(node_scales_, in).to(d, s);
-      for (const Block& blk : eb.sampled.blocks) sampled_blocks.push_back(blk.to(d, s));
+      if (eb.on_device) sampled_blocks = eb.device.blocks;
+      else
+        for (const Block& blk : eb.sampled.blocks) sampled_blocks.push_back(blk.to(d, s));
       const Tensor xd = x.to(d, s);
       H = model_->forward(ctx_, sampled_blocks, xd, /*training=*/true, step, nullptr, nullptr,
                           scale.defined() ? &scale : nullptr);
       Tensor dH;
       pair_loss_backward(H, src, dst, neg, eb.k, dH, losses, static_cast<int64_t>(b));
       model_->backward(ctx_, sampled_blocks, dH);
-      part.sampled_edges += eb.sampled.sampled_edges;
+      part.sampled_edges += eb.on_device ? eb.device.sampled_edges : eb.sampled.sampled_edges;
     }
     if (cfg_.optimizer.clip_norm > 0) {
       part.grad_norm_sum += clip_grad_norm(model_->params(), cfg_.optimizer.clip_norm, s);

@@ -7,8 +7,15 @@
 //            (LightGCN, NGCF; models/model.h build_link_model), as the papers' reference code
 //            does, and reads the batch's users, positives and negatives out of the [N, D] result.
 //   sampled  a feature encoder (build_link_encoder: gcn, sage, gin, gat) over blocks that
-//            EdgeBatcher samples on the CPU for the distinct endpoints of the batch's positive
-//            pairs and negatives, the batch's pairs and their reverses excluded from the blocks.
+//            EdgeBatcher samples for the distinct endpoints of the batch's positive pairs and
+//            negatives, the batch's pairs and their reverses excluded from the blocks. Where the
+//            blocks are drawn follows sampling.device as for node tasks (sampling_place,
+//            train_data.h): on a CUDA device with gpu, gpu_host or auto (when the CSR fits) by a
+//            GpuSampler over the CSR on the device (or mapped from host memory), the same draws as
+//            the CPU sampler's; else on the CPU. The input rows are gathered from the host feature
+//            table and copied up. On a CUDA device the next batch's host part (negatives, seeds,
+//            rows, exclusion; with the CPU sampler its blocks too) is prepared on another thread,
+//            in the caller's oneTBB arena, while the current one trains.
 // Per batch: the /link/train pairs of one batch of an epoch's (seed, epoch) shuffle, link.negatives
 // uniform negatives per pair keyed by (seed, epoch, batch) (EdgeBatcher), dot-product scores, BPR
 // or sigmoid BCE (link.loss), in full mode L2 on the batch's layer-0 rows (link.l2), backward
@@ -49,6 +56,7 @@
 #include <graphtensor/train/optimizer.h>
 #include <graphtensor/train/trainer.h>
 #include "preprocess/edge_batches.h"
+#include "preprocess/gpu_sampler.h"
 
 namespace gt {
 
@@ -144,6 +152,11 @@ class LinkTrainer {
   // evaluation sampler.
   std::vector<float> node_scales_;
   std::unique_ptr<NeighborSampler> eval_sampler_;
+  // Sampled mode with GPU sampling: the CSR where the GPU reads it and the sampler of the training
+  // batches (drawing as batcher_->sampler()); null with CPU sampling. sampling_why_: why auto chose.
+  std::shared_ptr<GpuGraph> gpu_graph_;
+  std::unique_ptr<GpuSampler> gpu_sampler_;
+  std::string sampling_why_;
   // Ranking (user and item kinds): [u_lo, u_hi) users, [i_lo, i_hi) items.
   bool ranking_ = false;
   int64_t u_lo_ = 0, u_hi_ = 0, i_lo_ = 0, i_hi_ = 0;

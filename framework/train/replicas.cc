@@ -23,8 +23,9 @@ namespace gt {
 // training device. auto picks gpu when training runs on a GPU and the CSR and the reindexing table
 // (8 bytes per node) take at most a quarter of its memory, else gpu_host there, else cpu; `why`
 // says which and why for the log. `place` is where the config set sampling.device (config_place).
-static std::string sampling_place(const std::string& mode, const Dataset& data, Device d, const std::string& place,
-                                  std::string* why) {
+// (Declared in train_data.h: the link task decides the same way.)
+std::string sampling_place(const std::string& mode, const Dataset& data, Device d, const std::string& place,
+                           std::string* why) {
   if (mode == "cpu") return "cpu";
   if (mode == "gpu" || mode == "gpu_host") {
     if (!d.is_cuda())

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <graphtensor/config/config.h>
+#include <graphtensor/core/device.h>
 #include <graphtensor/core/task_metrics.h>
 #include <graphtensor/models/model.h>
 #include <graphtensor/preprocess/dataset.h>
@@ -41,6 +42,14 @@ void check_splits(const Config& cfg, const Dataset& data);
 // by hand: gt-data's import and check refuse such splits; evaluating on training nodes inflates
 // the accuracies). 0 when the run does not evaluate (train.eval_every: 0).
 int64_t count_train_overlap(const Config& cfg, const Dataset& data);
+
+// Where a run samples (sampling.device, resolved for training device d): "cpu", "gpu" (the CSR in
+// d's memory) or "gpu_host" (the GPU reads the CSR in host memory). gpu and gpu_host on a CPU device
+// throw naming `place` (config_place of sampling.device); auto is gpu on a CUDA device when the CSR
+// and the GPU sampler's reindexing table take at most a quarter of its memory, else gpu_host, and
+// cpu on a CPU device; then `why` says so for the log (left as is otherwise). framework/train/replicas.cc.
+std::string sampling_place(const std::string& mode, const Dataset& data, Device d, const std::string& place,
+                           std::string* why);
 
 // What every process of a job must agree on before training (rendezvous_broadcast compares it
 // with rank 0's and names the first line that differs): "section.key: value" lines of the

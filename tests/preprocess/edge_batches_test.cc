@@ -1,7 +1,9 @@
 // Edge mini-batches (preprocess/edge_batches.h) and the sampler's edge exclusion: negatives
 // avoid their positive (and known positives when asked) and cover every allowed node; no seed
 // edge nor its reverse is in its own batch's blocks; batches do not depend on the thread count;
-// each train pair is a seed once per epoch; local rows map back to the global ids.
+// each train pair is a seed once per epoch; local rows map back to the global ids; the packed
+// form of an exclusion (preprocess/excluded_rows.h) finds what EdgeExclusion finds; batches whose
+// blocks the GPU sampler draws equal the CPU's.
 #include <gtest/gtest.h>
 
 #include <tbb/global_control.h>
@@ -18,10 +20,12 @@
 #include "framework/core/rng.h"
 #include <graphtensor/preprocess/dataset.h>
 #include "preprocess/edge_batches.h"
+#include "preprocess/excluded_rows.h"
 #include "preprocess/link_split.h"
 #include <graphtensor/preprocess/sampler.h>
 #include <graphtensor/preprocess/synth.h>
 #include "tests/preprocess/temp_dir.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 
 namespace gt {
@@ -528,6 +532,118 @@ TEST(SamplerExclusion, NodePathUnchangedAndFanoutDrawsFromTheRest) {
       EXPECT_EQ(rp, rc) << "seed " << seeds[i];
     }
   }
+}
+
+// The packed form the GPU sampler uploads: every node's excluded positions found by the shared
+// binary search equal EdgeExclusion::positions_of (duplicate edges: every copy; nodes without any:
+// none), the layout is [destinations | position_ptr | positions], and kept_row_position gives the
+// p-th position outside the excluded ones.
+TEST(SamplerExclusion, PackedFormFindsTheSamePositions) {
+  // Rows with repeated sources: node v's in-edges come from v, v + 1, v + 1, v + 2, ... (mod n).
+  const int64_t n = 60;
+  Dataset ds;
+  ds.info.num_nodes = n;
+  ds.indptr.assign(1, 0);
+  for (int64_t v = 0; v < n; ++v) {
+    std::vector<int32_t> row;
+    for (int64_t j = 0; j < v % 7; ++j) row.push_back(static_cast<int32_t>((v + (j + 1) / 2) % n));
+    std::sort(row.begin(), row.end());
+    ds.indices.insert(ds.indices.end(), row.begin(), row.end());
+    ds.indptr.push_back(static_cast<int64_t>(ds.indices.size()));
+  }
+  CsrView g{ds.indptr.data(), ds.indices.data(), n};
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (int64_t v = 0; v < n; v += 2) edges.emplace_back((v + 1) % n, v);  // a repeated source of v (degree >= 3)
+  for (int64_t v = 1; v < n; v += 5) edges.emplace_back(v, v);           // self-loop edges
+  edges.emplace_back(7, 40);                                              // no edge: nothing
+  const EdgeExclusion x(edges, g);
+  ASSERT_FALSE(x.empty());
+  const std::vector<int64_t> packed = pack_excluded_rows(x);
+  const int64_t dsts = static_cast<int64_t>(x.destinations().size());
+  EXPECT_EQ(static_cast<int64_t>(packed.size()), 2 * dsts + 1 + static_cast<int64_t>(x.positions().size()));
+  EXPECT_TRUE(std::is_sorted(x.destinations().begin(), x.destinations().end()));
+  EXPECT_EQ(x.position_ptr().front(), 0);
+  EXPECT_EQ(x.position_ptr().back(), static_cast<int64_t>(x.positions().size()));
+  const ExcludedRows view = excluded_rows_at(packed.data(), dsts);
+  int64_t with = 0, two = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    auto [b, e] = x.positions_of(v);
+    const ExcludedRange r = excluded_positions_of(view, v);
+    EXPECT_EQ(std::vector<int64_t>(r.first, r.last), std::vector<int64_t>(b, e)) << "node " << v;
+    // Brute force: the row positions whose source is an excluded edge into v.
+    std::vector<int64_t> want;
+    for (int64_t p = 0; p < ds.indptr[static_cast<std::size_t>(v) + 1] - ds.indptr[static_cast<std::size_t>(v)]; ++p)
+      if (x.excludes(ds.indices[static_cast<std::size_t>(ds.indptr[static_cast<std::size_t>(v)] + p)], v)) want.push_back(p);
+    EXPECT_EQ(std::vector<int64_t>(r.first, r.last), want) << "node " << v;
+    with += !want.empty();
+    two += want.size() == 2;
+  }
+  EXPECT_EQ(with, dsts);
+  EXPECT_GT(two, 0) << "no duplicate edge was excluded: the test shows less than it says";
+  // An empty exclusion packs to position_ptr's 0 alone and finds nothing.
+  const EdgeExclusion none;
+  const std::vector<int64_t> empty = pack_excluded_rows(none);
+  EXPECT_EQ(empty, std::vector<int64_t>{0});
+  const ExcludedRange nothing = excluded_positions_of(excluded_rows_at(empty.data(), 0), 3);
+  EXPECT_EQ(nothing.first, nothing.last);
+  // kept_row_position over random sorted excluded sets of a row of 30.
+  for (uint64_t t = 0; t < 50; ++t) {
+    std::vector<int64_t> ex, kept;
+    for (int64_t p = 0; p < 30; ++p) (random64(91, t, static_cast<uint64_t>(p)) % 3 == 0 ? ex : kept).push_back(p);
+    for (std::size_t q = 0; q < kept.size(); ++q)
+      EXPECT_EQ(kept_row_position(static_cast<int64_t>(q), ex.data(), ex.data() + ex.size()), kept[q]) << "set " << t;
+  }
+}
+
+// Batches whose blocks the GPU sampler draws (with their seed edges excluded) hold the CPU's
+// batches: negatives, seeds and rows as they are, the blocks and input ids bitwise those of the
+// CPU sampler; a GPU sampler over another sampler is refused.
+TEST(EdgeBatches, GpuSampledBatchesEqualCpuCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  Dataset ds = rec_dataset(300, 120, 15, 14);
+  Context ctx(Device::cuda(0));
+  for (std::vector<int64_t> fanouts : {std::vector<int64_t>{4, 3}, std::vector<int64_t>{-1, 5}})
+    for (bool self_loops : {false, true}) {
+      EdgeBatcher eb(ds, fanouts, self_loops, opts(32, 2, true));
+      CsrView g{ds.indptr.data(), ds.indices.data(), ds.info.num_nodes};
+      GpuSampler gpu(eb.sampler(), std::make_shared<GpuGraph>(g, ctx.device()));
+      auto batches = eb.epoch_pairs(2);
+      ASSERT_GE(batches.size(), 4u);
+      for (std::size_t bi = 0; bi < 4; ++bi) {
+        SCOPED_TRACE("batch " + std::to_string(bi));
+        const uint64_t key = edge_batch_key(2, static_cast<int64_t>(bi));
+        const EdgeBatch want = eb.make_batch(batches[bi], key);
+        const EdgeBatch got = eb.make_batch(batches[bi], key, gpu, ctx.copy_stream());
+        ASSERT_TRUE(got.on_device);
+        EXPECT_FALSE(want.on_device);
+        EXPECT_EQ(got.negatives, want.negatives);
+        EXPECT_EQ(got.src_row, want.src_row);
+        EXPECT_EQ(got.dst_row, want.dst_row);
+        EXPECT_EQ(got.neg_row, want.neg_row);
+        EXPECT_EQ(got.sampled.seeds, want.sampled.seeds);
+        EXPECT_TRUE(got.sampled.blocks.empty());
+        ASSERT_EQ(got.device.blocks.size(), want.sampled.blocks.size());
+        for (std::size_t l = 0; l < want.sampled.blocks.size(); ++l) {
+          const Block& a = got.device.blocks[l];
+          const Block& b = want.sampled.blocks[l];
+          EXPECT_TRUE(a.device().is_cuda());
+          EXPECT_EQ(a.num_src, b.num_src);
+          EXPECT_EQ(a.indptr.to_vector<int64_t>(), b.indptr.to_vector<int64_t>()) << "layer " << l;
+          EXPECT_EQ(a.indices.to_vector<int32_t>(), b.indices.to_vector<int32_t>()) << "layer " << l;
+          EXPECT_EQ(a.t_indptr.to_vector<int64_t>(), b.t_indptr.to_vector<int64_t>()) << "layer " << l;
+          EXPECT_EQ(a.t_indices.to_vector<int32_t>(), b.t_indices.to_vector<int32_t>()) << "layer " << l;
+        }
+        const std::vector<int32_t> in = got.device.input_nodes.to_vector<int32_t>();
+        EXPECT_EQ(std::vector<int64_t>(in.begin(), in.end()), want.sampled.input_nodes);
+        EXPECT_EQ(got.device.sampled_edges, want.sampled.sampled_edges);
+        check_no_seed_edges(ds, want, fanouts);  // the CPU's batch excludes (so the GPU's does)
+      }
+      // A GPU sampler drawing with other fanouts is no sampler of this batcher.
+      NeighborSampler other(g, {2, 2}, self_loops, 7);
+      GpuSampler wrong(other, std::make_shared<GpuGraph>(g, ctx.device()));
+      EXPECT_NE(error_of([&] { eb.make_batch(batches[0], 0, wrong, ctx.copy_stream()); }).find("sampler"),
+                std::string::npos);
+    }
 }
 
 }  // namespace

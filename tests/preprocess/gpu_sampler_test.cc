@@ -1,7 +1,9 @@
 // Sampling and reindexing on the GPU: the same blocks, bit for bit, as the CPU sampler for the
 // same seeds and keys (self loops, fanouts above and below the degree, all neighbours, degree-0
-// destinations, a hub, fanouts beyond the small-k path, duplicate seeds), and a pipeline fed by
-// it gives the serial path's batches (rows from the host, from a partial cache, all resident).
+// destinations, a hub, fanouts beyond the small-k path, duplicate seeds), also with an edge
+// exclusion (duplicate edges, self-loop edges, destinations left with no in-edge), and a pipeline
+// fed by it gives the serial path's batches (rows from the host, from a partial cache, all
+// resident).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,6 +140,141 @@ TEST(GpuSampler, DuplicateSeedsCuda) {
   Context ctx(Device::cuda(0));
   GpuSampledBatch got = gpu.sample(seeds, 1, ctx.copy_stream());
   expect_same_blocks(got.blocks, want.blocks);
+}
+
+// A graph with repeated edges and self-loop edges: row v draws its sources from a window of 12
+// nodes around v (so copies are common), v itself among them, degrees 0..24.
+struct DupGraph {
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  int64_t n;
+  explicit DupGraph(int64_t nodes, uint64_t salt) : n(nodes) {
+    for (int64_t v = 0; v < n; ++v) {
+      const std::size_t row = indices.size();
+      const int64_t deg = v % 17 == 0 ? 0 : static_cast<int64_t>(random64(salt, static_cast<uint64_t>(v), 0) % 25);
+      for (int64_t j = 0; j < deg; ++j) {
+        const int64_t off = static_cast<int64_t>(random64(salt, static_cast<uint64_t>(v), static_cast<uint64_t>(j) + 1) % 12);
+        indices.push_back(static_cast<int32_t>((v + off - 6 + n) % n));
+      }
+      std::sort(indices.begin() + static_cast<std::ptrdiff_t>(row), indices.end());
+      indptr.push_back(static_cast<int64_t>(indices.size()));
+    }
+  }
+  CsrView view() const { return {indptr.data(), indices.data(), n}; }
+  int64_t degree(int64_t v) const { return indptr[static_cast<std::size_t>(v) + 1] - indptr[static_cast<std::size_t>(v)]; }
+};
+
+// Device blocks of the caching allocator filled with 0xFF and handed back, so that a sampler output
+// the kernels leave partly unwritten shows as garbage rather than as a lucky zero.
+void poison_allocator(Device d) {
+  std::vector<Tensor> held;
+  for (int64_t bytes = 512; bytes <= (int64_t{8} << 20); bytes *= 2)
+    for (int copies = 0; copies < 4; ++copies) {
+      held.push_back(Tensor::empty({bytes / 4}, DType::kInt32, d));
+      held.back().fill_bytes(0xFF);
+    }
+  stream_synchronize(nullptr);
+}
+
+// Edge batches' exclusion: for each pair (u, v) of a batch, u -> v and v -> u, as
+// EdgeBatcher::make_batch builds it; the pairs are in-edges of the seeds (so most exclude
+// something), a few are no edge at all, and every in-edge of `emptied` is excluded (its row keeps
+// only the self loop, if any).
+EdgeExclusion batch_exclusion(const DupGraph& g, const std::vector<int64_t>& seeds, int64_t emptied, uint64_t salt) {
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    const int64_t v = seeds[i], deg = g.degree(v);
+    if (deg == 0 || i % 3 == 2) continue;
+    const int64_t u = g.indices[static_cast<std::size_t>(g.indptr[static_cast<std::size_t>(v)]) +
+                                static_cast<std::size_t>(random64(salt, static_cast<uint64_t>(v), 77) % static_cast<uint64_t>(deg))];
+    edges.emplace_back(u, v);
+    edges.emplace_back(v, u);
+  }
+  for (int64_t j = 0; j < 5; ++j) {  // pairs that may be no edge: they exclude nothing
+    const int64_t a = static_cast<int64_t>(random64(salt, 1000, static_cast<uint64_t>(j)) % static_cast<uint64_t>(g.n));
+    edges.emplace_back(a, (a + g.n / 2) % g.n);
+  }
+  for (int64_t e = g.indptr[static_cast<std::size_t>(emptied)]; e < g.indptr[static_cast<std::size_t>(emptied) + 1]; ++e)
+    edges.emplace_back(g.indices[static_cast<std::size_t>(e)], emptied);
+  return EdgeExclusion(edges, g.view());
+}
+
+// GPU == CPU with the same exclusion, block for block, over several batches; and the exclusion
+// changes the CPU's blocks (so a GPU that ignored it would fail).
+void same_as_cpu_excluding(std::vector<int64_t> fanouts, bool self_loops) {
+  SCOPED_TRACE(std::string("self loops ") + (self_loops ? "on" : "off") + ", fanouts " + std::to_string(fanouts[0]) +
+               ", " + std::to_string(fanouts[1]));
+  DupGraph g(3000, 19);
+  NeighborSampler cpu(g.view(), fanouts, self_loops, 23);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), Device::cuda(0)));
+  Context ctx(Device::cuda(0));
+  int64_t changed = 0;
+  for (uint64_t key = 0; key < 5; ++key) {
+    SCOPED_TRACE("batch key " + std::to_string(key));
+    std::vector<int64_t> seeds = seeds_of(g.n, 120, key + 40);
+    // A seed with a degree of at least 3 and a repeated source loses every in-edge.
+    int64_t emptied = -1;
+    for (int64_t v : seeds) {
+      const int64_t b = g.indptr[static_cast<std::size_t>(v)], deg = g.degree(v);
+      if (deg < 3) continue;
+      for (int64_t e = b + 1; e < b + deg && emptied < 0; ++e)
+        if (g.indices[static_cast<std::size_t>(e)] == g.indices[static_cast<std::size_t>(e) - 1]) emptied = v;
+      if (emptied >= 0) break;
+    }
+    ASSERT_GE(emptied, 0) << "no seed with a repeated in-edge";
+    const EdgeExclusion x = batch_exclusion(g, seeds, emptied, key);
+    ASSERT_FALSE(x.empty());
+    const SampledBatch want = cpu.sample(seeds, key, nullptr, &x);
+    // The emptied seed's output row: the self loop alone, or nothing.
+    const std::size_t at = static_cast<std::size_t>(std::find(seeds.begin(), seeds.end(), emptied) - seeds.begin());
+    const std::vector<int64_t> out_ptr = want.blocks.back().indptr.to_vector<int64_t>();
+    EXPECT_EQ(out_ptr[at + 1] - out_ptr[at], self_loops ? 1 : 0);
+    const SampledBatch plain = cpu.sample(seeds, key);
+    for (std::size_t l = 0; l < plain.blocks.size(); ++l)
+      changed += plain.blocks[l].indices.to_vector<int32_t>() != want.blocks[l].indices.to_vector<int32_t>() ||
+                 plain.blocks[l].indptr.to_vector<int64_t>() != want.blocks[l].indptr.to_vector<int64_t>();
+    poison_allocator(ctx.device());
+    const GpuSampledBatch got = gpu.sample(seeds, key, ctx.copy_stream(), &x);
+    expect_same_blocks(got.blocks, want.blocks);
+    const std::vector<int32_t> in = got.input_nodes.to_vector<int32_t>();
+    EXPECT_EQ(std::vector<int64_t>(in.begin(), in.end()), want.input_nodes);
+    EXPECT_EQ(got.sampled_edges, want.sampled_edges);
+    // The same sampler without the exclusion still draws the node path's blocks afterwards.
+    expect_same_blocks(gpu.sample(seeds, key, ctx.copy_stream()).blocks, plain.blocks);
+  }
+  EXPECT_GT(changed, 0) << "the exclusions changed no block: the test shows nothing";
+}
+
+TEST(GpuSampler, ExclusionSameBlocksAsCpuCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (bool self_loops : {false, true}) {
+    same_as_cpu_excluding({3, 3}, self_loops);
+    same_as_cpu_excluding({-1, -1}, self_loops);
+    same_as_cpu_excluding({-1, 3}, self_loops);
+  }
+}
+
+// An empty exclusion is the node path; one resolved against another graph is refused as on the CPU.
+TEST(GpuSampler, ExclusionEmptyOrOfAnotherGraphCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  DupGraph g(400, 5), other(400, 5);
+  NeighborSampler cpu(g.view(), {4, 4}, true, 3);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), Device::cuda(0)));
+  Context ctx(Device::cuda(0));
+  const std::vector<int64_t> seeds{3, 9, 1, 250};
+  const EdgeExclusion none;
+  expect_same_blocks(gpu.sample(seeds, 4, ctx.copy_stream(), &none).blocks, cpu.sample(seeds, 4).blocks);
+  int64_t v = 1;
+  while (other.degree(v) == 0) ++v;
+  const EdgeExclusion foreign({{other.indices[static_cast<std::size_t>(other.indptr[static_cast<std::size_t>(v)])], v}},
+                              other.view());
+  ASSERT_FALSE(foreign.empty());
+  try {
+    gpu.sample(seeds, 4, ctx.copy_stream(), &foreign);
+    FAIL() << "an exclusion of another graph was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another graph"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GpuSampler, BadSeedsAreNamedCuda) {

@@ -14,8 +14,8 @@
 // whose source is excluded for v are skipped, every copy of a duplicate edge included), with the
 // same generator over the remaining positions. A destination none of whose in-edges is excluded
 // draws exactly what it draws without exclusion, and no exclusion (nullptr or empty) is the node
-// path unchanged. The self loop (self_loops) is never excluded. Only this CPU sampler excludes:
-// the GPU sampler (preprocess/gpu_sampler.h) does not exclude edges yet.
+// path unchanged. The self loop (self_loops) is never excluded. The GPU sampler
+// (preprocess/gpu_sampler.h) takes the same EdgeExclusion and draws bitwise the same blocks.
 #pragma once
 
 #include <cstdint>
@@ -68,11 +68,18 @@ class GT_API EdgeExclusion {
   // v has none.
   std::pair<const int64_t*, const int64_t*> positions_of(int64_t v) const;
   const int64_t* graph_indptr() const { return indptr_; }
+  // The whole set in CSR-like form, what positions_of searches (and what the GPU sampler uploads):
+  // destinations() the destinations with at least one excluded position, sorted and distinct;
+  // destination i's positions are positions()[position_ptr()[i] .. position_ptr()[i + 1]), sorted.
+  // position_ptr() has destinations().size() + 1 entries, starting at 0.
+  const std::vector<int64_t>& destinations() const { return dsts_; }
+  const std::vector<int64_t>& position_ptr() const { return pos_ptr_; }
+  const std::vector<int64_t>& positions() const { return pos_; }
 
  private:
   std::vector<std::pair<int64_t, int64_t>> by_dst_;  // (v, u), sorted, unique
   std::vector<int64_t> dsts_;                         // destinations with an excluded position, sorted
-  std::vector<int64_t> pos_ptr_, pos_;                // their positions: pos_[pos_ptr_[i] .. pos_ptr_[i+1])
+  std::vector<int64_t> pos_ptr_{0}, pos_;             // their positions: pos_[pos_ptr_[i] .. pos_ptr_[i+1])
   const int64_t* indptr_ = nullptr;
 };
 

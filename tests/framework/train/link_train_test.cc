@@ -1,7 +1,8 @@
 // Link tasks in gt::Trainer (framework/train/link_trainer.h): LightGCN learns a clustered
 // user-item dataset (Recall@20 well above the untrained model's), NGCF trains (with node dropout
 // too, resuming with the same masks), the GPU follows the
-// CPU, a GraphSAGE encoder learns link prediction on a feature graph (ROC-AUC > 0.8), keys that
+// CPU, a GraphSAGE encoder learns link prediction on a feature graph (ROC-AUC > 0.8), its
+// batches drawn by the GPU sampler train the CPU-sampled run, keys that
 // cannot apply are one-line errors, a resumed link run continues the uninterrupted one, and
 // optimizer.sparse_embedding steps the table's touched rows lazily (also resumed, on the GPU, and
 // refused where it cannot apply).
@@ -301,12 +302,61 @@ TEST(LinkTrainTest, SageLinkPredictionLearns) {
   EXPECT_GT(value(test, "mrr"), 0.85) << log.str();
   EXPECT_FALSE(r.epochs.back().link_valid.empty());
   EXPECT_NE(log.str().find("sampled blocks"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("drawn on the CPU"), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("BCE"), std::string::npos) << log.str();
   // BPR on the same encoder trains too.
   c.link.loss = "bpr";
   c.train.epochs = 10;
   const TrainResult b = Trainer(c).fit(nullptr);
   EXPECT_GT(value(b.epochs.back().link_test, "roc_auc"), 0.8);
+}
+
+// Sampled link batches drawn by the GPU sampler (sampling.device gpu, gpu_host, and auto, which
+// picks gpu for this small CSR) train the run that the CPU sampler's batches train on the same
+// device: the same draws (seed edges excluded on both), so the epoch losses agree to float rounding
+// (the device blocks carry bounds where the CPU's carry exact degrees, which may pick other kernels)
+// and the log says where the blocks were drawn.
+TEST(LinkTrainTest, GpuSampledBatchesFollowCpuSampledCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  test::TempDir tmp("gpulink");
+  Config c = sage_config(feature_graph(tmp));
+  c.train.device = "cuda";
+  c.train.epochs = 3;
+  c.train.eval_every = 3;
+  c.sampling.device = "cpu";
+  std::ostringstream cpu_log;
+  const TrainResult cpu = Trainer(c).fit(&cpu_log);
+  EXPECT_NE(cpu_log.str().find("drawn on the CPU"), std::string::npos) << cpu_log.str();
+  for (const char* where : {"gpu", "gpu_host", "auto"}) {
+    SCOPED_TRACE(where);
+    c.sampling.device = where;
+    std::ostringstream log;
+    const TrainResult gpu = Trainer(c).fit(&log);
+    EXPECT_NE(log.str().find("drawn on the GPU"), std::string::npos) << log.str();
+    if (std::string(where) == "gpu_host")
+      EXPECT_NE(log.str().find("from the CSR in host memory"), std::string::npos) << log.str();
+    if (std::string(where) == "auto") EXPECT_NE(log.str().find("sampling.device auto"), std::string::npos) << log.str();
+    ASSERT_EQ(gpu.epochs.size(), cpu.epochs.size());
+    for (std::size_t e = 0; e < cpu.epochs.size(); ++e) {
+      EXPECT_TRUE(std::isfinite(gpu.epochs[e].loss));
+      EXPECT_NEAR(gpu.epochs[e].loss, cpu.epochs[e].loss, 1e-4 * std::max(1.0, cpu.epochs[e].loss)) << "epoch " << e + 1;
+    }
+    EXPECT_NEAR(value(gpu.epochs.back().link_test, "roc_auc"), value(cpu.epochs.back().link_test, "roc_auc"), 1e-3);
+  }
+  // A batch callback (a wait per step) and a run stopped inside an epoch (the batch being
+  // prepared ahead is dropped) with GPU sampling.
+  c.sampling.device = "gpu";
+  FitCallbacks cb;
+  std::vector<double> losses;
+  cb.on_batch = [&](const BatchInfo& b) {
+    losses.push_back(b.loss);
+    return losses.size() < 3;
+  };
+  const TrainResult stopped = Trainer(c).fit(nullptr, cb);
+  EXPECT_EQ(stopped.stopped_by_callback, 1);
+  EXPECT_EQ(stopped.stopped_at_batch, 3);
+  ASSERT_EQ(losses.size(), 3u);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
 }
 
 // Every error is one line naming the key.
@@ -345,8 +395,11 @@ TEST(LinkTrainTest, KeysThatCannotApplyAreOneLineErrors) {
                    "link.l2");
   expect_key_error(error_of([&] { Trainer(with(sage_config(link_path), [](Config& c) { c.train.select_by = "ndcg@20"; })); }),
                    "train.select_by");
-  expect_key_error(error_of([&] { Trainer(with(sage_config(link_path), [](Config& c) { c.sampling.device = "gpu"; })); }),
-                   "sampling.device");
+  // GPU sampling (edge batches exclude their seed edges there too) needs a CUDA training device.
+  const std::string gpu_on_cpu =
+      error_of([&] { Trainer(with(sage_config(link_path), [](Config& c) { c.sampling.device = "gpu"; })); });
+  expect_key_error(gpu_on_cpu, "sampling.device");
+  EXPECT_NE(gpu_on_cpu.find("training runs on cpu"), std::string::npos) << gpu_on_cpu;
   // A node dataset refuses the link keys.
   const std::string node_path = tmp.file("g.h5");
   expect_key_error(error_of([&] {
