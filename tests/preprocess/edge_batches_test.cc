@@ -262,7 +262,9 @@ TEST(EdgeBatches, NegativesCoverEveryAllowedNode) {
 // No block of b holds one of its seed edges or their reverses; with fanout -1 every other
 // in-edge of a destination is there, so exclusion removes exactly those edges. Returns the edges
 // checked.
-int64_t check_no_seed_edges(const Dataset& ds, const EdgeBatch& b, const std::vector<int64_t>& fanouts) {
+// With self_loops each row starts with its destination itself (never excluded, not a CSR edge).
+int64_t check_no_seed_edges(const Dataset& ds, const EdgeBatch& b, const std::vector<int64_t>& fanouts,
+                            bool self_loops = false) {
   std::set<std::pair<int64_t, int64_t>> seed_edges;
   for (const EdgePair& p : b.pairs) {
     seed_edges.insert({p.src, p.dst});
@@ -278,7 +280,13 @@ int64_t check_no_seed_edges(const Dataset& ds, const EdgeBatch& b, const std::ve
     for (int64_t v = 0; v < blk.num_dst; ++v) {
       int64_t gv = ids[static_cast<std::size_t>(v)];
       std::multiset<int64_t> row;
-      for (int64_t e = ip[v]; e < ip[v + 1]; ++e) {
+      int64_t first = ip[v];
+      if (self_loops) {
+        EXPECT_LT(first, ip[v + 1]) << "layer " << l << " node " << gv << ": no self loop";
+        if (first < ip[v + 1]) EXPECT_EQ(ids[static_cast<std::size_t>(ix[first])], gv) << "layer " << l;
+        ++first;
+      }
+      for (int64_t e = first; e < ip[v + 1]; ++e) {
         int64_t gu = ids[static_cast<std::size_t>(ix[e])];
         EXPECT_FALSE(seed_edges.count({gu, gv})) << "layer " << l << " edge " << gu << " -> " << gv;
         EXPECT_TRUE(csr_has(ds, gu, gv));
@@ -636,7 +644,7 @@ TEST(EdgeBatches, GpuSampledBatchesEqualCpuCuda) {
         const std::vector<int32_t> in = got.device.input_nodes.to_vector<int32_t>();
         EXPECT_EQ(std::vector<int64_t>(in.begin(), in.end()), want.sampled.input_nodes);
         EXPECT_EQ(got.device.sampled_edges, want.sampled.sampled_edges);
-        check_no_seed_edges(ds, want, fanouts);  // the CPU's batch excludes (so the GPU's does)
+        check_no_seed_edges(ds, want, fanouts, self_loops);  // the CPU's batch excludes (so the GPU's does)
       }
       // A GPU sampler drawing with other fanouts is no sampler of this batcher.
       NeighborSampler other(g, {2, 2}, self_loops, 7);
