@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
+#include "kernels/warp_reduce.cuh"
 #include <graphtensor/core/device.h>
 #include <graphtensor/core/tensor.h>
 
@@ -56,11 +57,6 @@ __global__ void scatter_runs_kernel(const float* dy, const int64_t* sorted_ids, 
 // sums the squares of its columns, a butterfly of shuffles the lanes' sums (a fixed order, so the
 // result is deterministic; it differs from the CPU's column-order sum by rounding only).
 constexpr int kRowWarp = 32;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kRowWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 unsigned warp_blocks_for(int64_t rows) {
   const int64_t warps_per_block = kThreads / kRowWarp;

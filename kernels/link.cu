@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
+#include "kernels/warp_reduce.cuh"
 #include <graphtensor/core/device.h>
 #include "framework/core/memory.h"
 
@@ -37,10 +38,6 @@ unsigned blocks_for(int64_t items, int64_t per_block) {
   return static_cast<unsigned>(std::max<int64_t>(1, blocks));
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
 
 __device__ __forceinline__ float nan_f() { return __int_as_float(0x7fc00000); }
 

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "framework/core/cuda_check.h"
+#include "kernels/warp_reduce.cuh"
 #include <graphtensor/core/device.h>
 #include "framework/core/memory.h"
 
@@ -53,16 +54,6 @@ int grid_for_rows(int64_t rows, int device) {
   const int64_t needed = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int64_t resident = static_cast<int64_t>(sms > 0 ? sms : 1) * kBlocksPerSm;
   return static_cast<int>(needed < resident ? needed : resident);
-}
-
-// Butterfly reductions: every lane ends with the same value (a + b == b + a bitwise).
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
 }
 
 // Tree reduction of one value per thread over a kReduceThreads block; the pairing is fixed, so
@@ -189,10 +180,6 @@ __global__ void __launch_bounds__(kReduceThreads)
 // softmax_ce_rows_kernel adds zeros first, so the rows' values are its bits. The counts and the
 // loss total are warp butterflies and then one warp's (a fixed order; a 1024-thread shared-memory
 // tree per reduction, and a warp walking its rows one after another, took 13-19 us for 300 rows).
-__device__ __forceinline__ unsigned long long warp_count(unsigned long long v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
 
 // Class weights (kWeighted; weights then not null): thread t also takes label t's weight and
 // checks weight t (C <= 32 here); the weight sum is a double butterfly per warp, then one over the
@@ -234,13 +221,12 @@ __global__ void __launch_bounds__(kReduceThreads)
       bad = 1;
     }
   }
-  labelled = warp_count(labelled);
-  bad = warp_count(bad);
+  labelled = warp_sum(labelled);
+  bad = warp_sum(bad);
   if (kWeighted) {
     if (t < C) bad_w = bad_weight(weights[t]);
-    bad_w = warp_count(bad_w);
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) wsum += __shfl_xor_sync(kFullMask, wsum, o);
+    bad_w = warp_sum(bad_w);
+    wsum = warp_sum(wsum);
   }
   if (lane == 0) {
     warp_counts[0][warp] = labelled;
@@ -249,13 +235,12 @@ __global__ void __launch_bounds__(kReduceThreads)
     warp_weight[warp] = wsum;
   }
   __syncthreads();
-  labelled = warp_count(warp_counts[0][lane]);
-  bad = warp_count(warp_counts[1][lane]);
+  labelled = warp_sum(warp_counts[0][lane]);
+  bad = warp_sum(warp_counts[1][lane]);
   if (kWeighted) {
-    bad_w = warp_count(warp_counts[2][lane]);
+    bad_w = warp_sum(warp_counts[2][lane]);
     wsum = warp_weight[lane];
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) wsum += __shfl_xor_sync(kFullMask, wsum, o);
+    wsum = warp_sum(wsum);
   }
   if (t == 0) {
     out->labelled = labelled;
@@ -293,14 +278,12 @@ __global__ void __launch_bounds__(kReduceThreads)
   __syncthreads();
   // The total: the rows' losses in thread order, a butterfly per warp, then one over the warps.
   double acc = t < n ? static_cast<double>(row_loss[t]) : 0.0;
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
+  acc = warp_sum(acc);
   if (lane == 0) warp_loss[warp] = acc;
   __syncthreads();
   if (warp != 0) return;
   acc = warp_loss[lane];
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFullMask, acc, o);
+  acc = warp_sum(acc);
   if (lane == 0) {
     if (kWeighted) {  // the weighted mean as (loss_sum, 1), as sum_losses_kernel
       const double value = wsum > 0 ? acc / wsum : 0.0;

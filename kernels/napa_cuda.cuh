@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "framework/core/cuda_check.h"
+#include "kernels/warp_reduce.cuh"
 
 namespace gt::cuda_impl::napa_dev {
 
@@ -70,18 +71,9 @@ struct LoadNc {
   static __device__ __forceinline__ float2 load(const float2* p) { return __ldg(p); }
 };
 
-// Butterfly reductions: every lane ends with the same value, and the order of additions is fixed
-// (deterministic).
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  return v;
-}
+// Butterfly reductions (kernels/warp_reduce.cuh): every lane ends with the same value, in a fixed order.
+using cuda_impl::warp_max;
+using cuda_impl::warp_sum;
 
 // float / float4 arithmetic with one spelling, so kernels are written once for both widths.
 // IntOf<V> is the matching index vector (int / int4) for argmax masks.

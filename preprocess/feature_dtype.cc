@@ -22,7 +22,7 @@ DType parse_feature_dtype(const std::string& name, const std::string& what) {
 
 namespace {
 
-constexpr int64_t kGrain = int64_t{1} << 16;  // values per task
+constexpr int64_t kConvertGrain = int64_t{1} << 16;  // values per task
 
 }  // namespace
 
@@ -34,7 +34,7 @@ void narrow_features(const float* src, uint16_t* dst, int64_t rows, int64_t cols
   // Each task converts its range and reports its first refused value; the lowest index wins, so
   // the error names the same value whatever the scheduling.
   const int64_t first = tbb::parallel_reduce(
-      tbb::blocked_range<int64_t>(0, total, kGrain), total,
+      tbb::blocked_range<int64_t>(0, total, kConvertGrain), total,
       [&](const tbb::blocked_range<int64_t>& r, int64_t found) {
         if (found < r.begin()) return found;
         for (int64_t i = r.begin(); i < r.end(); ++i) {
@@ -54,7 +54,7 @@ void narrow_features(const float* src, uint16_t* dst, int64_t rows, int64_t cols
 void widen_features(const uint16_t* src, float* dst, int64_t n, DType from) {
   GT_CHECK_ARG(is_16bit_float(from), "widen_features: ", dtype_name(from), " is not a 16-bit type");
   const bool bf16 = from == DType::kBFloat16;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kGrain), [&](const tbb::blocked_range<int64_t>& r) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kConvertGrain), [&](const tbb::blocked_range<int64_t>& r) {
     if (bf16)
       for (int64_t i = r.begin(); i < r.end(); ++i) dst[i] = half::bf16_to_float(src[i]);
     else
