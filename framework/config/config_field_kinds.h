@@ -200,36 +200,38 @@ Field int_list_field(std::string key, Get get, int64_t lo, std::string desc) {
   return f;
 }
 
-// string_field's checks (control characters), then the value among model_types().
+// string_field's checks (control characters), then `check_value(value, where)` (a free-form
+// string with its own rule), documented as `type`.
 template <typename Get>
-Field model_type_field(Get get, std::string desc) {
-  Field f = string_field("model.type", get, {}, std::move(desc));
-  f.type = "gcn \\| sage \\| ngcf \\| gin \\| gat \\| lightgcn \\| registered name";
-  f.set = [set = f.set](Config& c, const YAML::Node& n, const std::string& where) {
+Field checked_string_field(std::string key, Get get, std::string type, std::string desc,
+                           void (*check_value)(const std::string&, const std::string&)) {
+  Field f = string_field(std::move(key), get, {}, std::move(desc));
+  f.type = std::move(type);
+  f.set = [set = f.set, get, check_value](Config& c, const YAML::Node& n, const std::string& where) {
     set(c, n, where);
-    check_model_type(c.model.type, where);
+    check_value(get(c), where);
   };
-  f.check = [check = f.check](const Config& c, const std::string& where) {
+  f.check = [check = f.check, get, check_value](const Config& c, const std::string& where) {
     check(c, where);
-    check_model_type(c.model.type, where);
+    check_value(get(const_cast<Config&>(c)), where);
   };
   return f;
 }
 
-// string_field's checks, then a node or link metric name (check_select_by).
+// model.type: a built-in or registered model (check_model_type).
+template <typename Get>
+Field model_type_field(Get get, std::string desc) {
+  return checked_string_field("model.type", get, "gcn \\| sage \\| ngcf \\| gin \\| gat \\| lightgcn \\| registered name",
+                              std::move(desc), check_model_type);
+}
+
+// train.select_by: a node or link metric name (check_select_by).
 template <typename Get>
 Field select_by_field(Get get, std::string desc) {
-  Field f = string_field("train.select_by", get, {}, std::move(desc));
-  f.type = "auto \\| accuracy \\| roc_auc \\| micro_f1 \\| macro_f1 \\| recall@K \\| ndcg@K \\| precision@K \\| mrr \\| hits@K";
-  f.set = [set = f.set](Config& c, const YAML::Node& n, const std::string& where) {
-    set(c, n, where);
-    check_select_by(c.train.select_by, where);
-  };
-  f.check = [check = f.check](const Config& c, const std::string& where) {
-    check(c, where);
-    check_select_by(c.train.select_by, where);
-  };
-  return f;
+  return checked_string_field("train.select_by", get,
+                              "auto \\| accuracy \\| roc_auc \\| micro_f1 \\| macro_f1 \\| recall@K \\| ndcg@K \\| "
+                              "precision@K \\| mrr \\| hits@K",
+                              std::move(desc), check_select_by);
 }
 
 }  // namespace gt::config_detail
