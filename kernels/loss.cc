@@ -13,24 +13,26 @@ namespace gt {
 
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
-// softmax_cross_entropy_launch queues the loss on `s` and returns its device summary (optionally
-// the mean loss into *mean); read_loss_summary synchronises `s` and reads it back: *loss_sum = sum
-// of the labelled rows' losses, *labelled = their count, *bad = labels outside [-1, C) (the caller
-// throws), *bad_weights = class weights not finite and > 0. With class weights (weights, [C] on
-// the device, or nullptr) the summary reads as (weighted mean, 1, bad, bad_weights).
-// count_correct synchronises `s` and reports invalid labels the same way.
+// softmax_cross_entropy_launch queues the loss on `s` and returns its summary (optionally the
+// mean loss into *mean), copied to the host behind the kernels; read_loss_summary waits for that
+// copy (not for the stream) and reads it: *loss_sum = sum of the labelled rows' losses,
+// *labelled = their count, *bad = labels outside [-1, C) (the caller throws), *bad_weights =
+// class weights not finite and > 0. With class weights (weights, [C] on the device, or nullptr)
+// the summary reads as (weighted mean, 1, bad, bad_weights).
+// count_correct_launch queues the count; read_count_summary reads it and the invalid labels.
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
                                                    const float* weights, float* dlogits, int device, Stream s,
                                                    float* mean);
-void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad,
+void read_loss_summary(const void* summary, double* loss_sum, int64_t* labelled, int64_t* bad,
                        int64_t* bad_weights);
 // The sigmoid loss: its summary reads through read_loss_summary as (weighted mean, 1, bad).
 std::shared_ptr<void> sigmoid_bce_launch(const float* logits, const int32_t* labels, int64_t m, float w_neg,
                                          float w_pos, float* dlogits, int device, Stream s, float* mean);
-void count_correct_sigmoid(const float* logits, const int32_t* labels, int64_t m, int device, Stream s,
-                           int64_t* correct, int64_t* bad);
-void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
-                   int64_t* correct, int64_t* bad);
+std::shared_ptr<void> count_correct_sigmoid_launch(const float* logits, const int32_t* labels, int64_t m, int device,
+                                                   Stream s);
+std::shared_ptr<void> count_correct_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
+                                           int device, Stream s);
+void read_count_summary(const void* summary, int64_t* correct, int64_t* bad);
 }  // namespace cuda_impl
 #endif
 
@@ -119,7 +121,7 @@ float PendingLoss::value() const {
 #ifdef GT_WITH_CUDA
   double loss_sum = 0.0;
   int64_t labelled = 0, bad = 0, bad_weights = 0;
-  cuda_impl::read_loss_summary(summary_.get(), stream_, &loss_sum, &labelled, &bad, &bad_weights);
+  cuda_impl::read_loss_summary(summary_.get(), &loss_sum, &labelled, &bad, &bad_weights);
   if (bad > 0) throw_bad_labels(bad, classes_, "softmax_cross_entropy");
   if (bad_weights > 0) throw_bad_weights(bad_weights, classes_, "softmax_cross_entropy");
   value_ = labelled > 0 ? static_cast<float>(loss_sum / static_cast<double>(labelled)) : 0.0f;
@@ -157,7 +159,6 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
     result.summary_ = cuda_impl::softmax_cross_entropy_launch(logits.data<float>(), labels.data<int32_t>(), n, C, cw,
                                                               dlogits.data<float>(), logits.device().index, s,
                                                               mean ? mean->data<float>() : nullptr);
-    result.stream_ = s;
     result.classes_ = C;
     return result;
 #else
@@ -211,18 +212,44 @@ PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tensor& labe
   return result;
 }
 
+int64_t PendingCount::value() const {
+  if (known_) return value_;
+  if (!summary_) return 0;
+#ifdef GT_WITH_CUDA
+  int64_t correct = 0, bad = 0;
+  cuda_impl::read_count_summary(summary_.get(), &correct, &bad);
+  if (bad > 0) {
+    if (sigmoid_)
+      GT_THROW("count_correct_sigmoid", "binary and multi-label targets are 0, 1 or -1", bad,
+               " label(s) other than 0, 1 and -1");
+    throw_bad_labels(bad, classes_, "count_correct");
+  }
+  value_ = correct;
+  known_ = true;
+  return value_;
+#else
+  throw_built_without_cuda("count_correct");
+#endif
+}
+
 int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s) {
+  return count_correct_async(logits, labels, s).value();
+}
+
+PendingCount count_correct_async(const Tensor& logits, const Tensor& labels, Stream s) {
   const char* op = "count_correct";
   check_inputs(logits, labels, op);
   const int64_t n = logits.size(0), C = logits.size(1);
-  if (n == 0) return 0;
+  PendingCount result;
+  result.known_ = true;
+  if (n == 0) return result;
   if (logits.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    int64_t correct = 0, bad = 0;
-    cuda_impl::count_correct(logits.data<float>(), labels.data<int32_t>(), n, C, logits.device().index, s, &correct,
-                             &bad);
-    if (bad > 0) throw_bad_labels(bad, C, op);
-    return correct;
+    result.summary_ = cuda_impl::count_correct_launch(logits.data<float>(), labels.data<int32_t>(), n, C,
+                                                      logits.device().index, s);
+    result.classes_ = C;
+    result.known_ = false;
+    return result;
 #else
     (void)s;
     throw_built_without_cuda(op);
@@ -242,9 +269,8 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s) {
       hit[static_cast<std::size_t>(i)] = best == lab[i];
     }
   });
-  int64_t correct = 0;
-  for (unsigned char h : hit) correct += h;
-  return correct;
+  for (unsigned char h : hit) result.value_ += h;
+  return result;
 }
 
 }  // namespace gt
@@ -275,7 +301,6 @@ PendingLoss sigmoid_bce_async(const Tensor& logits, const Tensor& labels, Tensor
     result.summary_ = cuda_impl::sigmoid_bce_launch(logits.data<float>(), labels.data<int32_t>(), m, w_neg, w_pos,
                                                     dlogits.data<float>(), logits.device().index, s,
                                                     mean ? mean->data<float>() : nullptr);
-    result.stream_ = s;
     result.classes_ = 2;
     return result;
 #else
@@ -312,18 +337,23 @@ PendingLoss sigmoid_bce_async(const Tensor& logits, const Tensor& labels, Tensor
 }
 
 int64_t count_correct_sigmoid(const Tensor& logits, const Tensor& labels, Stream s) {
+  return count_correct_sigmoid_async(logits, labels, s).value();
+}
+
+PendingCount count_correct_sigmoid_async(const Tensor& logits, const Tensor& labels, Stream s) {
   const char* op = "count_correct_sigmoid";
   check_sigmoid_inputs(logits, labels, op);
   const int64_t m = logits.numel();
-  if (m == 0) return 0;
+  PendingCount result;
+  result.known_ = true;
+  result.sigmoid_ = true;
+  if (m == 0) return result;
   if (logits.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    int64_t correct = 0, bad = 0;
-    cuda_impl::count_correct_sigmoid(logits.data<float>(), labels.data<int32_t>(), m, logits.device().index, s,
-                                     &correct, &bad);
-    if (bad > 0)
-      GT_THROW(op, "binary and multi-label targets are 0, 1 or -1", bad, " label(s) other than 0, 1 and -1");
-    return correct;
+    result.summary_ = cuda_impl::count_correct_sigmoid_launch(logits.data<float>(), labels.data<int32_t>(), m,
+                                                              logits.device().index, s);
+    result.known_ = false;
+    return result;
 #else
     (void)s;
     throw_built_without_cuda(op);
@@ -332,10 +362,9 @@ int64_t count_correct_sigmoid(const Tensor& logits, const Tensor& labels, Stream
   const float* z = logits.data<float>();
   const int32_t* y = labels.data<int32_t>();
   check_binary_labels(y, m, logits.size(1), op);
-  int64_t correct = 0;
   for (int64_t i = 0; i < m; ++i)
-    if (y[i] >= 0) correct += (z[i] > 0.0f) == (y[i] == 1);
-  return correct;
+    if (y[i] >= 0) result.value_ += (z[i] > 0.0f) == (y[i] == 1);
+  return result;
 }
 
 }  // namespace gt

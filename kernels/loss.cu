@@ -14,11 +14,13 @@
 // the pointer, uniformly over the launch), so the bits are those of the unweighted loss. With
 // them the summary's loss_sum is the weighted mean and labelled 1, as for the sigmoid loss below.
 // No float atomics anywhere, so the loss and the gradients are bitwise reproducible. Nothing
-// waits: the summary (loss sum, labelled rows, invalid labels) stays in a device buffer that the
-// caller reads back later (read_loss_summary: a checked async copy, then the stream is
-// synchronised), and the third kernel also writes the mean loss on the device.
+// waits: the summary (loss sum, labelled rows, invalid labels) is copied to pinned host memory
+// behind the kernels, with an event after the copy; the caller reads it later (read_loss_summary
+// waits for that event, not for the stream), and the third kernel also writes the mean loss on
+// the device. Accuracy counts are queued and read the same way.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "framework/core/cuda_check.h"
@@ -423,11 +425,56 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
-  Summary h_summary{};
-  GT_CUDA_CHECK(cudaMemcpyAsync(&h_summary, d_summary, sizeof(Summary), cudaMemcpyDeviceToHost, s));
-  GT_CUDA_CHECK(cudaStreamSynchronize(s));
-  return h_summary;
+// A summary the host reads later: the device copy the kernels write, a pinned copy queued behind
+// them on the stream and an event after that copy. Reading it waits for the event only, so a
+// step can read its loss while later work (the next step) is already queued on the same stream.
+struct StagedSummary {
+  void* device = nullptr;
+  int dev = 0;
+  void* host = nullptr;
+  cudaEvent_t done = nullptr;
+  bool read = false;
+  StagedSummary(std::size_t bytes, int device_index) : device(device_alloc(bytes, device_index)), dev(device_index) {
+    try {
+      host = pinned_alloc(bytes);
+      GT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    } catch (...) {
+      pinned_free(host);
+      device_free(device, dev);
+      throw;
+    }
+  }
+  ~StagedSummary() {
+    // The pinned copy goes back to a pool other work draws from: an unread summary's copy must
+    // have landed first.
+    if (!read) cudaEventSynchronize(done);
+    cudaEventDestroy(done);
+    pinned_free(host);
+    device_free(device, dev);
+  }
+  StagedSummary(const StagedSummary&) = delete;
+  StagedSummary& operator=(const StagedSummary&) = delete;
+};
+
+template <typename T>
+std::shared_ptr<StagedSummary> new_summary(int device) {
+  return std::make_shared<StagedSummary>(sizeof(T), device);
+}
+
+// Queues the summary's copy to the host and the event behind the kernels that wrote it.
+template <typename T>
+void stage(StagedSummary& st, cudaStream_t s) {
+  GT_CUDA_CHECK(cudaMemcpyAsync(st.host, st.device, sizeof(T), cudaMemcpyDeviceToHost, s));
+  GT_CUDA_CHECK(cudaEventRecord(st.done, s));
+}
+
+Summary read_summary(const void* staged) {
+  auto* st = static_cast<StagedSummary*>(const_cast<void*>(staged));
+  GT_CUDA_CHECK(cudaEventSynchronize(st->done));
+  st->read = true;
+  Summary h{};
+  std::memcpy(&h, st->host, sizeof(Summary));  // a BceSummary starts with its Summary
+  return h;
 }
 
 }  // namespace
@@ -438,9 +485,8 @@ Summary fetch_summary(const Summary* d_summary, cudaStream_t s) {
 std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
                                                    const float* weights, float* dlogits, int device, Stream s,
                                                    float* mean) {
-  std::shared_ptr<void> summary(device_alloc(sizeof(Summary), device),
-                                [device](void* p) { device_free(p, device); });
-  auto* d_summary = static_cast<Summary*>(summary.get());
+  const auto summary = new_summary<Summary>(device);
+  auto* d_summary = static_cast<Summary*>(summary->device);
   if (n <= kReduceThreads && C <= kWarp) {
     const auto kernel = C <= kWarp / 2 ? (weights ? softmax_ce_one_block_kernel<kWarp / 2, true>
                                                   : softmax_ce_one_block_kernel<kWarp / 2, false>)
@@ -448,6 +494,7 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
                                                   : softmax_ce_one_block_kernel<kWarp, false>);
     kernel<<<1, kReduceThreads, 0, s>>>(logits, labels, n, C, weights, d_summary, dlogits, mean);
     GT_CUDA_LAUNCH_CHECK();
+    stage<Summary>(*summary, s);
     return summary;
   }
   DeviceScratch scratch(static_cast<std::size_t>(n) * sizeof(float), device);
@@ -459,14 +506,14 @@ std::shared_ptr<void> softmax_cross_entropy_launch(const float* logits, const in
   GT_CUDA_LAUNCH_CHECK();
   sum_losses_kernel<<<1, kReduceThreads, 0, s>>>(d_row_loss, n, weights != nullptr, d_summary, mean);
   GT_CUDA_LAUNCH_CHECK();
+  stage<Summary>(*summary, s);
   return summary;
 }
 
 std::shared_ptr<void> sigmoid_bce_launch(const float* logits, const int32_t* labels, int64_t m, float w_neg,
                                          float w_pos, float* dlogits, int device, Stream s, float* mean) {
-  std::shared_ptr<void> summary(device_alloc(sizeof(BceSummary), device),
-                                [device](void* p) { device_free(p, device); });
-  auto* d_summary = static_cast<BceSummary*>(summary.get());
+  const auto summary = new_summary<BceSummary>(device);
+  auto* d_summary = static_cast<BceSummary*>(summary->device);
   DeviceScratch scratch(static_cast<std::size_t>(m) * sizeof(float), device);
   auto* d_entry_loss = static_cast<float*>(scratch.ptr);
   bce_weights_kernel<<<1, kReduceThreads, 0, s>>>(labels, m, w_neg, w_pos, d_summary);
@@ -480,6 +527,7 @@ std::shared_ptr<void> sigmoid_bce_launch(const float* logits, const int32_t* lab
   GT_CUDA_LAUNCH_CHECK();
   bce_sum_kernel<<<1, kReduceThreads, 0, s>>>(d_entry_loss, m, d_summary, mean);
   GT_CUDA_LAUNCH_CHECK();
+  stage<BceSummary>(*summary, s);
   return summary;
 }
 
@@ -498,39 +546,43 @@ __global__ void __launch_bounds__(kThreads)
   if (bad) atomicAdd(&out->bad, bad);
 }
 
-void count_correct_sigmoid(const float* logits, const int32_t* labels, int64_t m, int device, Stream s,
-                           int64_t* correct, int64_t* bad) {
-  DeviceScratch scratch(sizeof(Summary), device);
-  auto* d_summary = static_cast<Summary*>(scratch.ptr);
+std::shared_ptr<void> count_correct_sigmoid_launch(const float* logits, const int32_t* labels, int64_t m, int device,
+                                                   Stream s) {
+  const auto summary = new_summary<Summary>(device);
+  auto* d_summary = static_cast<Summary*>(summary->device);
   GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
   const int64_t blocks = (m + kThreads - 1) / kThreads;
   count_correct_sigmoid_kernel<<<static_cast<int>(blocks < 4096 ? blocks : 4096), kThreads, 0, s>>>(logits, labels,
                                                                                                    m, d_summary);
   GT_CUDA_LAUNCH_CHECK();
-  const Summary h = fetch_summary(d_summary, s);
-  *correct = static_cast<int64_t>(h.correct);
-  *bad = static_cast<int64_t>(h.bad);
+  stage<Summary>(*summary, s);
+  return summary;
 }
 
-void read_loss_summary(const void* summary, Stream s, double* loss_sum, int64_t* labelled, int64_t* bad,
+void read_loss_summary(const void* summary, double* loss_sum, int64_t* labelled, int64_t* bad,
                        int64_t* bad_weights) {
-  const Summary h = fetch_summary(static_cast<const Summary*>(summary), s);
+  const Summary h = read_summary(summary);
   *loss_sum = h.loss_sum;
   *labelled = static_cast<int64_t>(h.labelled);
   *bad = static_cast<int64_t>(h.bad);
   *bad_weights = static_cast<int64_t>(h.bad_weights);
 }
 
-void count_correct(const float* logits, const int32_t* labels, int64_t n, int64_t C, int device, Stream s,
-                   int64_t* correct, int64_t* bad) {
-  DeviceScratch scratch(sizeof(Summary), device);
-  auto* d_summary = static_cast<Summary*>(scratch.ptr);
+void read_count_summary(const void* summary, int64_t* correct, int64_t* bad) {
+  const Summary h = read_summary(summary);
+  *correct = static_cast<int64_t>(h.correct);
+  *bad = static_cast<int64_t>(h.bad);
+}
+
+std::shared_ptr<void> count_correct_launch(const float* logits, const int32_t* labels, int64_t n, int64_t C,
+                                           int device, Stream s) {
+  const auto summary = new_summary<Summary>(device);
+  auto* d_summary = static_cast<Summary*>(summary->device);
   GT_CUDA_CHECK(cudaMemsetAsync(d_summary, 0, sizeof(Summary), s));
   count_correct_kernel<<<grid_for_rows(n, device), kThreads, 0, s>>>(logits, labels, n, C, d_summary);
   GT_CUDA_LAUNCH_CHECK();
-  const Summary h = fetch_summary(d_summary, s);
-  *correct = static_cast<int64_t>(h.correct);
-  *bad = static_cast<int64_t>(h.bad);
+  stage<Summary>(*summary, s);
+  return summary;
 }
 
 }  // namespace cuda_impl

@@ -121,9 +121,11 @@ Tensor Model::forward(const Context& ctx, const std::vector<Block>& blocks, cons
   return graph_.value(logits_);
 }
 
-float Model::loss() const {
+float Model::loss() const { return pending_loss().value(); }
+
+PendingLoss Model::pending_loss() const {
   GT_CHECK_ARG(loss_op_ != nullptr, "Model::loss: a link model has no loss node (its loss is computed outside)");
-  return loss_op_->loss().value();
+  return loss_op_->loss();
 }
 
 Tensor Model::forward_layer(const Context& ctx, int64_t l, const Block& block, const Tensor& x,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 
 #include "framework/core/progress.h"
@@ -94,6 +95,98 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     }
     return stop > 0;
   };
+  // A step queued on the compute stream and not yet read back: its loss and accuracy count are
+  // read, and its batch's buffers released (they return to the copy stream's pool, which the next
+  // batches reuse), once the GPU has passed its `done` event. On a GPU without a batch callback or
+  // a kept batch, step b is read after step b + 1 is queued, so that the host prepares and queues
+  // the next step while the GPU runs this one and the GPU does not idle between steps; a diverged
+  // loss then stops training one step later than it is computed (with the same message).
+  struct InFlight {
+    std::size_t b = 0;
+    std::unique_ptr<DeviceBatch> prepared;
+    DeviceBatch* batch = nullptr;
+    PendingLoss loss;
+    PendingCount correct;
+    Event done;
+    int64_t nl = 0;
+    bool first_update = false;
+  };
+  std::deque<InFlight> in_flight;
+  // Leaving early (an error) with steps queued: their buffers must not go back to the pool while
+  // the GPU still reads them.
+  struct DrainOnExit {
+    std::deque<InFlight>& q;
+    const Context& ctx;
+    ~DrainOnExit() {
+      if (q.empty()) return;
+      try {
+        ctx.synchronize();
+      } catch (...) {  // the error that is leaving already says what went wrong
+      }
+    }
+  } drain_on_exit{in_flight, *r.ctx};
+  const std::size_t depth = !on_batch && !keep && r.ctx->device().is_cuda() ? 1 : 0;
+  // Reads a finished step back; returns whether the run stops after it (FitCallbacks::on_batch).
+  const auto retire = [&](InFlight& f) {
+    float loss;
+    {
+      // The GPU's time of a step shows here, where the host first waits for it.
+      ScopedStage wait(tr, "backward", "compute", f.batch->seq, &st.backward_ms);
+      f.done.synchronize();
+      loss = f.loss.value();
+    }
+    // A diverged loss stops training. A mean cross-entropy of 1e6 nats (logits a million apart:
+    // features of 1e30 gave 3.6e29 and a run that ended at chance with exit 0) is as diverged as
+    // NaN; a sane start is ln(classes).
+    constexpr float kDivergedLoss = 1e6f;
+    if (!std::isfinite(loss) || loss > kDivergedLoss) {
+      const std::string replica = world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "";
+      // Before the first update the learning rate is not the cause: the untrained model's outputs
+      // are (deep NGCF and GIN stacks multiply or add activations layer by layer).
+      if (f.first_update)
+        GT_THROW(cfg.source,
+                 "check the features' scale (dataset.normalize: row), or use fewer model.layers with " + cfg.model.type,
+                 "the untrained model's loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "",
+                 " on its first batch, before any update: its outputs are out of range (", cfg.model.layers, " ",
+                 cfg.model.type, " layers)", replica);
+      GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf and their scale (dataset.normalize)",
+               "training diverged: the loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "", " at epoch ", epoch,
+               ", batch ", f.b + 1, replica);
+    }
+    part.correct += f.correct.value();
+    DeviceBatch* batch = f.batch;
+    work_done.fetch_add(1, std::memory_order_relaxed);
+    part.labelled += f.nl;
+    part.loss_sum += static_cast<double>(loss) * static_cast<double>(f.nl);
+    if (!reuse) {  // a kept batch's preparation was the first epoch's
+      st.sample_ms += batch->sample_ms;
+      st.reindex_ms += batch->reindex_ms;
+      st.gather_ms += batch->gather_ms;
+      st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
+    }
+    st.seeds += batch->num_seeds;
+    st.sampled_edges += batch->sampled_edges;
+    if (keep && f.prepared) {  // the step is done with it: keep it for the next epochs
+      f.prepared->host_features = Tensor();  // the staging buffers are not needed again
+      f.prepared->keep_alive.clear();
+      r.kept_train = std::move(f.prepared);
+    }
+    if (r.rank == 0)
+      bar.update(static_cast<int64_t>(f.b + 1), part.labelled ? part.loss_sum / static_cast<double>(part.labelled) : 0.0,
+                 static_cast<double>(st.seeds * world) / std::max(seconds_since(t_epoch), 1e-9));
+    return stop_after(f.b, f.nl > 0 ? static_cast<double>(loss) : std::numeric_limits<double>::quiet_NaN(), f.nl);
+  };
+  // Retires steps until at most `keep_queued` remain queued; returns the batch after which the
+  // run stops, or 0.
+  const auto retire_until = [&](std::size_t keep_queued) -> int64_t {
+    while (in_flight.size() > keep_queued) {
+      const bool stop = retire(in_flight.front());
+      const std::size_t b = in_flight.front().b;
+      in_flight.pop_front();
+      if (stop) return static_cast<int64_t>(b + 1);
+    }
+    return 0;
+  };
   std::size_t next_shard = 0;
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const uint64_t batch_step = step + b + 1;
@@ -104,6 +197,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       ++part.clipped_steps;
     };
     if (!has[b]) {  // fewer seeds than replicas in this batch: contribute zeros
+      if ((part.stopped_after = retire_until(0)) > 0) break;
       r.reducer->reduce_zero();
       clip();
       r.optimizer->step(*r.ctx, r.model->params());
@@ -115,10 +209,11 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
       continue;
     }
     const std::vector<int64_t>& seeds = mine[next_shard++];
-    std::unique_ptr<DeviceBatch> prepared;
+    InFlight f;
+    f.b = b;
     if (!reuse) {
       try {
-        prepared = pipe->next();
+        f.prepared = pipe->next();
       } catch (const Error& e) {
         // A batch this replica could not prepare (its sampling or its gather, which with sharded
         // features reads the other GPUs' rows too) stops the job naming the replica, as a loss does.
@@ -127,15 +222,14 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
                  r.cache && r.cache->shards() ? ", its features gathered from the GPUs' shards)" : ")");
       }
     }
-    DeviceBatch* batch = reuse ? r.kept_train.get() : prepared.get();
+    DeviceBatch* batch = f.batch = reuse ? r.kept_train.get() : f.prepared.get();
     batch->ready.wait(r.ctx->stream());  // the compute stream waits for the copies, not the host
-    const int64_t nl = count_labelled(data.labels, seeds, data.info.num_targets);
-    float loss;
+    f.nl = count_labelled(data.labels, seeds, data.info.num_targets);
+    f.first_update = r.optimizer->steps() == 0;
     Tensor logits;
     {
       // Host time of queueing the forward pass: the graph's loss node queues the loss (and keeps
-      // d loss / d logits for backward) without waiting, so the GPU's forward time falls into the
-      // backward stage below, where the step first waits.
+      // d loss / d logits for backward) without waiting.
       ScopedStage fw(tr, "forward", "compute", batch->seq, &st.forward_ms);
       logits = r.model->forward(*r.ctx, batch->blocks, batch->features, /*training=*/true, batch_step, nullptr,
                                 &batch->labels, &batch->node_scale);
@@ -146,64 +240,24 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
         // The mean over this shard, weighted by its share of the global batch's labelled seeds:
         // summed over the replicas, the gradient of the global batch's mean loss.
         const int64_t total = count_labelled(data.labels, batches[b], data.info.num_targets);
-        const float share = total > 0 ? static_cast<float>(static_cast<double>(nl) / static_cast<double>(total)) : 0.0f;
+        const float share =
+            total > 0 ? static_cast<float>(static_cast<double>(f.nl) / static_cast<double>(total)) : 0.0f;
         r.model->backward_loss(*r.ctx, batch->blocks, share, [&](std::size_t l) { r.reducer->layer_done(l); });
         r.reducer->finish();
       } else {
         r.model->backward_loss(*r.ctx, batch->blocks);
       }
-      // The step's first wait, with the backward pass already queued: a diverged loss stops
-      // training here, before the optimizer writes the parameters.
-      // A mean cross-entropy of 1e6 nats (logits a million apart: features of 1e30 gave 3.6e29 and
-      // a run that ended at chance with exit 0) is as diverged as NaN; a sane start is ln(classes).
-      constexpr float kDivergedLoss = 1e6f;
-      loss = r.model->loss();
-      if (!std::isfinite(loss) || loss > kDivergedLoss) {
-        const std::string replica = world > 1 ? " (replica " + std::to_string(r.rank) + ")" : "";
-        // Before the first update the learning rate is not the cause: the untrained model's outputs
-        // are (deep NGCF and GIN stacks multiply or add activations layer by layer).
-        if (r.optimizer->steps() == 0)
-          GT_THROW(cfg.source,
-                   "check the features' scale (dataset.normalize: row), or use fewer model.layers with " +
-                       cfg.model.type,
-                   "the untrained model's loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "",
-                   " on its first batch, before any update: its outputs are out of range (", cfg.model.layers, " ",
-                   cfg.model.type, " layers)", replica);
-        GT_THROW(cfg.source, "lower optimizer.lr, or check the features for NaN/Inf and their scale (dataset.normalize)",
-                 "training diverged: the loss is ", loss, std::isfinite(loss) ? " (above 1e6)" : "", " at epoch ", epoch,
-                 ", batch ", b + 1, replica);
-      }
-      part.correct += task.task == Task::kMulticlass ? count_correct(logits, batch->labels, r.ctx->stream())
-                                                     : count_correct_sigmoid(logits, batch->labels, r.ctx->stream());
+      f.loss = r.model->pending_loss();
+      f.correct = task.task == Task::kMulticlass ? count_correct_async(logits, batch->labels, r.ctx->stream())
+                                                 : count_correct_sigmoid_async(logits, batch->labels, r.ctx->stream());
       clip();
       r.optimizer->step(*r.ctx, r.model->params());
-      // The batch's device buffers go back to the pool below: finish the work that reads them.
-      r.ctx->synchronize();
+      f.done = Event::record(r.ctx->stream());
     }
-    work_done.fetch_add(1, std::memory_order_relaxed);
-    part.labelled += nl;
-    part.loss_sum += static_cast<double>(loss) * static_cast<double>(nl);
-    if (!reuse) {  // a kept batch's preparation was the first epoch's
-      st.sample_ms += batch->sample_ms;
-      st.reindex_ms += batch->reindex_ms;
-      st.gather_ms += batch->gather_ms;
-      st.transfer_ms += batch->transfer_ms + batch->transfer_features_ms;
-    }
-    if (keep && prepared) {  // the step is done with it (synchronized above): keep it for the next epochs
-      prepared->host_features = Tensor();  // the staging buffers are not needed again
-      prepared->keep_alive.clear();
-      r.kept_train = std::move(prepared);
-    }
-    st.seeds += batch->num_seeds;
-    st.sampled_edges += batch->sampled_edges;
-    if (r.rank == 0)
-      bar.update(static_cast<int64_t>(b + 1), part.labelled ? part.loss_sum / static_cast<double>(part.labelled) : 0.0,
-                 static_cast<double>(st.seeds * world) / std::max(seconds_since(t_epoch), 1e-9));
-    if (stop_after(b, nl > 0 ? static_cast<double>(loss) : std::numeric_limits<double>::quiet_NaN(), nl)) {
-      part.stopped_after = static_cast<int64_t>(b + 1);
-      break;
-    }
+    in_flight.push_back(std::move(f));
+    if ((part.stopped_after = retire_until(depth)) > 0) break;
   }
+  if (part.stopped_after == 0) part.stopped_after = retire_until(0);
   r.ctx->synchronize();
   st.batches = part.stopped_after > 0 ? part.stopped_after : static_cast<int64_t>(batches.size());
   const PipelineTotals pt = pipe ? pipe->totals() : PipelineTotals{};  // a kept batch crossed nothing

@@ -2,6 +2,8 @@
 // against float64 references and central finite differences; on CUDA also against the CPU results.
 #include <graphtensor/kernels/loss.h>
 
+#include <graphtensor/core/context.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -416,6 +418,48 @@ GT_DEVICE_TEST(CountCorrect, MatchesReferenceWithTies) {
     EXPECT_EQ(count_correct(tensor_on(zf, {n, C}, dev), labels_on(labels, dev)), want)
         << "n=" << n << " C=" << C << " on " << dev.str();
   }
+}
+
+// The async count equals the synchronous one; a pending loss and count read after more work was
+// queued on their stream (the next training step) give their own values; one dropped unread is
+// safe; invalid labels throw at the read, every read.
+GT_DEVICE_TEST(CountCorrect, AsyncCountsAndLossesReadWhileLaterWorkIsQueued) {
+  const Context ctx(dev);
+  const Stream s = ctx.stream();
+  const int64_t n = 3001, C = 17;
+  const auto zf = random_floats(n * C, 7, -4.0f, 4.0f);
+  auto labels = random_labels(n, C, 8, 0.1);
+  const Tensor z = tensor_on(zf, {n, C}, dev), y = labels_on(labels, dev);
+  Tensor d = poisoned({n, C}, dev);
+  const float want_loss = softmax_cross_entropy(z, y, d);
+  const int64_t want_correct = count_correct(z, y);
+  EXPECT_GT(want_correct, 0);
+  const PendingLoss loss = softmax_cross_entropy_async(z, y, d, s);
+  const PendingCount correct = count_correct_async(z, y, s);
+  {
+    const PendingLoss dropped = softmax_cross_entropy_async(z, y, d, s);  // never read
+  }
+  const auto big = random_floats(4000 * 500, 9, -3.0f, 3.0f);
+  const Tensor zb = tensor_on(big, {4000, 500}, dev);
+  const Tensor yb = labels_on(random_labels(4000, 500, 10, 0.0), dev);
+  Tensor db = poisoned({4000, 500}, dev);
+  std::vector<PendingLoss> later;
+  for (int i = 0; i < 20; ++i) later.push_back(softmax_cross_entropy_async(zb, yb, db, s));
+  EXPECT_EQ(loss.value(), want_loss);
+  EXPECT_EQ(correct.value(), want_correct);
+  EXPECT_EQ(correct.value(), want_correct) << "a second read";
+  for (const PendingLoss& l : later) EXPECT_EQ(l.value(), later.front().value());
+  EXPECT_EQ(count_correct_async(z.rows(0, 0), y.rows(0, 0), s).value(), 0);
+
+  labels[11] = static_cast<int32_t>(C + 2);
+  if (dev.is_cuda()) {
+    const PendingCount bad = count_correct_async(z, labels_on(labels, dev), s);
+    EXPECT_THROW(bad.value(), Error);
+    EXPECT_THROW(bad.value(), Error) << "every read reports it";
+  } else {
+    EXPECT_THROW(count_correct_async(z, labels_on(labels, dev), s), Error);
+  }
+  ctx.synchronize();
 }
 
 GT_DEVICE_TEST(Loss, RejectsBadArguments) {

@@ -8,7 +8,7 @@
 // stream to return the loss; softmax_cross_entropy_async queues the same kernels and returns a
 // PendingLoss, so a training step can queue its backward pass and optimizer before anything waits.
 // count_correct returns the number of labelled rows whose argmax (first maximum on ties) equals
-// the label.
+// the label; count_correct_async queues the count and returns a PendingCount.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +21,11 @@ namespace gt {
 
 GT_API float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, Stream s = nullptr);
 
-// The loss of softmax_cross_entropy_async. On the GPU it stays in device memory until value()
-// first reads it: that waits for the stream, and throws as softmax_cross_entropy does when a label
-// was outside [-1, C) (every call, not only the first). On the CPU the value is known at once.
-// Read it while the stream it was queued on (its Context) still exists.
+// The loss of softmax_cross_entropy_async. On the GPU the kernels' summary is copied to pinned host
+// memory behind them on the stream, with an event after the copy; value() first waits for that
+// event only (not for work queued on the stream later, such as the next training step), and
+// throws as softmax_cross_entropy does when a label was outside [-1, C) (every call, not only the
+// first). On the CPU the value is known at once. Copies share the summary.
 class GT_API PendingLoss {
  public:
   bool defined() const { return known_ || summary_ != nullptr; }
@@ -34,11 +35,26 @@ class GT_API PendingLoss {
   friend PendingLoss softmax_cross_entropy_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*,
                                                  const Tensor&);
   friend PendingLoss sigmoid_bce_async(const Tensor&, const Tensor&, Tensor&, Stream, Tensor*, float, float);
-  std::shared_ptr<void> summary_;  // device: loss sum, labelled rows, invalid labels
-  Stream stream_ = nullptr;
+  std::shared_ptr<void> summary_;  // device and host copies of loss sum, labelled rows, invalid labels
   int64_t classes_ = 0;
   mutable bool known_ = false;
   mutable float value_ = 0.0f;
+};
+
+// The count of count_correct_async and count_correct_sigmoid_async, read as PendingLoss is: value()
+// waits for the count's own kernel only, and throws for invalid labels as count_correct does.
+class GT_API PendingCount {
+ public:
+  int64_t value() const;
+
+ private:
+  friend PendingCount count_correct_async(const Tensor&, const Tensor&, Stream);
+  friend PendingCount count_correct_sigmoid_async(const Tensor&, const Tensor&, Stream);
+  std::shared_ptr<void> summary_;
+  int64_t classes_ = 0;
+  bool sigmoid_ = false;
+  mutable bool known_ = false;
+  mutable int64_t value_ = 0;
 };
 
 // As softmax_cross_entropy, without waiting: arguments are checked at once, the kernels queued on
@@ -59,6 +75,7 @@ GT_API PendingLoss softmax_cross_entropy_async(const Tensor& logits, const Tenso
                                         Stream s = nullptr, Tensor* mean = nullptr,
                                         const Tensor& class_weights = Tensor());
 GT_API int64_t count_correct(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
+GT_API PendingCount count_correct_async(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
 
 // Sigmoid binary cross-entropy per entry (binary and multi-label node tasks,
 // graphtensor/core/task_metrics.h). logits float32 [n, T]; labels int32 [n, T], or [n] when T = 1;
@@ -75,5 +92,6 @@ GT_API PendingLoss sigmoid_bce_async(const Tensor& logits, const Tensor& labels,
 // Labelled entries (0 or 1) whose logit has the label's side of 0 (> 0 predicts 1); shapes as
 // sigmoid_bce_async. Throws for labels other than 0, 1, -1.
 GT_API int64_t count_correct_sigmoid(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
+GT_API PendingCount count_correct_sigmoid_async(const Tensor& logits, const Tensor& labels, Stream s = nullptr);
 
 }  // namespace gt

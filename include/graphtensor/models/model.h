@@ -18,6 +18,7 @@
 #include <graphtensor/config/config.h>
 #include <graphtensor/core/context.h>
 #include <graphtensor/core/task_metrics.h>
+#include <graphtensor/kernels/loss.h>
 #include <graphtensor/models/dkp.h>
 #include <graphtensor/models/graph.h>
 #include <graphtensor/models/layers.h>
@@ -90,9 +91,12 @@ class GT_API Model {
   /// Columns of forward()'s output.
   int64_t output_width() const { return output_width_; }
   /// The loss of the last forward() given labels (0 before any). forward() does not wait for the
-  /// GPU; the first loss() call after it does (queue backward and the optimizer step first), and
-  /// needs the forward's Context to still exist.
+  /// GPU; the first loss() call after it waits for the loss's own kernels (queue backward and the
+  /// optimizer step first).
   float loss() const;
+  /// The same loss unread (graphtensor/kernels/loss.h): a trainer keeps it and reads it after
+  /// queueing the next step, so that the GPU never waits for the host between steps.
+  PendingLoss pending_loss() const;
   /// Layer-wise inference (graphtensor/train/layerwise.h): layer l alone, in eval mode, on `block`
   /// (its destinations first among its sources), with x the layer's input rows [block.num_src,
   /// layer_in_width(l)]; returns [block.num_dst, layer_out_width(l)] (the logits for the last

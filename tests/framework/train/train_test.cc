@@ -641,6 +641,42 @@ TEST_F(TrainTest, GpuFollowsCpuLossCurveCuda) {
   }
 }
 
+// Without FitCallbacks::on_batch a GPU step is read back after the next one is queued (the GPU does
+// not wait for the host between steps); with one, after each step. Both give the same epochs bit
+// for bit (losses, train accuracy, counts), with a replicated and a partial feature cache, and the
+// batches' losses weighted by their labelled seeds average to the epoch's.
+TEST_F(TrainTest, OverlappedStepsTrainAsStepByStepCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t cache_mb : {-1, 0}) {
+    SCOPED_TRACE("gpu_cache_mb " + std::to_string(cache_mb));
+    Config c = config("sage", "cuda");
+    c.train.epochs = 3;
+    c.train.gpu_cache_mb = cache_mb;
+    const TrainResult quiet = Trainer(c).fit(nullptr);
+    std::vector<double> sum(3, 0.0);
+    std::vector<int64_t> labelled(3, 0);
+    FitCallbacks cb;
+    cb.on_batch = [&](const BatchInfo& b) {
+      sum[static_cast<std::size_t>(b.epoch - 1)] += b.loss * static_cast<double>(b.labelled);
+      labelled[static_cast<std::size_t>(b.epoch - 1)] += b.labelled;
+      return true;
+    };
+    const TrainResult each = Trainer(c).fit(nullptr, cb);
+    ASSERT_EQ(quiet.epochs.size(), 3u);
+    ASSERT_EQ(each.epochs.size(), 3u);
+    for (std::size_t e = 0; e < 3; ++e) {
+      SCOPED_TRACE("epoch " + std::to_string(e + 1));
+      EXPECT_EQ(quiet.epochs[e].loss, each.epochs[e].loss);
+      EXPECT_EQ(quiet.epochs[e].train_acc, each.epochs[e].train_acc);
+      EXPECT_EQ(quiet.epochs[e].batches, each.epochs[e].batches);
+      EXPECT_EQ(quiet.epochs[e].sampled_edges, each.epochs[e].sampled_edges);
+      EXPECT_GT(quiet.epochs[e].train_acc, 0.0);
+      EXPECT_NEAR(sum[e] / static_cast<double>(labelled[e]), each.epochs[e].loss, 1e-6 * each.epochs[e].loss);
+    }
+    EXPECT_EQ(quiet.test_acc_at_best, each.test_acc_at_best);
+  }
+}
+
 // Sampling on the GPU draws the CPU sampler's blocks, so training follows the same curve
 // (deterministic kernels: the same losses up to float32 summation noise).
 TEST_F(TrainTest, GpuSamplingTrainsLikeCpuSamplingCuda) {
