@@ -20,8 +20,9 @@ double seeds_per_s(const EpochStats& st) { return st.seeds / std::max(st.seconds
 
 }  // namespace
 
-void record_peak_memory(EpochStats& st) {
-  st.gpu_peak_bytes = static_cast<int64_t>(memory_stats().device_peak);
+void record_peak_memory(EpochStats& st, bool cuda) {
+  // The device pools are the process's: a CPU run after GPU work in the same process reports none.
+  st.gpu_peak_bytes = cuda ? static_cast<int64_t>(memory_stats().device_peak) : 0;
   rusage u{};
   if (getrusage(RUSAGE_SELF, &u) == 0) st.host_peak_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;  // KiB on Linux
 }

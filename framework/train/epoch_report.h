@@ -25,9 +25,9 @@ struct EpochReportInfo {
   Metric select_by = Metric::kAccuracy;  // shown beside accuracy on the epoch line when it is another
 };
 
-// Fills st.gpu_peak_bytes (the device allocator's peak in use) and st.host_peak_bytes (getrusage's
-// peak resident set) as they stand now.
-void record_peak_memory(EpochStats& st);
+// Fills st.gpu_peak_bytes (the device allocator's peak in use; 0 for a run on the CPU) and
+// st.host_peak_bytes (getrusage's peak resident set) as they stand now.
+void record_peak_memory(EpochStats& st, bool cuda);
 
 // valid_acc and test_acc are null in an epoch without evaluation (train.eval_every); so are
 // valid_/test_ roc_auc, micro_f1 and macro_f1, and any of them the task does not define

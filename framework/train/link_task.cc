@@ -106,7 +106,7 @@ TrainResult Trainer::Impl::fit_link(const Config& cfg, const Dataset& data, std:
     st.epoch = epoch;
     st.lr = lr;
     st.seconds = seconds_since(t0);
-    record_peak_memory(st);
+    record_peak_memory(st, r.ctx->is_cuda());
     st.loss = part.pairs ? part.loss_sum / static_cast<double>(part.pairs) : 0.0;
     st.batches = part.batches;
     st.seeds = part.pairs;

@@ -230,7 +230,7 @@ TrainResult Trainer::fit_in_arena(std::ostream* log, const FitCallbacks& callbac
     st.epoch = epoch;
     st.lr = lr;
     st.seconds = seconds_since(t_epoch);
-    record_peak_memory(st);
+    record_peak_memory(st, lead.ctx->is_cuda());
     for (std::size_t i = 1; i < parts.size(); ++i) {  // stage times: this process's replicas
       const EpochStats& o = parts[i].st;
       st.sample_ms += o.sample_ms;
