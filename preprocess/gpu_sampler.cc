@@ -8,10 +8,14 @@ namespace gt {
 
 GpuGraph::GpuGraph(CsrView, Device, Place) { throw_built_without_cuda("GpuGraph (sampling.device: gpu)"); }
 GpuGraph::~GpuGraph() = default;
-GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph>) : cpu_(cpu) {
+GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph>, int) : cpu_(cpu) {
   throw_built_without_cuda("GpuSampler (sampling.device: gpu)");
 }
 GpuSampler::~GpuSampler() = default;
+Stream GpuSampler::stream() const { return nullptr; }
+GpuSampledBatch GpuSampler::sample_in_lane(const std::vector<int64_t>&, uint64_t, const EdgeExclusion*) const {
+  throw_built_without_cuda("GpuSampler::sample");
+}
 GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>&, uint64_t, Stream, const EdgeExclusion*) const {
   throw_built_without_cuda("GpuSampler::sample");
 }

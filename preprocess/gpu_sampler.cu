@@ -225,44 +225,94 @@ GpuGraph::GpuGraph(CsrView g, Device device, Place place) : num_nodes_(g.num_nod
 
 GpuGraph::~GpuGraph() = default;
 
-GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph> graph)
+GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph> graph, int lanes)
     : cpu_(cpu), graph_(std::move(graph)) {
   GT_CHECK_ARG(graph_ != nullptr, "GpuSampler: no graph");
   GT_CHECK_ARG(graph_->num_nodes() == cpu.graph().num_nodes, "GpuSampler: the device graph has ",
                graph_->num_nodes(), " nodes, the sampler's ", cpu.graph().num_nodes);
+  GT_CHECK_ARG(lanes >= 1 && lanes <= kMaxLanes, "GpuSampler: ", lanes, " lanes (1 to ", kMaxLanes, ")");
   const Device d = graph_->device();
   set_current_device(d);
   const int64_t n = std::max<int64_t>(graph_->num_nodes(), 1);
-  minpos_ = Tensor::empty({n}, DType::kInt32, d);
-  scalar_ = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
-  local_ = Tensor::empty({n}, DType::kInt32, d);
-  device_memset(minpos_.raw(), 0xff, minpos_.nbytes(), nullptr);
-  stream_synchronize(nullptr);
   int lowest = 0, highest = 0;
   GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-  cudaStream_t st = nullptr;
-  GT_CUDA_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, lowest));
-  stream_ = st;
+  // The lowest priority: the sampler's small kernels fill the gaps of training's (a high priority
+  // measured no faster on products, 2 x H200).
+  const int priority = lowest;
+  (void)highest;
+  for (int i = 0; i < lanes; ++i) {
+    auto lane = std::make_unique<Lane>();
+    lane->minpos = Tensor::empty({n}, DType::kInt32, d);
+    lane->scalar = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
+    lane->local = Tensor::empty({n}, DType::kInt32, d);
+    device_memset(lane->minpos.raw(), 0xff, lane->minpos.nbytes(), nullptr);
+    cudaStream_t st = nullptr;
+    GT_CUDA_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, priority));
+    lane->stream = st;
+    lanes_.push_back(std::move(lane));
+    free_.push_back(i);
+  }
+  stream_synchronize(nullptr);
 }
 
 GpuSampler::~GpuSampler() {
-  if (stream_) cudaStreamDestroy(stream_);
+  for (auto& lane : lanes_)
+    if (lane->stream) cudaStreamDestroy(static_cast<cudaStream_t>(lane->stream));
+}
+
+Stream GpuSampler::stream() const { return lanes_.front()->stream; }
+
+int GpuSampler::take_lane() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  lane_free_.wait(lock, [&] { return !free_.empty(); });
+  const int i = free_.back();
+  free_.pop_back();
+  return i;
+}
+
+void GpuSampler::give_lane(int i) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(i);
+  }
+  lane_free_.notify_one();
+}
+
+GpuSampledBatch GpuSampler::sample_in_lane(const std::vector<int64_t>& seeds, uint64_t batch_key,
+                                           const EdgeExclusion* exclude) const {
+  return sample_lane(seeds, batch_key, nullptr, /*own_stream=*/true, exclude);
 }
 
 GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s,
                                    const EdgeExclusion* exclude) const {
+  return sample_lane(seeds, batch_key, s, /*own_stream=*/false, exclude);
+}
+
+GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s,
+                                        bool own_stream, const EdgeExclusion* exclude) const {
   cpu_.check_seeds(seeds);
   const bool excluding = exclude != nullptr && !exclude->empty();
   if (excluding && exclude->graph_indptr() != cpu_.graph().indptr)
     GT_THROW("GpuSampler::sample", "build the EdgeExclusion with the sampler's graph()",
              "the edge exclusion was resolved against another graph");
-  std::lock_guard<std::mutex> lock(mu_);
+  // A lane (its reindexing table) for this call alone; others run beside it on other lanes. Every
+  // path out of this function leaves the lane's stream synchronised (or the device broken), so the
+  // lane can be handed to the next caller.
+  const int lane_index = take_lane();
+  struct GiveBack {
+    const GpuSampler& g;
+    int i;
+    ~GiveBack() { g.give_lane(i); }
+  } give_back{*this, lane_index};
+  const Lane& lane = *lanes_[static_cast<std::size_t>(lane_index)];
+  if (own_stream) s = lane.stream;
+  const Tensor& scalar_ = lane.scalar;
   const Device d = graph_->device();
   set_current_device(d);  // callers may serve several GPUs from one thread
   const int64_t* g_indptr = graph_->indptr();
   const int32_t* g_indices = graph_->indices();
-  uint32_t* minpos = reinterpret_cast<uint32_t*>(minpos_.data<int32_t>());
-  int32_t* local = local_.data<int32_t>();
+  uint32_t* minpos = reinterpret_cast<uint32_t*>(lane.minpos.data<int32_t>());
+  int32_t* local = lane.local.data<int32_t>();
   const int self = cpu_.self_loops() ? 1 : 0;
   const uint64_t key = random64(cpu_.rng_key(), batch_key, 0);
   const int64_t L = cpu_.num_layers();
@@ -308,8 +358,9 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
     std::size_t temp_bytes = 0;
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
-    // Scratch replaced within the layer stays alive until the layer's final synchronisation: the
-    // allocator may hand a freed block to another thread's stream (only same-stream reuse is ordered).
+    // Scratch replaced within the layer, and every tensor of an inner scope, stays alive until the
+    // layer's final synchronisation: the allocator may hand a freed block to another thread's
+    // stream (another lane's, or the copy stream), and only same-stream reuse is ordered.
     std::vector<Tensor> hold;
     Tensor temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
@@ -405,6 +456,10 @@ GpuSampledBatch GpuSampler::sample(const std::vector<int64_t>& seeds, uint64_t b
       gather_dst_kernel<<<blocks_for(nnz), kThreads, 0, s>>>(b.t_eids.data<int32_t>(), edge_dst.data<int32_t>(), nnz,
                                                              b.t_indices.data<int32_t>());
       launch_check();
+      // The sort's keys and values too: freed here, another lane's stream could take them while
+      // this stream's sort still runs.
+      hold.push_back(std::move(eids));
+      hold.push_back(std::move(sorted_src));
     }
     b.plan_pulls(s);  // the forward Pull's edge order, where its row-owning path takes the block
     // Everything the layer's kernels use is freed after this synchronisation (end of iteration).

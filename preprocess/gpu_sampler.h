@@ -31,6 +31,7 @@
 // uploaded and the kernels are the node path's.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -84,37 +85,56 @@ struct GpuSampledBatch {
   double sample_ms = 0, reindex_ms = 0;  // host wall time of the draws and of reindex + transpose
 };
 
+// The lanes of a training or evaluation pipeline's sampler: two batches sampled side by side.
+constexpr int kPipelineSamplerLanes = 2;
+
 class GpuSampler {
  public:
+  static constexpr int kMaxLanes = 8;
   // Draws exactly as `cpu` does (its fanouts, self loops and seed) over `graph`, which must be the
-  // same CSR. Keeps a reindexing table of 8 bytes per node on the graph's device.
-  GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph> graph);
+  // same CSR. Keeps `lanes` reindexing tables of 8 bytes per node on the graph's device, each with
+  // a stream of its own: up to `lanes` calls of sample() run at once (the pipeline prepares that
+  // many batches side by side, so that one batch's waits for its sizes overlap another's kernels).
+  GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGraph> graph, int lanes = 1);
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
   GpuSampler& operator=(const GpuSampler&) = delete;
 
-  // Samples one batch with kernels on stream `s`; the caller's thread waits for the sizes between
-  // kernels and for each layer's end, so the returned tensors are complete on return. Seeds are
-  // checked like NeighborSampler::check_seeds. Calls are serialised (one table). `exclude` (may be
-  // null) applies to every layer, as in NeighborSampler::sample: it must have been built with the
-  // sampler's graph() (checked, gt::Error otherwise).
+  // Samples one batch with kernels on a free lane's own stream (waiting for a lane when all are
+  // busy); the caller's thread waits for the sizes between kernels and for each layer's end, so
+  // the returned tensors are complete on return. Seeds are checked like
+  // NeighborSampler::check_seeds. `exclude` (may be null) applies to every layer, as in
+  // NeighborSampler::sample: it must have been built with the sampler's graph() (checked,
+  // gt::Error otherwise).
+  GpuSampledBatch sample_in_lane(const std::vector<int64_t>& seeds, uint64_t batch_key,
+                                 const EdgeExclusion* exclude = nullptr) const;
+  // The same with the kernels on stream `s` (a free lane's table).
   GpuSampledBatch sample(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s,
                          const EdgeExclusion* exclude = nullptr) const;
   Device device() const { return graph_->device(); }
+  int lanes() const { return static_cast<int>(lanes_.size()); }
   // The CPU sampler whose draws this one reproduces.
   const NeighborSampler& sampler() const { return cpu_; }
-  // A stream of the lowest priority owned by the sampler, for callers that want the sampling
-  // kernels apart from their transfers (the pipeline: its K copies on the copy stream then do not
-  // delay the next batch's sampling).
-  Stream stream() const { return stream_; }
+  // The first lane's stream (of the lowest priority), for callers that queue their own work on
+  // the sampler's stream between calls.
+  Stream stream() const;
 
  private:
+  struct Lane {
+    Tensor minpos, local;  // int32 [N] each: the reindexing table
+    Tensor scalar;         // pinned int64 [1]: sizes read back between kernels
+    Stream stream = nullptr;
+  };
+  GpuSampledBatch sample_lane(const std::vector<int64_t>& seeds, uint64_t batch_key, Stream s, bool own_stream,
+                              const EdgeExclusion* exclude) const;
+  int take_lane() const;
+  void give_lane(int i) const;
   const NeighborSampler& cpu_;
   std::shared_ptr<const GpuGraph> graph_;
-  Tensor minpos_, local_;  // int32 [N] each: the reindexing table
-  Tensor scalar_;          // pinned int64 [1]: sizes read back between kernels
-  Stream stream_ = nullptr;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  mutable std::vector<int> free_;  // lanes not in use
   mutable std::mutex mu_;
+  mutable std::condition_variable lane_free_;
 };
 
 }  // namespace gt

@@ -58,10 +58,11 @@ void BatchPipeline::Impl::build(int64_t L) {
   flow::make_edge(*sequencer, *sink);
 
   if (opts.gpu) {
-    // Sampling and reindexing on the GPU: one serial node per batch (the device table is one),
-    // its kernels on the copy stream overlapping the trainer's; the limiter still bounds the
-    // batches whose device buffers are alive.
-    gpu_node = std::make_unique<flow::function_node<Msg, Msg>>(graph, flow::serial, [this](const Msg& w) -> Msg {
+    // Sampling and reindexing on the GPU: a node that prepares as many batches at once as the
+    // sampler has lanes (reindexing tables and streams), their kernels overlapping the trainer's
+    // and each other's waits; the limiter still bounds the batches whose device buffers are alive.
+    const auto lanes = static_cast<std::size_t>(opts.gpu->lanes());
+    gpu_node = std::make_unique<flow::function_node<Msg, Msg>>(graph, lanes, [this](const Msg& w) -> Msg {
       do_gpu_batch(w);
       return w;
     });

@@ -13,8 +13,9 @@
 // event, never the host. A limiter_node bounds the batches in flight (prefetch), so pinned and
 // device memory stay bounded, and a sequencer_node hands batches over in order.
 //
-// With PipelineOptions::gpu (sampling.device: gpu) one serial node replaces S, R and K: the batch is
-// sampled and reindexed by kernels on the copy stream (preprocess/gpu_sampler.h) and, when its rows
+// With PipelineOptions::gpu (sampling.device: gpu) one node replaces S, R and K, preparing as many
+// batches at once as the sampler has lanes (two for training and evaluation): each batch is
+// sampled and reindexed by kernels on its lane's stream (preprocess/gpu_sampler.h) and, when its rows
 // can all be read from the device (a cache of every row, or the cache plus the host table mapped
 // for the GPU: PipelineOptions::host), gathered there too by one kernel, with no host round trip;
 // otherwise K gathers on the host as above. PipelineOptions::max_bytes bounds the feature bytes

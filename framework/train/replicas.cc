@@ -149,8 +149,9 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
                       where == "gpu" ? "copied to the GPU" : "in host memory, mapped for the GPU", r.gpu_graph->seconds());
         sampling_note = (why.empty() ? std::string("sampling.device ") + where : why) + buf;
       }
-      r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph);
-      r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph);
+      // Two lanes: the pipeline samples two batches side by side (preprocess/gpu_sampler.h).
+      r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph, kPipelineSamplerLanes);
+      r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph, kPipelineSamplerLanes);
     }
   }
   // The caches last, so that an automatic size sees what the graphs and the models took. A job of

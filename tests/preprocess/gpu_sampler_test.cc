@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include <unistd.h>
 
@@ -126,6 +128,44 @@ TEST(GpuSampler, RegisteredHostCsrSameBlocksAsCpuCuda) {
 TEST(GpuSampler, EverySeedAndFanoutOneCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   same_as_cpu({1}, false, 4000);
+}
+
+// Three lanes, four threads sampling at once on the lanes' own streams (one thread waits for a
+// lane): every batch is the CPU sampler's, as when sampled one at a time.
+TEST(GpuSampler, LanesSampleBatchesSideBySideCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g(6000);
+  NeighborSampler cpu(g.view(), {12, 6, 3}, true, 5);
+  GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), Device::cuda(0)), 3);
+  EXPECT_EQ(gpu.lanes(), 3);
+  constexpr int kThreads = 4, kBatches = 6;
+  std::vector<std::vector<GpuSampledBatch>> got(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        for (int b = 0; b < kBatches; ++b) {
+          const uint64_t key = static_cast<uint64_t>(t * kBatches + b);
+          got[static_cast<std::size_t>(t)].push_back(gpu.sample_in_lane(seeds_of(g.n, 300, key), key));
+        }
+      } catch (...) {
+        ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  for (int t = 0; t < kThreads; ++t)
+    for (int b = 0; b < kBatches; ++b) {
+      const uint64_t key = static_cast<uint64_t>(t * kBatches + b);
+      SCOPED_TRACE("batch key " + std::to_string(key));
+      const SampledBatch want = cpu.sample(seeds_of(g.n, 300, key), key);
+      const GpuSampledBatch& have = got[static_cast<std::size_t>(t)][static_cast<std::size_t>(b)];
+      expect_same_blocks(have.blocks, want.blocks);
+      std::vector<int32_t> in = have.input_nodes.to_vector<int32_t>();
+      EXPECT_EQ(std::vector<int64_t>(in.begin(), in.end()), want.input_nodes);
+    }
+  EXPECT_THROW(GpuSampler(cpu, std::make_shared<GpuGraph>(g.view(), Device::cuda(0)), 0), Error);
 }
 
 // Duplicate seeds get one row each; sources that are a duplicated seed take its last index, as
