@@ -335,6 +335,11 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
     excluded = excluded_rows_at(excluded_dev.data<int64_t>(), static_cast<int64_t>(exclude->destinations().size()));
   }
 
+  // Every tensor the kernels use (scratch, and what an iteration or an inner scope would free)
+  // stays alive until the last layer's synchronisation: the allocator may hand a freed block to
+  // another thread's stream (another lane's, or the copy stream), and only same-stream reuse is
+  // ordered. Each layer waits twice, for its edge count and for its count of new sources.
+  std::vector<Tensor> hold;
   for (int64_t l = L - 1; l >= 0; --l) {
     auto t0 = std::chrono::steady_clock::now();
     const int64_t n_dst = n_front;
@@ -358,10 +363,6 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
     std::size_t temp_bytes = 0;
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
-    // Scratch replaced within the layer, and every tensor of an inner scope, stays alive until the
-    // layer's final synchronisation: the allocator may hand a freed block to another thread's
-    // stream (another lane's, or the copy stream), and only same-stream reuse is ordered.
-    std::vector<Tensor> hold;
     Tensor temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
@@ -382,7 +383,6 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
                                                                 static_cast<uint64_t>(l), excluded,
                                                                 picked.data<int32_t>(), edge_dst.data<int32_t>());
     launch_check();
-    stream_synchronize(s);
     out.sample_ms += ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     out.sampled_edges += nnz;
@@ -462,8 +462,10 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
       hold.push_back(std::move(sorted_src));
     }
     b.plan_pulls(s);  // the forward Pull's edge order, where its row-owning path takes the block
-    // Everything the layer's kernels use is freed after this synchronisation (end of iteration).
-    stream_synchronize(s);
+    // No wait here: the next layer's first read-back waits for this layer's kernels too. What they
+    // use stays alive until the last layer's synchronisation.
+    for (Tensor* t : {&sizes, &picked, &edge_dst, &first, &rank, &counts, &temp, &frontier}) hold.push_back(std::move(*t));
+    if (l == 0) stream_synchronize(s);
     out.reindex_ms += ms_since(t1);
     frontier = next.rows(0, n_src);
     n_front = n_src;

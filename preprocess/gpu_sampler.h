@@ -82,7 +82,9 @@ struct GpuSampledBatch {
   std::vector<Block> blocks;  // on the device, input side first, transposes built
   Tensor input_nodes;         // int32 [blocks[0].num_src] on the device: global id of each input row
   int64_t sampled_edges = 0;
-  double sample_ms = 0, reindex_ms = 0;  // host wall time of the draws and of reindex + transpose
+  // Host wall time of the draws (up to their edge count) and of reindex + transpose (up to the
+  // next layer's draws, or the end).
+  double sample_ms = 0, reindex_ms = 0;
 };
 
 // The lanes of a training or evaluation pipeline's sampler: two batches sampled side by side.
@@ -101,8 +103,8 @@ class GpuSampler {
   GpuSampler& operator=(const GpuSampler&) = delete;
 
   // Samples one batch with kernels on a free lane's own stream (waiting for a lane when all are
-  // busy); the caller's thread waits for the sizes between kernels and for each layer's end, so
-  // the returned tensors are complete on return. Seeds are checked like
+  // busy); the caller's thread waits for the sizes between kernels (two a layer) and for the last
+  // layer's end, so the returned tensors are complete on return. Seeds are checked like
   // NeighborSampler::check_seeds. `exclude` (may be null) applies to every layer, as in
   // NeighborSampler::sample: it must have been built with the sampler's graph() (checked,
   // gt::Error otherwise).
