@@ -85,10 +85,14 @@ bool EdgeExclusion::excludes(int64_t u, int64_t v) const {
 }
 
 std::pair<const int64_t*, const int64_t*> EdgeExclusion::positions_of(int64_t v) const {
-  auto it = std::lower_bound(dsts_.begin(), dsts_.end(), v);
-  if (it == dsts_.end() || *it != v) return {nullptr, nullptr};
-  const std::size_t j = static_cast<std::size_t>(it - dsts_.begin());
-  return {pos_.data() + pos_ptr_[j], pos_.data() + pos_ptr_[j + 1]};
+  // The GPU kernels' lookup (preprocess/excluded_rows.h) over this exclusion's own arrays.
+  ExcludedRows x;
+  x.dsts = dsts_.data();
+  x.ptr = pos_ptr_.data();
+  x.pos = pos_.data();
+  x.n = static_cast<int64_t>(dsts_.size());
+  const ExcludedRange r = excluded_positions_of(x, v);
+  return {r.first, r.last};
 }
 
 NeighborSampler::NeighborSampler(CsrView graph, std::vector<int64_t> fanouts, bool self_loops, uint64_t seed)
