@@ -20,8 +20,9 @@ namespace gt {
 
 // Where sampling runs (sampling.device): "cpu", "gpu" (the CSR in device memory) or "gpu_host"
 // (the GPU samples from the CSR in host memory, read in place). gpu and gpu_host need a CUDA
-// training device. auto picks gpu when training runs on a GPU and the CSR and the reindexing table
-// (8 bytes per node) take at most a quarter of its memory, else gpu_host there, else cpu; `why`
+// training device. auto picks gpu when training runs on a GPU and the CSR and the reindexing tables
+// (8 bytes per node for each lane of the training and evaluation samplers) take at most a quarter
+// of its memory, else gpu_host there, else cpu; `why`
 // says which and why for the log. `place` is where the config set sampling.device (config_place).
 // (Declared in train_data.h: the link task decides the same way.)
 std::string sampling_place(const std::string& mode, const Dataset& data, Device d, const std::string& place,
@@ -35,9 +36,10 @@ std::string sampling_place(const std::string& mode, const Dataset& data, Device 
   }
   if (!d.is_cuda()) return "cpu";
   const int64_t csr = static_cast<int64_t>(data.indptr.size()) * 8 + static_cast<int64_t>(data.indices.size()) * 4;
-  const int64_t need = csr + data.info.num_nodes * 8, budget = device_total_memory(d) / 4;
+  const int64_t tables = data.info.num_nodes * 8 * 2 * kPipelineSamplerLanes;
+  const int64_t need = csr + tables, budget = device_total_memory(d) / 4;
   char buf[200];
-  std::snprintf(buf, sizeof buf, "the CSR and reindexing table (%.2f GB) %s a quarter of the GPU's memory (%.2f GB)",
+  std::snprintf(buf, sizeof buf, "the CSR and reindexing tables (%.2f GB) %s a quarter of the GPU's memory (%.2f GB)",
                 static_cast<double>(need) / 1e9, need <= budget ? "fit" : "exceed", static_cast<double>(budget) / 1e9);
   *why = std::string("sampling.device auto: ") + buf;
   return need <= budget ? "gpu" : "gpu_host";
