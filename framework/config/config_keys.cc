@@ -142,8 +142,9 @@ const std::vector<Field>& fields() {
       string_field("sampling.device", GT_GET(sampling, device), {"auto", "cpu", "gpu", "gpu_host"},
                    "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "
                    "training GPU; gpu_host samples on the GPU from the CSR left in host memory (page-locked, read "
-                   "over PCIe); auto = gpu when training on a GPU whose memory holds the CSR four times over, else "
-                   "gpu_host there, else cpu (a GPU-bound model, e.g. very wide features, can train faster with cpu: "
+                   "over PCIe); auto = gpu when training on a GPU where the CSR and the samplers' reindexing tables "
+                   "(32 bytes per node: two lanes each for training and evaluation) take at most a quarter of its "
+                   "memory, else gpu_host there, else cpu (a GPU-bound model, e.g. very wide features, can train faster with cpu: "
                    "docs/benchmarks.md)"),
       string_field("optimizer.type", GT_GET(optimizer, type), {"adam", "sgd"}, "optimizer"),
       real_field("optimizer.lr", GT_GET(optimizer, lr), 0.0, 100.0, "learning rate"),
