@@ -428,6 +428,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 // A summary the host reads later: the device copy the kernels write, a pinned copy queued behind
 // them on the stream and an event after that copy. Reading it waits for the event only, so a
 // step can read its loss while later work (the next step) is already queued on the same stream.
+// A raw event, not gt::Event: that one is empty on the null (legacy) stream, which callers of the
+// losses may pass.
 struct StagedSummary {
   void* device = nullptr;
   int dev = 0;

@@ -234,12 +234,10 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
   const Device d = graph_->device();
   set_current_device(d);
   const int64_t n = std::max<int64_t>(graph_->num_nodes(), 1);
-  int lowest = 0, highest = 0;
-  GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
   // The lowest priority: the sampler's small kernels fill the gaps of training's (a high priority
   // measured no faster on products, 2 x H200).
-  const int priority = lowest;
-  (void)highest;
+  int lowest = 0, highest = 0;
+  GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
   for (int i = 0; i < lanes; ++i) {
     auto lane = std::make_unique<Lane>();
     lane->minpos = Tensor::empty({n}, DType::kInt32, d);
@@ -247,7 +245,7 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
     lane->local = Tensor::empty({n}, DType::kInt32, d);
     device_memset(lane->minpos.raw(), 0xff, lane->minpos.nbytes(), nullptr);
     cudaStream_t st = nullptr;
-    GT_CUDA_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, priority));
+    GT_CUDA_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, lowest));
     lane->stream = st;
     lanes_.push_back(std::move(lane));
     free_.push_back(i);
@@ -306,7 +304,7 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
   } give_back{*this, lane_index};
   const Lane& lane = *lanes_[static_cast<std::size_t>(lane_index)];
   if (own_stream) s = lane.stream;
-  const Tensor& scalar_ = lane.scalar;
+  const Tensor& scalar = lane.scalar;  // sizes read back between kernels
   const Device d = graph_->device();
   set_current_device(d);  // callers may serve several GPUs from one thread
   const int64_t* g_indptr = graph_->indptr();
@@ -366,7 +364,7 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
     Tensor temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, sizes.data<int64_t>(), b.indptr.data<int64_t>(),
                                                 n_dst + 1, s));
-    const int64_t nnz = read_back(b.indptr.data<int64_t>() + n_dst, d, s, scalar_);
+    const int64_t nnz = read_back(b.indptr.data<int64_t>() + n_dst, d, s, scalar);
     if (n_dst + nnz >= std::numeric_limits<int32_t>::max())
       GT_THROW("GpuSampler::sample", "lower the batch size or the fanouts", "layer ", l, " has ", n_dst, " destinations and ",
                nnz, " edges: local ids beyond int32");
@@ -405,7 +403,7 @@ GpuSampledBatch GpuSampler::sample_lane(const std::vector<int64_t>& seeds, uint6
     temp = scratch_bytes(temp_bytes, d);
     GT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw(), temp_bytes, first.data<int32_t>(), rank.data<int32_t>(),
                                                 nnz + 1, s));
-    const int64_t n_new = read_back(rank.data<int32_t>() + nnz, d, s, scalar_);
+    const int64_t n_new = read_back(rank.data<int32_t>() + nnz, d, s, scalar);
     const int64_t n_src = n_dst + n_new;
     b.num_src = n_src;
     Tensor next = Tensor::empty({std::max<int64_t>(n_src, 1)}, DType::kInt32, d);
