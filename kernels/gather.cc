@@ -17,6 +17,7 @@ namespace cuda_impl {
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
                    bool check_values, Stream s, std::vector<Tensor>* keep);
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s);
+void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s);
 void count_ids(const Tensor& ids, Tensor& counts, Stream s);
 void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s);
 }  // namespace cuda_impl
@@ -167,6 +168,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
         src = cache.at(k);
         ++h;
       } else {
+        if (t.host_split && host_split_takes(v, t.host_split)) continue;  // the CPU's share: staged
         if (!host) GT_THROW("gather_tiered", "", "node ", v, " is not cached and no host table was given");
         src = offsets ? host + offsets[v / t.rows_per_block] + (v % t.rows_per_block) * row : host + v * row;
         ++m;
@@ -226,6 +228,42 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
         src = st + (-k - 1) * row;
       }
       widen_row(t.dtype, src, t.cols, width, o + i * width);
+    }
+  });
+}
+
+void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s) {
+  GT_CHECK_ARG(storage_type(t.dtype), "scatter_staged: rows must be stored as float32, bfloat16 or float16, not ",
+               dtype_name(t.dtype));
+  GT_CHECK_ARG(out.dim() == 2 && out.dtype() == DType::kFloat32 && out.size(1) >= t.cols,
+               "scatter_staged: out ", out.str(), " cannot hold float32 rows of ", t.cols, " values");
+  GT_CHECK_ARG(staged.dim() == 2 && staged.size(1) == t.cols && staged.dtype() == t.dtype &&
+                   staged.device() == out.device(),
+               "scatter_staged: staged rows ", staged.str(), " must be ", dtype_name(t.dtype), " [M, ", t.cols, "] on ",
+               out.device().str());
+  GT_CHECK_ARG(positions.dim() == 1 && positions.dtype() == DType::kInt32 && positions.device() == out.device() &&
+                   positions.size(0) == staged.size(0),
+               "scatter_staged: positions must be int32 [", staged.size(0), "] on ", out.device().str(), ", got ",
+               positions.str());
+  const int64_t n = staged.size(0);
+  if (n == 0) return;
+  if (out.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    cuda_impl::scatter_staged(t, staged, positions, out, s);
+#else
+    throw_built_without_cuda("scatter_staged");
+#endif
+    return;
+  }
+  const int64_t width = out.size(1), rows = out.size(0), row = t.cols * static_cast<int64_t>(dtype_size(t.dtype));
+  const char* st = static_cast<const char*>(staged.raw());
+  const int32_t* pos = positions.data<int32_t>();
+  float* o = out.data<float>();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 256), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i) {
+      const int64_t p = pos[i];
+      if (p < 0 || p >= rows) GT_THROW("scatter_staged", "", "position ", p, " out of range [0, ", rows, ")");
+      widen_row(t.dtype, st + i * row, t.cols, width, o + p * width);
     }
   });
 }

@@ -43,6 +43,7 @@ struct TierArgs {
   const char* staged = nullptr;
   int64_t row_bytes = 0, cols = 0, width = 0, num_nodes = 0;
   float* out = nullptr;
+  uint32_t host_split = 0;  // RowTiers::host_split
   bool vec_store = false;  // out rows allow float4 (width % 4 == 0, 16-byte base)
 };
 
@@ -146,6 +147,7 @@ __global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, cons
       src = cache_row(a, k);
       ++hits;
     } else {
+      if (a.host_split && host_split_takes(v, a.host_split)) continue;  // the CPU's share: staged
       src = a.offsets ? a.host + a.offsets[v / a.rows_per_block] + (v % a.rows_per_block) * a.row_bytes
                       : a.host + v * a.row_bytes;
       ++misses;
@@ -160,15 +162,16 @@ __global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, cons
   }
 }
 
-// gather_staged: out row i from the cache (code >= 0) or the staged rows (code < 0).
+// gather_staged: out row i (or pos[i]) from the cache (code >= 0) or the staged rows (code < 0).
 template <Kind K, int kBytes>
-__global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, const int32_t* __restrict__ codes, int64_t n) {
+__global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, const int32_t* __restrict__ codes,
+                                                          const int32_t* __restrict__ pos, int64_t n) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
   const int lane = threadIdx.x % kWarp;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
     const int64_t k = codes ? codes[i] : -i - 1;
     const char* src = k >= 0 ? cache_row(a, k) : a.staged + (-k - 1) * a.row_bytes;
-    copy_row<K, kBytes>(src, a.out + i * a.width, a, lane, false);
+    copy_row<K, kBytes>(src, a.out + (pos ? pos[i] : i) * a.width, a, lane, false);
   }
 }
 
@@ -263,8 +266,8 @@ struct TieredLaunch {
 };
 template <Kind K, int kBytes>
 struct StagedLaunch {
-  static void run(int grid, Stream s, const TierArgs& a, const int32_t* code, int64_t n) {
-    staged_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, code, n);
+  static void run(int grid, Stream s, const TierArgs& a, const int32_t* code, const int32_t* pos, int64_t n) {
+    staged_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, code, pos, n);
   }
 };
 
@@ -289,6 +292,7 @@ TierArgs args_of(const RowTiers& t, Tensor& out) {
     a.slot = t.slot.data<int32_t>();
   }
   a.host = static_cast<const char*>(t.host);
+  a.host_split = t.host_split;
   if (t.block_offsets.defined()) {
     a.offsets = t.block_offsets.data<int64_t>();
     a.rows_per_block = t.rows_per_block;
@@ -352,7 +356,18 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
   const int64_t bytes = load_bytes(a, 16);
   const int32_t* code = codes.defined() ? codes.data<int32_t>() : nullptr;
   const int grid = grid_for(n, false);
-  dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid, s, a, code, n);
+  dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid, s, a, code, static_cast<const int32_t*>(nullptr), n);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s) {
+  const int64_t n = staged.size(0);
+  TierArgs a = args_of(t, out);
+  a.host = nullptr;
+  a.staged = static_cast<const char*>(staged.raw());
+  const int64_t bytes = load_bytes(a, 16);
+  dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false), s, a, static_cast<const int32_t*>(nullptr),
+                         positions.data<int32_t>(), n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

@@ -25,8 +25,20 @@
 #include <vector>
 
 #include <graphtensor/core/tensor.h>
+#include "kernels/half_bits.h"
 
 namespace gt {
+
+// The split of a batch's host-tier rows between the GPU's zero-copy reads and a CPU gather (the
+// pipeline's hybrid K, preprocess/pipeline_stages.cc): node ids come in groups of 32 consecutive
+// ids, and a group is the CPU's when a 16-bit hash of it is below `split` (0: none, 65536: all).
+// Whole groups, so that the rows each side reads stay as dense in the table as the batch allows
+// (sparse reads of mapped host memory cost per row, not per byte).
+GT_HOST_DEVICE bool host_split_takes(int64_t node, uint32_t split) {
+  const uint64_t group = static_cast<uint64_t>(node) >> 5;
+  return static_cast<uint32_t>((group * 0x9E3779B97F4A7C15ull) >> 48) < split;
+}
+constexpr uint32_t kHostSplitAll = 65536;
 
 struct RowTiers {
   DType dtype = DType::kFloat32;  // storage type of every tier: float32, bfloat16 or float16
@@ -51,6 +63,9 @@ struct RowTiers {
   Tensor block_offsets;
   int64_t rows_per_block = 0;
   int64_t block_alignment = 16;  // largest power of two <= 16 dividing every block offset
+  // Tier-2 rows that host_split_takes(node, host_split) are skipped: neither read nor written nor
+  // counted (a CPU gather stages them: scatter_staged). 0 skips none.
+  uint32_t host_split = 0;
   bool has_cache() const { return (cache.defined() || !shards.empty()) && slot.defined(); }
   // Rows of tier 1 (C): the cache's, or the shards' together.
   int64_t cache_rows() const;
@@ -85,6 +100,12 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
 // codes int32 [n] on out's device; code ranges are checked on the CPU and by the caller that
 // builds them on the GPU (the pipeline).
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s = nullptr);
+
+// out[positions[i], :] = staged row i, widened, for each of the M staged rows: the rows a CPU
+// gather staged for a batch whose other rows gather_tiered wrote (RowTiers::host_split). staged:
+// [M, cols] of t.dtype and positions int32 [M] on out's device; positions in [0, out rows) are
+// checked on the CPU and by the caller that builds them on the GPU (the pipeline).
+void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s = nullptr);
 
 // out[i] = table[ids[i]]: float32 table [N] and out [n] (or [n, 1]), int32 ids [n], all on one
 // device (ids in range: checked on the CPU; on the GPU an id out of range writes NaN). Per-node scalars of the

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -148,6 +149,15 @@ BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int
       m.node_scale_dev = Tensor::from_vector(*opts.node_scale).to(ctx.device(), ctx.copy_stream());
       stream_synchronize(ctx.copy_stream());
     }
+    if (opts.host && opts.gpu && opts.host_gather_share != 0) {
+      GT_CHECK_ARG(opts.host_gather_share >= -1 && opts.host_gather_share <= 1,
+                   "the CPU's share of the host rows must be in [-1, 1], got ", opts.host_gather_share);
+      const double share = opts.host_gather_share < 0 ? -opts.host_gather_share : opts.host_gather_share;
+      m.host_split = static_cast<uint32_t>(std::lround(share * kHostSplitAll));
+      m.adapt_split = opts.host_gather_share < 0;
+      set_current_device(ctx.device());
+      for (int i = 0; i < 4; ++i) m.staged_streams.push_back(stream_create());
+    }
     if (opts.host || opts.cache) {
       set_current_device(ctx.device());
       m.counters = GatherCounters::make(ctx.device(), ctx.copy_stream());
@@ -171,6 +181,11 @@ BatchPipeline::~BatchPipeline() {
     m.driver.join();
   }
   m.graph.wait_for_all();
+  for (Stream st : m.staged_streams) stream_destroy(st);
+}
+
+double BatchPipeline::host_gather_share() const {
+  return static_cast<double>(impl_->host_split.load()) / kHostSplitAll * (impl_->adapt_split ? -1 : 1);
 }
 
 void BatchPipeline::start(std::vector<std::vector<int64_t>> batches, std::vector<uint64_t> keys) {

@@ -49,6 +49,12 @@ class FeatureCache;
 class GpuSampler;
 class MappedHostTable;
 
+// train.host_gather_share: auto starts the CPU's share of the host rows here (PipelineOptions).
+constexpr double kHostGatherShareStart = 0.5;
+// ... and gathers with the CPU only for batches of fewer input rows than 1/kHybridSparsity of the
+// table: sparse reads, which the GPU makes at a capped rate of rows per second.
+constexpr int64_t kHybridSparsity = 20;
+
 struct PipelineOptions {
   int64_t prefetch = 4;                 // batches in flight between the limiter and the trainer
   const FeatureCache* cache = nullptr;  // GPU-resident rows: K copies only the others (CUDA only)
@@ -66,6 +72,15 @@ struct PipelineOptions {
   // Per-node scales of the whole graph (graphtensor/models/model.h: node_scales, [N]) for a GCN with symmetric
   // normalisation: each batch gets DeviceBatch::node_scale from them. Outlives the pipeline.
   const std::vector<float>* node_scale = nullptr;
+  // With `gpu` and `host` (hybrid K): the share of the host-tier rows that CPU threads gather into
+  // pinned staging, copied by DMA and scattered into the batch while the GPU reads the others in
+  // place (kernels/gather.h: host_split_takes picks them, by groups of node ids). Sparse reads of
+  // mapped host memory are capped by rows per second (docs/feature-rows.md); the copy engine moves
+  // the staged rows beside them. 0: the GPU reads every row; in (0, 1]: that share; < 0: auto,
+  // for sparse batches only (kHybridSparsity), adapted batch by batch from -host_gather_share so
+  // that the CPU's gather ends when the GPU's does (less when the GPU finished first, more when
+  // it had not).
+  double host_gather_share = 0;
 };
 
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed
@@ -74,6 +89,7 @@ struct PipelineTotals {
   double sample_ms = 0, reindex_ms = 0, lookup_ms = 0, transfer_ms = 0;
   int64_t batches = 0, sampled_edges = 0, h2d_bytes = 0;
   int64_t cache_hits = 0, cache_misses = 0;  // feature rows found / not found in the GPU cache
+  int64_t host_gathered = 0;  // rows the CPU gathered beside the GPU's own reads (hybrid K)
   // Reindexing is lock-free: contention shows as compare-and-swap retries per insertion.
   int64_t table_inserts = 0, cas_retries = 0;
   int64_t largest_batch_bytes = 0;  // feature bytes of the largest batch (what max_bytes counts)
@@ -96,6 +112,9 @@ class BatchPipeline {
   // batch->ready), or nullptr after the last one. Rethrows the first error of any stage.
   std::unique_ptr<DeviceBatch> next();
   PipelineTotals totals() const;
+  // The hybrid K's share of host-tier rows now (PipelineOptions::host_gather_share; adapted when
+  // that was negative): to start the next pipeline where this one ended.
+  double host_gather_share() const;
 
  private:
   struct Impl;

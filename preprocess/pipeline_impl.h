@@ -37,6 +37,8 @@ struct Work {
   int64_t rows_done = 0;
   int64_t cache_misses = 0, h2d_bytes = 0;
   bool counted_on_device = false;  // its hits and host reads are in the pipeline's device counters
+  int64_t host_gathered = 0;       // rows the CPU gathered beside the GPU's reads (hybrid K)
+  Stream staged_on = nullptr;      // the hybrid K's stream: the batch is ready when it passes too
   Event gathered;  // a device gather of a mapped file's rows: its values are checked after it
 };
 using Msg = std::shared_ptr<Work>;
@@ -68,6 +70,13 @@ struct BatchPipeline::Impl {
   GatherCounters counters;    // cache hits, host reads, first bad row: on the device
   Tensor bad_row;             // pinned int64 [1]: counters' third slot, copied after each gather
   Tensor node_scale_dev;      // opts.node_scale on the device, when K runs there (gathered per batch)
+  // Hybrid K (PipelineOptions::host_gather_share): the CPU's share now (RowTiers::host_split, of
+  // kHostSplitAll), whether it adapts, and streams for the staged rows' copies, taken in turn so
+  // that one batch's wait for the copy stream does not hold the next batch's copy.
+  std::atomic<uint32_t> host_split{0};
+  bool adapt_split = false;
+  std::vector<Stream> staged_streams;
+  std::atomic<uint32_t> next_staged{0};
   const std::vector<int32_t>& labels;
   const NeighborSampler& sampler;
   const Context& ctx;
@@ -148,6 +157,10 @@ struct BatchPipeline::Impl {
   // The whole batch on the GPU (PipelineOptions::gpu): S, R, and K when the rows are resident.
   void do_gpu_batch(const Msg& w);
   void do_gpu_lookup(const Msg& w);  // K for GPU-sampled batches whose rows are on the host
+  // Hybrid K: the CPU gathers the batch's rows in its share (RowTiers::host_split = split), given
+  // the batch's input ids (int32 [n], on the device) while the GPU gathers the others, whose
+  // completion `gpu_done` marks; the staged rows are copied and scattered on a stream of their own.
+  void gather_cpu_share(Work& w, const Tensor& input_nodes, uint32_t split, const Event& gpu_done);
   // A mapped file read in place: copy the gather's bad-row slot to the host after the gather, and
   // throw the CPU gather's error (file, row, column) when it names a row.
   Event after_gather(Stream s);

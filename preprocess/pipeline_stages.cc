@@ -7,6 +7,8 @@
 #include <limits>
 #include <mutex>
 
+#include <tbb/parallel_for.h>
+
 #include "framework/core/memory.h"
 #include "kernels/gather.h"
 #include "preprocess/feature_cache.h"
@@ -190,6 +192,10 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     out.labels = out.labels.to(ctx.device(), ctx.copy_stream());
     if (out.node_scale.defined()) out.node_scale = out.node_scale.to(ctx.device(), ctx.copy_stream());
     out.ready = Event::record(ctx.copy_stream());
+    if (w->staged_on) {  // the CPU's share of the rows is scattered on a stream of its own
+      out.ready.wait(w->staged_on);
+      out.ready = Event::record(w->staged_on);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(totals_mu);
@@ -202,7 +208,10 @@ void BatchPipeline::Impl::finish_batch(const Msg& w, int64_t need) {
     if (!w->counted_on_device) {
       totals.cache_hits += cache ? need - w->cache_misses : 0;
       totals.cache_misses += cache ? w->cache_misses : 0;
+    } else if (cache) {
+      totals.cache_misses += w->host_gathered;  // the device counted the rest
     }
+    totals.host_gathered += w->host_gathered;
     ++totals.batches;
   }
 }
@@ -235,8 +244,19 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       w->device_features = Tensor::empty({n_in, features.width()}, DType::kFloat32, ctx.device());
       // The sort's scratch stays with the batch: the next batch's sampling allocates from this
       // thread's pool on the sampler's stream while this gather may still be queued on s.
-      gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
-                    &out.keep_alive);
+      // Auto leaves a dense batch to the GPU: its reads come close to the link, which a DMA copy
+      // then only takes turns with (docs/feature-rows.md).
+      const uint32_t split = adapt_split && n_in * kHybridSparsity > features.rows() ? 0 : host_split.load();
+      if (split) {
+        RowTiers t = tiers;  // the GPU skips the CPU's share
+        t.host_split = split;
+        gather_tiered(t, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
+                      &out.keep_alive);
+        gather_cpu_share(*w, g.input_nodes, split, Event::record(s));
+      } else {
+        gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
+                      &out.keep_alive);
+      }
       out.keep_alive.push_back(g.input_nodes);
       if (node_scale_dev.defined()) {  // the scales too, from the device copy of the whole graph's
         out.node_scale = Tensor::empty({n_in, 1}, DType::kFloat32, ctx.device());  // as gather_node_scale's
@@ -256,6 +276,54 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       w->frontier.assign(p, p + n_in);
     }
   });
+}
+
+void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, uint32_t split, const Event& gpu_done) {
+  DeviceBatch& out = *w.out;
+  const int64_t n = input_nodes.size(0);
+  const FeatureCache* cache = opts.cache;
+  Stream st = staged_streams[next_staged.fetch_add(1) % staged_streams.size()];
+  // The ids come back on the staged rows' stream (the sampler finished them; the copy stream may
+  // still hold earlier batches' gathers).
+  Tensor ids = Tensor::empty({n}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+  copy_bytes(ids.raw(), Device::cpu(), input_nodes.raw(), ctx.device(), static_cast<std::size_t>(n) * 4, st);
+  stream_synchronize(st);
+  const int32_t* id = ids.data<int32_t>();
+  // The CPU's rows (not cached, in its share) by ranges in parallel, then in range order.
+  constexpr int64_t kRange = 8192;
+  const int64_t ranges = (n + kRange - 1) / kRange;
+  std::vector<std::vector<int32_t>> picked(static_cast<std::size_t>(ranges));
+  tbb::parallel_for(int64_t{0}, ranges, [&](int64_t r) {
+    std::vector<int32_t>& mine = picked[static_cast<std::size_t>(r)];
+    for (int64_t i = r * kRange; i < std::min(n, (r + 1) * kRange); ++i)
+      if (host_split_takes(id[i], split) && (!cache || cache->slot(id[i]) < 0)) mine.push_back(static_cast<int32_t>(i));
+  });
+  int64_t m = 0;
+  for (const auto& p : picked) m += static_cast<int64_t>(p.size());
+  Tensor pos = Tensor::empty({m}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+  std::vector<int64_t> rows(static_cast<std::size_t>(m));
+  int32_t* po = pos.data<int32_t>();
+  std::size_t k = 0;
+  for (const auto& p : picked)
+    for (int32_t i : p) {
+      po[k] = i;
+      rows[k++] = id[i];
+    }
+  Tensor staging = Tensor::empty({m, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
+  features.gather_stored(rows, staging);
+  if (adapt_split) {
+    // Balance: the GPU finished its rows before the CPU finished these: give the CPU fewer.
+    const uint32_t step = kHostSplitAll / 128, lo = kHostSplitAll / 256, hi = kHostSplitAll - kHostSplitAll / 16;
+    const uint32_t now = host_split.load();
+    host_split.store(gpu_done.done() ? std::max(lo, now > step ? now - step : lo) : std::min(hi, now + step));
+  }
+  Tensor dev_staged = staging.to(ctx.device(), st);
+  Tensor dev_pos = pos.to(ctx.device(), st);
+  scatter_staged(tiers, dev_staged, dev_pos, w.device_features, st);
+  out.keep_alive.insert(out.keep_alive.end(), {ids, pos, staging, dev_staged, dev_pos});
+  w.staged_on = st;
+  w.host_gathered = m;
+  w.h2d_bytes += m * (features.row_bytes() + 4);
 }
 
 void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {

@@ -209,9 +209,12 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t n,
 }
 void device_memset(void*, int, std::size_t, Stream) { throw_built_without_cuda("device_memset"); }
 void stream_synchronize(Stream) {}
+Stream stream_create() { return nullptr; }
+void stream_destroy(Stream) {}
 Event Event::record(Stream) { return {}; }
 void Event::wait(Stream) const {}
 void Event::synchronize() const {}
+bool Event::done() const { return true; }
 #endif
 
 }  // namespace gt

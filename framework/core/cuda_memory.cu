@@ -234,6 +234,18 @@ void stream_synchronize(Stream s) {
   if (s) GT_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+Stream stream_create() {
+  int lowest = 0, highest = 0;
+  GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  cudaStream_t s = nullptr;
+  GT_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, lowest));
+  return s;
+}
+
+void stream_destroy(Stream s) {
+  if (s) cudaStreamDestroy(s);  // not checked: called from destructors
+}
+
 Event Event::record(Stream s) {
   Event e;
   if (!s) return e;
@@ -250,6 +262,14 @@ void Event::wait(Stream s) const {
 
 void Event::synchronize() const {
   if (handle_) GT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_.get())));
+}
+
+bool Event::done() const {
+  if (!handle_) return true;
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_.get()));
+  if (e == cudaErrorNotReady) return false;
+  GT_CUDA_CHECK(e);
+  return true;
 }
 
 }  // namespace gt

@@ -62,6 +62,11 @@ MemoryStats memory_stats();
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t n, Stream s);
 void device_memset(void* ptr, int byte, std::size_t n, Stream s);
 void stream_synchronize(Stream s);
+// A non-blocking stream of the lowest priority on the current device (nullptr on the CPU and in a
+// CPU-only build), for work that must not queue behind a context's streams; stream_destroy
+// releases it once its queued work is done.
+Stream stream_create();
+void stream_destroy(Stream s);
 
 // Events order work across streams without blocking the host: the copy stream records an event
 // when a batch's transfers are enqueued; the compute stream waits on it. An Event is a shared
@@ -73,6 +78,7 @@ class Event {
   static Event record(Stream s);    // creates and records an event on s (empty for a null stream)
   void wait(Stream s) const;        // makes s wait for the event (host does not block)
   void synchronize() const;         // host waits
+  bool done() const;                // the work before it has finished (true when empty); never waits
   bool empty() const { return !handle_; }
 
  private:

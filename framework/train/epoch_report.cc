@@ -63,6 +63,7 @@ JsonRecord epoch_record(const EpochStats& st, const EpochReportInfo& info) {
     rec.add_null("h2d_bytes");
   if (info.cache_rows >= 0)
     rec.add("cache_hit_rate", hit_rate(st)).add("h2d_bytes_saved", st.cache_hits * info.row_bytes);
+  if (info.cuda) rec.add("host_gathered_rows", st.host_gathered);
   if (info.cuda)
     rec.add("gpu_peak_bytes", st.gpu_peak_bytes);
   else
@@ -110,6 +111,12 @@ void log_epoch(std::ostream& log, const EpochStats& st, const EpochReportInfo& i
     std::snprintf(line, sizeof line, "    GPU feature cache: %lld rows%s, hit rate %.1f%%, H2D %.2f GB, saved %.2f GB\n",
                   static_cast<long long>(info.cache_rows), info.replicas > 1 ? " per GPU" : "", 100.0 * hit_rate(st),
                   st.h2d_bytes / 1e9, static_cast<double>(st.cache_hits) * static_cast<double>(info.row_bytes) / 1e9);
+    log << line;
+  }
+  if (st.host_gathered > 0) {
+    const double staged = static_cast<double>(st.host_gathered) * static_cast<double>(info.row_bytes);
+    std::snprintf(line, sizeof line, "    host rows: the CPU gathered %.2f GB (%.0f%% of H2D), the GPU read the rest in place\n",
+                  staged / 1e9, 100.0 * staged / std::max(1.0, static_cast<double>(st.h2d_bytes)));
     log << line;
   }
   log << std::flush;

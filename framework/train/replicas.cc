@@ -14,6 +14,7 @@
 #include "framework/core/fp_mode.h"
 #include "framework/train/train_data.h"
 #include "framework/train/trainer_impl.h"
+#include "preprocess/pipeline.h"
 #include <graphtensor/models/dkp.h>
 
 namespace gt {
@@ -405,6 +406,13 @@ void Trainer::Impl::map_host_table(const Config& cfg) {
   try {
     host_table = std::make_unique<MappedHostTable>(features);
     feature_notes.push_back(host_table->describe());
+    // auto: adapted batch by batch from a quarter (preprocess/pipeline.h).
+    const double share = cfg.train.host_gather_share < 0 ? -kHostGatherShareStart : cfg.train.host_gather_share;
+    for (Replica& r : replicas) r.host_share = share;
+    if (share != 0 && replicas.front().train_gpu)
+      feature_notes.push_back(share < 0 ? "for batches that read under 5% of the table's rows, CPU threads gather a share of the host rows beside the GPU's reads, balanced batch by batch (train.host_gather_share)"
+                                        : "CPU threads gather " + std::to_string(static_cast<int>(share * 100 + 0.5)) +
+                                              "% of the host rows beside the GPU's reads (train.host_gather_share)");
   } catch (const Error& e) {
     if (cfg.train.host_features == "zero_copy") throw;
     feature_notes.push_back("the CPU gathers the rows the GPU does not hold (" + e.message() + ")");

@@ -142,7 +142,8 @@ std::string process_agreement(const Config& cfg, const Dataset& data) {
                                             "train.checkpoint", "train.checkpoint_every", "train.progress",
                                             "train.prefetch", "train.prefetch_mb", "train.trace",
                                             "train.gpu_cache_mb", "train.dkp_cache",
-                                            "train.gpu_cache_policy", "train.presample_batches", "train.host_features"};
+                                            "train.gpu_cache_policy", "train.presample_batches", "train.host_features",
+                                            "train.host_gather_share"};
   std::istringstream in(to_yaml(cfg));
   std::string out, section;
   for (std::string line; std::getline(in, line);) {

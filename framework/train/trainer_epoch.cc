@@ -68,7 +68,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
     pipe = std::make_unique<BatchPipeline>(
         features, data.labels, *r.train_sampler, *r.ctx,
         PipelineOptions{cfg.train.prefetch, r.cache.get(), r.train_gpu.get(), cfg.train.prefetch_mb << 20,
-                        host_table.get(), node_scale_of(r)},
+                        host_table.get(), node_scale_of(r), r.host_share},
         tr);
     pipe->start(mine, std::move(keys));
   }
@@ -264,11 +264,13 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   st.h2d_bytes = pt.h2d_bytes;
   st.cache_hits = pt.cache_hits;
   st.cache_misses = pt.cache_misses;
+  st.host_gathered = pt.host_gathered;
+  if (pipe && pt.host_gathered > 0) r.host_share = pipe->host_gather_share();  // the next epoch starts there
   // Counts over every replica of every process.
   std::vector<double> v{part.loss_sum, static_cast<double>(part.correct), static_cast<double>(part.labelled),
                         static_cast<double>(st.seeds), static_cast<double>(st.sampled_edges),
                         static_cast<double>(st.h2d_bytes), static_cast<double>(st.cache_hits),
-                        static_cast<double>(st.cache_misses)};
+                        static_cast<double>(st.cache_misses), static_cast<double>(st.host_gathered)};
   reduce(r, v);
   part.loss_sum = v[0];
   part.correct = static_cast<int64_t>(v[1]);
@@ -278,6 +280,7 @@ EpochPart Trainer::Impl::train_epoch_steps(Replica& r, const Config& cfg, const 
   st.h2d_bytes = static_cast<int64_t>(v[5]);
   st.cache_hits = static_cast<int64_t>(v[6]);
   st.cache_misses = static_cast<int64_t>(v[7]);
+  st.host_gathered = static_cast<int64_t>(v[8]);
   return part;
 }
 

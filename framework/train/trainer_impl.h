@@ -77,6 +77,9 @@ struct Replica {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<NeighborSampler> train_sampler, eval_sampler;
+  // The CPU's share of the host rows for the next training pipeline (PipelineOptions::
+  // host_gather_share): from train.host_gather_share, then where the last epoch's adapting ended.
+  double host_share = 0;
   // Set when train.gpu_cache_mb > 0 on a GPU: this GPU's rows, or its view of the sharded rows
   // (shared by the replicas of the process; cache->shards()).
   std::unique_ptr<FeatureCache> cache;

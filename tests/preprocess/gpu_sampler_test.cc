@@ -390,8 +390,11 @@ TEST(GpuSampler, NeedsCudaBuild) {
 // host (no cache), mixed (a cache of some rows), or on the device (every row cached); with
 // zero_copy, the rows the cache lacks are read from the mapped host table by the GPU, and CPU
 // sampling (the chunked K) is checked the same way.
-void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool gpu_sampling = true) {
-  Graph g(3000, 8);
+// host_share: the hybrid K's share of the host rows that the CPU gathers (PipelineOptions), on a
+// graph of `nodes` in batches of `batch` seeds.
+void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool gpu_sampling = true,
+                                double host_share = 0, int64_t nodes = 3000, int64_t batch = 128) {
+  Graph g(nodes, 8);
   Context ctx(Device::cuda(0));
   NeighborSampler cpu(g.view(), {6, 4, 3}, false, 5);
   GpuSampler gpu(cpu, std::make_shared<GpuGraph>(g.view(), ctx.device()));
@@ -399,7 +402,7 @@ void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool
   if (cache_rows > 0) cache = std::make_unique<FeatureCache>(g.features, g.indptr, g.indices, cache_rows, ctx.device());
   std::vector<int64_t> ids(static_cast<std::size_t>(g.n));
   for (int64_t i = 0; i < g.n; ++i) ids[static_cast<std::size_t>(i)] = i;
-  auto batches = make_batches(ids, 128, true, 9, 2);
+  auto batches = make_batches(ids, batch, true, 9, 2);
   batches.resize(10);
   std::vector<uint64_t> keys;
   for (std::size_t i = 0; i < batches.size(); ++i) keys.push_back(500 + i);
@@ -418,6 +421,7 @@ void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool
   o.gpu = gpu_sampling ? &gpu : nullptr;
   o.host = host.get();
   o.node_scale = &scales;
+  o.host_gather_share = host_share;
   BatchPipeline pipe(table, g.labels, cpu, ctx, o);
   pipe.start(batches, keys);
   int64_t rows = 0;
@@ -448,10 +452,21 @@ void gpu_pipeline_equals_serial(int64_t cache_rows, bool zero_copy = false, bool
     EXPECT_GT(t.cache_hits, 0);
   }
   if (zero_copy && gpu_sampling) {
-    // Only rows read in place cross: their stored bytes, counted by the gather kernel.
+    // Only rows read in place cross: their stored bytes, counted by the gather kernel; rows the
+    // CPU gathered cross with their positions.
     const int64_t misses = cache ? t.cache_misses : rows;
-    EXPECT_EQ(t.h2d_bytes, misses * table.row_bytes());
+    EXPECT_EQ(t.h2d_bytes, misses * table.row_bytes() + t.host_gathered * 4);
+    // Auto gathers with the CPU only when a batch reads under 1/kHybridSparsity of the rows.
+    const bool sparse = rows * kHybridSparsity < g.n * static_cast<int64_t>(batches.size());
+    if (host_share > 0 || (host_share < 0 && sparse)) {
+      EXPECT_GT(t.host_gathered, 0);
+      EXPECT_LT(t.host_gathered, misses);
+    } else {
+      EXPECT_EQ(t.host_gathered, 0);
+    }
   }
+  if (host_share > 0) EXPECT_EQ(pipe.host_gather_share(), host_share);  // fixed
+  if (host_share < 0) EXPECT_LT(pipe.host_gather_share(), 0);           // still adapting
 }
 
 TEST(GpuSampler, PipelineZeroCopyEqualsSerialCuda) {
@@ -461,6 +476,19 @@ TEST(GpuSampler, PipelineZeroCopyEqualsSerialCuda) {
 TEST(GpuSampler, PipelineZeroCopyPartialCacheEqualsSerialCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   gpu_pipeline_equals_serial(1000, /*zero_copy=*/true);
+}
+// Hybrid K: the CPU gathers a share of the host rows beside the GPU's reads, fixed or adapted,
+// with and without a cache; the batches stay the serial path's bit for bit.
+TEST(GpuSampler, PipelineHybridGatherEqualsSerialCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (double share : {0.5, -0.25}) {
+    SCOPED_TRACE("share " + std::to_string(share));
+    gpu_pipeline_equals_serial(0, /*zero_copy=*/true, /*gpu_sampling=*/true, share);
+    gpu_pipeline_equals_serial(1000, /*zero_copy=*/true, /*gpu_sampling=*/true, share);
+    // Batches of a few thousand rows of 100,000: sparse, so auto gathers with the CPU too.
+    gpu_pipeline_equals_serial(0, /*zero_copy=*/true, /*gpu_sampling=*/true, share, 100000, 24);
+    gpu_pipeline_equals_serial(5000, /*zero_copy=*/true, /*gpu_sampling=*/true, share, 100000, 24);
+  }
 }
 TEST(GpuSampler, PipelineCpuSamplingZeroCopyEqualsSerialCuda) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";

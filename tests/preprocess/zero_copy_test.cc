@@ -130,6 +130,115 @@ TEST(ZeroCopy, TieredGatherMatchesTableGatherCuda) {
   tiered_matches_cpu(Device::cuda(0));
 }
 
+// The hybrid K's split (RowTiers::host_split): gather_tiered skips exactly the uncached rows in
+// the CPU's share, leaving them unwritten and uncounted, and scatter_staged of those rows, staged
+// by the CPU, completes the batch to the CPU gather bit for bit; for no share, some, and all.
+void split_gather_completes(Device d) {
+  const int64_t n = 3000;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16})
+    for (int64_t cols : {3, 64, 100}) {
+      const Tensor x = random_table(n, cols, dt, static_cast<uint64_t>(cols) * 11 + static_cast<uint64_t>(dt));
+      const FeatureTable table(x);
+      std::unique_ptr<MappedHostTable> mapped;
+      RowTiers host;
+      if (d.is_cuda()) {
+        mapped = std::make_unique<MappedHostTable>(table);
+        host = mapped->tiers(d);
+      } else {
+        host.dtype = dt;
+        host.cols = cols;
+        host.num_nodes = n;
+        host.host = table.dense_data();
+      }
+      std::vector<int64_t> fifth;
+      for (int64_t v = 0; v < n; v += 5) fifth.push_back(v);
+      std::unique_ptr<FeatureCache> cache;
+      if (d.is_cuda()) cache = std::make_unique<FeatureCache>(table, fifth, d, "test", 0);
+      const std::vector<int64_t> ids = some_ids(n, 2000, static_cast<uint64_t>(cols) + 5);
+      const int64_t B = static_cast<int64_t>(ids.size()), W = table.width();
+      Tensor want = Tensor::empty({B, W}, DType::kFloat32);
+      table.gather(ids, want);
+      for (uint32_t split : {0u, 1u, kHostSplitAll / 3, kHostSplitAll / 2, kHostSplitAll}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " cols " + std::to_string(cols) + " split " + std::to_string(split));
+        RowTiers t = cache ? cache->tiers() : host;
+        t.host = host.host;
+        t.host_split = split;
+        std::vector<int64_t> staged_ids;
+        std::vector<int32_t> pos;
+        int64_t hits = 0;
+        for (int64_t i = 0; i < B; ++i) {
+          const int64_t v = ids[static_cast<std::size_t>(i)];
+          const bool cached = cache && cache->slot(v) >= 0;
+          hits += cached;
+          if (!cached && host_split_takes(v, split)) {
+            staged_ids.push_back(v);
+            pos.push_back(static_cast<int32_t>(i));
+          }
+        }
+        if (split == kHostSplitAll && !cache) EXPECT_EQ(staged_ids.size(), ids.size());
+        if (split == kHostSplitAll / 2) {  // about half of the uncached rows, by groups
+          EXPECT_GT(staged_ids.size(), static_cast<std::size_t>((B - hits) / 4));
+          EXPECT_LT(staged_ids.size(), static_cast<std::size_t>(3 * (B - hits) / 4));
+        }
+        Context ctx(d);
+        Tensor out = Tensor::empty({B, W}, DType::kFloat32, d);
+        out.fill_bytes(0xFF, ctx.stream());  // NaN: anything left unwritten shows
+        GatherCounters counters = GatherCounters::make(d, ctx.stream());
+        gather_tiered(t, ids_tensor(ids, d), out, &counters, /*sorted=*/true, /*check_values=*/true, ctx.stream());
+        ctx.synchronize();
+        // The staged rows are still NaN (unwritten), every other row is the CPU gather's.
+        const Tensor part = out.is_cuda() ? out.to(Device::cpu()) : out.clone();
+        std::vector<char> staged_row(static_cast<std::size_t>(B), 0);
+        for (int32_t p : pos) staged_row[static_cast<std::size_t>(p)] = 1;
+        for (int64_t i = 0; i < B; ++i) {
+          const float* got = part.data<float>() + i * W;
+          const float* exp = want.data<float>() + i * W;
+          if (staged_row[static_cast<std::size_t>(i)])
+            ASSERT_TRUE(std::isnan(got[0])) << "row " << i << " in the CPU's share was written";
+          else
+            ASSERT_EQ(std::memcmp(got, exp, static_cast<std::size_t>(W) * 4), 0) << "row " << i;
+        }
+        const std::vector<int64_t> c =
+            (counters.values.is_cuda() ? counters.values.to(Device::cpu()) : counters.values).to_vector<int64_t>();
+        EXPECT_EQ(c[0], hits);
+        EXPECT_EQ(c[1], B - hits - static_cast<int64_t>(pos.size()));
+        // The CPU stages its rows as stored; the scatter widens them into place.
+        Tensor staged = Tensor::empty({static_cast<int64_t>(staged_ids.size()), cols}, dt);
+        table.gather_stored(staged_ids, staged);
+        Tensor positions = Tensor::from_vector(pos);
+        if (d.is_cuda()) {
+          staged = staged.to(d);
+          positions = positions.to(d);
+        }
+        scatter_staged(t, staged, positions, out, ctx.stream());
+        ctx.synchronize();
+        const Tensor all = out.is_cuda() ? out.to(Device::cpu()) : out;
+        ASSERT_EQ(std::memcmp(all.raw(), want.raw(), want.nbytes()), 0);
+      }
+    }
+}
+
+TEST(ZeroCopy, SplitGatherAndScatterCompleteTheBatch) { split_gather_completes(Device::cpu()); }
+TEST(ZeroCopy, SplitGatherAndScatterCompleteTheBatchCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  split_gather_completes(Device::cuda(0));
+}
+
+TEST(ZeroCopy, ScatterStagedRefusesBadPositions) {
+  const Tensor x = random_table(10, 4, DType::kFloat32, 3);
+  RowTiers t;
+  t.cols = 4;
+  t.num_nodes = 10;
+  Tensor out = Tensor::empty({5, 4}, DType::kFloat32);
+  Tensor staged = x.rows(0, 2);
+  EXPECT_THROW(scatter_staged(t, staged, Tensor::from_vector(std::vector<int32_t>{0, 5}), out), Error);
+  EXPECT_THROW(scatter_staged(t, staged, Tensor::from_vector(std::vector<int32_t>{-1, 0}), out), Error);
+  EXPECT_THROW(scatter_staged(t, staged, Tensor::from_vector(std::vector<int32_t>{0}), out), Error);
+  scatter_staged(t, staged, Tensor::from_vector(std::vector<int32_t>{4, 1}), out);
+  EXPECT_EQ(std::memcmp(out.data<float>() + 16, x.data<float>(), 16), 0);
+  EXPECT_EQ(std::memcmp(out.data<float>() + 4, x.data<float>() + 4, 16), 0);
+}
+
 // An empty batch writes nothing and counts nothing; a non-finite value is reported by node id
 // when values are checked.
 void empty_and_bad_values(Device d) {

@@ -131,6 +131,9 @@ struct GT_API TrainConfig {
   int64_t gpu_cache_mb = -1;    ///< device memory for a cache of the most-sampled feature rows; 0 = off, -1 = auto
   std::string gpu_cache_policy = "auto";  ///< which rows the cache keeps: auto | presample | degree
   int64_t presample_batches = 128;  ///< training batches the pre-sampling pass counts (gpu_cache_policy presample)
+  /// Of the rows the GPU reads from host memory (zero copy, GPU sampling): the share CPU threads
+  /// gather and copy instead, beside the GPU's reads: -1 = auto (balanced batch by batch), 0..1 fixed.
+  double host_gather_share = -1;
   std::string host_features = "auto";  ///< rows not on the GPU: auto | zero_copy (GPU reads host memory) | cpu_gather
   std::string feature_store = "auto";  ///< the GPUs' feature rows with several replicas: auto | replicated | sharded
   int64_t eval_cache_mb = -1;   ///< memory keeping the evaluation batches between epochs; 0 = off, -1 = auto

@@ -78,6 +78,9 @@ struct GT_API EpochStats {
   double overlap() const { return (sample_ms + reindex_ms + gather_ms + transfer_ms + forward_ms + backward_ms) / std::max(seconds * 1e3, 1e-9); }
   int64_t batches = 0, seeds = 0, sampled_edges = 0;
   int64_t h2d_bytes = 0, cache_hits = 0, cache_misses = 0;  ///< feature rows copied / served by the GPU cache
+  /// Host rows that CPU threads gathered and copied beside the GPU's own reads of the host table
+  /// (train.host_gather_share); the others the GPU read in place.
+  int64_t host_gathered = 0;
   /// Peak memory so far (train.metrics gpu_peak_bytes, host_peak_bytes): device memory the allocator
   /// had in use at once (tensors, this process's GPUs summed; without the CUDA context and cuBLAS's
   /// workspace, as PyTorch's max_memory_allocated) and the process's peak resident host memory.

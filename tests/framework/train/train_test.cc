@@ -677,6 +677,34 @@ TEST_F(TrainTest, OverlappedStepsTrainAsStepByStepCuda) {
   }
 }
 
+// train.host_gather_share: the CPU gathering a share of the host rows beside the GPU's reads
+// (fixed, or auto: which leaves this small graph's dense batches to the GPU) feeds the model the
+// same rows, so training is the GPU-only run's loss for loss; the epochs count the rows the CPU
+// gathered.
+TEST_F(TrainTest, HostGatherShareTrainsTheSameCuda) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Config c = config("sage", "cuda");
+  c.train.epochs = 2;
+  c.train.gpu_cache_mb = 0;
+  c.train.host_gather_share = 0;
+  const TrainResult gpu_only = Trainer(c).fit(nullptr);
+  ASSERT_EQ(gpu_only.epochs.size(), 2u);
+  for (double share : {0.5, -1.0}) {
+    SCOPED_TRACE("host_gather_share " + std::to_string(share));
+    c.train.host_gather_share = share;
+    const TrainResult both = Trainer(c).fit(nullptr);
+    ASSERT_EQ(both.epochs.size(), 2u);
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(gpu_only.epochs[e].host_gathered, 0);
+      if (share > 0) EXPECT_GT(both.epochs[e].host_gathered, 0);
+      EXPECT_EQ(both.epochs[e].loss, gpu_only.epochs[e].loss);
+      EXPECT_EQ(both.epochs[e].train_acc, gpu_only.epochs[e].train_acc);
+      EXPECT_EQ(both.epochs[e].sampled_edges, gpu_only.epochs[e].sampled_edges);
+    }
+    EXPECT_EQ(both.test_acc_at_best, gpu_only.test_acc_at_best);
+  }
+}
+
 // Sampling on the GPU draws the CPU sampler's blocks, so training follows the same curve
 // (deterministic kernels: the same losses up to float32 summation noise).
 TEST_F(TrainTest, GpuSamplingTrainsLikeCpuSamplingCuda) {
