@@ -18,6 +18,8 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
                    bool check_values, Stream s, std::vector<Tensor>* keep);
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s);
 void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s);
+int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
+                          Stream s, std::vector<Tensor>* keep);
 void count_ids(const Tensor& ids, Tensor& counts, Stream s);
 void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s);
 }  // namespace cuda_impl
@@ -266,6 +268,40 @@ void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& posit
       widen_row(t.dtype, st + i * row, t.cols, width, o + p * width);
     }
   });
+}
+
+int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
+                          Stream s, std::vector<Tensor>* keep) {
+  GT_CHECK_ARG(ids.dim() == 1 && ids.dtype() == DType::kInt32, "select_host_share: ids must be int32 [n], got ", ids.str());
+  if (t.slot.defined())
+    GT_CHECK_ARG(t.slot.device() == ids.device() && t.slot.numel() == t.num_nodes,
+                 "select_host_share: the cache's slots ", t.slot.str(), " must be on ", ids.device().str(), " for ",
+                 t.num_nodes, " nodes");
+  if (ids.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::select_host_share(t, ids, split, nodes, positions, s, keep);
+#else
+    throw_built_without_cuda("select_host_share");
+#endif
+  }
+  const int64_t n = ids.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  const int32_t* slot = t.slot.defined() ? t.slot.data<int32_t>() : nullptr;
+  std::vector<std::pair<int32_t, int32_t>> picked;  // (node, position)
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t v = id[i];
+    if (v >= 0 && v < t.num_nodes && !(slot && slot[v] >= 0) && host_split_takes(v, split))
+      picked.emplace_back(v, static_cast<int32_t>(i));
+  }
+  std::sort(picked.begin(), picked.end());
+  const int64_t m = static_cast<int64_t>(picked.size());
+  nodes = Tensor::empty({m}, DType::kInt32);
+  positions = Tensor::empty({m}, DType::kInt32);
+  for (int64_t k = 0; k < m; ++k) {
+    nodes.data<int32_t>()[k] = picked[static_cast<std::size_t>(k)].first;
+    positions.data<int32_t>()[k] = picked[static_cast<std::size_t>(k)].second;
+  }
+  return m;
 }
 
 void count_ids(const Tensor& ids, Tensor& counts, Stream s) {

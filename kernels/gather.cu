@@ -175,6 +175,33 @@ __global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, cons
   }
 }
 
+// select_host_share: (node, position) of each row in the CPU's share, appended in any order (a
+// warp's rows take consecutive places through one atomic); sorted by node afterwards.
+__global__ void select_share_kernel(const int32_t* __restrict__ ids, int64_t n, const int32_t* __restrict__ slot,
+                                    int64_t num_nodes, uint32_t split, int32_t* nodes, int32_t* pos,
+                                    unsigned long long* count) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
+    const int64_t i = base + threadIdx.x;
+    int32_t v = -1;
+    bool take = false;
+    if (i < n) {
+      v = ids[i];
+      take = v >= 0 && v < num_nodes && !(slot && slot[v] >= 0) && host_split_takes(v, split);
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, take);
+    unsigned long long first = 0;
+    if (lane == 0 && mask) first = atomicAdd(count, static_cast<unsigned long long>(__popc(mask)));
+    first = __shfl_sync(0xffffffffu, first, 0);
+    if (take) {
+      const unsigned long long k = first + __popc(mask & ((1u << lane) - 1u));
+      nodes[k] = v;
+      pos[k] = static_cast<int32_t>(i);
+    }
+  }
+}
+
 __global__ void iota_kernel(int32_t* p, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -369,6 +396,52 @@ void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& posit
   dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false), s, a, static_cast<const int32_t*>(nullptr),
                          positions.data<int32_t>(), n);
   GT_CUDA_LAUNCH_CHECK();
+}
+
+int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
+                          Stream s, std::vector<Tensor>* keep) {
+  const int64_t n = ids.size(0);
+  const Device d = ids.device();
+  Tensor raw_nodes = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32, d);
+  Tensor raw_pos = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32, d);
+  Tensor count = Tensor::empty({1}, DType::kInt64, d);
+  Tensor host_count = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
+  GT_CUDA_CHECK(cudaMemsetAsync(count.raw(), 0, sizeof(int64_t), s));
+  if (n > 0) {
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
+    select_share_kernel<<<grid, 256, 0, s>>>(ids.data<int32_t>(), n, t.slot.defined() ? t.slot.data<int32_t>() : nullptr,
+                                             t.num_nodes, split, raw_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
+                                             reinterpret_cast<unsigned long long*>(count.raw()));
+    GT_CUDA_LAUNCH_CHECK();
+  }
+  GT_CUDA_CHECK(cudaMemcpyAsync(host_count.raw(), count.raw(), sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+  GT_CUDA_CHECK(cudaStreamSynchronize(s));
+  const int64_t m = host_count.data<int64_t>()[0];
+  positions = Tensor::empty({std::max<int64_t>(m, 1)}, DType::kInt32, d);
+  Tensor sorted_nodes = Tensor::empty({std::max<int64_t>(m, 1)}, DType::kInt32, d);
+  Tensor temp;
+  if (m > 0) {
+    int bits = 1;
+    while (bits < 31 && (int64_t{1} << bits) < t.num_nodes) ++bits;
+    std::size_t temp_bytes = 0;
+    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, raw_nodes.data<int32_t>(),
+                                                  sorted_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
+                                                  positions.data<int32_t>(), m, 0, bits, s));
+    temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, d);
+    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, raw_nodes.data<int32_t>(),
+                                                  sorted_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
+                                                  positions.data<int32_t>(), m, 0, bits, s));
+  }
+  nodes = Tensor::empty({m}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+  if (m > 0)
+    GT_CUDA_CHECK(cudaMemcpyAsync(nodes.raw(), sorted_nodes.raw(), static_cast<std::size_t>(m) * 4,
+                                  cudaMemcpyDeviceToHost, s));
+  GT_CUDA_CHECK(cudaStreamSynchronize(s));
+  positions = positions.rows(0, m);
+  if (keep)
+    for (Tensor* x : {&raw_nodes, &raw_pos, &count, &host_count, &sorted_nodes, &temp})
+      if (x->defined()) keep->push_back(std::move(*x));
+  return m;
 }
 
 void count_ids(const Tensor& ids, Tensor& counts, Stream s) {

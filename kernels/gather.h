@@ -107,6 +107,15 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
 // checked on the CPU and by the caller that builds them on the GPU (the pipeline).
 void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s = nullptr);
 
+// The CPU's share of a batch for gather_tiered with t.host_split = split: the positions i whose
+// node ids[i] is in range, not cached and host_split_takes(ids[i], split), and those nodes, both
+// ordered by node (the CPU then reads the table in address order). ids: int32 [n] on the gather's
+// device. Returns m; `nodes` becomes int32 [m] in host memory (pinned on a GPU) and `positions` int32 [m] on
+// ids' device. On a GPU the work runs on s, which this synchronizes (twice: for m, then for the
+// nodes); its scratch is moved to `keep` as gather_tiered's.
+int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
+                          Stream s = nullptr, std::vector<Tensor>* keep = nullptr);
+
 // out[i] = table[ids[i]]: float32 table [N] and out [n] (or [n, 1]), int32 ids [n], all on one
 // device (ids in range: checked on the CPU; on the GPU an id out of range writes NaN). Per-node scalars of the
 // whole graph for a batch (GCN's symmetric node scales), without a host round trip.

@@ -87,8 +87,11 @@ struct GpuSampledBatch {
   double sample_ms = 0, reindex_ms = 0;
 };
 
-// The lanes of a training or evaluation pipeline's sampler: two batches sampled side by side.
-constexpr int kPipelineSamplerLanes = 2;
+// The lanes of a training pipeline's sampler (batches prepared side by side: with the hybrid K a
+// lane also waits for its batch's CPU gather, papers-scale 10% cache 3.47 s an epoch with two,
+// 2.97 s with four, docs/benchmarks.md) and of an evaluation pipeline's.
+constexpr int kTrainSamplerLanes = 4;
+constexpr int kEvalSamplerLanes = 2;
 
 class GpuSampler {
  public:

@@ -7,8 +7,6 @@
 #include <limits>
 #include <mutex>
 
-#include <tbb/parallel_for.h>
-
 #include "framework/core/memory.h"
 #include "kernels/gather.h"
 #include "preprocess/feature_cache.h"
@@ -280,50 +278,29 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
 
 void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, uint32_t split, const Event& gpu_done) {
   DeviceBatch& out = *w.out;
-  const int64_t n = input_nodes.size(0);
-  const FeatureCache* cache = opts.cache;
   Stream st = staged_streams[next_staged.fetch_add(1) % staged_streams.size()];
-  // The ids come back on the staged rows' stream (the sampler finished them; the copy stream may
-  // still hold earlier batches' gathers).
-  Tensor ids = Tensor::empty({n}, DType::kInt32, Device::cpu(), /*pinned=*/true);
-  copy_bytes(ids.raw(), Device::cpu(), input_nodes.raw(), ctx.device(), static_cast<std::size_t>(n) * 4, st);
-  stream_synchronize(st);
-  const int32_t* id = ids.data<int32_t>();
-  // The CPU's rows (not cached, in its share) by ranges in parallel, then in range order.
-  constexpr int64_t kRange = 8192;
-  const int64_t ranges = (n + kRange - 1) / kRange;
-  std::vector<std::vector<int32_t>> picked(static_cast<std::size_t>(ranges));
-  tbb::parallel_for(int64_t{0}, ranges, [&](int64_t r) {
-    std::vector<int32_t>& mine = picked[static_cast<std::size_t>(r)];
-    for (int64_t i = r * kRange; i < std::min(n, (r + 1) * kRange); ++i)
-      if (host_split_takes(id[i], split) && (!cache || cache->slot(id[i]) < 0)) mine.push_back(static_cast<int32_t>(i));
-  });
-  int64_t m = 0;
-  for (const auto& p : picked) m += static_cast<int64_t>(p.size());
-  Tensor pos = Tensor::empty({m}, DType::kInt32, Device::cpu(), /*pinned=*/true);
-  std::vector<int64_t> rows(static_cast<std::size_t>(m));
-  int32_t* po = pos.data<int32_t>();
-  std::size_t k = 0;
-  for (const auto& p : picked)
-    for (int32_t i : p) {
-      po[k] = i;
-      rows[k++] = id[i];
-    }
+  // The CPU's rows are picked on the device (the cache's slots are there), on a stream of their
+  // own: the copy stream may still hold earlier batches' gathers. In id order, so that the CPU
+  // reads the table in address order.
+  RowTiers t = tiers;
+  Tensor nodes, dev_pos;
+  const int64_t m = select_host_share(t, input_nodes, split, nodes, dev_pos, st, &out.keep_alive);
+  const int32_t* id = nodes.data<int32_t>();
+  const std::vector<int64_t> rows(id, id + m);
   Tensor staging = Tensor::empty({m, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
   features.gather_stored(rows, staging);
   if (adapt_split) {
     // Balance: the GPU finished its rows before the CPU finished these: give the CPU fewer.
-    const uint32_t step = kHostSplitAll / 128, lo = kHostSplitAll / 256, hi = kHostSplitAll - kHostSplitAll / 16;
+    const uint32_t step = kHostSplitAll / 128, lo = kHostSplitAll / 256, hi = kHostSplitAll;
     const uint32_t now = host_split.load();
     host_split.store(gpu_done.done() ? std::max(lo, now > step ? now - step : lo) : std::min(hi, now + step));
   }
   Tensor dev_staged = staging.to(ctx.device(), st);
-  Tensor dev_pos = pos.to(ctx.device(), st);
   scatter_staged(tiers, dev_staged, dev_pos, w.device_features, st);
-  out.keep_alive.insert(out.keep_alive.end(), {ids, pos, staging, dev_staged, dev_pos});
+  out.keep_alive.insert(out.keep_alive.end(), {nodes, dev_pos, staging, dev_staged});
   w.staged_on = st;
   w.host_gathered = m;
-  w.h2d_bytes += m * (features.row_bytes() + 4);
+  w.h2d_bytes += m * features.row_bytes();
 }
 
 void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {

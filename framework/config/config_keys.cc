@@ -143,7 +143,7 @@ const std::vector<Field>& fields() {
                    "where sampling and reindexing run (the same blocks either way): gpu keeps the graph's CSR on the "
                    "training GPU; gpu_host samples on the GPU from the CSR left in host memory (page-locked, read "
                    "over PCIe); auto = gpu when training on a GPU where the CSR and the samplers' reindexing tables "
-                   "(32 bytes per node: two lanes each for training and evaluation) take at most a quarter of its "
+                   "(48 bytes per node: four lanes for training, two for evaluation) take at most a quarter of its "
                    "memory, else gpu_host there, else cpu (a GPU-bound model, e.g. very wide features, can train faster with cpu: "
                    "docs/benchmarks.md)"),
       string_field("optimizer.type", GT_GET(optimizer, type), {"adam", "sgd"}, "optimizer"),

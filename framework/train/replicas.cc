@@ -37,7 +37,7 @@ std::string sampling_place(const std::string& mode, const Dataset& data, Device 
   }
   if (!d.is_cuda()) return "cpu";
   const int64_t csr = static_cast<int64_t>(data.indptr.size()) * 8 + static_cast<int64_t>(data.indices.size()) * 4;
-  const int64_t tables = data.info.num_nodes * 8 * 2 * kPipelineSamplerLanes;
+  const int64_t tables = data.info.num_nodes * 8 * (kTrainSamplerLanes + kEvalSamplerLanes);
   const int64_t need = csr + tables, budget = device_total_memory(d) / 4;
   char buf[200];
   std::snprintf(buf, sizeof buf, "the CSR and reindexing tables (%.2f GB) %s a quarter of the GPU's memory (%.2f GB)",
@@ -153,8 +153,8 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
         sampling_note = (why.empty() ? std::string("sampling.device ") + where : why) + buf;
       }
       // Two lanes: the pipeline samples two batches side by side (preprocess/gpu_sampler.h).
-      r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph, kPipelineSamplerLanes);
-      r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph, kPipelineSamplerLanes);
+      r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph, kTrainSamplerLanes);
+      r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph, kEvalSamplerLanes);
     }
   }
   // The caches last, so that an automatic size sees what the graphs and the models took. A job of

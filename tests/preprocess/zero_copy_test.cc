@@ -176,6 +176,28 @@ void split_gather_completes(Device d) {
           }
         }
         if (split == kHostSplitAll && !cache) EXPECT_EQ(staged_ids.size(), ids.size());
+        {
+          // select_host_share picks the same rows, ordered by node (ties by position).
+          std::vector<std::pair<int64_t, int32_t>> expect;
+          for (std::size_t k = 0; k < pos.size(); ++k) expect.emplace_back(staged_ids[k], pos[k]);
+          std::sort(expect.begin(), expect.end());
+          Context sctx(d);
+          Tensor nodes, positions;
+          std::vector<Tensor> keep;
+          const int64_t m = select_host_share(t, ids_tensor(ids, d), split, nodes, positions, sctx.stream(), &keep);
+          ASSERT_EQ(m, static_cast<int64_t>(expect.size()));
+          ASSERT_FALSE(nodes.is_cuda());
+          EXPECT_EQ(positions.device(), d);
+          const std::vector<int32_t> got_nodes = nodes.to_vector<int32_t>();
+          const std::vector<int32_t> got_pos = (positions.is_cuda() ? positions.to(Device::cpu()) : positions).to_vector<int32_t>();
+          for (int64_t k = 0; k < m; ++k) {
+            EXPECT_EQ(got_nodes[static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)].first);
+            if (k > 0 && got_nodes[static_cast<std::size_t>(k)] == got_nodes[static_cast<std::size_t>(k - 1)]) continue;
+            // A node listed twice (a duplicate id) may come in either order of its positions.
+            if (k + 1 < m && got_nodes[static_cast<std::size_t>(k)] == got_nodes[static_cast<std::size_t>(k + 1)]) continue;
+            EXPECT_EQ(got_pos[static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)].second);
+          }
+        }
         if (split == kHostSplitAll / 2) {  // about half of the uncached rows, by groups
           EXPECT_GT(staged_ids.size(), static_cast<std::size_t>((B - hits) / 4));
           EXPECT_LT(staged_ids.size(), static_cast<std::size_t>(3 * (B - hits) / 4));
