@@ -25,7 +25,10 @@
 // kernel on the copy stream that reads cached rows from the device and the others from host memory
 // through mapped pointers (zero copy): a CPU-sampled chunk only sends its ids. Without it, the
 // CPU gathers the rows the cache lacks, as stored, into pinned staging, which is copied and widened
-// on the device. Rows stored in 16 bits cross PCIe in 16 bits either way.
+// on the device. Rows stored in 16 bits cross PCIe in 16 bits either way. With both GPU sampling
+// and the mapped table, the two can split a batch's host rows (PipelineOptions::
+// host_gather_share, docs/feature-rows.md): the GPU reads its share in place while CPU threads
+// gather the other share, which is copied and scattered on a stream of its own.
 //
 // For the same seeds and keys the blocks and features are bitwise identical to BatchLoader's
 // serial path, with or without GPU sampling. An exception in any stage cancels the graph and the

@@ -152,7 +152,7 @@ void Trainer::Impl::setup(const Config& cfg, const Dataset& data, Device device)
                       where == "gpu" ? "copied to the GPU" : "in host memory, mapped for the GPU", r.gpu_graph->seconds());
         sampling_note = (why.empty() ? std::string("sampling.device ") + where : why) + buf;
       }
-      // Two lanes: the pipeline samples two batches side by side (preprocess/gpu_sampler.h).
+      // Lanes: the pipeline samples that many batches side by side (preprocess/gpu_sampler.h).
       r.train_gpu = std::make_unique<GpuSampler>(*r.train_sampler, r.gpu_graph, kTrainSamplerLanes);
       r.eval_gpu = std::make_unique<GpuSampler>(*r.eval_sampler, r.gpu_graph, kEvalSamplerLanes);
     }
@@ -406,7 +406,7 @@ void Trainer::Impl::map_host_table(const Config& cfg) {
   try {
     host_table = std::make_unique<MappedHostTable>(features);
     feature_notes.push_back(host_table->describe());
-    // auto: adapted batch by batch from a quarter (preprocess/pipeline.h).
+    // auto: for sparse batches, adapted batch by batch from half (preprocess/pipeline.h).
     const double share = cfg.train.host_gather_share < 0 ? -kHostGatherShareStart : cfg.train.host_gather_share;
     for (Replica& r : replicas) r.host_share = share;
     if (share != 0 && replicas.front().train_gpu)

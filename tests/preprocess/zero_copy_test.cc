@@ -81,6 +81,21 @@ void expect_tiered_equals_cpu(const FeatureTable& table, const RowTiers& host, c
   EXPECT_EQ(c[2], std::numeric_limits<int64_t>::max());  // every value finite
 }
 
+// The host tier of `table` as a gather on `d` reads it: on a GPU the table mapped for it (kept
+// alive in `mapped`), on the CPU the table's own memory.
+RowTiers host_tier(const FeatureTable& table, Device d, std::unique_ptr<MappedHostTable>& mapped) {
+  if (d.is_cuda()) {
+    mapped = std::make_unique<MappedHostTable>(table);
+    return mapped->tiers(d);
+  }
+  RowTiers host;
+  host.dtype = table.dtype();
+  host.cols = table.cols();
+  host.num_nodes = table.rows();
+  host.host = table.dense_data();
+  return host;
+}
+
 // Every load width (rows of 2 to 4096 bytes, odd sizes too), float32 and both 16-bit types, the
 // stored width and a padded one, no cache / some rows cached / all cached, sorted and batch order.
 void tiered_matches_cpu(Device d) {
@@ -90,16 +105,7 @@ void tiered_matches_cpu(Device d) {
       const Tensor x = random_table(n, cols, dt, static_cast<uint64_t>(cols) * 7 + static_cast<uint64_t>(dt));
       const FeatureTable base(x);
       std::unique_ptr<MappedHostTable> mapped;
-      RowTiers host;
-      if (d.is_cuda()) {
-        mapped = std::make_unique<MappedHostTable>(base);
-        host = mapped->tiers(d);
-      } else {
-        host.dtype = dt;
-        host.cols = cols;
-        host.num_nodes = n;
-        host.host = base.dense_data();
-      }
+      const RowTiers host = host_tier(base, d, mapped);
       const std::vector<int64_t> ids = some_ids(n, 700, static_cast<uint64_t>(cols));
       for (const FeatureTable& table : {base, base.aligned()}) {
         const std::string name = std::string(dtype_name(dt)) + " cols " + std::to_string(cols) + " width " +
@@ -140,16 +146,7 @@ void split_gather_completes(Device d) {
       const Tensor x = random_table(n, cols, dt, static_cast<uint64_t>(cols) * 11 + static_cast<uint64_t>(dt));
       const FeatureTable table(x);
       std::unique_ptr<MappedHostTable> mapped;
-      RowTiers host;
-      if (d.is_cuda()) {
-        mapped = std::make_unique<MappedHostTable>(table);
-        host = mapped->tiers(d);
-      } else {
-        host.dtype = dt;
-        host.cols = cols;
-        host.num_nodes = n;
-        host.host = table.dense_data();
-      }
+      const RowTiers host = host_tier(table, d, mapped);
       std::vector<int64_t> fifth;
       for (int64_t v = 0; v < n; v += 5) fifth.push_back(v);
       std::unique_ptr<FeatureCache> cache;
