@@ -2,7 +2,7 @@
 //
 //   gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]
 //                     [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0] [--gpu-cache-mb 0]
-//                     [--gpu-sampling] [--json FILE]
+//                     [--gpu-sampling [--host-gather-shares 0,0.5,1,-1]] [--json FILE]
 //
 // `pipeline` measures preprocessing alone (no model): for each thread count it runs the same
 // batches (seeds from the train split, the same keys) twice: serially (sample, reindex, lookup
@@ -17,7 +17,11 @@
 // list stops at the core count. The header line gives the batches and seeds really timed (the
 // train split may hold fewer than asked). --gpu-sampling adds a row: the pipeline at the largest
 // thread count with sampling and reindexing on the GPU (preprocess/gpu_sampler.h; the same
-// blocks), after one warm-up pass.
+// blocks), after one warm-up pass. --host-gather-shares adds a table of GPU-sampled rows in which
+// the rows the cache lacks are read from the table in host memory: by the GPU in place (share 0),
+// or a share of them gathered by CPU threads beside it (the hybrid K, PipelineOptions::
+// host_gather_share; -1 = auto), with the training pipeline's sampler lanes: batches/s, the H2D
+// rate, and the CPU's rows per second.
 //
 // Every subcommand checks --json before it reads or times anything, and writes it (a temporary
 // file renamed over it) only when the run succeeded (gt_bench::JsonOut, bench_args.h).
@@ -40,6 +44,7 @@
 #include <graphtensor/preprocess/dataset.h>
 #include "preprocess/feature_cache.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/host_table.h"
 #include "preprocess/pipeline.h"
 
 namespace {
@@ -53,6 +58,8 @@ struct Row {
   double reindex_ms = 0, sample_ms = 0;
   int64_t inserts = 0, cas_retries = 0, hits = 0, misses = 0;
   int64_t largest = 0, peak = 0;  // largest batch's feature bytes, most batches in flight
+  double share = 0, share_end = 0;  // hybrid rows: the CPU's share asked, and where auto ended
+  int64_t host_gathered = 0;
 };
 
 struct PipelineOptions {
@@ -60,6 +67,8 @@ struct PipelineOptions {
   std::vector<int64_t> fanouts, threads;
   int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0, prefetch_mb = 0;
   bool gpu_sampling = false;
+  std::string shares_s;
+  std::vector<double> shares;  // --host-gather-shares
 };
 
 int bench_pipeline(const PipelineOptions& o) {
@@ -204,6 +213,48 @@ int bench_pipeline(const PipelineOptions& o) {
     if (g.edges != rows.back().edges)
       throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
   }
+  // The host rows read in place by the GPU, a share of them gathered by CPU threads beside it.
+  std::vector<Row> hybrid_rows;
+  if (!o.shares.empty()) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(most_threads));
+    const gt::MappedHostTable host(table);
+    auto graph = std::make_shared<gt::GpuGraph>(gt::CsrView{ds.indptr.data(), ds.indices.data(), ds.info.num_nodes},
+                                                ctx.device(), gt::GpuGraph::Place::kDevice);
+    gt::GpuSampler gs(sampler, graph, gt::kTrainSamplerLanes);
+    std::printf("host rows: %s\n", host.describe().c_str());
+    for (double share : o.shares) {
+      Row h;
+      gt::PipelineOptions po = popts;
+      po.gpu = &gs;
+      po.host = &host;
+      po.host_gather_share = share < 0 ? -gt::kHostGatherShareStart : share;
+      gt::PipelineTotals tot;
+      double end = 0;
+      for (int pass = 0; pass < 2; ++pass) {  // the first pass warms up (and lets auto settle)
+        gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, po);
+        auto b = batches;
+        auto k = keys;
+        const auto t0 = Clock::now();
+        pipe.start(std::move(b), std::move(k));
+        while (auto db = pipe.next()) db->ready.synchronize();
+        h.pipeline_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        tot = pipe.totals();
+        end = pipe.host_gather_share();
+        if (share < 0 && end != 0) po.host_gather_share = end;  // the next pass starts where this one ended
+      }
+      h.threads = most_threads;
+      h.share = share;
+      h.share_end = share < 0 ? -end : share;
+      h.edges = tot.sampled_edges;
+      h.h2d_bytes = tot.h2d_bytes;
+      h.hits = tot.cache_hits;
+      h.misses = tot.cache_misses;
+      h.host_gathered = tot.host_gathered;
+      if (h.edges != rows.back().edges)
+        throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
+      hybrid_rows.push_back(h);
+    }
+  }
 
   const double n = static_cast<double>(batches.size());
   // Scaling is against the row of one thread (the fewest threads when no row has one).
@@ -237,6 +288,21 @@ int bench_pipeline(const PipelineOptions& o) {
   if (gpu_sampling)
     std::printf("GPU draws (S): %.1f M sampled edges/s with the CSR in device memory, %.1f M/s from host memory\n",
                 gs_rows[0].edges / (gs_rows[0].sample_ms / 1e3) / 1e6, gs_rows[1].edges / (gs_rows[1].sample_ms / 1e3) / 1e6);
+  if (!hybrid_rows.empty()) {
+    std::printf("\n| %lld threads, GPU sampling (%d lanes), host rows | pipeline batch/s | H2D GB/s | CPU-gathered GB/s | CPU M rows/s |\n",
+                static_cast<long long>(most_threads), gt::kTrainSamplerLanes);
+    std::printf("|---|---|---|---|---|\n");
+    for (const Row& h : hybrid_rows) {
+      char what[96];
+      if (h.share < 0)
+        std::snprintf(what, sizeof what, "CPU share auto (%.2f at the end)", h.share_end);
+      else
+        std::snprintf(what, sizeof what, h.share == 0 ? "the GPU reads them all" : "CPU share %.2f", h.share);
+      const double cpu_bytes = static_cast<double>(h.host_gathered) * static_cast<double>(table.row_bytes());
+      std::printf("| %s | %.1f | %s | %.2f | %.1f |\n", what, n / h.pipeline_s, h2d(h).c_str(), cpu_bytes / h.pipeline_s / 1e9,
+                  static_cast<double>(h.host_gathered) / h.pipeline_s / 1e6);
+    }
+  }
   if (cache)
     std::printf("\nGPU cache hit rate %.1f%%: %.2f GB of feature rows per epoch-of-%zu-batches stayed on the GPU\n",
                 100.0 * static_cast<double>(rows.back().hits) / std::max<double>(1.0, static_cast<double>(rows.back().hits + rows.back().misses)),
@@ -267,6 +333,14 @@ int bench_pipeline(const PipelineOptions& o) {
     rec.add("gpu_sample_reindex_ms", gs_rows[k].reindex_ms).add("gpu_sample_ms", gs_rows[k].sample_ms);
     out.add(rec);
   }
+  for (const Row& h : hybrid_rows) {
+    gt::JsonRecord rec;
+    rec.add("bench", std::string("pipeline_host_rows"));
+    common(rec, h);
+    rec.add("lanes", static_cast<int64_t>(gt::kTrainSamplerLanes)).add("host_gather_share", h.share);
+    rec.add("host_gather_share_end", h.share_end).add("host_gathered_rows", h.host_gathered);
+    out.add(rec);
+  }
   out.commit();
   return 0;
 }
@@ -294,6 +368,10 @@ void gt_bench::add_pipeline(CLI::App& app, Runner& run) {
       ->check(gt_cli::integer(0, int64_t{1} << 30));
   sub->add_flag("--gpu-sampling", o->gpu_sampling,
                 "add rows with sampling and reindexing on the GPU (the CSR in device and in host memory)");
+  sub->add_option("--host-gather-shares", o->shares_s,
+                  "with --gpu-sampling, a table of rows whose feature rows the cache lacks come from the table in "
+                  "host memory: read by the GPU in place, or this share of them gathered by CPU threads beside it "
+                  "(train.host_gather_share: 0..1, -1 = auto), one row each");
   sub->add_option("--json", o->json, "write one JSON object per row to this file (only when the run succeeds)");
   sub->callback([o, &run] {
     o->fanouts = int_list(o->fanouts_s, "--fanouts", 1, true);
@@ -313,6 +391,24 @@ void gt_bench::add_pipeline(CLI::App& app, Runner& run) {
         usage("--threads " + std::to_string(t) + " is more than the " + std::to_string(cores) +
               " cores this process may use (TBB cannot run more threads than cores)");
     no_duplicates(o->threads, "--threads");
+    if (!o->shares_s.empty()) {
+      if (!o->gpu_sampling) usage("--host-gather-shares needs --gpu-sampling (the hybrid K splits GPU-sampled batches)");
+      std::stringstream ss(o->shares_s + ",");  // the trailing comma: "0.5," ends with an empty item
+      for (std::string item; std::getline(ss, item, ',');) {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(item, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (item.empty() || used != item.size() || !(v >= -1 && v <= 1))
+          usage("--host-gather-shares needs a comma-separated list of numbers in [-1, 1] (-1 = auto), got '" +
+                o->shares_s + "'");
+        o->shares.push_back(v);
+      }
+      no_duplicates(o->shares, "--host-gather-shares");
+    }
     run = [o] { return bench_pipeline(*o); };
   });
 }
@@ -323,7 +419,7 @@ namespace {
 constexpr const char* kSynopsis =
     "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
     "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0]\n"
-    "                         [--gpu-cache-mb 0] [--gpu-sampling] [--json FILE]\n"
+    "                         [--gpu-cache-mb 0] [--gpu-sampling [--host-gather-shares 0,0.5,-1]] [--json FILE]\n"
     "                         (--threads: at most the core count; the default list stops there)\n"
     "       gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment 128]]\n"
     "                        [--json FILE]  (GPU)\n"

@@ -86,6 +86,12 @@ for opt in --batch --batches --prefetch --prefetch-mb --gpu-cache-mb; do
   expect_error "pipeline $opt with a list" "$opt" -- "${P[@]}" --threads 1 "$opt" 1,2
 done
 expect_error "pipeline --gpu-sampling without a GPU" "GPU machine" -- "${P[@]}" --gpu-sampling
+expect_error "pipeline --host-gather-shares without --gpu-sampling" "needs --gpu-sampling" -- "${P[@]}" --host-gather-shares 0.5
+for bad in 2 -1.5 x 0.5x "0.5,,1" "0.5," ",0.5" nan; do
+  expect_error "pipeline --host-gather-shares $bad" "--host-gather-shares" -- "${P[@]}" --gpu-sampling --host-gather-shares "$bad"
+done
+expect_error "pipeline --host-gather-shares listed twice" "is listed twice" -- "${P[@]}" --gpu-sampling --host-gather-shares 0.5,0.5
+expect_error "pipeline --host-gather-shares without a GPU" "GPU machine" -- "${P[@]}" --gpu-sampling --host-gather-shares 0,-1
 expect_error "shard-gather without 2 GPUs" "2 GPUs" -- shard-gather --table-gb 1 --iters 1
 expect_error "allreduce --gpus 1" "--gpus" -- "${A[@]}" --gpus 1 --sizes-kb 1
 expect_error "allreduce duplicate sizes" "--sizes-kb: 64 is listed twice" -- "${A[@]}" --sizes-kb 64,64
