@@ -328,6 +328,20 @@ TierArgs args_of(const RowTiers& t, Tensor& out) {
 }
 
 // The widest load every row address allows: the row size and each base's alignment.
+// (node id, value) pairs sorted by id over the bits ids below num_nodes use (cub's radix sort, on
+// s); returns its scratch, which must live until s has passed the sort.
+Tensor sort_by_id(const int32_t* ids, int32_t* sorted_ids, const int32_t* values, int32_t* sorted_values, int64_t n,
+                  int64_t num_nodes, Device d, Stream s) {
+  int bits = 1;
+  while (bits < 31 && (int64_t{1} << bits) < num_nodes) ++bits;
+  std::size_t temp_bytes = 0;
+  GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, sorted_ids, values, sorted_values, n, 0, bits, s));
+  Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, d);
+  GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, ids, sorted_ids, values, sorted_values, n, 0,
+                                                bits, s));
+  return temp;
+}
+
 int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
   int64_t w = alignment_of(static_cast<uintptr_t>(a.row_bytes));
   for (int o = 0; o < a.shards; ++o)
@@ -349,20 +363,14 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
   const int32_t* pos = nullptr;
   Tensor sorted_ids, positions, iota, temp;
   if (sorted && n > 1) {
-    // (id, position) pairs sorted by id over the bits node ids use.
-    int bits = 1;
-    while (bits < 31 && (int64_t{1} << bits) < t.num_nodes) ++bits;
+    // (id, position) pairs sorted by id.
     sorted_ids = Tensor::empty({n}, DType::kInt32, out.device());
     positions = Tensor::empty({n}, DType::kInt32, out.device());
     iota = Tensor::empty({n}, DType::kInt32, out.device());
     iota_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(iota.data<int32_t>(), n);
     GT_CUDA_LAUNCH_CHECK();
-    std::size_t temp_bytes = 0;
-    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids.data<int32_t>(), sorted_ids.data<int32_t>(),
-                                                  iota.data<int32_t>(), positions.data<int32_t>(), n, 0, bits, s));
-    temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, out.device());
-    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, ids.data<int32_t>(), sorted_ids.data<int32_t>(),
-                                                  iota.data<int32_t>(), positions.data<int32_t>(), n, 0, bits, s));
+    temp = sort_by_id(ids.data<int32_t>(), sorted_ids.data<int32_t>(), iota.data<int32_t>(), positions.data<int32_t>(),
+                      n, t.num_nodes, out.device(), s);
     visit = sorted_ids.data<int32_t>();
     pos = positions.data<int32_t>();
   }
@@ -420,18 +428,9 @@ int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, 
   positions = Tensor::empty({std::max<int64_t>(m, 1)}, DType::kInt32, d);
   Tensor sorted_nodes = Tensor::empty({std::max<int64_t>(m, 1)}, DType::kInt32, d);
   Tensor temp;
-  if (m > 0) {
-    int bits = 1;
-    while (bits < 31 && (int64_t{1} << bits) < t.num_nodes) ++bits;
-    std::size_t temp_bytes = 0;
-    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, raw_nodes.data<int32_t>(),
-                                                  sorted_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
-                                                  positions.data<int32_t>(), m, 0, bits, s));
-    temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, d);
-    GT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.raw(), temp_bytes, raw_nodes.data<int32_t>(),
-                                                  sorted_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
-                                                  positions.data<int32_t>(), m, 0, bits, s));
-  }
+  if (m > 0)
+    temp = sort_by_id(raw_nodes.data<int32_t>(), sorted_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
+                      positions.data<int32_t>(), m, t.num_nodes, d, s);
   nodes = Tensor::empty({m}, DType::kInt32, Device::cpu(), /*pinned=*/true);
   if (m > 0)
     GT_CUDA_CHECK(cudaMemcpyAsync(nodes.raw(), sorted_nodes.raw(), static_cast<std::size_t>(m) * 4,

@@ -234,19 +234,15 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
   const Device d = graph_->device();
   set_current_device(d);
   const int64_t n = std::max<int64_t>(graph_->num_nodes(), 1);
-  // The lowest priority: the sampler's small kernels fill the gaps of training's (a high priority
-  // measured no faster on products, 2 x H200).
-  int lowest = 0, highest = 0;
-  GT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
   for (int i = 0; i < lanes; ++i) {
     auto lane = std::make_unique<Lane>();
     lane->minpos = Tensor::empty({n}, DType::kInt32, d);
     lane->scalar = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
     lane->local = Tensor::empty({n}, DType::kInt32, d);
     device_memset(lane->minpos.raw(), 0xff, lane->minpos.nbytes(), nullptr);
-    cudaStream_t st = nullptr;
-    GT_CUDA_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, lowest));
-    lane->stream = st;
+    // The lowest priority: the sampler's small kernels fill the gaps of training's (a high priority
+    // measured no faster on products, 2 x H200).
+    lane->stream = stream_create();
     lanes_.push_back(std::move(lane));
     free_.push_back(i);
   }
@@ -254,8 +250,7 @@ GpuSampler::GpuSampler(const NeighborSampler& cpu, std::shared_ptr<const GpuGrap
 }
 
 GpuSampler::~GpuSampler() {
-  for (auto& lane : lanes_)
-    if (lane->stream) cudaStreamDestroy(static_cast<cudaStream_t>(lane->stream));
+  for (auto& lane : lanes_) stream_destroy(lane->stream);
 }
 
 Stream GpuSampler::stream() const { return lanes_.front()->stream; }

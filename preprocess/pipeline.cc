@@ -156,7 +156,7 @@ BatchPipeline::BatchPipeline(const FeatureTable& features, const std::vector<int
       m.host_split = static_cast<uint32_t>(std::lround(share * kHostSplitAll));
       m.adapt_split = opts.host_gather_share < 0;
       set_current_device(ctx.device());
-      for (int i = 0; i < 4; ++i) m.staged_streams.push_back(stream_create());
+      for (int i = 0; i < opts.gpu->lanes(); ++i) m.staged_streams.push_back(stream_create());
     }
     if (opts.host || opts.cache) {
       set_current_device(ctx.device());

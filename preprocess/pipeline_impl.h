@@ -71,8 +71,9 @@ struct BatchPipeline::Impl {
   Tensor bad_row;             // pinned int64 [1]: counters' third slot, copied after each gather
   Tensor node_scale_dev;      // opts.node_scale on the device, when K runs there (gathered per batch)
   // Hybrid K (PipelineOptions::host_gather_share): the CPU's share now (RowTiers::host_split, of
-  // kHostSplitAll), whether it adapts, and streams for the staged rows' copies, taken in turn so
-  // that one batch's wait for the copy stream does not hold the next batch's copy.
+  // kHostSplitAll), whether it adapts, and streams for the staged rows' copies (one per sampler
+  // lane), taken in turn so that one batch's wait for the copy stream does not hold the next
+  // batch's copy.
   std::atomic<uint32_t> host_split{0};
   bool adapt_split = false;
   std::vector<Stream> staged_streams;

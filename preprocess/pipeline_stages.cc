@@ -282,9 +282,8 @@ void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, u
   // The CPU's rows are picked on the device (the cache's slots are there), on a stream of their
   // own: the copy stream may still hold earlier batches' gathers. In id order, so that the CPU
   // reads the table in address order.
-  RowTiers t = tiers;
   Tensor nodes, dev_pos;
-  const int64_t m = select_host_share(t, input_nodes, split, nodes, dev_pos, st, &out.keep_alive);
+  const int64_t m = select_host_share(tiers, input_nodes, split, nodes, dev_pos, st, &out.keep_alive);
   const int32_t* id = nodes.data<int32_t>();
   const std::vector<int64_t> rows(id, id + m);
   Tensor staging = Tensor::empty({m, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
