@@ -1,7 +1,7 @@
 // gt-bench: benchmarks that time real work and print a table (and JSON with --json).
 //
 //   gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]
-//                     [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0] [--gpu-cache-mb 0]
+//                     [--threads 1,2,4,8,16] [--device auto] [--prefetch 8] [--prefetch-mb 0] [--gpu-cache-mb 0]
 //                     [--gpu-sampling [--host-gather-shares 0,0.5,1,-1]] [--json FILE]
 //
 // `pipeline` measures preprocessing alone (no model): for each thread count it runs the same
@@ -60,12 +60,13 @@ struct Row {
   int64_t largest = 0, peak = 0;  // largest batch's feature bytes, most batches in flight
   double share = 0, share_end = 0;  // hybrid rows: the CPU's share asked, and where auto ended
   int64_t host_gathered = 0;
+  double host_gather_ms = 0;  // wall time in which the CPU gathered its share
 };
 
 struct PipelineOptions {
   std::string path, fanouts_s = "15,10,5", threads_s, device = "auto", json;
   std::vector<int64_t> fanouts, threads;
-  int64_t batch = 1024, nbatches = 64, prefetch = 4, cache_mb = 0, prefetch_mb = 0;
+  int64_t batch = 1024, nbatches = 64, prefetch = 8, cache_mb = 0, prefetch_mb = 0;
   bool gpu_sampling = false;
   std::string shares_s;
   std::vector<double> shares;  // --host-gather-shares
@@ -250,6 +251,7 @@ int bench_pipeline(const PipelineOptions& o) {
       h.hits = tot.cache_hits;
       h.misses = tot.cache_misses;
       h.host_gathered = tot.host_gathered;
+      h.host_gather_ms = tot.host_gather_ms;
       if (h.edges != rows.back().edges)
         throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
       hybrid_rows.push_back(h);
@@ -289,9 +291,9 @@ int bench_pipeline(const PipelineOptions& o) {
     std::printf("GPU draws (S): %.1f M sampled edges/s with the CSR in device memory, %.1f M/s from host memory\n",
                 gs_rows[0].edges / (gs_rows[0].sample_ms / 1e3) / 1e6, gs_rows[1].edges / (gs_rows[1].sample_ms / 1e3) / 1e6);
   if (!hybrid_rows.empty()) {
-    std::printf("\n| %lld threads, GPU sampling (%d lanes), host rows | pipeline batch/s | H2D GB/s | CPU-gathered GB/s | CPU M rows/s |\n",
+    std::printf("\n| %lld threads, GPU sampling (%d lanes), host rows | pipeline batch/s | H2D GB/s | CPU-gathered GB/s | CPU M rows/s | CPU gathering | its M rows/s then |\n",
                 static_cast<long long>(most_threads), gt::kTrainSamplerLanes);
-    std::printf("|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|\n");
     for (const Row& h : hybrid_rows) {
       char what[96];
       if (h.share < 0)
@@ -299,8 +301,11 @@ int bench_pipeline(const PipelineOptions& o) {
       else
         std::snprintf(what, sizeof what, h.share == 0 ? "the GPU reads them all" : "CPU share %.2f", h.share);
       const double cpu_bytes = static_cast<double>(h.host_gathered) * static_cast<double>(table.row_bytes());
-      std::printf("| %s | %.1f | %s | %.2f | %.1f |\n", what, n / h.pipeline_s, h2d(h).c_str(), cpu_bytes / h.pipeline_s / 1e9,
-                  static_cast<double>(h.host_gathered) / h.pipeline_s / 1e6);
+      const double busy_s = h.host_gather_ms / 1e3;
+      std::printf("| %s | %.1f | %s | %.2f | %.1f | %.0f%% of the time | %s |\n", what, n / h.pipeline_s, h2d(h).c_str(),
+                  cpu_bytes / h.pipeline_s / 1e9, static_cast<double>(h.host_gathered) / h.pipeline_s / 1e6,
+                  100.0 * busy_s / h.pipeline_s,
+                  busy_s > 0 ? std::to_string(std::lround(static_cast<double>(h.host_gathered) / busy_s / 1e6)).c_str() : "-");
     }
   }
   if (cache)
@@ -339,6 +344,7 @@ int bench_pipeline(const PipelineOptions& o) {
     common(rec, h);
     rec.add("lanes", static_cast<int64_t>(gt::kTrainSamplerLanes)).add("host_gather_share", h.share);
     rec.add("host_gather_share_end", h.share_end).add("host_gathered_rows", h.host_gathered);
+    rec.add("host_gather_ms", h.host_gather_ms);
     out.add(rec);
   }
   out.commit();
@@ -418,7 +424,7 @@ namespace {
 // What `gt-bench --help` shows below the subcommands: every subcommand's options at a glance.
 constexpr const char* kSynopsis =
     "usage: gt-bench pipeline DATASET.h5 [--fanouts 15,10,5] [--batch 1024] [--batches 64]\n"
-    "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 4] [--prefetch-mb 0]\n"
+    "                         [--threads 1,2,4,8,16] [--device auto] [--prefetch 8] [--prefetch-mb 0]\n"
     "                         [--gpu-cache-mb 0] [--gpu-sampling [--host-gather-shares 0,0.5,-1]] [--json FILE]\n"
     "                         (--threads: at most the core count; the default list stops there)\n"
     "       gt-bench kernels [--workload NAME]... [--iters 30] [--align [--row-alignment 128]]\n"

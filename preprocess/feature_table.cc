@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <bit>
@@ -122,6 +123,14 @@ constexpr int64_t kCheckBytes = 16 << 10;
 constexpr int64_t kPrefetchRows = 8;
 constexpr int64_t kPrefetchBytes = 512;
 
+// Gathers run inside flow-graph nodes. Isolated, the thread that waits for its parallel_for takes
+// only this gather's rows meanwhile, never another node's task (a whole batch's sampling), which
+// would hold this gather's end, and its batch, until that task is done.
+template <typename Body>
+void parallel_rows(int64_t n, const Body& body) {
+  tbb::this_task_arena::isolate([&] { tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), body); });
+}
+
 void prefetch_row(const FeatureTable& t, const std::vector<int64_t>& ids, int64_t i, int64_t end) {
   if (i + kPrefetchRows >= end) return;
   const int64_t id = ids[static_cast<std::size_t>(i + kPrefetchRows)];
@@ -146,7 +155,7 @@ void FeatureTable::gather(const std::vector<int64_t>& ids, Tensor& out) const {
   const int64_t check_rows = std::max<int64_t>(1, kCheckBytes / std::max<int64_t>(1, width_ * 4));
   const DType dtype = dtype_;
   const int64_t cols = cols_;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
+  parallel_rows(n, [&](const tbb::blocked_range<int64_t>& r) {
     int64_t unchecked = r.begin();  // rows [unchecked, i) are copied but not checked yet
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t id = ids[static_cast<std::size_t>(i)];
@@ -199,7 +208,7 @@ void FeatureTable::gather_stored(const std::vector<int64_t>& ids, Tensor& out) c
   const int64_t rb = row_bytes();
   const bool check = mapped();
   const int64_t check_rows = std::max<int64_t>(1, kCheckBytes / std::max<int64_t>(1, rb));
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 512), [&](const tbb::blocked_range<int64_t>& r) {
+  parallel_rows(n, [&](const tbb::blocked_range<int64_t>& r) {
     int64_t unchecked = r.begin();  // rows [unchecked, i) are copied but not checked yet
     for (int64_t i = r.begin(); i < r.end(); ++i) {
       const int64_t id = ids[static_cast<std::size_t>(i)];

@@ -59,7 +59,7 @@ constexpr double kHostGatherShareStart = 0.5;
 constexpr int64_t kHybridSparsity = 20;
 
 struct PipelineOptions {
-  int64_t prefetch = 4;                 // batches in flight between the limiter and the trainer
+  int64_t prefetch = 8;                 // batches in flight between the limiter and the trainer
   const FeatureCache* cache = nullptr;  // GPU-resident rows: K copies only the others (CUDA only)
   // Sampling and reindexing on the GPU (preprocess/gpu_sampler.h) instead of the S/R nodes; the
   // same blocks. With a cache holding every row, K is a device gather too.
@@ -93,6 +93,7 @@ struct PipelineTotals {
   int64_t batches = 0, sampled_edges = 0, h2d_bytes = 0;
   int64_t cache_hits = 0, cache_misses = 0;  // feature rows found / not found in the GPU cache
   int64_t host_gathered = 0;  // rows the CPU gathered beside the GPU's own reads (hybrid K)
+  double host_gather_ms = 0;   // wall time in which at least one batch's such gather ran
   // Reindexing is lock-free: contention shows as compare-and-swap retries per insertion.
   int64_t table_inserts = 0, cas_retries = 0;
   int64_t largest_batch_bytes = 0;  // feature bytes of the largest batch (what max_bytes counts)

@@ -7,6 +7,7 @@
 #include <tbb/flow_graph.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -39,6 +40,11 @@ struct Work {
   bool counted_on_device = false;  // its hits and host reads are in the pipeline's device counters
   int64_t host_gathered = 0;       // rows the CPU gathered beside the GPU's reads (hybrid K)
   Stream staged_on = nullptr;      // the hybrid K's stream: the batch is ready when it passes too
+  // Hybrid K, between the sampling node and the lookup node: the CPU's share (0: none), the
+  // batch's input ids on the device, and the GPU's gather of the other rows.
+  uint32_t host_split = 0;
+  Tensor input_nodes;
+  Event gpu_gathered;
   Event gathered;  // a device gather of a mapped file's rows: its values are checked after it
 };
 using Msg = std::shared_ptr<Work>;
@@ -78,6 +84,11 @@ struct BatchPipeline::Impl {
   bool adapt_split = false;
   std::vector<Stream> staged_streams;
   std::atomic<uint32_t> next_staged{0};
+  // Wall time in which at least one batch's CPU share was being gathered (PipelineTotals::
+  // host_gather_ms): batches gather side by side, so their own times would overlap.
+  std::mutex busy_mu;
+  int busy_gathers = 0;
+  std::chrono::steady_clock::time_point busy_since;
   const std::vector<int32_t>& labels;
   const NeighborSampler& sampler;
   const Context& ctx;

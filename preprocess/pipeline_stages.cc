@@ -250,7 +250,11 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
         t.host_split = split;
         gather_tiered(t, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
                       &out.keep_alive);
-        gather_cpu_share(*w, g.input_nodes, split, Event::record(s));
+        // The CPU's share is gathered by the next node, so that this lane samples its next batch
+        // meanwhile.
+        w->host_split = split;
+        w->input_nodes = g.input_nodes;
+        w->gpu_gathered = Event::record(s);
       } else {
         gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
                       &out.keep_alive);
@@ -263,7 +267,7 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
       w->rows_done = n_in;
       w->counted_on_device = true;
       if (check_values) w->gathered = after_gather(s);  // checked by the next node
-      finish_batch(w, n_in);
+      if (!split) finish_batch(w, n_in);
     } else {
       // Rows on the host: the input ids come back; the next node gathers them as K does in the
       // CPU-sampled path (do_gpu_lookup), batches in parallel, while this node samples the next.
@@ -287,7 +291,25 @@ void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, u
   const int32_t* id = nodes.data<int32_t>();
   const std::vector<int64_t> rows(id, id + m);
   Tensor staging = Tensor::empty({m, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
-  features.gather_stored(rows, staging);
+  {
+    std::unique_lock<std::mutex> lock(busy_mu);
+    if (busy_gathers++ == 0) busy_since = std::chrono::steady_clock::now();
+  }
+  auto busy_end = [&] {
+    std::unique_lock<std::mutex> lock(busy_mu);
+    if (--busy_gathers > 0) return;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - busy_since).count();
+    lock.unlock();
+    std::lock_guard<std::mutex> t(totals_mu);
+    totals.host_gather_ms += ms;
+  };
+  try {
+    features.gather_stored(rows, staging);
+  } catch (...) {
+    busy_end();
+    throw;
+  }
+  busy_end();
   if (adapt_split) {
     // Balance: the GPU finished its rows before the CPU finished these: give the CPU fewer.
     const uint32_t step = kHostSplitAll / 128, lo = kHostSplitAll / 256, hi = kHostSplitAll;
@@ -305,6 +327,14 @@ void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, u
 void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {
   guarded([&] {
     if (w->rows_done > 0 || !w->out) {  // gathered on the device already
+      if (w->host_split) {  // but for the CPU's share
+        {
+          ScopedStage st(trace, "K (CPU share)", "lookup", w->seq, &w->out->gather_ms);
+          gather_cpu_share(*w, w->input_nodes, w->host_split, w->gpu_gathered);
+        }
+        w->input_nodes = Tensor();
+        finish_batch(w, w->rows_done);
+      }
       if (!w->gathered.empty()) check_gathered(*w);
       return;
     }

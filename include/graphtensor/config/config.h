@@ -125,7 +125,7 @@ struct GT_API TrainConfig {
   std::string checkpoint = "";     ///< training checkpoint (graphtensor/train/checkpoint.h); "" = off
   int64_t checkpoint_every = 1;    ///< write the checkpoint every N epochs (and after the last)
   bool progress = true;
-  int64_t prefetch = 4;         ///< batches the preprocessing pipeline prepares ahead of training
+  int64_t prefetch = 8;         ///< batches the preprocessing pipeline prepares ahead of training
   int64_t prefetch_mb = 0;      ///< byte budget of the batches in flight (MiB; 0 = none)
   std::string trace = "";       ///< Chrome-trace JSON of the pipeline timeline; "" = off
   int64_t gpu_cache_mb = -1;    ///< device memory for a cache of the most-sampled feature rows; 0 = off, -1 = auto
