@@ -19,6 +19,7 @@
 #include "kernels/link.h"
 #include "kernels/ranking.h"
 #include "preprocess/loader.h"
+#include "preprocess/pipeline.h"
 
 namespace gt {
 
@@ -209,6 +210,7 @@ LinkTrainer::LinkTrainer(const Config& cfg, const Dataset& data, const FeatureTa
     if (where != "cpu") {
       gpu_graph_ = std::make_shared<GpuGraph>(g, d, where == "gpu" ? GpuGraph::Place::kDevice : GpuGraph::Place::kHost);
       gpu_sampler_ = std::make_unique<GpuSampler>(batcher_->sampler(), gpu_graph_);
+      eval_gpu_ = std::make_unique<GpuSampler>(*eval_sampler_, gpu_graph_, kEvalSamplerLanes);
     }
   }
   if (!bpr_) {  // BCE labels: a positive then k negatives per row
@@ -473,27 +475,36 @@ Tensor LinkTrainer::node_table(const std::vector<const std::vector<EdgePair>*>& 
 Tensor LinkTrainer::encode(const std::vector<int64_t>& nodes) {
   GT_CHECK_ARG(!full_, "LinkTrainer::encode: the model propagates the full graph (link.propagation full)");
   const Stream s = ctx_.stream();
-  const Device d = ctx_.device();
   const int64_t n = static_cast<int64_t>(nodes.size());
-  Tensor table = Tensor::empty({n, model_->output_width()}, DType::kFloat32, d);
-  const int64_t bs = cfg_.sampling.eval_batch_size;
-  for (int64_t a = 0; a < n; a += bs) {
-    const int64_t e = std::min(n, a + bs);
-    const std::vector<int64_t> seeds(nodes.begin() + a, nodes.begin() + e);
-    // One key for every batch: a node's draws depend on (seed, layer, node), not on its batch.
-    SampledBatch sb = eval_sampler_->sample(seeds, /*batch_key=*/0);
-    Tensor x = Tensor::empty({static_cast<int64_t>(sb.input_nodes.size()), features_.width()}, DType::kFloat32);
-    gather_rows(features_, sb.input_nodes, x);
-    Tensor scale = node_scales_.empty() ? Tensor() : gather_node_scale(node_scales_, sb.input_nodes).to(d, s);
-    std::vector<Block> blocks;
-    for (const Block& blk : sb.blocks) blocks.push_back(blk.to(d, s));
-    const Tensor xd = x.to(d, s);
-    const Tensor h = model_->forward(ctx_, blocks, xd, /*training=*/false, 0, nullptr, nullptr,
-                                     scale.defined() ? &scale : nullptr);
-    Tensor dst = table.rows(a, e);
+  Tensor table = Tensor::empty({n, model_->output_width()}, DType::kFloat32, ctx_.device());
+  if (n == 0) return table;
+  // Through the flow-graph pipeline that evaluates node tasks: blocks drawn on the GPU when the
+  // training batches are (else on CPU threads), rows gathered and copied while earlier batches
+  // run forward. One key for every batch: a node's draws depend on (seed, layer, node), not on
+  // its batch, so the table is the same whatever the batch size or the sampler's place.
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t a = 0; a < n; a += cfg_.sampling.eval_batch_size)
+    batches.emplace_back(nodes.begin() + a, nodes.begin() + std::min(n, a + cfg_.sampling.eval_batch_size));
+  std::vector<uint64_t> keys(batches.size(), 0);
+  static const std::vector<int32_t> no_labels;  // link datasets are not labelled per node
+  PipelineOptions po;
+  po.prefetch = cfg_.train.prefetch;
+  po.gpu = eval_gpu_.get();
+  po.max_bytes = cfg_.train.prefetch_mb << 20;
+  po.node_scale = node_scales_.empty() ? nullptr : &node_scales_;
+  BatchPipeline pipe(features_, no_labels, *eval_sampler_, ctx_, po);
+  pipe.start(std::move(batches), std::move(keys));
+  int64_t a = 0;
+  while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {
+    batch->ready.wait(s);
+    const Tensor h = model_->forward(ctx_, batch->blocks, batch->features, /*training=*/false, 0, nullptr, nullptr,
+                                     batch->node_scale.defined() ? &batch->node_scale : nullptr);
+    Tensor dst = table.rows(a, a + batch->num_seeds);
     dst.copy_from(h, s);
+    a += batch->num_seeds;
     ctx_.synchronize();  // the batch's tensors go back to the pool
   }
+  GT_CHECK_ARG(a == n, "LinkTrainer::encode: the pipeline gave ", a, " of ", n, " rows");
   return table;
 }
 

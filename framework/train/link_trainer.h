@@ -152,10 +152,12 @@ class LinkTrainer {
   // evaluation sampler.
   std::vector<float> node_scales_;
   std::unique_ptr<NeighborSampler> eval_sampler_;
-  // Sampled mode with GPU sampling: the CSR where the GPU reads it and the sampler of the training
-  // batches (drawing as batcher_->sampler()); null with CPU sampling. sampling_why_: why auto chose.
+  // Sampled mode with GPU sampling: the CSR where the GPU reads it and the samplers of the training
+  // batches (drawing as batcher_->sampler()) and of evaluation; null with CPU sampling.
+  // sampling_why_: why auto chose.
   std::shared_ptr<GpuGraph> gpu_graph_;
   std::unique_ptr<GpuSampler> gpu_sampler_;
+  std::unique_ptr<GpuSampler> eval_gpu_;  // evaluation's blocks (drawing as eval_sampler_)
   std::string sampling_why_;
   // Ranking (user and item kinds): [u_lo, u_hi) users, [i_lo, i_hi) items.
   bool ranking_ = false;

@@ -311,6 +311,54 @@ TEST(LinkTrainTest, SageLinkPredictionLearns) {
   EXPECT_GT(value(b.epochs.back().link_test, "roc_auc"), 0.8);
 }
 
+// Evaluation encodes nodes through the flow-graph pipeline, every batch with one key: with sampled
+// eval_fanouts the metrics are the same whatever eval_batch_size and prefetch cut the nodes into
+// (the draws depend on the seed, the layer and the node), bit for bit.
+TEST(LinkTrainTest, EvaluationIsTheSameWhateverTheEvalBatches) {
+  test::TempDir tmp("evalbatches");
+  Config c = sage_config(feature_graph(tmp));
+  c.train.epochs = 2;
+  c.train.eval_every = 1;
+  c.sampling.eval_fanouts = {3, 4};
+  std::vector<TrainResult> runs;
+  for (auto [bs, prefetch] : {std::pair<int64_t, int64_t>{1000, 8}, {7, 1}, {64, 3}}) {
+    c.sampling.eval_batch_size = bs;
+    c.train.prefetch = prefetch;
+    runs.push_back(Trainer(c).fit(nullptr));
+  }
+  for (std::size_t r = 1; r < runs.size(); ++r)
+    for (std::size_t e = 0; e < runs[0].epochs.size(); ++e) {
+      SCOPED_TRACE("run " + std::to_string(r) + ", epoch " + std::to_string(e + 1));
+      EXPECT_EQ(runs[r].epochs[e].loss, runs[0].epochs[e].loss);
+      ASSERT_FALSE(runs[0].epochs[e].link_test.empty());
+      EXPECT_EQ(runs[r].epochs[e].link_test, runs[0].epochs[e].link_test);
+      EXPECT_EQ(runs[r].epochs[e].link_valid, runs[0].epochs[e].link_valid);
+    }
+}
+
+// The same with evaluation's blocks drawn by the GPU sampler (sampled eval_fanouts): the draws
+// equal the CPU's, so the metrics agree with the CPU-sampled run's on the same device.
+TEST(LinkTrainTest, GpuSampledEvaluationFollowsCpuSampledCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  test::TempDir tmp("gpuevalbatches");
+  Config c = sage_config(feature_graph(tmp));
+  c.train.device = "cuda";
+  c.train.epochs = 2;
+  c.train.eval_every = 1;
+  c.sampling.eval_fanouts = {3, 4};
+  c.sampling.eval_batch_size = 50;
+  c.sampling.device = "cpu";
+  const TrainResult cpu = Trainer(c).fit(nullptr);
+  c.sampling.device = "gpu";
+  const TrainResult gpu = Trainer(c).fit(nullptr);
+  ASSERT_EQ(gpu.epochs.size(), cpu.epochs.size());
+  for (std::size_t e = 0; e < cpu.epochs.size(); ++e)
+    for (const char* m : {"roc_auc", "mrr"}) {
+      EXPECT_NEAR(value(gpu.epochs[e].link_test, m), value(cpu.epochs[e].link_test, m), 1e-3) << m << ", epoch " << e + 1;
+      EXPECT_NEAR(value(gpu.epochs[e].link_valid, m), value(cpu.epochs[e].link_valid, m), 1e-3) << m << ", epoch " << e + 1;
+    }
+}
+
 // Sampled link batches drawn by the GPU sampler (sampling.device gpu, gpu_host, and auto, which
 // picks gpu for this small CSR) train the run that the CPU sampler's batches train on the same
 // device: the same draws (seed edges excluded on both), so the epoch losses agree to float rounding
