@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <graphtensor/core/context.h>
@@ -30,6 +31,7 @@ struct DeviceBatch {
   int64_t seq = 0;
   int64_t num_seeds = 0;
   int64_t sampled_edges = 0;
+  std::shared_ptr<const void> payload;  // a planned batch's (BatchPipeline::start with a planner)
   // Host time of each stage (transfer: enqueueing the block copies; transfer_features: the
   // feature chunk copies).
   double sample_ms = 0, reindex_ms = 0, gather_ms = 0, transfer_ms = 0, transfer_features_ms = 0;

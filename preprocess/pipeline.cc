@@ -38,14 +38,28 @@ long long BatchPipeline::Impl::limiter_delta(long long frees) {
 
 void BatchPipeline::Impl::build(int64_t L) {
   input = std::make_unique<flow::input_node<Msg>>(graph, [this](tbb::flow_control& fc) -> Msg {
-    if (next_input >= batches.size() || failed.load()) {
+    if (next_input >= count || failed.load()) {
       fc.stop();
       return nullptr;
     }
     auto w = std::make_shared<Work>();
     w->seq = static_cast<int64_t>(next_input);
-    w->key = keys[next_input];
-    w->seeds = std::move(batches[next_input]);
+    if (planner) {
+      try {
+        PlannedBatch p = planner(w->seq);
+        w->seeds = std::move(p.seeds);
+        w->key = p.key;
+        w->exclude = std::move(p.exclude);
+        w->payload = std::move(p.payload);
+      } catch (...) {
+        fail(std::current_exception());
+        fc.stop();
+        return nullptr;
+      }
+    } else {
+      w->key = keys[next_input];
+      w->seeds = std::move(batches[next_input]);
+    }
     ++next_input;
     return w;
   });
@@ -95,7 +109,7 @@ void BatchPipeline::Impl::build(int64_t L) {
             }
             ScopedStage st(trace, "S_" + std::to_string(l + 1), "sample", w->seq,
                            &w->out->sample_ms);
-            w->drawn = sampler.sample_layer(w->frontier, l, w->key);
+            w->drawn = sampler.sample_layer(w->frontier, l, w->key, w->exclude.get());
             w->out->sampled_edges += static_cast<int64_t>(w->drawn.picked.size());
           });
           return w;
@@ -192,8 +206,23 @@ void BatchPipeline::start(std::vector<std::vector<int64_t>> batches, std::vector
   Impl& m = *impl_;
   GT_CHECK_ARG(!m.driver.joinable(), "BatchPipeline::start called twice");
   GT_CHECK_ARG(batches.size() == keys.size(), "start: ", batches.size(), " batches but ", keys.size(), " keys");
+  m.count = batches.size();
   m.batches = std::move(batches);
   m.keys = std::move(keys);
+  run();
+}
+
+void BatchPipeline::start(int64_t count, std::function<PlannedBatch(int64_t)> plan) {
+  Impl& m = *impl_;
+  GT_CHECK_ARG(!m.driver.joinable(), "BatchPipeline::start called twice");
+  GT_CHECK_ARG(count >= 0 && (count == 0 || plan), "start: ", count, " planned batches", plan ? "" : " and no planner");
+  m.count = static_cast<std::size_t>(count);
+  m.planner = std::move(plan);
+  run();
+}
+
+void BatchPipeline::run() {
+  Impl& m = *impl_;
   if (m.opts.max_bytes > 0 && m.opts.prefetch > 1) {
     // Until a batch has been measured, admit one at a time.
     m.reserved = m.opts.prefetch - 1;
@@ -218,7 +247,7 @@ void BatchPipeline::start(std::vector<std::vector<int64_t>> batches, std::vector
 
 std::unique_ptr<DeviceBatch> BatchPipeline::next() {
   Impl& m = *impl_;
-  if (m.popped >= static_cast<int64_t>(m.batches.size())) return nullptr;
+  if (m.popped >= static_cast<int64_t>(m.count)) return nullptr;
   Msg w;
   m.ready.pop(w);
   if (!w) {
@@ -233,6 +262,7 @@ std::unique_ptr<DeviceBatch> BatchPipeline::next() {
     m.consumed.fetch_add(1);
   }
   m.cv.notify_all();
+  w->out->payload = std::move(w->payload);
   return std::move(w->out);
 }
 

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -86,6 +87,17 @@ struct PipelineOptions {
   double host_gather_share = 0;
 };
 
+// A batch made while the pipeline runs (BatchPipeline::start with a planner): its seeds and batch
+// key, and for link prediction the edges its blocks are drawn without (both samplers take it).
+// What the planner needs beside the blocks (the link trainer's pair rows) travels with the batch
+// as DeviceBatch::payload.
+struct PlannedBatch {
+  std::vector<int64_t> seeds;
+  uint64_t key = 0;
+  std::shared_ptr<const EdgeExclusion> exclude;
+  std::shared_ptr<const void> payload;
+};
+
 // Totals over the batches a pipeline prepared (host milliseconds spent in each stage, summed
 // over threads; they overlap each other and the trainer).
 struct PipelineTotals {
@@ -112,6 +124,10 @@ class BatchPipeline {
 
   // Starts preparing these batches (batch i uses keys[i]); call once.
   void start(std::vector<std::vector<int64_t>> batches, std::vector<uint64_t> keys);
+  // Or `count` batches that plan(i) makes when batch i enters the pipeline (in order, one call at a
+  // time, on a pipeline thread, a batch or so ahead of admission); an exception it throws stops the
+  // pipeline and next() rethrows it.
+  void start(int64_t count, std::function<PlannedBatch(int64_t)> plan);
   // The next batch in order (its device data ready once the compute stream waits on
   // batch->ready), or nullptr after the last one. Rethrows the first error of any stage.
   std::unique_ptr<DeviceBatch> next();
@@ -121,6 +137,7 @@ class BatchPipeline {
   double host_gather_share() const;
 
  private:
+  void run();  // start's common part: the driver thread
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -31,6 +31,8 @@ struct Work {
   int64_t seq = 0;
   uint64_t key = 0;
   std::vector<int64_t> seeds;
+  std::shared_ptr<const EdgeExclusion> exclude;  // edges its blocks are drawn without (or null)
+  std::shared_ptr<const void> payload;           // PlannedBatch::payload, handed on in DeviceBatch
   std::vector<int64_t> frontier;  // sources known so far (destinations first)
   LayerSample drawn;              // the layer S just drew, consumed by R
   std::unique_ptr<DeviceBatch> out;
@@ -97,6 +99,8 @@ struct BatchPipeline::Impl {
 
   std::vector<std::vector<int64_t>> batches;
   std::vector<uint64_t> keys;
+  std::function<PlannedBatch(int64_t)> planner;  // or this makes them (start's second form)
+  std::size_t count = 0;                         // batches in all
   std::size_t next_input = 0;
   int64_t popped = 0;
 

@@ -227,7 +227,7 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
     {
       // Its S and R times come back in g, split; the trace shows the stage whole.
       ScopedStage st(trace, "S+R (GPU)", "sample", w->seq, nullptr);
-      g = gpu.sample_in_lane(w->seeds, w->key);  // on a lane of its own; complete on return
+      g = gpu.sample_in_lane(w->seeds, w->key, w->exclude.get());  // on a lane of its own; complete on return
     }
     out.blocks = std::move(g.blocks);
     out.sampled_edges = g.sampled_edges;

@@ -2,15 +2,11 @@
 // prediction and recommendation.
 #include "framework/train/link_trainer.h"
 
-#include <tbb/task_arena.h>
-
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <limits>
 #include <numeric>
 #include <sstream>
-#include <system_error>
 
 #include <graphtensor/core/error.h>
 #include <graphtensor/kernels/loss.h>
@@ -309,9 +305,8 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
   const Device d = ctx_.device();
   const auto batches = batcher_->epoch_pairs(static_cast<uint64_t>(epoch));
   // Each step's loss and L2 term stay on the device until the epoch ends (one wait per epoch, so the
-  // host queues the next step while the GPU runs this one), unless on_batch reads every step's loss
-  // or a sampled batch's host work waits anyway.
-  const bool wait_each_step = static_cast<bool>(on_batch) || !full_;
+  // host queues the next step while the GPU runs this one), unless on_batch reads every step's loss.
+  const bool wait_each_step = static_cast<bool>(on_batch);
   StepLosses losses(static_cast<int64_t>(batches.size()), ctx_);
   std::vector<int64_t> batch_pairs(batches.size(), 0);
   // The step's loss (L2 term included), or the first non-finite one: an error naming the batch.
@@ -324,29 +319,35 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
                b + 1);
     return loss + reg;
   };
-  // Sampled batches on a CUDA device: batch b + 1's host part (EdgeBatcher::plan_batch; with CPU
-  // sampling make_batch, its blocks too) is prepared on a thread of its own, in this thread's oneTBB
-  // arena (train.threads), while batch b trains. Batches are pure functions of their pairs and key,
-  // so the run is the same as without. GPU sampling itself runs here, on ctx's stream, which the
-  // step's other work uses too (the allocator reuses the batches' buffers in that stream's order).
-  const bool ahead = !full_ && d.is_cuda();
-  tbb::task_arena caller_arena{tbb::task_arena::attach()};
-  const auto prepare = [this, &batches, &caller_arena, epoch](std::size_t b) {
-    const std::vector<EdgePair>& pairs = batches[b];
-    const uint64_t key = edge_batch_key(static_cast<uint64_t>(epoch), static_cast<int64_t>(b));
-    EdgeBatch eb;
-    caller_arena.execute([&] { eb = gpu_sampler_ ? batcher_->plan_batch(pairs, key) : batcher_->make_batch(pairs, key); });
-    return eb;
-  };
-  const auto launch = [&](std::size_t b) {
-    if (!ahead || b >= batches.size()) return std::future<EdgeBatch>();
-    try {
-      return std::async(std::launch::async, prepare, b);
-    } catch (const std::system_error&) {  // no thread to be had: prepare it when it is needed
-      return std::async(std::launch::deferred, prepare, b);
-    }
-  };
-  std::future<EdgeBatch> next = launch(0);
+  // Sampled batches come from the flow-graph pipeline that feeds node tasks (preprocess/pipeline.h):
+  // each batch's host part (EdgeBatcher::plan_batch: negatives, seeds, local rows, the seed edges
+  // its blocks are drawn without) is planned as it enters, its blocks drawn by the GPU sampler's
+  // lanes or CPU threads, its rows gathered and copied while earlier batches train. Batches are
+  // pure functions of their pairs and key, so the run is the same as one batch after another.
+  std::unique_ptr<BatchPipeline> pipe;
+  if (!full_) {
+    static const std::vector<int32_t> no_labels;  // link datasets are not labelled per node
+    PipelineOptions po;
+    po.prefetch = cfg_.train.prefetch;
+    po.gpu = gpu_sampler_.get();
+    po.max_bytes = cfg_.train.prefetch_mb << 20;
+    po.node_scale = node_scales_.empty() ? nullptr : &node_scales_;
+    pipe = std::make_unique<BatchPipeline>(features_, no_labels, batcher_->sampler(), ctx_, po);
+    pipe->start(static_cast<int64_t>(batches.size()), [this, &batches, epoch](int64_t b) {
+      auto eb = std::make_shared<EdgeBatch>(batcher_->plan_batch(
+          batches[static_cast<std::size_t>(b)], edge_batch_key(static_cast<uint64_t>(epoch), b)));
+      PlannedBatch p;
+      p.seeds = eb->sampled.seeds;
+      p.key = eb->batch_key;
+      p.exclude = eb->exclusion;
+      p.payload = eb;
+      return p;
+    });
+  }
+  // The previous sampled batch: its buffers (the pipeline's, which it reuses on its own streams)
+  // are released once its step has run.
+  std::unique_ptr<DeviceBatch> held;
+  Event held_done;
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const std::vector<EdgePair>& pairs = batches[b];
     const uint64_t key = edge_batch_key(static_cast<uint64_t>(epoch), static_cast<int64_t>(b));
@@ -354,7 +355,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
     const int64_t P = static_cast<int64_t>(pairs.size());
     std::vector<int32_t> src(pairs.size()), dst(pairs.size()), neg;
     Tensor H;
-    std::vector<Block> sampled_blocks;
+    std::unique_ptr<DeviceBatch> batch;  // sampled mode
     batch_pairs[b] = P;
     if (full_) {
       const std::vector<int64_t> negatives = batcher_->draw_negatives(pairs, key);
@@ -385,34 +386,22 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
         embedding_scatter_add(drows, ids, table->grad, s);
       }
     } else {
-      EdgeBatch eb = ahead ? next.get() : prepare(b);
-      next = launch(b + 1);
-      if (gpu_sampler_) batcher_->sample_blocks(eb, *gpu_sampler_, s);  // complete on return
+      batch = pipe->next();
+      if (!batch) GT_THROW("LinkTrainer", "", "the pipeline ended before batch ", b + 1, " of ", batches.size());
+      const EdgeBatch& eb = *std::static_pointer_cast<const EdgeBatch>(batch->payload);
       for (std::size_t i = 0; i < pairs.size(); ++i) {
         src[i] = static_cast<int32_t>(eb.src_row[i]);
         dst[i] = static_cast<int32_t>(eb.dst_row[i]);
       }
       neg.resize(eb.neg_row.size());
       for (std::size_t j = 0; j < neg.size(); ++j) neg[j] = static_cast<int32_t>(eb.neg_row[j]);
-      std::vector<int64_t> device_in;  // the GPU's input ids, read back for the host table's gather
-      if (eb.on_device) {
-        const std::vector<int32_t> ids = eb.device.input_nodes.to_vector<int32_t>();
-        device_in.assign(ids.begin(), ids.end());
-      }
-      const std::vector<int64_t>& in = eb.on_device ? device_in : eb.sampled.input_nodes;
-      Tensor x = Tensor::empty({static_cast<int64_t>(in.size()), features_.width()}, DType::kFloat32);
-      gather_rows(features_, in, x);
-      Tensor scale = node_scales_.empty() ? Tensor() : gather_node_scale(node_scales_, in).to(d, s);
-      if (eb.on_device) sampled_blocks = eb.device.blocks;
-      else
-        for (const Block& blk : eb.sampled.blocks) sampled_blocks.push_back(blk.to(d, s));
-      const Tensor xd = x.to(d, s);
-      H = model_->forward(ctx_, sampled_blocks, xd, /*training=*/true, step, nullptr, nullptr,
-                          scale.defined() ? &scale : nullptr);
+      batch->ready.wait(s);
+      H = model_->forward(ctx_, batch->blocks, batch->features, /*training=*/true, step, nullptr, nullptr,
+                          batch->node_scale.defined() ? &batch->node_scale : nullptr);
       Tensor dH;
       pair_loss_backward(H, src, dst, neg, eb.k, dH, losses, static_cast<int64_t>(b));
-      model_->backward(ctx_, sampled_blocks, dH);
-      part.sampled_edges += eb.on_device ? eb.device.sampled_edges : eb.sampled.sampled_edges;
+      model_->backward(ctx_, batch->blocks, dH);
+      part.sampled_edges += batch->sampled_edges;
     }
     if (cfg_.optimizer.clip_norm > 0) {
       part.grad_norm_sum += clip_grad_norm(model_->params(), cfg_.optimizer.clip_norm, s);
@@ -420,6 +409,12 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
     }
     opt.step(ctx_, model_->params());
     ++part.batches;
+    if (batch) {
+      Event done = Event::record(s);
+      if (held) held_done.synchronize();
+      held = std::move(batch);
+      held_done = done;
+    }
     if (!wait_each_step) continue;  // the pool reuses the batch's buffers in the stream's order
     losses.read(ctx_, static_cast<int64_t>(b), 1);  // waits for the step
     const double batch_loss = step_loss(b);
@@ -438,6 +433,7 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
     }
   }
   if (!wait_each_step) losses.read(ctx_, 0, part.batches);
+  if (held) held_done.synchronize();
   for (std::size_t b = 0; b < static_cast<std::size_t>(part.batches); ++b) {
     part.loss_sum += step_loss(b) * static_cast<double>(batch_pairs[b]);
     part.pairs += batch_pairs[b];

@@ -21,6 +21,8 @@
 #include <graphtensor/preprocess/dataset.h>
 #include "preprocess/edge_batches.h"
 #include "preprocess/excluded_rows.h"
+#include "preprocess/gpu_sampler.h"
+#include "preprocess/pipeline.h"
 #include "preprocess/link_split.h"
 #include <graphtensor/preprocess/sampler.h>
 #include <graphtensor/preprocess/synth.h>
@@ -652,6 +654,101 @@ TEST(EdgeBatches, GpuSampledBatchesEqualCpuCuda) {
       EXPECT_NE(error_of([&] { eb.make_batch(batches[0], 0, wrong, ctx.copy_stream()); }).find("sampler"),
                 std::string::npos);
     }
+}
+
+
+// Link batches through the flow-graph pipeline (BatchPipeline::start with a planner, as the link
+// trainer feeds it): each batch planned as it enters (EdgeBatcher::plan_batch), its blocks drawn
+// without its seed edges by the pipeline's CPU nodes, or on the GPU by the sampler's lanes, are
+// make_batch's bit for bit, its rows those of its input nodes, its plan handed back beside it; a
+// planner that throws stops the pipeline with its error.
+void pipeline_batches_equal_make_batch(const Context& ctx, bool gpu_sampling) {
+  Dataset ds = rec_dataset(300, 120, 15, 14);
+  const int64_t N = ds.info.num_nodes, F = 5;
+  std::vector<float> x(static_cast<std::size_t>(N * F));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(random64(21, i, 0) % 1000) / 100.0f - 5.0f;
+  const FeatureTable table(Tensor::from_vector(x, {N, F}));
+  const std::vector<int32_t> no_labels;
+  for (std::vector<int64_t> fanouts : {std::vector<int64_t>{4, 3}, std::vector<int64_t>{-1, 5}}) {
+    SCOPED_TRACE(fanouts[0] < 0 ? "fanouts -1, 5" : "fanouts 4, 3");
+    EdgeBatcher eb(ds, fanouts, false, opts(32, 2, true));
+    CsrView g{ds.indptr.data(), ds.indices.data(), N};
+    std::unique_ptr<GpuSampler> gpu;
+    if (gpu_sampling) gpu = std::make_unique<GpuSampler>(eb.sampler(), std::make_shared<GpuGraph>(g, ctx.device()), 2);
+    const auto batches = eb.epoch_pairs(3);
+    PipelineOptions o;
+    o.prefetch = 3;
+    o.gpu = gpu.get();
+    BatchPipeline pipe(table, no_labels, eb.sampler(), ctx, o);
+    pipe.start(static_cast<int64_t>(batches.size()), [&](int64_t b) {
+      auto plan = std::make_shared<EdgeBatch>(eb.plan_batch(batches[static_cast<std::size_t>(b)], edge_batch_key(3, b)));
+      PlannedBatch p;
+      p.seeds = plan->sampled.seeds;
+      p.key = plan->batch_key;
+      p.exclude = plan->exclusion;
+      p.payload = plan;
+      return p;
+    });
+    std::size_t n = 0;
+    while (std::unique_ptr<DeviceBatch> got = pipe.next()) {
+      SCOPED_TRACE("batch " + std::to_string(n));
+      got->ready.synchronize();
+      const EdgeBatch want = eb.make_batch(batches[n], edge_batch_key(3, static_cast<int64_t>(n)));
+      ASSERT_TRUE(got->payload);
+      const EdgeBatch& plan = *std::static_pointer_cast<const EdgeBatch>(got->payload);
+      EXPECT_EQ(plan.negatives, want.negatives);
+      EXPECT_EQ(plan.src_row, want.src_row);
+      EXPECT_EQ(plan.neg_row, want.neg_row);
+      EXPECT_EQ(got->num_seeds, static_cast<int64_t>(want.sampled.seeds.size()));
+      EXPECT_EQ(got->sampled_edges, want.sampled.sampled_edges);
+      ASSERT_EQ(got->blocks.size(), want.sampled.blocks.size());
+      for (std::size_t l = 0; l < want.sampled.blocks.size(); ++l) {
+        const Block& a = got->blocks[l];
+        const Block& b = want.sampled.blocks[l];
+        EXPECT_EQ(a.device(), ctx.device());
+        EXPECT_EQ(a.num_src, b.num_src);
+        EXPECT_EQ(a.indptr.to(Device::cpu()).to_vector<int64_t>(), b.indptr.to_vector<int64_t>()) << "layer " << l;
+        EXPECT_EQ(a.indices.to(Device::cpu()).to_vector<int32_t>(), b.indices.to_vector<int32_t>()) << "layer " << l;
+      }
+      const std::vector<float> rows = got->features.to(Device::cpu()).to_vector<float>();
+      const int64_t W = got->features.size(1);
+      ASSERT_EQ(got->features.size(0), static_cast<int64_t>(want.sampled.input_nodes.size()));
+      for (std::size_t i = 0; i < want.sampled.input_nodes.size(); ++i)
+        for (int64_t f = 0; f < F; ++f)
+          ASSERT_EQ(rows[i * static_cast<std::size_t>(W) + static_cast<std::size_t>(f)],
+                    x[static_cast<std::size_t>(want.sampled.input_nodes[i] * F + f)]) << "row " << i;
+      check_no_seed_edges(ds, want, fanouts);
+      ++n;
+    }
+    EXPECT_EQ(n, batches.size());
+  }
+  // A planner's error stops the pipeline; next() rethrows it.
+  EdgeBatcher eb(ds, {3}, false, opts(32, 2, true));
+  BatchPipeline pipe(table, no_labels, eb.sampler(), ctx, PipelineOptions{});
+  pipe.start(5, [&](int64_t b) -> PlannedBatch {
+    if (b == 2) throw Error("planner", "", "no plan for batch 2");
+    PlannedBatch p;
+    p.seeds = {b, b + 1};
+    p.key = static_cast<uint64_t>(b);
+    return p;
+  });
+  int delivered = 0;
+  try {
+    while (pipe.next()) ++delivered;
+    ADD_FAILURE() << "the failed plan was delivered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no plan for batch 2"), std::string::npos) << e.what();
+  }
+  EXPECT_LE(delivered, 2);
+}
+
+TEST(EdgeBatches, PipelinePlannedBatchesEqualMakeBatch) { pipeline_batches_equal_make_batch(Context(Device::cpu()), false); }
+
+TEST(EdgeBatches, PipelinePlannedBatchesEqualMakeBatchCuda) {
+  if (!test::have_cuda()) GTEST_SKIP() << "no CUDA device";
+  const Context ctx(Device::cuda(0));
+  pipeline_batches_equal_make_batch(ctx, /*gpu_sampling=*/false);
+  pipeline_batches_equal_make_batch(ctx, /*gpu_sampling=*/true);
 }
 
 }  // namespace
