@@ -226,6 +226,16 @@ void EdgeBatcher::sample_blocks(EdgeBatch& b, const GpuSampler& gpu, Stream s) c
   b.on_device = true;
 }
 
+PlannedBatch EdgeBatcher::plan_for_pipeline(const std::vector<EdgePair>& pairs, uint64_t batch_key) const {
+  auto b = std::make_shared<EdgeBatch>(plan_batch(pairs, batch_key));
+  PlannedBatch p;
+  p.seeds = b->sampled.seeds;
+  p.key = b->batch_key;
+  p.exclude = b->exclusion;
+  p.payload = std::move(b);
+  return p;
+}
+
 EdgeBatch EdgeBatcher::plan_batch(const std::vector<EdgePair>& pairs, uint64_t batch_key) const {
   if (pairs.empty()) GT_THROW("EdgeBatcher::make_batch", "epoch_pairs never yields one", "empty batch: no pairs");
   EdgeBatch b;

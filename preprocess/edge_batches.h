@@ -50,6 +50,7 @@
 #include <graphtensor/preprocess/dataset.h>
 #include <graphtensor/preprocess/sampler.h>
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/pipeline.h"
 
 namespace gt {
 
@@ -127,6 +128,9 @@ class EdgeBatcher {
   // stream s (into device; the check above).
   void sample_blocks(EdgeBatch& b) const;
   void sample_blocks(EdgeBatch& b, const GpuSampler& gpu, Stream s) const;
+  // plan_batch for BatchPipeline::start's planner: the batch's seeds, key and exclusion, and the
+  // planned EdgeBatch itself as the payload (DeviceBatch::payload, blocks left to the pipeline).
+  PlannedBatch plan_for_pipeline(const std::vector<EdgePair>& pairs, uint64_t batch_key) const;
 
   // [begin, end) of the nodes negatives are drawn from.
   std::pair<int64_t, int64_t> negative_range() const { return {neg_lo_, neg_hi_}; }

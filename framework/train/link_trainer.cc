@@ -21,6 +21,12 @@ namespace gt {
 
 namespace {
 
+// The labels a pipeline of link batches gathers: none (link datasets are not labelled per node).
+const std::vector<int32_t>& no_labels() {
+  static const std::vector<int32_t> none;
+  return none;
+}
+
 // A host vector as a tensor on ctx's device (queued on its stream; pageable sources are staged
 // before the copy call returns, so the vector may go).
 template <typename T>
@@ -298,6 +304,15 @@ void LinkTrainer::StepLosses::read(const Context& ctx, int64_t first, int64_t co
       host[static_cast<std::size_t>(2 * b)] = bce[static_cast<std::size_t>(b)].value();
 }
 
+PipelineOptions LinkTrainer::pipeline_options(const GpuSampler* gpu) const {
+  PipelineOptions po;
+  po.prefetch = cfg_.train.prefetch;
+  po.gpu = gpu;
+  po.max_bytes = cfg_.train.prefetch_mb << 20;
+  po.node_scale = node_scales_.empty() ? nullptr : &node_scales_;
+  return po;
+}
+
 LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer& opt,
                                        const std::function<bool(const BatchInfo&)>& on_batch) {
   LinkEpochPart part;
@@ -326,22 +341,11 @@ LinkEpochPart LinkTrainer::train_epoch(int64_t epoch, uint64_t step0, Optimizer&
   // pure functions of their pairs and key, so the run is the same as one batch after another.
   std::unique_ptr<BatchPipeline> pipe;
   if (!full_) {
-    static const std::vector<int32_t> no_labels;  // link datasets are not labelled per node
-    PipelineOptions po;
-    po.prefetch = cfg_.train.prefetch;
-    po.gpu = gpu_sampler_.get();
-    po.max_bytes = cfg_.train.prefetch_mb << 20;
-    po.node_scale = node_scales_.empty() ? nullptr : &node_scales_;
-    pipe = std::make_unique<BatchPipeline>(features_, no_labels, batcher_->sampler(), ctx_, po);
+    pipe = std::make_unique<BatchPipeline>(features_, no_labels(), batcher_->sampler(), ctx_,
+                                           pipeline_options(gpu_sampler_.get()));
     pipe->start(static_cast<int64_t>(batches.size()), [this, &batches, epoch](int64_t b) {
-      auto eb = std::make_shared<EdgeBatch>(batcher_->plan_batch(
-          batches[static_cast<std::size_t>(b)], edge_batch_key(static_cast<uint64_t>(epoch), b)));
-      PlannedBatch p;
-      p.seeds = eb->sampled.seeds;
-      p.key = eb->batch_key;
-      p.exclude = eb->exclusion;
-      p.payload = eb;
-      return p;
+      return batcher_->plan_for_pipeline(batches[static_cast<std::size_t>(b)],
+                                         edge_batch_key(static_cast<uint64_t>(epoch), b));
     });
   }
   // The previous sampled batch: its buffers (the pipeline's, which it reuses on its own streams)
@@ -482,13 +486,7 @@ Tensor LinkTrainer::encode(const std::vector<int64_t>& nodes) {
   for (int64_t a = 0; a < n; a += cfg_.sampling.eval_batch_size)
     batches.emplace_back(nodes.begin() + a, nodes.begin() + std::min(n, a + cfg_.sampling.eval_batch_size));
   std::vector<uint64_t> keys(batches.size(), 0);
-  static const std::vector<int32_t> no_labels;  // link datasets are not labelled per node
-  PipelineOptions po;
-  po.prefetch = cfg_.train.prefetch;
-  po.gpu = eval_gpu_.get();
-  po.max_bytes = cfg_.train.prefetch_mb << 20;
-  po.node_scale = node_scales_.empty() ? nullptr : &node_scales_;
-  BatchPipeline pipe(features_, no_labels, *eval_sampler_, ctx_, po);
+  BatchPipeline pipe(features_, no_labels(), *eval_sampler_, ctx_, pipeline_options(eval_gpu_.get()));
   pipe.start(std::move(batches), std::move(keys));
   int64_t a = 0;
   while (std::unique_ptr<DeviceBatch> batch = pipe.next()) {

@@ -57,6 +57,7 @@
 #include <graphtensor/train/trainer.h>
 #include "preprocess/edge_batches.h"
 #include "preprocess/gpu_sampler.h"
+#include "preprocess/pipeline.h"
 
 namespace gt {
 
@@ -135,6 +136,9 @@ class LinkTrainer {
   // ids in H) on the host. The loss (BPR or BCE, without L2) goes to `losses` unread.
   void pair_loss_backward(const Tensor& H, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
                           const std::vector<int32_t>& neg, int64_t k, Tensor& dH, StepLosses& losses, int64_t b);
+
+  // The flow-graph pipeline's options for sampled batches (training or evaluation's sampler).
+  PipelineOptions pipeline_options(const GpuSampler* gpu) const;
 
   const Config& cfg_;
   const Dataset& data_;

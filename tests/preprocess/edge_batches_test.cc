@@ -680,15 +680,8 @@ void pipeline_batches_equal_make_batch(const Context& ctx, bool gpu_sampling) {
     o.prefetch = 3;
     o.gpu = gpu.get();
     BatchPipeline pipe(table, no_labels, eb.sampler(), ctx, o);
-    pipe.start(static_cast<int64_t>(batches.size()), [&](int64_t b) {
-      auto plan = std::make_shared<EdgeBatch>(eb.plan_batch(batches[static_cast<std::size_t>(b)], edge_batch_key(3, b)));
-      PlannedBatch p;
-      p.seeds = plan->sampled.seeds;
-      p.key = plan->batch_key;
-      p.exclude = plan->exclusion;
-      p.payload = plan;
-      return p;
-    });
+    pipe.start(static_cast<int64_t>(batches.size()),
+               [&](int64_t b) { return eb.plan_for_pipeline(batches[static_cast<std::size_t>(b)], edge_batch_key(3, b)); });
     std::size_t n = 0;
     while (std::unique_ptr<DeviceBatch> got = pipe.next()) {
       SCOPED_TRACE("batch " + std::to_string(n));
