@@ -1,16 +1,21 @@
 // The flow-graph pipeline: same batches as the serial path, in order, with any thread count;
-// errors stop it cleanly and return its memory; reindexing matches a serial first-appearance pass.
+// errors stop it cleanly and return its memory; batches planned as they enter equal batches given
+// up front; reindexing matches a serial first-appearance pass.
 #include <gtest/gtest.h>
 
 #include <tbb/global_control.h>
 
-#include <unordered_map>
-#include <thread>
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <thread>
+#include <unordered_map>
+#include <utility>
 
 #include "framework/core/memory.h"
 #include "framework/core/rng.h"
 #include "preprocess/pipeline.h"
+#include "tests/test_util.h"
 
 namespace gt {
 namespace {
@@ -116,6 +121,61 @@ void run_all(std::size_t threads, int64_t prefetch) {
 TEST(Pipeline, NoDeadlockWithOneThread) { run_all(1, 1); }
 TEST(Pipeline, NoDeadlockWithOneThreadDeepPrefetch) { run_all(1, 8); }
 TEST(Pipeline, ManyThreads) { run_all(16, 4); }
+
+// Batches planned as they enter (start with a planner) are the batches given up front, bit for
+// bit, each with its payload; with one thread and one batch in flight too; no batches is no
+// error, a planner is required for any, and a pipeline of planned batches may be dropped early.
+TEST(Pipeline, PlannedBatchesEqualGivenBatches) {
+  Fixture fx(2000);
+  Context ctx(Device::cpu());
+  NeighborSampler sampler(fx.view(), {5, 5}, true, 1);
+  const auto batches = fx.batches(25, 40);
+  const auto keys = keys_for(batches.size());
+  for (auto [threads, prefetch] : {std::pair<std::size_t, int64_t>{1, 1}, {4, 8}}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    BatchPipeline given(fx.features, fx.labels, sampler, ctx, {prefetch});
+    given.start(batches, keys);
+    BatchPipeline planned(fx.features, fx.labels, sampler, ctx, {prefetch});
+    std::atomic<int64_t> calls{0};
+    planned.start(static_cast<int64_t>(batches.size()), [&](int64_t b) {
+      ++calls;
+      PlannedBatch p;
+      p.seeds = batches[static_cast<std::size_t>(b)];
+      p.key = keys[static_cast<std::size_t>(b)];
+      p.payload = std::make_shared<const int64_t>(b * 7);
+      return p;
+    });
+    int64_t n = 0;
+    while (auto a = given.next()) {
+      auto b = planned.next();
+      ASSERT_TRUE(b);
+      EXPECT_EQ(b->seq, n);
+      expect_same_batch(*a, *b);
+      ASSERT_TRUE(b->payload);
+      EXPECT_EQ(*std::static_pointer_cast<const int64_t>(b->payload), n * 7);
+      EXPECT_FALSE(a->payload);
+      ++n;
+    }
+    EXPECT_FALSE(planned.next());
+    EXPECT_EQ(n, static_cast<int64_t>(batches.size()));
+    EXPECT_EQ(calls.load(), n);  // once each
+  }
+  BatchPipeline none(fx.features, fx.labels, sampler, ctx, {4});
+  none.start(0, nullptr);
+  EXPECT_FALSE(none.next());
+  BatchPipeline refused(fx.features, fx.labels, sampler, ctx, {4});
+  EXPECT_NE(test::error_of([&] { refused.start(3, nullptr); }).find("no planner"), std::string::npos);
+  for (int round = 0; round < 3; ++round) {  // dropped with planned batches in flight
+    BatchPipeline pipe(fx.features, fx.labels, sampler, ctx, {4});
+    pipe.start(static_cast<int64_t>(batches.size()), [&](int64_t b) {
+      PlannedBatch p;
+      p.seeds = batches[static_cast<std::size_t>(b)];
+      p.key = keys[static_cast<std::size_t>(b)];
+      return p;
+    });
+    ASSERT_TRUE(pipe.next());
+  }
+}
 
 TEST(Pipeline, StageErrorStopsCleanlyAndFreesMemory) {
   Fixture fx(1000);
