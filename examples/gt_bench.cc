@@ -61,6 +61,21 @@ struct Row {
   double share = 0, share_end = 0;  // hybrid rows: the CPU's share asked, and where auto ended
   int64_t host_gathered = 0;
   double host_gather_ms = 0;  // wall time in which the CPU gathered its share
+  // What every table's row reads from a pipeline's totals.
+  void take(const gt::PipelineTotals& t) {
+    edges = t.sampled_edges;
+    h2d_bytes = t.h2d_bytes;
+    sample_ms = t.sample_ms;
+    reindex_ms = t.reindex_ms;
+    inserts = t.table_inserts;
+    cas_retries = t.cas_retries;
+    hits = t.cache_hits;
+    misses = t.cache_misses;
+    largest = t.largest_batch_bytes;
+    peak = t.peak_in_flight;
+    host_gathered = t.host_gathered;
+    host_gather_ms = t.host_gather_ms;
+  }
 };
 
 struct PipelineOptions {
@@ -133,7 +148,8 @@ int bench_pipeline(const PipelineOptions& o) {
   const gt::PipelineOptions popts{prefetch, cache.get(), nullptr, prefetch_mb << 20};
   // One pipelined pass of `batches`: timed from start() until the last batch's data is on the
   // device; building the flow graph and tearing it down are not the schedule's cost.
-  auto pipelined = [&](const gt::PipelineOptions& o, double& seconds) {
+  // share_end: where the hybrid K's share ended (BatchPipeline::host_gather_share).
+  auto pipelined = [&](const gt::PipelineOptions& o, double& seconds, double* share_end = nullptr) {
     gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, o);
     auto b = batches;  // start() takes its own copies: made before the clock starts
     auto k = keys;
@@ -141,6 +157,7 @@ int bench_pipeline(const PipelineOptions& o) {
     pipe.start(std::move(b), std::move(k));
     while (auto db = pipe.next()) db->ready.synchronize();
     seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (share_end) *share_end = pipe.host_gather_share();
     return pipe.totals();
   };
   std::vector<Row> rows;
@@ -170,16 +187,7 @@ int bench_pipeline(const PipelineOptions& o) {
     }
     r.serial_s = std::chrono::duration<double>(Clock::now() - t0).count();
     // Pipelined schedule.
-    const gt::PipelineTotals tot = pipelined(popts, r.pipeline_s);
-    r.edges = tot.sampled_edges;
-    r.h2d_bytes = tot.h2d_bytes;
-    r.reindex_ms = tot.reindex_ms;
-    r.inserts = tot.table_inserts;
-    r.cas_retries = tot.cas_retries;
-    r.hits = tot.cache_hits;
-    r.misses = tot.cache_misses;
-    r.largest = tot.largest_batch_bytes;
-    r.peak = tot.peak_in_flight;
+    r.take(pipelined(popts, r.pipeline_s));
     if (r.edges != serial_edges)
       throw gt::Error("serial and pipelined schedules sampled different edge counts", "gt-bench", "");
     rows.push_back(r);
@@ -205,12 +213,8 @@ int bench_pipeline(const PipelineOptions& o) {
     for (int pass = 0; pass < 2; ++pass)  // the first pass warms the allocator and the kernels
       tot = pipelined(o, g.pipeline_s);
     g.threads = most_threads;
-    g.edges = tot.sampled_edges;
-    g.h2d_bytes = tot.h2d_bytes;
-    g.reindex_ms = tot.sample_ms + tot.reindex_ms;
-    g.sample_ms = tot.sample_ms;
-    g.hits = tot.cache_hits;
-    g.misses = tot.cache_misses;
+    g.take(tot);
+    g.reindex_ms = tot.sample_ms + tot.reindex_ms;  // S and R together on the GPU
     if (g.edges != rows.back().edges)
       throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
   }
@@ -232,26 +236,13 @@ int bench_pipeline(const PipelineOptions& o) {
       gt::PipelineTotals tot;
       double end = 0;
       for (int pass = 0; pass < 2; ++pass) {  // the first pass warms up (and lets auto settle)
-        gt::BatchPipeline pipe(table, ds.labels, sampler, ctx, po);
-        auto b = batches;
-        auto k = keys;
-        const auto t0 = Clock::now();
-        pipe.start(std::move(b), std::move(k));
-        while (auto db = pipe.next()) db->ready.synchronize();
-        h.pipeline_s = std::chrono::duration<double>(Clock::now() - t0).count();
-        tot = pipe.totals();
-        end = pipe.host_gather_share();
+        tot = pipelined(po, h.pipeline_s, &end);
         if (share < 0 && end != 0) po.host_gather_share = end;  // the next pass starts where this one ended
       }
       h.threads = most_threads;
       h.share = share;
       h.share_end = share < 0 ? -end : share;
-      h.edges = tot.sampled_edges;
-      h.h2d_bytes = tot.h2d_bytes;
-      h.hits = tot.cache_hits;
-      h.misses = tot.cache_misses;
-      h.host_gathered = tot.host_gathered;
-      h.host_gather_ms = tot.host_gather_ms;
+      h.take(tot);
       if (h.edges != rows.back().edges)
         throw gt::Error("GPU and CPU sampling sampled different edge counts", "gt-bench", "");
       hybrid_rows.push_back(h);

@@ -29,6 +29,14 @@ namespace {
 
 bool storage_type(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16; }
 
+// Rows a CPU gather staged for out's device: [M, t.cols] of t's storage type.
+void check_staged(const RowTiers& t, const Tensor& staged, const Tensor& out, const char* op) {
+  GT_CHECK_ARG(staged.dim() == 2 && staged.size(1) == t.cols && staged.dtype() == t.dtype &&
+                   staged.device() == out.device(),
+               op, ": staged rows ", staged.str(), " must be ", dtype_name(t.dtype), " [M, ", t.cols, "] on ",
+               out.device().str());
+}
+
 void check_common(const RowTiers& t, const Tensor& out, int64_t n, const char* op) {
   GT_CHECK_ARG(storage_type(t.dtype), op, ": rows must be stored as float32, bfloat16 or float16, not ",
                dtype_name(t.dtype));
@@ -196,10 +204,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s) {
   const int64_t n = codes.defined() ? codes.size(0) : staged.size(0);
   check_common(t, out, n, "gather_staged");
-  GT_CHECK_ARG(staged.dim() == 2 && staged.size(1) == t.cols && staged.dtype() == t.dtype &&
-                   staged.device() == out.device(),
-               "gather_staged: staged rows ", staged.str(), " must be ", dtype_name(t.dtype), " [M, ", t.cols, "] on ",
-               out.device().str());
+  check_staged(t, staged, out, "gather_staged");
   if (codes.defined())
     GT_CHECK_ARG(codes.dim() == 1 && codes.dtype() == DType::kInt32 && codes.device() == out.device(),
                  "gather_staged: codes must be int32 [n] on ", out.device().str(), ", got ", codes.str());
@@ -239,10 +244,7 @@ void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& posit
                dtype_name(t.dtype));
   GT_CHECK_ARG(out.dim() == 2 && out.dtype() == DType::kFloat32 && out.size(1) >= t.cols,
                "scatter_staged: out ", out.str(), " cannot hold float32 rows of ", t.cols, " values");
-  GT_CHECK_ARG(staged.dim() == 2 && staged.size(1) == t.cols && staged.dtype() == t.dtype &&
-                   staged.device() == out.device(),
-               "scatter_staged: staged rows ", staged.str(), " must be ", dtype_name(t.dtype), " [M, ", t.cols, "] on ",
-               out.device().str());
+  check_staged(t, staged, out, "scatter_staged");
   GT_CHECK_ARG(positions.dim() == 1 && positions.dtype() == DType::kInt32 && positions.device() == out.device() &&
                    positions.size(0) == staged.size(0),
                "scatter_staged: positions must be int32 [", staged.size(0), "] on ", out.device().str(), ", got ",

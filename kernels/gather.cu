@@ -327,7 +327,6 @@ TierArgs args_of(const RowTiers& t, Tensor& out) {
   return a;
 }
 
-// The widest load every row address allows: the row size and each base's alignment.
 // (node id, value) pairs sorted by id over the bits ids below num_nodes use (cub's radix sort, on
 // s); returns its scratch, which must live until s has passed the sort.
 Tensor sort_by_id(const int32_t* ids, int32_t* sorted_ids, const int32_t* values, int32_t* sorted_values, int64_t n,
@@ -342,6 +341,7 @@ Tensor sort_by_id(const int32_t* ids, int32_t* sorted_ids, const int32_t* values
   return temp;
 }
 
+// The widest load every row address allows: the row size and each base's alignment.
 int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
   int64_t w = alignment_of(static_cast<uintptr_t>(a.row_bytes));
   for (int o = 0; o < a.shards; ++o)

@@ -410,7 +410,8 @@ void Trainer::Impl::map_host_table(const Config& cfg) {
     const double share = cfg.train.host_gather_share < 0 ? -kHostGatherShareStart : cfg.train.host_gather_share;
     for (Replica& r : replicas) r.host_share = share;
     if (share != 0 && replicas.front().train_gpu)
-      feature_notes.push_back(share < 0 ? "for batches that read under 5% of the table's rows, CPU threads gather a share of the host rows beside the GPU's reads, balanced batch by batch (train.host_gather_share)"
+      feature_notes.push_back(share < 0 ? "for batches that read under " + std::to_string(100 / kHybridSparsity) +
+                                              "% of the table's rows, CPU threads gather a share of the host rows beside the GPU's reads, balanced batch by batch (train.host_gather_share)"
                                         : "CPU threads gather " + std::to_string(static_cast<int>(share * 100 + 0.5)) +
                                               "% of the host rows beside the GPU's reads (train.host_gather_share)");
   } catch (const Error& e) {
