@@ -15,11 +15,10 @@ namespace gt {
 #ifdef GT_WITH_CUDA
 namespace cuda_impl {
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
-                   bool check_values, Stream s, std::vector<Tensor>* keep);
+                   bool check_values, Stream s, std::vector<Tensor>* keep, HostShare* share);
+int64_t take_host_share(HostShare& share, Tensor& nodes, Tensor& positions, Stream s, std::vector<Tensor>& keep);
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s);
 void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s);
-int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
-                          Stream s, std::vector<Tensor>* keep);
 void count_ids(const Tensor& ids, Tensor& counts, Stream s);
 void gather_values(const Tensor& table, const Tensor& ids, Tensor& out, Stream s);
 }  // namespace cuda_impl
@@ -134,7 +133,7 @@ GatherCounters GatherCounters::make(Device d, Stream s) {
 }
 
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
-                   bool check_values, Stream s, std::vector<Tensor>* keep) {
+                   bool check_values, Stream s, std::vector<Tensor>* keep, HostShare* share) {
   GT_CHECK_ARG(ids.dim() == 1 && ids.dtype() == DType::kInt32 && ids.device() == out.device(),
                "gather_tiered: ids must be int32 [n] on ", out.device().str(), ", got ", ids.str());
   const int64_t n = ids.size(0);
@@ -148,10 +147,18 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
                      t.block_offsets.device() == out.device() &&
                      t.block_offsets.numel() * t.rows_per_block >= t.num_nodes,
                  "gather_tiered: block offsets ", t.block_offsets.str(), " do not cover ", t.num_nodes, " rows");
+  if (share) GT_CHECK_ARG(t.host_split != 0, "gather_tiered: a CPU share is picked only with RowTiers::host_split set");
+  if (n == 0 && share) {  // an empty share
+    *share = HostShare();
+    share->nodes = Tensor::empty({0}, DType::kInt32, out.device());
+    share->positions = Tensor::empty({0}, DType::kInt32, out.device());
+    share->count = out.is_cuda() ? Tensor::from_vector<int32_t>({0}).to(out.device(), s) : Tensor::from_vector<int32_t>({0});
+    share->ready = Event::record(out.is_cuda() ? s : nullptr);
+  }
   if (n == 0) return;
   if (out.is_cuda()) {
 #ifdef GT_WITH_CUDA
-    cuda_impl::gather_tiered(t, ids, out, counters, sorted, check_values, s, keep);
+    cuda_impl::gather_tiered(t, ids, out, counters, sorted, check_values, s, keep, share);
 #else
     throw_built_without_cuda("gather_tiered");
 #endif
@@ -199,6 +206,42 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
     c[1] += misses.load();
     c[2] = std::min(c[2], bad.load());
   }
+  if (share) {
+    std::vector<std::pair<int32_t, int32_t>> picked;  // (node, position)
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t v = id[i];
+      if (!(slot && slot[v] >= 0) && host_split_takes(v, t.host_split)) picked.emplace_back(v, static_cast<int32_t>(i));
+    }
+    std::sort(picked.begin(), picked.end());
+    const int64_t m = static_cast<int64_t>(picked.size());
+    *share = HostShare();
+    share->nodes = Tensor::empty({m}, DType::kInt32);
+    share->positions = Tensor::empty({m}, DType::kInt32);
+    share->count = Tensor::from_vector<int32_t>({static_cast<int32_t>(m)});
+    for (int64_t k = 0; k < m; ++k) {
+      share->nodes.data<int32_t>()[k] = picked[static_cast<std::size_t>(k)].first;
+      share->positions.data<int32_t>()[k] = picked[static_cast<std::size_t>(k)].second;
+    }
+  }
+}
+
+int64_t take_host_share(HostShare& share, Tensor& nodes, Tensor& positions, Stream s, std::vector<Tensor>& keep) {
+  GT_CHECK_ARG(share.count.defined() && share.count.numel() == 1 && share.count.dtype() == DType::kInt32 &&
+                   share.nodes.defined() && share.positions.defined(),
+               "take_host_share: no share was picked (gather_tiered with a HostShare)");
+  if (share.count.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::take_host_share(share, nodes, positions, s, keep);
+#else
+    throw_built_without_cuda("take_host_share");
+#endif
+  }
+  const int64_t m = share.count.data<int32_t>()[0];
+  nodes = share.nodes.rows(0, m).clone();
+  positions = share.positions.rows(0, m);
+  keep.insert(keep.end(), {share.nodes, share.positions, share.count});
+  share = HostShare();
+  return m;
 }
 
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s) {
@@ -270,40 +313,6 @@ void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& posit
       widen_row(t.dtype, st + i * row, t.cols, width, o + p * width);
     }
   });
-}
-
-int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
-                          Stream s, std::vector<Tensor>* keep) {
-  GT_CHECK_ARG(ids.dim() == 1 && ids.dtype() == DType::kInt32, "select_host_share: ids must be int32 [n], got ", ids.str());
-  if (t.slot.defined())
-    GT_CHECK_ARG(t.slot.device() == ids.device() && t.slot.numel() == t.num_nodes,
-                 "select_host_share: the cache's slots ", t.slot.str(), " must be on ", ids.device().str(), " for ",
-                 t.num_nodes, " nodes");
-  if (ids.is_cuda()) {
-#ifdef GT_WITH_CUDA
-    return cuda_impl::select_host_share(t, ids, split, nodes, positions, s, keep);
-#else
-    throw_built_without_cuda("select_host_share");
-#endif
-  }
-  const int64_t n = ids.size(0);
-  const int32_t* id = ids.data<int32_t>();
-  const int32_t* slot = t.slot.defined() ? t.slot.data<int32_t>() : nullptr;
-  std::vector<std::pair<int32_t, int32_t>> picked;  // (node, position)
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t v = id[i];
-    if (v >= 0 && v < t.num_nodes && !(slot && slot[v] >= 0) && host_split_takes(v, split))
-      picked.emplace_back(v, static_cast<int32_t>(i));
-  }
-  std::sort(picked.begin(), picked.end());
-  const int64_t m = static_cast<int64_t>(picked.size());
-  nodes = Tensor::empty({m}, DType::kInt32);
-  positions = Tensor::empty({m}, DType::kInt32);
-  for (int64_t k = 0; k < m; ++k) {
-    nodes.data<int32_t>()[k] = picked[static_cast<std::size_t>(k)].first;
-    positions.data<int32_t>()[k] = picked[static_cast<std::size_t>(k)].second;
-  }
-  return m;
 }
 
 void count_ids(const Tensor& ids, Tensor& counts, Stream s) {

@@ -125,11 +125,14 @@ __device__ __forceinline__ bool copy_row(const char* __restrict__ src, float* __
   return finite;
 }
 
-// gather_tiered: row i of the visit order is node ids[i], written to out row pos[i] (or i).
+// gather_tiered: row i of the visit order is node ids[i], written to out row pos[i] (or i); n rows,
+// or *n_dev when given (a list compacted on the device).
 template <Kind K, int kBytes>
 __global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, const int32_t* __restrict__ ids,
                                                           const int32_t* __restrict__ pos, int64_t n,
-                                                          unsigned long long* counters, bool check) {
+                                                          const int32_t* n_dev, unsigned long long* counters,
+                                                          bool check) {
+  if (n_dev) n = *n_dev;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
   const int lane = threadIdx.x % kWarp;
   int64_t hits = 0, misses = 0;
@@ -175,30 +178,43 @@ __global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, cons
   }
 }
 
-// select_host_share: (node, position) of each row in the CPU's share, appended in any order (a
-// warp's rows take consecutive places through one atomic); sorted by node afterwards.
-__global__ void select_share_kernel(const int32_t* __restrict__ ids, int64_t n, const int32_t* __restrict__ slot,
-                                    int64_t num_nodes, uint32_t split, int32_t* nodes, int32_t* pos,
-                                    unsigned long long* count) {
+// The first of gather_tiered's two kernels (with a cache beside the host tier, or a share to
+// pick): the cached rows, on the whole GPU; every other row in range is flagged for the host reads
+// (to_gpu[i]) or, when it is in the CPU's share (a.host_split), for that share (to_cpu[i], when
+// given; else it is skipped).
+template <Kind K, int kBytes>
+__global__ void __launch_bounds__(kThreads) cached_kernel(const TierArgs a, const int32_t* __restrict__ ids,
+                                                          const int32_t* __restrict__ pos, int64_t n,
+                                                          uint8_t* __restrict__ to_gpu, uint8_t* __restrict__ to_cpu,
+                                                          unsigned long long* counters) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
   const int lane = threadIdx.x % kWarp;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
-    const int64_t i = base + threadIdx.x;
-    int32_t v = -1;
-    bool take = false;
-    if (i < n) {
-      v = ids[i];
-      take = v >= 0 && v < num_nodes && !(slot && slot[v] >= 0) && host_split_takes(v, split);
+  int64_t hits = 0;
+  bool bad = false;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
+    const int64_t v = ids[i];
+    uint8_t g = 0, c = 0;
+    if (v < 0 || v >= a.num_nodes) {  // never read: reported as -1
+      bad = true;
+    } else {
+      const int32_t k = a.slot ? a.slot[v] : -1;
+      if (k >= 0) {
+        copy_row<K, kBytes>(cache_row(a, k), a.out + pos[i] * a.width, a, lane, false);
+        ++hits;
+      } else if (a.host_split && host_split_takes(v, a.host_split)) {
+        c = 1;
+      } else {
+        g = 1;
+      }
     }
-    const unsigned mask = __ballot_sync(0xffffffffu, take);
-    unsigned long long first = 0;
-    if (lane == 0 && mask) first = atomicAdd(count, static_cast<unsigned long long>(__popc(mask)));
-    first = __shfl_sync(0xffffffffu, first, 0);
-    if (take) {
-      const unsigned long long k = first + __popc(mask & ((1u << lane) - 1u));
-      nodes[k] = v;
-      pos[k] = static_cast<int32_t>(i);
+    if (lane == 0) {
+      to_gpu[i] = g;
+      if (to_cpu) to_cpu[i] = c;
     }
+  }
+  if (lane == 0 && counters) {
+    if (hits) atomicAdd(&counters[0], static_cast<unsigned long long>(hits));
+    if (bad) atomicMin(reinterpret_cast<long long*>(&counters[2]), -1ll);
   }
 }
 
@@ -287,8 +303,15 @@ void dispatch(Kind k, int64_t bytes, A&&... args) {
 template <Kind K, int kBytes>
 struct TieredLaunch {
   static void run(int grid, Stream s, const TierArgs& a, const int32_t* visit, const int32_t* pos, int64_t n,
-                  unsigned long long* c, bool check) {
-    tiered_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, visit, pos, n, c, check);
+                  const int32_t* n_dev, unsigned long long* c, bool check) {
+    tiered_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, visit, pos, n, n_dev, c, check);
+  }
+};
+template <Kind K, int kBytes>
+struct CachedLaunch {
+  static void run(int grid, Stream s, const TierArgs& a, const int32_t* visit, const int32_t* pos, int64_t n,
+                  uint8_t* to_gpu, uint8_t* to_cpu, unsigned long long* c) {
+    cached_kernel<K, kBytes><<<static_cast<unsigned>(grid), kThreads, 0, s>>>(a, visit, pos, n, to_gpu, to_cpu, c);
   }
 };
 template <Kind K, int kBytes>
@@ -354,33 +377,97 @@ int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
 }  // namespace
 
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters, bool sorted,
-                   bool check_values, Stream s, std::vector<Tensor>* keep) {
+                   bool check_values, Stream s, std::vector<Tensor>* keep, HostShare* share) {
   const int64_t n = ids.size(0);
+  const Device d = out.device();
   TierArgs a = args_of(t, out);
   // Mapped row blocks start where the file put them: their offsets bound the load width too.
   const int64_t bytes = load_bytes(a, t.block_offsets.defined() ? t.block_alignment : 16);
+  auto* c = counters ? reinterpret_cast<unsigned long long*>(counters->values.data<int64_t>()) : nullptr;
+  // Two kernels (gather.h): the cached rows on the whole GPU, then the host's on a part of it.
+  const bool two = share || (sorted && t.host && t.has_cache());
   const int32_t* visit = ids.data<int32_t>();
   const int32_t* pos = nullptr;
-  Tensor sorted_ids, positions, iota, temp;
-  if (sorted && n > 1) {
+  std::vector<Tensor> scratch;
+  if ((sorted && n > 1) || two) {
     // (id, position) pairs sorted by id.
-    sorted_ids = Tensor::empty({n}, DType::kInt32, out.device());
-    positions = Tensor::empty({n}, DType::kInt32, out.device());
-    iota = Tensor::empty({n}, DType::kInt32, out.device());
+    Tensor sorted_ids = Tensor::empty({n}, DType::kInt32, d);
+    Tensor positions = Tensor::empty({n}, DType::kInt32, d);
+    Tensor iota = Tensor::empty({n}, DType::kInt32, d);
     iota_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s>>>(iota.data<int32_t>(), n);
     GT_CUDA_LAUNCH_CHECK();
-    temp = sort_by_id(ids.data<int32_t>(), sorted_ids.data<int32_t>(), iota.data<int32_t>(), positions.data<int32_t>(),
-                      n, t.num_nodes, out.device(), s);
+    scratch.push_back(sort_by_id(ids.data<int32_t>(), sorted_ids.data<int32_t>(), iota.data<int32_t>(),
+                                 positions.data<int32_t>(), n, t.num_nodes, d, s));
     visit = sorted_ids.data<int32_t>();
     pos = positions.data<int32_t>();
+    scratch.insert(scratch.end(), {sorted_ids, positions, iota});
   }
-  auto* c = counters ? reinterpret_cast<unsigned long long*>(counters->values.data<int64_t>()) : nullptr;
-  const int grid = grid_for(n, t.host != nullptr);
-  dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid, s, a, visit, pos, n, c, check_values);
-  GT_CUDA_LAUNCH_CHECK();
+  if (!two) {
+    dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, t.host != nullptr), s, a, visit, pos, n,
+                           static_cast<const int32_t*>(nullptr), c, check_values);
+    GT_CUDA_LAUNCH_CHECK();
+  } else {
+    auto flags = [&] {  // n bytes
+      scratch.push_back(Tensor::empty({(n + 3) / 4}, DType::kInt32, d));
+      return static_cast<uint8_t*>(scratch.back().raw());
+    };
+    uint8_t* to_gpu = flags();
+    uint8_t* to_cpu = share ? flags() : nullptr;
+    dispatch<CachedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false), s, a, visit, pos, n, to_gpu, to_cpu, c);
+    GT_CUDA_LAUNCH_CHECK();
+    // Compaction in visit order (cub's select): one scratch for every call, which all take n items.
+    std::size_t temp_bytes = 0;
+    GT_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, temp_bytes, visit, to_gpu, static_cast<int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), static_cast<int>(n), s));
+    scratch.push_back(Tensor::empty({static_cast<int64_t>(temp_bytes / 4) + 1}, DType::kInt32, d));
+    void* temp = scratch.back().raw();
+    auto select = [&](const int32_t* in, const uint8_t* flag, Tensor& out_list, Tensor& count) {
+      GT_CUDA_CHECK(cub::DeviceSelect::Flagged(temp, temp_bytes, in, flag, out_list.data<int32_t>(),
+                                               count.data<int32_t>(), static_cast<int>(n), s));
+    };
+    if (share) {
+      *share = HostShare();
+      share->nodes = Tensor::empty({n}, DType::kInt32, d);
+      share->positions = Tensor::empty({n}, DType::kInt32, d);
+      share->count = Tensor::empty({1}, DType::kInt32, d);
+      select(visit, to_cpu, share->nodes, share->count);
+      select(pos, to_cpu, share->positions, share->count);
+      share->ready = Event::record(s);
+    }
+    if (t.host_split < kHostSplitAll) {  // some rows the cache lacks are the GPU's to read from the host
+      Tensor list_ids = Tensor::empty({n}, DType::kInt32, d), list_pos = Tensor::empty({n}, DType::kInt32, d);
+      Tensor list_n = Tensor::empty({1}, DType::kInt32, d);
+      select(visit, to_gpu, list_ids, list_n);
+      select(pos, to_gpu, list_pos, list_n);
+      TierArgs host_rows = a;  // every listed row is read from the host tier
+      host_rows.slot = nullptr;
+      host_rows.host_split = 0;
+      dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, true), s, host_rows, list_ids.data<int32_t>(),
+                             list_pos.data<int32_t>(), n, list_n.data<int32_t>(), c, check_values);
+      GT_CUDA_LAUNCH_CHECK();
+      scratch.insert(scratch.end(), {list_ids, list_pos, list_n});
+    }
+  }
   if (keep)
-    for (Tensor* x : {&sorted_ids, &positions, &iota, &temp})
-      if (x->defined()) keep->push_back(std::move(*x));
+    for (Tensor& x : scratch) keep->push_back(std::move(x));
+}
+
+int64_t take_host_share(HostShare& share, Tensor& nodes, Tensor& positions, Stream s, std::vector<Tensor>& keep) {
+  share.ready.wait(s);
+  Tensor host_count = Tensor::empty({1}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+  GT_CUDA_CHECK(cudaMemcpyAsync(host_count.raw(), share.count.raw(), sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+  GT_CUDA_CHECK(cudaStreamSynchronize(s));
+  const int64_t m = host_count.data<int32_t>()[0];
+  nodes = Tensor::empty({m}, DType::kInt32, Device::cpu(), /*pinned=*/true);
+  if (m > 0) {
+    GT_CUDA_CHECK(cudaMemcpyAsync(nodes.raw(), share.nodes.raw(), static_cast<std::size_t>(m) * 4,
+                                  cudaMemcpyDeviceToHost, s));
+    GT_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  positions = share.positions.rows(0, m);
+  keep.insert(keep.end(), {share.nodes, share.positions, share.count});
+  share = HostShare();
+  return m;
 }
 
 void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes, Tensor& out, Stream s) {
@@ -404,43 +491,6 @@ void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& posit
   dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false), s, a, static_cast<const int32_t*>(nullptr),
                          positions.data<int32_t>(), n);
   GT_CUDA_LAUNCH_CHECK();
-}
-
-int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
-                          Stream s, std::vector<Tensor>* keep) {
-  const int64_t n = ids.size(0);
-  const Device d = ids.device();
-  Tensor raw_nodes = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32, d);
-  Tensor raw_pos = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32, d);
-  Tensor count = Tensor::empty({1}, DType::kInt64, d);
-  Tensor host_count = Tensor::empty({1}, DType::kInt64, Device::cpu(), /*pinned=*/true);
-  GT_CUDA_CHECK(cudaMemsetAsync(count.raw(), 0, sizeof(int64_t), s));
-  if (n > 0) {
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
-    select_share_kernel<<<grid, 256, 0, s>>>(ids.data<int32_t>(), n, t.slot.defined() ? t.slot.data<int32_t>() : nullptr,
-                                             t.num_nodes, split, raw_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
-                                             reinterpret_cast<unsigned long long*>(count.raw()));
-    GT_CUDA_LAUNCH_CHECK();
-  }
-  GT_CUDA_CHECK(cudaMemcpyAsync(host_count.raw(), count.raw(), sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-  GT_CUDA_CHECK(cudaStreamSynchronize(s));
-  const int64_t m = host_count.data<int64_t>()[0];
-  positions = Tensor::empty({std::max<int64_t>(m, 1)}, DType::kInt32, d);
-  Tensor sorted_nodes = Tensor::empty({std::max<int64_t>(m, 1)}, DType::kInt32, d);
-  Tensor temp;
-  if (m > 0)
-    temp = sort_by_id(raw_nodes.data<int32_t>(), sorted_nodes.data<int32_t>(), raw_pos.data<int32_t>(),
-                      positions.data<int32_t>(), m, t.num_nodes, d, s);
-  nodes = Tensor::empty({m}, DType::kInt32, Device::cpu(), /*pinned=*/true);
-  if (m > 0)
-    GT_CUDA_CHECK(cudaMemcpyAsync(nodes.raw(), sorted_nodes.raw(), static_cast<std::size_t>(m) * 4,
-                                  cudaMemcpyDeviceToHost, s));
-  GT_CUDA_CHECK(cudaStreamSynchronize(s));
-  positions = positions.rows(0, m);
-  if (keep)
-    for (Tensor* x : {&raw_nodes, &raw_pos, &count, &host_count, &sorted_nodes, &temp})
-      if (x->defined()) keep->push_back(std::move(*x));
-  return m;
 }
 
 void count_ids(const Tensor& ids, Tensor& counts, Stream s) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <graphtensor/core/tensor.h>
+#include "framework/core/memory.h"
 #include "kernels/half_bits.h"
 
 namespace gt {
@@ -79,21 +80,40 @@ struct GatherCounters {
   static GatherCounters make(Device d, Stream s = nullptr);
 };
 
+// The CPU's share of a hybrid gather (RowTiers::host_split): the positions i whose node ids[i] is
+// in range, not cached and host_split_takes(ids[i], split), and those nodes, ordered by node and
+// ties by position (the CPU then reads the table in address order). gather_tiered picks them
+// from its own id order as it gathers the other rows; take_host_share hands them over.
+struct HostShare {
+  Tensor nodes, positions;  // int32 [n] on the gather's device: the first `count` entries are the share
+  Tensor count;             // int32 [1] on the gather's device
+  Event ready;              // on a GPU: recorded on the gather's stream once the three are written
+};
+
 // out[i, :] = row ids[i] from tier 1 when cached (sharded or not), else tier 2 (which must be
 // set). ids: int32 [n] on out's device, each in [0, num_nodes) (checked on the CPU; on the GPU an
 // id out of range sets counters' third slot to -1 and is never read). `sorted` visits rows in id order
 // (see above; false reads them in batch order, for measuring). check_values: non-finite values
 // are reported through counters (a mapped table's values are not checked when it is opened).
+// share (with t.host_split != 0; implies sorted): the rows in the CPU's share are picked into it.
 // The sort's scratch tensors are freed on return while the gather may still be queued on s: that
 // is safe when s is the only stream the calling thread's allocation pool serves (framework/
 // core/memory.h). Otherwise pass `keep`: the scratch is moved there, and the caller frees it once s has
 // passed the gather (the pipeline samples on another stream from the same pool).
-// On a GPU, a gather with a host tier runs on a part of the SMs (gather_grid in gather.cu): reads
-// over PCIe wait microseconds, and warps waiting on them on every SM slow every other kernel of
-// the device (the sampler 15x, measured; docs/feature-rows.md).
+// On a GPU, reads that may cross PCIe run on a part of the SMs (gather_grid in gather.cu): they
+// wait microseconds, and warps waiting on them on every SM slow every other kernel of the device
+// (the sampler 15x, measured; docs/feature-rows.md). With a cache beside the host tier (or a
+// share to pick) the gather is therefore two kernels: the cached rows on the whole GPU, which
+// also lists the others, then those read from the host on the part.
 void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCounters* counters = nullptr,
                    bool sorted = true, bool check_values = false, Stream s = nullptr,
-                   std::vector<Tensor>* keep = nullptr);
+                   std::vector<Tensor>* keep = nullptr, HostShare* share = nullptr);
+
+// Hands over the share gather_tiered picked: returns m; `nodes` becomes int32 [m] in host memory
+// (pinned on a GPU) and `positions` int32 [m] on the gather's device. On a GPU, s waits for the
+// share's event and is synchronized (twice: for m, then for the nodes); the share's tensors and
+// this call's scratch are moved to `keep`, to be freed once s has passed its later work.
+int64_t take_host_share(HostShare& share, Tensor& nodes, Tensor& positions, Stream s, std::vector<Tensor>& keep);
 
 // out[i, :] = codes[i] >= 0 ? tier-1 row codes[i] (a slot) : staged row -codes[i] - 1; with codes
 // undefined, out[i, :] = staged row i. staged: [M, cols] of t.dtype on out's device (tier 3);
@@ -106,15 +126,6 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
 // [M, cols] of t.dtype and positions int32 [M] on out's device; positions in [0, out rows) are
 // checked on the CPU and by the caller that builds them on the GPU (the pipeline).
 void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& positions, Tensor& out, Stream s = nullptr);
-
-// The CPU's share of a batch for gather_tiered with t.host_split = split: the positions i whose
-// node ids[i] is in range, not cached and host_split_takes(ids[i], split), and those nodes, both
-// ordered by node (the CPU then reads the table in address order). ids: int32 [n] on the gather's
-// device. Returns m; `nodes` becomes int32 [m] in host memory (pinned on a GPU) and `positions` int32 [m] on
-// ids' device. On a GPU the work runs on s, which this synchronizes (twice: for m, then for the
-// nodes); its scratch is moved to `keep` as gather_tiered's.
-int64_t select_host_share(const RowTiers& t, const Tensor& ids, uint32_t split, Tensor& nodes, Tensor& positions,
-                          Stream s = nullptr, std::vector<Tensor>* keep = nullptr);
 
 // out[i] = table[ids[i]]: float32 table [N] and out [n] (or [n, 1]), int32 ids [n], all on one
 // device (ids in range: checked on the CPU; on the GPU an id out of range writes NaN). Per-node scalars of the

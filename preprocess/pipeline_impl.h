@@ -42,10 +42,10 @@ struct Work {
   bool counted_on_device = false;  // its hits and host reads are in the pipeline's device counters
   int64_t host_gathered = 0;       // rows the CPU gathered beside the GPU's reads (hybrid K)
   Stream staged_on = nullptr;      // the hybrid K's stream: the batch is ready when it passes too
-  // Hybrid K, between the sampling node and the lookup node: the CPU's share (0: none), the
-  // batch's input ids on the device, and the GPU's gather of the other rows.
+  // Hybrid K, between the sampling node and the lookup node: the CPU's share (0: none), its rows
+  // as the GPU's gather picked them, and that gather's end.
   uint32_t host_split = 0;
-  Tensor input_nodes;
+  HostShare share;
   Event gpu_gathered;
   Event gathered;  // a device gather of a mapped file's rows: its values are checked after it
 };
@@ -173,10 +173,10 @@ struct BatchPipeline::Impl {
   // The whole batch on the GPU (PipelineOptions::gpu): S, R, and K when the rows are resident.
   void do_gpu_batch(const Msg& w);
   void do_gpu_lookup(const Msg& w);  // K for GPU-sampled batches whose rows are on the host
-  // Hybrid K: the CPU gathers the batch's rows in its share (RowTiers::host_split = split), given
-  // the batch's input ids (int32 [n], on the device) while the GPU gathers the others, whose
-  // completion `gpu_done` marks; the staged rows are copied and scattered on a stream of their own.
-  void gather_cpu_share(Work& w, const Tensor& input_nodes, uint32_t split, const Event& gpu_done);
+  // Hybrid K: the CPU gathers the batch's rows in its share (w.share, which the GPU's gather of
+  // the other rows picked; w.gpu_gathered marks that gather's end); the staged rows are copied and
+  // scattered on a stream of their own.
+  void gather_cpu_share(Work& w);
   // A mapped file read in place: copy the gather's bad-row slot to the host after the gather, and
   // throw the CPU gather's error (file, row, column) when it names a row.
   Event after_gather(Stream s);

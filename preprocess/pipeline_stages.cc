@@ -249,11 +249,10 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
         RowTiers t = tiers;  // the GPU skips the CPU's share
         t.host_split = split;
         gather_tiered(t, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
-                      &out.keep_alive);
+                      &out.keep_alive, &w->share);
         // The CPU's share is gathered by the next node, so that this lane samples its next batch
         // meanwhile.
         w->host_split = split;
-        w->input_nodes = g.input_nodes;
         w->gpu_gathered = Event::record(s);
       } else {
         gather_tiered(tiers, g.input_nodes, w->device_features, &counters, /*sorted=*/true, check_values, s,
@@ -280,14 +279,14 @@ void BatchPipeline::Impl::do_gpu_batch(const Msg& w) {
   });
 }
 
-void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, uint32_t split, const Event& gpu_done) {
+void BatchPipeline::Impl::gather_cpu_share(Work& w) {
   DeviceBatch& out = *w.out;
   Stream st = staged_streams[next_staged.fetch_add(1) % staged_streams.size()];
-  // The CPU's rows are picked on the device (the cache's slots are there), on a stream of their
-  // own: the copy stream may still hold earlier batches' gathers. In id order, so that the CPU
-  // reads the table in address order.
+  // The CPU's rows were picked on the device by the GPU's gather (the cache's slots are there), in
+  // id order, so that the CPU reads the table in address order; they come back on a stream of
+  // their own, which waits for that pick only, not for the GPU's reads from the host after it.
   Tensor nodes, dev_pos;
-  const int64_t m = select_host_share(tiers, input_nodes, split, nodes, dev_pos, st, &out.keep_alive);
+  const int64_t m = take_host_share(w.share, nodes, dev_pos, st, out.keep_alive);
   const int32_t* id = nodes.data<int32_t>();
   const std::vector<int64_t> rows(id, id + m);
   Tensor staging = Tensor::empty({m, features.cols()}, features.dtype(), Device::cpu(), /*pinned=*/true);
@@ -314,7 +313,7 @@ void BatchPipeline::Impl::gather_cpu_share(Work& w, const Tensor& input_nodes, u
     // Balance: the GPU finished its rows before the CPU finished these: give the CPU fewer.
     const uint32_t step = kHostSplitAll / 128, lo = kHostSplitAll / 256, hi = kHostSplitAll;
     const uint32_t now = host_split.load();
-    host_split.store(gpu_done.done() ? std::max(lo, now > step ? now - step : lo) : std::min(hi, now + step));
+    host_split.store(w.gpu_gathered.done() ? std::max(lo, now > step ? now - step : lo) : std::min(hi, now + step));
   }
   Tensor dev_staged = staging.to(ctx.device(), st);
   scatter_staged(tiers, dev_staged, dev_pos, w.device_features, st);
@@ -330,9 +329,8 @@ void BatchPipeline::Impl::do_gpu_lookup(const Msg& w) {
       if (w->host_split) {  // but for the CPU's share
         {
           ScopedStage st(trace, "K (CPU share)", "lookup", w->seq, &w->out->gather_ms);
-          gather_cpu_share(*w, w->input_nodes, w->host_split, w->gpu_gathered);
+          gather_cpu_share(*w);
         }
-        w->input_nodes = Tensor();
         finish_batch(w, w->rows_done);
       }
       if (!w->gathered.empty()) check_gathered(*w);

@@ -173,28 +173,6 @@ void split_gather_completes(Device d) {
           }
         }
         if (split == kHostSplitAll && !cache) EXPECT_EQ(staged_ids.size(), ids.size());
-        {
-          // select_host_share picks the same rows, ordered by node (ties by position).
-          std::vector<std::pair<int64_t, int32_t>> expect;
-          for (std::size_t k = 0; k < pos.size(); ++k) expect.emplace_back(staged_ids[k], pos[k]);
-          std::sort(expect.begin(), expect.end());
-          Context sctx(d);
-          Tensor nodes, positions;
-          std::vector<Tensor> keep;
-          const int64_t m = select_host_share(t, ids_tensor(ids, d), split, nodes, positions, sctx.stream(), &keep);
-          ASSERT_EQ(m, static_cast<int64_t>(expect.size()));
-          ASSERT_FALSE(nodes.is_cuda());
-          EXPECT_EQ(positions.device(), d);
-          const std::vector<int32_t> got_nodes = nodes.to_vector<int32_t>();
-          const std::vector<int32_t> got_pos = (positions.is_cuda() ? positions.to(Device::cpu()) : positions).to_vector<int32_t>();
-          for (int64_t k = 0; k < m; ++k) {
-            EXPECT_EQ(got_nodes[static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)].first);
-            if (k > 0 && got_nodes[static_cast<std::size_t>(k)] == got_nodes[static_cast<std::size_t>(k - 1)]) continue;
-            // A node listed twice (a duplicate id) may come in either order of its positions.
-            if (k + 1 < m && got_nodes[static_cast<std::size_t>(k)] == got_nodes[static_cast<std::size_t>(k + 1)]) continue;
-            EXPECT_EQ(got_pos[static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)].second);
-          }
-        }
         if (split == kHostSplitAll / 2) {  // about half of the uncached rows, by groups
           EXPECT_GT(staged_ids.size(), static_cast<std::size_t>((B - hits) / 4));
           EXPECT_LT(staged_ids.size(), static_cast<std::size_t>(3 * (B - hits) / 4));
@@ -203,7 +181,29 @@ void split_gather_completes(Device d) {
         Tensor out = Tensor::empty({B, W}, DType::kFloat32, d);
         out.fill_bytes(0xFF, ctx.stream());  // NaN: anything left unwritten shows
         GatherCounters counters = GatherCounters::make(d, ctx.stream());
-        gather_tiered(t, ids_tensor(ids, d), out, &counters, /*sorted=*/true, /*check_values=*/true, ctx.stream());
+        HostShare share;
+        std::vector<Tensor> keep;
+        gather_tiered(t, ids_tensor(ids, d), out, &counters, /*sorted=*/true, /*check_values=*/true, ctx.stream(),
+                      &keep, split ? &share : nullptr);
+        if (split) {
+          // The gather picked the CPU's share: the same rows, ordered by node, ties by position.
+          std::vector<std::pair<int32_t, int32_t>> expect;
+          for (std::size_t k = 0; k < pos.size(); ++k) expect.emplace_back(static_cast<int32_t>(staged_ids[k]), pos[k]);
+          std::sort(expect.begin(), expect.end());
+          Context sctx(d);
+          Tensor nodes, positions;
+          const int64_t m = take_host_share(share, nodes, positions, sctx.stream(), keep);
+          ASSERT_EQ(m, static_cast<int64_t>(expect.size()));
+          ASSERT_FALSE(nodes.is_cuda());
+          EXPECT_EQ(positions.device(), d);
+          EXPECT_FALSE(share.count.defined());  // handed over
+          const std::vector<int32_t> got_nodes = nodes.to_vector<int32_t>();
+          const std::vector<int32_t> got_pos = (positions.is_cuda() ? positions.to(Device::cpu()) : positions).to_vector<int32_t>();
+          for (int64_t k = 0; k < m; ++k) {
+            EXPECT_EQ(got_nodes[static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)].first) << k;
+            EXPECT_EQ(got_pos[static_cast<std::size_t>(k)], expect[static_cast<std::size_t>(k)].second) << k;
+          }
+        }
         ctx.synchronize();
         // The staged rows are still NaN (unwritten), every other row is the CPU gather's.
         const Tensor part = out.is_cuda() ? out.to(Device::cpu()) : out.clone();
@@ -286,6 +286,31 @@ void empty_and_bad_values(Device d) {
   const std::vector<int64_t> v = (c.values.is_cuda() ? c.values.to(Device::cpu()) : c.values).to_vector<int64_t>();
   EXPECT_EQ(v[1], 4);
   EXPECT_EQ(v[2], 123);  // the smallest id with a value that is not finite
+  // With a CPU share to pick (the gather's two kernels): an empty batch gives an empty share, and
+  // the rows read from the host after the pick are still checked.
+  RowTiers split = t;
+  split.host_split = 1;  // groups whose hash is 0 (group 0, ids 0-31): none of these ids
+  for (int64_t v : {45, 201, 123, 99}) ASSERT_FALSE(host_split_takes(v, split.host_split));
+  HostShare share;
+  std::vector<Tensor> keep;
+  Tensor nodes, positions;
+  gather_tiered(split, ids_tensor({}, d), none, &c, true, true, ctx.stream(), &keep, &share);
+  EXPECT_EQ(take_host_share(share, nodes, positions, ctx.stream(), keep), 0);
+  EXPECT_EQ(nodes.numel(), 0);
+  GatherCounters c2 = GatherCounters::make(d, ctx.stream());
+  out.fill_bytes(0xFF, ctx.stream());
+  gather_tiered(split, ids_tensor({45, 201, 123, 99}, d), out, &c2, true, true, ctx.stream(), &keep, &share);
+  EXPECT_EQ(take_host_share(share, nodes, positions, ctx.stream(), keep), 0);
+  ctx.synchronize();
+  const std::vector<int64_t> v2 = (c2.values.is_cuda() ? c2.values.to(Device::cpu()) : c2.values).to_vector<int64_t>();
+  EXPECT_EQ(v2[0], 0);
+  EXPECT_EQ(v2[1], 4);
+  EXPECT_EQ(v2[2], 123);
+  const Tensor got = out.is_cuda() ? out.to(Device::cpu()) : out;
+  EXPECT_EQ(std::memcmp(got.data<float>(), x.data<float>() + 45 * cols, cols * 4), 0);
+  // A share needs a split to pick by.
+  Tensor one = out.rows(0, 1);
+  EXPECT_THROW(gather_tiered(t, ids_tensor({5}, d), one, &c2, true, true, ctx.stream(), &keep, &share), Error);
 }
 
 TEST(ZeroCopy, EmptyBatchAndBadValues) { empty_and_bad_values(Device::cpu()); }
