@@ -268,7 +268,8 @@ int blocks_per_sm() {
 // launch). On an H200 (132 SMs), 48 blocks already read 400-byte rows at the rate of the whole
 // grid and left the sampler within 20% of its time alone; 64 blocks read 200-byte rows 12%
 // faster than 49 (docs/feature-rows.md).
-// GT_GATHER_GRID (a block count) overrides both, for measuring.
+// GT_GATHER_GRID (a block count) overrides the second, for measuring (GT_GATHER_BLOCKS_PER_SM the
+// first).
 int grid_for(int64_t n, bool host_tier) {
   int device = 0, sms = 0;
   GT_CUDA_CHECK(cudaGetDevice(&device));
@@ -279,9 +280,9 @@ int grid_for(int64_t n, bool host_tier) {
     return static_cast<int64_t>(v >= 1 && v <= 65536 ? v : 0);
   }();
   const int64_t rows_per_block = kThreads / kWarp;
-  const int64_t cap = forced ? forced
-                      : host_tier ? std::max<int64_t>(8, static_cast<int64_t>(sms) / 2)
-                                  : static_cast<int64_t>(sms) * blocks_per_sm();
+  const int64_t cap = !host_tier ? static_cast<int64_t>(sms) * blocks_per_sm()
+                      : forced  ? forced
+                                : std::max<int64_t>(8, static_cast<int64_t>(sms) / 2);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, cap)));
 }
 
