@@ -1,13 +1,15 @@
 // Tiered row gathers on the GPU (contract in gather.h).
 //
-// One warp per output row, lanes across the row's stored bytes in the widest load (16, 8, 4 or 2
-// bytes) that the row size and every tier's row addresses allow; each load is widened to float32
-// in registers and stored with the matching vector store when the output row allows it. Rows are
-// independent (no synchronisation); the grid strides over rows, sized by the SM count (a few
-// blocks per SM keep enough loads in flight to fill the PCIe link, shared/device/README.md, while
-// leaving the SMs to the training kernels that run beside the copy stream). Counters are summed
-// per warp in registers and added once per warp at the end. A sharded cache (gather.h) is read
-// through the shards' base pointers, peers' included: the same warp loads, over NVLink for a peer.
+// Each output row takes as many lanes of a warp as it has loads (rounded up to a power of two, at
+// most 32: a warp reads two rows of 256 bytes side by side), the lanes across the row's stored
+// bytes in the widest load (16, 8, 4 or 2 bytes) that the row size and every tier's row addresses
+// allow; each load is widened to float32 in registers and stored with the matching vector store
+// when the output row allows it. Rows are independent (no synchronisation); the grid strides over
+// rows, sized by the SM count (a few blocks per SM keep enough loads in flight to fill the PCIe
+// link, shared/device/README.md, while leaving the SMs to the training kernels that run beside the
+// copy stream). Counters are kept per lane in registers and summed over the warp once at the end.
+// A sharded cache (gather.h) is read through the shards' base pointers, peers' included: the same
+// loads, over NVLink for a peer.
 #include <cub/cub.cuh>
 
 #include <algorithm>
@@ -45,6 +47,7 @@ struct TierArgs {
   float* out = nullptr;
   uint32_t host_split = 0;  // RowTiers::host_split
   bool vec_store = false;  // out rows allow float4 (width % 4 == 0, 16-byte base)
+  int group = kWarp;        // lanes per row (a power of two dividing 32): the row's loads, rounded up
 };
 
 template <int kBytes>
@@ -95,8 +98,9 @@ __device__ __forceinline__ const char* cache_row(const TierArgs& a, int64_t k) {
   return a.shard[k / a.shard_rows] + (k % a.shard_rows) * a.row_bytes;
 }
 
-// Copies one row (src, stored) into dst (float32, width), the warp's lanes across it; returns
-// whether every value read by this lane was finite (only computed when `check`).
+// Copies one row (src, stored) into dst (float32, width), the a.group lanes of its part of the
+// warp across it (lane: the index among them); returns whether every value read by this lane was
+// finite (only computed when `check`).
 template <Kind K, int kBytes>
 __device__ __forceinline__ bool copy_row(const char* __restrict__ src, float* __restrict__ dst, const TierArgs& a,
                                          int lane, bool check) {
@@ -105,7 +109,7 @@ __device__ __forceinline__ bool copy_row(const char* __restrict__ src, float* __
   const int64_t loads = a.row_bytes / kBytes;
   const V* s = reinterpret_cast<const V*>(src);
   bool finite = true;
-  for (int64_t j = lane; j < loads; j += kWarp) {
+  for (int64_t j = lane; j < loads; j += a.group) {
     float f[W::kVals > 0 ? W::kVals : 1];
     W::run(s[j], f);
     float* d = dst + j * W::kVals;
@@ -121,8 +125,28 @@ __device__ __forceinline__ bool copy_row(const char* __restrict__ src, float* __
     if (check)
       for (int q = 0; q < W::kVals; ++q) finite &= isfinite(f[q]);
   }
-  for (int64_t c = a.cols + lane; c < a.width; c += kWarp) dst[c] = 0.0f;
+  for (int64_t c = a.cols + lane; c < a.width; c += a.group) dst[c] = 0.0f;
   return finite;
+}
+
+// Rows are spread over the grid's warps, 32 / a.group rows a warp at a time (a row of 256 bytes
+// read 16 bytes a lane takes half a warp), consecutive rows of the visit order side by side.
+struct RowLanes {
+  int64_t first, stride;  // this lane's first row and the step to its next
+  int lane;               // its index among its row's lanes
+  __device__ explicit RowLanes(const TierArgs& a) {
+    const int per_warp = kWarp / a.group;
+    const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+    first = warp * per_warp + (threadIdx.x % kWarp) / a.group;
+    stride = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp) * per_warp;
+    lane = threadIdx.x % a.group;
+  }
+};
+
+// Adds a per-lane count over the warp (every lane must call it) and returns the sum on lane 0.
+__device__ __forceinline__ int64_t warp_sum(int64_t v) {
+  for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;
 }
 
 // gather_tiered: row i of the visit order is node ids[i], written to out row pos[i] (or i); n rows,
@@ -133,11 +157,10 @@ __global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, cons
                                                           const int32_t* n_dev, unsigned long long* counters,
                                                           bool check) {
   if (n_dev) n = *n_dev;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  const int lane = threadIdx.x % kWarp;
+  const RowLanes r(a);
   int64_t hits = 0, misses = 0;
   long long bad = LLONG_MAX;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
+  for (int64_t i = r.first; i < n; i += r.stride) {
     const int64_t v = ids[i];
     const int64_t p = pos ? pos[i] : i;
     if (v < 0 || v >= a.num_nodes) {  // never read: reported as -1
@@ -148,33 +171,36 @@ __global__ void __launch_bounds__(kThreads) tiered_kernel(const TierArgs a, cons
     const char* src;
     if (k >= 0) {
       src = cache_row(a, k);
-      ++hits;
+      hits += r.lane == 0;
     } else {
       if (a.host_split && host_split_takes(v, a.host_split)) continue;  // the CPU's share: staged
       src = a.offsets ? a.host + a.offsets[v / a.rows_per_block] + (v % a.rows_per_block) * a.row_bytes
                       : a.host + v * a.row_bytes;
-      ++misses;
+      misses += r.lane == 0;
     }
-    const bool ok = copy_row<K, kBytes>(src, a.out + p * a.width, a, lane, check && k < 0);
-    if (check && !__all_sync(0xffffffffu, ok)) bad = min(bad, static_cast<long long>(v));
+    const bool ok = copy_row<K, kBytes>(src, a.out + p * a.width, a, r.lane, check && k < 0);
+    if (!ok) bad = min(bad, static_cast<long long>(v));
   }
-  if (lane == 0 && counters) {
+  if (!counters) return;
+  // Every lane reaches here (no lane returned early): the counts are summed over the warp.
+  hits = warp_sum(hits);
+  misses = warp_sum(misses);
+  if (threadIdx.x % kWarp == 0) {
     if (hits) atomicAdd(&counters[0], static_cast<unsigned long long>(hits));
     if (misses) atomicAdd(&counters[1], static_cast<unsigned long long>(misses));
-    if (bad != LLONG_MAX) atomicMin(reinterpret_cast<long long*>(&counters[2]), bad);
   }
+  if (bad != LLONG_MAX) atomicMin(reinterpret_cast<long long*>(&counters[2]), bad);
 }
 
 // gather_staged: out row i (or pos[i]) from the cache (code >= 0) or the staged rows (code < 0).
 template <Kind K, int kBytes>
 __global__ void __launch_bounds__(kThreads) staged_kernel(const TierArgs a, const int32_t* __restrict__ codes,
                                                           const int32_t* __restrict__ pos, int64_t n) {
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  const int lane = threadIdx.x % kWarp;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
+  const RowLanes r(a);
+  for (int64_t i = r.first; i < n; i += r.stride) {
     const int64_t k = codes ? codes[i] : -i - 1;
     const char* src = k >= 0 ? cache_row(a, k) : a.staged + (-k - 1) * a.row_bytes;
-    copy_row<K, kBytes>(src, a.out + (pos ? pos[i] : i) * a.width, a, lane, false);
+    copy_row<K, kBytes>(src, a.out + (pos ? pos[i] : i) * a.width, a, r.lane, false);
   }
 }
 
@@ -187,11 +213,10 @@ __global__ void __launch_bounds__(kThreads) cached_kernel(const TierArgs a, cons
                                                           const int32_t* __restrict__ pos, int64_t n,
                                                           uint8_t* __restrict__ to_gpu, uint8_t* __restrict__ to_cpu,
                                                           unsigned long long* counters) {
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  const int lane = threadIdx.x % kWarp;
+  const RowLanes r(a);
   int64_t hits = 0;
   bool bad = false;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; i < n; i += warps) {
+  for (int64_t i = r.first; i < n; i += r.stride) {
     const int64_t v = ids[i];
     uint8_t g = 0, c = 0;
     if (v < 0 || v >= a.num_nodes) {  // never read: reported as -1
@@ -199,23 +224,23 @@ __global__ void __launch_bounds__(kThreads) cached_kernel(const TierArgs a, cons
     } else {
       const int32_t k = a.slot ? a.slot[v] : -1;
       if (k >= 0) {
-        copy_row<K, kBytes>(cache_row(a, k), a.out + pos[i] * a.width, a, lane, false);
-        ++hits;
+        copy_row<K, kBytes>(cache_row(a, k), a.out + pos[i] * a.width, a, r.lane, false);
+        hits += r.lane == 0;
       } else if (a.host_split && host_split_takes(v, a.host_split)) {
         c = 1;
       } else {
         g = 1;
       }
     }
-    if (lane == 0) {
+    if (r.lane == 0) {
       to_gpu[i] = g;
       if (to_cpu) to_cpu[i] = c;
     }
   }
-  if (lane == 0 && counters) {
-    if (hits) atomicAdd(&counters[0], static_cast<unsigned long long>(hits));
-    if (bad) atomicMin(reinterpret_cast<long long*>(&counters[2]), -1ll);
-  }
+  if (!counters) return;
+  hits = warp_sum(hits);  // every lane reaches here
+  if (threadIdx.x % kWarp == 0 && hits) atomicAdd(&counters[0], static_cast<unsigned long long>(hits));
+  if (bad) atomicMin(reinterpret_cast<long long*>(&counters[2]), -1ll);
 }
 
 __global__ void iota_kernel(int32_t* p, int64_t n) {
@@ -270,7 +295,7 @@ int blocks_per_sm() {
 // faster than 49 (docs/feature-rows.md).
 // GT_GATHER_GRID (a block count) overrides the second, for measuring (GT_GATHER_BLOCKS_PER_SM the
 // first).
-int grid_for(int64_t n, bool host_tier) {
+int grid_for(int64_t n, bool host_tier, const TierArgs& a) {
   int device = 0, sms = 0;
   GT_CUDA_CHECK(cudaGetDevice(&device));
   GT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -279,7 +304,7 @@ int grid_for(int64_t n, bool host_tier) {
     const long v = e ? std::atol(e) : 0;
     return static_cast<int64_t>(v >= 1 && v <= 65536 ? v : 0);
   }();
-  const int64_t rows_per_block = kThreads / kWarp;
+  const int64_t rows_per_block = kThreads / a.group;
   const int64_t cap = !host_tier ? static_cast<int64_t>(sms) * blocks_per_sm()
                       : forced  ? forced
                                 : std::max<int64_t>(8, static_cast<int64_t>(sms) / 2);
@@ -365,13 +390,16 @@ Tensor sort_by_id(const int32_t* ids, int32_t* sorted_ids, const int32_t* values
   return temp;
 }
 
-// The widest load every row address allows: the row size and each base's alignment.
-int64_t load_bytes(const TierArgs& a, int64_t host_alignment) {
+// The widest load every row address allows: the row size and each base's alignment. Sets
+// a.group, the lanes a row takes at that width.
+int64_t load_bytes(TierArgs& a, int64_t host_alignment) {
   int64_t w = alignment_of(static_cast<uintptr_t>(a.row_bytes));
   for (int o = 0; o < a.shards; ++o)
     if (a.shard[o]) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.shard[o])));
   if (a.host) w = std::min(w, std::min(host_alignment, alignment_of(reinterpret_cast<uintptr_t>(a.host))));
   if (a.staged) w = std::min(w, alignment_of(reinterpret_cast<uintptr_t>(a.staged)));
+  a.group = 1;
+  while (a.group < kWarp && a.group * w < a.row_bytes) a.group *= 2;
   return w;
 }
 
@@ -404,7 +432,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
     scratch.insert(scratch.end(), {sorted_ids, positions, iota});
   }
   if (!two) {
-    dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, t.host != nullptr), s, a, visit, pos, n,
+    dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, t.host != nullptr, a), s, a, visit, pos, n,
                            static_cast<const int32_t*>(nullptr), c, check_values);
     GT_CUDA_LAUNCH_CHECK();
   } else {
@@ -414,7 +442,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
     };
     uint8_t* to_gpu = flags();
     uint8_t* to_cpu = share ? flags() : nullptr;
-    dispatch<CachedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false), s, a, visit, pos, n, to_gpu, to_cpu, c);
+    dispatch<CachedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false, a), s, a, visit, pos, n, to_gpu, to_cpu, c);
     GT_CUDA_LAUNCH_CHECK();
     // Compaction in visit order (cub's select): one scratch for every call, which all take n items.
     std::size_t temp_bytes = 0;
@@ -443,7 +471,7 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
       TierArgs host_rows = a;  // every listed row is read from the host tier
       host_rows.slot = nullptr;
       host_rows.host_split = 0;
-      dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, true), s, host_rows, list_ids.data<int32_t>(),
+      dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, true, host_rows), s, host_rows, list_ids.data<int32_t>(),
                              list_pos.data<int32_t>(), n, list_n.data<int32_t>(), c, check_values);
       GT_CUDA_LAUNCH_CHECK();
       scratch.insert(scratch.end(), {list_ids, list_pos, list_n});
@@ -478,7 +506,7 @@ void gather_staged(const RowTiers& t, const Tensor& staged, const Tensor& codes,
   a.staged = static_cast<const char*>(staged.raw());
   const int64_t bytes = load_bytes(a, 16);
   const int32_t* code = codes.defined() ? codes.data<int32_t>() : nullptr;
-  const int grid = grid_for(n, false);
+  const int grid = grid_for(n, false, a);
   dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid, s, a, code, static_cast<const int32_t*>(nullptr), n);
   GT_CUDA_LAUNCH_CHECK();
 }
@@ -489,7 +517,7 @@ void scatter_staged(const RowTiers& t, const Tensor& staged, const Tensor& posit
   a.host = nullptr;
   a.staged = static_cast<const char*>(staged.raw());
   const int64_t bytes = load_bytes(a, 16);
-  dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false), s, a, static_cast<const int32_t*>(nullptr),
+  dispatch<StagedLaunch>(kind_of(t.dtype), bytes, grid_for(n, false, a), s, a, static_cast<const int32_t*>(nullptr),
                          positions.data<int32_t>(), n);
   GT_CUDA_LAUNCH_CHECK();
 }
