@@ -249,7 +249,19 @@ std::unique_ptr<DeviceBatch> BatchPipeline::next() {
   Impl& m = *impl_;
   if (m.popped >= static_cast<int64_t>(m.count)) return nullptr;
   Msg w;
+  // Hybrid K's auto share: batches complete and waiting when this one is taken.
+  const std::ptrdiff_t ahead = m.ready.size();
   m.ready.pop(w);
+  if (m.adapt_split) {
+    m.batches_ahead.store(static_cast<int>(std::max<std::ptrdiff_t>(0, ahead)));
+    // The pipeline is ahead of its consumer (the trainer): the CPU has time for more of the rows,
+    // and every row it takes is one the GPU does not read over PCIe beside the training kernels
+    // (those reads slow them: docs/feature-rows.md).
+    if (ahead >= Impl::kAheadToShift) {
+      const uint32_t now = m.host_split.load();
+      m.host_split.store(std::min(kHostSplitAll, now + Impl::kShareStep));
+    }
+  }
   if (!w) {
     m.ready.push(nullptr);  // later calls see the stop too
     if (m.error) std::rethrow_exception(m.error);

@@ -81,9 +81,10 @@ struct PipelineOptions {
   // place (kernels/gather.h: host_split_takes picks them, by groups of node ids). Sparse reads of
   // mapped host memory are capped by rows per second (docs/feature-rows.md); the copy engine moves
   // the staged rows beside them. 0: the GPU reads every row; in (0, 1]: that share; < 0: auto,
-  // for sparse batches only (kHybridSparsity), adapted batch by batch from -host_gather_share so
-  // that the CPU's gather ends when the GPU's does (less when the GPU finished first, more when
-  // it had not).
+  // for sparse batches only (kHybridSparsity), adapted batch by batch from -host_gather_share:
+  // more while the consumer finds batches complete and waiting (the CPU has time to spare, and
+  // the GPU's reads over PCIe slow the training kernels beside them), else so that the CPU's
+  // gather ends when the GPU's does (less when the GPU finished first, more when it had not).
   double host_gather_share = 0;
 };
 

@@ -309,11 +309,12 @@ void BatchPipeline::Impl::gather_cpu_share(Work& w) {
     throw;
   }
   busy_end();
-  if (adapt_split) {
-    // Balance: the GPU finished its rows before the CPU finished these: give the CPU fewer.
-    const uint32_t step = kHostSplitAll / 128, lo = kHostSplitAll / 256, hi = kHostSplitAll;
+  if (adapt_split && batches_ahead.load() < kAheadToShift) {
+    // The pipeline is not ahead of its consumer, so its own pace counts: balance the two sides
+    // (the GPU finished its rows before the CPU finished these: give the CPU fewer).
     const uint32_t now = host_split.load();
-    host_split.store(w.gpu_gathered.done() ? std::max(lo, now > step ? now - step : lo) : std::min(hi, now + step));
+    host_split.store(w.gpu_gathered.done() ? std::max(kShareLow, now > kShareStep ? now - kShareStep : kShareLow)
+                                           : std::min(kHostSplitAll, now + kShareStep));
   }
   Tensor dev_staged = staging.to(ctx.device(), st);
   scatter_staged(tiers, dev_staged, dev_pos, w.device_features, st);

@@ -250,8 +250,9 @@ const std::vector<Field>& fields() {
                  "gather into pinned buffers for the copy engine while the GPU reads the others in place: 0 = the GPU "
                  "reads them all, 0..1 = that share (by groups of 32 node ids), -1 = auto: only for batches that read "
                  "under 5% of the table's rows (sparse reads, which the GPU makes at a capped rate of rows per second; "
-                 "denser ones come close to the link on their own), starting at half and moving batch by batch so that "
-                 "the CPU's gather ends when the GPU's does"),
+                 "denser ones come close to the link on their own), starting at half and moving batch by batch: up while "
+                 "the trainer finds batches waiting (the GPU's reads over PCIe slow the training kernels beside them), "
+                 "else so that the CPU's gather ends when the GPU's does"),
       string_field("train.feature_store", GT_GET(train, feature_store), {"auto", "replicated", "sharded"},
                    "with several GPU replicas in one process, where the cached feature rows live: replicated (every GPU caches the same rows, train.gpu_cache_mb each) or sharded (each cached row on exactly one GPU, the replicas reading their peers' rows over peer access: up to train.replicas times the rows of one GPU's cache; contiguous ranges of the cache's rows per GPU); auto = sharded when the table does not fit one GPU's cache but fits the GPUs' caches together and every GPU can read the others' memory, else replicated (the log says which and why); the rows reach the model the same either way; a job of several processes on one host shards over all its processes' GPUs alike (the peers' shards mapped through CUDA IPC), one on several hosts is replicated"),
       int_field("train.eval_cache_mb", GT_GET(train, eval_cache_mb), -1, 1 << 24,
