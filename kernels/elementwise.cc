@@ -33,6 +33,7 @@ void mul(const float* a, const float* b, float* y, int64_t n, int device, Stream
 void axpy(float alpha, const float* x, float* y, int64_t n, int device, Stream s);
 void scale(float alpha, float* y, int64_t n, int device, Stream s);
 void scale_rows(const float* x, const float* r, float* y, int64_t n, int64_t F, int device, Stream s);
+void mean_self_scales(const float* r, float* y, int64_t n, int device, Stream s);
 // count <= kMaxAdamGroup tensors on one device, in one launch.
 void adam_group(float* const* params, const float* const* grads, float* const* ms, float* const* vs,
                 const int64_t* ns, int count, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
@@ -373,6 +374,30 @@ void scale_rows(const Tensor& x, const Tensor& r, Tensor& y, Stream s) {
   const float* pr = r.data<float>();
   float* py = y.data<float>();
   for_each_index(n * F, [&](int64_t i) { py[i] = px[i] * pr[i / F]; });
+}
+
+void mean_self_scales(const Tensor& r, Tensor& y, Stream s) {
+  const char* op = "mean_self_scales";
+  check_float(r, "r", op);
+  GT_CHECK_ARG(r.dim() >= 1 && r.dim() <= 2 && (r.dim() == 1 || r.size(1) == 1), op, ": r must be [n] or [n, 1], got ",
+               r.str());
+  check_same(r, "r", y, "y", op);
+  const int64_t n = r.size(0);
+  if (n == 0) return;
+  if (r.is_cuda()) {
+#ifdef GT_WITH_CUDA
+    return cuda_impl::mean_self_scales(r.data<float>(), y.data<float>(), n, dev_of(r), s);
+#else
+    (void)s;
+    throw_built_without_cuda(op);
+#endif
+  }
+  const float* pr = r.data<float>();
+  float* py = y.data<float>();
+  for_each_index(n, [&](int64_t i) {
+    const float q = pr[i] * pr[i];  // 1 / d
+    py[i] = q > 0.0f ? q / (1.0f + q) : 1.0f;
+  });
 }
 
 void scale(float alpha, Tensor& y, Stream s) {

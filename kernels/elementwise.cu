@@ -241,6 +241,14 @@ __global__ void scale_rows_kernel(const float* x, const float* r, float* y, int6
   for (int64_t i = first_index(); i < n * F; i += grid_stride()) y[i] = x[i] * r[i / F];
 }
 
+// y[i] = 1 / (d + 1) from r[i] = d^-1/2, the CPU loop's arithmetic (elementwise.h).
+__global__ void mean_self_scales_kernel(const float* r, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float q = r[i] * r[i];
+    y[i] = q > 0.0f ? q / (1.0f + q) : 1.0f;
+  }
+}
+
 // One element of Adam: the CPU loop's arithmetic, in its order.
 __device__ __forceinline__ void adam_element(float* param, const float* grad, float* m, float* v, int64_t i, float lr,
                                              float b1, float b2, float eps, float wd, float bc1, float bc2) {
@@ -382,6 +390,11 @@ void scale(float alpha, float* y, int64_t n, int device, Stream s) {
 
 void scale_rows(const float* x, const float* r, float* y, int64_t n, int64_t F, int device, Stream s) {
   scale_rows_kernel<<<grid_for(n * F, device), kThreads, 0, s>>>(x, r, y, n, F);
+  GT_CUDA_LAUNCH_CHECK();
+}
+
+void mean_self_scales(const float* r, float* y, int64_t n, int device, Stream s) {
+  mean_self_scales_kernel<<<grid_for(n, device), kThreads, 0, s>>>(r, y, n);
   GT_CUDA_LAUNCH_CHECK();
 }
 

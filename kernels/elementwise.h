@@ -62,6 +62,11 @@ void scale(float alpha, Tensor& y, Stream s = nullptr);
 // n entries ([m] or [m, 1], m >= n; its first n are read), all on one device. GCN's symmetric
 // normalisation scales rows by d^-1/2 (graphtensor/models/ops.h: RowScaleOp).
 void scale_rows(const Tensor& x, const Tensor& r, Tensor& y, Stream s = nullptr);
+// y[i] = 1 / (d_i + 1) from r[i] = d_i^-1/2 (d_i > 0; r[i] = 0 stands for d_i = 0, giving 1): the
+// row normalisation of A + I (mean over the neighbours and the node itself) from the symmetric
+// scales of A (graphtensor/models/model.h node_scales without self loops). r and y float32 of one
+// shape ([n] or [n, 1]) on one device; y may alias r.
+void mean_self_scales(const Tensor& r, Tensor& y, Stream s = nullptr);
 
 // Adam (Kingma & Ba) with L2 weight decay added to the gradient (as torch.optim.Adam does):
 //   g = grad + wd * param; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -72,6 +72,18 @@ void NodeDropoutOp::backward(const OpRun& run, const std::vector<Tensor>& dout, 
   din[0].give(run.ctx, dx);
 }
 
+// ---- MeanSelfScale ----
+void MeanSelfScaleOp::forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  out[0] = empty_like(in[0]);
+  mean_self_scales(in[0], out[0], run.ctx.stream());
+}
+
+void MeanSelfScaleOp::backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) {
+  (void)run;
+  (void)dout;
+  (void)din;  // the node scales are data
+}
+
 // ---- Pull ----
 std::string PullOp::label() const { return std::string("Pull ") + reduce_name(f_); }
 

@@ -34,9 +34,42 @@ int build_lightgcn_layer(Graph& g, const LayerOptions& o, Device d, int x) {
 // so (L + I) x = RowScale(side0) + x_v and the product term needs no second pass. With node
 // dropout the sources' scales carry the keep mask and the destination's x_v must not, so the
 // product is formed after the aggregate instead (layers.h says what is computed).
+// NGCF's reference form (layers.h): s = D^-1 (A + I) x from Pull(sum) + x_v scaled by 1 / (d + 1),
+// two branches, each with its own Glorot-uniform bias, summed.
+int build_ngcf_reference_layer(Graph& g, const LayerOptions& o, Device d, int x) {
+  GT_CHECK_ARG(o.node_dropout == 0.0f, "NGCF's reference form has no node dropout, got ", o.node_dropout);
+  const int w1 = input_weight(g, o, "weight_side", o.out, d, layer_id(o, 0));
+  const int w2 = input_weight(g, o, "weight_inter", o.out, d, layer_id(o, 1));
+  auto glorot_bias = [&](const std::string& name, uint64_t id) {  // Glorot-uniform over [1, out]
+    Param p{param_name(o, name), Tensor::empty({o.out}, DType::kFloat32, d), Tensor::zeros({o.out}, DType::kFloat32, d)};
+    const float a = std::sqrt(6.0f / static_cast<float>(1 + o.out));
+    fill_uniform(p.value, o.seed, id, -a, a);
+    return g.add_param(std::move(p), o.index);
+  };
+  const int b1 = glorot_bias("bias_side", layer_id(o, 2));
+  const int b2 = glorot_bias("bias_inter", layer_id(o, 3));
+  const int mean = g.add1(std::make_unique<MeanSelfScaleOp>(), {{o.node_scale}}, {"mean_scale", Rows::src(0), 1},
+                          o.index);
+  const int a = g.add1(std::make_unique<PullOp>(Reduce::kSum), {{x}}, dst(o, o.in, "neighbours"), o.index);
+  const int ax = g.add1(std::make_unique<AddDstRowsOp>(1.0f), {{a}, {x, true}}, dst(o, o.in, "with_self"), o.index);
+  const int side = g.add1(std::make_unique<RowScaleOp>(), {{ax}, {mean}}, dst(o, o.in, "side"), o.index);
+  const int inter = g.add1(std::make_unique<MulDstRowsOp>(), {{side}, {x, true}}, dst(o, o.in, "inter"), o.index);
+  const int t1 = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{side}, {w1}}, dst(o, o.out), o.index);
+  const int y1 = g.add1(std::make_unique<BiasActOp>(true, Activation::kLeakyRelu, o.negative_slope), {{t1}, {b1}},
+                        dst(o, o.out, "side_act"), o.index);
+  const int t2 = g.add1(std::make_unique<MatMulOp>(o.in, o.out, false), {{inter}, {w2}}, dst(o, o.out), o.index);
+  const int y2 = g.add1(std::make_unique<BiasActOp>(true, Activation::kLeakyRelu, o.negative_slope), {{t2}, {b2}},
+                        dst(o, o.out, "inter_act"), o.index);
+  g.set_layer_note(o.index, "NGCF's reference form (fixed order: the product term needs the in-wide aggregate)");
+  const int y = g.add1(std::make_unique<AddDstRowsOp>(1.0f), {{y1}, {y2}}, dst(o, o.out), o.index);
+  if (o.dropout <= 0.0f) return y;
+  return g.add1(std::make_unique<DropoutOp>(o.dropout, o.seed, o.index), {{y}}, dst(o, o.out, "dropped"), o.index);
+}
+
 int build_ngcf_rec_layer(Graph& g, const LayerOptions& o, Device d, int x) {
   GT_CHECK_ARG(o.node_scale >= 0, "NGCF layer ", o.index, ": no node_scale input (set LayerOptions::symmetric)");
   GT_CHECK_ARG(o.negative_slope >= 0.0f, "NGCF: negative_slope must be >= 0, got ", o.negative_slope);
+  if (o.ngcf_reference) return build_ngcf_reference_layer(g, o, d, x);
   const int w1 = input_weight(g, o, "weight_side", o.out, d, layer_id(o, 0));
   const int w2 = input_weight(g, o, "weight_inter", o.out, d, layer_id(o, 1));
   const int b = bias(g, o, "bias", o.out, d, input_fan_in(o), layer_id(o, 0));
@@ -131,6 +164,12 @@ std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_node
     GT_THROW("model.node_dropout", light ? "set it 0 for lightgcn" : "give a probability in [0, 1)",
              "model.node_dropout ", cfg.node_dropout,
              light ? " does not apply to LightGCN (node dropout is NGCF's)" : " is outside [0, 1)");
+  if (cfg.ngcf_form != "paper" && (light || cfg.ngcf_form != "reference"))
+    GT_THROW("model.ngcf_form", light ? "leave it paper for lightgcn" : "choose paper or reference",
+             "model.ngcf_form ", cfg.ngcf_form, light ? " applies to NGCF, not LightGCN" : " is not a form of NGCF");
+  if (cfg.ngcf_form == "reference" && cfg.node_dropout != 0.0)
+    GT_THROW("model.node_dropout", "set it 0 with model.ngcf_form reference", "model.node_dropout ", cfg.node_dropout,
+             " with NGCF's reference form, which has no node dropout here");
   if (!light && cfg.aggregation != "mean")
     GT_THROW("model.aggregation", "leave it mean", "NGCF as a recommender aggregates with the symmetric normalised "
              "adjacency; model.aggregation ", cfg.aggregation, " does not apply");
@@ -144,6 +183,7 @@ std::unique_ptr<Model> build_link_model(const ModelConfig& cfg, int64_t num_node
     o.activation = false;
     o.dropout = light ? 0.0f : static_cast<float>(cfg.dropout);
     o.node_dropout = light ? 0.0f : static_cast<float>(cfg.node_dropout);
+    o.ngcf_reference = !light && cfg.ngcf_form == "reference";
     o.index = l;
     o.seed = seed;
     o.negative_slope = static_cast<float>(cfg.negative_slope);

@@ -389,6 +389,16 @@ void validate_config(const Config& cfg) {
              cfg.model.node_dropout, " but the model is ", cfg.model.type,
              cfg.model.embedding_dim > 0 ? "" : " without model.embedding_dim",
              ": node dropout applies to NGCF as a recommender only");
+  if (cfg.model.ngcf_form != "paper" && (cfg.model.type != "ngcf" || cfg.model.embedding_dim <= 0))
+    GT_THROW(at({"model.ngcf_form", "model.type", "model.embedding_dim"}),
+             "leave model.ngcf_form paper, or use model.type ngcf with model.embedding_dim > 0", "model.ngcf_form is ",
+             cfg.model.ngcf_form, " but the model is ", cfg.model.type,
+             cfg.model.embedding_dim > 0 ? "" : " without model.embedding_dim",
+             ": the form applies to NGCF as a recommender only");
+  if (cfg.model.ngcf_form == "reference" && cfg.model.node_dropout > 0)
+    GT_THROW(at({"model.ngcf_form", "model.node_dropout"}), "set model.node_dropout 0 with model.ngcf_form reference",
+             "model.node_dropout is ", cfg.model.node_dropout,
+             " but model.ngcf_form is reference, whose row-normalised aggregate has no node dropout here");
   if (cfg.train.select_by == "roc_auc" && cfg.model.task == "multiclass")
     GT_THROW(at({"train.select_by", "model.task"}), "select a multiclass model by accuracy, micro_f1 or macro_f1",
              "train.select_by is roc_auc but model.task is multiclass: ROC-AUC is defined for binary and multilabel "

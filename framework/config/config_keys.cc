@@ -47,6 +47,12 @@ const std::vector<Field>& fields() {
                    "(LightGCN's PyTorch code), xavier = Glorot-uniform, each node kind's rows (users, items) as "
                    "its own matrix (NGCF's code; LightGCN's paper and TensorFlow code); auto = normal for "
                    "lightgcn, xavier for ngcf"),
+      string_field("model.ngcf_form", GT_GET(model, ngcf_form), {"paper", "reference"},
+                   "NGCF's layer as a recommender (model.type ngcf with model.embedding_dim > 0): paper = the "
+                   "paper's equations, LeakyReLU(((L + I) x) W1 + ((L x) * x) W2 + b) with L = D^-1/2 A D^-1/2; "
+                   "reference = its authors' code, with A~ = D^-1 (A + I) (each node's mean over its neighbours "
+                   "and itself): LeakyReLU((A~ x) W1 + b1) + LeakyReLU(((A~ x) * x) W2 + b2), both biases "
+                   "Glorot-uniform at the start; no node dropout"),
       int_field("model.layers", GT_GET(model, layers), 1, 16, "number of GNN layers (= length of sampling.fanouts)"),
       real_field("model.dropout", GT_GET(model, dropout), 0.0, 0.95, "dropout on the input of every layer while training"),
       bool_field("model.self_loops", GT_GET(model, self_loops),

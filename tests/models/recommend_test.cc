@@ -14,6 +14,7 @@
 #include <graphtensor/core/context.h>
 #include <graphtensor/models/model.h>
 #include "framework/core/rng.h"
+#include "kernels/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 
@@ -238,6 +239,148 @@ std::vector<double> dense_ngcf(const NgcfParams& P, const std::vector<int64_t>& 
     }
   }
   return r;
+}
+
+// ---- NGCF's reference form (model.ngcf_form reference) ----
+
+// Dense NGCF in its reference form, written from layers.h: A~ = D^-1 (A + I) (A~_vu = 1 / (d_v + 1)
+// for u a neighbour of v or v itself), every layer
+//   s = A~ x,  y = LeakyReLU(s W1 + b1, 0.2) + LeakyReLU((s * x) W2 + b2, 0.2),
+// and the read-out as dense_ngcf's. P.b holds b1 (bias_side), b2 the inter biases.
+std::vector<double> dense_ngcf_reference(const NgcfParams& P, const std::vector<std::vector<double>>& b2,
+                                         const std::vector<int64_t>& widths) {
+  std::vector<double> deg(kNodes, 0.0);
+  for (const EdgePair& e : kPairs) {
+    deg[e.src] += 1;
+    deg[e.dst] += 1;
+  }
+  std::vector<double> A(kNodes * kNodes, 0.0);
+  for (const EdgePair& e : kPairs) {
+    A[e.dst * kNodes + e.src] = 1.0 / (deg[e.dst] + 1);
+    A[e.src * kNodes + e.dst] = 1.0 / (deg[e.src] + 1);
+  }
+  for (int64_t v = 0; v < kNodes; ++v) A[v * kNodes + v] = 1.0 / (deg[v] + 1);
+  const int64_t L = static_cast<int64_t>(widths.size()) - 1;
+  std::vector<std::vector<double>> outs{P.E};
+  std::vector<double> x = P.E;
+  auto leaky = [](double z) { return z > 0 ? z : 0.2 * z; };
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t in = widths[l], out = widths[l + 1];
+    std::vector<double> y(kNodes * out, 0.0);
+    for (int64_t v = 0; v < kNodes; ++v) {
+      std::vector<double> sv(in, 0.0);
+      for (int64_t u = 0; u < kNodes; ++u)
+        for (int64_t j = 0; j < in; ++j) sv[j] += A[v * kNodes + u] * x[u * in + j];
+      for (int64_t k = 0; k < out; ++k) {
+        double z1 = P.b[l][k], z2 = b2[l][k];
+        for (int64_t j = 0; j < in; ++j) {
+          z1 += sv[j] * P.W1[l][j * out + k];
+          z2 += sv[j] * x[v * in + j] * P.W2[l][j * out + k];
+        }
+        y[v * out + k] = leaky(z1) + leaky(z2);
+      }
+    }
+    outs.push_back(y);
+    x = y;
+  }
+  int64_t total = 0;
+  for (int64_t w : widths) total += w;
+  std::vector<double> r(kNodes * total);
+  for (int64_t v = 0; v < kNodes; ++v) {
+    int64_t col = 0;
+    for (int64_t l = 0; l <= L; ++l) {
+      const int64_t w = widths[l];
+      double norm = 0;
+      for (int64_t j = 0; j < w; ++j) norm += outs[l][v * w + j] * outs[l][v * w + j];
+      norm = l == 0 ? 1.0 : std::max(std::sqrt(norm), 1e-12);
+      for (int64_t j = 0; j < w; ++j) r[v * total + col + j] = outs[l][v * w + j] / norm;
+      col += w;
+    }
+  }
+  return r;
+}
+
+// The reference form's op graph against the dense reference, its output and the gradient of
+// sum(R * output) with respect to every parameter (central differences of the dense reference),
+// for one and two layers; its two biases start Glorot-uniform over [1, out], not zero.
+TEST(Recommend, NgcfReferenceFormEqualsDenseReference) {
+  for (int64_t layers : {1, 2}) {
+    SCOPED_TRACE(std::to_string(layers) + " layers");
+    ModelConfig c = rec_config("ngcf", 4, layers, 3);
+    c.ngcf_form = "reference";
+    auto model = build_link_model(c, kNodes, Device::cpu(), 13);
+    EXPECT_EQ(model->params().size(), 1u + 4 * static_cast<std::size_t>(layers));  // E; W1, W2, b1, b2 a layer
+    NgcfParams P;
+    P.W1.resize(layers);
+    P.W2.resize(layers);
+    P.b.resize(layers);
+    std::vector<std::vector<double>> b2(layers);
+    for (Param* p : model->params()) {
+      const std::vector<double> v = test::to_double(p->value.to_vector<float>());
+      if (p->name == "embedding") P.E = v;
+      for (int64_t l = 0; l < layers; ++l) {
+        const std::string pre = "layer" + std::to_string(l) + ".";
+        if (p->name == pre + "weight_side") P.W1[l] = v;
+        if (p->name == pre + "weight_inter") P.W2[l] = v;
+        if (p->name == pre + "bias_side") P.b[l] = v;
+        if (p->name == pre + "bias_inter") b2[l] = v;
+      }
+    }
+    for (int64_t l = 0; l < layers; ++l) {
+      ASSERT_EQ(P.b[l].size(), 3u);
+      ASSERT_EQ(b2[l].size(), 3u);
+      double m = 0;
+      for (double v : P.b[l]) m = std::max(m, std::fabs(v));
+      EXPECT_GT(m, 0.0);
+      for (double v : P.b[l]) EXPECT_LE(std::fabs(v), std::sqrt(6.0 / 4.0) + 1e-6);
+      EXPECT_NE(P.b[l], b2[l]);  // streams of their own
+    }
+    std::vector<int64_t> widths{4};
+    for (int64_t l = 0; l < layers; ++l) widths.push_back(3);
+    Context ctx;
+    FullBatch b = full_batch(layers, Device::cpu());
+    const int64_t cols = model->output_width();
+    const std::vector<float> y =
+        model->forward(ctx, b.blocks, b.ids, /*training=*/true, 4, nullptr, nullptr, &b.scale).to_vector<float>();
+    test::expect_close(y, dense_ngcf_reference(P, b2, widths), 1e-5, "output vs the dense reference");
+    const std::vector<float> R = test::random_floats(kNodes * cols, 41);
+    model->backward(ctx, b.blocks, Tensor::from_vector(R, {kNodes, cols}));
+    const std::vector<double> Rd = test::to_double(R);
+    auto f = [&](const std::vector<double>&) { return test::dot(Rd, dense_ngcf_reference(P, b2, widths)); };
+    for (Param* q : model->params()) {
+      std::vector<double>* v = q->name == "embedding" ? &P.E : nullptr;
+      for (int64_t l = 0; l < layers; ++l) {
+        const std::string pre = "layer" + std::to_string(l) + ".";
+        if (q->name == pre + "weight_side") v = &P.W1[l];
+        if (q->name == pre + "weight_inter") v = &P.W2[l];
+        if (q->name == pre + "bias_side") v = &P.b[l];
+        if (q->name == pre + "bias_inter") v = &b2[l];
+      }
+      ASSERT_NE(v, nullptr) << q->name;
+      std::vector<double> fd(v->size());
+      for (std::size_t i = 0; i < v->size(); ++i) fd[i] = test::central_difference(*v, i, 1e-6, f);
+      test::expect_close(q->grad.to_vector<float>(), fd, 1e-4, q->name + " gradient vs the dense reference");
+    }
+  }
+}
+
+// The scales of the reference form's mean: 1 / (d + 1) from d^-1/2, an isolated node (scale 0)
+// its own mean (1).
+TEST(Recommend, MeanSelfScalesFromSymmetricScales) {
+  const Tensor r = Tensor::from_vector(std::vector<float>{0.0f, 1.0f, 0.5f, 1.0f / std::sqrt(3.0f)}, {4, 1});
+  Tensor y = Tensor::empty({4, 1}, DType::kFloat32);
+  mean_self_scales(r, y);
+  const std::vector<float> v = y.to_vector<float>();
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_FLOAT_EQ(v[1], 0.5f);
+  EXPECT_FLOAT_EQ(v[2], 0.2f);
+  EXPECT_FLOAT_EQ(v[3], 0.25f);
+  if (!test::have_cuda()) return;
+  Context g(Device::cuda(0));
+  Tensor rg = r.to(Device::cuda(0), g.stream()), yg = Tensor::empty({4, 1}, DType::kFloat32, Device::cuda(0));
+  mean_self_scales(rg, yg, g.stream());
+  g.synchronize();
+  EXPECT_EQ(yg.to_vector<float>(), v);  // bit for bit
 }
 
 // Steps at which the mask over the 7 nodes drops at least two nodes and keeps at least two, the
@@ -472,6 +615,13 @@ TEST(Recommend, NgcfNodeDropoutCudaMatchesCpu) {
   expect_cuda_matches_cpu(c);
 }
 
+TEST(Recommend, NgcfReferenceCudaMatchesCpu) {
+  ModelConfig c = rec_config("ngcf", 8, 3, 6);
+  c.dropout = 0.1;
+  c.ngcf_form = "reference";
+  expect_cuda_matches_cpu(c);
+}
+
 TEST(Recommend, BadConfigsAreOneLineErrors) {
   auto one_line = [](const std::string& e) { return !e.empty() && e.find('\n') == std::string::npos; };
   Config cfg;
@@ -504,6 +654,32 @@ TEST(Recommend, BadConfigsAreOneLineErrors) {
   feat.type = "ngcf";
   feat.node_dropout = 0.1;
   e = test::error_of([&] { build_model(feat, 8, 3, Device::cpu(), 1); });
+  EXPECT_TRUE(one_line(e) && e.find("model.node_dropout") != std::string::npos) << e;
+  cfg = Config();
+
+  // NGCF's reference form: NGCF as a recommender only, without node dropout.
+  cfg.model.type = "sage";
+  cfg.model.ngcf_form = "reference";
+  e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e) && e.find("model.ngcf_form") != std::string::npos) << e;
+  cfg.model.type = "ngcf";
+  e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e) && e.find("without model.embedding_dim") != std::string::npos) << e;
+  cfg.model.embedding_dim = 64;
+  EXPECT_EQ(test::error_of([&] { validate_config(cfg); }), "");
+  cfg.model.node_dropout = 0.1;
+  e = test::error_of([&] { validate_config(cfg); });
+  EXPECT_TRUE(one_line(e) && e.find("model.node_dropout") != std::string::npos) << e;
+  e = test::error_of([&] { apply_override(cfg, "model.ngcf_form=tf"); });
+  EXPECT_TRUE(one_line(e) && e.find("model.ngcf_form") != std::string::npos) << e;
+  ModelConfig light_ref = rec_config("lightgcn", 8, 2);
+  light_ref.ngcf_form = "reference";
+  e = test::error_of([&] { build_link_model(light_ref, kNodes, Device::cpu(), 1); });
+  EXPECT_TRUE(one_line(e) && e.find("model.ngcf_form") != std::string::npos) << e;
+  ModelConfig ref_drop = rec_config("ngcf", 8, 2);
+  ref_drop.ngcf_form = "reference";
+  ref_drop.node_dropout = 0.1;
+  e = test::error_of([&] { build_link_model(ref_drop, kNodes, Device::cpu(), 1); });
   EXPECT_TRUE(one_line(e) && e.find("model.node_dropout") != std::string::npos) << e;
   cfg = Config();
 

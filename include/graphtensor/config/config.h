@@ -50,6 +50,10 @@ struct GT_API ModelConfig {
   /// The embedding table's start (embedding_dim > 0): auto | normal (Normal(0, 0.1^2)) | xavier
   /// (Glorot-uniform per node kind); auto = normal for lightgcn, xavier for ngcf.
   std::string embedding_init = "auto";
+  /// NGCF's layer as a recommender: paper (the paper's equations, symmetric normalisation) |
+  /// reference (its authors' code: row-normalised A + I, two LeakyReLU branches; LayerOptions::
+  /// ngcf_reference).
+  std::string ngcf_form = "paper";
 };
 
 /// The output width of hidden layer l (0 <= l < layers - 1): hidden_sizes[l], or hidden when

@@ -46,6 +46,7 @@ struct GT_API LayerOptions {
   float gin_eps = 0.0f;                ///< GIN
   float attn_dropout = 0.0f;           ///< GAT: attention dropout while training
   float node_dropout = 0.0f;           ///< NGCF as a recommender: node dropout while training
+  bool ngcf_reference = false;         ///< NGCF as a recommender: its authors' code's layer (below)
   int64_t mlp_hidden = 0;              ///< GIN: inner width of the MLP
   int64_t heads = 1;                   ///< GAT: heads; `out` is the width per head
   Init init = Init::kGlorot;
@@ -90,6 +91,12 @@ GT_API int build_lightgcn_layer(Graph& g, const LayerOptions& o, Device d, int x
 ///   y = LeakyReLU(((L~ + I) x) W1 + ((L~ x) * x) W2 + b).
 /// The layer is then built unfused (RowScale(d^-1/2 keep / (1 - p)) -> Pull(sum) -> RowScale(d^-1/2),
 /// the product by MulDstRows); p = 0 builds the fused graph above. In evaluation L~ = L.
+/// o.ngcf_reference: the layer of the authors' TensorFlow code instead (model.ngcf_form reference),
+/// with A~ = D^-1 (A + I), the mean of each node's neighbours and itself (scales 1 / (d + 1) from
+/// the node_scale input: MeanSelfScaleOp), and two branches with biases of their own:
+///   s = A~ x,  y = LeakyReLU(s W1 + b1) + LeakyReLU((s * x) W2 + b2)
+/// b1 and b2 start Glorot-uniform over [1, out] as that code's do; message dropout as above; no
+/// node dropout (o.node_dropout must be 0).
 GT_API int build_ngcf_rec_layer(Graph& g, const LayerOptions& o, Device d, int x);
 /// GIN (Xu et al., ICLR 2019) with fixed eps: y = MLP((1 + eps) x_v + sum_{u in N(v)} x_u),
 /// MLP = Linear(in, mlp_hidden) - act - Linear(mlp_hidden, out), then act when o.activation (act =

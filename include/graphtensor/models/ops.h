@@ -63,6 +63,17 @@ class GT_API NodeDropoutOp final : public Op {
   bool active_ = false;
 };
 
+/// y[i] = 1 / (d_i + 1) from the symmetric node scales r[i] = d_i^-1/2 (kernels/elementwise.h
+/// mean_self_scales): the row normalisation of A + I, for NGCF's reference form (layers.h). r is
+/// data: no gradient.
+class GT_API MeanSelfScaleOp final : public Op {
+ public:
+  const char* kind() const override { return "MeanSelfScale"; }
+  std::string label() const override { return "1 / (d + 1)"; }
+  void forward(const OpRun& run, const std::vector<Tensor>& in, std::vector<Tensor>& out) override;
+  void backward(const OpRun& run, const std::vector<Tensor>& dout, std::vector<GradSlot>& din) override;
+};
+
 /// Pull(x): y[v] = f over in-edges of x[u], f = sum | mean | max (max keeps its argmax).
 class GT_API PullOp final : public Op {
  public:
