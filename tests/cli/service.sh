@@ -183,7 +183,13 @@ echo "ok: SIGTERM answers the request in flight"
 # larger than all of it is a 413 at once, naming the option, not a 503 to retry for ever.)
 start_server "$WORK/ckpt.h5" --max-connections 1 --max-queued-bytes 65536
 exec 3<>"/dev/tcp/127.0.0.1/$PORT" || die "cannot connect"
-sleep 0.3  # the server has taken the connection (the idle one: --request-timeout-s is 10 s)
+# Until the server has taken that idle connection (--request-timeout-s is 10 s), a request may
+# still be served: ask again until it is refused (a loaded machine may take a while to accept).
+for _ in $(seq 50); do
+  get /v1/info
+  [ "$CODE" = 503 ] && break
+  sleep 0.1
+done
 expect_error GET /v1/info "" 503 "server busy: 1 connection open"
 "$GT_LOADGEN" --port "$PORT" --clients 3 --duration 1 --warmup 0 --json "$WORK/busy/load.json" \
   >"$WORK/load.txt" 2>&1 && die "gt-loadgen against a busy server exited 0: $(cat "$WORK/load.txt")"
