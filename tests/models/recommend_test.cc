@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -164,28 +165,78 @@ std::vector<bool> node_mask(uint64_t seed, uint64_t step, float p) {
   return keep;
 }
 
-// The NGCF recommender's parameters in double, read by name.
+// The NGCF recommender's parameters in double, read by name: b is the paper form's "bias" or the
+// reference form's "bias_side", b2 the reference form's "bias_inter".
 struct NgcfParams {
-  std::vector<double> E;                  // [kNodes, d]
-  std::vector<std::vector<double>> W1, W2, b;  // per layer
+  std::vector<double> E;                           // [kNodes, d]
+  std::vector<std::vector<double>> W1, W2, b, b2;  // per layer
 };
+
+// Where parameter `name` goes in P (nullptr: not an NGCF parameter).
+std::vector<double>* ngcf_slot(NgcfParams& P, const std::string& name) {
+  if (name == "embedding") return &P.E;
+  for (std::size_t l = 0; l < P.W1.size(); ++l) {
+    const std::string pre = "layer" + std::to_string(l) + ".";
+    if (name == pre + "weight_side") return &P.W1[l];
+    if (name == pre + "weight_inter") return &P.W2[l];
+    if (name == pre + "bias" || name == pre + "bias_side") return &P.b[l];
+    if (name == pre + "bias_inter") return &P.b2[l];
+  }
+  return nullptr;
+}
 
 NgcfParams ngcf_params(Model& model, int64_t layers) {
   NgcfParams P;
-  P.W1.resize(layers);
-  P.W2.resize(layers);
-  P.b.resize(layers);
-  for (Param* p : model.params()) {
-    const std::vector<double> v = test::to_double(p->value.to_vector<float>());
-    if (p->name == "embedding") P.E = v;
-    for (int64_t l = 0; l < layers; ++l) {
-      const std::string pre = "layer" + std::to_string(l) + ".";
-      if (p->name == pre + "weight_side") P.W1[l] = v;
-      if (p->name == pre + "weight_inter") P.W2[l] = v;
-      if (p->name == pre + "bias") P.b[l] = v;
+  for (auto* v : {&P.W1, &P.W2, &P.b, &P.b2}) v->resize(static_cast<std::size_t>(layers));
+  for (Param* p : model.params())
+    if (std::vector<double>* v = ngcf_slot(P, p->name)) *v = test::to_double(p->value.to_vector<float>());
+  return P;
+}
+
+// Every parameter's gradient (Param::grad after backward of R) against central differences of
+// f(P) = dot(R, dense(P)), dense a reference written from layers.h.
+void expect_gradients_match(Model& model, NgcfParams& P, const std::vector<float>& R,
+                            const std::function<std::vector<double>(const NgcfParams&)>& dense) {
+  const std::vector<double> Rd = test::to_double(R);
+  auto f = [&](const std::vector<double>&) { return test::dot(Rd, dense(P)); };
+  for (Param* q : model.params()) {
+    std::vector<double>* v = ngcf_slot(P, q->name);
+    ASSERT_NE(v, nullptr) << q->name;
+    std::vector<double> fd(v->size());
+    for (std::size_t i = 0; i < v->size(); ++i) fd[i] = test::central_difference(*v, i, 1e-6, f);
+    test::expect_close(q->grad.to_vector<float>(), fd, 1e-4, q->name + " gradient vs the dense reference");
+  }
+}
+
+// Each node's degree in kPairs (both directions).
+std::vector<double> degrees() {
+  std::vector<double> deg(kNodes, 0.0);
+  for (const EdgePair& e : kPairs) {
+    deg[e.src] += 1;
+    deg[e.dst] += 1;
+  }
+  return deg;
+}
+
+// NGCF's read-out of the layer outputs outs[0..L] (outs[l] of width widths[l]):
+// [E_0 | n(E_1) | ... | n(E_L)], n the row L2 normalisation.
+std::vector<double> dense_readout(const std::vector<std::vector<double>>& outs, const std::vector<int64_t>& widths) {
+  const int64_t L = static_cast<int64_t>(widths.size()) - 1;
+  int64_t total = 0;
+  for (int64_t w : widths) total += w;
+  std::vector<double> r(kNodes * total);
+  for (int64_t v = 0; v < kNodes; ++v) {
+    int64_t col = 0;
+    for (int64_t l = 0; l <= L; ++l) {
+      const int64_t w = widths[l];
+      double norm = 0;
+      for (int64_t j = 0; j < w; ++j) norm += outs[l][v * w + j] * outs[l][v * w + j];
+      norm = l == 0 ? 1.0 : std::max(std::sqrt(norm), 1e-12);
+      for (int64_t j = 0; j < w; ++j) r[v * total + col + j] = outs[l][v * w + j] / norm;
+      col += w;
     }
   }
-  return P;
+  return r;
 }
 
 // Dense NGCF with node dropout, written from layers.h: L~_vu = keep_u / (1 - p) / sqrt(d_u d_v)
@@ -195,11 +246,7 @@ NgcfParams ngcf_params(Model& model, int64_t layers) {
 // l's input width (widths[L] its output).
 std::vector<double> dense_ngcf(const NgcfParams& P, const std::vector<int64_t>& widths, const std::vector<bool>& keep,
                                float p) {
-  std::vector<double> deg(kNodes, 0.0);
-  for (const EdgePair& e : kPairs) {
-    deg[e.src] += 1;
-    deg[e.dst] += 1;
-  }
+  const std::vector<double> deg = degrees();
   std::vector<double> Lt(kNodes * kNodes, 0.0);  // L~[v][u]
   for (const EdgePair& e : kPairs)
     for (auto [v, u] : {std::pair<int64_t, int64_t>{e.dst, e.src}, {e.src, e.dst}})
@@ -224,21 +271,7 @@ std::vector<double> dense_ngcf(const NgcfParams& P, const std::vector<int64_t>& 
     outs.push_back(y);
     x = y;
   }
-  int64_t total = 0;
-  for (int64_t w : widths) total += w;
-  std::vector<double> r(kNodes * total);
-  for (int64_t v = 0; v < kNodes; ++v) {
-    int64_t col = 0;
-    for (int64_t l = 0; l <= L; ++l) {
-      const int64_t w = widths[l];
-      double norm = 0;
-      for (int64_t j = 0; j < w; ++j) norm += outs[l][v * w + j] * outs[l][v * w + j];
-      norm = l == 0 ? 1.0 : std::max(std::sqrt(norm), 1e-12);
-      for (int64_t j = 0; j < w; ++j) r[v * total + col + j] = outs[l][v * w + j] / norm;
-      col += w;
-    }
-  }
-  return r;
+  return dense_readout(outs, widths);
 }
 
 // ---- NGCF's reference form (model.ngcf_form reference) ----
@@ -246,14 +279,9 @@ std::vector<double> dense_ngcf(const NgcfParams& P, const std::vector<int64_t>& 
 // Dense NGCF in its reference form, written from layers.h: A~ = D^-1 (A + I) (A~_vu = 1 / (d_v + 1)
 // for u a neighbour of v or v itself), every layer
 //   s = A~ x,  y = LeakyReLU(s W1 + b1, 0.2) + LeakyReLU((s * x) W2 + b2, 0.2),
-// and the read-out as dense_ngcf's. P.b holds b1 (bias_side), b2 the inter biases.
-std::vector<double> dense_ngcf_reference(const NgcfParams& P, const std::vector<std::vector<double>>& b2,
-                                         const std::vector<int64_t>& widths) {
-  std::vector<double> deg(kNodes, 0.0);
-  for (const EdgePair& e : kPairs) {
-    deg[e.src] += 1;
-    deg[e.dst] += 1;
-  }
+// and the read-out as dense_ngcf's (P.b = b1, P.b2 = b2).
+std::vector<double> dense_ngcf_reference(const NgcfParams& P, const std::vector<int64_t>& widths) {
+  const std::vector<double> deg = degrees();
   std::vector<double> A(kNodes * kNodes, 0.0);
   for (const EdgePair& e : kPairs) {
     A[e.dst * kNodes + e.src] = 1.0 / (deg[e.dst] + 1);
@@ -272,7 +300,7 @@ std::vector<double> dense_ngcf_reference(const NgcfParams& P, const std::vector<
       for (int64_t u = 0; u < kNodes; ++u)
         for (int64_t j = 0; j < in; ++j) sv[j] += A[v * kNodes + u] * x[u * in + j];
       for (int64_t k = 0; k < out; ++k) {
-        double z1 = P.b[l][k], z2 = b2[l][k];
+        double z1 = P.b[l][k], z2 = P.b2[l][k];
         for (int64_t j = 0; j < in; ++j) {
           z1 += sv[j] * P.W1[l][j * out + k];
           z2 += sv[j] * x[v * in + j] * P.W2[l][j * out + k];
@@ -283,21 +311,7 @@ std::vector<double> dense_ngcf_reference(const NgcfParams& P, const std::vector<
     outs.push_back(y);
     x = y;
   }
-  int64_t total = 0;
-  for (int64_t w : widths) total += w;
-  std::vector<double> r(kNodes * total);
-  for (int64_t v = 0; v < kNodes; ++v) {
-    int64_t col = 0;
-    for (int64_t l = 0; l <= L; ++l) {
-      const int64_t w = widths[l];
-      double norm = 0;
-      for (int64_t j = 0; j < w; ++j) norm += outs[l][v * w + j] * outs[l][v * w + j];
-      norm = l == 0 ? 1.0 : std::max(std::sqrt(norm), 1e-12);
-      for (int64_t j = 0; j < w; ++j) r[v * total + col + j] = outs[l][v * w + j] / norm;
-      col += w;
-    }
-  }
-  return r;
+  return dense_readout(outs, widths);
 }
 
 // The reference form's op graph against the dense reference, its output and the gradient of
@@ -310,30 +324,15 @@ TEST(Recommend, NgcfReferenceFormEqualsDenseReference) {
     c.ngcf_form = "reference";
     auto model = build_link_model(c, kNodes, Device::cpu(), 13);
     EXPECT_EQ(model->params().size(), 1u + 4 * static_cast<std::size_t>(layers));  // E; W1, W2, b1, b2 a layer
-    NgcfParams P;
-    P.W1.resize(layers);
-    P.W2.resize(layers);
-    P.b.resize(layers);
-    std::vector<std::vector<double>> b2(layers);
-    for (Param* p : model->params()) {
-      const std::vector<double> v = test::to_double(p->value.to_vector<float>());
-      if (p->name == "embedding") P.E = v;
-      for (int64_t l = 0; l < layers; ++l) {
-        const std::string pre = "layer" + std::to_string(l) + ".";
-        if (p->name == pre + "weight_side") P.W1[l] = v;
-        if (p->name == pre + "weight_inter") P.W2[l] = v;
-        if (p->name == pre + "bias_side") P.b[l] = v;
-        if (p->name == pre + "bias_inter") b2[l] = v;
-      }
-    }
+    NgcfParams P = ngcf_params(*model, layers);
     for (int64_t l = 0; l < layers; ++l) {
       ASSERT_EQ(P.b[l].size(), 3u);
-      ASSERT_EQ(b2[l].size(), 3u);
+      ASSERT_EQ(P.b2[l].size(), 3u);
       double m = 0;
       for (double v : P.b[l]) m = std::max(m, std::fabs(v));
       EXPECT_GT(m, 0.0);
       for (double v : P.b[l]) EXPECT_LE(std::fabs(v), std::sqrt(6.0 / 4.0) + 1e-6);
-      EXPECT_NE(P.b[l], b2[l]);  // streams of their own
+      EXPECT_NE(P.b[l], P.b2[l]);  // streams of their own
     }
     std::vector<int64_t> widths{4};
     for (int64_t l = 0; l < layers; ++l) widths.push_back(3);
@@ -342,25 +341,10 @@ TEST(Recommend, NgcfReferenceFormEqualsDenseReference) {
     const int64_t cols = model->output_width();
     const std::vector<float> y =
         model->forward(ctx, b.blocks, b.ids, /*training=*/true, 4, nullptr, nullptr, &b.scale).to_vector<float>();
-    test::expect_close(y, dense_ngcf_reference(P, b2, widths), 1e-5, "output vs the dense reference");
+    test::expect_close(y, dense_ngcf_reference(P, widths), 1e-5, "output vs the dense reference");
     const std::vector<float> R = test::random_floats(kNodes * cols, 41);
     model->backward(ctx, b.blocks, Tensor::from_vector(R, {kNodes, cols}));
-    const std::vector<double> Rd = test::to_double(R);
-    auto f = [&](const std::vector<double>&) { return test::dot(Rd, dense_ngcf_reference(P, b2, widths)); };
-    for (Param* q : model->params()) {
-      std::vector<double>* v = q->name == "embedding" ? &P.E : nullptr;
-      for (int64_t l = 0; l < layers; ++l) {
-        const std::string pre = "layer" + std::to_string(l) + ".";
-        if (q->name == pre + "weight_side") v = &P.W1[l];
-        if (q->name == pre + "weight_inter") v = &P.W2[l];
-        if (q->name == pre + "bias_side") v = &P.b[l];
-        if (q->name == pre + "bias_inter") v = &b2[l];
-      }
-      ASSERT_NE(v, nullptr) << q->name;
-      std::vector<double> fd(v->size());
-      for (std::size_t i = 0; i < v->size(); ++i) fd[i] = test::central_difference(*v, i, 1e-6, f);
-      test::expect_close(q->grad.to_vector<float>(), fd, 1e-4, q->name + " gradient vs the dense reference");
-    }
+    expect_gradients_match(*model, P, R, [&](const NgcfParams& Q) { return dense_ngcf_reference(Q, widths); });
   }
 }
 
@@ -426,21 +410,7 @@ TEST(Recommend, NgcfNodeDropoutEqualsDenseReference) {
       NgcfParams P = ngcf_params(*model, layers);
       test::expect_close(y, dense_ngcf(P, widths, keep, p), 1e-5, "output vs the dense reference");
       model->backward(ctx, b.blocks, Tensor::from_vector(R, {kNodes, cols}));
-      const std::vector<double> Rd = test::to_double(R);
-      auto f = [&](const std::vector<double>&) { return test::dot(Rd, dense_ngcf(P, widths, keep, p)); };
-      for (Param* q : model->params()) {
-        std::vector<double>* v = q->name == "embedding" ? &P.E : nullptr;
-        for (int64_t l = 0; l < layers; ++l) {
-          const std::string pre = "layer" + std::to_string(l) + ".";
-          if (q->name == pre + "weight_side") v = &P.W1[l];
-          if (q->name == pre + "weight_inter") v = &P.W2[l];
-          if (q->name == pre + "bias") v = &P.b[l];
-        }
-        ASSERT_NE(v, nullptr) << q->name;
-        std::vector<double> fd(v->size());
-        for (std::size_t i = 0; i < v->size(); ++i) fd[i] = test::central_difference(*v, i, 1e-6, f);
-        test::expect_close(q->grad.to_vector<float>(), fd, 1e-4, q->name + " gradient vs the dense reference");
-      }
+      expect_gradients_match(*model, P, R, [&](const NgcfParams& Q) { return dense_ngcf(Q, widths, keep, p); });
     }
   }
 }
