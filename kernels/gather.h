@@ -111,8 +111,8 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
 
 // Hands over the share gather_tiered picked: returns m; `nodes` becomes int32 [m] in host memory
 // (pinned on a GPU) and `positions` int32 [m] on the gather's device. On a GPU, s waits for the
-// share's event and is synchronized (twice: for m, then for the nodes); the share's tensors and
-// this call's scratch are moved to `keep`, to be freed once s has passed its later work.
+// share's event and is synchronized (twice: for m, then for the nodes). The share's tensors are
+// moved to `keep` (positions is a view of one), to be freed once s has passed its later work.
 int64_t take_host_share(HostShare& share, Tensor& nodes, Tensor& positions, Stream s, std::vector<Tensor>& keep);
 
 // out[i, :] = codes[i] >= 0 ? tier-1 row codes[i] (a slot) : staged row -codes[i] - 1; with codes
