@@ -471,8 +471,9 @@ void gather_tiered(const RowTiers& t, const Tensor& ids, Tensor& out, GatherCoun
       TierArgs host_rows = a;  // every listed row is read from the host tier
       host_rows.slot = nullptr;
       host_rows.host_split = 0;
-      dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, true, host_rows), s, host_rows, list_ids.data<int32_t>(),
-                             list_pos.data<int32_t>(), n, list_n.data<int32_t>(), c, check_values);
+      dispatch<TieredLaunch>(kind_of(t.dtype), bytes, grid_for(n, true, host_rows), s, host_rows,
+                             list_ids.data<int32_t>(), list_pos.data<int32_t>(), n, list_n.data<int32_t>(), c,
+                             check_values);
       GT_CUDA_LAUNCH_CHECK();
       scratch.insert(scratch.end(), {list_ids, list_pos, list_n});
     }

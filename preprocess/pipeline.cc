@@ -245,6 +245,8 @@ void BatchPipeline::run() {
   });
 }
 
+static_assert(HostShareRule::kAll == kHostSplitAll, "the auto share counts in RowTiers::host_split units");
+
 std::unique_ptr<DeviceBatch> BatchPipeline::next() {
   Impl& m = *impl_;
   if (m.popped >= static_cast<int64_t>(m.count)) return nullptr;
@@ -254,13 +256,7 @@ std::unique_ptr<DeviceBatch> BatchPipeline::next() {
   m.ready.pop(w);
   if (m.adapt_split) {
     m.batches_ahead.store(static_cast<int>(std::max<std::ptrdiff_t>(0, ahead)));
-    // The pipeline is ahead of its consumer (the trainer): the CPU has time for more of the rows,
-    // and every row it takes is one the GPU does not read over PCIe beside the training kernels
-    // (those reads slow them: docs/feature-rows.md).
-    if (ahead >= Impl::kAheadToShift) {
-      const uint32_t now = m.host_split.load();
-      m.host_split.store(std::min(kHostSplitAll, now + Impl::kShareStep));
-    }
+    m.host_split.store(HostShareRule::on_take(m.host_split.load(), ahead));
   }
   if (!w) {
     m.ready.push(nullptr);  // later calls see the stop too

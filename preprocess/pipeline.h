@@ -37,6 +37,7 @@
 // device buffers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,6 +59,30 @@ constexpr double kHostGatherShareStart = 0.5;
 // ... and gathers with the CPU only for batches of fewer input rows than 1/kHybridSparsity of the
 // table: sparse reads, which the GPU makes at a capped rate of rows per second.
 constexpr int64_t kHybridSparsity = 20;
+
+// ... and moves the share batch by batch, in RowTiers::host_split units (of kHostSplitAll), by these
+// rules (the pipeline's hybrid K applies them; docs/feature-rows.md says why).
+struct HostShareRule {
+  static constexpr uint32_t kAll = 65536;        // kHostSplitAll (kernels/gather.h): every row
+  static constexpr uint32_t kStep = kAll / 128;  // one move
+  static constexpr uint32_t kLow = kAll / 256;   // never less
+  static constexpr int kAhead = 2;               // batches waiting that make the pipeline "ahead"
+  // The trainer took a batch and found `ahead` more complete and waiting: while the pipeline is
+  // ahead, the CPU has time for more rows, and each is one the GPU does not read over PCIe beside
+  // the training kernels (those reads slow them): up a step.
+  static uint32_t on_take(uint32_t now, std::ptrdiff_t ahead) {
+    return ahead >= kAhead ? (now > kAll - kStep ? kAll : now + kStep) : now;
+  }
+  // The CPU finished a batch's rows, the trainer having last found `ahead` batches waiting, and
+  // the GPU had (gpu_done) or had not finished its own rows of that batch: when the pipeline is
+  // not ahead its own pace counts, so the two sides are balanced (fewer rows for the CPU when the
+  // GPU finished first, more when not); when ahead, on_take moves it.
+  static uint32_t on_cpu_rows(uint32_t now, std::ptrdiff_t ahead, bool gpu_done) {
+    if (ahead >= kAhead) return now;
+    if (gpu_done) return now > kLow + kStep ? now - kStep : kLow;
+    return now > kAll - kStep ? kAll : now + kStep;
+  }
+};
 
 struct PipelineOptions {
   int64_t prefetch = 8;                 // batches in flight between the limiter and the trainer

@@ -84,11 +84,9 @@ struct BatchPipeline::Impl {
   // batch's copy.
   std::atomic<uint32_t> host_split{0};
   bool adapt_split = false;
-  // Auto moves the share by kShareStep (never under kShareLow): up while the consumer finds at
-  // least kAheadToShift batches complete (batches_ahead, at its last take: the CPU has time to
-  // spare); else toward the balance of the two sides' times for a batch (gather_cpu_share).
-  static constexpr uint32_t kShareStep = kHostSplitAll / 128, kShareLow = kHostSplitAll / 256;
-  static constexpr int kAheadToShift = 2;
+  // Auto moves the share by HostShareRule (pipeline.h): at each take of a batch (next()) and as
+  // the CPU finishes each batch's rows (gather_cpu_share); batches_ahead is what the last take
+  // found waiting.
   std::atomic<int> batches_ahead{0};
   std::vector<Stream> staged_streams;
   std::atomic<uint32_t> next_staged{0};

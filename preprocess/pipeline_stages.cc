@@ -309,13 +309,8 @@ void BatchPipeline::Impl::gather_cpu_share(Work& w) {
     throw;
   }
   busy_end();
-  if (adapt_split && batches_ahead.load() < kAheadToShift) {
-    // The pipeline is not ahead of its consumer, so its own pace counts: balance the two sides
-    // (the GPU finished its rows before the CPU finished these: give the CPU fewer).
-    const uint32_t now = host_split.load();
-    host_split.store(w.gpu_gathered.done() ? std::max(kShareLow, now > kShareStep ? now - kShareStep : kShareLow)
-                                           : std::min(kHostSplitAll, now + kShareStep));
-  }
+  if (adapt_split)
+    host_split.store(HostShareRule::on_cpu_rows(host_split.load(), batches_ahead.load(), w.gpu_gathered.done()));
   Tensor dev_staged = staging.to(ctx.device(), st);
   scatter_staged(tiers, dev_staged, dev_pos, w.device_features, st);
   out.keep_alive.insert(out.keep_alive.end(), {nodes, dev_pos, staging, dev_staged});

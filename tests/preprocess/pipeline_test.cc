@@ -438,3 +438,39 @@ TEST(Pipeline, NoMemoryGrowthOverAThousandFailingBatchesCuda) {
 
 }  // namespace
 }  // namespace gt
+
+namespace gt {
+namespace {
+
+// Hybrid K's auto share (HostShareRule): up a step at each take that finds the pipeline ahead (two
+// batches waiting), never past every row; while ahead the CPU's finished batches leave it alone;
+// otherwise they balance the sides, down a step when the GPU finished first (never under kLow),
+// up when not.
+TEST(HostShareRule, MovesUpWhileAheadElseBalances) {
+  using R = HostShareRule;
+  const uint32_t half = R::kAll / 2;
+  EXPECT_EQ(R::on_take(half, 2), half + R::kStep);
+  EXPECT_EQ(R::on_take(half, 7), half + R::kStep);
+  EXPECT_EQ(R::on_take(half, 1), half);
+  EXPECT_EQ(R::on_take(half, 0), half);
+  EXPECT_EQ(R::on_take(half, -3), half);  // a consumer already waiting
+  EXPECT_EQ(R::on_take(R::kAll - 1, 2), R::kAll);
+  EXPECT_EQ(R::on_take(R::kAll, 5), R::kAll);
+  EXPECT_EQ(R::on_cpu_rows(half, 2, true), half);
+  EXPECT_EQ(R::on_cpu_rows(half, 2, false), half);
+  EXPECT_EQ(R::on_cpu_rows(half, 1, true), half - R::kStep);
+  EXPECT_EQ(R::on_cpu_rows(half, 0, false), half + R::kStep);
+  EXPECT_EQ(R::on_cpu_rows(R::kLow + 1, 0, true), R::kLow);
+  EXPECT_EQ(R::on_cpu_rows(R::kLow, 0, true), R::kLow);
+  EXPECT_EQ(R::on_cpu_rows(R::kAll, 0, false), R::kAll);
+  // A trainer that always finds batches waiting drives the share to every row; one that never
+  // does, with a GPU that always finishes first, to kLow.
+  uint32_t v = half;
+  for (int i = 0; i < 200; ++i) v = R::on_cpu_rows(R::on_take(v, 3), 3, true);
+  EXPECT_EQ(v, R::kAll);
+  for (int i = 0; i < 300; ++i) v = R::on_cpu_rows(R::on_take(v, 0), 0, true);
+  EXPECT_EQ(v, R::kLow);
+}
+
+}  // namespace
+}  // namespace gt
