@@ -245,8 +245,6 @@ void BatchPipeline::run() {
   });
 }
 
-static_assert(HostShareRule::kAll == kHostSplitAll, "the auto share counts in RowTiers::host_split units");
-
 std::unique_ptr<DeviceBatch> BatchPipeline::next() {
   Impl& m = *impl_;
   if (m.popped >= static_cast<int64_t>(m.count)) return nullptr;

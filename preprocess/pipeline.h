@@ -45,6 +45,7 @@
 
 #include <graphtensor/core/context.h>
 #include "framework/core/trace.h"
+#include "kernels/gather.h"
 #include "preprocess/loader.h"
 #include <graphtensor/preprocess/sampler.h>
 
@@ -63,10 +64,10 @@ constexpr int64_t kHybridSparsity = 20;
 // ... and moves the share batch by batch, in RowTiers::host_split units (of kHostSplitAll), by these
 // rules (the pipeline's hybrid K applies them; docs/feature-rows.md says why).
 struct HostShareRule {
-  static constexpr uint32_t kAll = 65536;        // kHostSplitAll (kernels/gather.h): every row
-  static constexpr uint32_t kStep = kAll / 128;  // one move
-  static constexpr uint32_t kLow = kAll / 256;   // never less
-  static constexpr int kAhead = 2;               // batches waiting that make the pipeline "ahead"
+  static constexpr uint32_t kAll = kHostSplitAll;  // every row
+  static constexpr uint32_t kStep = kAll / 128;    // one move
+  static constexpr uint32_t kLow = kAll / 256;     // never less
+  static constexpr int kAhead = 2;                 // batches waiting that make the pipeline "ahead"
   // The trainer took a batch and found `ahead` more complete and waiting: while the pipeline is
   // ahead, the CPU has time for more rows, and each is one the GPU does not read over PCIe beside
   // the training kernels (those reads slow them): up a step.
